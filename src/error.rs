@@ -1,0 +1,183 @@
+//! The one error type of devcheck: every failure is a [`miette::Diagnostic`] with a help line.
+//!
+//! `Debug` renders the full report (not a struct dump), so a test written
+//! `fn t() -> devcheck::Result<()>` that fails through `?` prints what a person needs to fix it.
+
+use std::fmt;
+use std::panic::Location;
+
+use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme};
+
+use crate::device::{DEVICE_FORMS, Device};
+use crate::dtype::DType;
+
+/// `Result<T, devcheck::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// One tensor taking part in a failing op, as errors and reports describe it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Operand {
+    /// Its role in the op: `lhs`, `rhs`, `input`, `mask`, `index`, `tensors[2]`, ...
+    pub role: String,
+    /// Its path in a module (`encoder.layers.0.mask`) or a name given with `Tensor::set_name`.
+    pub name: Option<String>,
+    pub device: Device,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    /// Where it was created: file:line:col and the op that made it.
+    pub origin: crate::tensor::Origin,
+}
+
+impl fmt::Display for Operand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.role)?;
+        if let Some(name) = &self.name {
+            write!(f, " `{name}`")?;
+        }
+        write!(
+            f,
+            ": {} {} {}, made by `{}` at {}",
+            self.device,
+            self.dtype,
+            crate::shape::fmt_shape(&self.shape),
+            self.origin.op(),
+            self.origin.location_string()
+        )
+    }
+}
+
+fn operand_lines(operands: &[Operand]) -> String {
+    operands.iter().map(|o| format!("\n  {o}")).collect()
+}
+
+fn call_site(location: &&'static Location<'static>) -> String {
+    format!("{}:{}:{}", location.file(), location.line(), location.column())
+}
+
+/// Everything that can go wrong in devcheck.
+#[derive(thiserror::Error, Diagnostic)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("unknown device `{input}`")]
+    #[diagnostic(code(devcheck::invalid_device), help("valid devices are {DEVICE_FORMS}"))]
+    InvalidDevice { input: String },
+
+    #[error("unknown dtype `{input}`")]
+    #[diagnostic(
+        code(devcheck::invalid_dtype),
+        help(
+            "valid dtypes are f32, f64, f16, bf16, i64, i32, u8, bool (PyTorch's names such as `float32` work too)"
+        )
+    )]
+    InvalidDType { input: String },
+
+    #[error("device {device} is not available: {reason}")]
+    #[diagnostic(
+        code(devcheck::device_unavailable),
+        help(
+            "pick the device at run time with `Device::best_available()` (cuda:0 when present, else cpu), \
+             or pass `cpu`; to check device placement without a GPU use a fake device (`devcheck::fake`)"
+        )
+    )]
+    DeviceUnavailable { device: Device, reason: String },
+
+    #[error(
+        "device mismatch in `{op}`: {}\n  at {}{}",
+        mismatch_summary(operands),
+        call_site(location),
+        operand_lines(operands)
+    )]
+    #[diagnostic(code(devcheck::device_mismatch), help("{}", device_help(operands)))]
+    DeviceMismatch { op: &'static str, operands: Vec<Operand>, location: &'static Location<'static> },
+
+    #[error("shape mismatch in `{op}`: {detail}\n  at {}{}", call_site(location), operand_lines(operands))]
+    #[diagnostic(code(devcheck::shape_mismatch), help("{help}"))]
+    ShapeMismatch {
+        op: &'static str,
+        detail: String,
+        help: String,
+        operands: Vec<Operand>,
+        location: &'static Location<'static>,
+    },
+
+    #[error("dtype mismatch in `{op}`: {detail}\n  at {}{}", call_site(location), operand_lines(operands))]
+    #[diagnostic(code(devcheck::dtype_mismatch), help("{help}"))]
+    DTypeMismatch {
+        op: &'static str,
+        detail: String,
+        help: String,
+        operands: Vec<Operand>,
+        location: &'static Location<'static>,
+    },
+
+    #[error("invalid argument to `{op}`: {detail}\n  at {}", call_site(location))]
+    #[diagnostic(code(devcheck::invalid_argument), help("{help}"))]
+    InvalidArgument { op: &'static str, detail: String, help: String, location: &'static Location<'static> },
+
+    #[error(
+        "`{op}` needs element data, but {} has none: it lives on a fake {}\n  at {}{}",
+        operand.role,
+        operand.device,
+        call_site(location),
+        operand_lines(std::slice::from_ref(operand))
+    )]
+    #[diagnostic(
+        code(devcheck::no_data),
+        help(
+            "fake tensors carry shape, dtype and device only (they exist for dry runs); \
+             code that reads values during a dry run needs real data at this line"
+        )
+    )]
+    NoData { op: &'static str, operand: Box<Operand>, location: &'static Location<'static> },
+
+    #[error("`{op}` is not supported on {device} yet\n  at {}", call_site(location))]
+    #[diagnostic(code(devcheck::unsupported), help("{help}"))]
+    Unsupported { op: &'static str, device: Device, help: String, location: &'static Location<'static> },
+}
+
+fn mismatch_summary(operands: &[Operand]) -> String {
+    let parts: Vec<String> = operands.iter().map(|o| format!("{} is on {}", o.role, o.device)).collect();
+    parts.join(", ")
+}
+
+fn device_help(operands: &[Operand]) -> String {
+    // Suggest moving the odd one out towards the device most operands (or the first) are on.
+    let target = operands.first().map(|o| o.device).unwrap_or(Device::Cpu);
+    let odd = operands.iter().find(|o| o.device != target);
+    let what =
+        odd.map(|o| o.name.clone().unwrap_or_else(|| o.role.clone())).unwrap_or_else(|| "the tensor".into());
+    format!(
+        "move {what} to {target} with `.to(x.device())` once, where it is created or loaded; \
+         create helper tensors from an input (`x.new_zeros(..)`, `Tensor::zeros_like(&x)`) so they \
+         follow it to every device"
+    )
+}
+
+impl Error {
+    /// The full report, rendered without colour at `width` columns (what tests snapshot).
+    pub fn render(&self, width: usize) -> String {
+        render_diagnostic(self, width)
+    }
+}
+
+/// Renders any diagnostic as miette's graphical report with unicode, no colour, no links, at a
+/// fixed width: the form used for `Debug`, panics of the assertion macros, and snapshots.
+pub fn render_diagnostic(diagnostic: &dyn Diagnostic, width: usize) -> String {
+    let handler = GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor())
+        .with_links(false)
+        .with_width(width);
+    let mut out = String::new();
+    if handler.render_report(&mut out, diagnostic).is_err() {
+        // Rendering into a String cannot fail on I/O; fall back to the plain message regardless.
+        out = diagnostic.to_string();
+    }
+    out
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // `{:?}` is what `fn main() -> Result` and failing `?` in tests print: show the report.
+        f.write_str("\n")?;
+        f.write_str(&self.render(100))
+    }
+}

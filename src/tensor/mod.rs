@@ -1,0 +1,5 @@
+//! Tensors: a cheap handle over shared storage that knows its device and where it was made.
+
+mod origin;
+
+pub use origin::Origin;
