@@ -5,6 +5,8 @@
 
 mod check;
 mod create;
+#[cfg(feature = "ndarray")]
+mod interop;
 mod moves;
 mod ops;
 mod origin;
