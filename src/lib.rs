@@ -4,6 +4,7 @@
 //! and every op checks its operands in one place before any backend runs, so a device mismatch
 //! names both tensors, where each was created, and how to fix it.
 
+pub mod backend;
 pub mod cuda;
 pub mod device;
 pub mod dtype;
