@@ -6,6 +6,7 @@
 //!   and [`kernels::check_all`], which compiles all of them for an architecture without a GPU;
 //! - [`nvrtc`]: finding NVRTC and compiling one module.
 
+pub mod allocator;
 pub mod kernels;
 pub mod nvrtc;
 
