@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use devcheck::backend::cuda::{kernels, nvrtc};
+use devcheck::cuda::{kernels, nvrtc};
 
 #[derive(Parser)]
 #[command(about = "Compile every devcheck CUDA kernel module with NVRTC")]

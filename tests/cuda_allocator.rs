@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use devcheck::Device;
-use devcheck::backend::cuda::allocator::{
+use devcheck::cuda::allocator::{
     Allocation, CachingAllocator, MIN_BLOCK_SIZE, RawAllocError, RawAllocator, SMALL_REQUEST, SMALL_SEGMENT,
     round_size,
 };

@@ -2,7 +2,7 @@
 //! Needs NVRTC (not a GPU). Without it the test says it skipped, and with
 //! `DEVCHECK_REQUIRE_NVRTC=1` (set by scripts/ci-nvrtc.sh) a missing NVRTC is a failure.
 
-use devcheck::backend::cuda::{kernels, nvrtc};
+use devcheck::cuda::{kernels, nvrtc};
 
 fn nvrtc_or_skip() -> bool {
     if nvrtc::is_available() {

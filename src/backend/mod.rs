@@ -1,1 +1,6 @@
-pub mod cuda;
+//! Backends compute; they never see names, origins or mismatched devices. The op front end in
+//! `src/tensor/` checks everything first and attaches origins to the results.
+
+pub(crate) mod cpu;
+pub(crate) mod fake;
+pub(crate) mod cuda;

@@ -63,7 +63,7 @@ pub enum CudaError {
     #[error("no kernel module defines `{kernel}`{}", suggestion.as_ref().map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default())]
     #[diagnostic(
         code(devcheck::cuda::unknown_kernel),
-        help("kernel names are `<op>_<dtype>` as listed by `devcheck::backend::cuda::kernels::MODULES`")
+        help("kernel names are `<op>_<dtype>` as listed by `devcheck::cuda::kernels::MODULES`")
     )]
     UnknownKernel { kernel: String, suggestion: Option<String> },
 
