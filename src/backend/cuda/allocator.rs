@@ -486,7 +486,8 @@ pub fn out_of_memory_help(allocated: usize, reserved: usize) -> String {
     )
 }
 
-fn format_summary(device: Device, s: &MemoryStats) -> String {
+/// The table of [`CachingAllocator::memory_summary`] for any counters.
+pub fn format_summary(device: Device, s: &MemoryStats) -> String {
     let rows: [(&str, String, String); 8] = [
         ("Allocated memory", format_bytes(s.allocated_bytes), format_bytes(s.peak_allocated_bytes)),
         ("Requested memory", format_bytes(s.requested_bytes), String::new()),

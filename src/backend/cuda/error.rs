@@ -116,6 +116,10 @@ impl CudaError {
     pub fn render(&self, width: usize) -> String {
         crate::error::render_diagnostic(self, width)
     }
+
+    pub(crate) fn driver(device: Device, call: &'static str, e: impl fmt::Display) -> Self {
+        CudaError::Driver { device, call, message: e.to_string() }
+    }
 }
 
 impl fmt::Debug for CudaError {
