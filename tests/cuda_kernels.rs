@@ -50,8 +50,14 @@ fn a_missing_header_directory_is_a_compile_error_with_the_nvrtc_log() {
     let arch = nvrtc::Arch::parse("sm_80").unwrap();
     let empty = std::env::temp_dir().join("devcheck-no-cuda-headers");
     std::fs::create_dir_all(&empty).unwrap();
-    // Only fails where the headers are not built into NVRTC itself (12.x needs them on disk).
-    let err = nvrtc::compile(module, &arch, &[empty]).unwrap_err();
+    let err = match nvrtc::compile(module, &arch, &[empty]) {
+        Err(err) => err,
+        Ok(_) => {
+            // NVRTC releases that bundle cuda_fp16.h need no include directory at all.
+            eprintln!("skipped: this NVRTC compiles without CUDA headers on disk");
+            return;
+        }
+    };
     let text = err.render(100);
     assert!(text.contains("kernel module `adamw` (adamw.cu) for sm_80"), "{text}");
     assert!(text.contains("cuda_fp16.h"), "the NVRTC log names the header: {text}");
