@@ -4,13 +4,21 @@
 
 use std::sync::Arc;
 
+/// Written to stderr directly, past the test harness's output capture, so a skip is always seen.
+macro_rules! skip_note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use devcheck::cuda::{self, CudaDevice, CudaStorage, PinnedBuffer};
 use devcheck::shape::Layout;
 use devcheck::{DType, Device};
 
 fn gpu() -> Option<Arc<CudaDevice>> {
     if !cuda::is_available() {
-        eprintln!("skipped: no CUDA device");
+        skip_note!("skipped: no CUDA device");
         return None;
     }
     Some(cuda::cuda_device_for(&Device::Cuda(0)).expect("cuda:0 is available"))
@@ -36,7 +44,7 @@ fn close(a: &[f32], b: &[f32], tol: f32) {
 #[test]
 fn without_a_driver_every_entry_point_is_a_clear_error() {
     if cuda::is_available() {
-        eprintln!("skipped: a CUDA device is present (this test is for machines without one)");
+        skip_note!("skipped: a CUDA device is present (this test is for machines without one)");
         return;
     }
     let cuda0 = Device::Cuda(0);

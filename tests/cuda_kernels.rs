@@ -4,6 +4,14 @@
 
 use devcheck::cuda::{kernels, nvrtc};
 
+/// Written to stderr directly, past the test harness's output capture, so a skip is always seen.
+macro_rules! skip_note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 fn nvrtc_or_skip() -> bool {
     if nvrtc::is_available() {
         return true;
@@ -11,7 +19,7 @@ fn nvrtc_or_skip() -> bool {
     if std::env::var("DEVCHECK_REQUIRE_NVRTC").is_ok_and(|v| v == "1") {
         panic!("DEVCHECK_REQUIRE_NVRTC=1 but NVRTC is missing:{:?}", nvrtc::not_found_error());
     }
-    eprintln!("skipped: NVRTC not found (looked for {})", nvrtc::info().searched.join(", "));
+    skip_note!("skipped: NVRTC not found (looked for {})", nvrtc::info().searched.join(", "));
     false
 }
 
@@ -54,7 +62,7 @@ fn a_missing_header_directory_is_a_compile_error_with_the_nvrtc_log() {
         Err(err) => err,
         Ok(_) => {
             // NVRTC releases that bundle cuda_fp16.h need no include directory at all.
-            eprintln!("skipped: this NVRTC compiles without CUDA headers on disk");
+            skip_note!("skipped: this NVRTC compiles without CUDA headers on disk");
             return;
         }
     };

@@ -32,7 +32,12 @@ pub struct NvrtcInfo {
 pub fn info() -> &'static NvrtcInfo {
     static INFO: OnceLock<NvrtcInfo> = OnceLock::new();
     INFO.get_or_init(|| {
-        let searched = cudarc::get_lib_name_candidates("nvrtc");
+        let mut searched: Vec<String> = Vec::new();
+        for name in cudarc::get_lib_name_candidates("nvrtc") {
+            if !searched.contains(&name) {
+                searched.push(name);
+            }
+        }
         let ld_library_path = std::env::var("LD_LIBRARY_PATH").ok();
         // SAFETY: `is_culib_present` only tries to dlopen the library by the names above and drops
         // the handle again; no NVRTC function is called.
