@@ -1,6 +1,6 @@
 //! Tensors: a cheap handle over shared storage that knows its device and where it was made.
 //!
-//! The op front end lives in this folder: every op checks its operands in [`check`] (the one place
+//! The op front end lives in this folder: every op checks its operands in `check.rs` (the one place
 //! for device, dtype and shape rules) before any backend runs, then attaches the result's origin.
 
 mod check;

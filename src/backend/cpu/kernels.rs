@@ -11,13 +11,17 @@ use crate::shape::Layout;
 pub(crate) fn unary_map<T, U>(data: &[T], layout: &Layout, f: impl Fn(T) -> U + Sync) -> Vec<U>
 where
     T: Copy + Send + Sync,
-    U: Copy + Send + Sync,
+    U: Copy + Send + Sync + Default,
 {
     if layout.is_contiguous() {
         let src = &data[layout.offset..layout.offset + layout.numel()];
         if src.len() >= PARALLEL_THRESHOLD {
-            let mut out = Vec::with_capacity(src.len());
-            src.par_iter().map(|&x| f(x)).collect_into_vec(&mut out);
+            let mut out = super::zeroed(src.len());
+            for_each_chunk(&mut out, 1, |start, o| {
+                for (o, &x) in o.iter_mut().zip(&src[start..]) {
+                    *o = f(x);
+                }
+            });
             out
         } else {
             src.iter().map(|&x| f(x)).collect()
@@ -40,8 +44,7 @@ where
     T: Copy + Send + Sync,
     U: Copy + Send + Sync + Default,
 {
-    // Zeroed allocations of this size come straight from fresh pages: no fill pass.
-    let mut out = vec![U::default(); out_shape.iter().product()];
+    let mut out = super::zeroed(out_shape.iter().product());
     binary_map_into(&mut out, lhs, lhs_layout, rhs, rhs_layout, out_shape, f);
     out
 }
@@ -148,7 +151,7 @@ fn trailing_repeat(shape: &[usize], out: &[usize]) -> Option<usize> {
 }
 
 /// Arithmetic every numeric element type supports. Integer arithmetic wraps, as PyTorch's does.
-pub(crate) trait Arith: WithDType + Default {
+pub(crate) trait Arith: WithDType {
     fn add(self, o: Self) -> Self;
     fn sub(self, o: Self) -> Self;
     fn mul(self, o: Self) -> Self;
