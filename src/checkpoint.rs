@@ -170,7 +170,7 @@ pub fn load_state_dict_with<M: Module + ?Sized>(
 
     let expected = expected_entries(module);
     let mut report = LoadReport {
-        module: module.module_name().to_string(),
+        module: crate::module::short_type_name(module.module_name()),
         path: path.to_path_buf(),
         ..LoadReport::default()
     };

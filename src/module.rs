@@ -288,12 +288,15 @@ pub trait Module {
         }
         match groups.len() {
             1 => Ok(groups[0].0),
-            0 => Err(ModuleError::NoTensors { module: self.module_name().to_string() }.into()),
+            0 => Err(ModuleError::NoTensors { module: short_type_name(self.module_name()) }.into()),
             _ => {
                 // Most populated device first: the rest are the stragglers.
                 groups.sort_by_key(|(_, paths)| std::cmp::Reverse(paths.len()));
-                Err(ModuleError::MixedDevices { module: self.module_name().to_string(), groups, skipped }
-                    .into())
+                // Only the stragglers are listed; skipped tensors on the majority device are fine.
+                let majority = groups[0].0;
+                skipped.retain(|(_, device)| *device != majority);
+                let module = short_type_name(self.module_name());
+                Err(ModuleError::MixedDevices { module, groups, skipped }.into())
             }
         }
     }
@@ -342,11 +345,14 @@ pub trait Module {
         }
     }
 
-    /// Names every parameter and buffer tensor with its path (`encoder.layers.0.mask`), so errors
-    /// and reports about them say which one they are. `to`, `to_dtype` and loads do this too.
+    /// Names every parameter, buffer and skipped tensor with its path (`encoder.layers.0.mask`),
+    /// so errors and reports about them say which one they are. `to` and `to_dtype` do this too,
+    /// and loads name what they load.
     fn name_tensors(&self) {
-        for (path, tensor) in self.named_tensors() {
-            tensor.set_name(path);
+        for entry in self.entries() {
+            if let Some(tensor) = entry.tensor {
+                tensor.set_name(entry.path);
+            }
         }
     }
 
@@ -1028,6 +1034,13 @@ fn transform<M: Module + ?Sized>(module: &mut M, f: &dyn Fn(&Tensor) -> Result<T
             }
             Ok(())
         }
+        fn visit_skipped(&mut self, path: &ModulePath, skipped: Skipped<'_>) -> Result<()> {
+            // Not moved, but named: a mismatch it causes later then says which field it is.
+            if let Some(tensor) = skipped.tensor {
+                tensor.set_name(path.as_str());
+            }
+            Ok(())
+        }
     }
 
     let mut compute = Compute { f, params: HashMap::new(), buffers: HashMap::new() };
@@ -1043,13 +1056,13 @@ fn transform<M: Module + ?Sized>(module: &mut M, f: &dyn Fn(&Tensor) -> Result<T
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 #[non_exhaustive]
 pub enum ModuleError {
-    #[error("`{module}` has tensors on {} devices:{}{}", groups.len(), device_lines(groups), skipped_lines(skipped))]
+    #[error("`{module}` has tensors on {} devices: {}{}{}", groups.len(), device_counts(groups), straggler_lines(groups), skipped_lines(skipped))]
     #[diagnostic(code(devcheck::mixed_devices), help("{}", mixed_help(groups)))]
     MixedDevices {
         module: String,
         /// Every device with the paths on it, the most populated first.
         groups: Vec<(Device, Vec<String>)>,
-        /// Skipped tensor fields (not moved by `to`) and where they are.
+        /// Skipped tensor fields (not moved by `to`) that are not on the most populated device.
         skipped: Vec<(String, Device)>,
     },
 
@@ -1064,46 +1077,67 @@ pub enum ModuleError {
     NoTensors { module: String },
 }
 
+/// Stragglers listed one per line before the rest are counted.
 const LISTED_PATHS: usize = 8;
 
-fn list_paths(paths: &[String]) -> String {
-    let shown: Vec<&str> = paths.iter().take(LISTED_PATHS).map(String::as_str).collect();
-    let mut out = shown.join(", ");
-    if paths.len() > LISTED_PATHS {
-        out.push_str(&format!(", ... and {} more", paths.len() - LISTED_PATHS));
+fn device_counts(groups: &[(Device, Vec<String>)]) -> String {
+    let parts: Vec<String> =
+        groups.iter().map(|(device, paths)| format!("{} on {device}", paths.len())).collect();
+    parts.join(", ")
+}
+
+/// Every path off the most populated device, one per line.
+fn straggler_lines(groups: &[(Device, Vec<String>)]) -> String {
+    let stragglers: Vec<(Device, &String)> =
+        groups.iter().skip(1).flat_map(|(device, paths)| paths.iter().map(move |p| (*device, p))).collect();
+    let mut out: String = stragglers
+        .iter()
+        .take(LISTED_PATHS)
+        .map(|(device, path)| format!("\n  on {device}: {path}"))
+        .collect();
+    if stragglers.len() > LISTED_PATHS {
+        out.push_str(&format!("\n  ... and {} more", stragglers.len() - LISTED_PATHS));
     }
     out
 }
 
-fn device_lines(groups: &[(Device, Vec<String>)]) -> String {
-    groups
-        .iter()
-        .map(|(device, paths)| {
-            let noun = if paths.len() == 1 { "tensor" } else { "tensors" };
-            format!("\n  {device} ({} {noun}): {}", paths.len(), list_paths(paths))
-        })
-        .collect()
-}
-
 fn skipped_lines(skipped: &[(String, Device)]) -> String {
-    if skipped.is_empty() {
-        return String::new();
-    }
-    let items: Vec<String> = skipped.iter().map(|(path, device)| format!("{path} ({device})")).collect();
-    format!("\n  skipped, not moved by `to`: {}", items.join(", "))
+    skipped
+        .iter()
+        .map(|(path, device)| format!("\n  skipped, not moved by `to`: {path} on {device}"))
+        .collect()
 }
 
 fn mixed_help(groups: &[(Device, Vec<String>)]) -> String {
     let target = groups.first().map(|(d, _)| *d).unwrap_or(Device::Cpu);
-    let stragglers: Vec<String> =
-        groups.iter().skip(1).flat_map(|(_, paths)| paths.iter().cloned()).collect();
     format!(
         "call `model.to(&{})` once after building or loading the model: it moves every parameter and \
-         buffer; the stragglers ({}) were probably replaced by hand after the last move, e.g. \
-         `model.field = tensor` with a tensor made on another device",
+         buffer. Tensors elsewhere were probably assigned by hand after the last move \
+         (`model.field = tensor` with a tensor made on another device)",
         device_expr(&target),
-        list_paths(&stragglers)
     )
+}
+
+/// A Rust type name without module paths: `Wrapper<Linear>` for
+/// `my_crate::model::Wrapper<my_crate::layers::Linear>`.
+pub fn short_type_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut segment_start = 0;
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ':' && chars.peek() == Some(&':') {
+            chars.next();
+            out.truncate(segment_start);
+            continue;
+        }
+        if !(c.is_alphanumeric() || c == '_') {
+            out.push(c);
+            segment_start = out.len();
+            continue;
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The Rust expression for a device, for help lines.
@@ -1112,5 +1146,55 @@ pub(crate) fn device_expr(device: &Device) -> String {
         Device::Cpu => "Device::Cpu".to_string(),
         Device::Cuda(i) => format!("Device::Cuda({i})"),
         Device::Mps => "Device::Mps".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The derive inside devcheck itself (nn modules use it): `::devcheck` resolves through
+    // `extern crate self as devcheck`.
+    #[derive(Module)]
+    struct Inner {
+        weight: Param,
+        #[module(non_persistent)]
+        mask: Tensor,
+    }
+
+    #[test]
+    fn the_derive_works_inside_the_crate() -> Result<()> {
+        let inner = Inner {
+            weight: Param::new(Tensor::zeros([2], &Device::Cpu)?),
+            mask: Tensor::ones([2], &Device::Cpu)?,
+        };
+        let paths: Vec<String> = inner.named_tensors().into_iter().map(|(p, _)| p).collect();
+        assert_eq!(paths, ["weight", "mask"]);
+        assert_eq!(inner.state_dict().keys().collect::<Vec<_>>(), ["weight"]);
+        Ok(())
+    }
+
+    #[test]
+    fn short_type_names() {
+        assert_eq!(short_type_name("my_crate::model::Model"), "Model");
+        assert_eq!(short_type_name("a::Wrapper<b::c::Linear, 4>"), "Wrapper<Linear, 4>");
+        assert_eq!(short_type_name("alloc::boxed::Box<dyn a::Layer>"), "Box<dyn Layer>");
+        assert_eq!(short_type_name("f32"), "f32");
+    }
+
+    #[test]
+    fn paths_push_and_pop() {
+        let mut path = ModulePath::root();
+        assert!(path.is_root());
+        path.push("blocks");
+        path.push_index(3);
+        path.push_key("query");
+        assert_eq!((path.as_str(), path.depth()), ("blocks.3.query", 3));
+        path.pop();
+        path.pop();
+        assert_eq!(path.to_string(), "blocks");
+        path.pop();
+        path.pop();
+        assert!(path.is_root() && path.as_str().is_empty());
     }
 }
