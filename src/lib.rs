@@ -30,4 +30,4 @@ pub use dtype::{DType, WithDType};
 pub use error::{Error, Result};
 pub use module::{Module, Param};
 pub use random::manual_seed;
-pub use tensor::{Origin, Tensor, TensorOptions};
+pub use tensor::{BinaryOp, CmpOp, Origin, Tensor, TensorOptions, UnaryOp};
