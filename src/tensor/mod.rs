@@ -175,6 +175,10 @@ impl Tensor {
         self.0.storage.read().unwrap_or_else(|e| e.into_inner())
     }
 
+    pub(crate) fn storage_mut(&self) -> std::sync::RwLockWriteGuard<'_, Storage> {
+        self.0.storage.write().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// This tensor as it appears in an error: role, name, device, dtype, shape, origin.
     pub(crate) fn operand(&self, role: impl Into<String>) -> Operand {
         Operand {
