@@ -171,6 +171,16 @@ pub enum Error {
         allocated: usize,
         reserved: usize,
     },
+
+    /// A module-wide problem: tensors on several devices, no tensors at all.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Module(#[from] crate::module::ModuleError),
+
+    /// A checkpoint that cannot be read, written or loaded into the model.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Checkpoint(#[from] crate::checkpoint::CheckpointError),
 }
 
 fn mismatch_summary(operands: &[Operand]) -> String {
