@@ -8,6 +8,7 @@ pub mod cuda;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod lint;
 pub mod shape;
 pub mod tensor;
 
