@@ -114,7 +114,11 @@ impl Settings {
                         src: NamedSource::new(p.display().to_string(), text.clone()),
                     }))
                 })?;
-                let root = p.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+                let root = p
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .map(Path::to_path_buf)
+                    .unwrap_or_else(|| PathBuf::from("."));
                 (file.lint, root, Some(p.to_path_buf()))
             }
             None => (LintTable::default(), PathBuf::from("."), None),

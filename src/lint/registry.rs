@@ -112,7 +112,9 @@ impl RuleMeta {
     pub fn docs(&self) -> String {
         let mut out = String::with_capacity(self.docs_raw.len());
         for line in self.docs_raw.lines() {
-            out.push_str(line.strip_prefix(' ').unwrap_or(line));
+            let line = line.strip_prefix(' ').unwrap_or(line);
+            // Examples are `ignore` for rustdoc (they need a framework); to a reader they are Rust.
+            out.push_str(if line == "```ignore" { "```rust" } else { line });
             out.push('\n');
         }
         while out.ends_with("\n\n") {

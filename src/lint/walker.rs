@@ -65,6 +65,9 @@ pub(crate) struct Scope {
     pub compare: u32,
     /// Inside an `impl FromStr/From/TryFrom/Deserialize` or a `parse*`/`from_str*` function.
     pub conversion: u32,
+    /// Inside code that defines device values: a function returning a device
+    /// (`fn device(cpu: bool) -> Result<Device>`), or a `(Kind, Device)` constant.
+    pub device_def: u32,
 }
 
 /// What a rule sees at each node.
@@ -169,6 +172,8 @@ impl<'a, 'f> Walker<'a, 'f> {
         let mut fcx = self.fn_cx(sig, self_ty, trait_name);
         fcx.body_range = self.file.range(body.brace_token.span.join());
         let conversion = fcx.name.starts_with("parse") || fcx.name.starts_with("from_str");
+        let device_def = returns_device(&sig.output);
+        self.scope.device_def += device_def as u32;
         if conversion {
             self.scope.conversion += 1;
         }
@@ -182,6 +187,7 @@ impl<'a, 'f> Walker<'a, 'f> {
         self.visit_block(body);
         hook!(self, exit_fn);
         self.scope.fns.pop();
+        self.scope.device_def -= device_def as u32;
         if conversion {
             self.scope.conversion -= 1;
         }
@@ -387,6 +393,20 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
         }
     }
 
+    fn visit_item_const(&mut self, c: &'ast syn::ItemConst) {
+        let def = defines_device(&c.ty);
+        self.scope.device_def += def as u32;
+        visit::visit_item_const(self, c);
+        self.scope.device_def -= def as u32;
+    }
+
+    fn visit_item_static(&mut self, s: &'ast syn::ItemStatic) {
+        let def = defines_device(&s.ty);
+        self.scope.device_def += def as u32;
+        visit::visit_item_static(self, s);
+        self.scope.device_def -= def as u32;
+    }
+
     fn visit_item_struct(&mut self, s: &'ast syn::ItemStruct) {
         let test = is_cfg_test(&s.attrs);
         self.scope.test += test as u32;
@@ -397,7 +417,18 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
 
     fn visit_block(&mut self, b: &'ast Block) {
         hook!(self, block, b);
-        visit::visit_block(self, b);
+        // After a guard that returns unless the data is on one device
+        // (`let Storage::Cpu(s) = .. else { return }`, `if !xs.device().is_cpu() { bail!(..) }`),
+        // the rest of the block is specific to that device.
+        let mut guarded = 0;
+        for stmt in &b.stmts {
+            self.visit_stmt(stmt);
+            if is_device_guard(stmt) {
+                guarded += 1;
+                self.scope.device_branch += 1;
+            }
+        }
+        self.scope.device_branch -= guarded;
     }
 
     fn visit_stmt(&mut self, s: &'ast syn::Stmt) {
@@ -466,6 +497,28 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
             _ => visit::visit_expr(self, e),
         }
     }
+}
+
+/// `-> Device`, `-> Result<Device>`, `-> Option<B::Device>`.
+fn returns_device(output: &syn::ReturnType) -> bool {
+    let syn::ReturnType::Type(_, ty) = output else { return false };
+    let mut ty: &syn::Type = ty;
+    for _ in 0..3 {
+        if classify_type(ty) == ParamKind::Device {
+            return true;
+        }
+        let syn::Type::Path(p) = ty else { return false };
+        let Some(last) = p.path.segments.last() else { return false };
+        let syn::PathArguments::AngleBracketed(args) = &last.arguments else { return false };
+        let Some(syn::GenericArgument::Type(inner)) = args.args.first() else { return false };
+        ty = inner;
+    }
+    false
+}
+
+/// A tuple type with a device in it: tch's `(Kind, Device)` option constants.
+fn defines_device(ty: &syn::Type) -> bool {
+    matches!(ty, syn::Type::Tuple(t) if t.elems.iter().any(|e| classify_type(e) == ParamKind::Device))
 }
 
 fn expr_attrs(e: &Expr) -> Option<&[syn::Attribute]> {
@@ -642,17 +695,53 @@ pub(crate) fn cond_flags(cond: &Expr) -> CondFlags {
     s.0
 }
 
-/// Does a match arm's pattern name a device (`Device::Cpu`, `Device::Cuda(_)`)?
+/// Does a pattern name a device or per-device storage (`Device::Cpu`, `Device::Cuda(_)`,
+/// `Storage::Cpu(s)`)?
 fn pat_names_device(p: &syn::Pat) -> bool {
     let path = match p {
         syn::Pat::Path(p) => &p.path,
         syn::Pat::TupleStruct(t) => &t.path,
         syn::Pat::Struct(s) => &s.path,
         syn::Pat::Or(o) => return o.cases.iter().any(pat_names_device),
+        syn::Pat::Reference(r) => return pat_names_device(&r.pat),
         _ => return false,
     };
-    path.segments.len() >= 2
-        && super::syntax::last_two(path).is_some_and(|(ty, _)| super::device::is_device_type(ty))
+    super::syntax::last_two(path).is_some_and(|(ty, variant)| {
+        super::device::is_device_type(ty)
+            || matches!(variant.to_string().as_str(), "Cpu" | "Cuda" | "Metal" | "Mps" | "Wgpu" | "Vulkan")
+    })
+}
+
+/// A statement that leaves the block unless the data lives on one kind of device.
+fn is_device_guard(stmt: &syn::Stmt) -> bool {
+    match stmt {
+        syn::Stmt::Local(l) => {
+            l.init.as_ref().is_some_and(|i| i.diverge.is_some()) && pat_names_device(&l.pat)
+        }
+        syn::Stmt::Expr(Expr::If(i), _) => {
+            i.else_branch.is_none() && cond_flags(&i.cond).device && diverges(&i.then_branch)
+        }
+        _ => false,
+    }
+}
+
+/// Does the block end by leaving (`return`, `bail!`, `panic!`, `continue`, `break`)?
+fn diverges(b: &Block) -> bool {
+    match b.stmts.last() {
+        Some(syn::Stmt::Expr(e, _)) => match e {
+            Expr::Return(_) | Expr::Continue(_) | Expr::Break(_) => true,
+            Expr::Macro(m) => is_diverging_macro(&m.mac),
+            _ => false,
+        },
+        Some(syn::Stmt::Macro(m)) => is_diverging_macro(&m.mac),
+        _ => false,
+    }
+}
+
+fn is_diverging_macro(m: &syn::Macro) -> bool {
+    m.path.segments.last().is_some_and(|s| {
+        matches!(s.ident.to_string().as_str(), "bail" | "panic" | "unreachable" | "unimplemented" | "todo")
+    })
 }
 
 fn pat_is_err(p: &syn::Pat) -> bool {

@@ -8,7 +8,7 @@ use crate::lint::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::lint::profile::{Api, CtorDevice, is_transfer_method};
 use crate::lint::registry::declare_rule;
 use crate::lint::source::FileCx;
-use crate::lint::syntax::{Ctor, ParamKind, as_ident, chain_root, pat_ident};
+use crate::lint::syntax::{Ctor, ParamKind, as_ident, chain_root, pat_ident, peel_result};
 use crate::lint::walker::{Check, Cx, FnCx};
 
 declare_rule! {
@@ -84,7 +84,48 @@ struct FnState {
     bound: HashMap<usize, String>,
     /// Variables later moved to a device that is not fixed.
     moved: HashSet<String>,
-    candidates: Vec<(Finding, Option<String>)>,
+    /// Constructor calls whose value is returned at once (`Ok(Tensor::new(..)?)`, a block's tail).
+    returned: HashSet<usize>,
+    /// How often each variable is read, and how often only to be returned (`Ok(x)`, tail `x`).
+    uses: HashMap<String, usize>,
+    returned_uses: HashMap<String, usize>,
+    discount: HashMap<String, usize>,
+    /// Helpers that are not `forward*` may build a result on the host for their caller.
+    may_return_host: bool,
+    candidates: Vec<Candidate>,
+}
+
+struct Candidate {
+    finding: Finding,
+    binding: Option<String>,
+    call: usize,
+}
+
+impl FnState {
+    /// A value leaving the function: remember it, whether a constructor or a variable.
+    fn note_returned(&mut self, e: &Expr) {
+        let e = peel_result(e);
+        match as_ident(e) {
+            Some(id) => *self.returned_uses.entry(id.to_string()).or_default() += 1,
+            None => {
+                self.returned.insert(addr(e));
+            }
+        }
+    }
+
+    /// Is the candidate only ever handed back to the caller?
+    fn only_returned(&self, c: &Candidate) -> bool {
+        if !self.may_return_host {
+            return false;
+        }
+        match &c.binding {
+            None => self.returned.contains(&c.call),
+            Some(name) => {
+                let count = |m: &HashMap<String, usize>| m.get(name).copied().unwrap_or(0);
+                count(&self.uses).saturating_sub(count(&self.discount)) <= count(&self.returned_uses)
+            }
+        }
+    }
 }
 
 fn addr(e: &Expr) -> usize {
@@ -93,7 +134,14 @@ fn addr(e: &Expr) -> usize {
 
 impl Check for Check001 {
     fn enter_fn(&mut self, cx: &Cx<'_, '_>, _sig: &syn::Signature) {
-        let mut state = FnState { active: cx.in_forward(), ..FnState::default() };
+        let name = cx.fun().map(|f| f.name.to_ascii_lowercase()).unwrap_or_default();
+        // A function about the host (`flash_attn_cpu`, `to_host`) makes host tensors on purpose.
+        let host_fn = name.contains("cpu") || name.contains("host");
+        let mut state = FnState {
+            active: cx.in_forward() && !host_fn,
+            may_return_host: !name.starts_with("forward"),
+            ..FnState::default()
+        };
         if let Some(f) = cx.fun() {
             for (name, kind) in &f.params {
                 if *kind == ParamKind::Device {
@@ -106,11 +154,20 @@ impl Check for Check001 {
 
     fn exit_fn(&mut self, _cx: &Cx<'_, '_>, out: &mut Vec<Finding>) {
         let Some(state) = self.stack.pop() else { return };
-        for (finding, binding) in state.candidates {
-            if binding.is_some_and(|b| state.moved.contains(&b)) {
+        for c in &state.candidates {
+            if c.binding.as_ref().is_some_and(|b| state.moved.contains(b)) || state.only_returned(c) {
                 continue;
             }
-            out.push(finding);
+            out.push(c.finding.clone());
+        }
+    }
+
+    fn block(&mut self, _cx: &Cx<'_, '_>, b: &syn::Block, _out: &mut Vec<Finding>) {
+        let Some(state) = self.stack.last_mut() else { return };
+        if let Some(syn::Stmt::Expr(tail, None)) = b.stmts.last()
+            && state.active
+        {
+            state.note_returned(tail);
         }
     }
 
@@ -126,6 +183,13 @@ impl Check for Check001 {
         let fields = |f: &str| cx.facts.field_device(cx.self_ty(), f);
         let src = classify_options(cx.file, &init.expr, &state.env, &fields);
         state.env.bind(name.clone(), src);
+        // Reads of an older variable of the same name inside the initialiser are not uses of
+        // this one.
+        let mut shadowed = 0;
+        crate::lint::syntax::for_each_ident(&init.expr, |i| shadowed += usize::from(*i == name));
+        state.discount.insert(name.clone(), shadowed);
+        state.uses.insert(name.clone(), 0);
+        state.returned_uses.insert(name.clone(), 0);
         let root = chain_root(&init.expr);
         if Ctor::of(cx.file.apis, root).is_some() {
             state.bound.insert(addr(root), name);
@@ -134,7 +198,26 @@ impl Check for Check001 {
 
     fn expr(&mut self, cx: &Cx<'_, '_>, e: &Expr, _out: &mut Vec<Finding>) {
         let Some(state) = self.stack.last_mut() else { return };
+        if !state.active {
+            return;
+        }
         match e {
+            Expr::Path(_) => {
+                if let Some(id) = as_ident(e) {
+                    *state.uses.entry(id.to_string()).or_default() += 1;
+                }
+            }
+            Expr::Call(c)
+                if c.args.len() == 1
+                    && matches!(&*c.func, Expr::Path(p) if p.path.is_ident("Ok") || p.path.is_ident("Some")) =>
+            {
+                state.note_returned(&c.args[0]);
+            }
+            Expr::Return(r) => {
+                if let Some(v) = &r.expr {
+                    state.note_returned(v);
+                }
+            }
             // A host buffer filled in place from device data (`buf.copy_(&xs)`) is meant to be there.
             Expr::MethodCall(m) if m.method == "copy_" || m.method == "f_copy_" => {
                 if let Some(id) = as_ident(chain_root(&m.receiver)) {
@@ -162,7 +245,7 @@ impl Check for Check001 {
                     state.exempt.insert(addr(root));
                 }
             }
-            Expr::Call(_) if state.active && cx.in_forward() => {
+            Expr::Call(_) if cx.in_forward() => {
                 let Some(ctor) = Ctor::of(cx.file.apis, e) else { return };
                 if state.exempt.contains(&addr(e)) {
                     return;
@@ -182,7 +265,7 @@ impl Check for Check001 {
                         fixed_arg(cx.file, f, e, &ctor, arg, kind, at)
                     }
                 };
-                state.candidates.push((finding, binding));
+                state.candidates.push(Candidate { finding, binding, call: addr(e) });
             }
             _ => {}
         }

@@ -16,7 +16,9 @@ declare_rule! {
     ///
     /// Application code is where a device is chosen, so `main` functions, `src/main.rs`,
     /// `src/bin/`, examples, tests, benches and build scripts are not checked; nor are
-    /// comparisons (`dev == Device::Cuda(0)`) and parsing or conversion code (`impl FromStr`).
+    /// comparisons (`dev == Device::Cuda(0)`), parsing or conversion code (`impl FromStr`), and
+    /// code that defines device values for its callers: a function returning a device
+    /// (`fn device(cpu: bool) -> Result<Device>`) or a `(Kind, Device)` constant.
     ///
     /// ### Why is this bad?
     /// The library only works on a machine whose first GPU is free and usable. It cannot run on
@@ -60,7 +62,12 @@ impl Check for Check002 {
         if !matches!(e, Expr::Call(_) | Expr::MethodCall(_)) {
             return;
         }
-        if cx.in_app() || cx.in_test() || cx.scope.compare > 0 || cx.scope.conversion > 0 {
+        if cx.in_app()
+            || cx.in_test()
+            || cx.scope.compare > 0
+            || cx.scope.conversion > 0
+            || cx.scope.device_def > 0
+        {
             return;
         }
         let Some(what) = hardcoded(e) else { return };

@@ -19,7 +19,8 @@ declare_rule! {
     /// - burn: a tensor field marked `#[module(skip)]`, or held in `Ignored<..>`;
     /// - candle and tch: a tensor field that a constructor builds on a fixed device
     ///   (`Tensor::ones(.., &Device::Cpu)`, tch's `FLOAT_CPU`, outside the VarStore) and that a
-    ///   forward method uses without moving it to the input's device.
+    ///   `forward*` method uses without moving it to the input's device. (Buffers that only
+    ///   other methods use, such as a replay buffer filled from host data, are not flagged.)
     ///
     /// ### Why is this bad?
     /// Moving the model (`model.to(&device)`, `module.to_device(&device)`, loading the weights
@@ -134,7 +135,10 @@ impl Check for Check004 {
     }
 
     fn expr(&mut self, cx: &Cx<'_, '_>, e: &Expr, _out: &mut Vec<Finding>) {
-        if !(cx.file.apis.is(Api::Candle) || cx.file.apis.is(Api::Tch)) || !cx.in_forward() {
+        if !(cx.file.apis.is(Api::Candle) || cx.file.apis.is(Api::Tch))
+            || !cx.in_forward()
+            || !cx.fun().is_some_and(|f| f.name.starts_with("forward"))
+        {
             return;
         }
         match e {
