@@ -68,6 +68,8 @@ pub(crate) struct Scope {
     /// Inside code that defines device values: a function returning a device
     /// (`fn device(cpu: bool) -> Result<Device>`), or a `(Kind, Device)` constant.
     pub device_def: u32,
+    /// Inside a closure (whose parameters may shadow the function's).
+    pub closures: u32,
 }
 
 /// What a rule sees at each node.
@@ -494,6 +496,11 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
                 self.scope.compare -= 1;
             }
             Expr::Macro(m) => self.visit_known_macro(&m.mac),
+            Expr::Closure(_) => {
+                self.scope.closures += 1;
+                visit::visit_expr(self, e);
+                self.scope.closures -= 1;
+            }
             _ => visit::visit_expr(self, e),
         }
     }

@@ -59,7 +59,8 @@ declare_rule! {
     /// that input is borrowed (`xs: &Tensor`): the input is then always in scope and the result
     /// only differs when the input is not on the fixed device, which is the bug. When the input
     /// is taken by value (burn's `input: Tensor<B, 3>`), it may have been moved before the line,
-    /// so the fix is unsafe. There is no fix when the function has no tensor input.
+    /// so the fix is unsafe; inside a closure, whose parameters may shadow the input, too.
+    /// There is no fix when the function has no tensor input.
     pub struct D001TensorOnFixedDevice {
         code: "D001",
         name: "tensor-on-fixed-device",
@@ -254,7 +255,7 @@ impl Check for Check001 {
                 let binding = state.bound.get(&addr(e)).cloned();
                 let fields = |name: &str| cx.facts.field_device(cx.self_ty(), name);
                 let finding = match ctor.device {
-                    CtorDevice::ImplicitCpu => implicit_cpu(cx.file, f, e, &ctor),
+                    CtorDevice::ImplicitCpu => implicit_cpu(cx.file, f, e, &ctor, cx.scope.closures > 0),
                     CtorDevice::LastArg => {
                         let Some(arg) = ctor.device_arg() else { return };
                         let Some(DevSrc::Fixed { kind, at }) =
@@ -262,7 +263,7 @@ impl Check for Check001 {
                         else {
                             return;
                         };
-                        fixed_arg(cx.file, f, e, &ctor, arg, kind, at)
+                        fixed_arg(cx, f, e, &ctor, arg, kind, at)
                     }
                 };
                 state.candidates.push(Candidate { finding, binding, call: addr(e) });
@@ -291,7 +292,7 @@ fn primary_api(file: &FileCx<'_>) -> Option<Api> {
 }
 
 fn fixed_arg(
-    file: &FileCx<'_>,
+    cx: &Cx<'_, '_>,
     f: &FnCx,
     call: &Expr,
     ctor: &Ctor<'_>,
@@ -299,6 +300,8 @@ fn fixed_arg(
     kind: FixedKind,
     at: std::ops::Range<usize>,
 ) -> Finding {
+    let file = cx.file;
+    let in_closure = cx.scope.closures > 0;
     let dev_part = device_part(arg);
     let dev_range = file.range(dev_part.span());
     let written = file.short(&at);
@@ -360,7 +363,7 @@ fn fixed_arg(
     let fix = input.and_then(|(name, by_ref)| {
         let text = file.snippet(&dev_range).to_string();
         let new = replacement(&text)?;
-        let applicability = if by_ref { Applicability::Safe } else { Applicability::Unsafe };
+        let applicability = if by_ref && !in_closure { Applicability::Safe } else { Applicability::Unsafe };
         Some(Fix::new(
             applicability,
             format!("make it on the device of `{name}`"),
@@ -377,13 +380,13 @@ fn fixed_arg(
     finding
 }
 
-fn implicit_cpu(file: &FileCx<'_>, f: &FnCx, call: &Expr, ctor: &Ctor<'_>) -> Finding {
+fn implicit_cpu(file: &FileCx<'_>, f: &FnCx, call: &Expr, ctor: &Ctor<'_>, in_closure: bool) -> Finding {
     let input = f.input_tensor();
     let x = input.map(|(n, _)| n).unwrap_or("xs");
     let range = file.range(call.span());
     let fix = input.map(|(name, by_ref)| {
         Fix::new(
-            if by_ref { Applicability::Safe } else { Applicability::Unsafe },
+            if by_ref && !in_closure { Applicability::Safe } else { Applicability::Unsafe },
             format!("move it to the device of `{name}`"),
             vec![Edit { range: range.end..range.end, replacement: format!(".to_device({name}.device())") }],
         )

@@ -105,11 +105,13 @@ impl Check for Check006 {
     }
 }
 
-/// Widens a statement's range to its whole lines when nothing else shares them.
+/// Widens a statement's range to its whole lines when no other code shares them (a trailing
+/// comment about the statement goes with it).
 pub(crate) fn whole_lines(text: &str, range: Range<usize>) -> Range<usize> {
     let line_start = text[..range.start].rfind('\n').map(|i| i + 1).unwrap_or(0);
     let before_blank = text[line_start..range.start].trim().is_empty();
     let line_end = text[range.end..].find('\n').map(|i| range.end + i + 1).unwrap_or(text.len());
-    let after_blank = text[range.end..line_end].trim().is_empty();
+    let after = text[range.end..line_end].trim();
+    let after_blank = after.is_empty() || (after.starts_with("//") && !after.starts_with("///"));
     if before_blank && after_blank { line_start..line_end } else { range }
 }
