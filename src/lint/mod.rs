@@ -131,6 +131,11 @@ fn check_text(
     api: Option<Api>,
     enabled: &dyn Fn(&str) -> bool,
 ) -> (Vec<Finding>, ApiSet) {
+    // Lets the tests prove that a failing rule becomes a `D999` instead of ending the run.
+    #[cfg(test)]
+    if text.contains("__devcheck_test_panic__") {
+        panic!("a deliberate test panic");
+    }
     if let Some(problem) = unparseable(text) {
         return (vec![problem], ApiSet::EMPTY);
     }
@@ -281,4 +286,42 @@ fn lowercase_first(s: &str) -> String {
 pub fn explain(code_or_name: &str) -> Option<String> {
     let rule = registry::lookup(code_or_name)?;
     Some(format!("{} ({}): {}\n\n{}", rule.code, rule.name, rule.summary, rule.docs()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_rule_becomes_an_internal_error_diagnostic() {
+        let report =
+            lint_source("src/model.rs", "// __devcheck_test_panic__\nfn f() {}\n", &Settings::default());
+        assert_eq!(report.diagnostics.len(), 1);
+        let d = &report.diagnostics[0];
+        assert_eq!((d.code, d.name), ("D999", "internal-error"));
+        assert_eq!(d.message, "a rule failed on this file: a deliberate test panic");
+        // The next file on the same thread lints normally.
+        let ok = lint_source("src/model.rs", "fn f() {}\n", &Settings::default());
+        assert!(ok.diagnostics.is_empty());
+    }
+
+    #[test]
+    fn spans_account_for_a_byte_order_mark_and_a_shebang() {
+        let text = "\u{feff}#!/usr/bin/env rust-script\nuse candle_core::{Device, Tensor};\n\
+                    fn forward(xs: &Tensor) -> candle_core::Result<Tensor> {\n\
+                    \x20   Tensor::zeros(3, candle_core::DType::F32, &Device::Cpu)?.add(xs)\n}\n";
+        let report = lint_source("src/model.rs", text, &Settings::default());
+        let d = report.diagnostics.first().expect("a D001 finding");
+        assert_eq!(d.code, "D001");
+        assert_eq!((d.start.line, d.start.column), (4, 5));
+        assert!(text[d.range.clone()].starts_with("Tensor::zeros("));
+    }
+
+    #[test]
+    fn deep_nesting_is_measured_outside_strings_and_comments() {
+        let text = format!("// {}\nfn f() -> &'static str {{ \"{}\" }}\n", "(".repeat(500), "[".repeat(500));
+        assert!(too_deep(text.as_bytes()).is_none());
+        let deep = format!("fn f() {{ {} }}", "(".repeat(MAX_NESTING + 1));
+        assert!(too_deep(deep.as_bytes()).is_some());
+    }
 }

@@ -193,13 +193,15 @@ pub(crate) fn tensor_ctor(apis: ApiSet, name: &str, nargs: usize) -> Option<Ctor
         "ones",
         "full",
         "arange",
+        "linspace",
         "rand",
         "randn",
         "eye",
         "from_vec",
         "from_slice",
         "scalar",
-        "new",
+        "from_raw_bytes",
+        "from_ndarray",
     ];
     const CANDLE: &[&str] = &[
         "zeros",
@@ -288,6 +290,7 @@ pub(crate) fn is_host_read(apis: ApiSet, name: &str, has_turbofish: bool) -> boo
         // `<[T]>::to_vec` is everywhere; a tensor's takes the element type.
         "to_vec" => has_turbofish && apis.may_be(Api::Devcheck),
         "item" => apis.may_be(Api::Devcheck) || apis.may_be(Api::Tch),
+        "to_raw_bytes" | "to_ndarray" | "with_ndarray" => apis.may_be(Api::Devcheck),
         "double_value" | "int64_value" | "f_double_value" | "f_int64_value" => apis.may_be(Api::Tch),
         "into_scalar" | "into_data" | "to_data" => apis.may_be(Api::Burn),
         _ => false,
