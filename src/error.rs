@@ -130,9 +130,34 @@ pub enum Error {
     )]
     NoData { op: &'static str, operand: Box<Operand>, location: &'static Location<'static> },
 
+    #[error(
+        "`{op}` reads host memory, but the tensor lives on {}\n  at {}{}",
+        operand.device,
+        call_site(location),
+        operand_lines(std::slice::from_ref(operand))
+    )]
+    #[diagnostic(
+        code(devcheck::not_on_host),
+        help(
+            "copy it to the host first with `.cpu()?` (PyTorch's `.cpu().numpy()` rule); do it once, \
+             outside hot loops, since every copy from an accelerator waits for it to finish"
+        )
+    )]
+    NotOnHost { op: &'static str, operand: Box<Operand>, location: &'static Location<'static> },
+
     #[error("`{op}` is not supported on {device} yet\n  at {}", call_site(location))]
     #[diagnostic(code(devcheck::unsupported), help("{help}"))]
     Unsupported { op: &'static str, device: Device, help: String, location: &'static Location<'static> },
+
+    /// A module-wide problem: tensors on several devices, no tensors at all.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Module(#[from] crate::module::ModuleError),
+
+    /// A checkpoint that cannot be read, written or loaded into the model.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Checkpoint(#[from] crate::checkpoint::CheckpointError),
 }
 
 fn mismatch_summary(operands: &[Operand]) -> String {
@@ -141,15 +166,23 @@ fn mismatch_summary(operands: &[Operand]) -> String {
 }
 
 fn device_help(operands: &[Operand]) -> String {
-    // Suggest moving the odd one out towards the device most operands (or the first) are on.
-    let target = operands.first().map(|o| o.device).unwrap_or(Device::Cpu);
-    let odd = operands.iter().find(|o| o.device != target);
-    let what =
-        odd.map(|o| o.name.clone().unwrap_or_else(|| o.role.clone())).unwrap_or_else(|| "the tensor".into());
+    // The fix is nearly always to bring host tensors to the accelerator the rest lives on.
+    let target = operands.iter().find(|o| !o.device.is_cpu()).or(operands.first());
+    let Some(target) = target else { return String::new() };
+    let odd: Vec<String> = operands
+        .iter()
+        .filter(|o| o.device != target.device)
+        .map(|o| match &o.name {
+            Some(name) => format!("`{name}`"),
+            None => format!("{} (made at {})", o.role, o.origin.location_string()),
+        })
+        .collect();
     format!(
-        "move {what} to {target} with `.to(x.device())` once, where it is created or loaded; \
-         create helper tensors from an input (`x.new_zeros(..)`, `Tensor::zeros_like(&x)`) so they \
-         follow it to every device"
+        "move {} to {} where it is created or loaded, e.g. `.to({}.device())`; create helper tensors \
+         from an input (`x.new_zeros(..)`, `Tensor::zeros_like(&x)`) so they follow it to every device",
+        odd.join(" and "),
+        target.device,
+        target.name.as_deref().unwrap_or(&target.role)
     )
 }
 

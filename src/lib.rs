@@ -4,15 +4,31 @@
 //! and every op checks its operands in one place before any backend runs, so a device mismatch
 //! names both tensors, where each was created, and how to fix it.
 
+// Generated `#[derive(Module)]` code names `::devcheck`; this makes that path work inside the crate.
+extern crate self as devcheck;
+
+mod backend;
+pub mod checkpoint;
 pub mod cuda;
 pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod lint;
+pub mod module;
+pub mod random;
 pub mod shape;
 pub mod tensor;
+
+/// Dry runs without data: while a scope from [`fake::enter`] is alive on a thread, every tensor
+/// created or moved on it is fake (device, dtype, shape and origin; no element data), so device
+/// placement can be checked for any `cuda:N` on a machine without a GPU.
+pub mod fake {
+    pub use crate::backend::fake::{FakeScope, enter, is_active};
+}
 
 pub use device::{Device, default_device, set_default_device};
 pub use dtype::{DType, WithDType};
 pub use error::{Error, Result};
-pub use tensor::Origin;
+pub use module::{Module, Param};
+pub use random::manual_seed;
+pub use tensor::{BinaryOp, CmpOp, Origin, Tensor, TensorOptions, UnaryOp};

@@ -62,6 +62,11 @@ impl Layout {
         self.shape.iter().product()
     }
 
+    /// Elements left after removing `dims`.
+    pub fn numel_without(&self, dims: &[usize]) -> usize {
+        self.shape.iter().enumerate().filter(|(d, _)| !dims.contains(d)).map(|(_, n)| n).product()
+    }
+
     /// True when elements are laid out row-major without gaps (from `offset`). Dims of size 1 may
     /// have any stride.
     pub fn is_contiguous(&self) -> bool {

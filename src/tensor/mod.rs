@@ -1,5 +1,247 @@
 //! Tensors: a cheap handle over shared storage that knows its device and where it was made.
+//!
+//! The op front end lives in this folder: every op checks its operands in [`check`] (the one place
+//! for device, dtype and shape rules) before any backend runs, then attaches the result's origin.
 
+mod check;
+mod create;
+#[cfg(feature = "ndarray")]
+mod interop;
+mod moves;
+mod ops;
 mod origin;
+mod sugar;
+mod views;
 
+use std::fmt;
+use std::panic::Location;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+pub use ops::{BinaryOp, CmpOp, UnaryOp};
 pub use origin::Origin;
+
+use crate::backend::cpu::CpuStorage;
+use crate::backend::fake;
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::{Error, Operand, Result};
+use crate::shape::Layout;
+
+/// Where a tensor's elements are.
+#[derive(Debug)]
+pub(crate) enum Storage {
+    Cpu(CpuStorage),
+    /// No data: a dry-run tensor (see [`crate::fake`]).
+    Fake,
+}
+
+/// The dtype and device a new tensor is made with: pass a `&Device` (f32), or `(DType, &Device)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorOptions {
+    pub dtype: DType,
+    pub device: Device,
+}
+
+impl From<&Device> for TensorOptions {
+    fn from(device: &Device) -> Self {
+        TensorOptions { dtype: DType::F32, device: *device }
+    }
+}
+
+impl From<(DType, &Device)> for TensorOptions {
+    fn from((dtype, device): (DType, &Device)) -> Self {
+        TensorOptions { dtype, device: *device }
+    }
+}
+
+/// An n-dimensional array on a [`Device`]. Cloning is cheap (a reference count); views share
+/// storage. Every tensor records its [`Origin`], and may carry a name (its module path) that
+/// errors and reports show.
+#[derive(Clone)]
+#[must_use = "tensor ops and moves return a new tensor and leave `self` unchanged (`.to()` is not in place): bind the result, e.g. `let x = x.to(&device)?;`"]
+pub struct Tensor(Arc<Inner>);
+
+struct Inner {
+    storage: Arc<RwLock<Storage>>,
+    layout: Layout,
+    dtype: DType,
+    device: Device,
+    origin: Origin,
+    name: RwLock<Option<Arc<str>>>,
+}
+
+impl Tensor {
+    pub(crate) fn from_parts(
+        storage: Storage,
+        layout: Layout,
+        dtype: DType,
+        device: Device,
+        origin: Origin,
+    ) -> Self {
+        Self::from_shared(Arc::new(RwLock::new(storage)), layout, dtype, device, origin)
+    }
+
+    fn from_shared(
+        storage: Arc<RwLock<Storage>>,
+        layout: Layout,
+        dtype: DType,
+        device: Device,
+        origin: Origin,
+    ) -> Self {
+        Tensor(Arc::new(Inner { storage, layout, dtype, device, origin, name: RwLock::new(None) }))
+    }
+
+    /// A new view of the same storage.
+    pub(crate) fn view(&self, layout: Layout, origin: Origin) -> Tensor {
+        Self::from_shared(self.0.storage.clone(), layout, self.0.dtype, self.0.device, origin)
+    }
+
+    /// The device this tensor lives on (for a fake tensor: the device it stands for).
+    pub fn device(&self) -> Device {
+        self.0.device
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.0.dtype
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.0.layout.shape
+    }
+
+    /// Strides in elements.
+    pub fn stride(&self) -> &[usize] {
+        &self.0.layout.strides
+    }
+
+    /// The size of one dim (negative dims count from the end).
+    #[track_caller]
+    pub fn size(&self, dim: isize) -> Result<usize> {
+        let d = check::dim("size", self, dim, Location::caller())?;
+        Ok(self.shape()[d])
+    }
+
+    /// Number of dims.
+    pub fn rank(&self) -> usize {
+        self.0.layout.rank()
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.0.layout.numel()
+    }
+
+    /// Bytes the elements take (`numel * dtype size`), whether or not they exist (fake).
+    pub fn nbytes(&self) -> usize {
+        self.numel() * self.dtype().size_in_bytes()
+    }
+
+    pub fn is_contiguous(&self) -> bool {
+        self.0.layout.is_contiguous()
+    }
+
+    /// Where this tensor was made: file:line:column and the op.
+    pub fn origin(&self) -> Origin {
+        self.0.origin
+    }
+
+    /// The name given with [`Tensor::set_name`] (module inventories set the module path).
+    pub fn name(&self) -> Option<String> {
+        self.0.name.read().unwrap_or_else(|e| e.into_inner()).as_deref().map(str::to_string)
+    }
+
+    /// Names this tensor (and every clone of this handle) for errors and reports, e.g. its path
+    /// `encoder.layers.0.mask`.
+    pub fn set_name(&self, name: impl Into<Arc<str>>) {
+        *self.0.name.write().unwrap_or_else(|e| e.into_inner()) = Some(name.into());
+    }
+
+    /// True for a dry-run tensor with no element data.
+    pub fn is_fake(&self) -> bool {
+        matches!(*self.storage(), Storage::Fake)
+    }
+
+    /// Do two handles share storage (views of each other, or clones)?
+    pub fn same_storage(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0.storage, &other.0.storage)
+    }
+
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.0.layout
+    }
+
+    pub(crate) fn storage(&self) -> RwLockReadGuard<'_, Storage> {
+        // A poisoned lock means a panic elsewhere mid-write; the data is still the best we have.
+        self.0.storage.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// This tensor as it appears in an error: role, name, device, dtype, shape, origin.
+    pub(crate) fn operand(&self, role: impl Into<String>) -> Operand {
+        Operand {
+            role: role.into(),
+            name: self.name(),
+            device: self.device(),
+            dtype: self.dtype(),
+            shape: self.shape().to_vec(),
+            origin: self.origin(),
+        }
+    }
+
+    /// The CPU data, or the error for a tensor whose data cannot be read here (fake).
+    pub(crate) fn with_cpu<R>(
+        &self,
+        op: &'static str,
+        location: &'static Location<'static>,
+        f: impl FnOnce(&CpuStorage) -> R,
+    ) -> Result<R> {
+        match &*self.storage() {
+            Storage::Cpu(s) => Ok(f(s)),
+            Storage::Fake => Err(Error::NoData { op, operand: Box::new(self.operand("input")), location }),
+        }
+    }
+}
+
+/// Runs a CPU kernel over the inputs' storages, or produces fake storage when any input is fake
+/// or fake mode is on (no element data is ever computed for a dry run).
+pub(crate) fn compute(inputs: &[&Tensor], kernel: impl FnOnce(&[&CpuStorage]) -> CpuStorage) -> Storage {
+    if fake::is_active() {
+        return Storage::Fake;
+    }
+    let guards: Vec<_> = inputs.iter().map(|t| t.storage()).collect();
+    let mut cpu = Vec::with_capacity(guards.len());
+    for g in &guards {
+        match &**g {
+            Storage::Cpu(s) => cpu.push(s),
+            Storage::Fake => return Storage::Fake,
+        }
+    }
+    Storage::Cpu(kernel(&cpu))
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tensor[{}, {}, {}", crate::shape::fmt_shape(self.shape()), self.dtype(), self.device())?;
+        if let Some(name) = self.name() {
+            write!(f, ", name: {name}")?;
+        }
+        if self.is_fake() {
+            f.write_str(", fake")?;
+        }
+        write!(f, ", made by {}]", self.origin())
+    }
+}
+
+impl fmt::Display for Tensor {
+    /// The values (up to 64 of them) followed by the metadata; fake tensors show metadata only.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const SHOWN: usize = 64;
+        if let Storage::Cpu(s) = &*self.storage() {
+            let values: Vec<String> = crate::backend::cpu::with_storage!(s, v => {
+                self.0.layout.offsets().take(SHOWN).map(|o| format!("{}", v[o])).collect()
+            });
+            let more = if self.numel() > SHOWN { ", ..." } else { "" };
+            write!(f, "[{}{}] ", values.join(", "), more)?;
+        }
+        fmt::Debug::fmt(self, f)
+    }
+}

@@ -1,0 +1,5 @@
+//! Backends compute; they never see names, origins or mismatched devices. The op front end in
+//! `src/tensor/` checks everything first and attaches origins to the results.
+
+pub(crate) mod cpu;
+pub(crate) mod fake;

@@ -1,0 +1,180 @@
+//! THE place for device, dtype and shape rules. Every op calls these before any backend runs, so a
+//! rule is written once and every error names the op, each operand (name, device, dtype, shape,
+//! origin) and the failing call.
+//!
+//! Device rule: every tensor operand of an op is on the same device, 0-dim tensors included. This
+//! is stricter than PyTorch, which lets a 0-dim CPU tensor join a CUDA op: that exception hides
+//! the very tensors devcheck exists to find (a CPU scalar in a GPU loop is a sync point waiting
+//! to happen). Use a Rust scalar (`x.mul_scalar(2.0)`) for constants.
+
+use std::panic::Location;
+
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::shape::{broadcast_shapes, fmt_shape};
+
+use super::Tensor;
+
+type Loc = &'static Location<'static>;
+
+/// All operands on one device; returns it.
+pub(crate) fn same_device(op: &'static str, operands: &[(&str, &Tensor)], location: Loc) -> Result<Device> {
+    let device = operands[0].1.device();
+    if operands.iter().all(|(_, t)| t.device() == device) {
+        return Ok(device);
+    }
+    Err(Error::DeviceMismatch {
+        op,
+        operands: operands.iter().map(|(role, t)| t.operand(*role)).collect(),
+        location,
+    })
+}
+
+/// All operands of one dtype; returns it. devcheck does not promote silently: a mixed-dtype op
+/// says which operand to cast.
+pub(crate) fn same_dtype(op: &'static str, operands: &[(&str, &Tensor)], location: Loc) -> Result<DType> {
+    let dtype = operands[0].1.dtype();
+    if let Some((role, odd)) = operands.iter().find(|(_, t)| t.dtype() != dtype) {
+        let (first_role, _) = operands[0];
+        return Err(Error::DTypeMismatch {
+            op,
+            detail: format!("{first_role} is {dtype}, {role} is {}", odd.dtype()),
+            help: format!(
+                "devcheck does not promote dtypes implicitly: cast one side, e.g. `{role}.to_dtype({})`",
+                dtype_path(dtype.promote(odd.dtype()))
+            ),
+            operands: operands.iter().map(|(role, t)| t.operand(*role)).collect(),
+            location,
+        });
+    }
+    Ok(dtype)
+}
+
+/// The operand must have a floating dtype.
+pub(crate) fn float(op: &'static str, t: &Tensor, location: Loc) -> Result<DType> {
+    if t.dtype().is_float() {
+        return Ok(t.dtype());
+    }
+    Err(Error::DTypeMismatch {
+        op,
+        detail: format!("it needs a floating-point tensor, got {}", t.dtype()),
+        help: "cast first: `x.to_dtype(DType::F32)`".to_string(),
+        operands: vec![t.operand("input")],
+        location,
+    })
+}
+
+/// The operand must not be bool (arithmetic).
+pub(crate) fn numeric(op: &'static str, t: &Tensor, location: Loc) -> Result<DType> {
+    if t.dtype() != DType::Bool {
+        return Ok(t.dtype());
+    }
+    Err(Error::DTypeMismatch {
+        op,
+        detail: "arithmetic on a bool tensor".to_string(),
+        help: "cast first (`x.to_dtype(DType::F32)`), or combine masks with `logical_and`/`logical_or`"
+            .to_string(),
+        operands: vec![t.operand("input")],
+        location,
+    })
+}
+
+/// The operand must have this dtype (index tensors: i64; masks: bool).
+pub(crate) fn dtype_is(op: &'static str, role: &str, t: &Tensor, want: DType, location: Loc) -> Result<()> {
+    if t.dtype() == want {
+        return Ok(());
+    }
+    Err(Error::DTypeMismatch {
+        op,
+        detail: format!("{role} must be {want}, got {}", t.dtype()),
+        help: format!("cast it: `{role}.to_dtype({})`", dtype_path(want)),
+        operands: vec![t.operand(role)],
+        location,
+    })
+}
+
+fn dtype_path(d: DType) -> String {
+    format!("DType::{d:?}")
+}
+
+/// The broadcast shape of two operands.
+pub(crate) fn broadcast(op: &'static str, lhs: &Tensor, rhs: &Tensor, location: Loc) -> Result<Vec<usize>> {
+    broadcast_shapes(lhs.shape(), rhs.shape()).ok_or_else(|| Error::ShapeMismatch {
+        op,
+        detail: format!(
+            "shapes {} and {} cannot be broadcast together",
+            fmt_shape(lhs.shape()),
+            fmt_shape(rhs.shape())
+        ),
+        help: "aligned from the right, each pair of dims must be equal or one of them 1; \
+               use `unsqueeze`/`reshape` to line them up"
+            .to_string(),
+        operands: vec![lhs.operand("lhs"), rhs.operand("rhs")],
+        location,
+    })
+}
+
+/// A dim index (negative counts from the end) normalised to `0..rank`.
+pub(crate) fn dim(op: &'static str, t: &Tensor, dim: isize, location: Loc) -> Result<usize> {
+    dim_in(op, t.rank(), dim, location)
+}
+
+/// Like [`dim`] for a rank that is not a tensor's (e.g. `unsqueeze` allows `rank + 1` positions).
+pub(crate) fn dim_in(op: &'static str, rank: usize, dim: isize, location: Loc) -> Result<usize> {
+    let r = rank as isize;
+    let d = if dim < 0 { dim + r } else { dim };
+    if (0..r.max(1)).contains(&d) && (r > 0 || dim == 0 || dim == -1) {
+        return Ok(d.max(0) as usize);
+    }
+    Err(Error::InvalidArgument {
+        op,
+        detail: format!("dim {dim} is out of range for a tensor of rank {rank}"),
+        help: if rank == 0 {
+            "a 0-dim tensor only has dim 0 (or -1)".to_string()
+        } else {
+            format!("valid dims are -{rank}..={}", rank - 1)
+        },
+        location,
+    })
+}
+
+/// Distinct normalised dims.
+pub(crate) fn dims(op: &'static str, t: &Tensor, dims: &[isize], location: Loc) -> Result<Vec<usize>> {
+    let mut out = Vec::with_capacity(dims.len());
+    for &d in dims {
+        let n = dim(op, t, d, location)?;
+        if out.contains(&n) {
+            return Err(Error::InvalidArgument {
+                op,
+                detail: format!("dim {d} appears more than once in {dims:?}"),
+                help: "list each dim once".to_string(),
+                location,
+            });
+        }
+        out.push(n);
+    }
+    Ok(out)
+}
+
+/// A plain argument error with help.
+pub(crate) fn invalid(op: &'static str, detail: String, help: impl Into<String>, location: Loc) -> Error {
+    Error::InvalidArgument { op, detail, help: help.into(), location }
+}
+
+/// A shape error on the given operands.
+pub(crate) fn shape_error(
+    op: &'static str,
+    detail: String,
+    help: impl Into<String>,
+    operands: &[(&str, &Tensor)],
+    location: Loc,
+) -> Error {
+    Error::ShapeMismatch {
+        op,
+        detail,
+        help: help.into(),
+        operands: operands.iter().map(|(r, t)| t.operand(*r)).collect(),
+        location,
+    }
+}

@@ -1,0 +1,308 @@
+//! Creation: every constructor takes a device; `*_like` and `new_*` inherit device and dtype.
+
+use std::panic::Location;
+
+use super::check;
+use super::{Origin, Storage, Tensor, TensorOptions};
+use crate::backend::cpu::{CpuStorage, dispatch_dtype};
+use crate::backend::fake;
+use crate::device::Device;
+use crate::dtype::{DType, WithDType};
+use crate::error::{Error, Result};
+use crate::shape::{Layout, checked_numel, fmt_shape};
+
+type Loc = &'static Location<'static>;
+
+impl Tensor {
+    /// The one door through which new data enters a device: fake in fake mode, otherwise the
+    /// device must be usable and `data` produces the host elements.
+    pub(crate) fn create(
+        shape: &[usize],
+        opts: TensorOptions,
+        op: &'static str,
+        location: Loc,
+        data: impl FnOnce(usize) -> CpuStorage,
+    ) -> Result<Tensor> {
+        let numel = checked_numel(shape).ok_or_else(|| {
+            check::invalid(
+                op,
+                format!("shape {} has more elements than fit in memory", fmt_shape(shape)),
+                "check the shape for a misplaced dim",
+                location,
+            )
+        })?;
+        let storage =
+            if fake::is_active() { Storage::Fake } else { upload(data(numel), &opts.device, op, location)? };
+        Ok(Tensor::from_parts(
+            storage,
+            Layout::contiguous(shape),
+            opts.dtype,
+            opts.device,
+            Origin::new(op, location),
+        ))
+    }
+
+    /// A dry-run tensor: device, dtype and shape, no element data. Works on any device, GPU or not.
+    #[track_caller]
+    pub fn fake(shape: impl AsRef<[usize]>, dtype: DType, device: &Device) -> Tensor {
+        Tensor::from_parts(
+            Storage::Fake,
+            Layout::contiguous(shape.as_ref()),
+            dtype,
+            *device,
+            Origin::new("fake", Location::caller()),
+        )
+    }
+
+    #[track_caller]
+    pub fn zeros(shape: impl AsRef<[usize]>, opts: impl Into<TensorOptions>) -> Result<Tensor> {
+        Self::full(shape, 0.0, opts).map(|t| t.renamed_op("zeros"))
+    }
+
+    #[track_caller]
+    pub fn ones(shape: impl AsRef<[usize]>, opts: impl Into<TensorOptions>) -> Result<Tensor> {
+        Self::full(shape, 1.0, opts).map(|t| t.renamed_op("ones"))
+    }
+
+    /// Every element `value` (converted to the dtype).
+    #[track_caller]
+    pub fn full(shape: impl AsRef<[usize]>, value: f64, opts: impl Into<TensorOptions>) -> Result<Tensor> {
+        let opts = opts.into();
+        Self::create(shape.as_ref(), opts, "full", Location::caller(), |n| {
+            CpuStorage::full(value, n, opts.dtype)
+        })
+    }
+
+    /// `start, start + step, ...` below `end` (`torch.arange(start, end, step)`).
+    #[track_caller]
+    pub fn arange(start: f64, end: f64, step: f64, opts: impl Into<TensorOptions>) -> Result<Tensor> {
+        let location = Location::caller();
+        if step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
+            return Err(check::invalid(
+                "arange",
+                format!("start={start}, end={end}, step={step}"),
+                "start and end must be finite and step finite and non-zero",
+                location,
+            ));
+        }
+        let n = ((end - start) / step).ceil().max(0.0) as usize;
+        let opts = opts.into();
+        Self::create(&[n], opts, "arange", location, |n| {
+            from_f64s((0..n).map(|i| start + i as f64 * step), opts.dtype)
+        })
+    }
+
+    /// `steps` evenly spaced values from `start` to `end` inclusive.
+    #[track_caller]
+    pub fn linspace(start: f64, end: f64, steps: usize, opts: impl Into<TensorOptions>) -> Result<Tensor> {
+        let opts = opts.into();
+        Self::create(&[steps], opts, "linspace", Location::caller(), |n| {
+            let step = if n > 1 { (end - start) / (n - 1) as f64 } else { 0.0 };
+            from_f64s(
+                (0..n).map(|i| if i + 1 == n && n > 1 { end } else { start + i as f64 * step }),
+                opts.dtype,
+            )
+        })
+    }
+
+    /// The `n`×`n` identity.
+    #[track_caller]
+    pub fn eye(n: usize, opts: impl Into<TensorOptions>) -> Result<Tensor> {
+        let opts = opts.into();
+        Self::create(&[n, n], opts, "eye", Location::caller(), |len| {
+            from_f64s((0..len).map(|i| if i / n.max(1) == i % n.max(1) { 1.0 } else { 0.0 }), opts.dtype)
+        })
+    }
+
+    /// Uniform samples in [0, 1) from this thread's seeded generator ([`crate::manual_seed`]).
+    #[track_caller]
+    pub fn rand(shape: impl AsRef<[usize]>, opts: impl Into<TensorOptions>) -> Result<Tensor> {
+        let opts = opts.into();
+        float_only("rand", opts.dtype, Location::caller())?;
+        Self::create(shape.as_ref(), opts, "rand", Location::caller(), |n| {
+            from_f64s(crate::random::uniform(n).into_iter(), opts.dtype)
+        })
+    }
+
+    /// Standard-normal samples from this thread's seeded generator ([`crate::manual_seed`]).
+    #[track_caller]
+    pub fn randn(shape: impl AsRef<[usize]>, opts: impl Into<TensorOptions>) -> Result<Tensor> {
+        let opts = opts.into();
+        float_only("randn", opts.dtype, Location::caller())?;
+        Self::create(shape.as_ref(), opts, "randn", Location::caller(), |n| {
+            from_f64s(crate::random::normal(n).into_iter(), opts.dtype)
+        })
+    }
+
+    /// A tensor owning `data` with `shape`; the dtype is `T`'s.
+    #[track_caller]
+    pub fn from_vec<T: WithDType>(
+        data: Vec<T>,
+        shape: impl AsRef<[usize]>,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let location = Location::caller();
+        let shape = shape.as_ref();
+        check_len("from_vec", data.len(), shape, location)?;
+        let opts = TensorOptions { dtype: T::DTYPE, device: *device };
+        Self::create(shape, opts, "from_vec", location, |_| CpuStorage::from_vec(data))
+    }
+
+    /// A tensor copied from `data` with `shape`; the dtype is `T`'s.
+    #[track_caller]
+    pub fn from_slice<T: WithDType>(
+        data: &[T],
+        shape: impl AsRef<[usize]>,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let location = Location::caller();
+        let shape = shape.as_ref();
+        check_len("from_slice", data.len(), shape, location)?;
+        let opts = TensorOptions { dtype: T::DTYPE, device: *device };
+        Self::create(shape, opts, "from_slice", location, |_| CpuStorage::from_vec(data.to_vec()))
+    }
+
+    /// A 0-dim tensor holding `value`.
+    #[track_caller]
+    pub fn scalar<T: WithDType>(value: T, device: &Device) -> Result<Tensor> {
+        let opts = TensorOptions { dtype: T::DTYPE, device: *device };
+        Self::create(&[], opts, "scalar", Location::caller(), |_| CpuStorage::from_vec(vec![value]))
+    }
+
+    /// Reads little-endian element bytes (the safetensors layout) into a new tensor.
+    #[track_caller]
+    pub fn from_raw_bytes(
+        bytes: &[u8],
+        dtype: DType,
+        shape: impl AsRef<[usize]>,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let location = Location::caller();
+        let shape = shape.as_ref();
+        let numel = checked_numel(shape).and_then(|n| n.checked_mul(dtype.size_in_bytes()));
+        if numel != Some(bytes.len()) {
+            return Err(check::invalid(
+                "from_raw_bytes",
+                format!("{} bytes do not hold a {dtype} tensor of shape {}", bytes.len(), fmt_shape(shape)),
+                format!(
+                    "a {dtype} element takes {} bytes; the shape and the data disagree",
+                    dtype.size_in_bytes()
+                ),
+                location,
+            ));
+        }
+        let opts = TensorOptions { dtype, device: *device };
+        Self::create(shape, opts, "from_raw_bytes", location, |_| CpuStorage::from_le_bytes(bytes, dtype))
+    }
+
+    /// Zeros with `like`'s shape, dtype and device.
+    #[track_caller]
+    pub fn zeros_like(like: &Tensor) -> Result<Tensor> {
+        Self::zeros(like.shape(), like.options()).map(|t| t.renamed_op("zeros_like"))
+    }
+
+    #[track_caller]
+    pub fn ones_like(like: &Tensor) -> Result<Tensor> {
+        Self::ones(like.shape(), like.options()).map(|t| t.renamed_op("ones_like"))
+    }
+
+    #[track_caller]
+    pub fn full_like(like: &Tensor, value: f64) -> Result<Tensor> {
+        Self::full(like.shape(), value, like.options()).map(|t| t.renamed_op("full_like"))
+    }
+
+    #[track_caller]
+    pub fn rand_like(like: &Tensor) -> Result<Tensor> {
+        Self::rand(like.shape(), like.options()).map(|t| t.renamed_op("rand_like"))
+    }
+
+    #[track_caller]
+    pub fn randn_like(like: &Tensor) -> Result<Tensor> {
+        Self::randn(like.shape(), like.options()).map(|t| t.renamed_op("randn_like"))
+    }
+
+    /// Zeros of `shape` with this tensor's dtype and device (`x.new_zeros(shape)`).
+    #[track_caller]
+    pub fn new_zeros(&self, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        Self::zeros(shape, self.options()).map(|t| t.renamed_op("new_zeros"))
+    }
+
+    #[track_caller]
+    pub fn new_ones(&self, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        Self::ones(shape, self.options()).map(|t| t.renamed_op("new_ones"))
+    }
+
+    #[track_caller]
+    pub fn new_full(&self, shape: impl AsRef<[usize]>, value: f64) -> Result<Tensor> {
+        Self::full(shape, value, self.options()).map(|t| t.renamed_op("new_full"))
+    }
+
+    /// `data` with `shape`, converted to this tensor's dtype, on its device (`x.new_tensor(..)`).
+    #[track_caller]
+    pub fn new_tensor<T: WithDType>(&self, data: &[T], shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let location = Location::caller();
+        let shape = shape.as_ref();
+        check_len("new_tensor", data.len(), shape, location)?;
+        let dtype = self.dtype();
+        Self::create(shape, self.options(), "new_tensor", location, |_| {
+            from_f64s(data.iter().map(|x| x.to_f64()), dtype)
+        })
+    }
+
+    /// This tensor's dtype and device, to create others like it.
+    pub fn options(&self) -> TensorOptions {
+        TensorOptions { dtype: self.dtype(), device: self.device() }
+    }
+
+    /// The same tensor reported as made by `op` (constructors built on `full` keep their own name).
+    fn renamed_op(self, op: &'static str) -> Tensor {
+        let origin = Origin::new(op, self.origin().location());
+        self.view(self.layout().clone(), origin)
+    }
+}
+
+/// Puts host elements on `device`.
+pub(crate) fn upload(data: CpuStorage, device: &Device, op: &'static str, location: Loc) -> Result<Storage> {
+    match device {
+        Device::Cpu => Ok(Storage::Cpu(data)),
+        Device::Cuda(_) | Device::Mps => {
+            device.ensure_available()?;
+            Err(Error::Unsupported {
+                op,
+                device: *device,
+                help: "this build keeps element data on the CPU only; run on `cpu`, or check device \
+                       placement without a GPU in a fake scope (`devcheck::fake::enter()`)"
+                    .to_string(),
+                location,
+            })
+        }
+    }
+}
+
+fn from_f64s(values: impl Iterator<Item = f64>, dtype: DType) -> CpuStorage {
+    dispatch_dtype!(dtype, T => CpuStorage::from_vec(values.map(T::from_f64).collect::<Vec<T>>()))
+}
+
+fn float_only(op: &'static str, dtype: DType, location: Loc) -> Result<()> {
+    if dtype.is_float() {
+        return Ok(());
+    }
+    Err(check::invalid(
+        op,
+        format!("random samples need a floating dtype, got {dtype}"),
+        "ask for DType::F32 (the default) and cast afterwards if needed",
+        location,
+    ))
+}
+
+fn check_len(op: &'static str, len: usize, shape: &[usize], location: Loc) -> Result<()> {
+    if checked_numel(shape) == Some(len) {
+        return Ok(());
+    }
+    Err(check::invalid(
+        op,
+        format!("{len} values do not fill shape {}", fmt_shape(shape)),
+        "the product of the dims must equal the number of values",
+        location,
+    ))
+}

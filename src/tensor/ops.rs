@@ -1,0 +1,1060 @@
+//! Compute ops: element-wise, matmul, reductions, softmax, selection. Each checks its operands in
+//! `check` first, then runs the backend (or only computes the shape, for fake tensors).
+
+use std::panic::Location;
+
+use super::{Tensor, check, compute};
+use crate::backend::cpu::{self, Arith, CpuStorage, Float, with_float_storage, with_storage};
+use crate::dtype::{DType, WithDType};
+use crate::error::Result;
+use crate::shape::{Layout, fmt_shape};
+
+type Loc = &'static Location<'static>;
+
+/// Element-wise binary arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Maximum,
+    Minimum,
+}
+
+impl BinaryOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+        }
+    }
+}
+
+/// Element-wise comparisons; results are bool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CmpOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "eq",
+            CmpOp::Ne => "ne",
+            CmpOp::Lt => "lt",
+            CmpOp::Le => "le",
+            CmpOp::Gt => "gt",
+            CmpOp::Ge => "ge",
+        }
+    }
+}
+
+/// Element-wise unary functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Relu,
+    Exp,
+    Log,
+    Sqrt,
+    Rsqrt,
+    Tanh,
+    Sigmoid,
+    /// The exact (erf) GELU, PyTorch's default.
+    Gelu,
+    Silu,
+    Sin,
+    Cos,
+}
+
+impl UnaryOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Relu => "relu",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Gelu => "gelu",
+            UnaryOp::Silu => "silu",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
+        }
+    }
+
+    /// Neg, abs and relu also work on integers; the rest need a floating dtype.
+    fn takes_integers(self) -> bool {
+        matches!(self, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu)
+    }
+}
+
+fn binary_kernel<T: Arith>(op: BinaryOp) -> fn(T, T) -> T {
+    match op {
+        BinaryOp::Add => T::add,
+        BinaryOp::Sub => T::sub,
+        BinaryOp::Mul => T::mul,
+        BinaryOp::Pow => T::pow,
+        BinaryOp::Maximum => T::maximum,
+        BinaryOp::Minimum => T::minimum,
+        // Division is float-only (checked by the front end) and dispatched separately.
+        BinaryOp::Div => T::sub,
+    }
+}
+
+fn cmp_kernel<T: PartialOrd>(op: CmpOp) -> fn(T, T) -> bool {
+    match op {
+        CmpOp::Eq => |a, b| a == b,
+        CmpOp::Ne => |a, b| a != b,
+        CmpOp::Lt => |a, b| a < b,
+        CmpOp::Le => |a, b| a <= b,
+        CmpOp::Gt => |a, b| a > b,
+        CmpOp::Ge => |a, b| a >= b,
+    }
+}
+
+fn float_binary(
+    op: BinaryOp,
+    a: &CpuStorage,
+    la: &Layout,
+    b: &CpuStorage,
+    lb: &Layout,
+    shape: &[usize],
+) -> CpuStorage {
+    fn run<T: Float>(
+        op: BinaryOp,
+        a: &[T],
+        la: &Layout,
+        b: &[T],
+        lb: &Layout,
+        shape: &[usize],
+    ) -> CpuStorage {
+        let out = match op {
+            // Monomorphised per op so each loop vectorises.
+            BinaryOp::Add => cpu::binary_map(a, la, b, lb, shape, |x, y| x.add(y)),
+            BinaryOp::Sub => cpu::binary_map(a, la, b, lb, shape, |x, y| x.sub(y)),
+            BinaryOp::Mul => cpu::binary_map(a, la, b, lb, shape, |x, y| x.mul(y)),
+            BinaryOp::Div => cpu::binary_map(a, la, b, lb, shape, |x, y| x.div(y)),
+            _ => cpu::binary_map(a, la, b, lb, shape, binary_kernel::<T>(op)),
+        };
+        CpuStorage::from_vec(out)
+    }
+    match (a, b) {
+        (CpuStorage::F32(a), CpuStorage::F32(b)) => run(op, a, la, b, lb, shape),
+        (CpuStorage::F64(a), CpuStorage::F64(b)) => run(op, a, la, b, lb, shape),
+        (CpuStorage::F16(a), CpuStorage::F16(b)) => run(op, a, la, b, lb, shape),
+        (CpuStorage::BF16(a), CpuStorage::BF16(b)) => run(op, a, la, b, lb, shape),
+        _ => int_binary(op, a, la, b, lb, shape),
+    }
+}
+
+fn int_binary(
+    op: BinaryOp,
+    a: &CpuStorage,
+    la: &Layout,
+    b: &CpuStorage,
+    lb: &Layout,
+    shape: &[usize],
+) -> CpuStorage {
+    fn run<T: Arith>(
+        op: BinaryOp,
+        a: &[T],
+        la: &Layout,
+        b: &[T],
+        lb: &Layout,
+        shape: &[usize],
+    ) -> CpuStorage {
+        CpuStorage::from_vec(cpu::binary_map(a, la, b, lb, shape, binary_kernel::<T>(op)))
+    }
+    match (a, b) {
+        (CpuStorage::I64(a), CpuStorage::I64(b)) => run(op, a, la, b, lb, shape),
+        (CpuStorage::I32(a), CpuStorage::I32(b)) => run(op, a, la, b, lb, shape),
+        (CpuStorage::U8(a), CpuStorage::U8(b)) => run(op, a, la, b, lb, shape),
+        _ => unreachable!("binary op dispatched with dtypes the front end rejects"),
+    }
+}
+
+fn unary_kernel<T: Float>(op: UnaryOp, data: &[T], layout: &Layout) -> Vec<T> {
+    let half = T::from_f32(0.5);
+    match op {
+        UnaryOp::Neg => cpu::unary_map(data, layout, |x: T| x.neg()),
+        UnaryOp::Abs => cpu::unary_map(data, layout, |x: T| x.abs()),
+        UnaryOp::Relu => cpu::unary_map(data, layout, |x: T| if x > T::ZERO { x } else { T::ZERO }),
+        UnaryOp::Exp => cpu::unary_map(data, layout, |x: T| x.exp()),
+        UnaryOp::Log => cpu::unary_map(data, layout, |x: T| x.ln()),
+        UnaryOp::Sqrt => cpu::unary_map(data, layout, |x: T| x.sqrt()),
+        UnaryOp::Rsqrt => cpu::unary_map(data, layout, |x: T| T::ONE.div(x.sqrt())),
+        UnaryOp::Tanh => cpu::unary_map(data, layout, |x: T| x.tanh()),
+        UnaryOp::Sigmoid => cpu::unary_map(data, layout, |x: T| T::ONE.div(T::ONE.add(x.neg().exp()))),
+        UnaryOp::Gelu => {
+            let inv_sqrt2 = T::from_f32(std::f32::consts::FRAC_1_SQRT_2);
+            cpu::unary_map(data, layout, move |x: T| half.mul(x).mul(T::ONE.add(x.mul(inv_sqrt2).erf())))
+        }
+        UnaryOp::Silu => cpu::unary_map(data, layout, |x: T| x.div(T::ONE.add(x.neg().exp()))),
+        UnaryOp::Sin => cpu::unary_map(data, layout, |x: T| x.sin()),
+        UnaryOp::Cos => cpu::unary_map(data, layout, |x: T| x.cos()),
+    }
+}
+
+fn int_unary<T: Arith>(op: UnaryOp, data: &[T], layout: &Layout) -> Vec<T> {
+    match op {
+        UnaryOp::Neg => cpu::unary_map(data, layout, |x: T| x.neg()),
+        UnaryOp::Abs => cpu::unary_map(data, layout, |x: T| x.abs()),
+        _ => cpu::unary_map(data, layout, |x: T| if x > T::ZERO { x } else { T::ZERO }),
+    }
+}
+
+/// Which dims a reduction covers.
+pub trait Dims {
+    fn to_dims(&self) -> Vec<isize>;
+}
+
+impl Dims for isize {
+    fn to_dims(&self) -> Vec<isize> {
+        vec![*self]
+    }
+}
+
+impl<const N: usize> Dims for [isize; N] {
+    fn to_dims(&self) -> Vec<isize> {
+        self.to_vec()
+    }
+}
+
+impl Dims for &[isize] {
+    fn to_dims(&self) -> Vec<isize> {
+        self.to_vec()
+    }
+}
+
+impl Dims for Vec<isize> {
+    fn to_dims(&self) -> Vec<isize> {
+        self.clone()
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reduce {
+    Sum,
+    Mean,
+    Max,
+    Min,
+    ArgMax,
+    ArgMin,
+    Var(usize),
+}
+
+impl Reduce {
+    fn name(self) -> &'static str {
+        match self {
+            Reduce::Sum => "sum",
+            Reduce::Mean => "mean",
+            Reduce::Max => "max",
+            Reduce::Min => "min",
+            Reduce::ArgMax => "argmax",
+            Reduce::ArgMin => "argmin",
+            Reduce::Var(_) => "var",
+        }
+    }
+}
+
+impl Tensor {
+    // ---- element-wise binary -------------------------------------------------------------
+
+    #[track_caller]
+    pub fn add(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.binary(BinaryOp::Add, rhs, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn sub(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.binary(BinaryOp::Sub, rhs, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn mul(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.binary(BinaryOp::Mul, rhs, Location::caller())
+    }
+
+    /// True division; floating dtypes only.
+    #[track_caller]
+    pub fn div(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.binary(BinaryOp::Div, rhs, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn pow(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.binary(BinaryOp::Pow, rhs, Location::caller())
+    }
+
+    /// Element-wise maximum (NaN-propagating).
+    #[track_caller]
+    pub fn maximum(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.binary(BinaryOp::Maximum, rhs, Location::caller())
+    }
+
+    /// Element-wise minimum (NaN-propagating).
+    #[track_caller]
+    pub fn minimum(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.binary(BinaryOp::Minimum, rhs, Location::caller())
+    }
+
+    /// Any [`BinaryOp`] with broadcasting.
+    #[track_caller]
+    pub fn binary_op(&self, op: BinaryOp, rhs: &Tensor) -> Result<Tensor> {
+        self.binary(op, rhs, Location::caller())
+    }
+
+    fn binary(&self, op: BinaryOp, rhs: &Tensor, location: Loc) -> Result<Tensor> {
+        let name = op.name();
+        let operands = [("lhs", self), ("rhs", rhs)];
+        check::same_device(name, &operands, location)?;
+        let dtype = check::same_dtype(name, &operands, location)?;
+        if op == BinaryOp::Div {
+            check::float(name, self, location)?;
+        } else {
+            check::numeric(name, self, location)?;
+        }
+        let shape = check::broadcast(name, self, rhs, location)?;
+        let storage =
+            compute(&[self, rhs], |s| float_binary(op, s[0], self.layout(), s[1], rhs.layout(), &shape));
+        Ok(self.derived(storage, &shape, dtype, name, location))
+    }
+
+    // ---- with a Rust scalar ----------------------------------------------------------------
+
+    /// `self + value` (the scalar takes this tensor's dtype).
+    #[track_caller]
+    pub fn add_scalar(&self, value: f64) -> Result<Tensor> {
+        self.scalar_op(BinaryOp::Add, value, false, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn sub_scalar(&self, value: f64) -> Result<Tensor> {
+        self.scalar_op(BinaryOp::Sub, value, false, Location::caller())
+    }
+
+    /// `value - self`.
+    #[track_caller]
+    pub fn rsub_scalar(&self, value: f64) -> Result<Tensor> {
+        self.scalar_op(BinaryOp::Sub, value, true, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn mul_scalar(&self, value: f64) -> Result<Tensor> {
+        self.scalar_op(BinaryOp::Mul, value, false, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn div_scalar(&self, value: f64) -> Result<Tensor> {
+        self.scalar_op(BinaryOp::Div, value, false, Location::caller())
+    }
+
+    /// `self ** value`.
+    #[track_caller]
+    pub fn pow_scalar(&self, value: f64) -> Result<Tensor> {
+        self.scalar_op(BinaryOp::Pow, value, false, Location::caller())
+    }
+
+    /// `max(self, value)` element-wise (`clamp_min`).
+    #[track_caller]
+    pub fn maximum_scalar(&self, value: f64) -> Result<Tensor> {
+        self.scalar_op(BinaryOp::Maximum, value, false, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn minimum_scalar(&self, value: f64) -> Result<Tensor> {
+        self.scalar_op(BinaryOp::Minimum, value, false, Location::caller())
+    }
+
+    /// Limits every element to `[min, max]`.
+    #[track_caller]
+    pub fn clamp(&self, min: f64, max: f64) -> Result<Tensor> {
+        let location = Location::caller();
+        self.scalar_op(BinaryOp::Maximum, min, false, location)?.scalar_op(
+            BinaryOp::Minimum,
+            max,
+            false,
+            location,
+        )
+    }
+
+    fn scalar_op(&self, op: BinaryOp, value: f64, reversed: bool, location: Loc) -> Result<Tensor> {
+        let name = op.name();
+        if op == BinaryOp::Div {
+            check::float(name, self, location)?;
+        } else {
+            check::numeric(name, self, location)?;
+        }
+        let storage = compute(&[self], |s| {
+            fn run<T: Arith>(
+                f: impl Fn(T, T) -> T + Sync,
+                v: &[T],
+                l: &Layout,
+                value: f64,
+                rev: bool,
+            ) -> CpuStorage {
+                let c = T::from_f64(value);
+                CpuStorage::from_vec(if rev {
+                    cpu::unary_map(v, l, |x| f(c, x))
+                } else {
+                    cpu::unary_map(v, l, |x| f(x, c))
+                })
+            }
+            fn float<T: Float>(op: BinaryOp, v: &[T], l: &Layout, value: f64, rev: bool) -> CpuStorage {
+                match op {
+                    BinaryOp::Add => run(|a: T, b| a.add(b), v, l, value, rev),
+                    BinaryOp::Sub => run(|a: T, b| a.sub(b), v, l, value, rev),
+                    BinaryOp::Mul => run(|a: T, b| a.mul(b), v, l, value, rev),
+                    BinaryOp::Div => run(|a: T, b| a.div(b), v, l, value, rev),
+                    _ => run(binary_kernel::<T>(op), v, l, value, rev),
+                }
+            }
+            let l = self.layout();
+            match s[0] {
+                CpuStorage::F32(v) => float(op, v, l, value, reversed),
+                CpuStorage::F64(v) => float(op, v, l, value, reversed),
+                CpuStorage::F16(v) => float(op, v, l, value, reversed),
+                CpuStorage::BF16(v) => float(op, v, l, value, reversed),
+                CpuStorage::I64(v) => run(binary_kernel::<i64>(op), v, l, value, reversed),
+                CpuStorage::I32(v) => run(binary_kernel::<i32>(op), v, l, value, reversed),
+                CpuStorage::U8(v) => run(binary_kernel::<u8>(op), v, l, value, reversed),
+                CpuStorage::Bool(_) => unreachable!("bool arithmetic is rejected by the front end"),
+            }
+        });
+        Ok(self.derived(storage, self.shape(), self.dtype(), name, location))
+    }
+
+    // ---- comparisons --------------------------------------------------------------------
+
+    #[track_caller]
+    pub fn eq(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.compare(CmpOp::Eq, rhs, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn ne(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.compare(CmpOp::Ne, rhs, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn lt(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.compare(CmpOp::Lt, rhs, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn le(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.compare(CmpOp::Le, rhs, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn gt(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.compare(CmpOp::Gt, rhs, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn ge(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.compare(CmpOp::Ge, rhs, Location::caller())
+    }
+
+    /// Any [`CmpOp`] with broadcasting; the result is bool.
+    #[track_caller]
+    pub fn cmp_op(&self, op: CmpOp, rhs: &Tensor) -> Result<Tensor> {
+        self.compare(op, rhs, Location::caller())
+    }
+
+    /// Compares every element with a Rust scalar; the result is bool.
+    #[track_caller]
+    pub fn cmp_scalar(&self, op: CmpOp, value: f64) -> Result<Tensor> {
+        let location = Location::caller();
+        let storage = compute(&[self], |s| {
+            with_storage!(s[0], v => {
+                let c = WithDType::from_f64(value);
+                let f = cmp_kernel(op);
+                CpuStorage::from_vec(cpu::unary_map(v, self.layout(), |x| f(x, c)))
+            })
+        });
+        Ok(self.derived(storage, self.shape(), DType::Bool, op.name(), location))
+    }
+
+    fn compare(&self, op: CmpOp, rhs: &Tensor, location: Loc) -> Result<Tensor> {
+        let name = op.name();
+        let operands = [("lhs", self), ("rhs", rhs)];
+        check::same_device(name, &operands, location)?;
+        check::same_dtype(name, &operands, location)?;
+        let shape = check::broadcast(name, self, rhs, location)?;
+        let storage = compute(&[self, rhs], |s| {
+            macro_rules! run {
+                ($($v:ident),*) => {
+                    match (s[0], s[1]) {
+                        $((CpuStorage::$v(a), CpuStorage::$v(b)) => CpuStorage::from_vec(
+                            cpu::binary_map(a, self.layout(), b, rhs.layout(), &shape, cmp_kernel(op)),
+                        ),)*
+                        _ => unreachable!("same_dtype checked"),
+                    }
+                };
+            }
+            run!(F32, F64, F16, BF16, I64, I32, U8, Bool)
+        });
+        Ok(self.derived(storage, &shape, DType::Bool, name, location))
+    }
+
+    /// Logical and of two bool tensors.
+    #[track_caller]
+    pub fn logical_and(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.logical(rhs, "logical_and", |a, b| a && b, Location::caller())
+    }
+
+    /// Logical or of two bool tensors.
+    #[track_caller]
+    pub fn logical_or(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.logical(rhs, "logical_or", |a, b| a || b, Location::caller())
+    }
+
+    /// Logical not of a bool tensor.
+    #[track_caller]
+    pub fn logical_not(&self) -> Result<Tensor> {
+        let location = Location::caller();
+        check::dtype_is("logical_not", "input", self, DType::Bool, location)?;
+        let storage = compute(&[self], |s| match s[0] {
+            CpuStorage::Bool(v) => CpuStorage::Bool(cpu::unary_map(v, self.layout(), |x: bool| !x)),
+            _ => unreachable!("dtype checked"),
+        });
+        Ok(self.derived(storage, self.shape(), DType::Bool, "logical_not", location))
+    }
+
+    fn logical(
+        &self,
+        rhs: &Tensor,
+        name: &'static str,
+        f: fn(bool, bool) -> bool,
+        location: Loc,
+    ) -> Result<Tensor> {
+        check::same_device(name, &[("lhs", self), ("rhs", rhs)], location)?;
+        check::dtype_is(name, "lhs", self, DType::Bool, location)?;
+        check::dtype_is(name, "rhs", rhs, DType::Bool, location)?;
+        let shape = check::broadcast(name, self, rhs, location)?;
+        let storage = compute(&[self, rhs], |s| match (s[0], s[1]) {
+            (CpuStorage::Bool(a), CpuStorage::Bool(b)) => {
+                CpuStorage::Bool(cpu::binary_map(a, self.layout(), b, rhs.layout(), &shape, f))
+            }
+            _ => unreachable!("dtype checked"),
+        });
+        Ok(self.derived(storage, &shape, DType::Bool, name, location))
+    }
+
+    // ---- unary ----------------------------------------------------------------------------
+
+    #[track_caller]
+    pub fn neg(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Neg, Location::caller())
+    }
+    #[track_caller]
+    pub fn abs(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Abs, Location::caller())
+    }
+    #[track_caller]
+    pub fn relu(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Relu, Location::caller())
+    }
+    #[track_caller]
+    pub fn exp(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Exp, Location::caller())
+    }
+    /// Natural logarithm.
+    #[track_caller]
+    pub fn log(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Log, Location::caller())
+    }
+    #[track_caller]
+    pub fn sqrt(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Sqrt, Location::caller())
+    }
+    #[track_caller]
+    pub fn rsqrt(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Rsqrt, Location::caller())
+    }
+    #[track_caller]
+    pub fn tanh(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Tanh, Location::caller())
+    }
+    #[track_caller]
+    pub fn sigmoid(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Sigmoid, Location::caller())
+    }
+    /// GELU with the exact erf form (PyTorch's default `approximate='none'`).
+    #[track_caller]
+    pub fn gelu(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Gelu, Location::caller())
+    }
+    #[track_caller]
+    pub fn silu(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Silu, Location::caller())
+    }
+    #[track_caller]
+    pub fn sin(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Sin, Location::caller())
+    }
+    #[track_caller]
+    pub fn cos(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Cos, Location::caller())
+    }
+
+    /// Any [`UnaryOp`].
+    #[track_caller]
+    pub fn unary_op(&self, op: UnaryOp) -> Result<Tensor> {
+        self.unary(op, Location::caller())
+    }
+
+    fn unary(&self, op: UnaryOp, location: Loc) -> Result<Tensor> {
+        if op.takes_integers() {
+            check::numeric(op.name(), self, location)?;
+        } else {
+            check::float(op.name(), self, location)?;
+        }
+        let storage = compute(&[self], |s| {
+            let l = self.layout();
+            match s[0] {
+                CpuStorage::F32(v) => CpuStorage::F32(unary_kernel(op, v, l)),
+                CpuStorage::F64(v) => CpuStorage::F64(unary_kernel(op, v, l)),
+                CpuStorage::F16(v) => CpuStorage::F16(unary_kernel(op, v, l)),
+                CpuStorage::BF16(v) => CpuStorage::BF16(unary_kernel(op, v, l)),
+                CpuStorage::I64(v) => CpuStorage::I64(int_unary(op, v, l)),
+                CpuStorage::I32(v) => CpuStorage::I32(int_unary(op, v, l)),
+                CpuStorage::U8(v) => CpuStorage::U8(int_unary(op, v, l)),
+                CpuStorage::Bool(_) => unreachable!("dtype checked"),
+            }
+        });
+        Ok(self.derived(storage, self.shape(), self.dtype(), op.name(), location))
+    }
+
+    // ---- matmul ---------------------------------------------------------------------------
+
+    /// Matrix product with PyTorch's `matmul` rules: 1-D operands are promoted (and the added dim
+    /// removed again), leading batch dims broadcast.
+    #[track_caller]
+    pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
+        let location = Location::caller();
+        let op = "matmul";
+        let operands = [("lhs", self), ("rhs", rhs)];
+        check::same_device(op, &operands, location)?;
+        let dtype = check::same_dtype(op, &operands, location)?;
+        check::numeric(op, self, location)?;
+        if self.rank() == 0 || rhs.rank() == 0 {
+            return Err(check::shape_error(
+                op,
+                "both operands need at least one dim".to_string(),
+                "multiply by a scalar with `mul`/`mul_scalar` instead",
+                &operands,
+                location,
+            ));
+        }
+        // Promote 1-D operands to matrices.
+        let a = if self.rank() == 1 { vec![1, self.shape()[0]] } else { self.shape().to_vec() };
+        let b = if rhs.rank() == 1 { vec![rhs.shape()[0], 1] } else { rhs.shape().to_vec() };
+        let (m, k) = (a[a.len() - 2], a[a.len() - 1]);
+        let (k2, n) = (b[b.len() - 2], b[b.len() - 1]);
+        if k != k2 {
+            return Err(check::shape_error(
+                op,
+                format!(
+                    "{} @ {}: the inner dims differ ({k} vs {k2})",
+                    fmt_shape(self.shape()),
+                    fmt_shape(rhs.shape())
+                ),
+                "lhs's last dim must equal rhs's second-to-last; transpose one side (`.t()`) if you meant the other orientation",
+                &operands,
+                location,
+            ));
+        }
+        let batch =
+            crate::shape::broadcast_shapes(&a[..a.len() - 2], &b[..b.len() - 2]).ok_or_else(|| {
+                check::shape_error(
+                    op,
+                    format!(
+                        "batch dims {} and {} cannot be broadcast together",
+                        fmt_shape(&a[..a.len() - 2]),
+                        fmt_shape(&b[..b.len() - 2])
+                    ),
+                    "the leading dims must be equal or 1",
+                    &operands,
+                    location,
+                )
+            })?;
+        let mut full_a = batch.clone();
+        full_a.extend([m, k]);
+        let mut full_b = batch.clone();
+        full_b.extend([k, n]);
+        let mut out_shape = batch.clone();
+        if self.rank() > 1 {
+            out_shape.push(m);
+        }
+        if rhs.rank() > 1 {
+            out_shape.push(n);
+        }
+        let la =
+            Layout { shape: a.clone(), strides: promoted_strides(self, 1), offset: self.layout().offset };
+        let lb = Layout { shape: b.clone(), strides: promoted_strides(rhs, 2), offset: rhs.layout().offset };
+        let storage = compute(&[self, rhs], |s| {
+            cpu::matmul(s[0], &la.broadcast_to(&full_a), s[1], &lb.broadcast_to(&full_b))
+        });
+        Ok(self.derived(storage, &out_shape, dtype, op, location))
+    }
+
+    /// Alias of [`Tensor::matmul`].
+    #[track_caller]
+    pub fn mm(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.matmul(rhs)
+    }
+
+    // ---- reductions -----------------------------------------------------------------------
+
+    /// Sum over `dims` (integers and bools sum to i64, as in PyTorch).
+    #[track_caller]
+    pub fn sum(&self, dims: impl Dims, keepdim: bool) -> Result<Tensor> {
+        self.reduce(Reduce::Sum, &dims.to_dims(), keepdim, Location::caller())
+    }
+
+    /// Mean over `dims`; floating dtypes only.
+    #[track_caller]
+    pub fn mean(&self, dims: impl Dims, keepdim: bool) -> Result<Tensor> {
+        self.reduce(Reduce::Mean, &dims.to_dims(), keepdim, Location::caller())
+    }
+
+    /// Maximum values over `dims` (NaN-propagating).
+    #[track_caller]
+    pub fn max(&self, dims: impl Dims, keepdim: bool) -> Result<Tensor> {
+        self.reduce(Reduce::Max, &dims.to_dims(), keepdim, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn min(&self, dims: impl Dims, keepdim: bool) -> Result<Tensor> {
+        self.reduce(Reduce::Min, &dims.to_dims(), keepdim, Location::caller())
+    }
+
+    /// Index (i64) of the first maximum along `dim`.
+    #[track_caller]
+    pub fn argmax(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        self.reduce(Reduce::ArgMax, &[dim], keepdim, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn argmin(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        self.reduce(Reduce::ArgMin, &[dim], keepdim, Location::caller())
+    }
+
+    /// Unbiased variance over `dims` (PyTorch's default `correction=1`).
+    #[track_caller]
+    pub fn var(&self, dims: impl Dims, keepdim: bool) -> Result<Tensor> {
+        self.reduce(Reduce::Var(1), &dims.to_dims(), keepdim, Location::caller())
+    }
+
+    /// Variance with an explicit correction (0 = population variance).
+    #[track_caller]
+    pub fn var_with_correction(&self, dims: impl Dims, correction: usize, keepdim: bool) -> Result<Tensor> {
+        self.reduce(Reduce::Var(correction), &dims.to_dims(), keepdim, Location::caller())
+    }
+
+    /// Sum of every element, as a 0-dim tensor.
+    #[track_caller]
+    pub fn sum_all(&self) -> Result<Tensor> {
+        self.reduce(Reduce::Sum, &all_dims(self), false, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn mean_all(&self) -> Result<Tensor> {
+        self.reduce(Reduce::Mean, &all_dims(self), false, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn max_all(&self) -> Result<Tensor> {
+        self.reduce(Reduce::Max, &all_dims(self), false, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn min_all(&self) -> Result<Tensor> {
+        self.reduce(Reduce::Min, &all_dims(self), false, Location::caller())
+    }
+
+    fn reduce(&self, kind: Reduce, dims: &[isize], keepdim: bool, location: Loc) -> Result<Tensor> {
+        let op = kind.name();
+        let dims = check::dims(op, self, dims, location)?;
+        let out_dtype = match kind {
+            Reduce::Sum if !self.dtype().is_float() => DType::I64,
+            Reduce::Mean | Reduce::Var(_) => check::float(op, self, location)?,
+            Reduce::ArgMax | Reduce::ArgMin => DType::I64,
+            Reduce::Max | Reduce::Min => {
+                check::numeric(op, self, location)?;
+                self.dtype()
+            }
+            Reduce::Sum => self.dtype(),
+        };
+        let group: usize = dims.iter().map(|&d| self.shape()[d]).product();
+        let needs_elements = !matches!(kind, Reduce::Sum | Reduce::Mean | Reduce::Var(_));
+        if group == 0 && needs_elements {
+            return Err(check::invalid(
+                op,
+                format!("cannot take `{op}` over an empty dim of shape {}", fmt_shape(self.shape())),
+                "`max`/`min`/`argmax`/`argmin` need at least one element per group",
+                location,
+            ));
+        }
+        let mut shape = Vec::with_capacity(self.rank());
+        for (d, &n) in self.shape().iter().enumerate() {
+            if !dims.contains(&d) {
+                shape.push(n);
+            } else if keepdim {
+                shape.push(1);
+            }
+        }
+        let storage = compute(&[self], |s| reduce_kernel(kind, s[0], self.layout(), &dims));
+        Ok(self.derived(storage, &shape, out_dtype, op, location))
+    }
+
+    // ---- softmax --------------------------------------------------------------------------
+
+    /// Softmax along `dim`, computed stably (max-subtracted).
+    #[track_caller]
+    pub fn softmax(&self, dim: isize) -> Result<Tensor> {
+        self.softmax_impl(dim, false, Location::caller())
+    }
+
+    /// Log-softmax along `dim` (log-sum-exp, stable).
+    #[track_caller]
+    pub fn log_softmax(&self, dim: isize) -> Result<Tensor> {
+        self.softmax_impl(dim, true, Location::caller())
+    }
+
+    fn softmax_impl(&self, dim: isize, log: bool, location: Loc) -> Result<Tensor> {
+        let op = if log { "log_softmax" } else { "softmax" };
+        check::float(op, self, location)?;
+        if self.rank() == 0 {
+            return self.reshape([1])?.softmax_impl(0, log, location)?.reshape_at([], location);
+        }
+        let d = check::dim(op, self, dim, location)?;
+        let last = self.rank() - 1;
+        // Rows along `dim`: move it last, compute on contiguous rows, move it back.
+        let moved = if d == last { self.clone() } else { self.transpose_at(d, last, location)? };
+        let row = self.shape()[d];
+        let storage = compute(&[&moved], |s| {
+            let l = moved.layout();
+            with_float_storage!(s[0], v => CpuStorage::from_vec(cpu::softmax_rows(&cpu::contiguous(v, l), row, log)),
+                _ => unreachable!("dtype checked"))
+        });
+        let out = moved.derived(storage, moved.shape(), self.dtype(), op, location);
+        if d == last { Ok(out) } else { out.transpose_at(d, last, location) }
+    }
+
+    // ---- selection ------------------------------------------------------------------------
+
+    /// `on_true` where `self` (a bool mask) is true, `on_false` elsewhere, with broadcasting
+    /// (`torch.where(cond, a, b)`).
+    #[track_caller]
+    pub fn where_cond(&self, on_true: &Tensor, on_false: &Tensor) -> Result<Tensor> {
+        let location = Location::caller();
+        let op = "where";
+        let operands = [("condition", self), ("on_true", on_true), ("on_false", on_false)];
+        check::same_device(op, &operands, location)?;
+        check::dtype_is(op, "condition", self, DType::Bool, location)?;
+        let dtype = check::same_dtype(op, &operands[1..], location)?;
+        let shape = check::broadcast(op, on_true, on_false, location).and_then(|s| {
+            crate::shape::broadcast_shapes(self.shape(), &s).ok_or_else(|| {
+                check::shape_error(
+                    op,
+                    format!(
+                        "condition {} does not broadcast with {}",
+                        fmt_shape(self.shape()),
+                        fmt_shape(&s)
+                    ),
+                    "the mask must broadcast with both values",
+                    &operands,
+                    location,
+                )
+            })
+        })?;
+        let storage = compute(&[self, on_true, on_false], |s| {
+            let cl = self.layout().broadcast_to(&shape);
+            let tl = on_true.layout().broadcast_to(&shape);
+            let fl = on_false.layout().broadcast_to(&shape);
+            let CpuStorage::Bool(c) = s[0] else { unreachable!("dtype checked") };
+            macro_rules! run {
+                ($($v:ident),*) => {
+                    match (s[1], s[2]) {
+                        $((CpuStorage::$v(a), CpuStorage::$v(b)) => CpuStorage::$v(
+                            cl.offsets().zip(tl.offsets()).zip(fl.offsets())
+                                .map(|((ci, ti), fi)| if c[ci] { a[ti] } else { b[fi] }).collect()
+                        ),)*
+                        _ => unreachable!("same_dtype checked"),
+                    }
+                };
+            }
+            run!(F32, F64, F16, BF16, I64, I32, U8, Bool)
+        });
+        Ok(on_true.derived(storage, &shape, dtype, op, location))
+    }
+
+    /// `value` where `mask` (bool, broadcastable to this shape) is true.
+    #[track_caller]
+    pub fn masked_fill(&self, mask: &Tensor, value: f64) -> Result<Tensor> {
+        let location = Location::caller();
+        let op = "masked_fill";
+        let operands = [("input", self), ("mask", mask)];
+        check::same_device(op, &operands, location)?;
+        check::dtype_is(op, "mask", mask, DType::Bool, location)?;
+        let fits =
+            crate::shape::broadcast_shapes(self.shape(), mask.shape()).is_some_and(|s| s == self.shape());
+        if !fits {
+            return Err(check::shape_error(
+                op,
+                format!(
+                    "mask {} does not broadcast to the input's {}",
+                    fmt_shape(mask.shape()),
+                    fmt_shape(self.shape())
+                ),
+                "the mask may have fewer dims or dims of 1, never more or larger ones",
+                &operands,
+                location,
+            ));
+        }
+        let storage = compute(&[self, mask], |s| {
+            let ml = mask.layout().broadcast_to(self.shape());
+            let CpuStorage::Bool(m) = s[1] else { unreachable!("dtype checked") };
+            with_storage!(s[0], v => {
+                let fill = WithDType::from_f64(value);
+                CpuStorage::from_vec(self.layout().offsets().zip(ml.offsets())
+                    .map(|(i, j)| if m[j] { fill } else { v[i] }).collect())
+            })
+        });
+        Ok(self.derived(storage, self.shape(), self.dtype(), op, location))
+    }
+
+    /// Keeps elements on and above the `diagonal`-th diagonal of the last two dims, zeroes the rest.
+    #[track_caller]
+    pub fn triu(&self, diagonal: i64) -> Result<Tensor> {
+        self.triangle(diagonal, true, Location::caller())
+    }
+
+    /// Keeps elements on and below the `diagonal`-th diagonal of the last two dims.
+    #[track_caller]
+    pub fn tril(&self, diagonal: i64) -> Result<Tensor> {
+        self.triangle(diagonal, false, Location::caller())
+    }
+
+    fn triangle(&self, diagonal: i64, upper: bool, location: Loc) -> Result<Tensor> {
+        let op = if upper { "triu" } else { "tril" };
+        if self.rank() < 2 {
+            return Err(check::shape_error(
+                op,
+                format!("it needs at least 2 dims, got shape {}", fmt_shape(self.shape())),
+                "reshape to a matrix first",
+                &[("input", self)],
+                location,
+            ));
+        }
+        let (rows, cols) = (self.shape()[self.rank() - 2], self.shape()[self.rank() - 1]);
+        let storage = compute(&[self], |s| {
+            with_storage!(s[0], v => {
+                let zero = WithDType::from_f64(0.0);
+                CpuStorage::from_vec(self.layout().offsets().enumerate().map(|(i, o)| {
+                    let (r, c) = (((i / cols.max(1)) % rows.max(1)) as i64, (i % cols.max(1)) as i64);
+                    let keep = if upper { c - r >= diagonal } else { c - r <= diagonal };
+                    if keep { v[o] } else { zero }
+                }).collect())
+            })
+        });
+        Ok(self.derived(storage, self.shape(), self.dtype(), op, location))
+    }
+}
+
+fn all_dims(t: &Tensor) -> Vec<isize> {
+    (0..t.rank() as isize).collect()
+}
+
+/// Strides of an operand promoted to a matrix by matmul: a 1-D lhs is a row (`dim` = 1 adds a
+/// leading dim), a 1-D rhs a column (`dim` = 2 adds a trailing dim).
+fn promoted_strides(t: &Tensor, dim: usize) -> Vec<usize> {
+    if t.rank() != 1 {
+        return t.stride().to_vec();
+    }
+    if dim == 1 { vec![0, t.stride()[0]] } else { vec![t.stride()[0], 0] }
+}
+
+fn reduce_kernel(kind: Reduce, s: &CpuStorage, layout: &Layout, dims: &[usize]) -> CpuStorage {
+    fn float<T: Float>(kind: Reduce, v: &[T], layout: &Layout, dims: &[usize]) -> CpuStorage {
+        let (data, group) = cpu::reduction_input(v, layout, dims);
+        let out_len = data.len().checked_div(group).unwrap_or_else(|| layout.numel_without(dims));
+        match kind {
+            Reduce::Sum if group == 0 => CpuStorage::from_vec(vec![T::ZERO; out_len]),
+            Reduce::Mean if group == 0 => CpuStorage::from_vec(vec![T::from_f64(f64::NAN); out_len]),
+            Reduce::Var(_) if group == 0 => CpuStorage::from_vec(vec![T::from_f64(f64::NAN); out_len]),
+            Reduce::Sum => {
+                CpuStorage::from_vec(cpu::reduce_groups(&data, group, |g| T::from_f64(cpu::sum_f64(g))))
+            }
+            Reduce::Mean => CpuStorage::from_vec(cpu::reduce_groups(&data, group, |g| {
+                T::from_f64(cpu::sum_f64(g) / group as f64)
+            })),
+            Reduce::Var(c) => {
+                CpuStorage::from_vec(cpu::reduce_groups(&data, group, |g| T::from_f64(cpu::var_of(g, c))))
+            }
+            Reduce::Max => CpuStorage::from_vec(cpu::reduce_groups(&data, group, cpu::max_of)),
+            Reduce::Min => CpuStorage::from_vec(cpu::reduce_groups(&data, group, cpu::min_of)),
+            Reduce::ArgMax => CpuStorage::I64(cpu::reduce_groups(&data, group, cpu::argmax_of)),
+            Reduce::ArgMin => CpuStorage::I64(cpu::reduce_groups(&data, group, cpu::argmin_of)),
+        }
+    }
+    fn int<T: Arith>(kind: Reduce, v: &[T], layout: &Layout, dims: &[usize]) -> CpuStorage {
+        let (data, group) = cpu::reduction_input(v, layout, dims);
+        match kind {
+            Reduce::Sum if group == 0 => CpuStorage::I64(vec![0; layout.numel_without(dims)]),
+            Reduce::Sum => CpuStorage::I64(cpu::reduce_groups(&data, group, |g| {
+                g.iter().fold(0i64, |acc, x| acc.wrapping_add(x.to_f64() as i64))
+            })),
+            Reduce::Max => CpuStorage::from_vec(cpu::reduce_groups(&data, group, cpu::max_of)),
+            Reduce::Min => CpuStorage::from_vec(cpu::reduce_groups(&data, group, cpu::min_of)),
+            Reduce::ArgMax => CpuStorage::I64(cpu::reduce_groups(&data, group, cpu::argmax_of)),
+            Reduce::ArgMin => CpuStorage::I64(cpu::reduce_groups(&data, group, cpu::argmin_of)),
+            Reduce::Mean | Reduce::Var(_) => unreachable!("float-only reductions checked"),
+        }
+    }
+    match s {
+        CpuStorage::F32(v) => float(kind, v, layout, dims),
+        CpuStorage::F64(v) => float(kind, v, layout, dims),
+        CpuStorage::F16(v) => float(kind, v, layout, dims),
+        CpuStorage::BF16(v) => float(kind, v, layout, dims),
+        CpuStorage::I64(v) => {
+            // i64 sums stay exact beyond 2^53.
+            if kind == Reduce::Sum {
+                let (data, group) = cpu::reduction_input(v, layout, dims);
+                if group == 0 {
+                    return CpuStorage::I64(vec![0; layout.numel_without(dims)]);
+                }
+                return CpuStorage::I64(cpu::reduce_groups(&data, group, |g| {
+                    g.iter().fold(0i64, |a, &x| a.wrapping_add(x))
+                }));
+            }
+            int(kind, v, layout, dims)
+        }
+        CpuStorage::I32(v) => int(kind, v, layout, dims),
+        CpuStorage::U8(v) => int(kind, v, layout, dims),
+        CpuStorage::Bool(v) => {
+            let as_u8: Vec<u8> = v.iter().map(|&b| b as u8).collect();
+            int(kind, &as_u8, layout, dims)
+        }
+    }
+}
