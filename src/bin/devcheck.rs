@@ -1,4 +1,4 @@
-//! The `devcheck` command line: `lint`, `explain`, `env` (and `inspect`).
+//! The `devcheck` command line: `lint`, `inspect`, `explain`, `env`.
 //!
 //! Exit codes: 0 clean, 1 findings at the failing level, 2 usage, I/O or internal error.
 
@@ -8,7 +8,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use devcheck::lint::output::{Format, RenderOptions, render};
-use devcheck::lint::{Api, FixMode, Overrides, Settings, Severity, apply_fixes, lint_paths, registry};
+use devcheck::lint::{
+    Api, FixMode, Overrides, Settings, Severity, apply_fixes, inspect_paths, lint_paths, registry,
+    render_inspect,
+};
 use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme};
 
 #[derive(Parser)]
@@ -36,6 +39,8 @@ enum Color {
 enum Command {
     /// Lint Rust files for device hazards (D001-D007).
     Lint(LintArgs),
+    /// Show what a device move carries in each module struct, and what it leaves behind.
+    Inspect(InspectArgs),
     /// Print a rule's documentation: `devcheck explain D001`.
     Explain {
         /// A rule code (`D001`) or name (`tensor-on-fixed-device`).
@@ -52,6 +57,25 @@ enum Command {
 enum EnvFormat {
     Human,
     Json,
+}
+
+#[derive(Args)]
+struct InspectArgs {
+    /// Rust files or directories to inspect.
+    #[arg(default_value = ".")]
+    paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = EnvFormat::Human)]
+    format: EnvFormat,
+    /// The tensor API of every file, instead of detecting it from its `use` lines.
+    #[arg(long, value_enum)]
+    api: Option<Api>,
+    /// Read this configuration file instead of looking for devcheck.toml.
+    #[arg(long, conflicts_with = "isolated")]
+    config: Option<PathBuf>,
+    /// Ignore every devcheck.toml.
+    #[arg(long)]
+    isolated: bool,
 }
 
 #[derive(Args)]
@@ -100,6 +124,7 @@ fn main() -> ExitCode {
     };
     let code = match cli.command {
         Command::Lint(args) => lint(args, color),
+        Command::Inspect(args) => inspect(args, color),
         Command::Explain { code } => explain(&code, color),
         Command::Env { format } => env(format),
     };
@@ -136,24 +161,7 @@ fn lint(args: LintArgs, color: bool) -> u8 {
     }
     let overrides =
         Overrides { select: args.select, ignore: args.ignore, api: args.api, fail_on: args.fail_on };
-    let config_path = if args.isolated {
-        None
-    } else {
-        args.config.clone().or_else(|| {
-            let cwd = std::env::current_dir().ok()?;
-            let found = Settings::discover(&cwd)?;
-            // Shown in messages: relative to where the user is, when it is below.
-            let cwd = cwd.canonicalize().unwrap_or(cwd);
-            Some(found.strip_prefix(&cwd).map(PathBuf::from).unwrap_or(found))
-        })
-    };
-    let settings = match Settings::load(config_path.as_deref(), &overrides) {
-        Ok(s) => s,
-        Err(e) => {
-            report_error(&e, color);
-            return 2;
-        }
-    };
+    let Some(settings) = settings(args.isolated, args.config.clone(), &overrides, color) else { return 2 };
     let mut run = match lint_paths(&args.paths, &settings) {
         Ok(r) => r,
         Err(e) => {
@@ -193,6 +201,42 @@ fn lint(args: LintArgs, color: bool) -> u8 {
     } else {
         0
     }
+}
+
+/// The configuration: `--config`, else devcheck.toml found upwards from here, else defaults.
+fn settings(isolated: bool, config: Option<PathBuf>, overrides: &Overrides, color: bool) -> Option<Settings> {
+    let config_path = if isolated {
+        None
+    } else {
+        config.or_else(|| {
+            let cwd = std::env::current_dir().ok()?;
+            let found = Settings::discover(&cwd)?;
+            // Shown in messages: relative to where the user is, when it is below.
+            let cwd = cwd.canonicalize().unwrap_or(cwd);
+            Some(found.strip_prefix(&cwd).map(PathBuf::from).unwrap_or(found))
+        })
+    };
+    match Settings::load(config_path.as_deref(), overrides) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            report_error(&e, color);
+            None
+        }
+    }
+}
+
+fn inspect(args: InspectArgs, color: bool) -> u8 {
+    let overrides = Overrides { api: args.api, ..Overrides::default() };
+    let Some(settings) = settings(args.isolated, args.config, &overrides, color) else { return 2 };
+    let run = match inspect_paths(&args.paths, &settings) {
+        Ok(r) => r,
+        Err(e) => {
+            report_error(&e, color);
+            return 2;
+        }
+    };
+    print(&render_inspect(&run, args.format == EnvFormat::Json, color));
+    if run.fails_at(settings.fail_on) { 1 } else { 0 }
 }
 
 fn list_rules(format: Format) -> String {

@@ -33,6 +33,8 @@ pub(crate) struct FieldInit {
     /// `Follows` as soon as one constructor takes it from its inputs or its loader.
     pub device: Option<DevSrc>,
     pub fixed_tensors: Vec<FixedTensor>,
+    /// tch: made by the VarStore (`vs.var(..)`, `vs.zeros(..)`, `vs.entry(..).or_zeros(..)`).
+    pub varstore: bool,
 }
 
 /// A declared field.
@@ -167,6 +169,7 @@ fn scan_fn(
         fn_name: sig.ident.to_string(),
         env: DevEnv::default(),
         tensors: HashMap::new(),
+        varstore: HashSet::new(),
         facts,
     };
     for input in &sig.inputs {
@@ -187,12 +190,44 @@ struct CtorScan<'a, 'f> {
     env: DevEnv,
     /// Locals holding a tensor made on a fixed device.
     tensors: HashMap<String, Option<FixedTensor>>,
+    /// Locals holding a tensor made by a tch VarStore.
+    varstore: HashSet<String>,
     facts: &'a mut Facts,
 }
 
 impl CtorScan<'_, '_> {
     fn no_fields(_: &str) -> Option<DevSrc> {
         None
+    }
+
+    /// Made by a tch VarStore path (`vs.var(..)`, `(vs / "w").zeros(..)`), or a local that was.
+    fn made_by_varstore(&self, e: &Expr) -> bool {
+        const METHODS: &[&str] = &[
+            "var",
+            "var_copy",
+            "zeros",
+            "ones",
+            "zeros_no_train",
+            "ones_no_train",
+            "randn",
+            "randn_standard",
+            "uniform",
+            "kaiming_uniform",
+            "or_var",
+            "or_zeros",
+            "or_ones",
+            "or_randn",
+            "or_uniform",
+            "or_var_copy",
+        ];
+        let root = chain_root(e);
+        if let Some(id) = as_ident(root)
+            && self.varstore.contains(&id.to_string())
+        {
+            return true;
+        }
+        Ctor::of(self.file.apis, root).is_none()
+            && chain_calls(e).iter().any(|c| METHODS.contains(&c.method.to_string().as_str()))
     }
 
     /// The fixed-device tensor an expression evaluates to, if it is one that was not moved.
@@ -271,6 +306,11 @@ impl<'ast> Visit<'ast> for CtorScan<'_, '_> {
                 None => (None, None),
             };
             self.env.bind(name.clone(), dev);
+            if local.init.as_ref().is_some_and(|i| self.made_by_varstore(&i.expr)) {
+                self.varstore.insert(name.clone());
+            } else {
+                self.varstore.remove(&name);
+            }
             self.tensors.insert(name, tensor);
         }
     }
@@ -295,10 +335,11 @@ impl<'ast> Visit<'ast> for CtorScan<'_, '_> {
             let device = classify_options(self.file, &fv.expr, &self.env, &Self::no_fields)
                 .or_else(|| classify(self.file, &fv.expr, &self.env, &Self::no_fields));
             let tensor = self.fixed_tensor(&fv.expr);
-            updates.push((field.to_string(), device, tensor));
+            let varstore = self.made_by_varstore(&fv.expr);
+            updates.push((field.to_string(), device, tensor, varstore));
         }
         let Some(facts) = self.facts.structs.get_mut(&ty) else { return };
-        for (field, device, tensor) in updates {
+        for (field, device, tensor, varstore) in updates {
             let init = facts.inits.entry(field).or_default();
             init.device = match (init.device.take(), device) {
                 (Some(DevSrc::Follows), _) | (_, Some(DevSrc::Follows)) => Some(DevSrc::Follows),
@@ -306,6 +347,7 @@ impl<'ast> Visit<'ast> for CtorScan<'_, '_> {
                 (None, new) => new,
             };
             init.fixed_tensors.extend(tensor);
+            init.varstore |= varstore;
         }
     }
 

@@ -348,29 +348,6 @@ pub(crate) fn is_test_fn(attrs: &[Attribute]) -> bool {
     })
 }
 
-/// Does `#[derive(..)]` list a path ending in `name`?
-pub(crate) fn derives(attrs: &[Attribute], name: &str) -> bool {
-    attrs.iter().any(|a| {
-        if !a.path().is_ident("derive") {
-            return false;
-        }
-        let syn::Meta::List(list) = &a.meta else { return false };
-        let mut found = false;
-        // The derive list is paths separated by commas; the last identifier of each path counts.
-        let mut last: Option<String> = None;
-        for tt in list.tokens.clone() {
-            match tt {
-                TokenTree::Ident(i) => last = Some(i.to_string()),
-                TokenTree::Punct(p) if p.as_char() == ',' => {
-                    found |= last.take().is_some_and(|l| l == name);
-                }
-                _ => {}
-            }
-        }
-        found || last.is_some_and(|l| l == name)
-    })
-}
-
 /// Finds `#[module(<word>)]` among the attributes and returns the word's span if present.
 pub(crate) fn module_attr_word(attrs: &[Attribute], word: &str) -> Option<proc_macro2::Span> {
     for a in attrs {

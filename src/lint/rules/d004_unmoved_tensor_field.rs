@@ -6,16 +6,19 @@ use syn::spanned::Spanned;
 
 use crate::lint::device::{DevSrc, classify_options};
 use crate::lint::diagnostic::{Applicability, Edit, Finding, Fix};
+use crate::lint::fields::{Fate, burn_fields, devcheck_fields};
 use crate::lint::profile::{Api, is_transfer_method};
 use crate::lint::registry::declare_rule;
-use crate::lint::syntax::{chain_root, derives, mentions_tensor, module_attr_word, peel, self_field};
+use crate::lint::syntax::{chain_root, peel, self_field};
 use crate::lint::walker::{Check, Cx};
 
 declare_rule! {
     /// ### What it does
     /// Flags a tensor kept in a struct where the framework's device move does not reach it:
     ///
-    /// - devcheck: a `Tensor` field of a `#[derive(Module)]` struct marked `#[module(skip)]`;
+    /// - devcheck: a field of a `#[derive(Module)]` struct marked `#[module(skip)]` that holds
+    ///   tensors (`Tensor`, `Option<Tensor>`, `Vec<Tensor>`, ...), as the derive itself classifies
+    ///   it;
     /// - burn: a tensor field marked `#[module(skip)]`, or held in `Ignored<..>`;
     /// - candle and tch: a tensor field that a constructor builds on a fixed device
     ///   (`Tensor::ones(.., &Device::Cpu)`, tch's `FLOAT_CPU`, outside the VarStore) and that a
@@ -74,63 +77,57 @@ pub(crate) struct Check004 {
 
 impl Check for Check004 {
     fn item_struct(&mut self, cx: &Cx<'_, '_>, s: &syn::ItemStruct, out: &mut Vec<Finding>) {
-        if cx.in_test() || !derives(&s.attrs, "Module") {
+        if cx.in_test() || !devcheck_classify::has_module_derive(&s.attrs) {
             return;
         }
         let apis = cx.file.apis;
-        let devcheck = apis.is(Api::Devcheck) || (apis.is_empty());
         let burn = apis.is(Api::Burn);
-        if !devcheck && !burn {
+        let devcheck = !burn && (apis.is(Api::Devcheck) || apis.is_empty());
+        let fields = if devcheck {
+            devcheck_fields(cx.file, s)
+        } else if burn {
+            burn_fields(cx.file, s)
+        } else {
             return;
-        }
-        for field in &s.fields {
-            let Some(name) = &field.ident else { continue };
-            if !mentions_tensor(&field.ty) {
-                continue;
+        };
+        for field in fields.iter().filter(|f| f.fate == Fate::LeftBehind) {
+            let name = &field.name;
+            let ty = &s.ident;
+            let (message, help) = match (&field.skip, devcheck) {
+                (Some(_), true) => (
+                    format!(
+                        "`{ty}.{name}` holds tensors but is marked `#[module(skip)]`: moving `{ty}` to a device leaves it behind"
+                    ),
+                    "use `#[module(non_persistent)]` to move it with the module without saving it, or drop the attribute to make it a saved buffer",
+                ),
+                (Some(_), false) => (
+                    format!(
+                        "`{ty}.{name}` holds tensors but is marked `#[module(skip)]`: moving `{ty}` to a device leaves it behind"
+                    ),
+                    "drop `#[module(skip)]` so the tensor is a module constant that `to_device` moves, or move it in `forward` (`self.x.clone().to_device(&input.device())`)",
+                ),
+                (None, _) => (
+                    format!(
+                        "`{ty}.{name}` holds a tensor in `Ignored`: moving `{ty}` to a device leaves it behind"
+                    ),
+                    "store the tensor as a plain field (a module constant that `to_device` moves), or move it in `forward`",
+                ),
+            };
+            let fix = field.skip.as_ref().filter(|_| field.can_be_non_persistent).map(|skip| {
+                Fix::new(
+                    Applicability::Safe,
+                    "move it with the module, without saving it: `#[module(non_persistent)]`",
+                    vec![Edit { range: skip.clone(), replacement: "non_persistent".to_string() }],
+                )
+            });
+            let mut finding = Finding::new(&D004UnmovedTensorField::META, field.range.clone(), message)
+                .label("not moved with the module")
+                .help(help)
+                .fix(fix);
+            if let Some(skip) = &field.skip {
+                finding = finding.related(skip.clone(), "skipped here");
             }
-            let field_range = cx.file.range(name.span()).start..cx.file.range(field.ty.span()).end;
-            if let Some(skip) = module_attr_word(&field.attrs, "skip") {
-                let skip_range = cx.file.range(skip);
-                let fix = (devcheck && !burn).then(|| {
-                    Fix::new(
-                        Applicability::Safe,
-                        "move it with the module, without saving it: `#[module(non_persistent)]`",
-                        vec![Edit { range: skip_range.clone(), replacement: "non_persistent".to_string() }],
-                    )
-                });
-                let help = if burn && !devcheck {
-                    "drop `#[module(skip)]` so the tensor is a module constant that `to_device` moves, or move it in `forward` (`self.x.clone().to_device(&input.device())`)"
-                } else {
-                    "use `#[module(non_persistent)]` to move it with the module without saving it, or drop the attribute to make it a saved buffer"
-                };
-                out.push(
-                    Finding::new(
-                        &D004UnmovedTensorField::META,
-                        field_range,
-                        format!(
-                            "`{}.{name}` is a tensor marked `#[module(skip)]`: moving `{}` to a device leaves it behind",
-                            s.ident, s.ident
-                        ),
-                    )
-                    .label("not moved with the module")
-                    .related(skip_range, "skipped here")
-                    .help(help)
-                    .fix(fix),
-                );
-            } else if burn && wraps_ignored(&field.ty) {
-                out.push(
-                    Finding::new(
-                        &D004UnmovedTensorField::META,
-                        field_range,
-                        format!(
-                            "`{}.{name}` holds a tensor in `Ignored`: moving `{}` to a device leaves it behind",
-                            s.ident, s.ident
-                        ),
-                    )
-                    .label("not moved with the module")
-                    .help("store the tensor as a plain field (a module constant that `to_device` moves), or move it in `forward`"),
-                );
-            }
+            out.push(finding);
         }
     }
 
@@ -202,10 +199,4 @@ impl Check for Check004 {
             }
         }
     }
-}
-
-/// Is the type `Ignored<..Tensor..>`?
-fn wraps_ignored(ty: &syn::Type) -> bool {
-    let syn::Type::Path(p) = ty else { return false };
-    p.path.segments.last().is_some_and(|s| s.ident == "Ignored") && mentions_tensor(ty)
 }
