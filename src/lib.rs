@@ -13,6 +13,7 @@ pub mod cuda;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod lint;
 pub mod module;
 pub mod random;
 pub mod shape;
