@@ -398,10 +398,10 @@ impl ForwardReport {
             vec![format!("inputs: {}", if inputs.is_empty() { "none".into() } else { inputs.join(", ") })];
         let on_target = self.allocations.get(&self.target).copied().unwrap_or_default();
         lines.push(format!(
-            "forward would allocate {} in {} on {}; element data allocated: {}",
-            fmt_bytes(on_target.fake_bytes),
+            "forward made {} on {} ({} in all, not a peak); element data allocated: {}",
             plural(on_target.fake_tensors, "tensor"),
             self.target,
+            fmt_bytes(on_target.fake_bytes),
             fmt_bytes(self.data_bytes())
         ));
         if !self.completed {

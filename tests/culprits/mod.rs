@@ -1,8 +1,10 @@
-//! The six usual culprits of device mismatches, each as a fixture with the bug and a clean twin
-//! that passes. Snapshots name lines in these files: after editing one, re-read and re-accept
-//! its snapshots.
+//! Fixture models for the checker: the six usual culprits of device mismatches, each with the bug
+//! and a clean twin that passes, and a GPT-2-small-shaped model. Snapshots name lines in these
+//! files: after editing one, re-read and re-accept its snapshots.
 
 pub mod common;
+#[allow(dead_code)] // Not every test binary that includes the fixtures uses every item.
+pub mod gpt2;
 pub mod hidden_state;
 pub mod input_batch;
 pub mod labels;
