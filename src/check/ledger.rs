@@ -352,7 +352,7 @@ fn round_trip(trip: &RoundTrip) -> Finding {
     )
     .at(trip.back_site, format!("copied back to {} here", trip.home))
     .detail(format!("copied to {} at {}", trip.away, location(trip.out_site)))
-    .detail(format!("{} per trip, {}", fmt_bytes(trip.bytes / trip.count.max(1)), times(trip.count)))
+    .detail(format!("{} each way per trip", fmt_bytes(trip.bytes / trip.count.max(1))))
     .detail(trip.tensor.to_string())
     .times(trip.count)
     .help(format!(
@@ -367,10 +367,9 @@ fn repeated_move(repeated: &RepeatedMove) -> Finding {
         "repeated-upload",
         Severity::Warning,
         format!(
-            "the same data ({}) was copied to {} {}",
+            "the same data ({}) is copied to {} again and again",
             describe_short(&repeated.tensor),
-            repeated.to,
-            times(repeated.count)
+            repeated.to
         ),
     )
     .at(repeated.call_site, format!("copied to {} again here", repeated.to))
@@ -388,11 +387,10 @@ fn sync_in_loop(read: &HostRead) -> Finding {
         "sync-in-loop",
         Severity::Warning,
         format!(
-            "`{}` read {} from {} {}: each read waits for the device",
+            "`{}` reads {} from {} again and again: each read waits for the device",
             read.op,
             describe_short(&read.tensor),
-            read.device,
-            times(read.count)
+            read.device
         ),
     )
     .at(read.call_site, "reads here")
@@ -402,10 +400,6 @@ fn sync_in_loop(read: &HostRead) -> Finding {
         "accumulate on the device (`total = total.add(&loss)?`) and read once per logging interval; \
          every read is a synchronisation point that stalls the queue of kernels",
     )
-}
-
-fn times(n: usize) -> String {
-    if n == 1 { "once".to_string() } else { format!("{} times", fmt_count(n)) }
 }
 
 /// `` `batch.x` `` or `a tensor made by `from_vec``.
