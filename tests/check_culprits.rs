@@ -4,6 +4,16 @@
 
 mod culprits;
 
+/// Snapshots with this file's own line numbers masked, so that editing the tests does not churn
+/// the snapshots (the fixtures in `tests/culprits/` keep real, fixed locations).
+macro_rules! snapshot {
+    ($name:expr, $text:expr) => {{
+        let mut settings = insta::Settings::clone_current();
+        settings.add_filter(r"tests/check_culprits\.rs:\d+:\d+", "tests/check_culprits.rs:[LINE]");
+        settings.bind(|| insta::assert_snapshot!($name, $text));
+    }};
+}
+
 use culprits::common::{BATCH, CLASSES, Classifier, FEATURES, loader_batch};
 use culprits::{hidden_state, input_batch, labels, loss_weight, mask, pos_enc};
 use devcheck::check::{ForwardReport, Input};
@@ -33,7 +43,7 @@ fn assert_clean(report: &ForwardReport) {
 }
 
 fn snapshot(name: &str, report: &ForwardReport) {
-    insta::assert_snapshot!(name, report.render(100));
+    snapshot!(name, report.render(100));
 }
 
 #[test]

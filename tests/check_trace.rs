@@ -3,6 +3,16 @@
 
 mod culprits;
 
+/// Snapshots with this file's own line numbers masked, so that editing the tests does not churn
+/// the snapshots (the fixtures in `tests/culprits/` keep real, fixed locations).
+macro_rules! snapshot {
+    ($name:expr, $text:expr) => {{
+        let mut settings = insta::Settings::clone_current();
+        settings.add_filter(r"tests/check_trace\.rs:\d+:\d+", "tests/check_trace.rs:[LINE]");
+        settings.bind(|| insta::assert_snapshot!($name, $text));
+    }};
+}
+
 use culprits::loops;
 use devcheck::{Device, Result, Tensor};
 
@@ -56,7 +66,7 @@ fn round_trips_are_found_per_pair_of_lines() -> Result<()> {
         ]
     );
     assert_eq!(report.bytes_transferred(), 64 + 2 * 5 * 32);
-    insta::assert_snapshot!("round_trip", report.render(100));
+    snapshot!("round_trip", report.render(100));
     Ok(())
 }
 
@@ -69,7 +79,7 @@ fn the_same_constant_uploaded_every_step_is_found() -> Result<()> {
     let finding = &report.findings()[0];
     assert_eq!(finding.count(), 4);
     assert!(finding.details().iter().any(|d| d == "48 B in total"), "{:?}", finding.details());
-    insta::assert_snapshot!("repeated_upload", report.render(100));
+    snapshot!("repeated_upload", report.render(100));
     Ok(())
 }
 
@@ -82,8 +92,8 @@ fn a_read_at_every_step_is_a_sync_in_a_loop() -> Result<()> {
     assert_eq!(codes(&report), ["sync-in-loop"], "{report}");
     let syncs: Vec<_> = report.syncs().collect();
     assert_eq!((syncs.len(), syncs[0].count, syncs[0].without_data), (1, 10, 10));
-    insta::assert_snapshot!("sync_in_loop", report.render(100));
-    insta::assert_snapshot!("sync_in_loop_table", report.to_string());
+    snapshot!("sync_in_loop", report.render(100));
+    snapshot!("sync_in_loop_table", report.to_string());
     Ok(())
 }
 

@@ -267,14 +267,7 @@ where
     match outcome {
         Ok(Ok(_)) => {}
         Ok(Err(error)) => findings.push(stopped_by_error(&error)),
-        Err(panic) => findings.push(
-            Finding::new(
-                "forward-failed",
-                Severity::Error,
-                format!("forward panicked: {}", panic_message(&*panic)),
-            )
-            .help("the dry run stopped at the panic; everything before it was checked"),
-        ),
+        Err(panic) => findings.push(stopped_by_panic(&panic_message(&*panic))),
     }
     let completed = !findings.iter().any(|f| f.code() == "forward-failed");
 
@@ -498,11 +491,43 @@ fn stopped_by_error(error: &Error) -> Finding {
         Severity::Error,
         format!("forward returned an error: {}", lines.next().unwrap_or_default()),
     );
-    for line in lines {
-        finding = finding.detail(line.trim());
+    let location = error_location(error);
+    let at = location.map(|l| format!("at {}:{}:{}", l.file(), l.line(), l.column()));
+    for line in lines.map(str::trim).filter(|l| Some(*l) != at.as_deref()) {
+        finding = finding.detail(line);
+    }
+    if let Some(location) = location {
+        finding = finding.at(location, "failed here");
     }
     let help = miette::Diagnostic::help(error).map(|h| h.to_string()).unwrap_or_default();
     finding.help(format!("the dry run stopped here; everything before it was checked. {help}"))
+}
+
+/// The failing call of an op error.
+fn error_location(error: &Error) -> Option<&'static Location<'static>> {
+    match error {
+        Error::DeviceMismatch { location, .. }
+        | Error::ShapeMismatch { location, .. }
+        | Error::DTypeMismatch { location, .. }
+        | Error::InvalidArgument { location, .. }
+        | Error::NoData { location, .. }
+        | Error::NotOnHost { location, .. }
+        | Error::Unsupported { location, .. } => Some(location),
+        _ => None,
+    }
+}
+
+/// A panic's message is often a rendered report itself (operator sugar panics with one): its
+/// `×` line is the summary, the rest are details.
+fn stopped_by_panic(message: &str) -> Finding {
+    let lines: Vec<&str> = message.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()).collect();
+    let summary_at = lines.iter().position(|l| l.contains('×')).unwrap_or(0);
+    let summary = lines.get(summary_at).map_or("", |l| l.split_once("× ").map_or(*l, |(_, s)| s)).trim();
+    let mut finding = Finding::new("forward-failed", Severity::Error, format!("forward panicked: {summary}"));
+    for line in lines.iter().skip(summary_at + 1) {
+        finding = finding.detail(line.trim_start_matches(['│', ' ']));
+    }
+    finding.help("the dry run stopped at the panic; everything before it was checked")
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod common;
+pub mod forward_shapes;
 pub mod gpt2;
 pub mod hidden_state;
 pub mod input_batch;
