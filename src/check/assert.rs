@@ -11,6 +11,7 @@ use super::inventory::inspect;
 use super::report::render_for_panic;
 
 /// Panics unless every parameter, buffer and skipped tensor field of `model` is on `device`.
+/// `model` is borrowed, not moved (for a `&Model`, write `assert_on_device!(*model, device)`).
 ///
 /// ```should_panic
 /// use devcheck::{Device, Module, Param, Tensor};

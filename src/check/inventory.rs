@@ -380,6 +380,10 @@ fn off_device(row: &InventoryRow, device: Device) -> Finding {
     )
     .at(t.origin.location(), format!("made by `{}` here", t.origin.op()))
     .detail(format!("{} {} {}", t.device, t.dtype, fmt_shape(&t.shape)))
+    .help(format!(
+        "a tensor assigned to the model after `model.to(..)` stays where it was made: assign it before \
+         the move, or make it on the model's device (`Tensor::zeros(shape, &model.device()?)`, here {device})"
+    ))
 }
 
 fn skipped_tensor(row: &InventoryRow, tensor: &TensorFacts, main: Option<Device>) -> Finding {
