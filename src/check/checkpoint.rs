@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::shape::fmt_shape;
 
 use super::report::{
-    CheckError, Finding, Severity, Table, any_problem, count_by_severity, fmt_bytes, fmt_count,
+    CheckError, Finding, Severity, Table, any_problem, count_by_severity, fmt_bytes, fmt_count, plural,
 };
 
 /// safetensors' own limit on the header size.
@@ -70,19 +70,20 @@ pub fn inspect_checkpoint(path: impl AsRef<Path>) -> Result<CheckpointInventory>
     let records_devices = metadata.metadata().as_ref().is_some_and(|m| m.contains_key(DEVICES_METADATA_KEY));
 
     let infos = metadata.tensors();
-    let tensors: Vec<CheckpointTensor> = metadata
-        .offset_keys()
+    let mut names: Vec<&String> = infos.keys().collect();
+    names.sort_unstable();
+    let tensors: Vec<CheckpointTensor> = names
         .into_iter()
         .filter_map(|name| {
-            let info = infos.get(&name)?;
+            let info = infos.get(name.as_str())?;
             let file_dtype = format!("{:?}", info.dtype).to_lowercase();
             Some(CheckpointTensor {
                 dtype: file_dtype.parse::<DType>().ok(),
                 file_dtype,
                 shape: info.shape.clone(),
                 bytes: info.data_offsets.1 - info.data_offsets.0,
-                saved_from: saved_from.get(&name).copied(),
-                name,
+                saved_from: saved_from.get(name).copied(),
+                name: name.clone(),
             })
         })
         .collect();
@@ -97,7 +98,7 @@ impl CheckpointInventory {
         &self.path
     }
 
-    /// In file order.
+    /// Sorted by name.
     pub fn tensors(&self) -> &[CheckpointTensor] {
         &self.tensors
     }
@@ -203,11 +204,13 @@ impl fmt::Display for CheckpointInventory {
         writeln!(f, "loads onto:")?;
         let mut targets = Table::new(&[("device", false), ("loads", false), ("saved from here", true)]);
         for t in &self.targets {
-            targets.row(vec![
-                t.device.to_string(),
-                t.blocked.as_ref().map_or_else(|| "yes".to_string(), |why| format!("no: {why}")),
-                fmt_count(t.saved_from_here),
-            ]);
+            // The reasons in full are in the findings; the table stays narrow.
+            let loads = match (&t.blocked, t.device.ensure_available()) {
+                (None, _) => "yes",
+                (Some(_), Err(_)) => "no: not available here",
+                (Some(_), Ok(())) => "no: unsupported dtypes",
+            };
+            targets.row(vec![t.device.to_string(), loads.to_string(), fmt_count(t.saved_from_here)]);
         }
         targets.write(f, "  ")?;
         write!(f, "findings: {}", count_by_severity(&self.findings))?;
@@ -348,10 +351,12 @@ fn findings(tensors: &[CheckpointTensor], targets: &[LoadTarget], records_device
                     "saved-from-unavailable",
                     Severity::Note,
                     format!(
-                        "{} tensors were saved from {}, which is not available here: {reason}",
-                        target.saved_from_here, target.device
+                        "{} saved from {}, which is not available here",
+                        plural(target.saved_from_here, "tensor"),
+                        target.device
                     ),
                 )
+                .detail(format!("reason: {reason}"))
                 .help("load onto a device this machine has: `model.load_state_dict(path, &Device::Cpu)`"),
             );
         }
