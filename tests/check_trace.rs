@@ -134,3 +134,33 @@ fn traces_nest_and_record_nothing_outside() -> Result<()> {
     assert!(after.transfers().is_empty() && after.allocations().is_empty());
     Ok(())
 }
+
+#[test]
+fn outside_a_fake_scope_reading_a_fake_tensor_stays_an_error() {
+    let fake = Tensor::fake([2], devcheck::DType::F32, &GPU);
+    let (read, report) = devcheck::trace(|| fake.to_vec::<f32>());
+    assert!(matches!(read, Err(devcheck::Error::NoData { .. })), "{read:?}");
+    // The attempt is still in the ledger.
+    assert_eq!(report.host_reads()[0].without_data, 1);
+}
+
+#[test]
+fn long_runs_stay_exact_when_freed_storages_are_swept() -> Result<()> {
+    // Enough moves to sweep the ledger's tables of freed storages several times: fresh batches
+    // (freed every step, their addresses reused) must never look like the same data.
+    let _fake = devcheck::fake::enter();
+    let steps = 10_000;
+    let (result, report) = devcheck::trace(|| -> Result<()> {
+        let constant = Tensor::ones([3], &Device::Cpu)?;
+        for _ in 0..steps {
+            let _batch = Tensor::ones([2], &Device::Cpu)?.to(&GPU)?;
+            let _constant = constant.to(&GPU)?;
+        }
+        Ok(())
+    });
+    result?;
+    assert_eq!(codes(&report), ["repeated-upload"], "{report}");
+    assert_eq!(report.findings()[0].count(), steps);
+    assert!(report.findings()[0].details().iter().any(|d| d.contains("117.2 KiB in total")), "{report}");
+    Ok(())
+}

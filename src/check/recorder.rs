@@ -516,15 +516,24 @@ pub(crate) fn moved(source: &Tensor, moved: &Tensor, call_site: Loc) {
     }
 }
 
-/// A host read of `tensor` at `call_site`. True when the read should be answered with zeros:
-/// the tensor has no data and a recorder runs, so the run goes on and the read is reported.
+/// A host read of `tensor` at `call_site`. True when the read should be answered with zeros: the
+/// tensor has no data, and a dry run (or a trace inside a fake scope) records, so the run goes on
+/// and the read is reported. Elsewhere reading a fake tensor stays an error.
 #[inline]
 pub(crate) fn host_read(tensor: &Tensor, op: &'static str, call_site: Loc) -> bool {
     if !recording() {
         return false;
     }
-    with_recorder(|r| r.read(tensor, op, call_site));
-    tensor.is_fake()
+    let mode = with_recorder(|r| {
+        r.read(tensor, op, call_site);
+        r.mode
+    });
+    let answer_fakes = match mode {
+        Some(Mode::DryRun { .. }) => true,
+        Some(Mode::Trace) => crate::fake::is_active(),
+        None => false,
+    };
+    answer_fakes && tensor.is_fake()
 }
 
 /// Operands of `op` on different devices. True when a dry run records the mismatch and lets the
