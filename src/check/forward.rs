@@ -36,7 +36,8 @@ use crate::shape::{Layout, checked_numel, fmt_shape};
 use crate::tensor::{Origin, Storage, Tensor};
 
 use super::inventory::inspect;
-use super::recorder::{Allocations, HostRead, MismatchSite, Mode, Provenance, Recording, Transfer};
+use super::ledger::{Allocations, HostRead, Transfer};
+use super::recorder::{CreationSite, MismatchSite, Mode, Provenance, Recording};
 use super::report::{CheckError, Finding, Severity, any_problem, count_by_severity, fmt_bytes, plural};
 
 /// An example input for a dry run: a name (used in reports), a shape and a dtype; by default it
@@ -186,7 +187,7 @@ where
     recording.name_storages(fake_model.entries().into_iter().filter_map(|e| Some((e.path, e.tensor?))), true);
     recording.name_storages(inputs.iter().zip(&fake_inputs).map(|(i, t)| (i.name.clone(), t.clone())), false);
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| forward(&mut fake_model, &fake_inputs)));
-    let recorder = recording.finish();
+    let recorder = *recording.finish();
 
     let mut findings: Vec<Finding> = placed
         .findings()
@@ -194,76 +195,10 @@ where
         .filter(|f| f.code() == "skipped-tensor" && f.severity() == Severity::Error)
         .cloned()
         .collect();
-    findings.extend(recorder.creations.iter().map(|c| {
-        Finding::new(
-            "created-off-device",
-            Severity::Error,
-            format!(
-                "`{}` made a tensor on {} during forward; the target is {target}",
-                c.origin.op(),
-                c.device
-            ),
-        )
-        .at(c.origin.location(), format!("made on {} here", c.device))
-        .detail(format!("{} {} {}", c.tensor.device, c.tensor.dtype, fmt_shape(&c.tensor.shape)))
-        .help(format!(
-            "create it on an input's device so it follows the model everywhere: `x.new_zeros(..)`, \
-             `x.new_tensor(..)`, `Tensor::ones_like(&x)`, or pass `&x.device()`; a constant can be a \
-             buffer (a `Tensor` field), which `model.to(&{})` moves once",
-            crate::module::device_expr(&target)
-        ))
-        .times(c.count)
-    }));
-    for (index, site) in recorder.mismatches.iter().enumerate() {
-        if site.follows.is_some() {
-            continue;
-        }
-        let later = recorder.mismatches.iter().filter(|m| m.follows == Some(index)).count();
-        let summary: Vec<String> =
-            site.operands.iter().map(|o| format!("{} is on {}", o.role, o.device)).collect();
-        let mut finding = Finding::new(
-            "device-mismatch",
-            Severity::Error,
-            format!("device mismatch in `{}`: {}", site.op, summary.join(", ")),
-        )
-        .at(site.call_site, format!("`{}` here", site.op))
-        .times(site.count);
-        for operand in &site.operands {
-            finding = finding.detail(operand.to_string());
-        }
-        if later > 0 {
-            finding = finding.detail(format!(
-                "its result stayed on {} and {later} later op{} mixed devices again",
-                site.operands[0].device,
-                if later == 1 { "" } else { "s" }
-            ));
-        }
-        findings.push(finding.help(mismatch_help(site, target)));
-    }
-    for read in &recorder.reads {
-        let who = read.tensor.name.as_deref().map_or_else(|| "a tensor".to_string(), |n| format!("`{n}`"));
-        let message = if read.without_data > 0 {
-            format!("`{}` needs data: forward reads the values of {who}", read.op)
-        } else {
-            format!("`{}` reads the values of {who} during forward", read.op)
-        };
-        let mut finding = Finding::new("host-read", Severity::Warning, message)
-            .at(read.call_site, "reads values here")
-            .detail(read.tensor.to_string())
-            .times(read.count);
-        if read.without_data > 0 {
-            finding = finding
-                .detail("a dry run has no values: the read was answered with zeros and the run went on");
-        }
-        findings.push(finding.help(format!(
-            "on {target} every host read waits for the device to finish; in forward, branch on shapes \
-             rather than values, and read values (a loss, a metric) outside forward, once per logging \
-             interval"
-        )));
-    }
-    for transfer in &recorder.transfers {
-        findings.extend(transfer_finding(transfer, target));
-    }
+    findings.extend(recorder.creations.iter().map(|c| creation_finding(c, target)));
+    findings.extend(mismatch_findings(&recorder.mismatches, target));
+    findings.extend(recorder.reads.iter().map(|r| read_finding(r, target)));
+    findings.extend(recorder.transfers.iter().filter_map(|t| transfer_finding(t, target)));
     match outcome {
         Ok(Ok(_)) => {}
         Ok(Err(error)) => findings.push(stopped_by_error(&error)),
@@ -276,9 +211,9 @@ where
         target,
         inputs: inputs.iter().zip(&fake_inputs).map(|(i, t)| t.operand(i.name.clone())).collect(),
         findings,
-        allocations: recorder.allocations.clone(),
-        transfers: recorder.transfers.clone(),
-        reads: recorder.reads.clone(),
+        allocations: recorder.allocations,
+        transfers: recorder.transfers,
+        reads: recorder.reads,
         completed,
         elapsed: started.elapsed(),
     })
@@ -413,6 +348,78 @@ impl fmt::Display for ForwardReport {
         }
         Ok(())
     }
+}
+
+fn creation_finding(creation: &CreationSite, target: Device) -> Finding {
+    let c = creation;
+    Finding::new(
+        "created-off-device",
+        Severity::Error,
+        format!("`{}` made a tensor on {} during forward; the target is {target}", c.origin.op(), c.device),
+    )
+    .at(c.origin.location(), format!("made on {} here", c.device))
+    .detail(format!("{} {} {}", c.tensor.device, c.tensor.dtype, fmt_shape(&c.tensor.shape)))
+    .help(format!(
+        "create it on an input's device so it follows the model everywhere: `x.new_zeros(..)`, \
+         `x.new_tensor(..)`, `Tensor::ones_like(&x)`, or pass `&x.device()`; a constant can be a \
+         buffer (a `Tensor` field), which `model.to(&{})` moves once",
+        crate::module::device_expr(&target)
+    ))
+    .times(c.count)
+}
+
+/// One finding per mismatch that is not an echo of an earlier one; echoes are counted on it.
+fn mismatch_findings(mismatches: &[MismatchSite], target: Device) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for (index, site) in mismatches.iter().enumerate() {
+        if site.follows.is_some() {
+            continue;
+        }
+        let later = mismatches.iter().filter(|m| m.follows == Some(index)).count();
+        let summary: Vec<String> =
+            site.operands.iter().map(|o| format!("{} is on {}", o.role, o.device)).collect();
+        let mut finding = Finding::new(
+            "device-mismatch",
+            Severity::Error,
+            format!("device mismatch in `{}`: {}", site.op, summary.join(", ")),
+        )
+        .at(site.call_site, format!("`{}` here", site.op))
+        .times(site.count);
+        for operand in &site.operands {
+            finding = finding.detail(operand.to_string());
+        }
+        if later > 0 {
+            finding = finding.detail(format!(
+                "its result stayed on {} and {} mixed devices again",
+                site.operands[0].device,
+                plural(later, "later op")
+            ));
+        }
+        findings.push(finding.help(mismatch_help(site, target)));
+    }
+    findings
+}
+
+fn read_finding(read: &HostRead, target: Device) -> Finding {
+    let who = read.tensor.name.as_deref().map_or_else(|| "a tensor".to_string(), |n| format!("`{n}`"));
+    let message = if read.without_data > 0 {
+        format!("`{}` needs data: forward reads the values of {who}", read.op)
+    } else {
+        format!("`{}` reads the values of {who} during forward", read.op)
+    };
+    let mut finding = Finding::new("host-read", Severity::Warning, message)
+        .at(read.call_site, "reads values here")
+        .detail(read.tensor.to_string())
+        .times(read.count);
+    if read.without_data > 0 {
+        finding =
+            finding.detail("a dry run has no values: the read was answered with zeros and the run went on");
+    }
+    finding.help(format!(
+        "on {target} every host read waits for the device to finish; in forward, branch on shapes \
+         rather than values, and read values (a loss, a metric) outside forward, once per logging \
+         interval"
+    ))
 }
 
 /// Moves inside forward: off the target is a sync; a model tensor onto the target is an upload

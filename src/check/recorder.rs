@@ -16,7 +16,7 @@ use crate::device::Device;
 use crate::error::Operand;
 use crate::tensor::{Origin, Tensor};
 
-pub use super::ledger::{Allocations, HostRead, Transfer};
+use super::ledger::{Allocations, HostRead, Transfer};
 
 type Loc = &'static Location<'static>;
 
