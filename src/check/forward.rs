@@ -1,27 +1,7 @@
 //! `devcheck::check_forward`: a dry run of forward (or of a whole training step) on a fake
 //! device, with no GPU and no element data.
 //!
-//! # How the fake model is made
-//!
-//! The model is cloned, and in the clone every parameter is replaced by a *new* parameter (a new
-//! [`Param`] cell, tied weights kept tied) holding a fake tensor on the target, and every buffer by
-//! a fake tensor on the target: what `model.to(&target)` would give, without data. Skipped fields
-//! are left as they are, exactly as `to` leaves them. Replacing the cells (rather than moving the
-//! model in place and restoring it) leaves the caller's model, and every optimizer holding its
-//! parameters, untouched, even when forward writes to the model (a cache, running statistics).
-//! Cloning a model clones handles, not data; hence `M: Clone`.
-//!
-//! # What happens during the run
-//!
-//! The closure runs in a fake scope ([`crate::fake`]) on this thread, with a recorder that the op
-//! front end reports to. A device mismatch is recorded and the op goes on (its result on the
-//! first operand's device), so one run finds every problem. Host reads (`to_vec`, `to_scalar`) of
-//! tensors without data are recorded as "needs data" and answered with zeros. Tensors made by
-//! constructors on a device other than the target are recorded with their origin. Nothing
-//! allocates element data; [`ForwardReport::data_bytes`] says so, and the tests assert it.
-//!
-//! Work done on other threads during forward is not seen: fake mode and the recorder are per
-//! thread.
+//! See [`check_forward`] for how the fake model is made and what happens during the run.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -125,13 +105,34 @@ pub struct ForwardReport {
 /// `forward` gets the fake model and the fake inputs, in the order given; it can be a bare
 /// `|model, x| model.forward(&x[0])` or a whole training step (give the batch
 /// `Input::new(..).on(&Device::Cpu)` to check that the step moves it). An error or panic inside
-/// it ends the run and is reported as a finding. The caller's model is not changed (see the
-/// [module docs](self) for how the fake model is made).
+/// it ends the run and is reported as a finding. The caller's model is not changed.
 ///
 /// Returns `Err` only when the inputs themselves are invalid. Use
 /// [`ForwardReport::ensure_clean`] to turn problems into an error for `?`.
 ///
 /// Tip: a dry run on `cuda:1` also catches code that hard-codes `cuda:0`.
+///
+/// # How the fake model is made
+///
+/// The model is cloned, and in the clone every parameter is replaced by a *new* parameter (a new
+/// [`Param`] cell, tied weights kept tied) holding a fake tensor on the target, and every buffer by
+/// a fake tensor on the target: what `model.to(&target)` would give, without data. Skipped fields
+/// are left as they are, exactly as `to` leaves them. Replacing the cells (rather than moving the
+/// model in place and restoring it) leaves the caller's model, and every optimizer holding its
+/// parameters, untouched, even when forward writes to the model (a cache, running statistics).
+/// Cloning a model clones handles, not data; hence `M: Clone`.
+///
+/// # What happens during the run
+///
+/// The closure runs in a fake scope ([`crate::fake`]) on this thread, with a recorder that the op
+/// front end reports to. A device mismatch is recorded and the op goes on (its result on the
+/// first operand's device), so one run finds every problem. Host reads (`to_vec`, `to_scalar`) of
+/// tensors without data are recorded as "needs data" and answered with zeros. Tensors made by
+/// constructors on a device other than the target are recorded with their origin. Nothing
+/// allocates element data; [`ForwardReport::data_bytes`] says so, and the tests assert it.
+///
+/// Work done on other threads during forward is not seen: fake mode and the recorder are per
+/// thread.
 ///
 /// ```
 /// use devcheck::check::Input;
