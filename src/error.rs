@@ -181,6 +181,12 @@ pub enum Error {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Checkpoint(#[from] crate::checkpoint::CheckpointError),
+
+    /// A check that found problems: an inventory, a forward dry run, a trace (see
+    /// [`crate::check`]), with every finding, its source line and help.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Check(#[from] crate::check::CheckError),
 }
 
 fn mismatch_summary(operands: &[Operand]) -> String {

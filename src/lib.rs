@@ -8,6 +8,7 @@
 extern crate self as devcheck;
 
 mod backend;
+pub mod check;
 pub mod checkpoint;
 pub mod cuda;
 pub mod device;
@@ -26,6 +27,7 @@ pub mod fake {
     pub use crate::backend::fake::{FakeScope, enter, is_active};
 }
 
+pub use check::{check_forward, inspect, trace};
 pub use device::{Device, default_device, set_default_device};
 pub use dtype::{DType, WithDType};
 pub use error::{Error, Result};
