@@ -80,7 +80,7 @@ enum EnvFormat {
 
 #[derive(Args)]
 struct InspectArgs {
-    /// Rust files or directories to inspect.
+    /// Rust files or directories to inspect, or `.safetensors` checkpoints.
     #[arg(default_value = ".")]
     paths: Vec<PathBuf>,
     /// Output format.
@@ -248,17 +248,40 @@ fn settings(isolated: bool, config: Option<PathBuf>, overrides: &Overrides, colo
 }
 
 fn inspect(args: InspectArgs, color: bool) -> u8 {
+    // Checkpoints are inspected from their header; everything else is Rust source.
+    let (checkpoints, sources): (Vec<PathBuf>, Vec<PathBuf>) =
+        args.paths.iter().cloned().partition(|p| p.extension().is_some_and(|e| e == "safetensors"));
+    let json = args.format == EnvFormat::Json;
+    let mut code = 0;
+    for path in &checkpoints {
+        match devcheck::check::inspect_checkpoint(path) {
+            Ok(inventory) => {
+                print(&if json { format!("{}\n", inventory.to_json()) } else { format!("{inventory}\n") });
+                if !inventory.is_clean() {
+                    report_error(&inventory.to_error(), color);
+                    code = 1;
+                }
+            }
+            Err(e) => {
+                report_error(&e, color);
+                return 2;
+            }
+        }
+    }
+    if sources.is_empty() && !checkpoints.is_empty() {
+        return code;
+    }
     let overrides = Overrides { api: args.api, ..Overrides::default() };
     let Some(settings) = settings(args.isolated, args.config, &overrides, color) else { return 2 };
-    let run = match inspect_paths(&args.paths, &settings) {
+    let run = match inspect_paths(&sources, &settings) {
         Ok(r) => r,
         Err(e) => {
             report_error(&e, color);
             return 2;
         }
     };
-    print(&render_inspect(&run, args.format == EnvFormat::Json, color));
-    if run.fails_at(settings.fail_on) { 1 } else { 0 }
+    print(&render_inspect(&run, json, color));
+    if run.fails_at(settings.fail_on) { 1 } else { code }
 }
 
 fn list_rules(format: Format) -> String {
