@@ -19,6 +19,7 @@ pub mod module;
 pub mod random;
 pub mod shape;
 pub mod tensor;
+pub mod units;
 
 /// Dry runs without data: while a scope from [`fake::enter`] is alive on a thread, every tensor
 /// created or moved on it is fake (device, dtype, shape and origin; no element data), so device

@@ -326,17 +326,7 @@ pub(crate) fn render_for_panic(error: &CheckError) -> String {
 
 /// `0 B`, `512 B`, `1.5 KiB`, `474.7 MiB`.
 pub fn fmt_bytes(bytes: usize) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
+    crate::units::format_bytes(bytes, 1)
 }
 
 /// `1,234,567`.

@@ -438,17 +438,7 @@ pub fn round_size(requested: usize) -> Option<usize> {
 
 /// `1536` -> `1.50 KiB`; below 1 KiB in plain bytes (`512 B`).
 pub fn format_bytes(bytes: usize) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.2} {}", UNITS[unit])
+    crate::units::format_bytes(bytes, 2)
 }
 
 /// The device line of the out-of-memory message.
