@@ -4,6 +4,7 @@
 //! and every op checks its operands in one place before any backend runs, so a device mismatch
 //! names both tensors, where each was created, and how to fix it.
 
+pub mod autograd;
 mod backend;
 pub mod cuda;
 pub mod device;
@@ -20,6 +21,7 @@ pub mod fake {
     pub use crate::backend::fake::{FakeScope, enter, is_active};
 }
 
+pub use autograd::{enable_grad, is_grad_enabled, no_grad};
 pub use device::{Device, default_device, set_default_device};
 pub use dtype::{DType, WithDType};
 pub use error::{Error, Result};

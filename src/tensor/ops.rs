@@ -4,6 +4,7 @@
 use std::panic::Location;
 
 use super::{Tensor, check, compute};
+use crate::autograd::{GradFn, record};
 use crate::backend::cpu::{self, Arith, CpuStorage, Float, with_float_storage, with_storage};
 use crate::dtype::{DType, WithDType};
 use crate::error::Result;
@@ -334,7 +335,15 @@ impl Tensor {
         let shape = check::broadcast(name, self, rhs, location)?;
         let storage =
             compute(&[self, rhs], |s| float_binary(op, s[0], self.layout(), s[1], rhs.layout(), &shape));
-        Ok(self.derived(storage, &shape, dtype, name, location))
+        let out = self.derived(storage, &shape, dtype, name, location);
+        Ok(record(out, &[self, rhs], |_| match op {
+            BinaryOp::Add | BinaryOp::Sub => GradFn::AddSub {
+                sub: op == BinaryOp::Sub,
+                lhs_shape: (self.shape() != shape).then(|| self.shape().to_vec()),
+                rhs_shape: (rhs.shape() != shape).then(|| rhs.shape().to_vec()),
+            },
+            _ => GradFn::Binary { op, lhs: self.clone(), rhs: rhs.clone() },
+        }))
     }
 
     // ---- with a Rust scalar ----------------------------------------------------------------
@@ -438,7 +447,8 @@ impl Tensor {
                 CpuStorage::Bool(_) => unreachable!("bool arithmetic is rejected by the front end"),
             }
         });
-        Ok(self.derived(storage, self.shape(), self.dtype(), name, location))
+        let out = self.derived(storage, self.shape(), self.dtype(), name, location);
+        Ok(record(out, &[self], |_| GradFn::Scalar { op, value, reversed, input: self.clone() }))
     }
 
     // ---- comparisons --------------------------------------------------------------------
@@ -641,7 +651,12 @@ impl Tensor {
                 CpuStorage::Bool(_) => unreachable!("dtype checked"),
             }
         });
-        Ok(self.derived(storage, self.shape(), self.dtype(), op.name(), location))
+        let out = self.derived(storage, self.shape(), self.dtype(), op.name(), location);
+        Ok(record(out, &[self], |out| GradFn::Unary {
+            op,
+            input: self.clone(),
+            out: crate::autograd::unary_keeps_output(op).then(|| out.detach()),
+        }))
     }
 
     // ---- matmul ---------------------------------------------------------------------------
@@ -714,7 +729,8 @@ impl Tensor {
         let storage = compute(&[self, rhs], |s| {
             cpu::matmul(s[0], &la.broadcast_to(&full_a), s[1], &lb.broadcast_to(&full_b))
         });
-        Ok(self.derived(storage, &out_shape, dtype, op, location))
+        let out = self.derived(storage, &out_shape, dtype, op, location);
+        Ok(record(out, &[self, rhs], |_| GradFn::Matmul { lhs: self.clone(), rhs: rhs.clone() }))
     }
 
     /// Alias of [`Tensor::matmul`].
@@ -824,7 +840,21 @@ impl Tensor {
             }
         }
         let storage = compute(&[self], |s| reduce_kernel(kind, s[0], self.layout(), &dims));
-        Ok(self.derived(storage, &shape, out_dtype, op, location))
+        let out = self.derived(storage, &shape, out_dtype, op, location);
+        Ok(record(out, &[self], |out| match kind {
+            Reduce::Max | Reduce::Min => {
+                GradFn::MaxMin { input: self.clone(), out: out.detach(), dims: dims.clone(), keepdim }
+            }
+            Reduce::Var(correction) => {
+                GradFn::Var { input: self.clone(), dims: dims.clone(), keepdim, correction }
+            }
+            _ => GradFn::SumMean {
+                shape: self.shape().to_vec(),
+                scale: (kind == Reduce::Mean).then(|| 1.0 / group as f64),
+                dims: dims.clone(),
+                keepdim,
+            },
+        }))
     }
 
     // ---- softmax --------------------------------------------------------------------------
@@ -858,6 +888,7 @@ impl Tensor {
                 _ => unreachable!("dtype checked"))
         });
         let out = moved.derived(storage, moved.shape(), self.dtype(), op, location);
+        let out = record(out, &[&moved], |out| GradFn::Softmax { out: out.detach(), dim: last, log });
         if d == last { Ok(out) } else { out.transpose_at(d, last, location) }
     }
 
@@ -906,7 +937,12 @@ impl Tensor {
             }
             run!(F32, F64, F16, BF16, I64, I32, U8, Bool)
         });
-        Ok(on_true.derived(storage, &shape, dtype, op, location))
+        let out = on_true.derived(storage, &shape, dtype, op, location);
+        Ok(record(out, &[on_true, on_false], |_| GradFn::Where {
+            condition: self.clone(),
+            true_shape: on_true.shape().to_vec(),
+            false_shape: on_false.shape().to_vec(),
+        }))
     }
 
     /// `value` where `mask` (bool, broadcastable to this shape) is true.
@@ -941,7 +977,8 @@ impl Tensor {
                     .map(|(i, j)| if m[j] { fill } else { v[i] }).collect())
             })
         });
-        Ok(self.derived(storage, self.shape(), self.dtype(), op, location))
+        let out = self.derived(storage, self.shape(), self.dtype(), op, location);
+        Ok(record(out, &[self], |_| GradFn::MaskedFill { mask: mask.clone() }))
     }
 
     /// Keeps elements on and above the `diagonal`-th diagonal of the last two dims, zeroes the rest.
@@ -978,7 +1015,8 @@ impl Tensor {
                 }).collect())
             })
         });
-        Ok(self.derived(storage, self.shape(), self.dtype(), op, location))
+        let out = self.derived(storage, self.shape(), self.dtype(), op, location);
+        Ok(record(out, &[self], |_| GradFn::Triangle { diagonal, upper }))
     }
 }
 
