@@ -130,6 +130,21 @@ pub enum Error {
     )]
     NoData { op: &'static str, operand: Box<Operand>, location: &'static Location<'static> },
 
+    #[error(
+        "`{op}` reads host memory, but the tensor lives on {}\n  at {}{}",
+        operand.device,
+        call_site(location),
+        operand_lines(std::slice::from_ref(operand))
+    )]
+    #[diagnostic(
+        code(devcheck::not_on_host),
+        help(
+            "copy it to the host first with `.cpu()?` (PyTorch's `.cpu().numpy()` rule); do it once, \
+             outside hot loops, since every copy from an accelerator waits for it to finish"
+        )
+    )]
+    NotOnHost { op: &'static str, operand: Box<Operand>, location: &'static Location<'static> },
+
     #[error("`{op}` is not supported on {device} yet\n  at {}", call_site(location))]
     #[diagnostic(code(devcheck::unsupported), help("{help}"))]
     Unsupported { op: &'static str, device: Device, help: String, location: &'static Location<'static> },

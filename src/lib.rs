@@ -26,4 +26,4 @@ pub use device::{Device, default_device, set_default_device};
 pub use dtype::{DType, WithDType};
 pub use error::{Error, Result};
 pub use random::manual_seed;
-pub use tensor::{Origin, Tensor, TensorOptions};
+pub use tensor::{BinaryOp, CmpOp, Origin, Tensor, TensorOptions, UnaryOp};

@@ -5,6 +5,8 @@
 
 mod check;
 mod create;
+#[cfg(feature = "ndarray")]
+mod interop;
 mod moves;
 mod ops;
 mod origin;
@@ -47,21 +49,9 @@ impl From<&Device> for TensorOptions {
     }
 }
 
-impl From<Device> for TensorOptions {
-    fn from(device: Device) -> Self {
-        TensorOptions { dtype: DType::F32, device }
-    }
-}
-
 impl From<(DType, &Device)> for TensorOptions {
     fn from((dtype, device): (DType, &Device)) -> Self {
         TensorOptions { dtype, device: *device }
-    }
-}
-
-impl From<(DType, Device)> for TensorOptions {
-    fn from((dtype, device): (DType, Device)) -> Self {
-        TensorOptions { dtype, device }
     }
 }
 
@@ -69,7 +59,7 @@ impl From<(DType, Device)> for TensorOptions {
 /// storage. Every tensor records its [`Origin`], and may carry a name (its module path) that
 /// errors and reports show.
 #[derive(Clone)]
-#[must_use = "tensor ops return a new tensor and leave their inputs unchanged"]
+#[must_use = "tensor ops and moves return a new tensor and leave `self` unchanged (`.to()` is not in place): bind the result, e.g. `let x = x.to(&device)?;`"]
 pub struct Tensor(Arc<Inner>);
 
 struct Inner {

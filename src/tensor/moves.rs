@@ -9,7 +9,7 @@ use std::panic::Location;
 use super::create::upload;
 use super::{Storage, Tensor, check, compute};
 use crate::autograd::{GradFn, record};
-use crate::backend::cpu::{CpuStorage, with_storage};
+use crate::backend::cpu::{CpuStorage, contiguous, with_storage};
 use crate::backend::fake;
 use crate::device::Device;
 use crate::dtype::{DType, WithDType};
@@ -78,13 +78,11 @@ impl Tensor {
     #[track_caller]
     pub fn to_vec<T: WithDType>(&self) -> Result<Vec<T>> {
         let location = Location::caller();
-        let host = self.host_data("to_vec", location)?;
-        let typed = if host.dtype() == T::DTYPE {
-            host
-        } else {
-            host.cast(&Layout::contiguous(self.shape()), T::DTYPE)
-        };
-        Ok(typed.as_slice::<T>().map(<[T]>::to_vec).unwrap_or_default())
+        self.with_cpu("to_vec", location, |s| match s.as_slice::<T>() {
+            // One copy when the dtype already matches.
+            Some(v) => contiguous(v, self.layout()).into_owned(),
+            None => s.cast(self.layout(), T::DTYPE).as_slice::<T>().map(<[T]>::to_vec).unwrap_or_default(),
+        })
     }
 
     /// The one value of a one-element tensor (PyTorch's `.item()`), converted to `T`. A

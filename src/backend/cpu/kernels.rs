@@ -371,9 +371,10 @@ pub(crate) fn softmax_rows<T: Float>(data: &[T], row: usize, log: bool) -> Vec<T
             *o = e;
         }
         if log {
-            let lse = max.add(sum.ln());
+            // (x - max) - ln(sum) keeps the precision that x - (max + ln(sum)) loses for large x.
+            let ln_sum = sum.ln();
             for (o, &v) in o.iter_mut().zip(x) {
-                *o = v.sub(lse);
+                *o = v.sub(max).sub(ln_sum);
             }
         } else {
             let inv = T::ONE.div(sum);

@@ -1,0 +1,323 @@
+//! Op-by-op behaviour with hand-computed values, creation, moves and the device/dtype contracts.
+
+use devcheck::{CmpOp, DType, Device, Error, Tensor};
+
+const CPU: Device = Device::Cpu;
+
+fn v32(t: &Tensor) -> Vec<f32> {
+    t.to_vec().unwrap()
+}
+
+fn close(a: &[f32], b: &[f32], tol: f32) {
+    assert_eq!(a.len(), b.len(), "{a:?} vs {b:?}");
+    for (x, y) in a.iter().zip(b) {
+        assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{a:?} vs {b:?}");
+    }
+}
+
+#[test]
+fn devices_parse_and_print_like_pytorch() {
+    for (s, d) in [
+        ("cpu", Device::Cpu),
+        ("cuda:0", Device::Cuda(0)),
+        ("cuda:12", Device::Cuda(12)),
+        ("mps", Device::Mps),
+    ] {
+        assert_eq!(s.parse::<Device>().unwrap(), d);
+        assert_eq!(d.to_string(), s);
+    }
+    assert_eq!("cuda".parse::<Device>().unwrap(), Device::Cuda(0));
+    for bad in ["", "CPU", "cuda:", "cuda:-1", "cuda:01", "cuda:1x", "gpu", "cuda:99999999999999999999"] {
+        assert!(matches!(bad.parse::<Device>(), Err(Error::InvalidDevice { .. })), "{bad}");
+    }
+}
+
+#[test]
+fn availability_never_panics_and_best_available_falls_back() {
+    let n = devcheck::cuda::device_count();
+    assert_eq!(devcheck::cuda::is_available(), n > 0);
+    assert_eq!(devcheck::cuda::device_name(n), None);
+    let best = Device::best_available();
+    assert_eq!(best, if n > 0 { Device::Cuda(0) } else { Device::Cpu });
+    assert!(Device::Mps.ensure_available().is_err());
+}
+
+#[test]
+fn default_device_is_settable() {
+    assert_eq!(Device::default(), devcheck::default_device());
+    devcheck::set_default_device(Device::Cuda(3));
+    assert_eq!(Device::default(), Device::Cuda(3));
+    devcheck::set_default_device(Device::Cpu);
+    assert_eq!(devcheck::default_device(), Device::Cpu);
+}
+
+#[test]
+fn dtypes_parse_with_pytorch_names() {
+    assert_eq!("float32".parse::<DType>().unwrap(), DType::F32);
+    assert_eq!("torch.bfloat16".parse::<DType>().unwrap(), DType::BF16);
+    assert_eq!("long".parse::<DType>().unwrap(), DType::I64);
+    assert!("float8".parse::<DType>().is_err());
+    assert_eq!(DType::F16.promote(DType::BF16), DType::F32);
+    assert_eq!(DType::I32.promote(DType::F16), DType::F16);
+}
+
+#[test]
+fn creation_and_like_constructors_inherit_device_and_dtype() {
+    let a = Tensor::arange(0.0, 5.0, 2.0, (DType::I64, &CPU)).unwrap();
+    assert_eq!(a.to_vec::<i64>().unwrap(), vec![0, 2, 4]);
+    close(&v32(&Tensor::linspace(0.0, 1.0, 5, &CPU).unwrap()), &[0.0, 0.25, 0.5, 0.75, 1.0], 0.0);
+    close(&v32(&Tensor::eye(2, &CPU).unwrap()), &[1.0, 0.0, 0.0, 1.0], 0.0);
+    let f = Tensor::full([2], 7.5, (DType::F64, &CPU)).unwrap();
+    let z = Tensor::zeros_like(&f).unwrap();
+    assert_eq!((z.dtype(), z.device(), z.shape()), (DType::F64, CPU, &[2usize][..]));
+    let n = f.new_tensor(&[1i32, 2, 3], [3]).unwrap();
+    assert_eq!(n.dtype(), DType::F64);
+    assert_eq!(n.to_vec::<f64>().unwrap(), vec![1.0, 2.0, 3.0]);
+    assert_eq!(f.new_ones([1, 1]).unwrap().to_vec::<f64>().unwrap(), vec![1.0]);
+    assert_eq!(f.new_full([1], 2.0).unwrap().origin().op(), "new_full");
+    assert!(Tensor::from_vec(vec![1.0f32; 5], [2, 3], &CPU).is_err());
+    assert!(Tensor::arange(0.0, 1.0, 0.0, &CPU).is_err());
+    assert!(Tensor::randn([2], (DType::I64, &CPU)).is_err());
+}
+
+#[test]
+fn random_tensors_are_seeded_and_reproducible() {
+    devcheck::manual_seed(7);
+    let a = v32(&Tensor::randn([64], &CPU).unwrap());
+    devcheck::manual_seed(7);
+    let b = v32(&Tensor::randn([64], &CPU).unwrap());
+    assert_eq!(a, b);
+    let mean = a.iter().sum::<f32>() / 64.0;
+    assert!(mean.abs() < 0.5);
+    let u = v32(&Tensor::rand([1000], &CPU).unwrap());
+    assert!(u.iter().all(|&x| (0.0..1.0).contains(&x)));
+}
+
+#[test]
+fn origin_records_the_call_site_and_op() {
+    let line = line!() + 1;
+    let t = Tensor::ones([2], &CPU).unwrap();
+    assert_eq!(t.origin().op(), "ones");
+    assert_eq!(t.origin().line(), line);
+    assert!(t.origin().file().ends_with("tensor_ops.rs"));
+    let u = t.exp().unwrap();
+    assert_eq!(u.origin().op(), "exp");
+}
+
+#[test]
+fn moves_are_cheap_when_nothing_changes_and_keep_the_origin() {
+    let t = Tensor::ones([2], &CPU).unwrap();
+    let same = t.to(&CPU).unwrap();
+    assert!(same.same_storage(&t));
+    assert!(t.to_dtype(DType::F32).unwrap().same_storage(&t));
+    let _fake = devcheck::fake::enter();
+    let moved = t.to(&Device::Cuda(1)).unwrap();
+    assert!(moved.is_fake());
+    assert_eq!(moved.device(), Device::Cuda(1));
+    assert_eq!(moved.origin(), t.origin());
+    let back = moved.cpu().unwrap();
+    assert!(back.is_fake(), "a fake tensor stays fake");
+}
+
+#[test]
+fn host_reads() {
+    let t = Tensor::from_vec(vec![1.5f32, 2.5], [2], &CPU).unwrap();
+    assert_eq!(t.sum_all().unwrap().to_scalar::<f32>().unwrap(), 4.0);
+    assert!(t.to_scalar::<f32>().is_err());
+    assert_eq!(t.to_vec::<i64>().unwrap(), vec![1, 2]);
+    let bytes = t.to_raw_bytes().unwrap();
+    let back = Tensor::from_raw_bytes(&bytes, DType::F32, [2], &CPU).unwrap();
+    assert_eq!(v32(&back), vec![1.5, 2.5]);
+    assert!(Tensor::from_raw_bytes(&bytes[1..], DType::F32, [2], &CPU).is_err());
+}
+
+#[test]
+fn casts_between_all_dtypes() {
+    let t = Tensor::from_vec(vec![-1.7f32, 0.0, 2.2, 300.0], [4], &CPU).unwrap();
+    assert_eq!(t.to_dtype(DType::I64).unwrap().to_vec::<i64>().unwrap(), vec![-1, 0, 2, 300]);
+    assert_eq!(t.to_dtype(DType::Bool).unwrap().to_vec::<bool>().unwrap(), vec![true, false, true, true]);
+    assert_eq!(t.to_dtype(DType::U8).unwrap().to_vec::<u8>().unwrap(), vec![0, 0, 2, 255]);
+    close(&v32(&t.to_dtype(DType::BF16).unwrap()), &[-1.7, 0.0, 2.2, 300.0], 1e-2);
+    close(&v32(&t.to_dtype(DType::F16).unwrap()), &[-1.7, 0.0, 2.2, 300.0], 1e-3);
+}
+
+#[test]
+fn unary_ops_match_std() {
+    let xs = [-2.0f32, -0.5, 0.0, 0.5, 3.0];
+    let t = Tensor::from_slice(&xs, [5], &CPU).unwrap();
+    let erf = |x: f32| libm_erf(x as f64) as f32;
+    let cases: Vec<(Tensor, Vec<f32>)> = vec![
+        (t.neg().unwrap(), xs.iter().map(|x| -x).collect()),
+        (t.abs().unwrap(), xs.iter().map(|x| x.abs()).collect()),
+        (t.relu().unwrap(), xs.iter().map(|x| x.max(0.0)).collect()),
+        (t.exp().unwrap(), xs.iter().map(|x| x.exp()).collect()),
+        (t.tanh().unwrap(), xs.iter().map(|x| x.tanh()).collect()),
+        (t.sigmoid().unwrap(), xs.iter().map(|x| 1.0 / (1.0 + (-x).exp())).collect()),
+        (t.gelu().unwrap(), xs.iter().map(|&x| 0.5 * x * (1.0 + erf(x / 2f32.sqrt()))).collect()),
+        (t.silu().unwrap(), xs.iter().map(|x| x / (1.0 + (-x).exp())).collect()),
+        (t.sin().unwrap(), xs.iter().map(|x| x.sin()).collect()),
+        (t.cos().unwrap(), xs.iter().map(|x| x.cos()).collect()),
+        (t.abs().unwrap().sqrt().unwrap(), xs.iter().map(|x| x.abs().sqrt()).collect()),
+        (
+            t.abs().unwrap().add_scalar(1.0).unwrap().log().unwrap(),
+            xs.iter().map(|x| (x.abs() + 1.0).ln()).collect(),
+        ),
+        (
+            t.abs().unwrap().add_scalar(1.0).unwrap().rsqrt().unwrap(),
+            xs.iter().map(|x| 1.0 / (x.abs() + 1.0).sqrt()).collect(),
+        ),
+    ];
+    for (got, want) in cases {
+        close(&v32(&got), &want, 1e-6);
+    }
+    // f16/bf16 go through f32 per element.
+    close(&v32(&t.to_dtype(DType::BF16).unwrap().exp().unwrap()), &xs.map(f32::exp), 1e-2);
+    assert!(Tensor::ones([1], (DType::I64, &CPU)).unwrap().exp().is_err());
+    assert_eq!(
+        Tensor::from_slice(&[-3i64, 4], [2], &CPU).unwrap().abs().unwrap().to_vec::<i64>().unwrap(),
+        vec![3, 4]
+    );
+}
+
+fn libm_erf(x: f64) -> f64 {
+    // Abramowitz-Stegun 7.1.26 is too coarse here; integrate erf' with Simpson's rule instead.
+    let n = 2000;
+    let h = x / n as f64;
+    let f = |t: f64| (-t * t).exp();
+    let mut s = f(0.0) + f(x);
+    for i in 1..n {
+        s += f(i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
+    }
+    s * h / 3.0 * 2.0 / std::f64::consts::PI.sqrt()
+}
+
+#[test]
+fn scalar_ops_and_integer_arithmetic() {
+    let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0], [3], &CPU).unwrap();
+    close(&v32(&t.mul_scalar(2.0).unwrap()), &[2.0, 4.0, 6.0], 0.0);
+    close(&v32(&t.rsub_scalar(1.0).unwrap()), &[0.0, -1.0, -2.0], 0.0);
+    close(&v32(&t.pow_scalar(2.0).unwrap()), &[1.0, 4.0, 9.0], 1e-6);
+    close(&v32(&t.clamp(1.5, 2.5).unwrap()), &[1.5, 2.0, 2.5], 0.0);
+    close(&v32(&(&t * 2.0 + &t)), &[3.0, 6.0, 9.0], 0.0);
+    let i = Tensor::from_slice(&[250u8, 3], [2], &CPU).unwrap();
+    assert_eq!(i.add_scalar(10.0).unwrap().to_vec::<u8>().unwrap(), vec![4, 13], "u8 wraps like PyTorch");
+    assert!(i.div(&i).is_err(), "division is for floating dtypes");
+    let s = Tensor::from_slice(&[i64::MAX, 1], [2], &CPU).unwrap();
+    assert_eq!(s.sum_all().unwrap().to_vec::<i64>().unwrap(), vec![i64::MIN], "i64 sums are exact and wrap");
+    let b = Tensor::from_slice(&[true, false, true], [3], &CPU).unwrap();
+    assert_eq!(b.sum_all().unwrap().to_scalar::<i64>().unwrap(), 2);
+    assert!(b.add(&b).is_err());
+    assert_eq!(b.logical_not().unwrap().to_vec::<bool>().unwrap(), vec![false, true, false]);
+    assert_eq!(t.cmp_scalar(CmpOp::Ge, 2.0).unwrap().to_vec::<bool>().unwrap(), vec![false, true, true]);
+}
+
+#[test]
+fn nan_propagates_through_max_and_argmax() {
+    let t = Tensor::from_slice(&[1.0f32, f32::NAN, 3.0], [3], &CPU).unwrap();
+    assert!(t.max_all().unwrap().to_scalar::<f32>().unwrap().is_nan());
+    assert_eq!(t.argmax(0, false).unwrap().to_scalar::<i64>().unwrap(), 1);
+    let empty = Tensor::zeros([0, 2], &CPU).unwrap();
+    assert!(empty.max(0, false).is_err());
+    assert_eq!(empty.sum(0, false).unwrap().to_vec::<f32>().unwrap(), vec![0.0, 0.0]);
+}
+
+#[test]
+fn softmax_and_log_softmax_are_stable() {
+    let t = Tensor::from_slice(&[1000.0f32, 1001.0, -1000.0, 0.0], [2, 2], &CPU).unwrap();
+    let s = v32(&t.softmax(-1).unwrap());
+    close(&s, &[0.26894142, 0.7310586, 0.0, 1.0], 1e-6);
+    let l = v32(&t.log_softmax(1).unwrap());
+    close(&l, &[-1.3132616, -0.31326166, -1000.0, 0.0], 1e-6);
+    let cols = v32(&t.softmax(0).unwrap());
+    close(&cols, &[1.0, 1.0, 0.0, 0.0], 1e-6);
+}
+
+#[test]
+fn selection_and_triangles() {
+    let x = Tensor::arange(0.0, 9.0, 1.0, &CPU).unwrap().reshape([3, 3]).unwrap();
+    close(&v32(&x.triu(1).unwrap()), &[0.0, 1.0, 2.0, 0.0, 0.0, 5.0, 0.0, 0.0, 0.0], 0.0);
+    close(&v32(&x.tril(0).unwrap()), &[0.0, 0.0, 0.0, 3.0, 4.0, 0.0, 6.0, 7.0, 8.0], 0.0);
+    let mask = Tensor::ones([3, 3], (DType::Bool, &CPU)).unwrap().triu(1).unwrap();
+    let filled = x.masked_fill(&mask, f64::NEG_INFINITY).unwrap();
+    assert_eq!(v32(&filled)[1], f32::NEG_INFINITY);
+    assert_eq!(v32(&filled)[3], 3.0);
+    let cond = Tensor::from_slice(&[true, false, true], [3], &CPU).unwrap();
+    let w = cond.where_cond(&x, &x.neg().unwrap()).unwrap();
+    close(&v32(&w), &[0.0, -1.0, 2.0, 3.0, -4.0, 5.0, 6.0, -7.0, 8.0], 0.0);
+    assert!(x.masked_fill(&x, 0.0).is_err(), "masks are bool");
+}
+
+#[test]
+fn views_and_copies() {
+    let x = Tensor::arange(0.0, 6.0, 1.0, &CPU).unwrap().reshape([2, 3]).unwrap();
+    let t = x.t().unwrap();
+    assert!(!t.is_contiguous());
+    close(&v32(&t), &[0.0, 3.0, 1.0, 4.0, 2.0, 5.0], 0.0);
+    close(&v32(&t.reshape([6]).unwrap()), &[0.0, 3.0, 1.0, 4.0, 2.0, 5.0], 0.0);
+    close(&v32(&x.narrow(1, 1, 2).unwrap()), &[1.0, 2.0, 4.0, 5.0], 0.0);
+    assert!(x.narrow(1, 2, 2).is_err());
+    assert_eq!(x.unsqueeze(0).unwrap().shape(), &[1, 2, 3]);
+    assert_eq!(x.unsqueeze(-1).unwrap().shape(), &[2, 3, 1]);
+    assert_eq!(x.unsqueeze(0).unwrap().squeeze(0).unwrap().shape(), &[2, 3]);
+    assert_eq!(x.squeeze(0).unwrap().shape(), &[2, 3]);
+    let e = x.narrow(0, 0, 1).unwrap().expand([4, 3]).unwrap();
+    close(&v32(&e.sum(0, false).unwrap()), &[0.0, 4.0, 8.0], 0.0);
+    assert!(x.expand([3, 3]).is_err());
+    assert_eq!(x.flatten_from(0).unwrap().shape(), &[6]);
+    assert!(x.permute([0, 0]).is_err());
+    assert!(x.transpose(0, 2).is_err());
+}
+
+#[test]
+fn cat_stack_index_select_gather() {
+    let a = Tensor::arange(0.0, 4.0, 1.0, &CPU).unwrap().reshape([2, 2]).unwrap();
+    let b = Tensor::arange(4.0, 6.0, 1.0, &CPU).unwrap().reshape([2, 1]).unwrap();
+    let c = Tensor::cat(&[&a, &b], 1).unwrap();
+    close(&v32(&c), &[0.0, 1.0, 4.0, 2.0, 3.0, 5.0], 0.0);
+    assert!(Tensor::cat(&[&a, &b], 0).is_err());
+    assert!(Tensor::cat(&[], 0).is_err());
+    let s = Tensor::stack(&[&a, &a.t().unwrap()], 0).unwrap();
+    assert_eq!(s.shape(), &[2, 2, 2]);
+    close(&v32(&s), &[0.0, 1.0, 2.0, 3.0, 0.0, 2.0, 1.0, 3.0], 0.0);
+    let idx = Tensor::from_slice(&[1i64, 0, -1], [3], &CPU).unwrap();
+    close(&v32(&a.index_select(0, &idx).unwrap()), &[2.0, 3.0, 0.0, 1.0, 2.0, 3.0], 0.0);
+    let bad = Tensor::from_slice(&[2i64], [1], &CPU).unwrap();
+    assert!(a.index_select(0, &bad).is_err());
+    let g = Tensor::from_slice(&[1i64, 1, 0, 1], [2, 2], &CPU).unwrap();
+    close(&v32(&a.gather(1, &g).unwrap()), &[1.0, 1.0, 2.0, 3.0], 0.0);
+    let labels = Tensor::from_slice(&[1i64, 0], [2, 1], &CPU).unwrap();
+    close(&v32(&a.gather(1, &labels).unwrap()), &[1.0, 2.0], 0.0);
+}
+
+#[test]
+fn matmul_promotes_vectors_and_broadcasts_batches() {
+    let m = Tensor::arange(0.0, 6.0, 1.0, &CPU).unwrap().reshape([2, 3]).unwrap();
+    let v = Tensor::ones([3], &CPU).unwrap();
+    let mv = m.matmul(&v).unwrap();
+    assert_eq!(mv.shape(), &[2]);
+    close(&v32(&mv), &[3.0, 12.0], 0.0);
+    let vm = Tensor::ones([2], &CPU).unwrap().matmul(&m).unwrap();
+    close(&v32(&vm), &[3.0, 5.0, 7.0], 0.0);
+    let batch = Tensor::ones([4, 1, 2], &CPU).unwrap();
+    let out = batch.matmul(&m).unwrap();
+    assert_eq!(out.shape(), &[4, 1, 3]);
+    close(&v32(&out), &[3.0, 5.0, 7.0].repeat(4), 0.0);
+    let i = Tensor::from_slice(&[1i64, 2, 3, 4], [2, 2], &CPU).unwrap();
+    assert_eq!(i.matmul(&i).unwrap().to_vec::<i64>().unwrap(), vec![7, 10, 15, 22]);
+    assert!(m.matmul(&Tensor::scalar(1.0f32, &CPU).unwrap()).is_err());
+}
+
+#[test]
+fn fake_tensors_compute_shapes_and_check_devices_without_data() {
+    let _fake = devcheck::fake::enter();
+    let dev = Device::Cuda(0);
+    let x = Tensor::randn([8, 16], &dev).unwrap();
+    let w = Tensor::zeros([16, 4], &dev).unwrap();
+    let y = x.matmul(&w).unwrap().relu().unwrap().softmax(-1).unwrap();
+    assert_eq!(y.shape(), &[8, 4]);
+    assert!(y.is_fake());
+    assert_eq!(y.device(), dev);
+    let cpu_mask = Tensor::ones([8, 4], &CPU).unwrap();
+    assert!(matches!(y.mul(&cpu_mask), Err(Error::DeviceMismatch { .. })));
+    assert!(y.sum_all().unwrap().to_scalar::<f32>().is_err());
+}
