@@ -122,7 +122,7 @@ fn backward_with_an_output_gradient() {
 
 #[test]
 fn f32_leaves_get_f32_gradients() {
-    let w = Tensor::ones([2, 2], Device::Cpu).unwrap().with_requires_grad().unwrap();
+    let w = Tensor::ones([2, 2], &Device::Cpu).unwrap().with_requires_grad().unwrap();
     w.sum_all().unwrap().backward().unwrap();
     let g = w.grad().unwrap();
     assert_eq!(g.dtype(), DType::F32);
@@ -140,9 +140,9 @@ fn a_leaf_can_be_the_loss() {
 fn gradients_are_made_on_the_parameters_device() {
     let _fake = devcheck::fake::enter();
     let gpu = Device::Cuda(1);
-    let w = Tensor::randn([4, 3], gpu).unwrap().with_requires_grad().unwrap();
-    let b = Tensor::zeros([4], gpu).unwrap().with_requires_grad().unwrap();
-    let x = Tensor::randn([8, 3], gpu).unwrap();
+    let w = Tensor::randn([4, 3], &gpu).unwrap().with_requires_grad().unwrap();
+    let b = Tensor::zeros([4], &gpu).unwrap().with_requires_grad().unwrap();
+    let x = Tensor::randn([8, 3], &gpu).unwrap();
     let target = Tensor::zeros([8], (DType::I64, &gpu)).unwrap();
     let logits = x.matmul(&w.t().unwrap()).unwrap().add(&b).unwrap().relu().unwrap();
     let picked = logits.log_softmax(-1).unwrap().gather(1, &target.unsqueeze(1).unwrap()).unwrap();
@@ -159,7 +159,7 @@ fn gradients_are_made_on_the_parameters_device() {
 #[test]
 fn a_move_sends_the_gradient_back_to_the_source_device() {
     let _fake = devcheck::fake::enter();
-    let x = Tensor::randn([2, 3], Device::Cpu).unwrap().with_requires_grad().unwrap();
+    let x = Tensor::randn([2, 3], &Device::Cpu).unwrap().with_requires_grad().unwrap();
     let on_gpu = x.to(&Device::Cuda(1)).unwrap();
     assert_eq!(on_gpu.grad_fn_name(), Some("ToDeviceBackward"));
     on_gpu.mul_scalar(2.0).unwrap().sum_all().unwrap().backward().unwrap();
@@ -202,6 +202,6 @@ fn computed_tensors_cannot_be_switched_off() {
 fn a_gradient_must_match_its_tensor() {
     let x = leaf(&[1.0, 2.0]);
     insta::assert_snapshot!(render(x.set_grad(Some(vec64(&[1.0, 2.0, 3.0]))).unwrap_err()));
-    let f32_grad = Tensor::ones([2], Device::Cpu).unwrap();
+    let f32_grad = Tensor::ones([2], &Device::Cpu).unwrap();
     insta::assert_snapshot!(render(x.backward_with_grad(&f32_grad).unwrap_err()));
 }
