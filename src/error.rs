@@ -148,6 +148,16 @@ pub enum Error {
     #[error("`{op}` is not supported on {device} yet\n  at {}", call_site(location))]
     #[diagnostic(code(devcheck::unsupported), help("{help}"))]
     Unsupported { op: &'static str, device: Device, help: String, location: &'static Location<'static> },
+
+    /// A module-wide problem: tensors on several devices, no tensors at all.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Module(#[from] crate::module::ModuleError),
+
+    /// A checkpoint that cannot be read, written or loaded into the model.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Checkpoint(#[from] crate::checkpoint::CheckpointError),
 }
 
 fn mismatch_summary(operands: &[Operand]) -> String {

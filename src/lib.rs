@@ -4,12 +4,17 @@
 //! and every op checks its operands in one place before any backend runs, so a device mismatch
 //! names both tensors, where each was created, and how to fix it.
 
+// Generated `#[derive(Module)]` code names `::devcheck`; this makes that path work inside the crate.
+extern crate self as devcheck;
+
 pub mod autograd;
 mod backend;
+pub mod checkpoint;
 pub mod cuda;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod module;
 pub mod random;
 pub mod shape;
 pub mod tensor;
@@ -25,5 +30,6 @@ pub use autograd::{enable_grad, is_grad_enabled, no_grad};
 pub use device::{Device, default_device, set_default_device};
 pub use dtype::{DType, WithDType};
 pub use error::{Error, Result};
+pub use module::{Module, Param};
 pub use random::manual_seed;
 pub use tensor::{BinaryOp, CmpOp, Origin, Tensor, TensorOptions, UnaryOp};

@@ -1,0 +1,1200 @@
+//! Modules: the [`Module`] trait, [`Param`], and the path-aware visitors `#[derive(Module)]`
+//! generates.
+//!
+//! PyTorch's `model.to(cuda)` moves parameters and *registered* buffers; a plain tensor attribute
+//! (a causal mask, a positional encoding) silently stays behind. Here the derive registers every
+//! tensor field, so `model.to(&device)` moves all of them, and a field left out on purpose
+//! (`#[module(skip)]`) is remembered so the checker can report it.
+//!
+//! ```
+//! use devcheck::{Device, Module, Param, Tensor};
+//!
+//! #[derive(Module)]
+//! struct Block {
+//!     weight: Param,
+//!     /// Moved and saved, no gradient.
+//!     scale: Tensor,
+//! }
+//!
+//! #[derive(Module)]
+//! struct Model {
+//!     blocks: Vec<Block>,
+//!     /// Moved, not saved.
+//!     #[module(non_persistent)]
+//!     causal_mask: Tensor,
+//!     head: Option<Block>,
+//!     /// Left where it is; reported.
+//!     #[module(skip)]
+//!     pos_enc: Tensor,
+//!     dropout: f32,
+//! }
+//!
+//! # fn main() -> devcheck::Result<()> {
+//! let cpu = Device::Cpu;
+//! let block = || -> devcheck::Result<Block> {
+//!     Ok(Block { weight: Param::new(Tensor::randn([4, 4], &cpu)?), scale: Tensor::ones([4], &cpu)? })
+//! };
+//! let mut model = Model {
+//!     blocks: vec![block()?, block()?],
+//!     causal_mask: Tensor::ones([4, 4], &cpu)?,
+//!     head: Some(block()?),
+//!     pos_enc: Tensor::zeros([4], &cpu)?,
+//!     dropout: 0.1,
+//! };
+//! let paths: Vec<String> = model.named_tensors().into_iter().map(|(path, _)| path).collect();
+//! assert_eq!(
+//!     paths,
+//!     ["blocks.0.weight", "blocks.0.scale", "blocks.1.weight", "blocks.1.scale", "causal_mask",
+//!      "head.weight", "head.scale"]
+//! );
+//! assert_eq!(model.num_parameters(), 3 * 16);
+//!
+//! // Dry run: inside a fake scope a move to any device works without a GPU.
+//! let _fake = devcheck::fake::enter();
+//! model.to(&Device::Cuda(1))?;
+//! assert_eq!(model.device()?, Device::Cuda(1));
+//! assert_eq!(model.pos_enc.device(), Device::Cpu); // skipped: not moved
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What the derive accepts
+//!
+//! The field classification is shared with `devcheck inspect` (crate `devcheck-classify`, whose
+//! docs hold the full table). In short: `Param` is a parameter, a plain `Tensor` a buffer, any
+//! other named type a submodule (it must implement [`Module`]), numbers/strings/`Device`/... are
+//! plain data, and `Option`, `Vec`, `[T; N]`, `Box` and `BTreeMap<String, T>` of those are walked
+//! (paths `layers.3.weight`, `heads.query.weight`; `Option` and `Box` add no segment). A tensor
+//! hidden where no move can reach it (`HashMap<_, Tensor>`, `Rc<RefCell<Tensor>>`,
+//! `Mutex<Tensor>`, raw pointers) is a compile error at the field, with a hint. A config struct
+//! kept in a module needs `#[module(skip)]`: unknown types are taken to be submodules, so a
+//! forgotten submodule is a compile error rather than a tensor left on the CPU.
+//!
+//! An enum derives `Module` too: each variant's fields are walked; the single field of a tuple
+//! variant adds no path segment (`head.weight` for `Head::Linear(Linear)`), so the enum and that
+//! module share a path in [`Module::named_modules`].
+//!
+//! Generated code names `::devcheck`; `#[module(crate = path)]` on the item changes that for a
+//! re-export. To see what the derive writes, read the snapshot in
+//! `macros/src/snapshots/devcheck_macros__expand__tests__expansion_of_a_small_model.snap`.
+//!
+//! # Parameters, gradients and optimizer state
+//!
+//! A [`Param`] is a shared cell: its clones are the same parameter. `model.to(&device)` replaces the
+//! tensor *inside* the cell, so an optimizer holding clones of the model's parameters sees the
+//! moved tensors without being rebuilt. The gradient and every optimizer state tensor stored on the
+//! parameter ([`Param::set_state`], e.g. Adam's `exp_avg`) move with it, in the same step. Each
+//! parameter also has a stable [`ParamId`] for optimizers that keep their own tables; such tables
+//! must move their tensors themselves (the id says which parameter, [`Param::device`] says where).
+//!
+//! # Hand-written modules
+//!
+//! A leaf module implements [`Module::visit`] and [`Module::visit_mut`] itself, calling the
+//! visitor once per tensor with the path pushed (see [`ModulePath`]). A module whose behaviour
+//! depends on the training mode (dropout, batch norm) keeps a flag and overrides
+//! [`Module::own_training`] / [`Module::set_own_training`]:
+//!
+//! ```
+//! use devcheck::module::{ModulePath, Visitor, VisitorMut};
+//! use devcheck::{Module, Result};
+//!
+//! struct Dropout { p: f32, training: bool }
+//!
+//! impl Module for Dropout {
+//!     fn visit(&self, _: &mut dyn Visitor, _: &mut ModulePath) -> Result<()> { Ok(()) }
+//!     fn visit_mut(&mut self, _: &mut dyn VisitorMut, _: &mut ModulePath) -> Result<()> { Ok(()) }
+//!     fn own_training(&self) -> Option<bool> { Some(self.training) }
+//!     fn set_own_training(&mut self, training: bool) { self.training = training }
+//! }
+//!
+//! #[derive(Module)]
+//! struct Net { drop: Dropout }
+//!
+//! let mut net = Net { drop: Dropout { p: 0.1, training: true } };
+//! net.eval();
+//! assert!(!net.drop.training && !net.is_training());
+//! ```
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::panic::Location;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// `#[derive(Module)]`: see the [module docs](crate::module).
+pub use devcheck_macros::Module;
+
+/// A model or a part of one: something whose parameters, buffers and submodules can be walked
+/// with their dotted paths, moved, saved and loaded.
+///
+/// Implement it with `#[derive(Module)]`; write [`visit`](Module::visit) and
+/// [`visit_mut`](Module::visit_mut) by hand only for leaf modules. Everything else is provided.
+///
+/// The trait is dyn-compatible (`Box<dyn Layer>` with `trait Layer: Module` is a submodule);
+/// the methods taking a file path need `Self: Sized`, and [`crate::checkpoint`] has the same
+/// operations as functions for trait objects.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `Module`, so `#[derive(Module)]` cannot walk this field",
+    label = "a field of this type is taken to be a submodule",
+    note = "derive `Module` for `{Self}`; if it holds no tensors (a config, a tokenizer), mark the field \
+            `#[module(skip)]`; a type alias of `Tensor` or `Param` is not seen through: write the type itself"
+)]
+pub trait Module {
+    /// Calls `visitor` for every parameter, buffer, skipped field and submodule, depth first in
+    /// field order, with `path` holding the current dotted path. Returns an error only when the
+    /// visitor does.
+    fn visit(&self, visitor: &mut dyn Visitor, path: &mut ModulePath) -> Result<()>;
+
+    /// [`visit`](Module::visit) with mutable access, for moves and loads. Must visit the same
+    /// entries in the same order.
+    fn visit_mut(&mut self, visitor: &mut dyn VisitorMut, path: &mut ModulePath) -> Result<()>;
+
+    /// The name reports use for this module: its Rust type name.
+    fn module_name(&self) -> &'static str {
+        std::any::type_name::<Self>()
+    }
+
+    /// This module's own training flag, for modules that behave differently in training (dropout,
+    /// batch norm). `None` (the default) for modules without one; [`Module::train`] and
+    /// [`Module::eval`] reach the flags of all submodules regardless.
+    fn own_training(&self) -> Option<bool> {
+        None
+    }
+
+    /// Sets this module's own training flag (see [`Module::own_training`]); ignored by default.
+    fn set_own_training(&mut self, training: bool) {
+        let _ = training;
+    }
+
+    /// Walks the whole model from its root (path `""`), including `enter_module` for the root.
+    fn walk(&self, visitor: &mut dyn Visitor) -> Result<()> {
+        walk::submodule(visitor, &mut ModulePath::root(), self)
+    }
+
+    /// [`walk`](Module::walk) with mutable access.
+    fn walk_mut(&mut self, visitor: &mut dyn VisitorMut) -> Result<()> {
+        walk::submodule_mut(visitor, &mut ModulePath::root(), self)
+    }
+
+    /// Every parameter, buffer and skipped field, in visit order, with its path, kind and tensor:
+    /// the inventory the checker reports. Tied parameters appear under each of their paths.
+    fn entries(&self) -> Vec<Entry> {
+        let mut collector = EntryCollector::default();
+        let _ = self.walk(&mut collector);
+        collector.entries
+    }
+
+    /// The parameters with their paths (`blocks.0.attn.weight`). A parameter reachable under two
+    /// paths (tied weights) is listed once, under the first.
+    fn named_parameters(&self) -> Vec<(String, Param)> {
+        let mut seen = HashSet::new();
+        self.entries()
+            .into_iter()
+            .filter_map(|e| e.param.filter(|p| seen.insert(p.id())).map(|p| (e.path, p)))
+            .collect()
+    }
+
+    /// The parameters, each once, in visit order.
+    fn parameters(&self) -> Vec<Param> {
+        self.named_parameters().into_iter().map(|(_, p)| p).collect()
+    }
+
+    /// The number of trainable elements: the sum of the parameters' element counts, each
+    /// parameter counted once.
+    fn num_parameters(&self) -> usize {
+        self.parameters().iter().map(Param::numel).sum()
+    }
+
+    /// The buffers (persistent and not) with their paths.
+    fn named_buffers(&self) -> Vec<(String, Tensor)> {
+        self.entries()
+            .into_iter()
+            .filter(|e| matches!(e.kind, EntryKind::Buffer | EntryKind::NonPersistentBuffer))
+            .filter_map(|e| e.tensor.map(|t| (e.path, t)))
+            .collect()
+    }
+
+    /// Every tensor `to()` moves (parameters and buffers; not skipped fields) with its path, in
+    /// visit order. Tied parameters appear under each path.
+    fn named_tensors(&self) -> Vec<(String, Tensor)> {
+        self.entries()
+            .into_iter()
+            .filter(|e| e.kind != EntryKind::Skipped)
+            .filter_map(|e| e.tensor.map(|t| (e.path, t)))
+            .collect()
+    }
+
+    /// Every module with its path, the root first (path `""`).
+    fn named_modules(&self) -> Vec<(String, ModuleInfo)> {
+        struct Modules(Vec<(String, ModuleInfo)>);
+        impl Visitor for Modules {
+            fn enter_module(&mut self, path: &ModulePath, module: ModuleInfo) -> Result<()> {
+                self.0.push((path.to_string(), module));
+                Ok(())
+            }
+        }
+        let mut modules = Modules(Vec::new());
+        let _ = self.walk(&mut modules);
+        modules.0
+    }
+
+    /// Moves every parameter (with its gradient and optimizer state) and every buffer to `device`,
+    /// in place. All or nothing: every tensor is moved before any field is replaced, so a failed
+    /// move (an unavailable device) leaves the model as it was. Skipped fields stay where they are.
+    /// Each moved tensor is named with its path, so errors about it say which one it is.
+    fn to(&mut self, device: &Device) -> Result<()> {
+        transform(self, &|t: &Tensor| t.to(device))
+    }
+
+    /// Converts every floating parameter, gradient, optimizer state tensor and buffer to `dtype`
+    /// (a floating dtype), in place and all or nothing. Integer and bool tensors (token ids,
+    /// masks) keep their dtype.
+    #[track_caller]
+    fn to_dtype(&mut self, dtype: DType) -> Result<()> {
+        let location = Location::caller();
+        if !dtype.is_float() {
+            return Err(Error::InvalidArgument {
+                op: "Module::to_dtype",
+                detail: format!("{dtype} is not a floating dtype"),
+                help: "a model converts to f32, f64, f16 or bf16; integer and bool tensors keep their dtype"
+                    .to_string(),
+                location,
+            });
+        }
+        transform(self, &|t: &Tensor| if t.dtype().is_float() { t.to_dtype(dtype) } else { Ok(t.clone()) })
+    }
+
+    /// The one device all parameters and buffers are on. When they are on several, the error
+    /// lists which paths live where; when there are none, the error says so.
+    fn device(&self) -> Result<Device> {
+        let entries = self.entries();
+        let mut groups: Vec<(Device, Vec<String>)> = Vec::new();
+        let mut skipped = Vec::new();
+        for entry in entries {
+            let Some(tensor) = &entry.tensor else { continue };
+            if entry.kind == EntryKind::Skipped {
+                skipped.push((entry.path, tensor.device()));
+                continue;
+            }
+            match groups.iter_mut().find(|(d, _)| *d == tensor.device()) {
+                Some((_, paths)) => paths.push(entry.path),
+                None => groups.push((tensor.device(), vec![entry.path])),
+            }
+        }
+        match groups.len() {
+            1 => Ok(groups[0].0),
+            0 => Err(ModuleError::NoTensors { module: short_type_name(self.module_name()) }.into()),
+            _ => {
+                // Most populated device first: the rest are the stragglers.
+                groups.sort_by_key(|(_, paths)| std::cmp::Reverse(paths.len()));
+                // Only the stragglers are listed; skipped tensors on the majority device are fine.
+                let majority = groups[0].0;
+                skipped.retain(|(_, device)| *device != majority);
+                let module = short_type_name(self.module_name());
+                Err(ModuleError::MixedDevices { module, groups, skipped }.into())
+            }
+        }
+    }
+
+    /// Every device in use, with the paths of the parameters and buffers on it.
+    fn devices(&self) -> BTreeMap<Device, Vec<String>> {
+        let mut out: BTreeMap<Device, Vec<String>> = BTreeMap::new();
+        for (path, tensor) in self.named_tensors() {
+            out.entry(tensor.device()).or_default().push(path);
+        }
+        out
+    }
+
+    /// Training mode for this module and every submodule (dropout active, ...).
+    fn train(&mut self) {
+        self.set_training(true);
+    }
+
+    /// Evaluation mode for this module and every submodule.
+    fn eval(&mut self) {
+        self.set_training(false);
+    }
+
+    /// Sets the training flag of every module in the tree that has one.
+    fn set_training(&mut self, training: bool) {
+        struct Mode(bool);
+        impl VisitorMut for Mode {
+            fn enter_module(&mut self, _: &ModulePath, mut module: ModuleMut<'_>) -> Result<()> {
+                module.set_training(self.0);
+                Ok(())
+            }
+        }
+        let _ = self.walk_mut(&mut Mode(training));
+    }
+
+    /// The mode of the first module in the tree that keeps a training flag; `true` (PyTorch's
+    /// default) when none does: such a model computes the same in both modes.
+    fn is_training(&self) -> bool {
+        self.named_modules().iter().find_map(|(_, m)| m.training).unwrap_or(true)
+    }
+
+    /// Clears every parameter's gradient (PyTorch's `zero_grad(set_to_none=True)`).
+    fn zero_grad(&self) {
+        for param in self.parameters() {
+            param.zero_grad();
+        }
+    }
+
+    /// Names every parameter, buffer and skipped tensor with its path (`encoder.layers.0.mask`),
+    /// so errors and reports about them say which one they are. `to` and `to_dtype` do this too,
+    /// and loads name what they load.
+    fn name_tensors(&self) {
+        for entry in self.entries() {
+            if let Some(tensor) = entry.tensor {
+                tensor.set_name(entry.path);
+            }
+        }
+    }
+
+    /// The tensors a checkpoint holds: every parameter and persistent buffer by path.
+    fn state_dict(&self) -> BTreeMap<String, Tensor> {
+        crate::checkpoint::state_dict(self)
+    }
+
+    /// Saves [`Module::state_dict`] as a safetensors file, recording each tensor's device.
+    /// See [`crate::checkpoint::save`].
+    fn save(&self, path: impl AsRef<std::path::Path>) -> Result<()>
+    where
+        Self: Sized,
+    {
+        crate::checkpoint::save(self, path)
+    }
+
+    /// Loads a safetensors checkpoint onto `device` (PyTorch's `map_location`), strictly: every
+    /// missing, unexpected, shape- or dtype-mismatched key is reported in one error and nothing is
+    /// loaded. See [`crate::checkpoint::load_state_dict`].
+    fn load_state_dict(&mut self, path: impl AsRef<std::path::Path>, device: &Device) -> Result<()>
+    where
+        Self: Sized,
+    {
+        crate::checkpoint::load_state_dict(self, path, device)
+    }
+
+    /// Loads with options (non-strict loading returns the mismatches instead of failing). See
+    /// [`crate::checkpoint::load_state_dict_with`].
+    fn load_state_dict_with(
+        &mut self,
+        path: impl AsRef<std::path::Path>,
+        options: &crate::checkpoint::LoadOptions,
+    ) -> Result<crate::checkpoint::LoadReport>
+    where
+        Self: Sized,
+    {
+        crate::checkpoint::load_state_dict_with(self, path, options)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Param
+
+/// A trainable tensor: moved and saved with the model, with a gradient slot and optimizer state.
+///
+/// `Param` is a shared cell: cloning it gives the same parameter (same [`ParamId`]), and a move of
+/// the model (`model.to(&device)`) replaces the tensor inside the cell for every clone. That is
+/// how an optimizer built before the move keeps working, and how tied weights stay tied.
+#[derive(Clone)]
+pub struct Param(Arc<ParamCell>);
+
+/// The identity of a [`Param`], stable across moves and loads, unique within the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ParamId(u64);
+
+struct ParamCell {
+    id: ParamId,
+    slot: RwLock<ParamSlot>,
+}
+
+struct ParamSlot {
+    tensor: Tensor,
+    grad: Option<Tensor>,
+    requires_grad: bool,
+    state: BTreeMap<String, Tensor>,
+}
+
+static NEXT_PARAM_ID: AtomicU64 = AtomicU64::new(0);
+
+impl Param {
+    /// A trainable parameter holding `tensor` (requires grad).
+    pub fn new(tensor: Tensor) -> Param {
+        let id = ParamId(NEXT_PARAM_ID.fetch_add(1, Ordering::Relaxed));
+        Param(Arc::new(ParamCell {
+            id,
+            slot: RwLock::new(ParamSlot { tensor, grad: None, requires_grad: true, state: BTreeMap::new() }),
+        }))
+    }
+
+    /// This parameter's identity: equal for clones, stable across moves.
+    pub fn id(&self) -> ParamId {
+        self.0.id
+    }
+
+    /// The current tensor (a cheap handle).
+    pub fn tensor(&self) -> Tensor {
+        self.read().tensor.clone()
+    }
+
+    /// Replaces the value (an optimizer step, a manual initialisation). The new tensor must have
+    /// the same shape and device; use [`Module::to`] or [`Param::to`] to move.
+    #[track_caller]
+    pub fn set_tensor(&self, tensor: Tensor) -> Result<()> {
+        let location = Location::caller();
+        let mut slot = self.write();
+        if tensor.shape() != slot.tensor.shape() || tensor.device() != slot.tensor.device() {
+            return Err(Error::InvalidArgument {
+                op: "Param::set_tensor",
+                detail: format!(
+                    "the parameter is {} {} but the new value is {} {}",
+                    slot.tensor.device(),
+                    crate::shape::fmt_shape(slot.tensor.shape()),
+                    tensor.device(),
+                    crate::shape::fmt_shape(tensor.shape())
+                ),
+                help: "keep a parameter's shape; move parameters with `model.to(&device)` (it moves the \
+                       gradient and optimizer state too)"
+                    .to_string(),
+                location,
+            });
+        }
+        if let Some(name) = slot.tensor.name() {
+            tensor.set_name(name);
+        }
+        slot.tensor = tensor;
+        Ok(())
+    }
+
+    pub fn device(&self) -> Device {
+        self.read().tensor.device()
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.read().tensor.dtype()
+    }
+
+    pub fn shape(&self) -> Vec<usize> {
+        self.read().tensor.shape().to_vec()
+    }
+
+    pub fn numel(&self) -> usize {
+        self.read().tensor.numel()
+    }
+
+    /// The accumulated gradient, if any.
+    pub fn grad(&self) -> Option<Tensor> {
+        self.read().grad.clone()
+    }
+
+    /// Sets (or clears) the gradient. It must match the parameter's shape and device.
+    #[track_caller]
+    pub fn set_grad(&self, grad: Option<Tensor>) -> Result<()> {
+        let location = Location::caller();
+        let mut slot = self.write();
+        if let Some(g) = &grad {
+            check_companion("Param::set_grad", "gradient", &slot.tensor, g, location)?;
+        }
+        slot.grad = grad;
+        Ok(())
+    }
+
+    /// Clears the gradient.
+    pub fn zero_grad(&self) {
+        self.write().grad = None;
+    }
+
+    pub fn requires_grad(&self) -> bool {
+        self.read().requires_grad
+    }
+
+    /// Freezes (`false`) or unfreezes the parameter. A frozen parameter is still moved and saved.
+    pub fn set_requires_grad(&self, requires_grad: bool) {
+        self.write().requires_grad = requires_grad;
+    }
+
+    /// An optimizer state tensor stored on this parameter (`exp_avg`, `momentum_buffer`, ...).
+    pub fn state(&self, key: &str) -> Option<Tensor> {
+        self.read().state.get(key).cloned()
+    }
+
+    /// Stores an optimizer state tensor on this parameter. It must be on the parameter's device;
+    /// from then on it moves with the parameter (and converts with it when floating).
+    #[track_caller]
+    pub fn set_state(&self, key: impl Into<String>, tensor: Tensor) -> Result<()> {
+        let location = Location::caller();
+        let mut slot = self.write();
+        if tensor.device() != slot.tensor.device() {
+            return Err(Error::InvalidArgument {
+                op: "Param::set_state",
+                detail: format!(
+                    "the parameter is on {} but the state tensor is on {}",
+                    slot.tensor.device(),
+                    tensor.device()
+                ),
+                help: "create optimizer state from the parameter (`p.tensor().new_zeros(..)`, \
+                       `Tensor::zeros_like(&p.tensor())`) so it lives where the parameter does"
+                    .to_string(),
+                location,
+            });
+        }
+        slot.state.insert(key.into(), tensor);
+        Ok(())
+    }
+
+    /// Removes and returns an optimizer state tensor.
+    pub fn remove_state(&self, key: &str) -> Option<Tensor> {
+        self.write().state.remove(key)
+    }
+
+    /// The keys of the stored optimizer state.
+    pub fn state_keys(&self) -> Vec<String> {
+        self.read().state.keys().cloned().collect()
+    }
+
+    /// Moves the tensor, gradient and optimizer state to `device`, all or nothing.
+    pub fn to(&self, device: &Device) -> Result<()> {
+        let moved = self.transformed(&|t: &Tensor| t.to(device))?;
+        self.install(moved, None);
+        Ok(())
+    }
+
+    /// Converts the tensor, gradient and floating optimizer state to `dtype`, all or nothing.
+    /// Integer state (step counters) keeps its dtype.
+    pub fn to_dtype(&self, dtype: DType) -> Result<()> {
+        let converted = self.transformed(&|t: &Tensor| {
+            if t.dtype().is_float() { t.to_dtype(dtype) } else { Ok(t.clone()) }
+        })?;
+        self.install(converted, None);
+        Ok(())
+    }
+
+    /// Is `other` the same parameter (a clone of this handle)?
+    pub fn same_param(&self, other: &Param) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Tensor, gradient and state with `f` applied, without touching the cell.
+    fn transformed(&self, f: &dyn Fn(&Tensor) -> Result<Tensor>) -> Result<ParamValues> {
+        let slot = self.read();
+        Ok(ParamValues {
+            tensor: f(&slot.tensor)?,
+            grad: slot.grad.as_ref().map(f).transpose()?,
+            state: slot.state.iter().map(|(k, t)| Ok((k.clone(), f(t)?))).collect::<Result<_>>()?,
+        })
+    }
+
+    fn install(&self, values: ParamValues, name: Option<&str>) {
+        let mut slot = self.write();
+        if let Some(name) = name {
+            values.tensor.set_name(name);
+        }
+        slot.tensor = values.tensor;
+        slot.grad = values.grad;
+        slot.state = values.state;
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, ParamSlot> {
+        // A poisoned lock means a panic elsewhere mid-write of whole handles: still consistent.
+        self.0.slot.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, ParamSlot> {
+        self.0.slot.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Load support: replaces the tensor (a checkpoint's value, possibly on another device),
+    /// drops the gradient (it belonged to the old value) and installs `state` (already moved).
+    pub(crate) fn install_loaded(&self, tensor: Tensor, state: BTreeMap<String, Tensor>, name: &str) {
+        self.install(ParamValues { tensor, grad: None, state }, Some(name));
+    }
+
+    /// The optimizer state moved to `device` (for loads onto another device).
+    pub(crate) fn state_on(&self, device: &Device) -> Result<BTreeMap<String, Tensor>> {
+        let slot = self.read();
+        slot.state.iter().map(|(k, t)| Ok((k.clone(), t.to(device)?))).collect()
+    }
+}
+
+/// A parameter's tensors after a move or conversion, before they are installed.
+struct ParamValues {
+    tensor: Tensor,
+    grad: Option<Tensor>,
+    state: BTreeMap<String, Tensor>,
+}
+
+impl fmt::Debug for Param {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let slot = self.read();
+        f.debug_struct("Param")
+            .field("id", &self.0.id.0)
+            .field("tensor", &slot.tensor)
+            .field("requires_grad", &slot.requires_grad)
+            .field("has_grad", &slot.grad.is_some())
+            .field("state", &slot.state.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl From<Tensor> for Param {
+    fn from(tensor: Tensor) -> Param {
+        Param::new(tensor)
+    }
+}
+
+fn check_companion(
+    op: &'static str,
+    what: &str,
+    param: &Tensor,
+    other: &Tensor,
+    location: &'static Location<'static>,
+) -> Result<()> {
+    if param.shape() == other.shape() && param.device() == other.device() {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument {
+        op,
+        detail: format!(
+            "the parameter is {} {} but the {what} is {} {}",
+            param.device(),
+            crate::shape::fmt_shape(param.shape()),
+            other.device(),
+            crate::shape::fmt_shape(other.shape())
+        ),
+        help: format!("a {what} has its parameter's shape and lives on its device"),
+        location,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Visitors
+
+/// Read-only walk over a module tree (see [`Module::visit`]). Every method has an empty default.
+pub trait Visitor {
+    /// A module begins at `path` (`""` for the root). Its entries follow, then `exit_module`.
+    fn enter_module(&mut self, path: &ModulePath, module: ModuleInfo) -> Result<()> {
+        let _ = (path, module);
+        Ok(())
+    }
+
+    fn exit_module(&mut self, path: &ModulePath) -> Result<()> {
+        let _ = path;
+        Ok(())
+    }
+
+    fn visit_param(&mut self, path: &ModulePath, param: &Param) -> Result<()> {
+        let _ = (path, param);
+        Ok(())
+    }
+
+    fn visit_buffer(&mut self, path: &ModulePath, tensor: &Tensor, persistence: Persistence) -> Result<()> {
+        let _ = (path, tensor, persistence);
+        Ok(())
+    }
+
+    /// A field marked `#[module(skip)]`.
+    fn visit_skipped(&mut self, path: &ModulePath, skipped: Skipped<'_>) -> Result<()> {
+        let _ = (path, skipped);
+        Ok(())
+    }
+}
+
+/// Mutable walk over a module tree (see [`Module::visit_mut`]). Every method has an empty default.
+pub trait VisitorMut {
+    /// A module begins at `path`; `module` can set its training flag.
+    fn enter_module(&mut self, path: &ModulePath, module: ModuleMut<'_>) -> Result<()> {
+        let _ = (path, module);
+        Ok(())
+    }
+
+    fn exit_module(&mut self, path: &ModulePath) -> Result<()> {
+        let _ = path;
+        Ok(())
+    }
+
+    /// A parameter. Its tensor is replaced through the shared cell (`Param::set_tensor`, `to`).
+    fn visit_param(&mut self, path: &ModulePath, param: &mut Param) -> Result<()> {
+        let _ = (path, param);
+        Ok(())
+    }
+
+    fn visit_buffer(
+        &mut self,
+        path: &ModulePath,
+        tensor: &mut Tensor,
+        persistence: Persistence,
+    ) -> Result<()> {
+        let _ = (path, tensor, persistence);
+        Ok(())
+    }
+
+    /// A field marked `#[module(skip)]` (read only: skipped fields are never changed).
+    fn visit_skipped(&mut self, path: &ModulePath, skipped: Skipped<'_>) -> Result<()> {
+        let _ = (path, skipped);
+        Ok(())
+    }
+}
+
+/// Is a buffer saved in checkpoints?
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Persistence {
+    /// A plain `Tensor` field: moved and saved.
+    Persistent,
+    /// `#[module(non_persistent)]`: moved, not saved.
+    NonPersistent,
+}
+
+/// A field marked `#[module(skip)]`, as the derive records it.
+#[derive(Clone, Copy, Debug)]
+pub struct Skipped<'a> {
+    /// The field's type as written (`Tensor`, `Rc<RefCell<Tensor>>`, `Config`).
+    pub type_name: &'static str,
+    /// The tensor, when the field is a `Tensor` (or a `Some` of `Option<Tensor>`): still readable,
+    /// so the checker can say where it is.
+    pub tensor: Option<&'a Tensor>,
+    /// False when the type is plain data (numbers, strings): nothing there could be left behind.
+    pub may_hold_tensors: bool,
+}
+
+/// A module as visitors see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModuleInfo {
+    /// Its Rust type name ([`Module::module_name`]).
+    pub type_name: &'static str,
+    /// Its own training flag ([`Module::own_training`]).
+    pub training: Option<bool>,
+}
+
+/// A module in a mutable walk: its info, and its training flag to set.
+pub struct ModuleMut<'a> {
+    info: ModuleInfo,
+    set_training: &'a mut dyn FnMut(bool),
+}
+
+impl ModuleMut<'_> {
+    pub fn info(&self) -> ModuleInfo {
+        self.info
+    }
+
+    /// Sets the module's own training flag (a no-op for modules without one).
+    pub fn set_training(&mut self, training: bool) {
+        (self.set_training)(training);
+    }
+}
+
+impl fmt::Debug for ModuleMut<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModuleMut").field("info", &self.info).finish_non_exhaustive()
+    }
+}
+
+/// The dotted path of the entry being visited: `encoder.layers.0.attn.mask`. Walks push a segment
+/// before visiting a field and pop it after.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModulePath {
+    text: String,
+    marks: Vec<usize>,
+}
+
+impl ModulePath {
+    /// The root: the empty path.
+    pub fn root() -> ModulePath {
+        ModulePath::default()
+    }
+
+    /// Enters a field: `blocks`.
+    pub fn push(&mut self, segment: &str) {
+        self.marks.push(self.text.len());
+        if !self.text.is_empty() {
+            self.text.push('.');
+        }
+        self.text.push_str(segment);
+    }
+
+    /// Enters an element of a `Vec` or array: `blocks.3`.
+    pub fn push_index(&mut self, index: usize) {
+        self.push_key(&index);
+    }
+
+    /// Enters an entry of a map, by its key's `Display` (`heads.query`). Keys should not contain
+    /// `.`: paths are split on it.
+    pub fn push_key<K: fmt::Display + ?Sized>(&mut self, key: &K) {
+        self.marks.push(self.text.len());
+        if !self.text.is_empty() {
+            self.text.push('.');
+        }
+        use fmt::Write;
+        // Writing into a String cannot fail.
+        let _ = write!(self.text, "{key}");
+    }
+
+    /// Leaves the last entered segment (a no-op at the root).
+    pub fn pop(&mut self) {
+        if let Some(mark) = self.marks.pop() {
+            self.text.truncate(mark);
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.marks.is_empty()
+    }
+
+    /// The number of segments.
+    pub fn depth(&self) -> usize {
+        self.marks.len()
+    }
+}
+
+impl fmt::Display for ModulePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Walking into a submodule: what generated code calls for every submodule field, and what
+/// hand-written container modules call for their children. Each call brackets the child's own
+/// walk with `enter_module` / `exit_module` at the current path.
+pub mod walk {
+    use super::{Module, ModuleInfo, ModuleMut, ModulePath, Visitor, VisitorMut};
+    use crate::error::Result;
+
+    pub fn submodule<M: Module + ?Sized>(
+        visitor: &mut dyn Visitor,
+        path: &mut ModulePath,
+        module: &M,
+    ) -> Result<()> {
+        let info = ModuleInfo { type_name: module.module_name(), training: module.own_training() };
+        visitor.enter_module(path, info)?;
+        module.visit(visitor, path)?;
+        visitor.exit_module(path)
+    }
+
+    pub fn submodule_mut<M: Module + ?Sized>(
+        visitor: &mut dyn VisitorMut,
+        path: &mut ModulePath,
+        module: &mut M,
+    ) -> Result<()> {
+        let info = ModuleInfo { type_name: module.module_name(), training: module.own_training() };
+        {
+            let mut set_training = |training: bool| module.set_own_training(training);
+            visitor.enter_module(path, ModuleMut { info, set_training: &mut set_training })?;
+        }
+        module.visit_mut(visitor, path)?;
+        visitor.exit_module(path)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inventory
+
+/// One parameter, buffer or skipped field of a model: what the checker reports.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// The dotted path (`blocks.0.attn.mask`).
+    pub path: String,
+    pub kind: EntryKind,
+    /// The tensor, for parameters and buffers always, for a skipped `Tensor` field too.
+    pub tensor: Option<Tensor>,
+    /// The parameter, for [`EntryKind::Parameter`] (its [`ParamId`] shows tied weights).
+    pub param: Option<Param>,
+    /// For [`EntryKind::Skipped`]: the field's Rust type as written.
+    pub type_name: Option<&'static str>,
+    /// For [`EntryKind::Skipped`]: false when the type is plain data.
+    pub may_hold_tensors: bool,
+}
+
+/// What an [`Entry`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A `Param`: moved, saved, has a gradient.
+    Parameter,
+    /// A plain `Tensor` field: moved, saved.
+    Buffer,
+    /// `#[module(non_persistent)]`: moved, not saved.
+    NonPersistentBuffer,
+    /// `#[module(skip)]`: not moved, not saved.
+    Skipped,
+}
+
+impl EntryKind {
+    /// `parameter`, `buffer`, `non-persistent buffer`, `skipped`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::Parameter => "parameter",
+            EntryKind::Buffer => "buffer",
+            EntryKind::NonPersistentBuffer => "non-persistent buffer",
+            EntryKind::Skipped => "skipped",
+        }
+    }
+}
+
+impl fmt::Display for EntryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Default)]
+struct EntryCollector {
+    entries: Vec<Entry>,
+}
+
+impl Visitor for EntryCollector {
+    fn visit_param(&mut self, path: &ModulePath, param: &Param) -> Result<()> {
+        self.entries.push(Entry {
+            path: path.to_string(),
+            kind: EntryKind::Parameter,
+            tensor: Some(param.tensor()),
+            param: Some(param.clone()),
+            type_name: None,
+            may_hold_tensors: true,
+        });
+        Ok(())
+    }
+
+    fn visit_buffer(&mut self, path: &ModulePath, tensor: &Tensor, persistence: Persistence) -> Result<()> {
+        let kind = match persistence {
+            Persistence::Persistent => EntryKind::Buffer,
+            Persistence::NonPersistent => EntryKind::NonPersistentBuffer,
+        };
+        self.entries.push(Entry {
+            path: path.to_string(),
+            kind,
+            tensor: Some(tensor.clone()),
+            param: None,
+            type_name: None,
+            may_hold_tensors: true,
+        });
+        Ok(())
+    }
+
+    fn visit_skipped(&mut self, path: &ModulePath, skipped: Skipped<'_>) -> Result<()> {
+        self.entries.push(Entry {
+            path: path.to_string(),
+            kind: EntryKind::Skipped,
+            tensor: skipped.tensor.cloned(),
+            param: None,
+            type_name: Some(skipped.type_name),
+            may_hold_tensors: skipped.may_hold_tensors,
+        });
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Moves and conversions, all or nothing
+
+/// Applies `f` to every parameter (with gradient and state, each parameter once) and buffer:
+/// first computes every new tensor, then installs them all, so a failure changes nothing.
+fn transform<M: Module + ?Sized>(module: &mut M, f: &dyn Fn(&Tensor) -> Result<Tensor>) -> Result<()> {
+    struct Compute<'f> {
+        f: &'f dyn Fn(&Tensor) -> Result<Tensor>,
+        params: HashMap<ParamId, ParamValues>,
+        buffers: HashMap<String, Tensor>,
+    }
+    impl Visitor for Compute<'_> {
+        fn visit_param(&mut self, _: &ModulePath, param: &Param) -> Result<()> {
+            if !self.params.contains_key(&param.id()) {
+                self.params.insert(param.id(), param.transformed(self.f)?);
+            }
+            Ok(())
+        }
+        fn visit_buffer(&mut self, path: &ModulePath, tensor: &Tensor, _: Persistence) -> Result<()> {
+            self.buffers.insert(path.to_string(), (self.f)(tensor)?);
+            Ok(())
+        }
+    }
+
+    struct Install {
+        params: HashMap<ParamId, ParamValues>,
+        buffers: HashMap<String, Tensor>,
+    }
+    impl VisitorMut for Install {
+        fn visit_param(&mut self, path: &ModulePath, param: &mut Param) -> Result<()> {
+            // A tied parameter is installed at its first path and named by it.
+            if let Some(values) = self.params.remove(&param.id()) {
+                param.install(values, Some(path.as_str()));
+            }
+            Ok(())
+        }
+        fn visit_buffer(&mut self, path: &ModulePath, tensor: &mut Tensor, _: Persistence) -> Result<()> {
+            if let Some(new) = self.buffers.remove(path.as_str()) {
+                new.set_name(path.as_str());
+                *tensor = new;
+            }
+            Ok(())
+        }
+        fn visit_skipped(&mut self, path: &ModulePath, skipped: Skipped<'_>) -> Result<()> {
+            // Not moved, but named: a mismatch it causes later then says which field it is.
+            if let Some(tensor) = skipped.tensor {
+                tensor.set_name(path.as_str());
+            }
+            Ok(())
+        }
+    }
+
+    let mut compute = Compute { f, params: HashMap::new(), buffers: HashMap::new() };
+    module.walk(&mut compute)?;
+    let mut install = Install { params: compute.params, buffers: compute.buffers };
+    module.walk_mut(&mut install)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// Errors about a whole module (part of [`crate::Error`]).
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+#[non_exhaustive]
+pub enum ModuleError {
+    #[error("`{module}` has tensors on {} devices: {}{}{}", groups.len(), device_counts(groups), straggler_lines(groups), skipped_lines(skipped))]
+    #[diagnostic(code(devcheck::mixed_devices), help("{}", mixed_help(groups)))]
+    MixedDevices {
+        module: String,
+        /// Every device with the paths on it, the most populated first.
+        groups: Vec<(Device, Vec<String>)>,
+        /// Skipped tensor fields (not moved by `to`) that are not on the most populated device.
+        skipped: Vec<(String, Device)>,
+    },
+
+    #[error("`{module}` has no parameters or buffers, so it has no device")]
+    #[diagnostic(
+        code(devcheck::no_tensors),
+        help(
+            "a module's device is the device of its tensors; pass the device explicitly where this \
+             module creates tensors (or take it from an input: `x.device()`)"
+        )
+    )]
+    NoTensors { module: String },
+}
+
+/// Stragglers listed one per line before the rest are counted.
+const LISTED_PATHS: usize = 8;
+
+fn device_counts(groups: &[(Device, Vec<String>)]) -> String {
+    let parts: Vec<String> =
+        groups.iter().map(|(device, paths)| format!("{} on {device}", paths.len())).collect();
+    parts.join(", ")
+}
+
+/// Every path off the most populated device, one per line.
+fn straggler_lines(groups: &[(Device, Vec<String>)]) -> String {
+    let stragglers: Vec<(Device, &String)> =
+        groups.iter().skip(1).flat_map(|(device, paths)| paths.iter().map(move |p| (*device, p))).collect();
+    let mut out: String = stragglers
+        .iter()
+        .take(LISTED_PATHS)
+        .map(|(device, path)| format!("\n  on {device}: {path}"))
+        .collect();
+    if stragglers.len() > LISTED_PATHS {
+        out.push_str(&format!("\n  ... and {} more", stragglers.len() - LISTED_PATHS));
+    }
+    out
+}
+
+fn skipped_lines(skipped: &[(String, Device)]) -> String {
+    skipped
+        .iter()
+        .map(|(path, device)| format!("\n  skipped, not moved by `to`: {path} on {device}"))
+        .collect()
+}
+
+fn mixed_help(groups: &[(Device, Vec<String>)]) -> String {
+    let target = groups.first().map(|(d, _)| *d).unwrap_or(Device::Cpu);
+    format!(
+        "call `model.to(&{})` once after building or loading the model: it moves every parameter and \
+         buffer. Tensors elsewhere were probably assigned by hand after the last move \
+         (`model.field = tensor` with a tensor made on another device)",
+        device_expr(&target),
+    )
+}
+
+/// A Rust type name without module paths: `Wrapper<Linear>` for
+/// `my_crate::model::Wrapper<my_crate::layers::Linear>`.
+pub fn short_type_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut segment_start = 0;
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ':' && chars.peek() == Some(&':') {
+            chars.next();
+            out.truncate(segment_start);
+            continue;
+        }
+        if !(c.is_alphanumeric() || c == '_') {
+            out.push(c);
+            segment_start = out.len();
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The Rust expression for a device, for help lines.
+pub(crate) fn device_expr(device: &Device) -> String {
+    match device {
+        Device::Cpu => "Device::Cpu".to_string(),
+        Device::Cuda(i) => format!("Device::Cuda({i})"),
+        Device::Mps => "Device::Mps".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The derive inside devcheck itself (nn modules use it): `::devcheck` resolves through
+    // `extern crate self as devcheck`.
+    #[derive(Module)]
+    struct Inner {
+        weight: Param,
+        #[module(non_persistent)]
+        mask: Tensor,
+    }
+
+    #[test]
+    fn the_derive_works_inside_the_crate() -> Result<()> {
+        let inner = Inner {
+            weight: Param::new(Tensor::zeros([2], &Device::Cpu)?),
+            mask: Tensor::ones([2], &Device::Cpu)?,
+        };
+        let paths: Vec<String> = inner.named_tensors().into_iter().map(|(p, _)| p).collect();
+        assert_eq!(paths, ["weight", "mask"]);
+        assert_eq!(inner.state_dict().keys().collect::<Vec<_>>(), ["weight"]);
+        Ok(())
+    }
+
+    #[test]
+    fn short_type_names() {
+        assert_eq!(short_type_name("my_crate::model::Model"), "Model");
+        assert_eq!(short_type_name("a::Wrapper<b::c::Linear, 4>"), "Wrapper<Linear, 4>");
+        assert_eq!(short_type_name("alloc::boxed::Box<dyn a::Layer>"), "Box<dyn Layer>");
+        assert_eq!(short_type_name("f32"), "f32");
+    }
+
+    #[test]
+    fn paths_push_and_pop() {
+        let mut path = ModulePath::root();
+        assert!(path.is_root());
+        path.push("blocks");
+        path.push_index(3);
+        path.push_key("query");
+        assert_eq!((path.as_str(), path.depth()), ("blocks.3.query", 3));
+        path.pop();
+        path.pop();
+        assert_eq!(path.to_string(), "blocks");
+        path.pop();
+        path.pop();
+        assert!(path.is_root() && path.as_str().is_empty());
+    }
+}
