@@ -15,6 +15,7 @@ pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod module;
+pub mod nn;
 pub mod random;
 pub mod shape;
 pub mod tensor;
