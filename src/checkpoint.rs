@@ -310,7 +310,7 @@ impl fmt::Display for LoadReport {
         for want in &self.missing {
             write!(
                 f,
-                "\n  missing     {}: model has {} {} {}",
+                "\n  missing     {}: model {} {} {}",
                 want.key,
                 want.kind,
                 want.dtype,
@@ -318,24 +318,26 @@ impl fmt::Display for LoadReport {
             )?;
         }
         for found in &self.unexpected {
-            write!(f, "\n  unexpected  {}: checkpoint has {}", found.key, describe_found(found))?;
+            write!(f, "\n  unexpected  {}: checkpoint {}", found.key, describe_found(found))?;
         }
         for m in &self.shape_mismatches {
             write!(
                 f,
-                "\n  shape       {}: checkpoint has {}, model has {}",
+                "\n  shape       {}: checkpoint {}, model {} {}",
                 m.found.key,
                 describe_found(&m.found),
+                m.expected.dtype,
                 fmt_shape(&m.expected.shape)
             )?;
         }
         for m in &self.dtype_mismatches {
             write!(
                 f,
-                "\n  dtype       {}: checkpoint has {}, model has {}",
+                "\n  dtype       {}: checkpoint {}, model {} {}",
                 m.found.key,
                 describe_found(&m.found),
-                m.expected.dtype
+                m.expected.dtype,
+                fmt_shape(&m.expected.shape)
             )?;
         }
         Ok(())
@@ -358,8 +360,16 @@ fn mismatch_help(report: &LoadReport) -> String {
              count) than the one saved. ",
         );
     }
-    if !report.missing.is_empty() && !report.unexpected.is_empty() {
-        help.push_str("Missing and unexpected keys that differ by a prefix mean the field paths changed. ");
+    let last = |key: &str| key.rsplit('.').next().unwrap_or(key).to_string();
+    let renamed = report
+        .missing
+        .iter()
+        .any(|m| report.unexpected.iter().any(|u| last(&u.key) == last(&m.key) && u.key != m.key));
+    if renamed {
+        help.push_str(
+            "Missing and unexpected keys with the same last segment mean field paths changed (a renamed \
+             field or a wrapper module); rename the keys or the fields. ",
+        );
     }
     help.push_str(
         "To load the keys that match and get this report back, use \
@@ -372,13 +382,8 @@ fn mismatch_help(report: &LoadReport) -> String {
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 #[non_exhaustive]
 pub enum CheckpointError {
-    #[error("cannot {action} checkpoint `{}`: {source}", path.display())]
-    #[diagnostic(
-        code(devcheck::checkpoint_io),
-        help(
-            "check that the path exists and is readable (for a save: that its folder exists and is writable)"
-        )
-    )]
+    #[error("cannot {action} checkpoint `{}`", path.display())]
+    #[diagnostic(code(devcheck::checkpoint_io), help("{}", io_help(action)))]
     Io {
         action: &'static str,
         path: PathBuf,
@@ -417,6 +422,14 @@ pub enum CheckpointError {
     #[error("{0}")]
     #[diagnostic(code(devcheck::checkpoint_mismatch), help("{}", mismatch_help(.0)))]
     Mismatch(Box<LoadReport>),
+}
+
+fn io_help(action: &str) -> &'static str {
+    if action == "write" {
+        "check that the folder exists and is writable, and that the disk has room"
+    } else {
+        "check the path (relative paths start at the current directory) and that the file is readable"
+    }
 }
 
 /// Human words for what is wrong with a file.

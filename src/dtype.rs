@@ -132,7 +132,7 @@ mod sealed {
 /// `i32`, `u8`, `bool`. Conversions go through `f64`, which holds every value of every other type
 /// except the largest `i64`s, which lose low bits exactly as PyTorch's casts do.
 pub trait WithDType:
-    Copy + Send + Sync + PartialOrd + PartialEq + fmt::Debug + fmt::Display + 'static + sealed::Sealed
+    Copy + Default + Send + Sync + PartialOrd + PartialEq + fmt::Debug + fmt::Display + 'static + sealed::Sealed
 {
     const DTYPE: DType;
     const ZERO: Self;

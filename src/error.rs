@@ -149,6 +149,29 @@ pub enum Error {
     #[diagnostic(code(devcheck::unsupported), help("{help}"))]
     Unsupported { op: &'static str, device: Device, help: String, location: &'static Location<'static> },
 
+    #[error(
+        "CUDA out of memory: tried to allocate {} on {device}\n  {device}: {}\n  devcheck: {} allocated by tensors, {} reserved but unused (cached)",
+        crate::backend::cuda::allocator::format_bytes(*requested),
+        crate::backend::cuda::allocator::capacity_line(*total, *free),
+        crate::backend::cuda::allocator::format_bytes(*allocated),
+        crate::backend::cuda::allocator::format_bytes(reserved.saturating_sub(*allocated))
+    )]
+    #[diagnostic(
+        code(devcheck::cuda_out_of_memory),
+        help("{}", crate::backend::cuda::allocator::out_of_memory_help(*allocated, *reserved))
+    )]
+    OutOfMemory {
+        device: Device,
+        /// Bytes asked for, before rounding.
+        requested: usize,
+        /// The device's memory, as the driver reports it (`None` when it could not be asked).
+        total: Option<usize>,
+        free: Option<usize>,
+        /// Bytes held by live tensors, and bytes held by the caching allocator in all.
+        allocated: usize,
+        reserved: usize,
+    },
+
     /// A module-wide problem: tensors on several devices, no tensors at all.
     #[error(transparent)]
     #[diagnostic(transparent)]

@@ -321,3 +321,26 @@ fn fake_tensors_compute_shapes_and_check_devices_without_data() {
     assert!(matches!(y.mul(&cpu_mask), Err(Error::DeviceMismatch { .. })));
     assert!(y.sum_all().unwrap().to_scalar::<f32>().is_err());
 }
+
+#[test]
+fn out_variants_reuse_memory_and_allow_aliasing() {
+    let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], [2, 2], &CPU).unwrap();
+    let bias = Tensor::from_slice(&[10.0f32, 20.0], [2], &CPU).unwrap();
+    let out = Tensor::zeros([2, 2], &CPU).unwrap();
+    a.add_into(&bias, &out).unwrap();
+    close(&v32(&out), &[11.0, 22.0, 13.0, 24.0], 0.0);
+    a.mul_into(&a, &out).unwrap();
+    close(&v32(&out), &[1.0, 4.0, 9.0, 16.0], 0.0);
+    // In place: out is an input.
+    out.sub_into(&a, &out).unwrap();
+    close(&v32(&out), &[0.0, 2.0, 6.0, 12.0], 0.0);
+    assert!(a.add_into(&a, &Tensor::zeros([4], &CPU).unwrap()).is_err(), "shape must match");
+    assert!(a.add_into(&a, &Tensor::zeros([2, 2], (DType::F64, &CPU)).unwrap()).is_err());
+    assert!(a.add_into(&a, &Tensor::zeros([2, 2], &CPU).unwrap().t().unwrap()).is_err(), "contiguous only");
+    // Large enough to take the threaded path.
+    let big = Tensor::arange(0.0, 100_000.0, 1.0, &CPU).unwrap();
+    let big_out = Tensor::zeros([100_000], &CPU).unwrap();
+    big.add_into(&big, &big_out).unwrap();
+    let v = v32(&big_out);
+    assert!(v.iter().enumerate().all(|(i, &x)| x == 2.0 * i as f32));
+}

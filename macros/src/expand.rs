@@ -4,7 +4,7 @@ use devcheck_classify::{
     ContainerKind, FieldClass, FieldEntry, FieldsStyle, LayoutBody, ModuleLayout, classify_derive_input,
 };
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use quote::{format_ident, quote};
 use syn::{DeriveInput, Generics, Ident, Type, parse_quote};
 
 /// Parses, classifies and expands; every problem becomes a compile error at its token.
@@ -196,8 +196,8 @@ impl Walk<'_> {
             }
             FieldClass::Submodule => {
                 let walk = if self.mutable { quote!(submodule_mut) } else { quote!(submodule) };
-                // Spanned at the field's type, so "`X` is not a module" points at it.
-                quote_spanned!(type_span(ty)=> #krate::module::walk::#walk(visitor, path, #reference)?;)
+                // Every token at the field's type, so "`X` is not a `Module`" points at the field.
+                respan(quote!(#krate::module::walk::#walk(visitor, path, #reference)?;), type_span(ty))
             }
             FieldClass::Container { kind, element } => {
                 let inner = self.node(element, &Access::Binding(item.clone()), element_ty.unwrap_or(ty));
@@ -251,6 +251,23 @@ fn binding_name(field: &FieldEntry) -> Ident {
         syn::Member::Named(ident) => format_ident!("f_{}", ident.to_string().trim_start_matches("r#")),
         syn::Member::Unnamed(index) => format_ident!("f{}", index.index),
     }
+}
+
+/// `tokens` with every span set to `span` (also inside groups).
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tree| {
+            if let proc_macro2::TokenTree::Group(group) = &tree {
+                let mut inner = proc_macro2::Group::new(group.delimiter(), respan(group.stream(), span));
+                inner.set_span(span);
+                tree = proc_macro2::TokenTree::Group(inner);
+            } else {
+                tree.set_span(span);
+            }
+            tree
+        })
+        .collect()
 }
 
 fn type_span(ty: &Type) -> Span {

@@ -2,4 +2,5 @@
 //! `src/tensor/` checks everything first and attaches origins to the results.
 
 pub(crate) mod cpu;
+pub(crate) mod cuda;
 pub(crate) mod fake;

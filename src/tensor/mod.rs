@@ -1,6 +1,6 @@
 //! Tensors: a cheap handle over shared storage that knows its device and where it was made.
 //!
-//! The op front end lives in this folder: every op checks its operands in [`check`] (the one place
+//! The op front end lives in this folder: every op checks its operands in `check.rs` (the one place
 //! for device, dtype and shape rules) before any backend runs, then attaches the result's origin.
 
 mod check;
@@ -207,6 +207,10 @@ impl Tensor {
     pub(crate) fn storage(&self) -> RwLockReadGuard<'_, Storage> {
         // A poisoned lock means a panic elsewhere mid-write; the data is still the best we have.
         self.0.storage.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn storage_mut(&self) -> std::sync::RwLockWriteGuard<'_, Storage> {
+        self.0.storage.write().unwrap_or_else(|e| e.into_inner())
     }
 
     /// This tensor as it appears in an error: role, name, device, dtype, shape, origin.

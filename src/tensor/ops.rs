@@ -191,6 +191,61 @@ fn int_binary(
     }
 }
 
+/// [`float_binary`]/[`int_binary`] writing into `out`'s contiguous slice starting at `offset`.
+fn binary_into(
+    op: BinaryOp,
+    (out, offset): (&mut CpuStorage, usize),
+    (a, la): (&CpuStorage, &Layout),
+    (b, lb): (&CpuStorage, &Layout),
+    shape: &[usize],
+) {
+    let n: usize = shape.iter().product();
+    fn float<T: Float>(
+        op: BinaryOp,
+        o: &mut [T],
+        a: &[T],
+        la: &Layout,
+        b: &[T],
+        lb: &Layout,
+        shape: &[usize],
+    ) {
+        match op {
+            BinaryOp::Add => cpu::binary_map_into(o, a, la, b, lb, shape, |x, y| x.add(y)),
+            BinaryOp::Sub => cpu::binary_map_into(o, a, la, b, lb, shape, |x, y| x.sub(y)),
+            BinaryOp::Mul => cpu::binary_map_into(o, a, la, b, lb, shape, |x, y| x.mul(y)),
+            BinaryOp::Div => cpu::binary_map_into(o, a, la, b, lb, shape, |x, y| x.div(y)),
+            _ => cpu::binary_map_into(o, a, la, b, lb, shape, binary_kernel::<T>(op)),
+        }
+    }
+    fn int<T: Arith>(op: BinaryOp, o: &mut [T], a: &[T], la: &Layout, b: &[T], lb: &Layout, shape: &[usize]) {
+        cpu::binary_map_into(o, a, la, b, lb, shape, binary_kernel::<T>(op))
+    }
+    match (out, a, b) {
+        (CpuStorage::F32(o), CpuStorage::F32(a), CpuStorage::F32(b)) => {
+            float(op, &mut o[offset..offset + n], a, la, b, lb, shape)
+        }
+        (CpuStorage::F64(o), CpuStorage::F64(a), CpuStorage::F64(b)) => {
+            float(op, &mut o[offset..offset + n], a, la, b, lb, shape)
+        }
+        (CpuStorage::F16(o), CpuStorage::F16(a), CpuStorage::F16(b)) => {
+            float(op, &mut o[offset..offset + n], a, la, b, lb, shape)
+        }
+        (CpuStorage::BF16(o), CpuStorage::BF16(a), CpuStorage::BF16(b)) => {
+            float(op, &mut o[offset..offset + n], a, la, b, lb, shape)
+        }
+        (CpuStorage::I64(o), CpuStorage::I64(a), CpuStorage::I64(b)) => {
+            int(op, &mut o[offset..offset + n], a, la, b, lb, shape)
+        }
+        (CpuStorage::I32(o), CpuStorage::I32(a), CpuStorage::I32(b)) => {
+            int(op, &mut o[offset..offset + n], a, la, b, lb, shape)
+        }
+        (CpuStorage::U8(o), CpuStorage::U8(a), CpuStorage::U8(b)) => {
+            int(op, &mut o[offset..offset + n], a, la, b, lb, shape)
+        }
+        _ => unreachable!("binary_into dispatched with dtypes the front end rejects"),
+    }
+}
+
 fn unary_kernel<T: Float>(op: UnaryOp, data: &[T], layout: &Layout) -> Vec<T> {
     let half = T::from_f32(0.5);
     match op {
@@ -344,6 +399,82 @@ impl Tensor {
             },
             _ => GradFn::Binary { op, lhs: self.clone(), rhs: rhs.clone() },
         }))
+    }
+
+    /// Writes `self + rhs` into `out` (PyTorch's `torch.add(a, b, out=c)`), reusing its memory.
+    #[track_caller]
+    pub fn add_into(&self, rhs: &Tensor, out: &Tensor) -> Result<()> {
+        self.binary_into(BinaryOp::Add, rhs, out, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn sub_into(&self, rhs: &Tensor, out: &Tensor) -> Result<()> {
+        self.binary_into(BinaryOp::Sub, rhs, out, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn mul_into(&self, rhs: &Tensor, out: &Tensor) -> Result<()> {
+        self.binary_into(BinaryOp::Mul, rhs, out, Location::caller())
+    }
+
+    #[track_caller]
+    pub fn div_into(&self, rhs: &Tensor, out: &Tensor) -> Result<()> {
+        self.binary_into(BinaryOp::Div, rhs, out, Location::caller())
+    }
+
+    /// Any [`BinaryOp`] written into `out`: a contiguous tensor on the same device with the
+    /// result's dtype and shape. `out` may be one of the inputs (an in-place update).
+    #[track_caller]
+    pub fn binary_op_into(&self, op: BinaryOp, rhs: &Tensor, out: &Tensor) -> Result<()> {
+        self.binary_into(op, rhs, out, Location::caller())
+    }
+
+    fn binary_into(&self, op: BinaryOp, rhs: &Tensor, out: &Tensor, location: Loc) -> Result<()> {
+        let name = op.name();
+        let operands = [("lhs", self), ("rhs", rhs), ("out", out)];
+        check::same_device(name, &operands, location)?;
+        check::same_dtype(name, &operands, location)?;
+        if op == BinaryOp::Div {
+            check::float(name, self, location)?;
+        } else {
+            check::numeric(name, self, location)?;
+        }
+        let shape = check::broadcast(name, self, rhs, location)?;
+        if out.shape() != shape.as_slice() || !out.is_contiguous() {
+            return Err(check::shape_error(
+                name,
+                format!(
+                    "`out` must be contiguous with the result's shape {}, got {}",
+                    fmt_shape(&shape),
+                    fmt_shape(out.shape())
+                ),
+                "allocate it once with `Tensor::zeros(shape, x.options())` and reuse it",
+                &operands,
+                location,
+            ));
+        }
+        if out.is_fake() || self.is_fake() || rhs.is_fake() || crate::backend::fake::is_active() {
+            return Ok(());
+        }
+        if out.same_storage(self) || out.same_storage(rhs) {
+            // Reading and writing one storage under two locks would deadlock: compute aside first.
+            let result = self.binary(op, rhs, location)?;
+            let guard = result.storage();
+            let super::Storage::Cpu(src) = &*guard else { return Ok(()) };
+            let mut dst = out.storage_mut();
+            if let super::Storage::Cpu(dst) = &mut *dst {
+                let offset = out.layout().offset;
+                with_storage!(src, v => copy_into(dst, offset, v));
+            }
+            return Ok(());
+        }
+        let (a, b) = (self.storage(), rhs.storage());
+        let mut o = out.storage_mut();
+        if let (super::Storage::Cpu(a), super::Storage::Cpu(b), super::Storage::Cpu(o)) = (&*a, &*b, &mut *o)
+        {
+            binary_into(op, (o, out.layout().offset), (a, self.layout()), (b, rhs.layout()), &shape);
+        }
+        Ok(())
     }
 
     // ---- with a Rust scalar ----------------------------------------------------------------
@@ -1095,4 +1226,13 @@ fn reduce_kernel(kind: Reduce, s: &CpuStorage, layout: &Layout, dims: &[usize]) 
             int(kind, &as_u8, layout, dims)
         }
     }
+}
+
+/// Copies `src` into `dst` at `offset` (same dtype, checked by the caller).
+fn copy_into<T: WithDType>(dst: &mut CpuStorage, offset: usize, src: &[T]) {
+    with_storage!(dst, d => {
+        if let Some(d) = (d as &mut dyn std::any::Any).downcast_mut::<Vec<T>>() {
+            d[offset..offset + src.len()].copy_from_slice(src);
+        }
+    })
 }

@@ -152,8 +152,8 @@ pub fn parse_container_attrs(attrs: &[Attribute]) -> (ContainerAttrs, Vec<Classi
 /// Every `#[module(...)]` attribute on a variant is an error: attributes go on fields.
 pub(crate) fn check_variant_attrs(attrs: &[Attribute], errors: &mut Vec<ClassifyError>) {
     for attr in attrs.iter().filter(|a| a.path().is_ident("module")) {
-        errors.push(ClassifyError::new(
-            attr.span(),
+        errors.push(ClassifyError::spanning(
+            attr,
             "module attributes go on fields, not on enum variants",
             "put `#[module(skip)]` or `#[module(non_persistent)]` above the variant's fields",
         ));
@@ -164,8 +164,8 @@ pub(crate) fn check_variant_attrs(attrs: &[Attribute], errors: &mut Vec<Classify
 fn module_attrs(attrs: &[Attribute]) -> impl Iterator<Item = Result<&Attribute, ClassifyError>> {
     attrs.iter().filter(|a| a.path().is_ident("module")).map(|attr| match &attr.meta {
         Meta::List(_) => Ok(attr),
-        _ => Err(ClassifyError::new(
-            attr.span(),
+        _ => Err(ClassifyError::spanning(
+            attr,
             "expected `#[module(...)]`",
             "write e.g. `#[module(skip)]` or `#[module(non_persistent)]`",
         )),

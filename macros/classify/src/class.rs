@@ -2,7 +2,16 @@
 
 use std::fmt;
 
-use proc_macro2::Span;
+use proc_macro2::{Punct, Spacing, Span, TokenStream, TokenTree};
+use quote::ToTokens;
+
+/// The first and last token spans of `tokens` (`call_site` for none).
+pub(crate) fn span_range(tokens: &dyn ToTokens) -> (Span, Span) {
+    let mut iter = tokens.to_token_stream().into_iter();
+    let first = iter.next().map(|t| t.span()).unwrap_or_else(Span::call_site);
+    let last = iter.last().map(|t| t.span()).unwrap_or(first);
+    (first, last)
+}
 
 /// What a field is to `#[derive(Module)]`. See the crate docs for the rules.
 #[derive(Clone, Debug)]
@@ -63,20 +72,32 @@ pub struct Rejection {
     pub reason: String,
     /// The fix.
     pub hint: String,
-    /// The offending type (the innermost wrapper that hides the tensor).
+    /// The first token of the offending type (the outermost wrapper that hides the tensor).
     pub span: Span,
+    /// Its last token.
+    pub end: Span,
 }
 
 impl Rejection {
     pub fn to_error(&self) -> ClassifyError {
-        ClassifyError { span: self.span, message: self.reason.clone(), help: self.hint.clone() }
+        ClassifyError {
+            span: self.span,
+            end: self.end,
+            message: self.reason.clone(),
+            help: self.hint.clone(),
+        }
     }
 }
 
-/// One problem with a field or an attribute, spanned at the offending token.
+/// One problem with a field or an attribute, spanned at the offending tokens.
 #[derive(Clone, Debug)]
 pub struct ClassifyError {
+    /// The first offending token. With proc-macro2's `span-locations` feature, `span.start()` is
+    /// its line and column.
     pub span: Span,
+    /// The last offending token (the same as `span` for a single token): `end.end()` is where the
+    /// offending text ends.
+    pub end: Span,
     /// Starts lowercase, no trailing period.
     pub message: String,
     /// How to fix it.
@@ -84,14 +105,30 @@ pub struct ClassifyError {
 }
 
 impl ClassifyError {
+    /// An error at one token.
     pub fn new(span: Span, message: impl Into<String>, help: impl Into<String>) -> ClassifyError {
-        ClassifyError { span, message: message.into(), help: help.into() }
+        ClassifyError { span, end: span, message: message.into(), help: help.into() }
+    }
+
+    /// An error covering all of `tokens` (a type, an attribute).
+    pub fn spanning(
+        tokens: &dyn ToTokens,
+        message: impl Into<String>,
+        help: impl Into<String>,
+    ) -> ClassifyError {
+        let (span, end) = span_range(tokens);
+        ClassifyError { span, end, message: message.into(), help: help.into() }
     }
 
     /// A `syn::Error` whose message is the problem followed by a `help:` line, as the proc macro
-    /// reports it (`into_compile_error()`).
+    /// reports it (`into_compile_error()`), underlining every offending token.
     pub fn to_syn_error(&self) -> syn::Error {
-        syn::Error::new(self.span, self.to_string())
+        let mut first = Punct::new('<', Spacing::Alone);
+        first.set_span(self.span);
+        let mut last = Punct::new('>', Spacing::Alone);
+        last.set_span(self.end);
+        let range: TokenStream = [TokenTree::Punct(first), TokenTree::Punct(last)].into_iter().collect();
+        syn::Error::new_spanned(range, self.to_string())
     }
 
     /// All errors combined into one `syn::Error` (each keeps its own span), or `None` when empty.
@@ -107,7 +144,7 @@ impl ClassifyError {
 
 impl fmt::Display for ClassifyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}\n  = help: {}", self.message, self.help)
+        write!(f, "{}\n= help: {}", self.message, self.help)
     }
 }
 

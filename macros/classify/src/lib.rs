@@ -122,6 +122,17 @@ pub use layout::{
 };
 pub use types::{classify_type, type_to_string};
 
+/// "a parameter", "an optional submodule", "plain data".
+fn with_article(phrase: &str) -> String {
+    if phrase == "plain data" || phrase.starts_with("skipped") {
+        phrase.to_string()
+    } else if phrase.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        format!("an {phrase}")
+    } else {
+        format!("a {phrase}")
+    }
+}
+
 /// One field, classified: its class, its parsed attributes, and every error found in either.
 #[derive(Clone, Debug)]
 pub struct ClassifiedField {
@@ -157,7 +168,7 @@ pub fn classify_field(field: &syn::Field) -> ClassifiedField {
                     span,
                     format!(
                         "`non_persistent` applies to `Tensor` fields (or containers of them), not to {}",
-                        underlying.describe()
+                        with_article(&underlying.describe())
                     ),
                     if underlying.contains_param() {
                         "a `Param` is always saved; a tensor that moves but is not saved is a plain `Tensor` \

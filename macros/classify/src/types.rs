@@ -1,7 +1,6 @@
 //! Classifying a type, by its syntax.
 
 use quote::ToTokens;
-use syn::spanned::Spanned;
 use syn::{GenericArgument, PathArguments, Type, TypePath, TypeTraitObject};
 
 use crate::class::{ContainerKind, FieldClass, MapKey, Rejection};
@@ -356,5 +355,6 @@ fn hides(ty: &Type, inner: FieldClass, reason: impl Into<String>, hint: impl Int
 }
 
 fn reject(ty: &Type, reason: impl Into<String>, hint: impl Into<String>) -> FieldClass {
-    FieldClass::Rejected(Rejection { reason: reason.into(), hint: hint.into(), span: ty.span() })
+    let (span, end) = crate::class::span_range(ty);
+    FieldClass::Rejected(Rejection { reason: reason.into(), hint: hint.into(), span, end })
 }

@@ -129,7 +129,7 @@ fn skip_and_non_persistent() {
     let np_param = field(quote::quote!(#[module(non_persistent)] weight: Param));
     assert_eq!(
         messages(&np_param),
-        ["`non_persistent` applies to `Tensor` fields (or containers of them), not to parameter"]
+        ["`non_persistent` applies to `Tensor` fields (or containers of them), not to a parameter"]
     );
     assert!(np_param.errors[0].help.contains("a `Param` is always saved"));
 }

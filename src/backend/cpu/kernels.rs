@@ -11,13 +11,17 @@ use crate::shape::Layout;
 pub(crate) fn unary_map<T, U>(data: &[T], layout: &Layout, f: impl Fn(T) -> U + Sync) -> Vec<U>
 where
     T: Copy + Send + Sync,
-    U: Copy + Send + Sync,
+    U: Copy + Send + Sync + Default,
 {
     if layout.is_contiguous() {
         let src = &data[layout.offset..layout.offset + layout.numel()];
         if src.len() >= PARALLEL_THRESHOLD {
-            let mut out = Vec::with_capacity(src.len());
-            src.par_iter().map(|&x| f(x)).collect_into_vec(&mut out);
+            let mut out = super::zeroed(src.len());
+            for_each_chunk(&mut out, 1, |start, o| {
+                for (o, &x) in o.iter_mut().zip(&src[start..]) {
+                    *o = f(x);
+                }
+            });
             out
         } else {
             src.iter().map(|&x| f(x)).collect()
@@ -40,20 +44,50 @@ where
     T: Copy + Send + Sync,
     U: Copy + Send + Sync + Default,
 {
-    let numel: usize = out_shape.iter().product();
+    let mut out = super::zeroed(out_shape.iter().product());
+    binary_map_into(&mut out, lhs, lhs_layout, rhs, rhs_layout, out_shape, f);
+    out
+}
+
+/// [`binary_map`] writing into `out` (row-major, `out_shape`), e.g. a preallocated result.
+pub(crate) fn binary_map_into<T, U>(
+    out: &mut [U],
+    lhs: &[T],
+    lhs_layout: &Layout,
+    rhs: &[T],
+    rhs_layout: &Layout,
+    out_shape: &[usize],
+    f: impl Fn(T, T) -> U + Sync,
+) where
+    T: Copy + Send + Sync,
+    U: Copy + Send + Sync,
+{
+    let numel = out.len();
     let same_shape = lhs_layout.shape == out_shape && rhs_layout.shape == out_shape;
     if same_shape && lhs_layout.is_contiguous() && rhs_layout.is_contiguous() {
         let a = &lhs[lhs_layout.offset..lhs_layout.offset + numel];
         let b = &rhs[rhs_layout.offset..rhs_layout.offset + numel];
-        return zip_map(a, b, &f);
+        return for_each_chunk(out, 1, |start, o| {
+            for ((o, &x), &y) in o.iter_mut().zip(&a[start..]).zip(&b[start..]) {
+                *o = f(x, y);
+            }
+        });
     }
-    if rhs_layout.numel() == 1 && lhs_layout.shape == out_shape {
-        let b = rhs[rhs_layout.offset];
-        return unary_map(lhs, lhs_layout, |a| f(a, b));
+    if rhs_layout.numel() == 1 && lhs_layout.shape == out_shape && lhs_layout.is_contiguous() {
+        let (a, y) = (&lhs[lhs_layout.offset..lhs_layout.offset + numel], rhs[rhs_layout.offset]);
+        return for_each_chunk(out, 1, |start, o| {
+            for (o, &x) in o.iter_mut().zip(&a[start..]) {
+                *o = f(x, y);
+            }
+        });
     }
-    if lhs_layout.numel() == 1 && rhs_layout.shape == out_shape {
-        let a = lhs[lhs_layout.offset];
-        return unary_map(rhs, rhs_layout, |b| f(a, b));
+    if lhs_layout.numel() == 1 && rhs_layout.shape == out_shape && rhs_layout.is_contiguous() {
+        let (x, b) = (lhs[lhs_layout.offset], &rhs[rhs_layout.offset..rhs_layout.offset + numel]);
+        return for_each_chunk(out, 1, |start, o| {
+            for (o, &y) in o.iter_mut().zip(&b[start..]) {
+                *o = f(x, y);
+            }
+        });
     }
     // A contiguous operand of the full shape against a contiguous one that repeats along the
     // leading dims (a bias row added to every row of a batch).
@@ -63,20 +97,45 @@ where
         && let Some(n) = trailing_repeat(&rhs_layout.shape, out_shape)
     {
         let a = &lhs[lhs_layout.offset..lhs_layout.offset + numel];
-        let b = &rhs[rhs_layout.offset..rhs_layout.offset + n];
-        return repeat_map(a, b, &f);
+        let row = &rhs[rhs_layout.offset..rhs_layout.offset + n];
+        return for_each_chunk(out, n, |start, o| {
+            for (o_row, a_row) in o.chunks_mut(n).zip(a[start..].chunks(n)) {
+                for ((o, &x), &y) in o_row.iter_mut().zip(a_row).zip(row) {
+                    *o = f(x, y);
+                }
+            }
+        });
     }
     if both_contiguous
         && rhs_layout.shape == out_shape
         && let Some(n) = trailing_repeat(&lhs_layout.shape, out_shape)
     {
-        let a = &lhs[lhs_layout.offset..lhs_layout.offset + n];
+        let row = &lhs[lhs_layout.offset..lhs_layout.offset + n];
         let b = &rhs[rhs_layout.offset..rhs_layout.offset + numel];
-        return repeat_map(b, a, |y, x| f(x, y));
+        return for_each_chunk(out, n, |start, o| {
+            for (o_row, b_row) in o.chunks_mut(n).zip(b[start..].chunks(n)) {
+                for ((o, &x), &y) in o_row.iter_mut().zip(row).zip(b_row) {
+                    *o = f(x, y);
+                }
+            }
+        });
     }
     let l = lhs_layout.broadcast_to(out_shape);
     let r = rhs_layout.broadcast_to(out_shape);
-    l.offsets().zip(r.offsets()).map(|(i, j)| f(lhs[i], rhs[j])).collect()
+    for ((o, i), j) in out.iter_mut().zip(l.offsets()).zip(r.offsets()) {
+        *o = f(lhs[i], rhs[j]);
+    }
+}
+
+/// Runs `body(start, chunk)` over `out` in chunks whose length is a multiple of `align`, on
+/// rayon's threads when `out` is large.
+fn for_each_chunk<U: Send>(out: &mut [U], align: usize, body: impl Fn(usize, &mut [U]) + Sync) {
+    if out.len() < PARALLEL_THRESHOLD {
+        return body(0, out);
+    }
+    let threads = rayon::current_num_threads().max(1);
+    let per = out.len().div_ceil(threads * 4).next_multiple_of(align.max(1)).max(align.max(1));
+    out.par_chunks_mut(per).enumerate().for_each(|(i, chunk)| body(i * per, chunk));
 }
 
 /// `Some(n)` when `shape`, aligned right, equals the trailing dims of `out` after its leading 1s
@@ -91,43 +150,8 @@ fn trailing_repeat(shape: &[usize], out: &[usize]) -> Option<usize> {
     (n > 0).then_some(n)
 }
 
-fn zip_map<T, U>(a: &[T], b: &[T], f: &(impl Fn(T, T) -> U + Sync)) -> Vec<U>
-where
-    T: Copy + Send + Sync,
-    U: Copy + Send + Sync,
-{
-    if a.len() >= PARALLEL_THRESHOLD {
-        let mut out = Vec::with_capacity(a.len());
-        a.par_iter().zip(b.par_iter()).map(|(&x, &y)| f(x, y)).collect_into_vec(&mut out);
-        out
-    } else {
-        a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
-    }
-}
-
-/// `f(full[i], row[i % row.len()])`.
-fn repeat_map<T, U>(full: &[T], row: &[T], f: impl Fn(T, T) -> U + Sync) -> Vec<U>
-where
-    T: Copy + Send + Sync,
-    U: Copy + Send + Sync + Default,
-{
-    let n = row.len();
-    let mut out = vec![U::default(); full.len()];
-    let body = |(o, a): (&mut [U], &[T])| {
-        for ((o, &x), &y) in o.iter_mut().zip(a).zip(row) {
-            *o = f(x, y);
-        }
-    };
-    if full.len() >= PARALLEL_THRESHOLD {
-        out.par_chunks_mut(n).zip(full.par_chunks(n)).for_each(body);
-    } else {
-        out.chunks_mut(n).zip(full.chunks(n)).for_each(body);
-    }
-    out
-}
-
 /// Arithmetic every numeric element type supports. Integer arithmetic wraps, as PyTorch's does.
-pub(crate) trait Arith: WithDType + Default {
+pub(crate) trait Arith: WithDType {
     fn add(self, o: Self) -> Self;
     fn sub(self, o: Self) -> Self;
     fn mul(self, o: Self) -> Self;

@@ -1,6 +1,7 @@
 //! The CPU backend: element data in `Vec`s, kernels over strided views. Matmul goes through the
 //! `gemm` crate; large element-wise work is split across threads with rayon.
 
+mod alloc;
 mod kernels;
 mod matmul;
 
@@ -12,6 +13,7 @@ use half::{bf16, f16};
 use crate::dtype::{DType, WithDType};
 use crate::shape::Layout;
 
+pub(crate) use alloc::zeroed;
 pub(crate) use kernels::*;
 pub(crate) use matmul::matmul;
 

@@ -1,0 +1,24 @@
+//! The CUDA backend, on cudarc with the driver, NVRTC and cuBLAS loaded at run time: a build of
+//! devcheck runs everywhere, and on a machine without them every entry point returns an error
+//! that says what is missing instead of panicking. The public surface is `devcheck::cuda`.
+//!
+//! - [`kernels`]: the `.cu` modules under `kernels/`, embedded, with the name of every kernel,
+//!   and [`kernels::check_all`], which compiles all of them for an architecture without a GPU;
+//! - [`nvrtc`]: finding NVRTC and compiling one module;
+//! - [`allocator`]: the caching allocator, generic over the driver's allocation calls;
+//! - `device`: per-device context, stream, kernel cache, allocator and cuBLAS;
+//! - `storage`: [`CudaStorage`], host↔device copies, pinned memory, kernel launchers;
+//! - `blas`: matmul through cuBLAS.
+
+pub mod allocator;
+pub mod kernels;
+pub mod nvrtc;
+
+mod blas;
+pub(crate) mod device;
+mod error;
+mod storage;
+
+pub use device::{CudaDevice, DeviceBuffer};
+pub use error::{CudaError, CudaResult};
+pub use storage::{CudaStorage, PinnedBuffer};

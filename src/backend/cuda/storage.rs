@@ -1,0 +1,880 @@
+//! [`CudaStorage`]: a tensor's elements on a CUDA device (a buffer from the device's caching
+//! allocator and a dtype), host↔device copies (pageable and pinned), and one launcher per kernel
+//! family. Launchers take the operands' [`Layout`]s and pass shape and strides to the kernels, so
+//! views and broadcasts never need a copy first. Shape, dtype and device checks are the op front
+//! end's job; what is checked here is what the kernels need (matching dtypes, kernel existence).
+
+use std::panic::Location;
+use std::sync::{Arc, Mutex};
+
+use half::{bf16, f16};
+
+use super::device::{Arg, CudaDevice, DeviceBuffer, elementwise_config, row_config};
+use super::error::{CudaError, CudaResult};
+use super::kernels::kernel_name;
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::Error;
+use crate::shape::Layout;
+
+/// Elements of one dtype in device memory.
+#[derive(Clone, Debug)]
+pub struct CudaStorage {
+    buffer: Arc<DeviceBuffer>,
+    dtype: DType,
+    len: usize,
+}
+
+impl CudaStorage {
+    /// Uninitialised room for `len` elements of `dtype`.
+    pub fn alloc(device: &Arc<CudaDevice>, dtype: DType, len: usize) -> CudaResult<CudaStorage> {
+        let bytes =
+            len.checked_mul(dtype.size_in_bytes()).ok_or_else(|| too_large(device.device(), len, dtype))?;
+        Ok(CudaStorage { buffer: Arc::new(device.alloc(bytes)?), dtype, len })
+    }
+
+    /// `len` elements of `dtype`, all equal to `value` (converted as `WithDType::from_f64` does).
+    pub fn full(device: &Arc<CudaDevice>, dtype: DType, len: usize, value: f64) -> CudaResult<CudaStorage> {
+        let out = Self::alloc(device, dtype, len)?;
+        out.fill(value)?;
+        Ok(out)
+    }
+
+    /// A copy of little-endian host bytes (`len * size_in_bytes` of them) on `device`. From
+    /// pageable memory the copy is staged by the driver and synchronous with the host.
+    pub fn from_host_bytes(device: &Arc<CudaDevice>, dtype: DType, bytes: &[u8]) -> CudaResult<CudaStorage> {
+        let len = bytes.len() / dtype.size_in_bytes();
+        let out = Self::alloc(device, dtype, len)?;
+        if !bytes.is_empty() {
+            // SAFETY: the destination holds at least `bytes.len()` bytes; the source is a live
+            // host slice, and from pageable memory the call returns after it has been read.
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(out.ptr(), bytes, device.stream().cu_stream())
+            }
+            .map_err(|e| CudaError::driver(device.device(), "cuMemcpyHtoDAsync", e))?;
+        }
+        Ok(out)
+    }
+
+    /// A copy of pinned host memory on `device`. With `non_blocking` the call returns as soon as
+    /// the copy is queued (the pinned buffer stays alive until it completes); otherwise it waits
+    /// for the copy, like PyTorch's `to(device, non_blocking=False)`.
+    pub fn from_pinned(
+        device: &Arc<CudaDevice>,
+        dtype: DType,
+        pinned: &Arc<PinnedBuffer>,
+        non_blocking: bool,
+    ) -> CudaResult<CudaStorage> {
+        let len = pinned.len() / dtype.size_in_bytes();
+        let out = Self::alloc(device, dtype, len)?;
+        if len > 0 {
+            // SAFETY: the destination holds `pinned.len()` bytes; the source is page-locked memory
+            // of that size that is kept alive (see `PinnedBuffer::keep_until`) until the copy ends.
+            unsafe {
+                cudarc::driver::sys::cuMemcpyHtoDAsync_v2(
+                    out.ptr(),
+                    pinned.as_ptr().cast(),
+                    pinned.len(),
+                    device.stream().cu_stream(),
+                )
+            }
+            .result()
+            .map_err(|e| CudaError::driver(device.device(), "cuMemcpyHtoDAsync", e))?;
+            pinned.keep_until_done(device)?;
+        }
+        if !non_blocking {
+            device.synchronize()?;
+        }
+        Ok(out)
+    }
+
+    /// The elements of `layout` as contiguous little-endian host bytes. Waits for the device:
+    /// this is a synchronisation point.
+    pub fn to_host_bytes(&self, layout: &Layout) -> CudaResult<Vec<u8>> {
+        let contiguous = self.contiguous(layout)?;
+        let mut host = vec![0u8; contiguous.len * self.dtype.size_in_bytes()];
+        if !host.is_empty() {
+            let device = self.device();
+            // SAFETY: `host` has room for every byte of the contiguous copy, which is live.
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(
+                    &mut host,
+                    contiguous.ptr(),
+                    device.stream().cu_stream(),
+                )
+            }
+            .map_err(|e| CudaError::driver(device.device(), "cuMemcpyDtoHAsync", e))?;
+        }
+        self.device().synchronize()?;
+        Ok(host)
+    }
+
+    /// Copies the elements of `layout` into pinned host memory without waiting; call
+    /// `synchronize` (or record and wait for an event) before reading it.
+    pub fn copy_to_pinned(&self, layout: &Layout, pinned: &Arc<PinnedBuffer>) -> CudaResult<()> {
+        let contiguous = self.contiguous(layout)?;
+        let bytes = contiguous.len * self.dtype.size_in_bytes();
+        if pinned.len() < bytes {
+            return Err(invalid(
+                "copy_to_pinned",
+                format!("the pinned buffer holds {} bytes, the tensor {bytes}", pinned.len()),
+                "allocate the pinned buffer with the tensor's size in bytes",
+            ));
+        }
+        let device = self.device();
+        // SAFETY: `pinned` is page-locked and has room for `bytes`; it and the source stay
+        // alive until the copy is done (`keep_until_done`, and `contiguous` is held by the event
+        // below through the stream order: its block is only reused by later work on this stream).
+        unsafe {
+            cudarc::driver::sys::cuMemcpyDtoHAsync_v2(
+                pinned.as_ptr().cast(),
+                contiguous.ptr(),
+                bytes,
+                device.stream().cu_stream(),
+            )
+        }
+        .result()
+        .map_err(|e| CudaError::driver(device.device(), "cuMemcpyDtoHAsync", e))?;
+        pinned.keep_until_done(device)
+    }
+
+    /// A copy on another CUDA device (peer copy through the driver).
+    pub fn to_device(&self, layout: &Layout, target: &Arc<CudaDevice>) -> CudaResult<CudaStorage> {
+        let contiguous = self.contiguous(layout)?;
+        let out = Self::alloc(target, self.dtype, contiguous.len)?;
+        let bytes = contiguous.len * self.dtype.size_in_bytes();
+        if bytes > 0 {
+            let source = self.device();
+            // The target stream must not start before the source has produced the data.
+            source.synchronize()?;
+            // SAFETY: both allocations are live and hold `bytes` bytes; the contexts are theirs.
+            unsafe {
+                cudarc::driver::result::memcpy_peer_async(
+                    target.context().cu_ctx(),
+                    out.ptr(),
+                    source.context().cu_ctx(),
+                    contiguous.ptr(),
+                    bytes,
+                    target.stream().cu_stream(),
+                )
+            }
+            .map_err(|e| CudaError::driver(target.device(), "cuMemcpyPeerAsync", e))?;
+        }
+        Ok(out)
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn device(&self) -> &Arc<CudaDevice> {
+        self.buffer.device()
+    }
+
+    /// Device address of element 0.
+    pub fn ptr(&self) -> u64 {
+        self.buffer.ptr()
+    }
+
+    fn ptr_at(&self, layout: &Layout) -> u64 {
+        self.ptr() + (layout.offset * self.dtype.size_in_bytes()) as u64
+    }
+
+    /// Sets every element to `value`.
+    pub fn fill(&self, value: f64) -> CudaResult<()> {
+        if self.len == 0 {
+            return Ok(());
+        }
+        let (kernel, bits) = match self.dtype {
+            DType::F32 => ("fill_u32", Arg::U32((value as f32).to_bits())),
+            DType::F64 => ("fill_u64", Arg::U64(value.to_bits())),
+            DType::F16 => ("fill_u16", Arg::U16(f16::from_f64(value).to_bits())),
+            DType::BF16 => ("fill_u16", Arg::U16(bf16::from_f64(value).to_bits())),
+            DType::I64 => ("fill_u64", Arg::U64(value as i64 as u64)),
+            DType::I32 => ("fill_u32", Arg::U32(value as i32 as u32)),
+            DType::U8 => ("fill_u8", Arg::U8(value as u8)),
+            DType::Bool => ("fill_u8", Arg::U8(u8::from(value != 0.0))),
+        };
+        self.device().launch(
+            kernel,
+            elementwise_config(self.len),
+            &[Arg::U64(self.len as u64), Arg::U64(self.ptr()), bits],
+        )
+    }
+
+    /// The elements of `layout` in a new contiguous buffer (self when already contiguous and whole).
+    pub fn contiguous(&self, layout: &Layout) -> CudaResult<CudaStorage> {
+        let numel = layout.numel();
+        if layout.is_contiguous() && layout.offset == 0 && numel == self.len {
+            return Ok(self.clone());
+        }
+        let out = Self::alloc(self.device(), self.dtype, numel)?;
+        out.copy_from(self, layout, &Layout::contiguous(&layout.shape))?;
+        Ok(out)
+    }
+
+    /// Writes the elements of `src` (seen through `src_layout`) into `self` at `dst_layout`,
+    /// which must have the same shape: `contiguous`, `cat` (one call per input, into a view of
+    /// the output) and assignments into views.
+    pub fn copy_from(&self, src: &CudaStorage, src_layout: &Layout, dst_layout: &Layout) -> CudaResult<()> {
+        same_dtype("copy", self.dtype, src.dtype)?;
+        let numel = dst_layout.numel();
+        if numel == 0 {
+            return Ok(());
+        }
+        let width = match self.dtype.size_in_bytes() {
+            1 => "copy_u8",
+            2 => "copy_u16",
+            4 => "copy_u32",
+            _ => "copy_u64",
+        };
+        let info = self.upload_info(&dst_layout.shape, &[&src_layout.strides, &dst_layout.strides])?;
+        self.device().launch(
+            width,
+            elementwise_config(numel),
+            &[
+                Arg::U64(numel as u64),
+                Arg::U64(dst_layout.rank() as u64),
+                Arg::U64(info.ptr()),
+                Arg::U64(src.ptr_at(src_layout)),
+                Arg::U64(self.ptr_at(dst_layout)),
+            ],
+        )
+    }
+
+    /// `op(x)` elementwise (`"exp"`, `"relu"`, `"gelu_tanh"`, ...), same dtype out.
+    pub fn unary(&self, op: &str, layout: &Layout) -> CudaResult<CudaStorage> {
+        let numel = layout.numel();
+        let out = Self::alloc(self.device(), self.dtype, numel)?;
+        if numel == 0 {
+            return Ok(out);
+        }
+        let info = self.info_or_null(layout, &[layout])?;
+        self.device().launch(
+            &kernel_name(op, self.dtype),
+            elementwise_config(numel),
+            &[
+                Arg::U64(numel as u64),
+                Arg::U64(layout.rank() as u64),
+                Arg::U64(info.as_ref().map_or(0, DeviceBuffer::ptr)),
+                Arg::U64(self.ptr_at(layout)),
+                Arg::U64(out.ptr()),
+            ],
+        )?;
+        Ok(out)
+    }
+
+    /// `op(lhs, rhs)` elementwise over `shape`, both broadcast to it (`"add"`, `"maximum"`,
+    /// `"lt"`, ...). Comparisons and logical ops write bool.
+    pub fn binary(
+        &self,
+        op: &str,
+        layout: &Layout,
+        rhs: &CudaStorage,
+        rhs_layout: &Layout,
+        shape: &[usize],
+    ) -> CudaResult<CudaStorage> {
+        same_dtype(op, self.dtype, rhs.dtype)?;
+        let numel: usize = shape.iter().product();
+        let out_dtype = if is_predicate(op) { DType::Bool } else { self.dtype };
+        let out = Self::alloc(self.device(), out_dtype, numel)?;
+        if numel == 0 {
+            return Ok(out);
+        }
+        let (l, r) = (layout.broadcast_to(shape), rhs_layout.broadcast_to(shape));
+        let info = self.info_or_null(&l, &[&l, &r])?;
+        self.device().launch(
+            &kernel_name(op, self.dtype),
+            elementwise_config(numel),
+            &[
+                Arg::U64(numel as u64),
+                Arg::U64(shape.len() as u64),
+                Arg::U64(info.as_ref().map_or(0, DeviceBuffer::ptr)),
+                Arg::U64(self.ptr_at(layout)),
+                Arg::U64(rhs.ptr_at(rhs_layout)),
+                Arg::U64(out.ptr()),
+            ],
+        )?;
+        Ok(out)
+    }
+
+    /// `op(x, scalar)`, or `op(scalar, x)` when `reversed` (for `sub`, `div`, `pow`).
+    pub fn binary_scalar(
+        &self,
+        op: &str,
+        layout: &Layout,
+        scalar: f64,
+        reversed: bool,
+    ) -> CudaResult<CudaStorage> {
+        let numel = layout.numel();
+        let out_dtype = if is_predicate(op) { DType::Bool } else { self.dtype };
+        let out = Self::alloc(self.device(), out_dtype, numel)?;
+        if numel == 0 {
+            return Ok(out);
+        }
+        let info = self.info_or_null(layout, &[layout])?;
+        let kernel = if reversed { format!("r{op}_scalar") } else { format!("{op}_scalar") };
+        self.device().launch(
+            &kernel_name(&kernel, self.dtype),
+            elementwise_config(numel),
+            &[
+                Arg::U64(numel as u64),
+                Arg::U64(layout.rank() as u64),
+                Arg::U64(info.as_ref().map_or(0, DeviceBuffer::ptr)),
+                Arg::U64(self.ptr_at(layout)),
+                Arg::F64(scalar),
+                Arg::U64(out.ptr()),
+            ],
+        )?;
+        Ok(out)
+    }
+
+    /// The elements converted to `dtype`.
+    pub fn cast(&self, layout: &Layout, dtype: DType) -> CudaResult<CudaStorage> {
+        let numel = layout.numel();
+        let out = Self::alloc(self.device(), dtype, numel)?;
+        if numel == 0 {
+            return Ok(out);
+        }
+        let info = self.info_or_null(layout, &[layout])?;
+        self.device().launch(
+            &format!("cast_{}_{}", self.dtype.as_str(), dtype.as_str()),
+            elementwise_config(numel),
+            &[
+                Arg::U64(numel as u64),
+                Arg::U64(layout.rank() as u64),
+                Arg::U64(info.as_ref().map_or(0, DeviceBuffer::ptr)),
+                Arg::U64(self.ptr_at(layout)),
+                Arg::U64(out.ptr()),
+            ],
+        )?;
+        Ok(out)
+    }
+
+    /// Reduces dimension `dim` (`"sum"`, `"mean"`, `"max"`, `"min"`, `"argmax"`, `"argmin"`,
+    /// `"var"` with `correction`). The output is contiguous over the kept dimensions (the
+    /// front end decides about keepdim). Integer and bool sums and arg-reductions give i64.
+    pub fn reduce(&self, op: &str, layout: &Layout, dim: usize, correction: f64) -> CudaResult<CudaStorage> {
+        if dim >= layout.rank() {
+            return Err(invalid(
+                "reduce",
+                format!("`{op}` over dimension {dim}: out of range for a tensor of rank {}", layout.rank()),
+                "pass a dimension below the tensor's rank",
+            ));
+        }
+        let out_dtype = match op {
+            "argmax" | "argmin" => DType::I64,
+            "sum" if !self.dtype.is_float() => DType::I64,
+            _ => self.dtype,
+        };
+        let mut kept = layout.clone();
+        let reduce_size = kept.shape.remove(dim);
+        let reduce_stride = kept.strides.remove(dim);
+        let n_out = kept.numel();
+        let out = Self::alloc(self.device(), out_dtype, n_out)?;
+        if n_out == 0 || reduce_size == 0 {
+            // PyTorch: sum of nothing is 0, max of nothing is an error the front end raises.
+            out.fill(0.0)?;
+            return Ok(out);
+        }
+        let info = self.upload_info(&kept.shape, &[&kept.strides])?;
+        let mut args = vec![
+            Arg::U64(n_out as u64),
+            Arg::U64(reduce_size as u64),
+            Arg::U64(reduce_stride as u64),
+            Arg::U64(kept.rank() as u64),
+            Arg::U64(info.ptr()),
+            Arg::U64(self.ptr_at(layout)),
+            Arg::U64(out.ptr()),
+        ];
+        if op == "var" {
+            args.push(Arg::F64(correction));
+        }
+        self.device().launch(&kernel_name(op, self.dtype), row_config(n_out, reduce_size), &args)?;
+        Ok(out)
+    }
+
+    /// softmax (or log_softmax) over the last dimension.
+    pub fn softmax(&self, layout: &Layout, log: bool) -> CudaResult<CudaStorage> {
+        let x = self.contiguous(layout)?;
+        let cols = layout.shape.last().copied().unwrap_or(1);
+        let rows = x.len.checked_div(cols).unwrap_or(0);
+        let out = Self::alloc(self.device(), self.dtype, x.len)?;
+        if x.len == 0 {
+            return Ok(out);
+        }
+        let op = if log { "log_softmax" } else { "softmax" };
+        self.device().launch(
+            &kernel_name(op, self.dtype),
+            row_config(rows, cols),
+            &[Arg::U64(rows as u64), Arg::U64(cols as u64), Arg::U64(x.ptr()), Arg::U64(out.ptr())],
+        )?;
+        Ok(out)
+    }
+
+    /// `cond ? self : other` over `shape` (`torch.where(cond, self, other)`).
+    pub fn where_cond(
+        &self,
+        layout: &Layout,
+        cond: &CudaStorage,
+        cond_layout: &Layout,
+        other: &CudaStorage,
+        other_layout: &Layout,
+        shape: &[usize],
+    ) -> CudaResult<CudaStorage> {
+        same_dtype("where", self.dtype, other.dtype)?;
+        bool_mask("where", cond.dtype)?;
+        let numel: usize = shape.iter().product();
+        let out = Self::alloc(self.device(), self.dtype, numel)?;
+        if numel == 0 {
+            return Ok(out);
+        }
+        let (c, a, b) =
+            (cond_layout.broadcast_to(shape), layout.broadcast_to(shape), other_layout.broadcast_to(shape));
+        let info = self.info_or_null(&a, &[&c, &a, &b])?;
+        self.device().launch(
+            &kernel_name("where", self.dtype),
+            elementwise_config(numel),
+            &[
+                Arg::U64(numel as u64),
+                Arg::U64(shape.len() as u64),
+                Arg::U64(info.as_ref().map_or(0, DeviceBuffer::ptr)),
+                Arg::U64(cond.ptr_at(cond_layout)),
+                Arg::U64(self.ptr_at(layout)),
+                Arg::U64(other.ptr_at(other_layout)),
+                Arg::U64(out.ptr()),
+            ],
+        )?;
+        Ok(out)
+    }
+
+    /// `mask ? value : self`, the mask broadcast to this tensor's shape.
+    pub fn masked_fill(
+        &self,
+        layout: &Layout,
+        mask: &CudaStorage,
+        mask_layout: &Layout,
+        value: f64,
+    ) -> CudaResult<CudaStorage> {
+        bool_mask("masked_fill", mask.dtype)?;
+        let numel = layout.numel();
+        let out = Self::alloc(self.device(), self.dtype, numel)?;
+        if numel == 0 {
+            return Ok(out);
+        }
+        let m = mask_layout.broadcast_to(&layout.shape);
+        let info = self.info_or_null(layout, &[layout, &m])?;
+        self.device().launch(
+            &kernel_name("masked_fill", self.dtype),
+            elementwise_config(numel),
+            &[
+                Arg::U64(numel as u64),
+                Arg::U64(layout.rank() as u64),
+                Arg::U64(info.as_ref().map_or(0, DeviceBuffer::ptr)),
+                Arg::U64(self.ptr_at(layout)),
+                Arg::U64(mask.ptr_at(mask_layout)),
+                Arg::F64(value),
+                Arg::U64(out.ptr()),
+            ],
+        )?;
+        Ok(out)
+    }
+
+    /// The upper (`upper`) or lower triangle of the last two dimensions from `diagonal` on.
+    pub fn triangle(&self, layout: &Layout, diagonal: i64, upper: bool) -> CudaResult<CudaStorage> {
+        let op = if upper { "triu" } else { "tril" };
+        if layout.rank() < 2 {
+            return Err(invalid(
+                op,
+                format!("needs at least 2 dimensions, got {}", layout.rank()),
+                "reshape to a matrix first",
+            ));
+        }
+        let numel = layout.numel();
+        let out = Self::alloc(self.device(), self.dtype, numel)?;
+        if numel == 0 {
+            return Ok(out);
+        }
+        let info = self.upload_info(&layout.shape, &[&layout.strides])?;
+        self.device().launch(
+            &kernel_name(op, self.dtype),
+            elementwise_config(numel),
+            &[
+                Arg::U64(numel as u64),
+                Arg::U64(layout.rank() as u64),
+                Arg::U64(info.ptr()),
+                Arg::I64(diagonal),
+                Arg::U64(self.ptr_at(layout)),
+                Arg::U64(out.ptr()),
+            ],
+        )?;
+        Ok(out)
+    }
+
+    /// `index_select(dim, ids)`: rows of `dim` picked by `ids` (i64 or i32, negative counts
+    /// from the end). An index out of range is an error naming it; checking costs one
+    /// synchronisation, as PyTorch's device-side assert does.
+    pub fn index_select(
+        &self,
+        layout: &Layout,
+        dim: usize,
+        ids: &CudaStorage,
+        ids_layout: &Layout,
+    ) -> CudaResult<CudaStorage> {
+        index_dtype("index_select", ids.dtype)?;
+        if dim >= layout.rank() {
+            return Err(invalid(
+                "index_select",
+                format!("dimension {dim} is out of range"),
+                "pass a dimension below the tensor's rank",
+            ));
+        }
+        let x = self.contiguous(layout)?;
+        let ids = ids.contiguous(ids_layout)?;
+        let outer: usize = layout.shape[..dim].iter().product();
+        let inner: usize = layout.shape[dim + 1..].iter().product();
+        let src_dim = layout.shape[dim];
+        let n_out = outer * ids.len * inner;
+        let out = Self::alloc(self.device(), self.dtype, n_out)?;
+        if n_out == 0 {
+            return Ok(out);
+        }
+        let bad = BadIndex::new(self.device())?;
+        self.device().launch(
+            &format!("index_select_{}_{}", ids.dtype.as_str(), self.dtype.as_str()),
+            elementwise_config(n_out),
+            &[
+                Arg::U64(n_out as u64),
+                Arg::U64(outer as u64),
+                Arg::U64(src_dim as u64),
+                Arg::U64(ids.len as u64),
+                Arg::U64(inner as u64),
+                Arg::U64(ids.ptr()),
+                Arg::U64(x.ptr()),
+                Arg::U64(out.ptr()),
+                Arg::U64(bad.ptr()),
+            ],
+        )?;
+        bad.check("index_select", src_dim)?;
+        Ok(out)
+    }
+
+    /// `gather(dim, ids)`: the output has the shape of `ids`.
+    pub fn gather(
+        &self,
+        layout: &Layout,
+        dim: usize,
+        ids: &CudaStorage,
+        ids_layout: &Layout,
+    ) -> CudaResult<CudaStorage> {
+        index_dtype("gather", ids.dtype)?;
+        if dim >= layout.rank() || ids_layout.rank() != layout.rank() {
+            return Err(invalid(
+                "gather",
+                format!(
+                    "dimension {dim} with index rank {} and input rank {}",
+                    ids_layout.rank(),
+                    layout.rank()
+                ),
+                "the index must have the input's rank and dim must be below it",
+            ));
+        }
+        let numel = ids_layout.numel();
+        let out = Self::alloc(self.device(), self.dtype, numel)?;
+        if numel == 0 {
+            return Ok(out);
+        }
+        let info = self.upload_info(&ids_layout.shape, &[&layout.strides, &ids_layout.strides])?;
+        let bad = BadIndex::new(self.device())?;
+        self.device().launch(
+            &format!("gather_{}_{}", ids.dtype.as_str(), self.dtype.as_str()),
+            elementwise_config(numel),
+            &[
+                Arg::U64(numel as u64),
+                Arg::U64(layout.rank() as u64),
+                Arg::U64(info.ptr()),
+                Arg::U64(dim as u64),
+                Arg::U64(layout.shape[dim] as u64),
+                Arg::U64(ids.ptr_at(ids_layout)),
+                Arg::U64(self.ptr_at(layout)),
+                Arg::U64(out.ptr()),
+                Arg::U64(bad.ptr()),
+            ],
+        )?;
+        bad.check("gather", layout.shape[dim])?;
+        Ok(out)
+    }
+
+    /// One fused AdamW step on this parameter (contiguous), in place; `step` counts from 1.
+    #[allow(clippy::too_many_arguments)]
+    pub fn adamw_step(
+        &self,
+        grad: &CudaStorage,
+        exp_avg: &CudaStorage,
+        exp_avg_sq: &CudaStorage,
+        lr: f64,
+        (beta1, beta2): (f64, f64),
+        eps: f64,
+        weight_decay: f64,
+        step: u64,
+    ) -> CudaResult<()> {
+        for other in [grad, exp_avg, exp_avg_sq] {
+            same_dtype("adamw", self.dtype, other.dtype)?;
+            if other.len != self.len {
+                return Err(invalid(
+                    "adamw",
+                    "state and gradient sizes differ from the parameter's".into(),
+                    "keep one state per parameter",
+                ));
+            }
+        }
+        if self.len == 0 {
+            return Ok(());
+        }
+        let step = step.max(1) as i32;
+        let bc1 = 1.0 - beta1.powi(step);
+        let bc2 = 1.0 - beta2.powi(step);
+        self.device().launch(
+            &kernel_name("adamw", self.dtype),
+            elementwise_config(self.len),
+            &[
+                Arg::U64(self.len as u64),
+                Arg::U64(self.ptr()),
+                Arg::U64(grad.ptr()),
+                Arg::U64(exp_avg.ptr()),
+                Arg::U64(exp_avg_sq.ptr()),
+                Arg::F64(lr),
+                Arg::F64(beta1),
+                Arg::F64(beta2),
+                Arg::F64(eps),
+                Arg::F64(weight_decay),
+                Arg::F64(bc1),
+                Arg::F64(bc2),
+            ],
+        )
+    }
+
+    /// The `info` array (dims, then each operand's strides) in device memory, or `None` when
+    /// every operand is contiguous and unbroadcast (the kernels' fast path).
+    fn info_or_null(&self, shape_of: &Layout, operands: &[&Layout]) -> CudaResult<Option<DeviceBuffer>> {
+        let plain = operands.iter().all(|l| l.is_contiguous() && l.shape == shape_of.shape);
+        if plain {
+            return Ok(None);
+        }
+        let strides: Vec<&[usize]> = operands.iter().map(|l| l.strides.as_slice()).collect();
+        self.upload_info(&shape_of.shape, &strides).map(Some)
+    }
+
+    fn upload_info(&self, dims: &[usize], strides: &[&[usize]]) -> CudaResult<DeviceBuffer> {
+        let mut words: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
+        for s in strides {
+            words.extend(s.iter().map(|&x| x as u64));
+        }
+        if words.is_empty() {
+            words.push(0);
+        }
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let device = self.device();
+        let buffer = device.alloc(bytes.len())?;
+        // SAFETY: the buffer holds `bytes.len()` bytes; pageable source, read before return.
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(buffer.ptr(), &bytes, device.stream().cu_stream())
+        }
+        .map_err(|e| CudaError::driver(device.device(), "cuMemcpyHtoDAsync", e))?;
+        Ok(buffer)
+    }
+}
+
+/// Page-locked host memory: copies from it to a device can run while the host goes on
+/// (`pin_memory()` + `to_non_blocking`); copies from ordinary (pageable) memory cannot.
+pub struct PinnedBuffer {
+    ptr: *mut u8,
+    len: usize,
+    device: Device,
+    /// Set while an asynchronous copy may still read or write the buffer.
+    pending: Mutex<Option<(Arc<CudaDevice>, cudarc::driver::CudaEvent)>>,
+}
+
+// SAFETY: the buffer is plain host memory owned by this value; the pending event is behind a
+// mutex.
+unsafe impl Send for PinnedBuffer {}
+// SAFETY: shared access only reads the pointer and length; the memory is written through the
+// driver's copies, which callers order with events.
+unsafe impl Sync for PinnedBuffer {}
+
+impl std::fmt::Debug for PinnedBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PinnedBuffer({} bytes for {})", self.len, self.device)
+    }
+}
+
+impl PinnedBuffer {
+    /// `len` bytes of page-locked memory registered with `device`'s context, copied from `bytes`
+    /// when given.
+    pub fn new(device: &Arc<CudaDevice>, len: usize, bytes: Option<&[u8]>) -> CudaResult<Arc<PinnedBuffer>> {
+        device
+            .context()
+            .bind_to_thread()
+            .map_err(|e| CudaError::driver(device.device(), "cuCtxSetCurrent", e))?;
+        // SAFETY: the context is current; a zero-length request is rounded up to one byte.
+        let ptr = unsafe { cudarc::driver::result::malloc_host(len.max(1), 0) }
+            .map_err(|e| CudaError::driver(device.device(), "cuMemHostAlloc", e))?
+            .cast::<u8>();
+        let buffer = PinnedBuffer { ptr, len, device: device.device(), pending: Mutex::new(None) };
+        if let Some(src) = bytes {
+            let n = src.len().min(len);
+            // SAFETY: `ptr` is a fresh allocation of `len` bytes; `src` does not overlap it.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), buffer.ptr, n) };
+        }
+        Ok(Arc::new(buffer))
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// The bytes, after waiting for any copy still in flight.
+    pub fn to_vec(&self) -> CudaResult<Vec<u8>> {
+        self.wait()?;
+        // SAFETY: `ptr` holds `len` initialised-or-copied bytes and no copy is in flight.
+        Ok(unsafe { std::slice::from_raw_parts(self.ptr, self.len) }.to_vec())
+    }
+
+    /// Waits for the last asynchronous copy that used this buffer.
+    pub fn wait(&self) -> CudaResult<()> {
+        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some((device, event)) = pending {
+            event.synchronize().map_err(|e| CudaError::driver(device.device(), "cuEventSynchronize", e))?;
+        }
+        Ok(())
+    }
+
+    fn keep_until_done(&self, device: &Arc<CudaDevice>) -> CudaResult<()> {
+        let event = device
+            .stream()
+            .record_event(None)
+            .map_err(|e| CudaError::driver(device.device(), "cuEventRecord", e))?;
+        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some((device.clone(), event));
+        Ok(())
+    }
+}
+
+impl Drop for PinnedBuffer {
+    fn drop(&mut self) {
+        // A copy may still be reading or writing: wait for it before the memory goes away. A
+        // failure here has nobody to report to; freeing then is still the right thing.
+        let _ = self.wait();
+        // SAFETY: `ptr` came from cuMemHostAlloc and is freed once, with no copy in flight.
+        let _ = unsafe { cudarc::driver::result::free_host(self.ptr.cast()) };
+    }
+}
+
+/// A device word where index kernels record the first out-of-range index.
+struct BadIndex(DeviceBuffer);
+
+impl BadIndex {
+    fn new(device: &Arc<CudaDevice>) -> CudaResult<BadIndex> {
+        let buffer = device.alloc(8)?;
+        // SAFETY: the buffer holds 8 bytes; pageable source read before return.
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(
+                buffer.ptr(),
+                &u64::MAX.to_le_bytes(),
+                device.stream().cu_stream(),
+            )
+        }
+        .map_err(|e| CudaError::driver(device.device(), "cuMemcpyHtoDAsync", e))?;
+        Ok(BadIndex(buffer))
+    }
+
+    fn ptr(&self) -> u64 {
+        self.0.ptr()
+    }
+
+    fn check(&self, op: &'static str, size: usize) -> CudaResult<()> {
+        let device = self.0.device();
+        let mut word = [0u8; 8];
+        // SAFETY: 8 bytes from a live 8-byte buffer into an 8-byte host array.
+        unsafe {
+            cudarc::driver::result::memcpy_dtoh_async(&mut word, self.0.ptr(), device.stream().cu_stream())
+        }
+        .map_err(|e| CudaError::driver(device.device(), "cuMemcpyDtoHAsync", e))?;
+        device.synchronize()?;
+        let raw = u64::from_le_bytes(word);
+        if raw == u64::MAX {
+            return Ok(());
+        }
+        Err(invalid(
+            op,
+            format!("index {} is out of range for a dimension of size {size}", raw as i64),
+            "indices must lie in -size..size; check how the index tensor was built",
+        ))
+    }
+}
+
+fn is_predicate(op: &str) -> bool {
+    matches!(op, "eq" | "ne" | "lt" | "le" | "gt" | "ge" | "logical_and" | "logical_or")
+}
+
+#[track_caller]
+fn invalid(op: &'static str, detail: String, help: &str) -> CudaError {
+    Error::InvalidArgument { op, detail, help: help.to_string(), location: Location::caller() }.into()
+}
+
+#[track_caller]
+fn same_dtype(op: &str, a: DType, b: DType) -> CudaResult<()> {
+    if a == b {
+        return Ok(());
+    }
+    Err(invalid(
+        "cuda kernel",
+        format!("`{op}` got {a} and {b}; the CUDA kernels take operands of one dtype"),
+        "promote both operands to a common dtype (`to_dtype`) before the op",
+    ))
+}
+
+#[track_caller]
+fn bool_mask(op: &'static str, dtype: DType) -> CudaResult<()> {
+    if matches!(dtype, DType::Bool | DType::U8) {
+        return Ok(());
+    }
+    Err(invalid(
+        op,
+        format!("the mask has dtype {dtype}"),
+        "make the mask bool, e.g. with a comparison such as `x.gt(0.0)`",
+    ))
+}
+
+#[track_caller]
+fn index_dtype(op: &'static str, dtype: DType) -> CudaResult<()> {
+    if matches!(dtype, DType::I64 | DType::I32) {
+        return Ok(());
+    }
+    Err(invalid(op, format!("the index has dtype {dtype}"), "indices must be i64 or i32"))
+}
+
+#[track_caller]
+fn too_large(device: Device, len: usize, dtype: DType) -> CudaError {
+    invalid(
+        "cuda alloc",
+        format!("{len} elements of {dtype} on {device} do not fit in the address space"),
+        "check the shape that led to this size",
+    )
+}
