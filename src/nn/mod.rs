@@ -16,7 +16,7 @@
 //! let target = Tensor::from_vec((0..8).collect::<Vec<i64>>(), [8], &device)?;
 //! let loss = nn::functional::cross_entropy(&model.forward(&x)?, &target, &Default::default())?;
 //! loss.backward()?;
-//! assert!(model.parameters().iter().all(|p| p.grad().is_some()));
+//! assert!(model.parameters().iter().all(|p| p.tensor().grad().is_some()));
 //! # Ok(())
 //! # }
 //! ```
