@@ -16,6 +16,7 @@ pub mod dtype;
 pub mod error;
 pub mod module;
 pub mod nn;
+pub mod optim;
 pub mod random;
 pub mod shape;
 pub mod tensor;
