@@ -115,7 +115,7 @@ fn adamw_and_adam_match_pytorch_over_three_steps() {
 
 fn sgd_reference(c: &SgdConfig) -> Vec<Vec<f64>> {
     let mut p = P0.to_vec();
-    let mut b = vec![0.0; 3];
+    let mut b = [0.0; 3];
     let mut out = Vec::new();
     for (t, g) in GRADS.iter().enumerate() {
         for i in 0..3 {
