@@ -181,6 +181,11 @@ pub enum Error {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Checkpoint(#[from] crate::checkpoint::CheckpointError),
+
+    /// A data file that cannot be read or parsed.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Data(#[from] crate::data::DataError),
 }
 
 fn mismatch_summary(operands: &[Operand]) -> String {

@@ -11,6 +11,7 @@ pub mod autograd;
 mod backend;
 pub mod checkpoint;
 pub mod cuda;
+pub mod data;
 pub mod device;
 pub mod dtype;
 pub mod error;
