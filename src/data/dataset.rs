@@ -108,6 +108,15 @@ impl<T: Tensors> TensorDataset<T> {
         }
     }
 
+    /// The number of samples.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// The tensors, whole.
     pub fn tensors(&self) -> &T {
         &self.tensors
