@@ -469,7 +469,7 @@ fn matmul(a: &Tensor, b: &Tensor, g: &Tensor, want_a: bool, want_b: bool) -> Res
     }
     let ga = if want_a {
         let ga = matmul_like(&g2, &b2.transpose(-2, -1)?, &a2)?;
-        Some(sum_to(&ga, a2.shape())?.reshape(a.shape())?)
+        Some(reshape_to(sum_to(&ga, a2.shape())?, a.shape())?)
     } else {
         None
     };
@@ -483,11 +483,16 @@ fn matmul(a: &Tensor, b: &Tensor, g: &Tensor, want_a: bool, want_b: bool) -> Res
         } else {
             sum_to(&matmul_like(&a2.transpose(-2, -1)?, &g2, &b2)?, b2.shape())?
         };
-        Some(gb.reshape(b.shape())?)
+        Some(reshape_to(gb, b.shape())?)
     } else {
         None
     };
     Ok(vec![ga, gb])
+}
+
+/// `t` with `shape`; as it is when it has it already (a reshape of a strided view would copy).
+fn reshape_to(t: Tensor, shape: &[usize]) -> Result<Tensor> {
+    if t.shape() == shape { Ok(t) } else { t.reshape(shape) }
 }
 
 /// `x @ y`, laid out like `like` when `like` is a transposed matrix (a weight used as `w.t()`),

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::panic::Location;
 
+use super::kernels::{self, AdamConstants, Real};
 use super::{
     Optimizer, Slot, build_state_dict, check_hparam, fused_on_host, install_state, install_value,
     read_state_dict, slot, state_or_zeros,
@@ -136,20 +137,18 @@ impl Hyper {
 
 /// The update in one pass over host memory, writing the parameter and both moments in place.
 fn fused(value: &Tensor, grad: &Tensor, m: &Tensor, v: &Tensor, h: &Hyper) {
-    macro_rules! run {
-        ($t:ty, $p:expr, $g:expr, $m:expr, $v:expr) => {{
-            let (b1, b2, eps) = (h.b1 as $t, h.b2 as $t, h.eps as $t);
-            let (step_size, inv_bc2_sqrt) = (h.step_size as $t, (1.0 / h.bc2_sqrt) as $t);
-            let decay = if h.decoupled { (1.0 - h.lr * h.weight_decay) as $t } else { 1.0 };
-            let l2 = if h.decoupled { 0.0 } else { h.weight_decay as $t };
-            for (((p, &g), m), v) in $p.iter_mut().zip($g).zip($m.iter_mut()).zip($v.iter_mut()) {
-                let g = g + l2 * *p;
-                *p *= decay;
-                *m = b1 * *m + (1.0 - b1) * g;
-                *v = b2 * *v + (1.0 - b2) * g * g;
-                *p -= step_size * *m / (v.sqrt() * inv_bc2_sqrt + eps);
-            }
-        }};
+    fn constants<T: Real>(h: &Hyper) -> AdamConstants<T> {
+        AdamConstants {
+            b1: T::of(h.b1),
+            b2: T::of(h.b2),
+            c1: T::of(1.0 - h.b1),
+            c2: T::of(1.0 - h.b2),
+            eps: T::of(h.eps),
+            step_size: T::of(h.step_size),
+            inv_bc2_sqrt: T::of(1.0 / h.bc2_sqrt),
+            decay: T::of(if h.decoupled { 1.0 - h.lr * h.weight_decay } else { 1.0 }),
+            l2: T::of(if h.decoupled { 0.0 } else { h.weight_decay }),
+        }
     }
     let mut pv = value.storage_mut();
     let mut mv = m.storage_mut();
@@ -163,13 +162,13 @@ fn fused(value: &Tensor, grad: &Tensor, m: &Tensor, v: &Tensor, h: &Hyper) {
             Storage::Cpu(CpuStorage::F32(g)),
             Storage::Cpu(CpuStorage::F32(m)),
             Storage::Cpu(CpuStorage::F32(v)),
-        ) => run!(f32, p[sp], &g[sg], m[sm], v[sv]),
+        ) => kernels::adam(&mut p[sp], &g[sg], &mut m[sm], &mut v[sv], constants(h)),
         (
             Storage::Cpu(CpuStorage::F64(p)),
             Storage::Cpu(CpuStorage::F64(g)),
             Storage::Cpu(CpuStorage::F64(m)),
             Storage::Cpu(CpuStorage::F64(v)),
-        ) => run!(f64, p[sp], &g[sg], m[sm], v[sv]),
+        ) => kernels::adam(&mut p[sp], &g[sg], &mut m[sm], &mut v[sv], constants(h)),
         // `fused_on_host` admitted only host f32/f64 tensors of one dtype.
         _ => {}
     }

@@ -35,6 +35,7 @@
 //! ```
 
 mod adam;
+mod kernels;
 mod sgd;
 
 use std::collections::BTreeMap;

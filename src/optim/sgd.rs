@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::panic::Location;
 
+use super::kernels::{self, Real, SgdConstants};
 use super::{
     Optimizer, Slot, build_state_dict, check_hparam, fused_on_host, install_state, install_value,
     read_state_dict, slot,
@@ -149,24 +150,15 @@ impl Optimizer for Sgd {
 }
 
 fn fused(value: &Tensor, grad: &Tensor, buffer: Option<&(Tensor, bool)>, c: &SgdConfig) {
-    macro_rules! run {
-        ($t:ty, $p:expr, $g:expr, $b:expr, $first:expr) => {{
-            let (lr, wd, mu, damp) = (c.lr as $t, c.weight_decay as $t, c.momentum as $t, c.dampening as $t);
-            match $b {
-                None => {
-                    for (p, &g) in $p.iter_mut().zip($g) {
-                        *p -= lr * (g + wd * *p);
-                    }
-                }
-                Some(b) => {
-                    for ((p, &g), b) in $p.iter_mut().zip($g).zip(b.iter_mut()) {
-                        let g = g + wd * *p;
-                        *b = if $first { g } else { mu * *b + (1.0 - damp) * g };
-                        *p -= lr * if c.nesterov { g + mu * *b } else { *b };
-                    }
-                }
-            }
-        }};
+    fn constants<T: Real>(c: &SgdConfig, first: bool) -> SgdConstants<T> {
+        SgdConstants {
+            lr: T::of(c.lr),
+            weight_decay: T::of(c.weight_decay),
+            momentum: T::of(c.momentum),
+            keep: T::of(1.0 - c.dampening),
+            nesterov: c.nesterov,
+            first,
+        }
     }
     let span = |t: &Tensor| t.layout().offset..t.layout().offset + t.numel();
     let mut pv = value.storage_mut();
@@ -181,14 +173,14 @@ fn fused(value: &Tensor, grad: &Tensor, buffer: Option<&(Tensor, bool)>, c: &Sgd
                 (Some(Storage::Cpu(CpuStorage::F32(b))), Some(s)) => Some(&mut b[s.clone()]),
                 _ => None,
             };
-            run!(f32, p[sp], &g[sg], b, first)
+            kernels::sgd(&mut p[sp], &g[sg], b, constants(c, first));
         }
         (Storage::Cpu(CpuStorage::F64(p)), Storage::Cpu(CpuStorage::F64(g)), b) => {
             let b = match (b, &bspan) {
                 (Some(Storage::Cpu(CpuStorage::F64(b))), Some(s)) => Some(&mut b[s.clone()]),
                 _ => None,
             };
-            run!(f64, p[sp], &g[sg], b, first)
+            kernels::sgd(&mut p[sp], &g[sg], b, constants(c, first));
         }
         // `fused_on_host` admitted only host f32/f64 tensors of one dtype.
         _ => {}
