@@ -205,3 +205,13 @@ fn a_gradient_must_match_its_tensor() {
     let f32_grad = Tensor::ones([2], &Device::Cpu).unwrap();
     insta::assert_snapshot!(render(x.backward_with_grad(&f32_grad).unwrap_err()));
 }
+
+#[test]
+fn writing_into_a_tensor_is_refused_while_gradients_are_tracked() {
+    let x = leaf(&[1.0, 2.0]);
+    let out = vec64(&[0.0, 0.0]);
+    insta::assert_snapshot!(render(x.add_into(&x, &out).unwrap_err()));
+    let _guard = devcheck::no_grad();
+    x.add_into(&x, &out).unwrap();
+    assert_eq!(out.to_vec::<f64>().unwrap(), vec![2.0, 4.0]);
+}

@@ -103,6 +103,30 @@ pub(crate) fn record(out: Tensor, inputs: &[&Tensor], grad_fn: impl FnOnce(&Tens
     out.with_grad_fn(Arc::new(Node { grad_fn, edges }))
 }
 
+/// Ops that write into an existing tensor (`add_into`) record nothing, so none of their operands
+/// may require grad while recording is on (PyTorch refuses `out=` with autograd too).
+pub(crate) fn check_untracked_write(
+    op: &'static str,
+    operands: &[(&str, &Tensor)],
+    location: &'static Location<'static>,
+) -> Result<()> {
+    let Some((role, _)) = operands.iter().find(|(_, t)| t.requires_grad()) else { return Ok(()) };
+    if !is_grad_enabled() {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument {
+        op,
+        detail: format!(
+            "`{op}_into` writes into an existing tensor, which autograd cannot record, and {role} requires grad"
+        ),
+        help: format!(
+            "use the allocating form (`a.{op}(&b)?`) where gradients must flow, or run the update inside \
+             `let _guard = devcheck::no_grad();`"
+        ),
+        location,
+    })
+}
+
 impl Tensor {
     /// Are gradients tracked for this tensor: a leaf marked with [`Tensor::set_requires_grad`], or
     /// the result of an op on one (while recording)?

@@ -432,6 +432,7 @@ impl Tensor {
     fn binary_into(&self, op: BinaryOp, rhs: &Tensor, out: &Tensor, location: Loc) -> Result<()> {
         let name = op.name();
         let operands = [("lhs", self), ("rhs", rhs), ("out", out)];
+        crate::autograd::check_untracked_write(name, &operands, location)?;
         check::same_device(name, &operands, location)?;
         check::same_dtype(name, &operands, location)?;
         if op == BinaryOp::Div {
