@@ -162,13 +162,13 @@ fn fused(value: &Tensor, grad: &Tensor, m: &Tensor, v: &Tensor, h: &Hyper) {
             Storage::Cpu(CpuStorage::F32(g)),
             Storage::Cpu(CpuStorage::F32(m)),
             Storage::Cpu(CpuStorage::F32(v)),
-        ) => kernels::adam(&mut p[sp], &g[sg], &mut m[sm], &mut v[sv], constants(h)),
+        ) => kernels::adam_all(&mut p[sp], &g[sg], &mut m[sm], &mut v[sv], constants(h)),
         (
             Storage::Cpu(CpuStorage::F64(p)),
             Storage::Cpu(CpuStorage::F64(g)),
             Storage::Cpu(CpuStorage::F64(m)),
             Storage::Cpu(CpuStorage::F64(v)),
-        ) => kernels::adam(&mut p[sp], &g[sg], &mut m[sm], &mut v[sv], constants(h)),
+        ) => kernels::adam_all(&mut p[sp], &g[sg], &mut m[sm], &mut v[sv], constants(h)),
         // `fused_on_host` admitted only host f32/f64 tensors of one dtype.
         _ => {}
     }

@@ -3,9 +3,20 @@
 
 use std::ops::{Add, Mul, Sub};
 
+use rayon::prelude::*;
+
+/// Parameters at least this large are updated in chunks of this size across the thread pool.
+const CHUNK: usize = 1 << 15;
+
 /// f32 or f64.
 pub(super) trait Real:
-    Copy + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + std::ops::Div<Output = Self>
+    Copy
+    + Send
+    + Sync
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + std::ops::Div<Output = Self>
 {
     fn of(x: f64) -> Self;
     fn sqrt(self) -> Self;
@@ -83,6 +94,18 @@ pub(super) struct AdamConstants<T> {
     pub decay: T,
     /// Adam's L2 coefficient (0 for AdamW).
     pub l2: T,
+}
+
+/// [`adam`] over the whole parameter, split across the thread pool when it is large.
+pub(super) fn adam_all<T: Real>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], k: AdamConstants<T>) {
+    if p.len() < 2 * CHUNK || rayon::current_num_threads() < 2 {
+        return adam(p, g, m, v, k);
+    }
+    p.par_chunks_mut(CHUNK)
+        .zip(g.par_chunks(CHUNK))
+        .zip(m.par_chunks_mut(CHUNK))
+        .zip(v.par_chunks_mut(CHUNK))
+        .for_each(|(((p, g), m), v)| adam(p, g, m, v, k));
 }
 
 multiversioned! {
