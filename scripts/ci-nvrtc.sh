@@ -23,6 +23,7 @@ export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export DEVCHECK_CUDA_INCLUDE="$include"
 export DEVCHECK_REQUIRE_NVRTC=1
 
-cargo run --quiet --example kernels_check -- --arch sm_80 --arch sm_90 --include "$include"
+cargo run --quiet --bin devcheck -- env
+cargo run --quiet --bin devcheck -- kernels check --arch sm_80 --arch sm_90 --include "$include"
 # The same compile through the test suite, where a missing NVRTC fails instead of skipping.
 cargo test --quiet --test cuda_kernels -- --nocapture

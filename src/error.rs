@@ -182,6 +182,12 @@ pub enum Error {
     #[diagnostic(transparent)]
     Checkpoint(#[from] crate::checkpoint::CheckpointError),
 
+    /// A check that found problems: an inventory, a forward dry run, a trace (see
+    /// [`crate::check`]), with every finding, its source line and help.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Check(#[from] crate::check::CheckError),
+
     /// A data file that cannot be read or parsed.
     #[error(transparent)]
     #[diagnostic(transparent)]

@@ -9,12 +9,14 @@ extern crate self as devcheck;
 
 pub mod autograd;
 mod backend;
+pub mod check;
 pub mod checkpoint;
 pub mod cuda;
 pub mod data;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod lint;
 pub mod module;
 pub mod nn;
 pub mod optim;
@@ -30,6 +32,7 @@ pub mod fake {
 }
 
 pub use autograd::{enable_grad, is_grad_enabled, no_grad};
+pub use check::{check_forward, inspect, trace};
 pub use device::{Device, default_device, set_default_device};
 pub use dtype::{DType, WithDType};
 pub use error::{Error, Result};

@@ -24,6 +24,10 @@ pub(crate) fn same_device(op: &'static str, operands: &[(&str, &Tensor)], locati
     if operands.iter().all(|(_, t)| t.device() == device) {
         return Ok(device);
     }
+    // A dry run records the mismatch and goes on, to find every problem in one run.
+    if crate::check::recorder::device_mismatch(op, operands, location) {
+        return Ok(device);
+    }
     Err(Error::DeviceMismatch {
         op,
         operands: operands.iter().map(|(role, t)| t.operand(*role)).collect(),

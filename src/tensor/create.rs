@@ -33,13 +33,15 @@ impl Tensor {
         })?;
         let storage =
             if fake::is_active() { Storage::Fake } else { upload(data(numel), &opts.device, op, location)? };
-        Ok(Tensor::from_parts(
+        let tensor = Tensor::from_parts(
             storage,
             Layout::contiguous(shape),
             opts.dtype,
             opts.device,
             Origin::new(op, location),
-        ))
+        );
+        crate::check::recorder::created(&tensor);
+        Ok(tensor)
     }
 
     /// A dry-run tensor: device, dtype and shape, no element data. Works on any device, GPU or not.
@@ -257,7 +259,9 @@ impl Tensor {
     /// The same tensor reported as made by `op` (constructors built on `full` keep their own name).
     fn renamed_op(self, op: &'static str) -> Tensor {
         let origin = Origin::new(op, self.origin().location());
-        self.view(self.layout().clone(), origin)
+        let renamed = self.view(self.layout().clone(), origin);
+        crate::check::recorder::renamed(&renamed);
+        renamed
     }
 }
 

@@ -58,6 +58,7 @@ impl Tensor {
         if let Some(name) = self.name() {
             moved.set_name(name);
         }
+        crate::check::recorder::moved(self, &moved, location);
         Ok(record(moved, &[self], |_| GradFn::ToDevice { device: self.device() }))
     }
 
@@ -78,6 +79,9 @@ impl Tensor {
     #[track_caller]
     pub fn to_vec<T: WithDType>(&self) -> Result<Vec<T>> {
         let location = Location::caller();
+        if crate::check::recorder::host_read(self, "to_vec", location) {
+            return Ok(vec![T::from_f64(0.0); self.numel()]);
+        }
         self.with_cpu("to_vec", location, |s| match s.as_slice::<T>() {
             // One copy when the dtype already matches.
             Some(v) => contiguous(v, self.layout()).into_owned(),
@@ -102,6 +106,9 @@ impl Tensor {
                 location,
             ));
         }
+        if crate::check::recorder::host_read(self, "to_scalar", location) {
+            return Ok(T::from_f64(0.0));
+        }
         let host = self.host_data("to_scalar", location)?;
         Ok(with_storage!(&host, v => T::from_f64(v[0].to_f64())))
     }
@@ -110,6 +117,9 @@ impl Tensor {
     #[track_caller]
     pub fn to_raw_bytes(&self) -> Result<Vec<u8>> {
         let location = Location::caller();
+        if crate::check::recorder::host_read(self, "to_raw_bytes", location) {
+            return Ok(vec![0; self.nbytes()]);
+        }
         self.with_cpu("to_raw_bytes", location, |s| s.to_le_bytes(self.layout()))
     }
 
@@ -127,12 +137,22 @@ impl Tensor {
         op: &'static str,
         location: &'static Location<'static>,
     ) -> Tensor {
-        Tensor::from_parts(
+        let derived = Tensor::from_parts(
             storage,
             Layout::contiguous(shape),
             dtype,
             self.device(),
             super::Origin::new(op, location),
-        )
+        );
+        crate::check::recorder::computed(self, &derived);
+        derived
+    }
+
+    /// The transfer ledger's handle on this tensor's storage: it identifies the data across views
+    /// and moves, and keeps the address from being reused while held, without keeping the
+    /// elements alive.
+    pub(crate) fn storage_handle(&self) -> std::sync::Weak<dyn std::any::Any + Send + Sync> {
+        let storage: std::sync::Arc<dyn std::any::Any + Send + Sync> = self.0.storage.clone();
+        std::sync::Arc::downgrade(&storage)
     }
 }

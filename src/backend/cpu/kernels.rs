@@ -296,7 +296,7 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     let p = p * r + 8.333_452e-3;
     let p = p * r + 4.166_579_6e-2;
     let p = p * r + 1.666_666_5e-1;
-    let p = p * r + 5.000_000_1e-1;
+    let p = p * r + 0.5;
     let e = 1.0 + r + r * r * p;
     // n lies in [-150, 129]: each half is a normal power of two.
     let n = n as i32;

@@ -1,0 +1,147 @@
+//! Lint time against the floor it cannot beat: a bare `syn` parse and full visit of the same
+//! files. Both run single-threaded on texts already in memory, so the ratio is the linter's own
+//! overhead; the parallel run shows what `devcheck lint` does with all cores.
+//!
+//! `cargo bench --bench lint` (defaults to the cargo registry's sources), or
+//! `cargo bench --bench lint -- [--json] [--repeat N] [--limit N] PATH...`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use devcheck::lint::{Settings, lint_source};
+use rayon::prelude::*;
+use syn::visit::Visit;
+
+struct Args {
+    json: bool,
+    repeat: usize,
+    limit: Option<usize>,
+    paths: Vec<PathBuf>,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args { json: false, repeat: 3, limit: None, paths: Vec::new() };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--json" => args.json = true,
+            "--repeat" => args.repeat = it.next().and_then(|n| n.parse().ok()).unwrap_or(3).max(1),
+            "--limit" => args.limit = it.next().and_then(|n| n.parse().ok()),
+            // `cargo bench` passes `--bench`; other flags are libtest's and mean nothing here.
+            s if s.starts_with('-') => {}
+            s => args.paths.push(PathBuf::from(s)),
+        }
+    }
+    if args.paths.is_empty() {
+        let home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+        args.paths.extend(home.map(|h| h.join("registry/src")));
+    }
+    args
+}
+
+fn collect(paths: &[PathBuf], limit: Option<usize>) -> Vec<(PathBuf, String)> {
+    let mut files = Vec::new();
+    for root in paths {
+        for entry in ignore::WalkBuilder::new(root).build().flatten() {
+            let p = entry.path();
+            if p.extension().is_some_and(|e| e == "rs")
+                && let Ok(text) = std::fs::read_to_string(p)
+                && text.len() <= devcheck::lint::MAX_FILE_BYTES
+            {
+                files.push((p.to_path_buf(), text));
+            }
+        }
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    if let Some(n) = limit {
+        files.truncate(n);
+    }
+    files
+}
+
+/// The floor: parse, and visit every node once.
+fn bare(path: &Path, text: &str) -> usize {
+    struct Count(usize);
+    impl<'ast> Visit<'ast> for Count {
+        fn visit_expr(&mut self, e: &'ast syn::Expr) {
+            self.0 += 1;
+            syn::visit::visit_expr(self, e);
+        }
+    }
+    let _ = path;
+    let n = match syn::parse_file(text) {
+        Ok(file) => {
+            let mut c = Count(0);
+            c.visit_file(&file);
+            c.0
+        }
+        Err(_) => 0,
+    };
+    proc_macro2::extra::invalidate_current_thread_spans();
+    n
+}
+
+fn best_of(repeat: usize, mut f: impl FnMut() -> usize) -> (Duration, usize) {
+    let mut best = Duration::MAX;
+    let mut out = 0;
+    for _ in 0..repeat {
+        let start = Instant::now();
+        out = std::hint::black_box(f());
+        best = best.min(start.elapsed());
+    }
+    (best, out)
+}
+
+fn main() {
+    let args = parse_args();
+    let files = collect(&args.paths, args.limit);
+    let bytes: usize = files.iter().map(|(_, t)| t.len()).sum();
+    let settings = Settings::default();
+    // Warm up allocator and caches once.
+    for (p, t) in files.iter().take(50) {
+        bare(p, t);
+        lint_source(p, t, &settings);
+    }
+    let (t_bare, exprs) = best_of(args.repeat, || files.iter().map(|(p, t)| bare(p, t)).sum());
+    let (t_lint, findings) = best_of(args.repeat, || {
+        files.iter().map(|(p, t)| lint_source(p, t, &settings).diagnostics.len()).sum()
+    });
+    let (t_par, _) = best_of(args.repeat, || {
+        files.par_iter().map(|(p, t)| lint_source(p, t, &settings).diagnostics.len()).sum()
+    });
+    let ratio = t_lint.as_secs_f64() / t_bare.as_secs_f64();
+    let mb = bytes as f64 / 1e6;
+    if args.json {
+        println!(
+            "{{\"files\":{},\"bytes\":{bytes},\"expressions\":{exprs},\"findings\":{findings},\
+             \"bare_parse_visit_s\":{:.4},\"lint_s\":{:.4},\"lint_parallel_s\":{:.4},\"threads\":{},\
+             \"ratio\":{ratio:.3}}}",
+            files.len(),
+            t_bare.as_secs_f64(),
+            t_lint.as_secs_f64(),
+            t_par.as_secs_f64(),
+            rayon::current_num_threads()
+        );
+    } else {
+        println!("{} files, {mb:.1} MB, {exprs} expressions, {findings} findings", files.len());
+        println!(
+            "bare syn parse + visit  {:>8.3} s  {:>7.1} MB/s",
+            t_bare.as_secs_f64(),
+            mb / t_bare.as_secs_f64()
+        );
+        println!(
+            "devcheck lint           {:>8.3} s  {:>7.1} MB/s",
+            t_lint.as_secs_f64(),
+            mb / t_lint.as_secs_f64()
+        );
+        println!(
+            "devcheck lint, {} threads {:>6.3} s  {:>7.1} MB/s",
+            rayon::current_num_threads(),
+            t_par.as_secs_f64(),
+            mb / t_par.as_secs_f64()
+        );
+        println!("lint / bare             {ratio:>8.2}x");
+    }
+}

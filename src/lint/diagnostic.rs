@@ -1,0 +1,151 @@
+//! One runtime diagnostic type for every rule, built with a small builder
+//! (`Finding::new(..).label(..).help(..).fix(..)`), then placed in a file by the driver.
+
+use std::ops::Range;
+
+use serde::Serialize;
+
+use super::registry::{RuleMeta, Severity};
+
+/// How far a fix can be trusted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Applicability {
+    /// Keeps the code's meaning apart from the device bug it removes; `--fix` applies it.
+    Safe,
+    /// Probably right, but may change behaviour or fail to compile; only `--unsafe-fixes`.
+    Unsafe,
+    /// Shown as a suggestion, never applied.
+    DisplayOnly,
+}
+
+/// Replace `range` (bytes of the original file) with `replacement`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Edit {
+    #[serde(skip)]
+    pub range: Range<usize>,
+    pub replacement: String,
+}
+
+/// A rewrite that removes a finding.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Fix {
+    pub applicability: Applicability,
+    /// What the fix does, in the imperative: "make the mask on the input's device".
+    pub message: String,
+    pub edits: Vec<Edit>,
+}
+
+impl Fix {
+    pub fn new(applicability: Applicability, message: impl Into<String>, edits: Vec<Edit>) -> Self {
+        Fix { applicability, message: message.into(), edits }
+    }
+}
+
+/// A finding as a rule reports it: a rule, a byte range of the file and words.
+#[derive(Clone, Debug)]
+pub struct Finding {
+    pub rule: &'static RuleMeta,
+    pub range: Range<usize>,
+    pub message: String,
+    pub label: Option<String>,
+    pub help: Option<String>,
+    pub fix: Option<Fix>,
+    /// Further places worth showing (the use in `forward` of a field built elsewhere, ...).
+    pub related: Vec<(Range<usize>, String)>,
+}
+
+impl Finding {
+    pub fn new(rule: &'static RuleMeta, range: Range<usize>, message: impl Into<String>) -> Self {
+        Finding {
+            rule,
+            range,
+            message: message.into(),
+            label: None,
+            help: None,
+            fix: None,
+            related: Vec::new(),
+        }
+    }
+
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.label = Some(label.into());
+        self
+    }
+
+    pub fn help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+
+    pub fn fix(mut self, fix: Option<Fix>) -> Self {
+        self.fix = fix;
+        self
+    }
+
+    pub fn related(mut self, range: Range<usize>, label: impl Into<String>) -> Self {
+        self.related.push((range, label.into()));
+        self
+    }
+}
+
+/// A 1-based line and a 1-based column counted in characters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct LineCol {
+    pub line: usize,
+    pub column: usize,
+}
+
+/// A finding placed in a file, with its level after configuration.
+#[derive(Clone, Debug)]
+pub struct Diagnostic {
+    pub code: &'static str,
+    pub name: &'static str,
+    pub severity: Severity,
+    pub message: String,
+    pub path: String,
+    pub range: Range<usize>,
+    pub start: LineCol,
+    pub end: LineCol,
+    pub label: Option<String>,
+    pub help: Option<String>,
+    pub fix: Option<Fix>,
+    pub related: Vec<(Range<usize>, String)>,
+}
+
+/// Maps byte offsets to lines and columns.
+#[derive(Clone, Debug)]
+pub struct LineIndex {
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    pub fn new(text: &str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(text.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i + 1));
+        LineIndex { starts }
+    }
+
+    /// The line and column of byte `offset` (clamped to the text and to a char boundary).
+    pub fn line_col(&self, text: &str, offset: usize) -> LineCol {
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.starts.partition_point(|&s| s <= offset).max(1);
+        let start = self.starts[line - 1];
+        LineCol { line, column: text[start..offset].chars().count() + 1 }
+    }
+
+    /// The byte range of 1-based `line` without its line break.
+    pub fn line_range(&self, text: &str, line: usize) -> Range<usize> {
+        let Some(&start) = self.starts.get(line.wrapping_sub(1)) else { return text.len()..text.len() };
+        let end = self.starts.get(line).map(|&s| s - 1).unwrap_or(text.len());
+        let end = if end > start && text.as_bytes().get(end - 1) == Some(&b'\r') { end - 1 } else { end };
+        start..end.max(start)
+    }
+
+    pub fn line_count(&self) -> usize {
+        self.starts.len()
+    }
+}

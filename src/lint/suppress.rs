@@ -1,0 +1,75 @@
+//! Suppression comments, read from the raw text line by line (syn drops comments):
+//! `// devcheck: ignore[D001]` on the finding's line or the line above,
+//! `// devcheck: ignore` for every rule there, and `//! devcheck: ignore-file[D001, D005]`
+//! anywhere in the file.
+
+use std::collections::HashMap;
+
+use super::registry;
+
+/// Which codes are suppressed where; an empty list means every code.
+#[derive(Debug, Default)]
+pub(crate) struct Suppressions {
+    file: Option<Vec<String>>,
+    lines: HashMap<usize, Vec<String>>,
+}
+
+impl Suppressions {
+    pub fn parse(text: &str) -> Self {
+        let mut s = Suppressions::default();
+        if !text.contains("devcheck:") {
+            return s;
+        }
+        for (i, line) in text.lines().enumerate() {
+            let Some(pos) = line.find("//") else { continue };
+            let comment = line[pos + 2..].trim_start_matches(['/', '!']).trim();
+            let Some(rest) = comment.strip_prefix("devcheck:") else { continue };
+            let rest = rest.trim();
+            let (file_wide, rest) = match rest.strip_prefix("ignore-file") {
+                Some(r) => (true, r),
+                None => match rest.strip_prefix("ignore") {
+                    Some(r) => (false, r),
+                    None => continue,
+                },
+            };
+            let codes = parse_codes(rest.trim());
+            let Some(codes) = codes else { continue };
+            if file_wide {
+                match &mut s.file {
+                    Some(existing) if !existing.is_empty() && !codes.is_empty() => existing.extend(codes),
+                    Some(existing) => existing.clear(),
+                    None => s.file = Some(codes),
+                }
+            } else {
+                s.lines.insert(i + 1, codes);
+            }
+        }
+        s
+    }
+
+    /// Is `code` suppressed for a finding that starts on 1-based `line`?
+    pub fn suppresses(&self, code: &str, line: usize) -> bool {
+        let covers = |codes: &Vec<String>| codes.is_empty() || codes.iter().any(|c| c == code);
+        if self.file.as_ref().is_some_and(covers) {
+            return true;
+        }
+        [line, line.saturating_sub(1)].iter().any(|l| self.lines.get(l).is_some_and(covers))
+    }
+}
+
+/// `[D001, tensor-on-fixed-device]` → codes; nothing → all codes; anything else → not a
+/// suppression comment.
+fn parse_codes(rest: &str) -> Option<Vec<String>> {
+    if rest.is_empty() || !rest.starts_with('[') {
+        // `// devcheck: ignore` alone, possibly followed by a reason after a space or colon.
+        return (rest.is_empty() || rest.starts_with([' ', ':', '-', '('])).then(Vec::new);
+    }
+    let end = rest.find(']')?;
+    let codes = rest[1..end]
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(|c| registry::lookup(c).map(|r| r.code.to_string()).unwrap_or_else(|| c.to_ascii_uppercase()))
+        .collect();
+    Some(codes)
+}
