@@ -187,6 +187,11 @@ pub enum Error {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Check(#[from] crate::check::CheckError),
+
+    /// A data file that cannot be read or parsed.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Data(#[from] crate::data::DataError),
 }
 
 fn mismatch_summary(operands: &[Operand]) -> String {

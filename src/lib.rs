@@ -7,15 +7,19 @@
 // Generated `#[derive(Module)]` code names `::devcheck`; this makes that path work inside the crate.
 extern crate self as devcheck;
 
+pub mod autograd;
 mod backend;
 pub mod check;
 pub mod checkpoint;
 pub mod cuda;
+pub mod data;
 pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod lint;
 pub mod module;
+pub mod nn;
+pub mod optim;
 pub mod random;
 pub mod shape;
 pub mod tensor;
@@ -28,6 +32,7 @@ pub mod fake {
     pub use crate::backend::fake::{FakeScope, enter, is_active};
 }
 
+pub use autograd::{enable_grad, is_grad_enabled, no_grad};
 pub use check::{check_forward, inspect, trace};
 pub use device::{Device, default_device, set_default_device};
 pub use dtype::{DType, WithDType};

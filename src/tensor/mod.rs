@@ -20,6 +20,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 pub use ops::{BinaryOp, CmpOp, UnaryOp};
 pub use origin::Origin;
 
+use crate::autograd::GradMeta;
 use crate::backend::cpu::CpuStorage;
 use crate::backend::fake;
 use crate::device::Device;
@@ -68,6 +69,8 @@ struct Inner {
     device: Device,
     origin: Origin,
     name: RwLock<Option<Arc<str>>>,
+    /// How gradients reach this tensor (see [`crate::autograd`]); empty unless tracked.
+    autograd: GradMeta,
 }
 
 impl Tensor {
@@ -88,7 +91,38 @@ impl Tensor {
         device: Device,
         origin: Origin,
     ) -> Self {
-        Tensor(Arc::new(Inner { storage, layout, dtype, device, origin, name: RwLock::new(None) }))
+        Tensor(Arc::new(Inner {
+            storage,
+            layout,
+            dtype,
+            device,
+            origin,
+            name: RwLock::new(None),
+            autograd: GradMeta::default(),
+        }))
+    }
+
+    pub(crate) fn grad_meta(&self) -> &GradMeta {
+        &self.0.autograd
+    }
+
+    /// This freshly made tensor as the output of a recorded op.
+    pub(crate) fn with_grad_fn(mut self, node: Arc<crate::autograd::Node>) -> Tensor {
+        if let Some(inner) = Arc::get_mut(&mut self.0) {
+            inner.autograd = GradMeta::with_grad_fn(node);
+            return self;
+        }
+        // Shared already (it cannot be for a new result, but stay correct): a new handle.
+        let inner = &self.0;
+        Tensor(Arc::new(Inner {
+            storage: inner.storage.clone(),
+            layout: inner.layout.clone(),
+            dtype: inner.dtype,
+            device: inner.device,
+            origin: inner.origin,
+            name: RwLock::new(inner.name.read().unwrap_or_else(|e| e.into_inner()).clone()),
+            autograd: GradMeta::with_grad_fn(node),
+        }))
     }
 
     /// A new view of the same storage.

@@ -8,6 +8,7 @@ use std::panic::Location;
 
 use super::create::upload;
 use super::{Storage, Tensor, check, compute};
+use crate::autograd::{GradFn, record};
 use crate::backend::cpu::{CpuStorage, contiguous, with_storage};
 use crate::backend::fake;
 use crate::device::Device;
@@ -58,7 +59,7 @@ impl Tensor {
             moved.set_name(name);
         }
         crate::check::recorder::moved(self, &moved, location);
-        Ok(moved)
+        Ok(record(moved, &[self], |_| GradFn::ToDevice { device: self.device() }))
     }
 
     /// This tensor converted to `dtype` (a cheap clone when it already is).
@@ -69,7 +70,8 @@ impl Tensor {
             return Ok(self.clone());
         }
         let storage = compute(&[self], |s| s[0].cast(self.layout(), dtype));
-        Ok(self.derived(storage, self.shape(), dtype, "to_dtype", Location::caller()))
+        let out = self.derived(storage, self.shape(), dtype, "to_dtype", Location::caller());
+        Ok(record(out, &[self], |_| GradFn::ToDType { dtype: self.dtype() }))
     }
 
     /// The elements in row-major order, copied to the host. A synchronisation point on an

@@ -4,6 +4,7 @@
 use std::panic::Location;
 
 use super::{Tensor, check, compute};
+use crate::autograd::{GradFn, record};
 use crate::backend::cpu::{self, Arith, CpuStorage, Float, with_float_storage, with_storage};
 use crate::dtype::{DType, WithDType};
 use crate::error::Result;
@@ -389,7 +390,15 @@ impl Tensor {
         let shape = check::broadcast(name, self, rhs, location)?;
         let storage =
             compute(&[self, rhs], |s| float_binary(op, s[0], self.layout(), s[1], rhs.layout(), &shape));
-        Ok(self.derived(storage, &shape, dtype, name, location))
+        let out = self.derived(storage, &shape, dtype, name, location);
+        Ok(record(out, &[self, rhs], |_| match op {
+            BinaryOp::Add | BinaryOp::Sub => GradFn::AddSub {
+                sub: op == BinaryOp::Sub,
+                lhs_shape: (self.shape() != shape).then(|| self.shape().to_vec()),
+                rhs_shape: (rhs.shape() != shape).then(|| rhs.shape().to_vec()),
+            },
+            _ => GradFn::Binary { op, lhs: self.clone(), rhs: rhs.clone() },
+        }))
     }
 
     /// Writes `self + rhs` into `out` (PyTorch's `torch.add(a, b, out=c)`), reusing its memory.
@@ -423,6 +432,7 @@ impl Tensor {
     fn binary_into(&self, op: BinaryOp, rhs: &Tensor, out: &Tensor, location: Loc) -> Result<()> {
         let name = op.name();
         let operands = [("lhs", self), ("rhs", rhs), ("out", out)];
+        crate::autograd::check_untracked_write(name, &operands, location)?;
         check::same_device(name, &operands, location)?;
         check::same_dtype(name, &operands, location)?;
         if op == BinaryOp::Div {
@@ -569,7 +579,8 @@ impl Tensor {
                 CpuStorage::Bool(_) => unreachable!("bool arithmetic is rejected by the front end"),
             }
         });
-        Ok(self.derived(storage, self.shape(), self.dtype(), name, location))
+        let out = self.derived(storage, self.shape(), self.dtype(), name, location);
+        Ok(record(out, &[self], |_| GradFn::Scalar { op, value, reversed, input: self.clone() }))
     }
 
     // ---- comparisons --------------------------------------------------------------------
@@ -772,7 +783,12 @@ impl Tensor {
                 CpuStorage::Bool(_) => unreachable!("dtype checked"),
             }
         });
-        Ok(self.derived(storage, self.shape(), self.dtype(), op.name(), location))
+        let out = self.derived(storage, self.shape(), self.dtype(), op.name(), location);
+        Ok(record(out, &[self], |out| GradFn::Unary {
+            op,
+            input: self.clone(),
+            out: crate::autograd::unary_keeps_output(op).then(|| out.detach()),
+        }))
     }
 
     // ---- matmul ---------------------------------------------------------------------------
@@ -845,7 +861,8 @@ impl Tensor {
         let storage = compute(&[self, rhs], |s| {
             cpu::matmul(s[0], &la.broadcast_to(&full_a), s[1], &lb.broadcast_to(&full_b))
         });
-        Ok(self.derived(storage, &out_shape, dtype, op, location))
+        let out = self.derived(storage, &out_shape, dtype, op, location);
+        Ok(record(out, &[self, rhs], |_| GradFn::Matmul { lhs: self.clone(), rhs: rhs.clone() }))
     }
 
     /// Alias of [`Tensor::matmul`].
@@ -955,7 +972,21 @@ impl Tensor {
             }
         }
         let storage = compute(&[self], |s| reduce_kernel(kind, s[0], self.layout(), &dims));
-        Ok(self.derived(storage, &shape, out_dtype, op, location))
+        let out = self.derived(storage, &shape, out_dtype, op, location);
+        Ok(record(out, &[self], |out| match kind {
+            Reduce::Max | Reduce::Min => {
+                GradFn::MaxMin { input: self.clone(), out: out.detach(), dims: dims.clone(), keepdim }
+            }
+            Reduce::Var(correction) => {
+                GradFn::Var { input: self.clone(), dims: dims.clone(), keepdim, correction }
+            }
+            _ => GradFn::SumMean {
+                shape: self.shape().to_vec(),
+                scale: (kind == Reduce::Mean).then(|| 1.0 / group as f64),
+                dims: dims.clone(),
+                keepdim,
+            },
+        }))
     }
 
     // ---- softmax --------------------------------------------------------------------------
@@ -989,6 +1020,7 @@ impl Tensor {
                 _ => unreachable!("dtype checked"))
         });
         let out = moved.derived(storage, moved.shape(), self.dtype(), op, location);
+        let out = record(out, &[&moved], |out| GradFn::Softmax { out: out.detach(), dim: last, log });
         if d == last { Ok(out) } else { out.transpose_at(d, last, location) }
     }
 
@@ -1037,7 +1069,12 @@ impl Tensor {
             }
             run!(F32, F64, F16, BF16, I64, I32, U8, Bool)
         });
-        Ok(on_true.derived(storage, &shape, dtype, op, location))
+        let out = on_true.derived(storage, &shape, dtype, op, location);
+        Ok(record(out, &[on_true, on_false], |_| GradFn::Where {
+            condition: self.clone(),
+            true_shape: on_true.shape().to_vec(),
+            false_shape: on_false.shape().to_vec(),
+        }))
     }
 
     /// `value` where `mask` (bool, broadcastable to this shape) is true.
@@ -1072,7 +1109,8 @@ impl Tensor {
                     .map(|(i, j)| if m[j] { fill } else { v[i] }).collect())
             })
         });
-        Ok(self.derived(storage, self.shape(), self.dtype(), op, location))
+        let out = self.derived(storage, self.shape(), self.dtype(), op, location);
+        Ok(record(out, &[self], |_| GradFn::MaskedFill { mask: mask.clone() }))
     }
 
     /// Keeps elements on and above the `diagonal`-th diagonal of the last two dims, zeroes the rest.
@@ -1109,7 +1147,8 @@ impl Tensor {
                 }).collect())
             })
         });
-        Ok(self.derived(storage, self.shape(), self.dtype(), op, location))
+        let out = self.derived(storage, self.shape(), self.dtype(), op, location);
+        Ok(record(out, &[self], |_| GradFn::Triangle { diagonal, upper }))
     }
 }
 

@@ -5,6 +5,7 @@
 use std::panic::Location;
 
 use super::{Origin, Tensor, check, compute};
+use crate::autograd::{GradFn, record};
 use crate::backend::cpu::{self, CpuStorage, with_storage};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -41,7 +42,8 @@ impl Tensor {
             strides: contiguous_strides(shape),
             offset: base.layout().offset,
         };
-        Ok(base.view(layout, Origin::new("reshape", location)))
+        let out = base.view(layout, Origin::new("reshape", location));
+        Ok(record(out, &[&base], |_| GradFn::Reshape { shape: base.shape().to_vec() }))
     }
 
     /// Flattens dims `start..` into one (`flatten(1)` turns `[B, C, H, W]` into `[B, C*H*W]`).
@@ -70,7 +72,8 @@ impl Tensor {
         let mut layout = self.layout().clone();
         layout.shape.swap(a, b);
         layout.strides.swap(a, b);
-        Ok(self.view(layout, Origin::new("transpose", location)))
+        let out = self.view(layout, Origin::new("transpose", location));
+        Ok(record(out, &[self], |_| GradFn::Transpose { dim0: a, dim1: b }))
     }
 
     /// The transpose of a matrix (`x.t()`); 0-D and 1-D tensors are returned as they are.
@@ -116,7 +119,8 @@ impl Tensor {
             strides: dims.iter().map(|&d| l.strides[d]).collect(),
             offset: l.offset,
         };
-        Ok(self.view(layout, Origin::new("permute", location)))
+        let out = self.view(layout, Origin::new("permute", location));
+        Ok(record(out, &[self], |_| GradFn::Permute { dims: dims.to_vec() }))
     }
 
     /// A contiguous copy (or this tensor, when already contiguous).
@@ -130,7 +134,8 @@ impl Tensor {
             return Ok(self.clone());
         }
         let storage = compute(&[self], |s| s[0].gather(self.layout()));
-        Ok(self.derived(storage, self.shape(), self.dtype(), "contiguous", location))
+        let out = self.derived(storage, self.shape(), self.dtype(), "contiguous", location);
+        Ok(record(out, &[self], |_| GradFn::Identity))
     }
 
     /// `len` elements of `dim` starting at `start` (a view).
@@ -151,7 +156,8 @@ impl Tensor {
         let mut layout = self.layout().clone();
         layout.offset += start * layout.strides[d];
         layout.shape[d] = len;
-        Ok(self.view(layout, Origin::new("narrow", location)))
+        let out = self.view(layout, Origin::new("narrow", location));
+        Ok(record(out, &[self], |_| GradFn::Narrow { shape: self.shape().to_vec(), dim: d, start }))
     }
 
     /// Removes `dim` if it has size 1 (otherwise returns the tensor unchanged, as PyTorch does).
@@ -165,7 +171,8 @@ impl Tensor {
         let mut layout = self.layout().clone();
         layout.shape.remove(d);
         layout.strides.remove(d);
-        Ok(self.view(layout, Origin::new("squeeze", location)))
+        let out = self.view(layout, Origin::new("squeeze", location));
+        Ok(record(out, &[self], |_| GradFn::Squeeze { dim: d }))
     }
 
     /// Inserts a dim of size 1 at `dim` (`-1` appends).
@@ -177,7 +184,8 @@ impl Tensor {
         let stride = if d < self.rank() { layout.strides[d] * layout.shape[d] } else { 1 };
         layout.shape.insert(d, 1);
         layout.strides.insert(d, stride);
-        Ok(self.view(layout, Origin::new("unsqueeze", location)))
+        let out = self.view(layout, Origin::new("unsqueeze", location));
+        Ok(record(out, &[self], |_| GradFn::Unsqueeze { dim: d }))
     }
 
     /// Broadcasts to `shape` without copying (stride 0 on stretched dims).
@@ -195,7 +203,8 @@ impl Tensor {
                 location,
             ));
         }
-        Ok(self.view(self.layout().broadcast_to(shape), Origin::new("expand", location)))
+        let out = self.view(self.layout().broadcast_to(shape), Origin::new("expand", location));
+        Ok(record(out, &[self], |_| GradFn::Expand { shape: self.shape().to_vec() }))
     }
 
     /// Concatenates along `dim`; all tensors on one device with one dtype.
@@ -280,7 +289,11 @@ impl Tensor {
             }
             out
         });
-        Ok(first.derived(storage, &shape, dtype, op, location))
+        let out = first.derived(storage, &shape, dtype, op, location);
+        Ok(record(out, tensors, |_| GradFn::Cat {
+            dim: d,
+            sizes: tensors.iter().map(|t| t.shape()[d]).collect(),
+        }))
     }
 
     /// Picks the entries `index` (1-D, i64) along `dim`.
@@ -321,7 +334,12 @@ impl Tensor {
                 CpuStorage::from_vec(out)
             })
         });
-        Ok(self.derived(storage, &shape, self.dtype(), op, location))
+        let out = self.derived(storage, &shape, self.dtype(), op, location);
+        Ok(record(out, &[self], |_| GradFn::IndexSelect {
+            shape: self.shape().to_vec(),
+            dim: d,
+            index: index.clone(),
+        }))
     }
 
     /// `out[i][j] = self[i][index[i][j]]` along `dim` (PyTorch's `gather`); `index` is i64 with
@@ -373,7 +391,12 @@ impl Tensor {
                 CpuStorage::from_vec(out)
             })
         });
-        Ok(self.derived(storage, &out_shape, self.dtype(), op, location))
+        let out = self.derived(storage, &out_shape, self.dtype(), op, location);
+        Ok(record(out, &[self], |_| GradFn::Gather {
+            shape: self.shape().to_vec(),
+            dim: d,
+            index: index.clone(),
+        }))
     }
 }
 

@@ -1,0 +1,571 @@
+//! The math of the layers and losses as plain functions (PyTorch's `torch.nn.functional`). Each
+//! is composed of tensor ops, so it runs on every device, fake ones included, and is
+//! differentiable wherever its inputs require grad.
+
+use std::panic::Location;
+
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::shape::fmt_shape;
+use crate::tensor::{CmpOp, Tensor};
+
+type Loc = &'static Location<'static>;
+
+/// How a loss combines its per-element values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reduction {
+    /// The (weighted) mean, PyTorch's default.
+    #[default]
+    Mean,
+    Sum,
+    /// One value per element (per sample for classification losses).
+    None,
+}
+
+/// `x @ weight.t() + bias`: `x` is `[.., in]`, `weight` `[out, in]`, `bias` `[out]`.
+#[track_caller]
+pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    let location = Location::caller();
+    if weight.rank() != 2 || x.rank() == 0 || x.shape()[x.rank() - 1] != weight.shape()[1] {
+        return Err(shape_error(
+            "linear",
+            format!(
+                "input {} does not fit weight {} (expected [.., in] with [out, in])",
+                fmt_shape(x.shape()),
+                fmt_shape(weight.shape())
+            ),
+            "the input's last dim must equal the layer's `in_features`; check the layer sizes",
+            &[("input", x), ("weight", weight)],
+            location,
+        ));
+    }
+    let out = x.matmul(&weight.t()?)?;
+    match bias {
+        Some(b) => out.add(b),
+        None => Ok(out),
+    }
+}
+
+/// Rows of `weight` (`[num_embeddings, dim]`) picked by the i64 `ids` of any shape; the result is
+/// `[ids.., dim]`.
+#[track_caller]
+pub fn embedding(ids: &Tensor, weight: &Tensor) -> Result<Tensor> {
+    let location = Location::caller();
+    if weight.rank() != 2 {
+        return Err(shape_error(
+            "embedding",
+            format!("the table must be [num_embeddings, dim], got {}", fmt_shape(weight.shape())),
+            "an embedding table is a matrix with one row per id",
+            &[("weight", weight)],
+            location,
+        ));
+    }
+    if ids.dtype() != DType::I64 {
+        return Err(Error::DTypeMismatch {
+            op: "embedding",
+            detail: format!("ids must be i64, got {}", ids.dtype()),
+            help: "cast the ids: `ids.to_dtype(DType::I64)?`".to_string(),
+            operands: vec![ids.operand("ids")],
+            location,
+        });
+    }
+    let flat = ids.reshape([ids.numel()])?;
+    let rows = weight.index_select(0, &flat)?;
+    let mut shape = ids.shape().to_vec();
+    shape.push(weight.shape()[1]);
+    rows.reshape(shape)
+}
+
+/// Normalises over the last `normalized.len()` dims (which must equal `normalized`), then scales
+/// and shifts by `weight` and `bias` when given.
+#[track_caller]
+pub fn layer_norm(
+    x: &Tensor,
+    normalized: &[usize],
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f64,
+) -> Result<Tensor> {
+    let location = Location::caller();
+    let n = normalized.len();
+    if n == 0 || x.rank() < n || x.shape()[x.rank() - n..] != *normalized {
+        return Err(shape_error(
+            "layer_norm",
+            format!(
+                "input {} does not end with the normalized shape {}",
+                fmt_shape(x.shape()),
+                fmt_shape(normalized)
+            ),
+            "the last dims of the input must equal the layer's `normalized_shape`",
+            &[("input", x)],
+            location,
+        ));
+    }
+    let dims: Vec<isize> = (x.rank() - n..x.rank()).map(|d| d as isize).collect();
+    let mean = x.mean(dims.clone(), true)?;
+    let centered = x.sub(&mean)?;
+    let var = centered.mul(&centered)?.mean(dims, true)?;
+    let mut out = centered.mul(&var.add_scalar(eps)?.rsqrt()?)?;
+    if let Some(w) = weight {
+        out = out.mul(w)?;
+    }
+    if let Some(b) = bias {
+        out = out.add(b)?;
+    }
+    Ok(out)
+}
+
+/// Zeroes each element with probability `p` and scales the rest by `1 / (1 - p)` when
+/// `training`; the identity otherwise. The mask is drawn on `x`'s device from the seeded
+/// generator ([`crate::manual_seed`]).
+#[track_caller]
+pub fn dropout(x: &Tensor, p: f64, training: bool) -> Result<Tensor> {
+    let location = Location::caller();
+    if !(0.0..=1.0).contains(&p) {
+        return Err(Error::InvalidArgument {
+            op: "dropout",
+            detail: format!("the drop probability must be in [0, 1], got {p}"),
+            help: "pass e.g. 0.1 to drop one element in ten".to_string(),
+            location,
+        });
+    }
+    if !training || p == 0.0 {
+        return Ok(x.clone());
+    }
+    if p == 1.0 {
+        return x.mul_scalar(0.0);
+    }
+    let keep = Tensor::rand_like(x)?.cmp_scalar(CmpOp::Ge, p)?.to_dtype(x.dtype())?;
+    x.mul(&keep.mul_scalar(1.0 / (1.0 - p))?)
+}
+
+/// The geometry of a 2-D convolution or pooling window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dOptions {
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub dilation: [usize; 2],
+    pub groups: usize,
+}
+
+impl Default for Conv2dOptions {
+    fn default() -> Self {
+        Conv2dOptions { stride: [1, 1], padding: [0, 0], dilation: [1, 1], groups: 1 }
+    }
+}
+
+/// 2-D convolution (cross-correlation, as PyTorch): `x` `[N, C, H, W]`, `weight`
+/// `[O, C / groups, kh, kw]`, `bias` `[O]`; the result is `[N, O, H', W']`.
+#[track_caller]
+pub fn conv2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, options: Conv2dOptions) -> Result<Tensor> {
+    let location = Location::caller();
+    let op = "conv2d";
+    if x.rank() != 4 || weight.rank() != 4 {
+        return Err(shape_error(
+            op,
+            format!(
+                "expected input [N, C, H, W] and weight [O, C/groups, kh, kw], got {} and {}",
+                fmt_shape(x.shape()),
+                fmt_shape(weight.shape())
+            ),
+            "add a batch dim to a single image with `x.unsqueeze(0)?`",
+            &[("input", x), ("weight", weight)],
+            location,
+        ));
+    }
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let (o, cg, kh, kw) = (weight.shape()[0], weight.shape()[1], weight.shape()[2], weight.shape()[3]);
+    let g = options.groups;
+    if g == 0 || c % g != 0 || o % g != 0 || cg * g != c {
+        return Err(shape_error(
+            op,
+            format!(
+                "input has {c} channels, weight expects {cg} per group with groups = {g} (and {o} outputs)"
+            ),
+            "in_channels and out_channels must both divide by groups, and weight.shape[1] = in_channels / groups",
+            &[("input", x), ("weight", weight)],
+            location,
+        ));
+    }
+    let window = Window::new(op, x, [kh, kw], options, location)?;
+    let cols = window.columns(x, 0.0)?; // [N, C, kh*kw*L]
+    let k = cg * kh * kw;
+    let cols = cols.reshape([n, g, k, window.positions()])?;
+    let out = weight.reshape([g, o / g, k])?.matmul(&cols)?; // [N, g, O/g, L]
+    let out = out.reshape([n, o, window.out[0], window.out[1]])?;
+    match bias {
+        Some(b) => out.add(&b.reshape([o, 1, 1])?),
+        None => Ok(out),
+    }
+}
+
+/// 2-D max pooling over `kernel` windows (stride defaults to the kernel, as in PyTorch); padding
+/// counts as -inf.
+#[track_caller]
+pub fn max_pool2d(x: &Tensor, kernel: [usize; 2], options: Conv2dOptions) -> Result<Tensor> {
+    let location = Location::caller();
+    if x.rank() != 4 {
+        return Err(shape_error(
+            "max_pool2d",
+            format!("expected input [N, C, H, W], got {}", fmt_shape(x.shape())),
+            "add a batch dim to a single image with `x.unsqueeze(0)?`",
+            &[("input", x)],
+            location,
+        ));
+    }
+    let window = Window::new("max_pool2d", x, kernel, options, location)?;
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let cols = window.columns(x, f64::NEG_INFINITY)?;
+    let cols = cols.reshape([n, c, kernel[0] * kernel[1], window.positions()])?;
+    cols.max(2, false)?.reshape([n, c, window.out[0], window.out[1]])
+}
+
+/// Where each output position of a sliding window reads the (padded) input.
+struct Window {
+    kernel: [usize; 2],
+    options: Conv2dOptions,
+    padded: [usize; 2],
+    out: [usize; 2],
+}
+
+impl Window {
+    fn new(
+        op: &'static str,
+        x: &Tensor,
+        kernel: [usize; 2],
+        options: Conv2dOptions,
+        location: Loc,
+    ) -> Result<Window> {
+        let (h, w) = (x.shape()[2], x.shape()[3]);
+        let padded = [h + 2 * options.padding[0], w + 2 * options.padding[1]];
+        let mut out = [0; 2];
+        for i in 0..2 {
+            let span = options.dilation[i] * (kernel[i].max(1) - 1) + 1;
+            if options.stride[i] == 0 || options.dilation[i] == 0 || kernel[i] == 0 || span > padded[i] {
+                return Err(Error::InvalidArgument {
+                    op,
+                    detail: format!(
+                        "a {}x{} window (stride {:?}, padding {:?}, dilation {:?}) does not fit a {h}x{w} input",
+                        kernel[0], kernel[1], options.stride, options.padding, options.dilation
+                    ),
+                    help:
+                        "use a smaller kernel or more padding; stride, dilation and kernel must be at least 1"
+                            .to_string(),
+                    location,
+                });
+            }
+            out[i] = (padded[i] - span) / options.stride[i] + 1;
+        }
+        Ok(Window { kernel, options, padded, out })
+    }
+
+    fn positions(&self) -> usize {
+        self.out[0] * self.out[1]
+    }
+
+    /// `[N, C, kh*kw*L]`: for every kernel offset (row-major), the input value under it at each of
+    /// the `L` output positions. One gather, so its gradient is one scatter.
+    fn columns(&self, x: &Tensor, pad_value: f64) -> Result<Tensor> {
+        let [ph, pw] = self.options.padding;
+        let padded = pad2d(x, ph, pw, pad_value)?;
+        let (n, c) = (x.shape()[0], x.shape()[1]);
+        let [sh, sw] = self.options.stride;
+        let [dh, dw] = self.options.dilation;
+        let wp = self.padded[1];
+        let mut index = Vec::with_capacity(self.kernel[0] * self.kernel[1] * self.positions());
+        for ki in 0..self.kernel[0] {
+            for kj in 0..self.kernel[1] {
+                for oi in 0..self.out[0] {
+                    for oj in 0..self.out[1] {
+                        index.push(((ki * dh + oi * sh) * wp + kj * dw + oj * sw) as i64);
+                    }
+                }
+            }
+        }
+        let len = index.len();
+        let index = Tensor::from_vec(index, [len], &x.device())?;
+        padded.reshape([n, c, self.padded[0] * wp])?.index_select(2, &index)
+    }
+}
+
+/// `x` (`[N, C, H, W]`) with `ph` rows above and below and `pw` columns left and right of
+/// `value`.
+fn pad2d(x: &Tensor, ph: usize, pw: usize, value: f64) -> Result<Tensor> {
+    let mut out = x.clone();
+    for (dim, amount) in [(2usize, ph), (3, pw)] {
+        if amount == 0 {
+            continue;
+        }
+        let mut shape = out.shape().to_vec();
+        shape[dim] = amount;
+        let pad = out.new_full(shape, value)?;
+        out = Tensor::cat(&[&pad, &out, &pad], dim as isize)?;
+    }
+    Ok(out)
+}
+
+/// Options of [`cross_entropy`] and [`nll_loss`] (PyTorch's keyword arguments).
+#[derive(Clone, Debug)]
+pub struct ClassLossOptions {
+    /// A weight per class (`[C]`, on the logits' device): rare classes can count more.
+    pub weight: Option<Tensor>,
+    /// Targets equal to this contribute nothing (and do not count in the mean).
+    pub ignore_index: i64,
+    /// Mixes the one-hot target with the uniform distribution: `(1 - s) * one_hot + s / C`.
+    pub label_smoothing: f64,
+    pub reduction: Reduction,
+}
+
+impl Default for ClassLossOptions {
+    fn default() -> Self {
+        ClassLossOptions {
+            weight: None,
+            ignore_index: -100,
+            label_smoothing: 0.0,
+            reduction: Reduction::Mean,
+        }
+    }
+}
+
+/// Cross-entropy between `logits` and class indices: `logits` is `[N, C]` (or `[C]`, or
+/// `[N, C, d..]` with targets `[N, d..]`), `target` i64 class indices. A floating `target` of the
+/// logits' shape is read as class probabilities instead.
+#[track_caller]
+pub fn cross_entropy(logits: &Tensor, target: &Tensor, options: &ClassLossOptions) -> Result<Tensor> {
+    let location = Location::caller();
+    let class_dim = if logits.rank() == 1 { 0 } else { 1 };
+    if logits.rank() == 0 {
+        return Err(shape_error(
+            "cross_entropy",
+            "logits need a class dim, got a 0-dim tensor".to_string(),
+            "pass logits of shape [N, C] (or [C] for one sample)",
+            &[("logits", logits)],
+            location,
+        ));
+    }
+    if target.dtype().is_float() {
+        return soft_cross_entropy(logits, target, class_dim, options, location);
+    }
+    check_class_target("cross_entropy", logits, target, location)?;
+    let logp = logits.log_softmax(class_dim as isize)?;
+    class_loss("cross_entropy", &logp, target, options, location)
+}
+
+/// Negative log-likelihood of class indices under log-probabilities `log_probs` (the output of
+/// `log_softmax`); shapes as in [`cross_entropy`].
+#[track_caller]
+pub fn nll_loss(log_probs: &Tensor, target: &Tensor, options: &ClassLossOptions) -> Result<Tensor> {
+    class_loss("nll_loss", log_probs, target, options, Location::caller())
+}
+
+/// The mean (or sum, or each) of `(input - target)^2`.
+#[track_caller]
+pub fn mse_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
+    let location = Location::caller();
+    if input.shape() != target.shape() {
+        return Err(shape_error(
+            "mse_loss",
+            format!("input {} and target {} differ", fmt_shape(input.shape()), fmt_shape(target.shape())),
+            "the target must have the prediction's shape (PyTorch would broadcast and warn; devcheck refuses)",
+            &[("input", input), ("target", target)],
+            location,
+        ));
+    }
+    let diff = input.sub(target)?;
+    reduce(&diff.mul(&diff)?, reduction)
+}
+
+fn reduce(t: &Tensor, reduction: Reduction) -> Result<Tensor> {
+    match reduction {
+        Reduction::Mean => t.mean_all(),
+        Reduction::Sum => t.sum_all(),
+        Reduction::None => Ok(t.clone()),
+    }
+}
+
+/// Class-index targets must be i64 with the input's shape minus the class dim (dim 1, or the
+/// only dim of a single sample).
+fn check_class_target(op: &'static str, input: &Tensor, target: &Tensor, location: Loc) -> Result<()> {
+    if target.dtype() != DType::I64 {
+        return Err(Error::DTypeMismatch {
+            op,
+            detail: format!("class targets must be i64, got {}", target.dtype()),
+            help: "cast the labels: `target.to_dtype(DType::I64)?`; for class probabilities pass a floating \
+                   target of the logits' shape to `cross_entropy`"
+                .to_string(),
+            operands: vec![target.operand("target")],
+            location,
+        });
+    }
+    let mut expected = input.shape().to_vec();
+    expected.remove(if input.rank() == 1 { 0 } else { 1 });
+    if target.shape() == expected {
+        return Ok(());
+    }
+    Err(shape_error(
+        op,
+        format!(
+            "{} {} need targets of shape {}, got {}",
+            if op == "cross_entropy" { "logits" } else { "log-probabilities" },
+            fmt_shape(input.shape()),
+            fmt_shape(&expected),
+            fmt_shape(target.shape())
+        ),
+        "targets hold one class index per sample: [N] for [N, C] inputs",
+        &[("input", input), ("target", target)],
+        location,
+    ))
+}
+
+/// `logp` with the class dim last and every other dim flattened into rows (`[rows, C]`), the
+/// target flattened to `[rows]`, and the per-sample shape. The caller checked the shapes.
+fn rows_and_classes(logp: &Tensor, target: &Tensor) -> Result<(Tensor, Tensor, Vec<usize>)> {
+    match logp.rank() {
+        1 => Ok((logp.unsqueeze(0)?, target.reshape([1])?, vec![])),
+        2 => Ok((logp.clone(), target.clone(), target.shape().to_vec())),
+        r => {
+            let mut order: Vec<usize> = (0..r).filter(|&d| d != 1).collect();
+            order.push(1);
+            let c = logp.shape()[1];
+            let rows = logp.permute(order)?.reshape([target.numel(), c])?;
+            Ok((rows, target.reshape([target.numel()])?, target.shape().to_vec()))
+        }
+    }
+}
+
+fn class_loss(
+    op: &'static str,
+    logp: &Tensor,
+    target: &Tensor,
+    options: &ClassLossOptions,
+    location: Loc,
+) -> Result<Tensor> {
+    check_class_target(op, logp, target, location)?;
+    let (logp, target, sample_shape) = rows_and_classes(logp, target)?;
+    let classes = logp.shape()[1];
+    if let Some(w) = &options.weight
+        && (w.rank() != 1 || w.shape()[0] != classes)
+    {
+        return Err(shape_error(
+            op,
+            format!("class weights {} do not match {classes} classes", fmt_shape(w.shape())),
+            "pass one weight per class, shape [C]",
+            &[("weight", w)],
+            location,
+        ));
+    }
+    if !(0.0..=1.0).contains(&options.label_smoothing) {
+        return Err(Error::InvalidArgument {
+            op,
+            detail: format!("label_smoothing must be in [0, 1], got {}", options.label_smoothing),
+            help: "0.1 is a common choice; 0 turns smoothing off".to_string(),
+            location,
+        });
+    }
+    check_targets(op, &target, classes, options.ignore_index, location)?;
+
+    let valid = target.cmp_scalar(CmpOp::Ne, options.ignore_index as f64)?;
+    let safe_target = valid.where_cond(&target, &target.new_zeros([])?)?;
+    let valid = valid.to_dtype(logp.dtype())?;
+    // Weight of each row's target class, 0 for ignored rows.
+    let row_weight = match &options.weight {
+        Some(w) => w.index_select(0, &safe_target)?.mul(&valid)?,
+        None => valid.clone(),
+    };
+    let picked = logp.gather(1, &safe_target.unsqueeze(1)?)?.squeeze(1)?;
+    let mut per_row = picked.mul(&row_weight)?.neg()?;
+    let s = options.label_smoothing;
+    if s > 0.0 {
+        let all = match &options.weight {
+            Some(w) => logp.mul(&w.unsqueeze(0)?)?,
+            None => logp.clone(),
+        };
+        let smooth = all.sum(1, false)?.neg()?.mul(&valid)?;
+        per_row = per_row.mul_scalar(1.0 - s)?.add(&smooth.mul_scalar(s / classes as f64)?)?;
+    }
+    match options.reduction {
+        Reduction::Mean => per_row.sum_all()?.div(&row_weight.sum_all()?),
+        Reduction::Sum => per_row.sum_all(),
+        Reduction::None => per_row.reshape(sample_shape),
+    }
+}
+
+/// Cross-entropy with class probabilities as the target.
+fn soft_cross_entropy(
+    logits: &Tensor,
+    target: &Tensor,
+    class_dim: usize,
+    options: &ClassLossOptions,
+    location: Loc,
+) -> Result<Tensor> {
+    if target.shape() != logits.shape() {
+        return Err(shape_error(
+            "cross_entropy",
+            format!(
+                "a probability target must have the logits' shape {}, got {}",
+                fmt_shape(logits.shape()),
+                fmt_shape(target.shape())
+            ),
+            "for class indices pass an i64 target of shape [N]: `labels.to_dtype(DType::I64)?`",
+            &[("logits", logits), ("target", target)],
+            location,
+        ));
+    }
+    let classes = logits.shape()[class_dim];
+    let s = options.label_smoothing;
+    let target =
+        if s > 0.0 { target.mul_scalar(1.0 - s)?.add_scalar(s / classes as f64)? } else { target.clone() };
+    let mut terms = logits.log_softmax(class_dim as isize)?.mul(&target)?;
+    if let Some(w) = &options.weight {
+        let mut shape = vec![1; logits.rank()];
+        shape[class_dim] = classes;
+        terms = terms.mul(&w.reshape(shape)?)?;
+    }
+    let per_sample = terms.sum(class_dim as isize, false)?.neg()?;
+    reduce(&per_sample, options.reduction)
+}
+
+/// Every target is a class index or the ignore index. Read only when the targets are on the host
+/// (reading them from an accelerator would stall it every step).
+fn check_targets(
+    op: &'static str,
+    target: &Tensor,
+    classes: usize,
+    ignore: i64,
+    location: Loc,
+) -> Result<()> {
+    if target.device() != Device::Cpu || target.is_fake() || crate::fake::is_active() {
+        return Ok(());
+    }
+    let values: Vec<i64> = target.to_vec()?;
+    if let Some(bad) = values.iter().find(|&&t| t != ignore && !(0..classes as i64).contains(&t)) {
+        return Err(Error::InvalidArgument {
+            op,
+            detail: format!("target {bad} is out of range for {classes} classes"),
+            help: format!(
+                "class indices run from 0 to {}; check the label encoding or the layer's output size{}",
+                classes.saturating_sub(1),
+                if ignore == -100 { String::new() } else { format!(" ({ignore} is the ignore index)") }
+            ),
+            location,
+        });
+    }
+    Ok(())
+}
+
+fn shape_error(
+    op: &'static str,
+    detail: String,
+    help: &str,
+    operands: &[(&str, &Tensor)],
+    location: Loc,
+) -> Error {
+    Error::ShapeMismatch {
+        op,
+        detail,
+        help: help.to_string(),
+        operands: operands.iter().map(|(role, t)| t.operand(*role)).collect(),
+        location,
+    }
+}
