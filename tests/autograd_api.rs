@@ -94,7 +94,9 @@ fn grad_mode_is_per_thread() {
 #[test]
 fn detach_cuts_the_graph_and_shares_data() {
     let x = leaf(&[3.0]);
+    x.set_name("encoder.scale");
     let d = x.detach();
+    assert_eq!(d.name().as_deref(), Some("encoder.scale"));
     assert!(!d.requires_grad());
     assert!(d.same_storage(&x));
     assert_eq!(d.origin(), x.origin());

@@ -200,9 +200,13 @@ impl Tensor {
     }
 
     /// A handle to the same data outside the graph: it does not require grad, and nothing done to
-    /// it flows back. Keeps this tensor's origin.
+    /// it flows back. Keeps this tensor's origin and name (it is the same tensor to reports).
     pub fn detach(&self) -> Tensor {
-        self.view(self.layout().clone(), self.origin())
+        let detached = self.view(self.layout().clone(), self.origin());
+        if let Some(name) = self.name() {
+            detached.set_name(name);
+        }
+        detached
     }
 
     /// The name of the node that made this tensor (`"MulBackward"`), like PyTorch's `grad_fn`.
