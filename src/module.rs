@@ -414,10 +414,10 @@ struct ParamCell {
     slot: RwLock<ParamSlot>,
 }
 
+/// The gradient and the requires-grad flag live on the tensor itself (a leaf of the autograd
+/// graph), so `backward` fills what [`Param::grad`] reads.
 struct ParamSlot {
     tensor: Tensor,
-    grad: Option<Tensor>,
-    requires_grad: bool,
     state: BTreeMap<String, Tensor>,
 }
 
@@ -429,7 +429,7 @@ impl Param {
         let id = ParamId(NEXT_PARAM_ID.fetch_add(1, Ordering::Relaxed));
         Param(Arc::new(ParamCell {
             id,
-            slot: RwLock::new(ParamSlot { tensor, grad: None, requires_grad: true, state: BTreeMap::new() }),
+            slot: RwLock::new(ParamSlot { tensor: trainable(tensor, true), state: BTreeMap::new() }),
         }))
     }
 
@@ -465,6 +465,7 @@ impl Param {
                 location,
             });
         }
+        let tensor = trainable(tensor, slot.tensor.requires_grad());
         if let Some(name) = slot.tensor.name() {
             tensor.set_name(name);
         }
@@ -490,33 +491,35 @@ impl Param {
 
     /// The accumulated gradient, if any.
     pub fn grad(&self) -> Option<Tensor> {
-        self.read().grad.clone()
+        self.read().tensor.grad()
     }
 
     /// Sets (or clears) the gradient. It must match the parameter's shape and device.
     #[track_caller]
     pub fn set_grad(&self, grad: Option<Tensor>) -> Result<()> {
         let location = Location::caller();
-        let mut slot = self.write();
+        let slot = self.read();
         if let Some(g) = &grad {
             check_companion("Param::set_grad", "gradient", &slot.tensor, g, location)?;
         }
-        slot.grad = grad;
-        Ok(())
+        slot.tensor.set_grad(grad)
     }
 
     /// Clears the gradient.
     pub fn zero_grad(&self) {
-        self.write().grad = None;
+        // Clearing a leaf's gradient cannot fail.
+        let _ = self.read().tensor.set_grad(None);
     }
 
     pub fn requires_grad(&self) -> bool {
-        self.read().requires_grad
+        self.read().tensor.requires_grad()
     }
 
     /// Freezes (`false`) or unfreezes the parameter. A frozen parameter is still moved and saved.
     pub fn set_requires_grad(&self, requires_grad: bool) {
-        self.write().requires_grad = requires_grad;
+        let slot = self.read();
+        // Only floating tensors can require grad; an integer parameter stays frozen.
+        let _ = slot.tensor.set_requires_grad(requires_grad && slot.tensor.dtype().is_float());
     }
 
     /// An optimizer state tensor stored on this parameter (`exp_avg`, `momentum_buffer`, ...).
@@ -582,21 +585,26 @@ impl Param {
 
     /// Tensor, gradient and state with `f` applied, without touching the cell.
     fn transformed(&self, f: &dyn Fn(&Tensor) -> Result<Tensor>) -> Result<ParamValues> {
+        // A move or conversion of a parameter is not part of any computation to differentiate.
+        let _recording_off = crate::autograd::no_grad();
         let slot = self.read();
         Ok(ParamValues {
+            requires_grad: slot.tensor.requires_grad(),
             tensor: f(&slot.tensor)?,
-            grad: slot.grad.as_ref().map(f).transpose()?,
+            grad: slot.tensor.grad().as_ref().map(f).transpose()?,
             state: slot.state.iter().map(|(k, t)| Ok((k.clone(), f(t)?))).collect::<Result<_>>()?,
         })
     }
 
     fn install(&self, values: ParamValues, name: Option<&str>) {
         let mut slot = self.write();
+        let tensor = trainable(values.tensor, values.requires_grad);
         if let Some(name) = name {
-            values.tensor.set_name(name);
+            tensor.set_name(name);
         }
-        slot.tensor = values.tensor;
-        slot.grad = values.grad;
+        // The gradient was transformed alongside the tensor: same shape, dtype and device.
+        let _ = tensor.set_grad(values.grad);
+        slot.tensor = tensor;
         slot.state = values.state;
     }
 
@@ -612,7 +620,8 @@ impl Param {
     /// Load support: replaces the tensor (a checkpoint's value, possibly on another device),
     /// drops the gradient (it belonged to the old value) and installs `state` (already moved).
     pub(crate) fn install_loaded(&self, tensor: Tensor, state: BTreeMap<String, Tensor>, name: &str) {
-        self.install(ParamValues { tensor, grad: None, state }, Some(name));
+        let requires_grad = self.requires_grad();
+        self.install(ParamValues { tensor, grad: None, requires_grad, state }, Some(name));
     }
 
     /// The optimizer state moved to `device` (for loads onto another device).
@@ -626,6 +635,7 @@ impl Param {
 struct ParamValues {
     tensor: Tensor,
     grad: Option<Tensor>,
+    requires_grad: bool,
     state: BTreeMap<String, Tensor>,
 }
 
@@ -635,8 +645,8 @@ impl fmt::Debug for Param {
         f.debug_struct("Param")
             .field("id", &self.0.id.0)
             .field("tensor", &slot.tensor)
-            .field("requires_grad", &slot.requires_grad)
-            .field("has_grad", &slot.grad.is_some())
+            .field("requires_grad", &slot.tensor.requires_grad())
+            .field("has_grad", &slot.tensor.grad().is_some())
             .field("state", &slot.state.keys().collect::<Vec<_>>())
             .finish()
     }
@@ -646,6 +656,15 @@ impl From<Tensor> for Param {
     fn from(tensor: Tensor) -> Param {
         Param::new(tensor)
     }
+}
+
+/// A new leaf handle on `tensor`'s data (sharing its storage, like `nn.Parameter(t)`), requiring
+/// grad when asked and when floating.
+fn trainable(tensor: Tensor, requires_grad: bool) -> Tensor {
+    let leaf = tensor.detach();
+    // Integer tensors cannot require grad; they stay frozen.
+    let _ = leaf.set_requires_grad(requires_grad && leaf.dtype().is_float());
+    leaf
 }
 
 fn check_companion(

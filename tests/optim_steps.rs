@@ -308,3 +308,46 @@ fn a_state_for_other_parameters_is_refused() {
     let mut sgd = Sgd::new(model.parameters(), 0.1).unwrap();
     insta::assert_snapshot!(render(sgd.load_state_dict(&opt.state_dict()).unwrap_err()));
 }
+
+#[test]
+fn training_resumes_after_the_model_moves() {
+    // Train on the host, move model and optimizer to a (fake) cuda:1, train on: every gradient and
+    // every state tensor is made there, by the optimizer that was built before the move.
+    let mut model = tiny_model();
+    let mut opt = AdamW::new(model.parameters(), 1e-3).unwrap();
+    train_steps(&model, &mut opt, 1);
+    let _fake = devcheck::fake::enter();
+    model.to(&Device::Cuda(1)).unwrap();
+    opt.zero_grad();
+    let x = Tensor::randn([5, 4], &Device::Cuda(1)).unwrap();
+    model.forward(&x).unwrap().sum_all().unwrap().backward().unwrap();
+    for (path, p) in model.named_parameters() {
+        assert!(p.tensor().is_leaf() && p.requires_grad(), "{path} is still a trainable leaf");
+        assert_eq!(p.grad().map(|g| g.device()), Some(Device::Cuda(1)), "{path}");
+    }
+    opt.step().unwrap();
+    for (path, p) in model.named_parameters() {
+        assert_eq!(p.device(), Device::Cuda(1), "{path}");
+        assert!(p.tensor().is_fake() && p.tensor().is_leaf(), "{path} was updated on cuda:1");
+        for key in p.state_keys() {
+            assert_eq!(p.state(&key).unwrap().device(), Device::Cuda(1), "{path}.{key}");
+        }
+    }
+}
+
+#[test]
+fn a_model_gradient_is_the_parameter_gradient() {
+    let model = tiny_model();
+    model
+        .forward(&Tensor::randn([2, 4], &Device::Cpu).unwrap())
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    for p in model.parameters() {
+        assert!(p.grad().is_some());
+    }
+    model.zero_grad();
+    assert!(model.parameters().iter().all(|p| p.grad().is_none() && p.tensor().grad().is_none()));
+}
