@@ -471,7 +471,8 @@ fn file_dtype(dtype: DType) -> FileDType {
     }
 }
 
-fn model_dtype(dtype: FileDType) -> Option<DType> {
+/// The devcheck dtype of a safetensors dtype; `None` for the ones devcheck does not use.
+pub(crate) fn model_dtype(dtype: FileDType) -> Option<DType> {
     Some(match dtype {
         FileDType::F32 => DType::F32,
         FileDType::F64 => DType::F64,

@@ -327,7 +327,7 @@ fn install_state(params: &[Param], tensor_keys: &[&str], loaded: Vec<Vec<(String
 /// Reads every tensor of a safetensors file onto the host.
 fn read_tensors(path: &Path) -> Result<BTreeMap<String, Tensor>> {
     use crate::checkpoint::CheckpointError;
-    use safetensors::tensor::{Dtype as FileDType, SafeTensors};
+    use safetensors::tensor::SafeTensors;
     let bytes = std::fs::read(path).map_err(|source| CheckpointError::Io {
         action: "read",
         path: path.to_path_buf(),
@@ -337,21 +337,12 @@ fn read_tensors(path: &Path) -> Result<BTreeMap<String, Tensor>> {
     let file = SafeTensors::deserialize(&bytes).map_err(|e| malformed(e.to_string()))?;
     let mut out = BTreeMap::new();
     for (name, view) in file.tensors() {
-        let dtype = match view.dtype() {
-            FileDType::F32 => DType::F32,
-            FileDType::F64 => DType::F64,
-            FileDType::F16 => DType::F16,
-            FileDType::BF16 => DType::BF16,
-            FileDType::I64 => DType::I64,
-            FileDType::I32 => DType::I32,
-            FileDType::U8 => DType::U8,
-            FileDType::BOOL => DType::Bool,
-            other => {
-                return Err(malformed(format!(
-                    "tensor `{name}` has dtype {other:?}, which devcheck does not use"
-                ))
-                .into());
-            }
+        let Some(dtype) = crate::checkpoint::model_dtype(view.dtype()) else {
+            return Err(malformed(format!(
+                "tensor `{name}` has dtype {:?}, which devcheck does not use",
+                view.dtype()
+            ))
+            .into());
         };
         out.insert(name, Tensor::from_raw_bytes(view.data(), dtype, view.shape(), &Device::Cpu)?);
     }
