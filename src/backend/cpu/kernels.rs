@@ -289,7 +289,10 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
     let x = x.clamp(-104.0, 89.0);
-    let n = (x * LOG2E).round();
+    // Round to nearest by adding and removing 1.5 * 2^23: plain SSE2 arithmetic, where `round()`
+    // would be a libm call per element on the baseline x86-64 target.
+    const ROUNDER: f32 = 12_582_912.0;
+    let n = (x * LOG2E + ROUNDER) - ROUNDER;
     let r = x - n * LN2_HI - n * LN2_LO;
     let p = 1.987_569_1e-4_f32;
     let p = p * r + 1.398_199_9e-3;
