@@ -5,6 +5,7 @@ use std::panic::Location;
 use super::check;
 use super::{Origin, Storage, Tensor, TensorOptions};
 use crate::backend::cpu::{CpuStorage, dispatch_dtype};
+use crate::backend::cuda::CudaStorage;
 use crate::backend::fake;
 use crate::device::Device;
 use crate::dtype::{DType, WithDType};
@@ -269,13 +270,24 @@ impl Tensor {
 pub(crate) fn upload(data: CpuStorage, device: &Device, op: &'static str, location: Loc) -> Result<Storage> {
     match device {
         Device::Cpu => Ok(Storage::Cpu(data)),
-        Device::Cuda(_) | Device::Mps => {
+        Device::Cuda(_) => {
+            device.ensure_available()?;
+            let on_device = crate::cuda::cuda_device_for(device)
+                .and_then(|d| {
+                    let len = crate::backend::cpu::with_storage!(&data, v => v.len());
+                    let bytes = data.to_le_bytes(&Layout::contiguous(&[len]));
+                    CudaStorage::from_host_bytes(&d, data.dtype(), &bytes)
+                })
+                .map_err(|e| super::cuda_error(e, location))?;
+            Ok(Storage::Cuda(on_device))
+        }
+        Device::Mps => {
             device.ensure_available()?;
             Err(Error::Unsupported {
                 op,
                 device: *device,
-                help: "this build keeps element data on the CPU only; run on `cpu`, or check device \
-                       placement without a GPU in a fake scope (`devcheck::fake::enter()`)"
+                help: "this build has no MPS backend; run on `cpu` or `cuda:N`, or check device placement \
+                       without a GPU in a fake scope (`devcheck::fake::enter()`)"
                     .to_string(),
                 location,
             })

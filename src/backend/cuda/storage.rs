@@ -382,8 +382,9 @@ impl CudaStorage {
         let n_out = kept.numel();
         let out = Self::alloc(self.device(), out_dtype, n_out)?;
         if n_out == 0 || reduce_size == 0 {
-            // PyTorch: sum of nothing is 0, max of nothing is an error the front end raises.
-            out.fill(0.0)?;
+            // PyTorch: the sum of nothing is 0, its mean and variance NaN; max of nothing is an
+            // error the front end raises.
+            out.fill(if matches!(op, "mean" | "var") { f64::NAN } else { 0.0 })?;
             return Ok(out);
         }
         let info = self.upload_info(&kept.shape, &[&kept.strides])?;
@@ -401,6 +402,32 @@ impl CudaStorage {
         }
         self.device().launch(&kernel_name(op, self.dtype), row_config(n_out, reduce_size), &args)?;
         Ok(out)
+    }
+
+    /// Reduces every dimension in `dims` (distinct, ascending) with one kernel: the reduced
+    /// dimensions are moved last and flattened into one (a copy unless there is only one). The
+    /// output is contiguous over the kept dimensions, in order.
+    pub fn reduce_dims(
+        &self,
+        op: &str,
+        layout: &Layout,
+        dims: &[usize],
+        correction: f64,
+    ) -> CudaResult<CudaStorage> {
+        if let [dim] = dims {
+            return self.reduce(op, layout, *dim, correction);
+        }
+        let kept: Vec<usize> = (0..layout.rank()).filter(|d| !dims.contains(d)).collect();
+        let order: Vec<usize> = kept.iter().chain(dims).copied().collect();
+        let permuted = Layout {
+            shape: order.iter().map(|&d| layout.shape[d]).collect(),
+            strides: order.iter().map(|&d| layout.strides[d]).collect(),
+            offset: layout.offset,
+        };
+        let x = self.contiguous(&permuted)?;
+        let mut shape: Vec<usize> = kept.iter().map(|&d| layout.shape[d]).collect();
+        shape.push(dims.iter().map(|&d| layout.shape[d]).product());
+        x.reduce(op, &Layout::contiguous(&shape), kept.len(), correction)
     }
 
     /// softmax (or log_softmax) over the last dimension.
