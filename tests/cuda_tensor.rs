@@ -463,6 +463,10 @@ fn pinned_memory_copies_without_waiting_and_arrives_intact() {
         pinned.add(&x).unwrap().to_vec::<f32>().unwrap(),
         x.mul_scalar(2.0).unwrap().to_vec::<f32>().unwrap()
     );
+    // Back to the host in the background: a pinned CPU tensor whose reads wait for the copy.
+    let back = on_gpu.t().unwrap().to_non_blocking(&Device::Cpu).unwrap();
+    assert!(back.is_pinned() && back.device().is_cpu());
+    assert_eq!(back.to_vec::<f32>().unwrap(), x.t().unwrap().to_vec::<f32>().unwrap());
 }
 
 #[test]

@@ -24,14 +24,7 @@ impl Tensor {
         location: Loc,
         data: impl FnOnce(usize) -> CpuStorage,
     ) -> Result<Tensor> {
-        let numel = checked_numel(shape).ok_or_else(|| {
-            check::invalid(
-                op,
-                format!("shape {} has more elements than fit in memory", fmt_shape(shape)),
-                "check the shape for a misplaced dim",
-                location,
-            )
-        })?;
+        let numel = numel_of(shape, op, location)?;
         let storage =
             if fake::is_active() { Storage::Fake } else { upload(data(numel), &opts.device, op, location)? };
         let tensor = Tensor::from_parts(
@@ -71,9 +64,25 @@ impl Tensor {
     #[track_caller]
     pub fn full(shape: impl AsRef<[usize]>, value: f64, opts: impl Into<TensorOptions>) -> Result<Tensor> {
         let opts = opts.into();
-        Self::create(shape.as_ref(), opts, "full", Location::caller(), |n| {
-            CpuStorage::full(value, n, opts.dtype)
-        })
+        let location = Location::caller();
+        if opts.device.is_cuda() && !fake::is_active() {
+            // Filled on the device: no host buffer, no copy.
+            let numel = numel_of(shape.as_ref(), "full", location)?;
+            opts.device.ensure_available()?;
+            let storage = crate::cuda::cuda_device_for(&opts.device)
+                .and_then(|d| CudaStorage::full(&d, opts.dtype, numel, value))
+                .map_err(|e| super::cuda_error(e, location))?;
+            let tensor = Tensor::from_parts(
+                Storage::Cuda(storage),
+                Layout::contiguous(shape.as_ref()),
+                opts.dtype,
+                opts.device,
+                Origin::new("full", location),
+            );
+            crate::check::recorder::created(&tensor);
+            return Ok(tensor);
+        }
+        Self::create(shape.as_ref(), opts, "full", location, |n| CpuStorage::full(value, n, opts.dtype))
     }
 
     /// `start, start + step, ...` below `end` (`torch.arange(start, end, step)`).
@@ -264,6 +273,17 @@ impl Tensor {
         crate::check::recorder::renamed(&renamed);
         renamed
     }
+}
+
+fn numel_of(shape: &[usize], op: &'static str, location: Loc) -> Result<usize> {
+    checked_numel(shape).ok_or_else(|| {
+        check::invalid(
+            op,
+            format!("shape {} has more elements than fit in memory", fmt_shape(shape)),
+            "check the shape for a misplaced dim",
+            location,
+        )
+    })
 }
 
 /// Puts host elements on `device`.

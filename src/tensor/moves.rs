@@ -45,10 +45,11 @@ impl Tensor {
         self.transfer(device, false, location)
     }
 
-    /// This tensor on `device`, copied without waiting when that is possible: from pinned host
-    /// memory ([`Tensor::pin_memory`]) to a GPU the copy is queued on the device's stream and the
-    /// call returns at once (PyTorch's `to(device, non_blocking=True)`). From ordinary (pageable)
-    /// memory, and back to the host, it is the same as [`Tensor::to`]: synchronous.
+    /// This tensor on `device`, copied without waiting when that is possible (PyTorch's
+    /// `to(device, non_blocking=True)`): from pinned host memory ([`Tensor::pin_memory`]) to a
+    /// GPU the copy is queued on the device's stream and the call returns at once; from a GPU to
+    /// the host the result is a pinned CPU tensor filled in the background, and reading it waits
+    /// for the copy. From ordinary (pageable) memory it is the same as [`Tensor::to`].
     #[track_caller]
     #[must_use = "`to_non_blocking` returns the moved tensor and leaves `self` where it was"]
     pub fn to_non_blocking(&self, device: &Device) -> Result<Tensor> {
@@ -138,6 +139,12 @@ impl Tensor {
                     .to_device(self.layout(), &target)
                     .map(Storage::Cuda)
                     .map_err(|e| cuda_error(e, location));
+            }
+            (Storage::Cuda(s), Device::Cpu) if non_blocking => {
+                let pinned = PinnedBuffer::new(s.device(), self.nbytes(), None)
+                    .and_then(|buffer| s.copy_to_pinned(self.layout(), &buffer).map(|()| buffer))
+                    .map_err(|e| cuda_error(e, location))?;
+                return Ok(Storage::Pinned { buffer: pinned, dtype: self.dtype() });
             }
             (Storage::Pinned { buffer, dtype }, Device::Cuda(_))
                 if self.is_contiguous() && self.layout().offset == 0 =>
