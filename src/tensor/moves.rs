@@ -41,7 +41,9 @@ impl Tensor {
         self.move_to(&Device::Cuda(index), Location::caller())
     }
 
-    fn move_to(&self, device: &Device, location: &'static Location<'static>) -> Result<Tensor> {
+    /// `to` on behalf of a caller whose location errors and the ledger should name (a module
+    /// moving its parameters reports the user's `model.to(..)` line).
+    pub(crate) fn move_to(&self, device: &Device, location: &'static Location<'static>) -> Result<Tensor> {
         self.transfer(device, false, location)
     }
 
