@@ -108,6 +108,8 @@ fn launcher_arguments(kernel: &str) -> Vec<nvrtc::PtxParam> {
         // n_out, reduce_size, reduce_stride, ndim, info, x, out (+ correction)
         "sum" | "mean" | "max" | "min" | "argmax" | "argmin" => b64(7),
         "var" => with(b64(7), &[F64]),
+        // n, seed, out
+        "uniform" | "normal" => b64(3),
         // rows, cols, x, out
         "softmax" | "log" if family.ends_with("softmax") => b64(4),
         _ if kernels::module("binary").unwrap().has_kernel(kernel) => b64(6),

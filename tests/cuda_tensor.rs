@@ -120,7 +120,7 @@ fn every_op_the_front_end_sends_to_the_gpu_has_a_kernel() {
     }
     // logical_not is `x == false`
     wanted.extend(["logical_and_bool", "logical_or_bool", "eq_scalar_bool"].map(String::from));
-    for op in ["sum", "mean", "var", "softmax", "log_softmax"] {
+    for op in ["sum", "mean", "var", "softmax", "log_softmax", "uniform", "normal"] {
         wanted.extend(FLOATS.map(|d| kernel_name(op, d)));
     }
     for op in ["max", "min", "argmax", "argmin"] {
@@ -445,6 +445,36 @@ fn gradients_and_an_adamw_step_match_the_cpu() {
             assert!((x - y).abs() <= 1e-4 * (1.0 + x.abs()), "parameter {i}: cpu {x} vs cuda {y}");
         }
     }
+}
+
+#[test]
+fn random_samples_are_made_on_the_device_with_the_right_moments() {
+    if !gpu_present("random") {
+        return;
+    }
+    const N: usize = 1 << 16;
+    for dtype in FLOATS {
+        devcheck::manual_seed(3);
+        let u = Tensor::rand([N], (dtype, &CUDA0)).unwrap();
+        let z = Tensor::randn([N], (dtype, &CUDA0)).unwrap();
+        devcheck::manual_seed(3);
+        let again = Tensor::rand([N], (dtype, &CUDA0)).unwrap();
+        assert_eq!(u.to_vec::<f64>().unwrap(), again.to_vec::<f64>().unwrap(), "{dtype}: seeded");
+        let u = u.to_vec::<f64>().unwrap();
+        assert!(u.iter().all(|&x| (0.0..1.0).contains(&x)), "{dtype}: uniform in [0, 1)");
+        let mean = u.iter().sum::<f64>() / N as f64;
+        assert!((mean - 0.5).abs() < 0.01, "{dtype}: uniform mean {mean}");
+        let z = z.to_vec::<f64>().unwrap();
+        let mean = z.iter().sum::<f64>() / N as f64;
+        let var = z.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / N as f64;
+        assert!(z.iter().all(|x| x.is_finite()), "{dtype}: normal samples are finite");
+        assert!(mean.abs() < 0.02 && (var - 1.0).abs() < 0.03, "{dtype}: normal mean {mean}, var {var}");
+    }
+    let x = Tensor::ones([4096], &CUDA0).unwrap();
+    let dropped = devcheck::nn::functional::dropout(&x, 0.25, true).unwrap().to_vec::<f32>().unwrap();
+    let kept = dropped.iter().filter(|&&v| v != 0.0).count() as f64 / 4096.0;
+    assert!((kept - 0.75).abs() < 0.03, "dropout keeps about 3/4: {kept}");
+    assert!(dropped.iter().all(|&v| v == 0.0 || (v - 1.0 / 0.75).abs() < 1e-6));
 }
 
 #[test]

@@ -72,15 +72,7 @@ impl Tensor {
             let storage = crate::cuda::cuda_device_for(&opts.device)
                 .and_then(|d| CudaStorage::full(&d, opts.dtype, numel, value))
                 .map_err(|e| super::cuda_error(e, location))?;
-            let tensor = Tensor::from_parts(
-                Storage::Cuda(storage),
-                Layout::contiguous(shape.as_ref()),
-                opts.dtype,
-                opts.device,
-                Origin::new("full", location),
-            );
-            crate::check::recorder::created(&tensor);
-            return Ok(tensor);
+            return Ok(Tensor::on_device(storage, shape.as_ref(), opts, "full", location));
         }
         Self::create(shape.as_ref(), opts, "full", location, |n| CpuStorage::full(value, n, opts.dtype))
     }
@@ -128,10 +120,17 @@ impl Tensor {
 
     /// Uniform samples in [0, 1) from this thread's seeded generator ([`crate::manual_seed`]).
     #[track_caller]
+    ///
+    /// On a GPU the samples are made there, from a seed drawn from this thread's generator: as in
+    /// PyTorch, the same seed gives other numbers on a GPU than on the CPU.
     pub fn rand(shape: impl AsRef<[usize]>, opts: impl Into<TensorOptions>) -> Result<Tensor> {
         let opts = opts.into();
-        float_only("rand", opts.dtype, Location::caller())?;
-        Self::create(shape.as_ref(), opts, "rand", Location::caller(), |n| {
+        let location = Location::caller();
+        float_only("rand", opts.dtype, location)?;
+        if let Some(on_device) = Self::random_on_device(shape.as_ref(), opts, false, "rand", location) {
+            return on_device;
+        }
+        Self::create(shape.as_ref(), opts, "rand", location, |n| {
             from_f64s(crate::random::uniform(n).into_iter(), opts.dtype)
         })
     }
@@ -140,10 +139,56 @@ impl Tensor {
     #[track_caller]
     pub fn randn(shape: impl AsRef<[usize]>, opts: impl Into<TensorOptions>) -> Result<Tensor> {
         let opts = opts.into();
-        float_only("randn", opts.dtype, Location::caller())?;
-        Self::create(shape.as_ref(), opts, "randn", Location::caller(), |n| {
+        let location = Location::caller();
+        float_only("randn", opts.dtype, location)?;
+        if let Some(on_device) = Self::random_on_device(shape.as_ref(), opts, true, "randn", location) {
+            return on_device;
+        }
+        Self::create(shape.as_ref(), opts, "randn", location, |n| {
             from_f64s(crate::random::normal(n).into_iter(), opts.dtype)
         })
+    }
+
+    /// Samples made by a kernel on a CUDA device, or `None` for other devices and dry runs.
+    fn random_on_device(
+        shape: &[usize],
+        opts: TensorOptions,
+        normal: bool,
+        op: &'static str,
+        location: Loc,
+    ) -> Option<Result<Tensor>> {
+        if !opts.device.is_cuda() || fake::is_active() {
+            return None;
+        }
+        let made = || -> Result<Tensor> {
+            let numel = numel_of(shape, op, location)?;
+            opts.device.ensure_available()?;
+            let seed = crate::random::next_u64();
+            let storage = crate::cuda::cuda_device_for(&opts.device)
+                .and_then(|d| CudaStorage::random(&d, opts.dtype, numel, normal, seed))
+                .map_err(|e| super::cuda_error(e, location))?;
+            Ok(Tensor::on_device(storage, shape, opts, op, location))
+        };
+        Some(made())
+    }
+
+    /// A new tensor over storage already on a CUDA device.
+    fn on_device(
+        storage: CudaStorage,
+        shape: &[usize],
+        opts: TensorOptions,
+        op: &'static str,
+        location: Loc,
+    ) -> Tensor {
+        let tensor = Tensor::from_parts(
+            Storage::Cuda(storage),
+            Layout::contiguous(shape),
+            opts.dtype,
+            opts.device,
+            Origin::new(op, location),
+        );
+        crate::check::recorder::created(&tensor);
+        tensor
     }
 
     /// A tensor owning `data` with `shape`; the dtype is `T`'s.

@@ -88,6 +88,12 @@ pub static MODULES: &[KernelModule] = &[
         names: indexing,
     },
     KernelModule {
+        name: "random",
+        file: "random.cu",
+        source: include_str!("../../../kernels/random.cu"),
+        names: random,
+    },
+    KernelModule {
         name: "adamw",
         file: "adamw.cu",
         source: include_str!("../../../kernels/adamw.cu"),
@@ -334,6 +340,10 @@ fn indexing() -> Vec<String> {
     v
 }
 
+fn random() -> Vec<String> {
+    names(&["uniform", "normal"], FLOATS)
+}
+
 fn adamw() -> Vec<String> {
     names(&["adamw"], FLOATS)
 }
@@ -393,6 +403,7 @@ mod tests {
                 ("softmax", 8),
                 ("select", 32),
                 ("indexing", 40),
+                ("random", 8),
                 ("adamw", 4)
             ]
         );

@@ -40,6 +40,27 @@ impl CudaStorage {
         Ok(out)
     }
 
+    /// `len` samples of `dtype` (a float) made on the device: uniform in [0, 1), or standard
+    /// normal with `normal`. The same `seed` gives the same numbers on any device.
+    pub fn random(
+        device: &Arc<CudaDevice>,
+        dtype: DType,
+        len: usize,
+        normal: bool,
+        seed: u64,
+    ) -> CudaResult<CudaStorage> {
+        let out = Self::alloc(device, dtype, len)?;
+        if len > 0 {
+            let kernel = kernel_name(if normal { "normal" } else { "uniform" }, dtype);
+            device.launch(
+                &kernel,
+                elementwise_config(len),
+                &[Arg::U64(len as u64), Arg::U64(seed), Arg::U64(out.ptr())],
+            )?;
+        }
+        Ok(out)
+    }
+
     /// A copy of little-endian host bytes (`len * size_in_bytes` of them) on `device`. From
     /// pageable memory the copy is staged by the driver and synchronous with the host.
     pub fn from_host_bytes(device: &Arc<CudaDevice>, dtype: DType, bytes: &[u8]) -> CudaResult<CudaStorage> {
