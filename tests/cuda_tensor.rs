@@ -448,6 +448,43 @@ fn gradients_and_an_adamw_step_match_the_cpu() {
 }
 
 #[test]
+fn a_model_with_buffers_moves_saves_and_loads_on_the_gpu() {
+    if !gpu_present("modules") {
+        return;
+    }
+    #[derive(Module)]
+    struct Block {
+        proj: devcheck::nn::Linear,
+        #[module(non_persistent)]
+        mask: Tensor,
+        scale: Tensor,
+    }
+    let make = |device: &Device| -> Result<Block> {
+        devcheck::manual_seed(11);
+        Ok(Block {
+            proj: devcheck::nn::Linear::new(4, 4, device)?,
+            mask: Tensor::ones([4, 4], device)?.triu(1)?.cmp_scalar(CmpOp::Gt, 0.5)?,
+            scale: Tensor::full([4], 0.5, device)?,
+        })
+    };
+    let mut block = make(&Device::Cpu).unwrap();
+    block.to(&CUDA0).unwrap();
+    devcheck::assert_on_device!(block, CUDA0);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("block.safetensors");
+    block.save(&path).unwrap();
+    let mut loaded = make(&Device::Cpu).unwrap();
+    loaded.load_state_dict(&path, &CUDA0).unwrap();
+    for (a, b) in block.parameters().iter().zip(loaded.parameters()) {
+        assert_eq!(b.device(), CUDA0);
+        assert_eq!(a.tensor().to_vec::<f32>().unwrap(), b.tensor().to_vec::<f32>().unwrap());
+    }
+    let x = input(&[2, 4], 44, &CUDA0).unwrap();
+    let y = block.proj.forward(&x).unwrap().masked_fill(&block.mask.narrow(0, 0, 2).unwrap(), 0.0).unwrap();
+    assert_eq!(y.device(), CUDA0);
+}
+
+#[test]
 fn random_samples_are_made_on_the_device_with_the_right_moments() {
     if !gpu_present("random") {
         return;
