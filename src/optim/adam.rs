@@ -71,6 +71,8 @@ impl Core {
             let h = Hyper::new(&self.config, self.steps[i], self.decoupled);
             if fused_on_host(&[&value, &grad, &m, &v]) {
                 fused(&value, &grad, &m, &v, &h);
+            } else if let Some(on_gpu) = fused_on_gpu(&value, &grad, &m, &v, &h, self.steps[i]) {
+                on_gpu.map_err(|e| crate::tensor::cuda_error(e, location))?;
             } else {
                 composite(p, &value, &grad, &m, &v, &h)?;
             }
@@ -172,6 +174,46 @@ fn fused(value: &Tensor, grad: &Tensor, m: &Tensor, v: &Tensor, h: &Hyper) {
         // `fused_on_host` admitted only host f32/f64 tensors of one dtype.
         _ => {}
     }
+}
+
+/// The update as one kernel (`kernels/adamw.cu`) on a GPU, in place, when it applies: every
+/// tensor whole in its own buffer on one device, of one float dtype, and AdamW's decoupled decay
+/// (or no decay). `None` leaves the update to the tensor ops.
+fn fused_on_gpu(
+    value: &Tensor,
+    grad: &Tensor,
+    m: &Tensor,
+    v: &Tensor,
+    h: &Hyper,
+    step: u64,
+) -> Option<crate::backend::cuda::CudaResult<()>> {
+    if crate::fake::is_active() || !(h.decoupled || h.weight_decay == 0.0) {
+        return None;
+    }
+    let tensors = [value, grad, m, v];
+    let distinct =
+        tensors.iter().enumerate().all(|(i, a)| tensors[i + 1..].iter().all(|b| !a.same_storage(b)));
+    let guards: Vec<_> = tensors.iter().map(|t| t.storage()).collect();
+    let mut on_device = Vec::with_capacity(4);
+    for (t, g) in tensors.iter().zip(&guards) {
+        match &**g {
+            Storage::Cuda(s)
+                if t.dtype() == value.dtype()
+                    && t.device() == value.device()
+                    && t.is_contiguous()
+                    && t.layout().offset == 0
+                    && s.len() == t.numel() =>
+            {
+                on_device.push(s)
+            }
+            _ => return None,
+        }
+    }
+    let [p, g, m, v] = on_device[..] else { return None };
+    if !distinct || !value.dtype().is_float() {
+        return None;
+    }
+    Some(p.adamw_step(g, m, v, h.lr, (h.b1, h.b2), h.eps, h.weight_decay, step))
 }
 
 /// The same update with tensor ops, for parameters whose data is not on the host.
