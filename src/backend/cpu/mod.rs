@@ -4,6 +4,7 @@
 mod alloc;
 mod kernels;
 mod matmul;
+mod simd;
 
 use std::any::Any;
 use std::borrow::Cow;
