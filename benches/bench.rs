@@ -97,6 +97,30 @@ fn run_all(opts: &Options, threads: usize, results: &mut Vec<Measurement>) {
         record(opts, results, name, threads, Work::Rate(flops / 1e9, "GFLOP/s"), || must(a.matmul(&b)));
     }
     let len = if opts.quick { 1 << 20 } else { 1 << 24 };
+    let m = len >> 20;
+    if ["add", "add_out", "mul", "exp"].iter().any(|op| wanted(opts, &format!("{op}_{m}M"))) {
+        elementwise(opts, threads, len, results);
+    }
+    let (rows, cols) = if opts.quick { (256, 1024) } else { (4096, 1024) };
+    let name = format!("softmax_{rows}x{cols}");
+    if wanted(opts, &name) {
+        let s = must(Tensor::randn([rows, cols], &cpu));
+        let bytes = 2.0 * 4.0 * (rows * cols) as f64 / 1e9;
+        record(opts, results, name, threads, Work::Rate(bytes, "GB/s"), || must(s.softmax(-1)));
+    }
+    let name = format!("mlp_{}_{}_{}_step", mlp::SIZES[0], mlp::SIZES[1], mlp::SIZES[2]);
+    if wanted(opts, &name) {
+        let mut step = must(mlp::MlpStep::new());
+        record(opts, results, name, threads, Work::Rate(1.0, "steps/s"), || must(step.step()));
+    }
+    if threads == 1 {
+        run_single_threaded(opts, results);
+    }
+}
+
+/// Element-wise ops over `len` elements: allocating, into a preallocated output, and unary.
+fn elementwise(opts: &Options, threads: usize, len: usize, results: &mut Vec<Measurement>) {
+    let cpu = Device::Cpu;
     let x = must(Tensor::randn([len], &cpu));
     let y = must(Tensor::randn([len], &cpu));
     let out = must(Tensor::zeros([len], &cpu));
@@ -116,21 +140,6 @@ fn run_all(opts: &Options, threads: usize, results: &mut Vec<Measurement>) {
     }
     if wanted(opts, &format!("exp_{m}M")) {
         record(opts, results, format!("exp_{m}M"), threads, Work::Rate(bytes2, "GB/s"), || must(x.exp()));
-    }
-    let (rows, cols) = if opts.quick { (256, 1024) } else { (4096, 1024) };
-    let name = format!("softmax_{rows}x{cols}");
-    if wanted(opts, &name) {
-        let s = must(Tensor::randn([rows, cols], &cpu));
-        let bytes = 2.0 * 4.0 * (rows * cols) as f64 / 1e9;
-        record(opts, results, name, threads, Work::Rate(bytes, "GB/s"), || must(s.softmax(-1)));
-    }
-    let name = format!("mlp_{}_{}_{}_step", mlp::SIZES[0], mlp::SIZES[1], mlp::SIZES[2]);
-    if wanted(opts, &name) {
-        let mut step = must(mlp::MlpStep::new());
-        record(opts, results, name, threads, Work::Rate(1.0, "steps/s"), || must(step.step()));
-    }
-    if threads == 1 {
-        run_single_threaded(opts, results);
     }
 }
 
