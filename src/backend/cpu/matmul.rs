@@ -88,10 +88,13 @@ impl GemmElem for f16 {}
 fn gemm_batched<T: GemmElem>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
     let Dims { batch, m, k, n } = dims(la, lb);
     let count: usize = batch.iter().product();
-    let mut out = vec![T::ZERO; count * m * n];
-    if m * n == 0 {
-        return out;
+    let len = count * m * n;
+    if len == 0 || k == 0 {
+        return vec![T::ZERO; len];
     }
+    // gemm overwrites every element (read_dst = false), so the result is not zeroed first.
+    let mut out: Vec<T> = Vec::with_capacity(len);
+    let spare = &mut out.spare_capacity_mut()[..len];
     let r = la.rank();
     let strides = Strides {
         a_rs: la.strides[r - 2] as isize,
@@ -107,17 +110,22 @@ fn gemm_batched<T: GemmElem>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<
     let whole = Block { rows: 0..m, cols: 0..n, k };
     if count > 1 && flops < GEMM_PARALLEL_FLOPS {
         let pairs: Vec<(usize, usize)> = a_starts.into_iter().zip(b_starts).collect();
-        out.par_chunks_mut(m * n).zip(pairs).for_each(|(dst, (ao, bo))| {
+        spare.par_chunks_mut(m * n).zip(pairs).for_each(|(dst, (ao, bo))| {
             // SAFETY: `dst` is this product's own m*n elements; the offsets come from the
             // operands' layouts (see `product`).
-            unsafe { product(dst.as_mut_ptr(), a, ao, b, bo, &strides, &whole, Parallelism::None) }
+            unsafe { product(dst.as_mut_ptr().cast(), a, ao, b, bo, &strides, &whole, Parallelism::None) }
         });
+        // SAFETY: every product wrote all of its m*n elements.
+        unsafe { out.set_len(len) };
         return out;
     }
-    for (dst, (&ao, &bo)) in out.chunks_mut(m * n).zip(a_starts.iter().zip(&b_starts)) {
+    for (dst, (&ao, &bo)) in spare.chunks_mut(m * n).zip(a_starts.iter().zip(&b_starts)) {
+        // gemm only writes through the pointer (read_dst = false); nothing reads the
+        // uninitialised elements.
+        let dst = dst.as_mut_ptr().cast::<T>();
         if flops < GEMM_PARALLEL_FLOPS || threads < 2 {
             // SAFETY: as above, for one product of the batch.
-            unsafe { product(dst.as_mut_ptr(), a, ao, b, bo, &strides, &whole, Parallelism::None) }
+            unsafe { product(dst, a, ao, b, bo, &strides, &whole, Parallelism::None) }
         } else if flops < GEMM_BAND_SPLIT_FLOPS {
             // Each thread computes one band of the result with a single-threaded gemm: up to
             // 512^3 this is as fast as gemm's own threading or faster (a batch of 64 rows times
@@ -126,7 +134,7 @@ fn gemm_batched<T: GemmElem>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<
             let by_rows = m >= n;
             let len = if by_rows { m } else { n };
             let per = len.div_ceil(bands).next_multiple_of(16);
-            let dst = SendPtr(dst.as_mut_ptr());
+            let dst = SendPtr(dst);
             (0..len.div_ceil(per)).into_par_iter().for_each(|i| {
                 let span = i * per..((i + 1) * per).min(len);
                 let block = if by_rows {
@@ -141,9 +149,11 @@ fn gemm_batched<T: GemmElem>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<
             });
         } else {
             // SAFETY: as above, for one product of the batch.
-            unsafe { product(dst.as_mut_ptr(), a, ao, b, bo, &strides, &whole, Parallelism::Rayon(0)) }
+            unsafe { product(dst, a, ao, b, bo, &strides, &whole, Parallelism::Rayon(0)) }
         }
     }
+    // SAFETY: every product wrote all of its m*n elements, so all `len` are initialised.
+    unsafe { out.set_len(len) };
     out
 }
 
@@ -245,7 +255,15 @@ mod tests {
     /// against the naive product, with a transposed right operand as `linear` passes it.
     #[test]
     fn threaded_products_match_the_naive_product() {
-        let shapes = [(64, 784, 256), (256, 64, 784), (300, 70, 40), (20, 3000, 30), (48, 96, 1000)];
+        let shapes = [
+            (64, 784, 256),
+            (256, 64, 784),
+            (300, 70, 40),
+            (20, 3000, 30),
+            (48, 96, 1000),
+            (1, 50, 300),
+            (300, 50, 1),
+        ];
         for threads in [1, 2, 3] {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
             for &(m, k, n) in &shapes {
