@@ -1,5 +1,7 @@
 //! Element-wise, reduction and indexing kernels over strided views.
 
+use std::mem::MaybeUninit;
+
 use half::{bf16, f16};
 use rayon::prelude::*;
 
@@ -16,9 +18,12 @@ where
 {
     if layout.is_contiguous() {
         let src = &data[layout.offset..layout.offset + layout.numel()];
-        let mut out = super::zeroed(src.len());
-        for_each_chunk(&mut out, 1, |start, o| simd::dispatch(Map { src: &src[start..], out: o, f: &f }));
-        out
+        // SAFETY: the chunks cover the whole buffer and `Map` writes each of its elements.
+        unsafe {
+            super::filled(src.len(), |out| {
+                for_each_chunk(out, 1, |start, o| simd::dispatch(Map { src: &src[start..], out: o, f: &f }))
+            })
+        }
     } else {
         layout.offsets().map(|o| f(data[o])).collect()
     }
@@ -37,14 +42,33 @@ where
     T: Copy + Send + Sync,
     U: Copy + Send + Sync + Default,
 {
-    let mut out = super::zeroed(out_shape.iter().product());
-    binary_map_into(&mut out, lhs, lhs_layout, rhs, rhs_layout, out_shape, f);
-    out
+    // SAFETY: `binary_map_uninit` writes every element of `out`.
+    unsafe {
+        super::filled(out_shape.iter().product(), |out| {
+            binary_map_uninit(out, lhs, lhs_layout, rhs, rhs_layout, out_shape, f)
+        })
+    }
 }
 
 /// [`binary_map`] writing into `out` (row-major, `out_shape`), e.g. a preallocated result.
 pub(crate) fn binary_map_into<T, U>(
     out: &mut [U],
+    lhs: &[T],
+    lhs_layout: &Layout,
+    rhs: &[T],
+    rhs_layout: &Layout,
+    out_shape: &[usize],
+    f: impl Fn(T, T) -> U + Sync,
+) where
+    T: Copy + Send + Sync,
+    U: Copy + Send + Sync,
+{
+    binary_map_uninit(super::as_uninit(out), lhs, lhs_layout, rhs, rhs_layout, out_shape, f)
+}
+
+/// [`binary_map_into`] over a buffer that may not be initialised yet: writes every element.
+fn binary_map_uninit<T, U>(
+    out: &mut [MaybeUninit<U>],
     lhs: &[T],
     lhs_layout: &Layout,
     rhs: &[T],
@@ -102,7 +126,7 @@ pub(crate) fn binary_map_into<T, U>(
     let l = lhs_layout.broadcast_to(out_shape);
     let r = rhs_layout.broadcast_to(out_shape);
     for ((o, i), j) in out.iter_mut().zip(l.offsets()).zip(r.offsets()) {
-        *o = f(lhs[i], rhs[j]);
+        o.write(f(lhs[i], rhs[j]));
     }
 }
 
@@ -394,20 +418,22 @@ pub(crate) fn var_of<T: WithDType>(xs: &[T], correction: usize) -> f64 {
 /// in the element type (f16/bf16 element-wise through f32). Per row: one pass for the max, one
 /// for exp and its sum (written to the result), one scaling the result in place.
 pub(crate) fn softmax_rows<T: Float>(data: &[T], row: usize, log: bool) -> Vec<T> {
-    let mut out = super::zeroed(data.len());
     if row == 0 {
-        return out;
+        return Vec::new();
     }
-    let run = |x: &[T], o: &mut [T]| simd::dispatch(SoftmaxRows { x, out: o, row, log });
-    if data.len() >= PARALLEL_THRESHOLD && data.len() > row {
-        let threads = rayon::current_num_threads().max(1);
-        let rows_per_task = (data.len() / row).div_ceil(threads * 4).max(1);
-        let per = rows_per_task * row;
-        out.par_chunks_mut(per).zip(data.par_chunks(per)).for_each(|(o, x)| run(x, o));
-    } else {
-        run(data, &mut out);
-    }
-    out
+    let run = |x: &[T], o: &mut [MaybeUninit<T>]| simd::dispatch(SoftmaxRows { x, out: o, row, log });
+    let fill = |out: &mut [MaybeUninit<T>]| {
+        if data.len() >= PARALLEL_THRESHOLD && data.len() > row {
+            let threads = rayon::current_num_threads().max(1);
+            let rows_per_task = (data.len() / row).div_ceil(threads * 4).max(1);
+            let per = rows_per_task * row;
+            out.par_chunks_mut(per).zip(data.par_chunks(per)).for_each(|(o, x)| run(x, o));
+        } else {
+            run(data, out);
+        }
+    };
+    // SAFETY: the chunks cover every row and `softmax_row` writes each element of its row.
+    unsafe { super::filled(data.len(), fill) }
 }
 
 /// Lanes of the max and sum accumulators: independent lanes let the compiler vectorise the
@@ -416,7 +442,7 @@ const LANES: usize = 16;
 
 struct SoftmaxRows<'a, T> {
     x: &'a [T],
-    out: &'a mut [T],
+    out: &'a mut [MaybeUninit<T>],
     row: usize,
     log: bool,
 }
@@ -431,8 +457,9 @@ impl<T: Float> simd::Kernel for SoftmaxRows<'_, T> {
     }
 }
 
+/// Writes every element of `o`.
 #[inline(always)]
-fn softmax_row<T: Float>(x: &[T], o: &mut [T], log: bool) {
+fn softmax_row<T: Float>(x: &[T], o: &mut [MaybeUninit<T>], log: bool) {
     // A NaN is skipped by the max but makes the sum NaN, so the whole row is NaN either way.
     let mut lanes = [x[0]; LANES];
     let (body, tail) = x.split_at(x.len() - x.len() % LANES);
@@ -448,16 +475,18 @@ fn softmax_row<T: Float>(x: &[T], o: &mut [T], log: bool) {
     for (o_chunk, chunk) in o_body.chunks_exact_mut(LANES).zip(body.chunks_exact(LANES)) {
         for ((s, o), &v) in sums.iter_mut().zip(o_chunk).zip(chunk) {
             let e = v.sub(max).exp();
-            *o = e;
+            o.write(e);
             *s = s.add(e);
         }
     }
     let mut sum = sums.iter().fold(T::ZERO, |a, &b| a.add(b));
     for (o, &v) in o_tail.iter_mut().zip(tail) {
         let e = v.sub(max).exp();
-        *o = e;
+        o.write(e);
         sum = sum.add(e);
     }
+    // SAFETY: the two loops above wrote every element of the row (body and tail).
+    let o = unsafe { &mut *(o as *mut [MaybeUninit<T>] as *mut [T]) };
 
     if log {
         // (x - max) - ln(sum) keeps the precision that x - (max + ln(sum)) loses for large x.
@@ -483,8 +512,37 @@ pub(crate) fn copy_strided<T: Copy>(src: &[T], src_layout: &Layout, out: &mut [T
 
 #[cfg(test)]
 mod tests {
-    use super::{exp_f32, softmax_rows, unary_map};
+    use super::{binary_map, exp_f32, softmax_rows, unary_map};
     use crate::shape::Layout;
+
+    /// Every path of `binary_map` (same shapes, a scalar on either side, a row repeated on either
+    /// side, a general broadcast), small and split across threads, writes every element right.
+    #[test]
+    fn binary_map_fills_every_element_on_every_path() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        for rows in [3, 300] {
+            let cols = 129;
+            let full = [rows, cols];
+            let a: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+            let row: Vec<f32> = (0..cols).map(|j| 1000.0 * j as f32).collect();
+            let col: Vec<f32> = (0..rows).map(|i| 0.5 * i as f32).collect();
+            let cases: [(&[f32], Vec<usize>, &[f32], Vec<usize>); 6] = [
+                (&a, vec![rows, cols], &a, vec![rows, cols]),
+                (&a, vec![rows, cols], &[7.0], vec![1]),
+                (&[7.0], vec![1], &a, vec![rows, cols]),
+                (&a, vec![rows, cols], &row, vec![cols]),
+                (&row, vec![1, cols], &a, vec![rows, cols]),
+                (&col, vec![rows, 1], &row, vec![1, cols]),
+            ];
+            for (case, (l, ls, r, rs)) in cases.iter().enumerate() {
+                let (ll, rl) = (Layout::contiguous(ls), Layout::contiguous(rs));
+                let got = pool.install(|| binary_map(l, &ll, r, &rl, &full, |x: f32, y: f32| x - 2.0 * y));
+                let (lb, rb) = (ll.broadcast_to(&full), rl.broadcast_to(&full));
+                let want: Vec<f32> = lb.offsets().zip(rb.offsets()).map(|(i, j)| l[i] - 2.0 * r[j]).collect();
+                assert_eq!(got, want, "case {case}, {rows} rows");
+            }
+        }
+    }
 
     /// The error of `got` against the exact `exact`, in units of the f32 spacing at `exact`
     /// (subnormal spacing below the normal range).

@@ -2,7 +2,9 @@
 //! binary still runs on machines without AVX2 or AVX-512. The baseline x86-64 target has only
 //! SSE2 (4 f32 lanes, no FMA); AVX-512 has 16 lanes.
 
-/// A loop to compile once per vector extension. `run` must be `#[inline(always)]`, so that its
+/// A loop to compile once per vector extension. The loops write results through `MaybeUninit`:
+/// they fill fresh buffers that were never zeroed (see `alloc::filled`).
+/// `run` must be `#[inline(always)]`, so that its
 /// body (and the small closures it calls) is compiled inside each of [`dispatch`]'s versions.
 pub(crate) trait Kernel {
     type Output;
@@ -41,10 +43,12 @@ fn has_avx512() -> bool {
     has!("avx512f") && has!("avx2") && has!("fma")
 }
 
+use std::mem::MaybeUninit;
+
 /// `out[i] = f(src[i])`.
 pub(crate) struct Map<'a, T, U, F> {
     pub src: &'a [T],
-    pub out: &'a mut [U],
+    pub out: &'a mut [MaybeUninit<U>],
     pub f: &'a F,
 }
 
@@ -53,7 +57,7 @@ impl<T: Copy, U, F: Fn(T) -> U> Kernel for Map<'_, T, U, F> {
     #[inline(always)]
     fn run(self) {
         for (o, &x) in self.out.iter_mut().zip(self.src) {
-            *o = (self.f)(x);
+            o.write((self.f)(x));
         }
     }
 }
@@ -62,7 +66,7 @@ impl<T: Copy, U, F: Fn(T) -> U> Kernel for Map<'_, T, U, F> {
 pub(crate) struct Zip<'a, T, U, F> {
     pub a: &'a [T],
     pub b: &'a [T],
-    pub out: &'a mut [U],
+    pub out: &'a mut [MaybeUninit<U>],
     pub f: &'a F,
 }
 
@@ -71,7 +75,7 @@ impl<T: Copy, U, F: Fn(T, T) -> U> Kernel for Zip<'_, T, U, F> {
     #[inline(always)]
     fn run(self) {
         for ((o, &x), &y) in self.out.iter_mut().zip(self.a).zip(self.b) {
-            *o = (self.f)(x, y);
+            o.write((self.f)(x, y));
         }
     }
 }
@@ -81,7 +85,7 @@ impl<T: Copy, U, F: Fn(T, T) -> U> Kernel for Zip<'_, T, U, F> {
 pub(crate) struct ZipRows<'a, T, U, F> {
     pub a: &'a [T],
     pub row: &'a [T],
-    pub out: &'a mut [U],
+    pub out: &'a mut [MaybeUninit<U>],
     pub row_first: bool,
     pub f: &'a F,
 }
@@ -94,11 +98,11 @@ impl<T: Copy, U, F: Fn(T, T) -> U> Kernel for ZipRows<'_, T, U, F> {
         for (o_row, a_row) in self.out.chunks_mut(n).zip(self.a.chunks(n)) {
             if self.row_first {
                 for ((o, &x), &y) in o_row.iter_mut().zip(self.row).zip(a_row) {
-                    *o = (self.f)(x, y);
+                    o.write((self.f)(x, y));
                 }
             } else {
                 for ((o, &x), &y) in o_row.iter_mut().zip(a_row).zip(self.row) {
-                    *o = (self.f)(x, y);
+                    o.write((self.f)(x, y));
                 }
             }
         }
