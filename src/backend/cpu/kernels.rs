@@ -515,6 +515,9 @@ mod tests {
     use super::{binary_map, exp_f32, softmax_rows, unary_map};
     use crate::shape::Layout;
 
+    /// Left operand and shape, right operand and shape.
+    type Case<'a> = (&'a [f32], Vec<usize>, &'a [f32], Vec<usize>);
+
     /// Every path of `binary_map` (same shapes, a scalar on either side, a row repeated on either
     /// side, a general broadcast), small and split across threads, writes every element right.
     #[test]
@@ -526,7 +529,7 @@ mod tests {
             let a: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
             let row: Vec<f32> = (0..cols).map(|j| 1000.0 * j as f32).collect();
             let col: Vec<f32> = (0..rows).map(|i| 0.5 * i as f32).collect();
-            let cases: [(&[f32], Vec<usize>, &[f32], Vec<usize>); 6] = [
+            let cases: [Case; 6] = [
                 (&a, vec![rows, cols], &a, vec![rows, cols]),
                 (&a, vec![rows, cols], &[7.0], vec![1]),
                 (&[7.0], vec![1], &a, vec![rows, cols]),
