@@ -128,7 +128,8 @@ pub fn run(args: &Args) -> Result<Summary> {
         let mut loss_sum = Tensor::zeros([], &device)?;
         for batch in &loader {
             let (x, y) = batch?;
-            let (x, y) = (x.to(&device)?, y.to(&device)?);
+            // Pinned batches (on a GPU) copy without blocking the host; elsewhere this is `to`.
+            let (x, y) = (x.to_non_blocking(&device)?, y.to_non_blocking(&device)?);
             optimizer.zero_grad();
             let loss = cross_entropy(&model.forward(&x)?, &y, &Default::default())?;
             loss.backward()?;

@@ -166,7 +166,7 @@ pub fn load_state_dict_with<M: Module + ?Sized>(
         |e: SafeTensorError| CheckpointError::Malformed { path: path.to_path_buf(), detail: describe(&e) };
     let file = SafeTensors::deserialize(&bytes).map_err(malformed)?;
     let (_, metadata) = SafeTensors::read_metadata(&bytes).map_err(malformed)?;
-    let saved_from = saved_devices(metadata.metadata().as_ref());
+    let saved_from: HashMap<String, Device> = saved_devices(metadata.metadata().as_ref());
 
     let expected = expected_entries(module);
     let mut report = LoadReport {
@@ -486,13 +486,16 @@ pub(crate) fn model_dtype(dtype: FileDType) -> Option<DType> {
     })
 }
 
-/// The devices recorded at save time; a file without them (or with unreadable ones) has none.
-fn saved_devices(metadata: Option<&HashMap<String, String>>) -> HashMap<String, Device> {
+/// The devices recorded at save time under [`DEVICES_METADATA_KEY`]; a file without them (or
+/// with unreadable ones) has none.
+pub(crate) fn saved_devices<C: FromIterator<(String, Device)> + Default>(
+    metadata: Option<&HashMap<String, String>>,
+) -> C {
     let Some(json) = metadata.and_then(|m| m.get(DEVICES_METADATA_KEY)) else {
-        return HashMap::new();
+        return C::default();
     };
     let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(json) else {
-        return HashMap::new();
+        return C::default();
     };
     map.into_iter().filter_map(|(key, value)| Some((key, value.as_str()?.parse::<Device>().ok()?))).collect()
 }

@@ -192,6 +192,22 @@ pub enum Error {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Data(#[from] crate::data::DataError),
+
+    /// The CUDA backend failed below the op front end: a kernel that did not compile or load, a
+    /// driver or cuBLAS call (see [`crate::backend::cuda::CudaError`]).
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Cuda(Box<crate::backend::cuda::CudaError>),
+}
+
+impl From<crate::backend::cuda::CudaError> for Error {
+    /// A devcheck error that travelled through the backend comes out as itself.
+    fn from(e: crate::backend::cuda::CudaError) -> Self {
+        match e {
+            crate::backend::cuda::CudaError::Core(inner) => *inner,
+            other => Error::Cuda(Box::new(other)),
+        }
+    }
 }
 
 fn mismatch_summary(operands: &[Operand]) -> String {

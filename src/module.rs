@@ -247,8 +247,10 @@ pub trait Module {
     /// in place. All or nothing: every tensor is moved before any field is replaced, so a failed
     /// move (an unavailable device) leaves the model as it was. Skipped fields stay where they are.
     /// Each moved tensor is named with its path, so errors about it say which one it is.
+    #[track_caller]
     fn to(&mut self, device: &Device) -> Result<()> {
-        transform(self, &|t: &Tensor| t.to(device))
+        let location = Location::caller();
+        transform(self, &|t: &Tensor| t.move_to(device, location))
     }
 
     /// Converts every floating parameter, gradient, optimizer state tensor and buffer to `dtype`
@@ -562,8 +564,10 @@ impl Param {
     }
 
     /// Moves the tensor, gradient and optimizer state to `device`, all or nothing.
+    #[track_caller]
     pub fn to(&self, device: &Device) -> Result<()> {
-        let moved = self.transformed(&|t: &Tensor| t.to(device))?;
+        let location = Location::caller();
+        let moved = self.transformed(&|t: &Tensor| t.move_to(device, location))?;
         self.install(moved, None);
         Ok(())
     }

@@ -164,3 +164,21 @@ fn long_runs_stay_exact_when_freed_storages_are_swept() -> Result<()> {
     assert!(report.findings()[0].details().iter().any(|d| d.contains("117.2 KiB in total")), "{report}");
     Ok(())
 }
+
+#[test]
+fn a_model_move_is_recorded_at_the_callers_line() -> Result<()> {
+    use devcheck::Module;
+    let mut model = devcheck::nn::Linear::new(3, 2, &Device::Cpu)?;
+    let _fake = devcheck::fake::enter();
+    let here = line!() + 1;
+    let (moved, report) = devcheck::trace(|| model.to(&GPU));
+    moved?;
+    let transfers = report.transfers();
+    assert!(!transfers.is_empty());
+    for t in transfers {
+        // The user's `model.to(..)` line, not the library's loop over parameters.
+        assert_eq!(t.call_site.file(), file!(), "{report}");
+        assert_eq!(t.call_site.line(), here, "{report}");
+    }
+    Ok(())
+}

@@ -71,3 +71,74 @@ fn a_missing_header_directory_is_a_compile_error_with_the_nvrtc_log() {
     assert!(text.contains("cuda_fp16.h"), "the NVRTC log names the header: {text}");
     assert!(text.contains("DEVCHECK_CUDA_INCLUDE"), "the help says how to fix it: {text}");
 }
+
+/// The arguments the launchers in src/backend/cuda/storage.rs pass to each family of kernels, in
+/// order: `b64` for sizes, pointers and i64 values, `f64` for scalars. Every kernel's PTX must
+/// declare exactly these, so a launch never reads garbage (a launch is also checked against the
+/// PTX at run time; this finds a drift on a machine without a GPU).
+fn launcher_arguments(kernel: &str) -> Vec<nvrtc::PtxParam> {
+    use nvrtc::PtxParam::{Bits, F64};
+    let b64 = |n: usize| vec![Bits(64); n];
+    let with = |mut v: Vec<nvrtc::PtxParam>, tail: &[nvrtc::PtxParam]| {
+        v.extend_from_slice(tail);
+        v
+    };
+    let family = kernel.rsplit_once('_').map_or(kernel, |(head, _)| head);
+    if let Some(width) = kernel.strip_prefix("fill_u") {
+        return vec![Bits(64), Bits(64), Bits(width.parse().unwrap())];
+    }
+    if kernel.contains("_scalar_") {
+        // numel, ndim, info, x, scalar, out
+        return with(b64(4), &[F64, Bits(64)]);
+    }
+    let head = kernel.split('_').next().unwrap_or(kernel);
+    match head {
+        // numel, ndim, info, src, dst
+        "copy" | "cast" => b64(5),
+        // numel, ndim, info, cond, a, b, out
+        "where" => b64(7),
+        // numel, ndim, info, x, mask, value, out
+        "masked" => with(b64(5), &[F64, Bits(64)]),
+        // numel, ndim, info, diagonal, x, out
+        "triu" | "tril" => b64(6),
+        // n_out, outer, src_dim, n_ids, inner, ids, x, out, bad / numel, ndim, info, dim, size, ids, x, out, bad
+        "index" | "gather" => b64(9),
+        // n, param, grad, exp_avg, exp_avg_sq, then lr, beta1, beta2, eps, weight_decay, bc1, bc2
+        "adamw" => with(b64(5), &[F64; 7]),
+        // n_out, reduce_size, reduce_stride, ndim, info, x, out (+ correction)
+        "sum" | "mean" | "max" | "min" | "argmax" | "argmin" => b64(7),
+        "var" => with(b64(7), &[F64]),
+        // n, seed, out
+        "uniform" | "normal" => b64(3),
+        // rows, cols, x, out
+        "softmax" | "log" if family.ends_with("softmax") => b64(4),
+        _ if kernels::module("binary").unwrap().has_kernel(kernel) => b64(6),
+        // numel, ndim, info, x, out
+        _ => b64(5),
+    }
+}
+
+#[test]
+fn every_kernel_takes_the_arguments_its_launcher_passes() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    // PTX only (no ptxas): the parameter lists are decided before machine code.
+    let arch = nvrtc::Arch::parse("compute_80").unwrap();
+    let mut checked = 0;
+    for module in kernels::MODULES {
+        let compiled = nvrtc::compile(module, &arch, &nvrtc::info().include_dirs).unwrap();
+        let signatures = compiled.signatures();
+        assert_eq!(signatures.len(), module.kernel_names().len(), "module {}", module.name);
+        for (kernel, params) in signatures {
+            let expected = launcher_arguments(&kernel);
+            assert_eq!(
+                params, expected,
+                "kernel `{kernel}` in {}: PTX parameters vs the launcher's",
+                module.file
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, kernels::MODULES.iter().map(|m| m.kernel_names().len()).sum::<usize>());
+}

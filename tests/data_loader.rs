@@ -94,6 +94,8 @@ fn batches_come_out_on_the_cpu_even_with_pin_memory() {
     for batch in &loader {
         let (x, y) = batch.unwrap();
         assert_eq!((x.device(), y.device()), (Device::Cpu, Device::Cpu));
+        // With a GPU the batches are page-locked, ready for `to_non_blocking`.
+        assert_eq!((x.is_pinned(), y.is_pinned()), (loader.pins_memory(), loader.pins_memory()));
     }
 }
 

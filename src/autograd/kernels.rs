@@ -9,7 +9,7 @@ use crate::backend::fake;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::Layout;
-use crate::tensor::{CmpOp, Tensor, compute};
+use crate::tensor::{CmpOp, Tensor, compute, host_only};
 
 /// Whether the fused kernels can run: every operand's data is on the host, or there is no data.
 fn host_or_fake(tensors: &[&Tensor]) -> bool {
@@ -21,21 +21,27 @@ pub(crate) fn relu_backward(x: &Tensor, g: &Tensor) -> Result<Tensor> {
     if !host_or_fake(&[x, g]) {
         return g.mul(&x.cmp_scalar(CmpOp::Gt, 0.0)?.to_dtype(g.dtype())?);
     }
-    let storage = compute(&[x, g], |s| {
-        fn run<T: Float>(x: &[T], lx: &Layout, g: &[T], lg: &Layout) -> CpuStorage {
-            CpuStorage::from_vec(cpu::binary_map(x, lx, g, lg, &lg.shape, |x: T, g: T| {
-                if x > T::ZERO { g } else { T::ZERO }
-            }))
-        }
-        let (lx, lg) = (x.layout(), g.layout());
-        match (s[0], s[1]) {
-            (CpuStorage::F32(a), CpuStorage::F32(b)) => run(a, lx, b, lg),
-            (CpuStorage::F64(a), CpuStorage::F64(b)) => run(a, lx, b, lg),
-            (CpuStorage::F16(a), CpuStorage::F16(b)) => run(a, lx, b, lg),
-            (CpuStorage::BF16(a), CpuStorage::BF16(b)) => run(a, lx, b, lg),
-            _ => unreachable!("relu's gradient is recorded for floating tensors of one dtype only"),
-        }
-    });
+    let storage = compute(
+        "relu_backward",
+        Location::caller(),
+        &[x, g],
+        |s| {
+            fn run<T: Float>(x: &[T], lx: &Layout, g: &[T], lg: &Layout) -> CpuStorage {
+                CpuStorage::from_vec(cpu::binary_map(x, lx, g, lg, &lg.shape, |x: T, g: T| {
+                    if x > T::ZERO { g } else { T::ZERO }
+                }))
+            }
+            let (lx, lg) = (x.layout(), g.layout());
+            match (s[0], s[1]) {
+                (CpuStorage::F32(a), CpuStorage::F32(b)) => run(a, lx, b, lg),
+                (CpuStorage::F64(a), CpuStorage::F64(b)) => run(a, lx, b, lg),
+                (CpuStorage::F16(a), CpuStorage::F16(b)) => run(a, lx, b, lg),
+                (CpuStorage::BF16(a), CpuStorage::BF16(b)) => run(a, lx, b, lg),
+                _ => unreachable!("relu's gradient is recorded for floating tensors of one dtype only"),
+            }
+        },
+        host_only("relu_backward"),
+    )?;
     Ok(g.derived(storage, g.shape(), g.dtype(), "relu_backward", Location::caller()))
 }
 
@@ -53,43 +59,49 @@ pub(crate) fn softmax_backward(y: &Tensor, g: &Tensor, dim: usize, log: bool) ->
         };
     }
     let row = y.shape().get(dim).copied().unwrap_or(1);
-    let storage = compute(&[y, g], |s| {
-        fn run<T: Float>(y: &[T], g: &[T], row: usize, log: bool) -> CpuStorage {
-            let mut out = vec![T::ZERO; y.len()];
-            if row == 0 {
-                return CpuStorage::from_vec(out);
-            }
-            for ((o, y), g) in out.chunks_mut(row).zip(y.chunks(row)).zip(g.chunks(row)) {
-                if log {
-                    let sum = g.iter().fold(T::ZERO, |a, &b| a.add(b));
-                    for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
-                        *o = g.sub(y.exp().mul(sum));
-                    }
-                } else {
-                    let dot = g.iter().zip(y).fold(T::ZERO, |a, (&g, &y)| a.add(g.mul(y)));
-                    for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
-                        *o = y.mul(g.sub(dot));
+    let storage = compute(
+        "softmax_backward",
+        Location::caller(),
+        &[y, g],
+        |s| {
+            fn run<T: Float>(y: &[T], g: &[T], row: usize, log: bool) -> CpuStorage {
+                let mut out = vec![T::ZERO; y.len()];
+                if row == 0 {
+                    return CpuStorage::from_vec(out);
+                }
+                for ((o, y), g) in out.chunks_mut(row).zip(y.chunks(row)).zip(g.chunks(row)) {
+                    if log {
+                        let sum = g.iter().fold(T::ZERO, |a, &b| a.add(b));
+                        for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
+                            *o = g.sub(y.exp().mul(sum));
+                        }
+                    } else {
+                        let dot = g.iter().zip(y).fold(T::ZERO, |a, (&g, &y)| a.add(g.mul(y)));
+                        for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
+                            *o = y.mul(g.sub(dot));
+                        }
                     }
                 }
+                CpuStorage::from_vec(out)
             }
-            CpuStorage::from_vec(out)
-        }
-        let (ly, lg) = (y.layout(), g.layout());
-        macro_rules! arm {
-            ($a:expr, $b:expr) => {{
-                let y = &$a[ly.offset..ly.offset + ly.numel()];
-                let g = &$b[lg.offset..lg.offset + lg.numel()];
-                run(y, g, row, log)
-            }};
-        }
-        match (s[0], s[1]) {
-            (CpuStorage::F32(a), CpuStorage::F32(b)) => arm!(a, b),
-            (CpuStorage::F64(a), CpuStorage::F64(b)) => arm!(a, b),
-            (CpuStorage::F16(a), CpuStorage::F16(b)) => arm!(a, b),
-            (CpuStorage::BF16(a), CpuStorage::BF16(b)) => arm!(a, b),
-            _ => unreachable!("softmax's gradient is recorded for floating tensors of one dtype only"),
-        }
-    });
+            let (ly, lg) = (y.layout(), g.layout());
+            macro_rules! arm {
+                ($a:expr, $b:expr) => {{
+                    let y = &$a[ly.offset..ly.offset + ly.numel()];
+                    let g = &$b[lg.offset..lg.offset + lg.numel()];
+                    run(y, g, row, log)
+                }};
+            }
+            match (s[0], s[1]) {
+                (CpuStorage::F32(a), CpuStorage::F32(b)) => arm!(a, b),
+                (CpuStorage::F64(a), CpuStorage::F64(b)) => arm!(a, b),
+                (CpuStorage::F16(a), CpuStorage::F16(b)) => arm!(a, b),
+                (CpuStorage::BF16(a), CpuStorage::BF16(b)) => arm!(a, b),
+                _ => unreachable!("softmax's gradient is recorded for floating tensors of one dtype only"),
+            }
+        },
+        host_only("softmax_backward"),
+    )?;
     let op = if log { "log_softmax_backward" } else { "softmax_backward" };
     Ok(g.derived(storage, g.shape(), g.dtype(), op, Location::caller()))
 }
@@ -108,25 +120,31 @@ pub(crate) fn sum_keepdim(g: &Tensor, dims: &[isize]) -> Result<Tensor> {
     let cols: usize = g.shape()[k..].iter().product();
     let mut shape = g.shape().to_vec();
     shape[..k].fill(1);
-    let storage = compute(&[g], |s| {
-        fn run<T: Float>(v: &[T], rows: usize, cols: usize) -> CpuStorage {
-            let mut out = vec![T::ZERO; cols];
-            if cols > 0 {
-                for row in v.chunks_exact(cols).take(rows) {
-                    for (o, &x) in out.iter_mut().zip(row) {
-                        *o = o.add(x);
+    let storage = compute(
+        "sum",
+        Location::caller(),
+        &[g],
+        |s| {
+            fn run<T: Float>(v: &[T], rows: usize, cols: usize) -> CpuStorage {
+                let mut out = vec![T::ZERO; cols];
+                if cols > 0 {
+                    for row in v.chunks_exact(cols).take(rows) {
+                        for (o, &x) in out.iter_mut().zip(row) {
+                            *o = o.add(x);
+                        }
                     }
                 }
+                CpuStorage::from_vec(out)
             }
-            CpuStorage::from_vec(out)
-        }
-        let l = g.layout();
-        match s[0] {
-            CpuStorage::F32(v) => run(&v[l.offset..l.offset + l.numel()], rows, cols),
-            CpuStorage::F64(v) => run(&v[l.offset..l.offset + l.numel()], rows, cols),
-            _ => unreachable!("fast path taken for f32/f64 only"),
-        }
-    });
+            let l = g.layout();
+            match s[0] {
+                CpuStorage::F32(v) => run(&v[l.offset..l.offset + l.numel()], rows, cols),
+                CpuStorage::F64(v) => run(&v[l.offset..l.offset + l.numel()], rows, cols),
+                _ => unreachable!("fast path taken for f32/f64 only"),
+            }
+        },
+        host_only("sum"),
+    )?;
     Ok(g.derived(storage, &shape, g.dtype(), "sum", Location::caller()))
 }
 
@@ -144,46 +162,52 @@ pub(crate) fn index_add(shape: &[usize], dim: usize, index: &Tensor, g: &Tensor)
         out_shape.extend(rest);
         return one_hot.matmul(&flat)?.reshape(out_shape)?.transpose(0, dim as isize);
     }
-    let storage = compute(&[index, g], |s| {
-        let CpuStorage::I64(idx) = s[0] else { unreachable!("index_select checks an i64 index") };
-        let idx = cpu::contiguous(idx, index.layout());
-        let size = shape[dim] as i64;
-        let outer: usize = shape[..dim].iter().product();
-        let inner: usize = shape[dim + 1..].iter().product();
-        let n = idx.len();
-        fn run<T: Float>(
-            g: &[T],
-            lg: &Layout,
-            idx: &[i64],
-            size: i64,
-            (outer, n, inner): (usize, usize, usize),
-        ) -> CpuStorage {
-            let g = cpu::contiguous(g, lg);
-            let mut out = vec![T::ZERO; outer * size as usize * inner];
-            for o in 0..outer {
-                for (k, &i) in idx.iter().enumerate() {
-                    let i = if i < 0 { i + size } else { i };
-                    if !(0..size).contains(&i) {
-                        continue;
-                    }
-                    let src = &g[(o * n + k) * inner..][..inner];
-                    let dst = &mut out[(o * size as usize + i as usize) * inner..][..inner];
-                    for (d, &x) in dst.iter_mut().zip(src) {
-                        *d = d.add(x);
+    let storage = compute(
+        "index_add",
+        Location::caller(),
+        &[index, g],
+        |s| {
+            let CpuStorage::I64(idx) = s[0] else { unreachable!("index_select checks an i64 index") };
+            let idx = cpu::contiguous(idx, index.layout());
+            let size = shape[dim] as i64;
+            let outer: usize = shape[..dim].iter().product();
+            let inner: usize = shape[dim + 1..].iter().product();
+            let n = idx.len();
+            fn run<T: Float>(
+                g: &[T],
+                lg: &Layout,
+                idx: &[i64],
+                size: i64,
+                (outer, n, inner): (usize, usize, usize),
+            ) -> CpuStorage {
+                let g = cpu::contiguous(g, lg);
+                let mut out = vec![T::ZERO; outer * size as usize * inner];
+                for o in 0..outer {
+                    for (k, &i) in idx.iter().enumerate() {
+                        let i = if i < 0 { i + size } else { i };
+                        if !(0..size).contains(&i) {
+                            continue;
+                        }
+                        let src = &g[(o * n + k) * inner..][..inner];
+                        let dst = &mut out[(o * size as usize + i as usize) * inner..][..inner];
+                        for (d, &x) in dst.iter_mut().zip(src) {
+                            *d = d.add(x);
+                        }
                     }
                 }
+                CpuStorage::from_vec(out)
             }
-            CpuStorage::from_vec(out)
-        }
-        let dims = (outer, n, inner);
-        match s[1] {
-            CpuStorage::F32(v) => run(v, g.layout(), &idx, size, dims),
-            CpuStorage::F64(v) => run(v, g.layout(), &idx, size, dims),
-            CpuStorage::F16(v) => run(v, g.layout(), &idx, size, dims),
-            CpuStorage::BF16(v) => run(v, g.layout(), &idx, size, dims),
-            _ => unreachable!("gradients are floating"),
-        }
-    });
+            let dims = (outer, n, inner);
+            match s[1] {
+                CpuStorage::F32(v) => run(v, g.layout(), &idx, size, dims),
+                CpuStorage::F64(v) => run(v, g.layout(), &idx, size, dims),
+                CpuStorage::F16(v) => run(v, g.layout(), &idx, size, dims),
+                CpuStorage::BF16(v) => run(v, g.layout(), &idx, size, dims),
+                _ => unreachable!("gradients are floating"),
+            }
+        },
+        host_only("index_add"),
+    )?;
     Ok(g.derived(storage, shape, g.dtype(), "index_add", Location::caller()))
 }
 
@@ -193,45 +217,51 @@ pub(crate) fn scatter_add(shape: &[usize], dim: usize, index: &Tensor, g: &Tenso
     if !host_or_fake(&[index, g]) {
         return scatter_add_composite(shape, dim, index, g);
     }
-    let storage = compute(&[index, g], |s| {
-        let CpuStorage::I64(idx) = s[0] else { unreachable!("gather checks an i64 index") };
-        let idx = cpu::contiguous(idx, index.layout());
-        fn run<T: Float>(g: &[T], lg: &Layout, idx: &[i64], shape: &[usize], dim: usize) -> CpuStorage {
-            let g = cpu::contiguous(g, lg);
-            let strides = crate::shape::contiguous_strides(shape);
-            let size = shape[dim] as i64;
-            let mut out = vec![T::ZERO; shape.iter().product()];
-            let index_shape = &lg.shape;
-            let mut pos = vec![0usize; index_shape.len()];
-            for (&i, &x) in idx.iter().zip(g.iter()) {
-                let i = if i < 0 { i + size } else { i };
-                if (0..size).contains(&i) {
-                    let at: usize = pos
-                        .iter()
-                        .zip(&strides)
-                        .enumerate()
-                        .map(|(k, (&p, &st))| if k == dim { i as usize } else { p } * st)
-                        .sum();
-                    out[at] = out[at].add(x);
-                }
-                for k in (0..pos.len()).rev() {
-                    pos[k] += 1;
-                    if pos[k] < index_shape[k] {
-                        break;
+    let storage = compute(
+        "scatter_add",
+        Location::caller(),
+        &[index, g],
+        |s| {
+            let CpuStorage::I64(idx) = s[0] else { unreachable!("gather checks an i64 index") };
+            let idx = cpu::contiguous(idx, index.layout());
+            fn run<T: Float>(g: &[T], lg: &Layout, idx: &[i64], shape: &[usize], dim: usize) -> CpuStorage {
+                let g = cpu::contiguous(g, lg);
+                let strides = crate::shape::contiguous_strides(shape);
+                let size = shape[dim] as i64;
+                let mut out = vec![T::ZERO; shape.iter().product()];
+                let index_shape = &lg.shape;
+                let mut pos = vec![0usize; index_shape.len()];
+                for (&i, &x) in idx.iter().zip(g.iter()) {
+                    let i = if i < 0 { i + size } else { i };
+                    if (0..size).contains(&i) {
+                        let at: usize = pos
+                            .iter()
+                            .zip(&strides)
+                            .enumerate()
+                            .map(|(k, (&p, &st))| if k == dim { i as usize } else { p } * st)
+                            .sum();
+                        out[at] = out[at].add(x);
                     }
-                    pos[k] = 0;
+                    for k in (0..pos.len()).rev() {
+                        pos[k] += 1;
+                        if pos[k] < index_shape[k] {
+                            break;
+                        }
+                        pos[k] = 0;
+                    }
                 }
+                CpuStorage::from_vec(out)
             }
-            CpuStorage::from_vec(out)
-        }
-        match s[1] {
-            CpuStorage::F32(v) => run(v, g.layout(), &idx, shape, dim),
-            CpuStorage::F64(v) => run(v, g.layout(), &idx, shape, dim),
-            CpuStorage::F16(v) => run(v, g.layout(), &idx, shape, dim),
-            CpuStorage::BF16(v) => run(v, g.layout(), &idx, shape, dim),
-            _ => unreachable!("gradients are floating"),
-        }
-    });
+            match s[1] {
+                CpuStorage::F32(v) => run(v, g.layout(), &idx, shape, dim),
+                CpuStorage::F64(v) => run(v, g.layout(), &idx, shape, dim),
+                CpuStorage::F16(v) => run(v, g.layout(), &idx, shape, dim),
+                CpuStorage::BF16(v) => run(v, g.layout(), &idx, shape, dim),
+                _ => unreachable!("gradients are floating"),
+            }
+        },
+        host_only("scatter_add"),
+    )?;
     Ok(g.derived(storage, shape, g.dtype(), "scatter_add", Location::caller()))
 }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use safetensors::tensor::Metadata;
 
-use crate::checkpoint::{CheckpointError, DEVICES_METADATA_KEY};
+use crate::checkpoint::{CheckpointError, DEVICES_METADATA_KEY, saved_devices};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;
@@ -66,7 +66,7 @@ pub struct CheckpointInventory {
 pub fn inspect_checkpoint(path: impl AsRef<Path>) -> Result<CheckpointInventory> {
     let path = path.as_ref();
     let metadata = read_header(path)?;
-    let saved_from = saved_devices(metadata.metadata().as_ref());
+    let saved_from: BTreeMap<String, Device> = saved_devices(metadata.metadata().as_ref());
     let records_devices = metadata.metadata().as_ref().is_some_and(|m| m.contains_key(DEVICES_METADATA_KEY));
 
     let infos = metadata.tensors();
@@ -260,17 +260,6 @@ fn read_header(path: &Path) -> Result<Metadata> {
         .into());
     }
     Ok(metadata)
-}
-
-/// The devices recorded at save time under [`DEVICES_METADATA_KEY`] (a JSON object).
-fn saved_devices(metadata: Option<&std::collections::HashMap<String, String>>) -> BTreeMap<String, Device> {
-    let Some(json) = metadata.and_then(|m| m.get(DEVICES_METADATA_KEY)) else {
-        return BTreeMap::new();
-    };
-    let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(json) else {
-        return BTreeMap::new();
-    };
-    map.into_iter().filter_map(|(key, value)| Some((key, value.as_str()?.parse::<Device>().ok()?))).collect()
 }
 
 /// The CPU, every visible CUDA device and every saved-from device, each with whether it loads.

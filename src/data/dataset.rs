@@ -26,6 +26,13 @@ pub trait Dataset: Send + Sync + 'static {
 
     /// The samples at `indices` (each `< len()`), stacked along a new first dim.
     fn batch(&self, indices: &[usize]) -> Result<Self::Batch>;
+
+    /// `batch` in page-locked host memory, for a loader with `pin_memory(true)`
+    /// ([`Tensor::pin_memory`] on each tensor). The default returns it unchanged: a dataset
+    /// whose batches hold no tensors has nothing to pin.
+    fn pin_batch(&self, batch: Self::Batch) -> Result<Self::Batch> {
+        Ok(batch)
+    }
 }
 
 /// The tensors a [`TensorDataset`] holds: one `Tensor`, a pair, a triple, or a `Vec`.
@@ -187,5 +194,9 @@ impl<T: Tensors> Dataset for TensorDataset<T> {
             });
         }
         self.select(indices)
+    }
+
+    fn pin_batch(&self, batch: T) -> Result<T> {
+        batch.try_map(&mut |t| if t.device().is_cpu() { t.pin_memory() } else { Ok(t.clone()) })
     }
 }

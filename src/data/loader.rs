@@ -79,9 +79,9 @@ impl<D: Dataset> DataLoader<D> {
         self
     }
 
-    /// Asks for batches in page-locked host memory, which accelerators copy from asynchronously.
-    /// Without an accelerator (or in a build that cannot page-lock memory) this prints one
-    /// warning per process and the loader carries on with ordinary memory, as PyTorch does.
+    /// Asks for batches in page-locked host memory ([`Dataset::pin_batch`]), which a GPU copies
+    /// from asynchronously with `to_non_blocking`. Without a CUDA device this prints one warning
+    /// per process and the loader carries on with ordinary memory, as PyTorch does.
     #[must_use = "the builder returns the configured loader"]
     pub fn pin_memory(mut self, pin_memory: bool) -> Self {
         self.pin_memory = pin_memory;
@@ -137,12 +137,17 @@ impl<D: Dataset> DataLoader<D> {
         }
         let expected = chunks.len();
         if self.prefetch > 0
-            && let Some(background) = Background::spawn(self.dataset.clone(), chunks.clone(), self.prefetch)
+            && let Some(background) =
+                Background::spawn(self.dataset.clone(), chunks.clone(), self.prefetch, self.pins_memory())
         {
             return Batches { source: Source::Background(background), expected, produced: 0 };
         }
         Batches {
-            source: Source::Inline { dataset: self.dataset.clone(), chunks: chunks.into_iter() },
+            source: Source::Inline {
+                dataset: self.dataset.clone(),
+                chunks: chunks.into_iter(),
+                pin: self.pins_memory(),
+            },
             expected,
             produced: 0,
         }
@@ -166,7 +171,7 @@ pub struct Batches<D: Dataset> {
 }
 
 enum Source<D: Dataset> {
-    Inline { dataset: Arc<D>, chunks: std::vec::IntoIter<Vec<usize>> },
+    Inline { dataset: Arc<D>, chunks: std::vec::IntoIter<Vec<usize>>, pin: bool },
     Background(Background<D::Batch>),
 }
 
@@ -178,7 +183,12 @@ struct Background<B> {
 
 impl<B: Send + 'static> Background<B> {
     /// `None` when the thread cannot be started; the caller then makes batches itself.
-    fn spawn<D: Dataset<Batch = B>>(dataset: Arc<D>, chunks: Vec<Vec<usize>>, depth: usize) -> Option<Self> {
+    fn spawn<D: Dataset<Batch = B>>(
+        dataset: Arc<D>,
+        chunks: Vec<Vec<usize>>,
+        depth: usize,
+        pin: bool,
+    ) -> Option<Self> {
         let (tx, rx) = sync_channel(depth);
         // The worker makes what the caller would: fake tensors in a dry run, and nothing recorded.
         let fake = crate::fake::is_active();
@@ -189,7 +199,7 @@ impl<B: Send + 'static> Background<B> {
                 let _recording_off = crate::no_grad();
                 for chunk in chunks {
                     // A closed channel means the epoch was abandoned: stop early.
-                    if tx.send(dataset.batch(&chunk)).is_err() {
+                    if tx.send(make_batch(&*dataset, &chunk, pin)).is_err() {
                         break;
                     }
                 }
@@ -217,9 +227,9 @@ impl<D: Dataset> Iterator for Batches<D> {
             return None;
         }
         let batch = match &mut self.source {
-            Source::Inline { dataset, chunks } => {
+            Source::Inline { dataset, chunks, pin } => {
                 let _recording_off = crate::no_grad();
-                chunks.next().map(|chunk| dataset.batch(&chunk))
+                chunks.next().map(|chunk| make_batch(&**dataset, &chunk, *pin))
             }
             Source::Background(background) => {
                 match background.batches.as_ref().map(Receiver::recv) {
@@ -249,18 +259,18 @@ impl<D: Dataset> Iterator for Batches<D> {
 
 impl<D: Dataset> ExactSizeIterator for Batches<D> {}
 
+/// One batch, pinned when asked.
+fn make_batch<D: Dataset>(dataset: &D, chunk: &[usize], pin: bool) -> Result<D::Batch> {
+    let batch = dataset.batch(chunk)?;
+    if pin { dataset.pin_batch(batch) } else { Ok(batch) }
+}
+
 /// Why batches cannot be page-locked here, if they cannot.
 fn pinning_unavailable() -> Option<&'static str> {
-    if !crate::cuda::is_available() {
-        return Some(
-            "`pin_memory` is on but no accelerator is available: batches stay in ordinary host memory",
-        );
+    if crate::cuda::is_available() {
+        return None;
     }
-    // Page-locked batches need the CUDA host allocator to be reachable from tensors, which this
-    // build does not do yet.
-    Some(
-        "`pin_memory` is on but this build cannot page-lock tensor memory yet: batches stay in ordinary host memory",
-    )
+    Some("`pin_memory` is on but no CUDA device is available: batches stay in ordinary host memory")
 }
 
 fn warn_once(message: &str) {

@@ -276,6 +276,7 @@ pub(crate) fn is_transfer_method(apis: ApiSet, name: &str) -> bool {
     match name {
         "to_device" => apis.may_be(Api::Candle) || apis.may_be(Api::Tch) || apis.may_be(Api::Burn),
         "to" | "cpu" | "cuda" => apis.is(Api::Devcheck) || apis.is(Api::Tch),
+        "to_non_blocking" => apis.may_be(Api::Devcheck),
         _ => false,
     }
 }

@@ -9,28 +9,23 @@ use super::profile::{ApiSet, CtorDevice, tensor_ctor};
 /// Strips what does not change which value an expression denotes: parentheses, `&`, `?`,
 /// `.unwrap()`, `.expect(..)`, `.clone()`, `.as_ref()`.
 pub(crate) fn peel(e: &Expr) -> &Expr {
-    let mut e = e;
-    loop {
-        e = match e {
-            Expr::Paren(p) => &p.expr,
-            Expr::Group(g) => &g.expr,
-            Expr::Reference(r) => &r.expr,
-            Expr::Try(t) => &t.expr,
-            Expr::MethodCall(m) if is_passthrough(m) => &m.receiver,
-            _ => return e,
-        }
-    }
+    strip(e, true)
 }
 
-/// Like [`peel`], but keeps `&`: for the value a statement produces.
+/// Like [`peel`], but keeps `&` (and strips `.await`): for the value a statement produces.
 pub(crate) fn peel_result(e: &Expr) -> &Expr {
+    strip(e, false)
+}
+
+fn strip(e: &Expr, references: bool) -> &Expr {
     let mut e = e;
     loop {
         e = match e {
             Expr::Paren(p) => &p.expr,
             Expr::Group(g) => &g.expr,
             Expr::Try(t) => &t.expr,
-            Expr::Await(a) => &a.base,
+            Expr::Reference(r) if references => &r.expr,
+            Expr::Await(a) if !references => &a.base,
             Expr::MethodCall(m) if is_passthrough(m) => &m.receiver,
             _ => return e,
         }

@@ -5,6 +5,7 @@ use std::panic::Location;
 use super::check;
 use super::{Origin, Storage, Tensor, TensorOptions};
 use crate::backend::cpu::{CpuStorage, dispatch_dtype};
+use crate::backend::cuda::CudaStorage;
 use crate::backend::fake;
 use crate::device::Device;
 use crate::dtype::{DType, WithDType};
@@ -23,14 +24,7 @@ impl Tensor {
         location: Loc,
         data: impl FnOnce(usize) -> CpuStorage,
     ) -> Result<Tensor> {
-        let numel = checked_numel(shape).ok_or_else(|| {
-            check::invalid(
-                op,
-                format!("shape {} has more elements than fit in memory", fmt_shape(shape)),
-                "check the shape for a misplaced dim",
-                location,
-            )
-        })?;
+        let numel = numel_of(shape, op, location)?;
         let storage =
             if fake::is_active() { Storage::Fake } else { upload(data(numel), &opts.device, op, location)? };
         let tensor = Tensor::from_parts(
@@ -70,9 +64,17 @@ impl Tensor {
     #[track_caller]
     pub fn full(shape: impl AsRef<[usize]>, value: f64, opts: impl Into<TensorOptions>) -> Result<Tensor> {
         let opts = opts.into();
-        Self::create(shape.as_ref(), opts, "full", Location::caller(), |n| {
-            CpuStorage::full(value, n, opts.dtype)
-        })
+        let location = Location::caller();
+        if opts.device.is_cuda() && !fake::is_active() {
+            // Filled on the device: no host buffer, no copy.
+            let numel = numel_of(shape.as_ref(), "full", location)?;
+            opts.device.ensure_available()?;
+            let storage = crate::cuda::cuda_device_for(&opts.device)
+                .and_then(|d| CudaStorage::full(&d, opts.dtype, numel, value))
+                .map_err(|e| super::cuda_error(e, location))?;
+            return Ok(Tensor::on_device(storage, shape.as_ref(), opts, "full", location));
+        }
+        Self::create(shape.as_ref(), opts, "full", location, |n| CpuStorage::full(value, n, opts.dtype))
     }
 
     /// `start, start + step, ...` below `end` (`torch.arange(start, end, step)`).
@@ -118,10 +120,17 @@ impl Tensor {
 
     /// Uniform samples in [0, 1) from this thread's seeded generator ([`crate::manual_seed`]).
     #[track_caller]
+    ///
+    /// On a GPU the samples are made there, from a seed drawn from this thread's generator: as in
+    /// PyTorch, the same seed gives other numbers on a GPU than on the CPU.
     pub fn rand(shape: impl AsRef<[usize]>, opts: impl Into<TensorOptions>) -> Result<Tensor> {
         let opts = opts.into();
-        float_only("rand", opts.dtype, Location::caller())?;
-        Self::create(shape.as_ref(), opts, "rand", Location::caller(), |n| {
+        let location = Location::caller();
+        float_only("rand", opts.dtype, location)?;
+        if let Some(on_device) = Self::random_on_device(shape.as_ref(), opts, false, "rand", location) {
+            return on_device;
+        }
+        Self::create(shape.as_ref(), opts, "rand", location, |n| {
             from_f64s(crate::random::uniform(n).into_iter(), opts.dtype)
         })
     }
@@ -130,10 +139,56 @@ impl Tensor {
     #[track_caller]
     pub fn randn(shape: impl AsRef<[usize]>, opts: impl Into<TensorOptions>) -> Result<Tensor> {
         let opts = opts.into();
-        float_only("randn", opts.dtype, Location::caller())?;
-        Self::create(shape.as_ref(), opts, "randn", Location::caller(), |n| {
+        let location = Location::caller();
+        float_only("randn", opts.dtype, location)?;
+        if let Some(on_device) = Self::random_on_device(shape.as_ref(), opts, true, "randn", location) {
+            return on_device;
+        }
+        Self::create(shape.as_ref(), opts, "randn", location, |n| {
             from_f64s(crate::random::normal(n).into_iter(), opts.dtype)
         })
+    }
+
+    /// Samples made by a kernel on a CUDA device, or `None` for other devices and dry runs.
+    fn random_on_device(
+        shape: &[usize],
+        opts: TensorOptions,
+        normal: bool,
+        op: &'static str,
+        location: Loc,
+    ) -> Option<Result<Tensor>> {
+        if !opts.device.is_cuda() || fake::is_active() {
+            return None;
+        }
+        let made = || -> Result<Tensor> {
+            let numel = numel_of(shape, op, location)?;
+            opts.device.ensure_available()?;
+            let seed = crate::random::next_u64();
+            let storage = crate::cuda::cuda_device_for(&opts.device)
+                .and_then(|d| CudaStorage::random(&d, opts.dtype, numel, normal, seed))
+                .map_err(|e| super::cuda_error(e, location))?;
+            Ok(Tensor::on_device(storage, shape, opts, op, location))
+        };
+        Some(made())
+    }
+
+    /// A new tensor over storage already on a CUDA device.
+    fn on_device(
+        storage: CudaStorage,
+        shape: &[usize],
+        opts: TensorOptions,
+        op: &'static str,
+        location: Loc,
+    ) -> Tensor {
+        let tensor = Tensor::from_parts(
+            Storage::Cuda(storage),
+            Layout::contiguous(shape),
+            opts.dtype,
+            opts.device,
+            Origin::new(op, location),
+        );
+        crate::check::recorder::created(&tensor);
+        tensor
     }
 
     /// A tensor owning `data` with `shape`; the dtype is `T`'s.
@@ -265,17 +320,39 @@ impl Tensor {
     }
 }
 
+fn numel_of(shape: &[usize], op: &'static str, location: Loc) -> Result<usize> {
+    checked_numel(shape).ok_or_else(|| {
+        check::invalid(
+            op,
+            format!("shape {} has more elements than fit in memory", fmt_shape(shape)),
+            "check the shape for a misplaced dim",
+            location,
+        )
+    })
+}
+
 /// Puts host elements on `device`.
 pub(crate) fn upload(data: CpuStorage, device: &Device, op: &'static str, location: Loc) -> Result<Storage> {
     match device {
         Device::Cpu => Ok(Storage::Cpu(data)),
-        Device::Cuda(_) | Device::Mps => {
+        Device::Cuda(_) => {
+            device.ensure_available()?;
+            let on_device = crate::cuda::cuda_device_for(device)
+                .and_then(|d| {
+                    let len = crate::backend::cpu::with_storage!(&data, v => v.len());
+                    let bytes = data.to_le_bytes(&Layout::contiguous(&[len]));
+                    CudaStorage::from_host_bytes(&d, data.dtype(), &bytes)
+                })
+                .map_err(|e| super::cuda_error(e, location))?;
+            Ok(Storage::Cuda(on_device))
+        }
+        Device::Mps => {
             device.ensure_available()?;
             Err(Error::Unsupported {
                 op,
                 device: *device,
-                help: "this build keeps element data on the CPU only; run on `cpu`, or check device \
-                       placement without a GPU in a fake scope (`devcheck::fake::enter()`)"
+                help: "this build has no MPS backend; run on `cpu` or `cuda:N`, or check device placement \
+                       without a GPU in a fake scope (`devcheck::fake::enter()`)"
                     .to_string(),
                 location,
             })

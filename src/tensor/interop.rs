@@ -20,6 +20,14 @@ impl Tensor {
         let location = Location::caller();
         self.host_only("with_ndarray", location)?;
         let guard = self.storage();
+        if let Storage::Pinned { .. } = &*guard {
+            return Err(check::invalid(
+                "with_ndarray",
+                "the tensor is in pinned (page-locked) memory, which ndarray views do not borrow".to_string(),
+                "view the tensor it was pinned from, or read the values with `to_vec`".to_string(),
+                location,
+            ));
+        }
         let Storage::Cpu(storage) = &*guard else {
             return Err(Error::NoData {
                 op: "with_ndarray",

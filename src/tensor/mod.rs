@@ -22,6 +22,7 @@ pub use origin::Origin;
 
 use crate::autograd::GradMeta;
 use crate::backend::cpu::CpuStorage;
+use crate::backend::cuda::{CudaError, CudaResult, CudaStorage, PinnedBuffer};
 use crate::backend::fake;
 use crate::device::Device;
 use crate::dtype::DType;
@@ -32,8 +33,23 @@ use crate::shape::Layout;
 #[derive(Debug)]
 pub(crate) enum Storage {
     Cpu(CpuStorage),
+    /// Page-locked host memory ([`Tensor::pin_memory`]): a CPU tensor whose copy to a GPU can be
+    /// asynchronous. Host ops read it through a temporary copy; it is meant as a staging buffer.
+    Pinned {
+        buffer: Arc<PinnedBuffer>,
+        dtype: DType,
+    },
+    /// Elements in a CUDA device's memory.
+    Cuda(CudaStorage),
     /// No data: a dry-run tensor (see [`crate::fake`]).
     Fake,
+}
+
+impl Storage {
+    /// Host elements of a pinned buffer as ordinary CPU storage.
+    fn pinned_to_cpu(buffer: &PinnedBuffer, dtype: DType) -> CudaResult<CpuStorage> {
+        Ok(CpuStorage::from_le_bytes(&buffer.to_vec()?, dtype))
+    }
 }
 
 /// The dtype and device a new tensor is made with: pass a `&Device` (f32), or `(DType, &Device)`.
@@ -225,35 +241,110 @@ impl Tensor {
         }
     }
 
-    /// The CPU data, or the error for a tensor whose data cannot be read here (fake).
-    pub(crate) fn with_cpu<R>(
+    /// The elements on the host with the layout to read them by: the storage itself on the CPU, a
+    /// contiguous download from a GPU (a synchronisation point), or the error for a tensor that
+    /// has no data (fake).
+    pub(crate) fn with_host<R>(
         &self,
         op: &'static str,
         location: &'static Location<'static>,
-        f: impl FnOnce(&CpuStorage) -> R,
+        f: impl FnOnce(&CpuStorage, &Layout) -> R,
     ) -> Result<R> {
-        match &*self.storage() {
-            Storage::Cpu(s) => Ok(f(s)),
+        let guard = self.storage();
+        match &*guard {
+            Storage::Cpu(s) => Ok(f(s, self.layout())),
+            Storage::Pinned { buffer, dtype } => {
+                let host = Storage::pinned_to_cpu(buffer, *dtype).map_err(|e| cuda_error(e, location))?;
+                Ok(f(&host, self.layout()))
+            }
+            Storage::Cuda(s) => {
+                let bytes = s.to_host_bytes(self.layout()).map_err(|e| cuda_error(e, location))?;
+                let host = CpuStorage::from_le_bytes(&bytes, self.dtype());
+                Ok(f(&host, &Layout::contiguous(self.shape())))
+            }
             Storage::Fake => Err(Error::NoData { op, operand: Box::new(self.operand("input")), location }),
         }
     }
 }
 
-/// Runs a CPU kernel over the inputs' storages, or produces fake storage when any input is fake
-/// or fake mode is on (no element data is ever computed for a dry run).
-pub(crate) fn compute(inputs: &[&Tensor], kernel: impl FnOnce(&[&CpuStorage]) -> CpuStorage) -> Storage {
+/// An op's kernels, one per place data can be: `cpu` runs over host storages (pinned inputs are
+/// read through a copy), `cuda` launches on the inputs' device. Fake inputs, or fake mode, give
+/// fake storage and run nothing. The op front end has checked devices, dtypes and shapes; the
+/// CUDA backend's own argument errors are reported at the op's call site.
+pub(crate) fn compute(
+    op: &'static str,
+    location: &'static Location<'static>,
+    inputs: &[&Tensor],
+    cpu: impl FnOnce(&[&CpuStorage]) -> CpuStorage,
+    cuda: impl FnOnce(&[&CudaStorage]) -> CudaResult<CudaStorage>,
+) -> Result<Storage> {
     if fake::is_active() {
-        return Storage::Fake;
+        return Ok(Storage::Fake);
     }
     let guards: Vec<_> = inputs.iter().map(|t| t.storage()).collect();
-    let mut cpu = Vec::with_capacity(guards.len());
+    if guards.iter().any(|g| matches!(**g, Storage::Fake)) {
+        return Ok(Storage::Fake);
+    }
+    if guards.iter().all(|g| matches!(**g, Storage::Cuda(_))) && !guards.is_empty() {
+        let on_device: Vec<&CudaStorage> =
+            guards.iter().filter_map(|g| if let Storage::Cuda(s) = &**g { Some(s) } else { None }).collect();
+        return cuda(&on_device).map(Storage::Cuda).map_err(|e| cuda_error(e, location));
+    }
+    let mut copies = Vec::new();
     for g in &guards {
         match &**g {
-            Storage::Cpu(s) => cpu.push(s),
-            Storage::Fake => return Storage::Fake,
+            Storage::Pinned { buffer, dtype } => {
+                copies.push(Storage::pinned_to_cpu(buffer, *dtype).map_err(|e| cuda_error(e, location))?)
+            }
+            Storage::Cuda(_) => {
+                let devices: Vec<String> = inputs.iter().map(|t| t.device().to_string()).collect();
+                return Err(Error::Unsupported {
+                    op,
+                    device: inputs.iter().map(|t| t.device()).find(|d| d.is_cuda()).unwrap_or(Device::Cpu),
+                    help: format!(
+                        "the operands' data is in different places ({}); move them to one device first",
+                        devices.join(", ")
+                    ),
+                    location,
+                });
+            }
+            _ => {}
         }
     }
-    Storage::Cpu(kernel(&cpu))
+    let mut copies = copies.iter();
+    let mut cpu_inputs = Vec::with_capacity(guards.len());
+    for g in &guards {
+        match &**g {
+            Storage::Cpu(s) => cpu_inputs.push(s),
+            _ => cpu_inputs.extend(copies.next()),
+        }
+    }
+    Ok(Storage::Cpu(cpu(&cpu_inputs)))
+}
+
+/// The `cuda` kernel of an op that has none on the GPU (callers only reach it for host data).
+pub(crate) fn host_only(op: &'static str) -> impl FnOnce(&[&CudaStorage]) -> CudaResult<CudaStorage> {
+    move |inputs| {
+        let device = inputs.first().map_or(Device::Cuda(0), |s| s.device().device());
+        Err(CudaError::Core(Box::new(Error::Unsupported {
+            op,
+            device,
+            help: "this kernel runs on the host only; move the operands to `cpu` for it".to_string(),
+            location: Location::caller(),
+        })))
+    }
+}
+
+/// A backend error as the op front end reports it: argument errors point at the op's call site
+/// rather than into the backend.
+pub(crate) fn cuda_error(e: CudaError, location: &'static Location<'static>) -> Error {
+    match Error::from(e) {
+        Error::InvalidArgument { op, detail, help, .. } => {
+            Error::InvalidArgument { op, detail, help, location }
+        }
+        Error::Unsupported { op, device, help, .. } => Error::Unsupported { op, device, help, location },
+        other => other,
+    }
 }
 
 impl fmt::Debug for Tensor {
@@ -273,10 +364,14 @@ impl fmt::Display for Tensor {
     /// The values (up to 64 of them) followed by the metadata; fake tensors show metadata only.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const SHOWN: usize = 64;
-        if let Storage::Cpu(s) = &*self.storage() {
-            let values: Vec<String> = crate::backend::cpu::with_storage!(s, v => {
-                self.0.layout.offsets().take(SHOWN).map(|o| format!("{}", v[o])).collect()
-            });
+        // Values come from the host, downloaded from a GPU if need be; a tensor whose values
+        // cannot be read (fake, or a failing device) shows its metadata only.
+        let values = self.with_host("display", Location::caller(), |s, layout| {
+            crate::backend::cpu::with_storage!(s, v => {
+                layout.offsets().take(SHOWN).map(|o| format!("{}", v[o])).collect::<Vec<String>>()
+            })
+        });
+        if let Ok(values) = values {
             let more = if self.numel() > SHOWN { ", ..." } else { "" };
             write!(f, "[{}{}] ", values.join(", "), more)?;
         }

@@ -7,14 +7,17 @@
 use std::panic::Location;
 
 use super::create::upload;
-use super::{Storage, Tensor, check, compute};
+use super::{Storage, Tensor, check, compute, cuda_error};
 use crate::autograd::{GradFn, record};
 use crate::backend::cpu::{CpuStorage, contiguous, with_storage};
+use crate::backend::cuda::{CudaStorage, PinnedBuffer};
 use crate::backend::fake;
 use crate::device::Device;
 use crate::dtype::{DType, WithDType};
 use crate::error::Result;
 use crate::shape::Layout;
+
+type Loc = &'static Location<'static>;
 
 impl Tensor {
     /// This tensor on `device`: a cheap clone when it is already there.
@@ -38,15 +41,81 @@ impl Tensor {
         self.move_to(&Device::Cuda(index), Location::caller())
     }
 
-    fn move_to(&self, device: &Device, location: &'static Location<'static>) -> Result<Tensor> {
+    /// `to` on behalf of a caller whose location errors and the ledger should name (a module
+    /// moving its parameters reports the user's `model.to(..)` line).
+    pub(crate) fn move_to(&self, device: &Device, location: &'static Location<'static>) -> Result<Tensor> {
+        self.transfer(device, false, location)
+    }
+
+    /// This tensor on `device`, copied without waiting when that is possible (PyTorch's
+    /// `to(device, non_blocking=True)`): from pinned host memory ([`Tensor::pin_memory`]) to a
+    /// GPU the copy is queued on the device's stream and the call returns at once; from a GPU to
+    /// the host the result is a pinned CPU tensor filled in the background, and reading it waits
+    /// for the copy. From ordinary (pageable) memory it is the same as [`Tensor::to`].
+    #[track_caller]
+    #[must_use = "`to_non_blocking` returns the moved tensor and leaves `self` where it was"]
+    pub fn to_non_blocking(&self, device: &Device) -> Result<Tensor> {
+        self.transfer(device, true, Location::caller())
+    }
+
+    /// A copy of this CPU tensor in page-locked host memory (PyTorch's `pin_memory()`), so that
+    /// `to_non_blocking` to a GPU is asynchronous. Needs a CUDA driver, as in PyTorch.
+    #[track_caller]
+    #[must_use = "`pin_memory` returns the pinned copy and leaves `self` unchanged"]
+    pub fn pin_memory(&self) -> Result<Tensor> {
+        let location = Location::caller();
+        if !self.device().is_cpu() {
+            return Err(check::invalid(
+                "pin_memory",
+                format!("only CPU tensors can be pinned, this one is on {}", self.device()),
+                "pin host tensors before moving them: `x.pin_memory()?.to_non_blocking(&device)?`",
+                location,
+            ));
+        }
+        if self.is_pinned() {
+            return Ok(self.clone());
+        }
+        let storage = if fake::is_active() || self.is_fake() {
+            Storage::Fake
+        } else {
+            let bytes = self.with_host("pin_memory", location, |s, l| s.to_le_bytes(l))?;
+            let device =
+                crate::cuda::cuda_device_for(&Device::Cuda(0)).map_err(|e| cuda_error(e, location))?;
+            let buffer =
+                PinnedBuffer::new(&device, bytes.len(), Some(&bytes)).map_err(|e| cuda_error(e, location))?;
+            Storage::Pinned { buffer, dtype: self.dtype() }
+        };
+        let pinned = Tensor::from_parts(
+            storage,
+            Layout::contiguous(self.shape()),
+            self.dtype(),
+            Device::Cpu,
+            self.origin(),
+        );
+        if let Some(name) = self.name() {
+            pinned.set_name(name);
+        }
+        Ok(record(pinned, &[self], |_| GradFn::Identity))
+    }
+
+    /// Is this tensor's data in page-locked host memory?
+    pub fn is_pinned(&self) -> bool {
+        matches!(*self.storage(), Storage::Pinned { .. })
+    }
+
+    fn transfer(
+        &self,
+        device: &Device,
+        non_blocking: bool,
+        location: &'static Location<'static>,
+    ) -> Result<Tensor> {
         if *device == self.device() {
             return Ok(self.clone());
         }
         let storage = if fake::is_active() || self.is_fake() {
             Storage::Fake
         } else {
-            let host = self.with_cpu("to", location, |s| s.gather(self.layout()))?;
-            upload(host, device, "to", location)?
+            self.copy_storage_to(device, non_blocking, location)?
         };
         let moved = Tensor::from_parts(
             storage,
@@ -62,6 +131,38 @@ impl Tensor {
         Ok(record(moved, &[self], |_| GradFn::ToDevice { device: self.device() }))
     }
 
+    /// The elements as contiguous storage on `device`.
+    fn copy_storage_to(&self, device: &Device, non_blocking: bool, location: Loc) -> Result<Storage> {
+        let on_cuda = |d: &Device| crate::cuda::cuda_device_for(d).map_err(|e| cuda_error(e, location));
+        match (&*self.storage(), device) {
+            (Storage::Cuda(s), Device::Cuda(_)) => {
+                let target = on_cuda(device)?;
+                return s
+                    .to_device(self.layout(), &target)
+                    .map(Storage::Cuda)
+                    .map_err(|e| cuda_error(e, location));
+            }
+            (Storage::Cuda(s), Device::Cpu) if non_blocking => {
+                let pinned = PinnedBuffer::new(s.device(), self.nbytes(), None)
+                    .and_then(|buffer| s.copy_to_pinned(self.layout(), &buffer).map(|()| buffer))
+                    .map_err(|e| cuda_error(e, location))?;
+                return Ok(Storage::Pinned { buffer: pinned, dtype: self.dtype() });
+            }
+            (Storage::Pinned { buffer, dtype }, Device::Cuda(_))
+                if self.is_contiguous() && self.layout().offset == 0 =>
+            {
+                device.ensure_available()?;
+                let target = on_cuda(device)?;
+                return CudaStorage::from_pinned(&target, *dtype, buffer, non_blocking)
+                    .map(Storage::Cuda)
+                    .map_err(|e| cuda_error(e, location));
+            }
+            _ => {}
+        }
+        let host = self.with_host("to", location, |s, l| s.gather(l))?;
+        upload(host, device, "to", location)
+    }
+
     /// This tensor converted to `dtype` (a cheap clone when it already is).
     #[track_caller]
     #[must_use = "`to_dtype` returns the converted tensor and leaves `self` unchanged"]
@@ -69,8 +170,15 @@ impl Tensor {
         if dtype == self.dtype() {
             return Ok(self.clone());
         }
-        let storage = compute(&[self], |s| s[0].cast(self.layout(), dtype));
-        let out = self.derived(storage, self.shape(), dtype, "to_dtype", Location::caller());
+        let location = Location::caller();
+        let storage = compute(
+            "to_dtype",
+            location,
+            &[self],
+            |s| s[0].cast(self.layout(), dtype),
+            |s| s[0].cast(self.layout(), dtype),
+        )?;
+        let out = self.derived(storage, self.shape(), dtype, "to_dtype", location);
         Ok(record(out, &[self], |_| GradFn::ToDType { dtype: self.dtype() }))
     }
 
@@ -82,10 +190,10 @@ impl Tensor {
         if crate::check::recorder::host_read(self, "to_vec", location) {
             return Ok(vec![T::from_f64(0.0); self.numel()]);
         }
-        self.with_cpu("to_vec", location, |s| match s.as_slice::<T>() {
+        self.with_host("to_vec", location, |s, l| match s.as_slice::<T>() {
             // One copy when the dtype already matches.
-            Some(v) => contiguous(v, self.layout()).into_owned(),
-            None => s.cast(self.layout(), T::DTYPE).as_slice::<T>().map(<[T]>::to_vec).unwrap_or_default(),
+            Some(v) => contiguous(v, l).into_owned(),
+            None => s.cast(l, T::DTYPE).as_slice::<T>().map(<[T]>::to_vec).unwrap_or_default(),
         })
     }
 
@@ -120,12 +228,12 @@ impl Tensor {
         if crate::check::recorder::host_read(self, "to_raw_bytes", location) {
             return Ok(vec![0; self.nbytes()]);
         }
-        self.with_cpu("to_raw_bytes", location, |s| s.to_le_bytes(self.layout()))
+        self.with_host("to_raw_bytes", location, |s, l| s.to_le_bytes(l))
     }
 
     /// Contiguous host copy of the elements.
     fn host_data(&self, op: &'static str, location: &'static Location<'static>) -> Result<CpuStorage> {
-        self.with_cpu(op, location, |s| s.gather(self.layout()))
+        self.with_host(op, location, |s, l| s.gather(l))
     }
 
     /// A new tensor computed from this one (origin at `location`, named `op`).

@@ -3,9 +3,10 @@
 
 use std::panic::Location;
 
-use super::{Tensor, check, compute};
+use super::{Storage, Tensor, check, compute, cuda_error};
 use crate::autograd::{GradFn, record};
 use crate::backend::cpu::{self, Arith, CpuStorage, Float, with_float_storage, with_storage};
+use crate::backend::cuda::CudaError;
 use crate::dtype::{DType, WithDType};
 use crate::error::Result;
 use crate::shape::{Layout, fmt_shape};
@@ -388,8 +389,16 @@ impl Tensor {
             check::numeric(name, self, location)?;
         }
         let shape = check::broadcast(name, self, rhs, location)?;
-        let storage =
-            compute(&[self, rhs], |s| float_binary(op, s[0], self.layout(), s[1], rhs.layout(), &shape));
+        let storage = compute(
+            name,
+            location,
+            &[self, rhs],
+            |s| float_binary(op, s[0], self.layout(), s[1], rhs.layout(), &shape),
+            |s| {
+                gpu_has_kernel(op, dtype, self.device(), location)?;
+                s[0].binary(name, self.layout(), s[1], rhs.layout(), &shape)
+            },
+        )?;
         let out = self.derived(storage, &shape, dtype, name, location);
         Ok(record(out, &[self, rhs], |_| match op {
             BinaryOp::Add | BinaryOp::Sub => GradFn::AddSub {
@@ -457,25 +466,46 @@ impl Tensor {
         if out.is_fake() || self.is_fake() || rhs.is_fake() || crate::backend::fake::is_active() {
             return Ok(());
         }
-        if out.same_storage(self) || out.same_storage(rhs) {
-            // Reading and writing one storage under two locks would deadlock: compute aside first.
+        let host = [self, rhs, out].iter().all(|t| matches!(*t.storage(), Storage::Cpu(_)));
+        if out.same_storage(self) || out.same_storage(rhs) || !host {
+            // Reading and writing one storage under two locks would deadlock, and on a GPU the
+            // kernels write fresh buffers: compute aside, then copy into `out`.
             let result = self.binary(op, rhs, location)?;
-            let guard = result.storage();
-            let super::Storage::Cpu(src) = &*guard else { return Ok(()) };
-            let mut dst = out.storage_mut();
-            if let super::Storage::Cpu(dst) = &mut *dst {
-                let offset = out.layout().offset;
-                with_storage!(src, v => copy_into(dst, offset, v));
-            }
-            return Ok(());
+            return out.overwrite_with(name, &result, location);
         }
         let (a, b) = (self.storage(), rhs.storage());
         let mut o = out.storage_mut();
-        if let (super::Storage::Cpu(a), super::Storage::Cpu(b), super::Storage::Cpu(o)) = (&*a, &*b, &mut *o)
-        {
+        if let (Storage::Cpu(a), Storage::Cpu(b), Storage::Cpu(o)) = (&*a, &*b, &mut *o) {
             binary_into(op, (o, out.layout().offset), (a, self.layout()), (b, rhs.layout()), &shape);
         }
         Ok(())
+    }
+
+    /// Copies `src` (same shape and dtype, checked by the caller) into this contiguous tensor's
+    /// elements.
+    fn overwrite_with(&self, op: &'static str, src: &Tensor, location: Loc) -> Result<()> {
+        let from = src.storage();
+        let mut to = self.storage_mut();
+        match (&*from, &mut *to) {
+            (Storage::Cpu(from), Storage::Cpu(to)) => {
+                let offset = self.layout().offset;
+                let from = from.gather(src.layout());
+                with_storage!(&from, v => copy_into(to, offset, v));
+                Ok(())
+            }
+            (Storage::Cuda(from), Storage::Cuda(to)) => {
+                to.copy_from(from, src.layout(), self.layout()).map_err(|e| cuda_error(e, location))
+            }
+            (Storage::Fake, _) | (_, Storage::Fake) => Ok(()),
+            _ => Err(crate::error::Error::Unsupported {
+                op,
+                device: self.device(),
+                help: "`out` must be an ordinary tensor on the operands' device (not pinned memory); \
+                       allocate it with `Tensor::zeros(shape, x.options())`"
+                    .to_string(),
+                location,
+            }),
+        }
     }
 
     // ---- with a Rust scalar ----------------------------------------------------------------
@@ -543,7 +573,9 @@ impl Tensor {
         } else {
             check::numeric(name, self, location)?;
         }
-        let storage = compute(&[self], |s| {
+        // Commutative ops have no reversed kernel on the GPU; they need none.
+        let cuda_reversed = reversed && matches!(op, BinaryOp::Sub | BinaryOp::Div | BinaryOp::Pow);
+        let cpu = |s: &[&CpuStorage]| {
             fn run<T: Arith>(
                 f: impl Fn(T, T) -> T + Sync,
                 v: &[T],
@@ -578,7 +610,11 @@ impl Tensor {
                 CpuStorage::U8(v) => run(binary_kernel::<u8>(op), v, l, value, reversed),
                 CpuStorage::Bool(_) => unreachable!("bool arithmetic is rejected by the front end"),
             }
-        });
+        };
+        let storage = compute(name, location, &[self], cpu, |s| {
+            gpu_has_kernel(op, self.dtype(), self.device(), location)?;
+            s[0].binary_scalar(name, self.layout(), value, cuda_reversed)
+        })?;
         let out = self.derived(storage, self.shape(), self.dtype(), name, location);
         Ok(record(out, &[self], |_| GradFn::Scalar { op, value, reversed, input: self.clone() }))
     }
@@ -625,13 +661,19 @@ impl Tensor {
     #[track_caller]
     pub fn cmp_scalar(&self, op: CmpOp, value: f64) -> Result<Tensor> {
         let location = Location::caller();
-        let storage = compute(&[self], |s| {
-            with_storage!(s[0], v => {
-                let c = WithDType::from_f64(value);
-                let f = cmp_kernel(op);
-                CpuStorage::from_vec(cpu::unary_map(v, self.layout(), |x| f(x, c)))
-            })
-        });
+        let storage = compute(
+            op.name(),
+            location,
+            &[self],
+            |s| {
+                with_storage!(s[0], v => {
+                    let c = WithDType::from_f64(value);
+                    let f = cmp_kernel(op);
+                    CpuStorage::from_vec(cpu::unary_map(v, self.layout(), |x| f(x, c)))
+                })
+            },
+            |s| s[0].binary_scalar(op.name(), self.layout(), value, false),
+        )?;
         Ok(self.derived(storage, self.shape(), DType::Bool, op.name(), location))
     }
 
@@ -641,7 +683,7 @@ impl Tensor {
         check::same_device(name, &operands, location)?;
         check::same_dtype(name, &operands, location)?;
         let shape = check::broadcast(name, self, rhs, location)?;
-        let storage = compute(&[self, rhs], |s| {
+        let cpu = |s: &[&CpuStorage]| {
             macro_rules! run {
                 ($($v:ident),*) => {
                     match (s[0], s[1]) {
@@ -653,7 +695,10 @@ impl Tensor {
                 };
             }
             run!(F32, F64, F16, BF16, I64, I32, U8, Bool)
-        });
+        };
+        let storage = compute(name, location, &[self, rhs], cpu, |s| {
+            s[0].binary(name, self.layout(), s[1], rhs.layout(), &shape)
+        })?;
         Ok(self.derived(storage, &shape, DType::Bool, name, location))
     }
 
@@ -674,10 +719,17 @@ impl Tensor {
     pub fn logical_not(&self) -> Result<Tensor> {
         let location = Location::caller();
         check::dtype_is("logical_not", "input", self, DType::Bool, location)?;
-        let storage = compute(&[self], |s| match s[0] {
-            CpuStorage::Bool(v) => CpuStorage::Bool(cpu::unary_map(v, self.layout(), |x: bool| !x)),
-            _ => unreachable!("dtype checked"),
-        });
+        let storage = compute(
+            "logical_not",
+            location,
+            &[self],
+            |s| match s[0] {
+                CpuStorage::Bool(v) => CpuStorage::Bool(cpu::unary_map(v, self.layout(), |x: bool| !x)),
+                _ => unreachable!("dtype checked"),
+            },
+            // not x == (x == false)
+            |s| s[0].binary_scalar("eq", self.layout(), 0.0, false),
+        )?;
         Ok(self.derived(storage, self.shape(), DType::Bool, "logical_not", location))
     }
 
@@ -692,12 +744,18 @@ impl Tensor {
         check::dtype_is(name, "lhs", self, DType::Bool, location)?;
         check::dtype_is(name, "rhs", rhs, DType::Bool, location)?;
         let shape = check::broadcast(name, self, rhs, location)?;
-        let storage = compute(&[self, rhs], |s| match (s[0], s[1]) {
-            (CpuStorage::Bool(a), CpuStorage::Bool(b)) => {
-                CpuStorage::Bool(cpu::binary_map(a, self.layout(), b, rhs.layout(), &shape, f))
-            }
-            _ => unreachable!("dtype checked"),
-        });
+        let storage = compute(
+            name,
+            location,
+            &[self, rhs],
+            |s| match (s[0], s[1]) {
+                (CpuStorage::Bool(a), CpuStorage::Bool(b)) => {
+                    CpuStorage::Bool(cpu::binary_map(a, self.layout(), b, rhs.layout(), &shape, f))
+                }
+                _ => unreachable!("dtype checked"),
+            },
+            |s| s[0].binary(name, self.layout(), s[1], rhs.layout(), &shape),
+        )?;
         Ok(self.derived(storage, &shape, DType::Bool, name, location))
     }
 
@@ -770,7 +828,7 @@ impl Tensor {
         } else {
             check::float(op.name(), self, location)?;
         }
-        let storage = compute(&[self], |s| {
+        let cpu = |s: &[&CpuStorage]| {
             let l = self.layout();
             match s[0] {
                 CpuStorage::F32(v) => CpuStorage::F32(unary_kernel(op, v, l)),
@@ -782,7 +840,18 @@ impl Tensor {
                 CpuStorage::U8(v) => CpuStorage::U8(int_unary(op, v, l)),
                 CpuStorage::Bool(_) => unreachable!("dtype checked"),
             }
-        });
+        };
+        let storage = compute(op.name(), location, &[self], cpu, |s| match (op, self.dtype()) {
+            // Every u8 value is its own absolute value and relu (a fresh copy, not an alias).
+            (UnaryOp::Abs | UnaryOp::Relu, DType::U8) => s[0].cast(self.layout(), DType::U8),
+            (UnaryOp::Neg, DType::U8) => Err(gpu_unsupported(
+                "neg",
+                "u8 has no negative values and its GPU kernels do not wrap around; cast to i32 or a float first",
+                self.device(),
+                location,
+            )),
+            _ => s[0].unary(op.name(), self.layout()),
+        })?;
         let out = self.derived(storage, self.shape(), self.dtype(), op.name(), location);
         Ok(record(out, &[self], |out| GradFn::Unary {
             op,
@@ -858,9 +927,14 @@ impl Tensor {
         let la =
             Layout { shape: a.clone(), strides: promoted_strides(self, 1), offset: self.layout().offset };
         let lb = Layout { shape: b.clone(), strides: promoted_strides(rhs, 2), offset: rhs.layout().offset };
-        let storage = compute(&[self, rhs], |s| {
-            cpu::matmul(s[0], &la.broadcast_to(&full_a), s[1], &lb.broadcast_to(&full_b))
-        });
+        let (la, lb) = (la.broadcast_to(&full_a), lb.broadcast_to(&full_b));
+        let storage = compute(
+            op,
+            location,
+            &[self, rhs],
+            |s| cpu::matmul(s[0], &la, s[1], &lb),
+            |s| s[0].matmul(&la, s[1], &lb, (batch.iter().product(), m, n, k)),
+        )?;
         let out = self.derived(storage, &out_shape, dtype, op, location);
         Ok(record(out, &[self, rhs], |_| GradFn::Matmul { lhs: self.clone(), rhs: rhs.clone() }))
     }
@@ -971,7 +1045,16 @@ impl Tensor {
                 shape.push(1);
             }
         }
-        let storage = compute(&[self], |s| reduce_kernel(kind, s[0], self.layout(), &dims));
+        let storage = compute(
+            op,
+            location,
+            &[self],
+            |s| reduce_kernel(kind, s[0], self.layout(), &dims),
+            |s| {
+                let correction = if let Reduce::Var(c) = kind { c as f64 } else { 0.0 };
+                s[0].reduce_dims(op, self.layout(), &dims, correction)
+            },
+        )?;
         let out = self.derived(storage, &shape, out_dtype, op, location);
         Ok(record(out, &[self], |out| match kind {
             Reduce::Max | Reduce::Min => {
@@ -1014,11 +1097,17 @@ impl Tensor {
         // Rows along `dim`: move it last, compute on contiguous rows, move it back.
         let moved = if d == last { self.clone() } else { self.transpose_at(d, last, location)? };
         let row = self.shape()[d];
-        let storage = compute(&[&moved], |s| {
-            let l = moved.layout();
-            with_float_storage!(s[0], v => CpuStorage::from_vec(cpu::softmax_rows(&cpu::contiguous(v, l), row, log)),
-                _ => unreachable!("dtype checked"))
-        });
+        let storage = compute(
+            op,
+            location,
+            &[&moved],
+            |s| {
+                let l = moved.layout();
+                with_float_storage!(s[0], v => CpuStorage::from_vec(cpu::softmax_rows(&cpu::contiguous(v, l), row, log)),
+                    _ => unreachable!("dtype checked"))
+            },
+            |s| s[0].softmax(moved.layout(), log),
+        )?;
         let out = moved.derived(storage, moved.shape(), self.dtype(), op, location);
         let out = record(out, &[&moved], |out| GradFn::Softmax { out: out.detach(), dim: last, log });
         if d == last { Ok(out) } else { out.transpose_at(d, last, location) }
@@ -1051,7 +1140,7 @@ impl Tensor {
                 )
             })
         })?;
-        let storage = compute(&[self, on_true, on_false], |s| {
+        let cpu = |s: &[&CpuStorage]| {
             let cl = self.layout().broadcast_to(&shape);
             let tl = on_true.layout().broadcast_to(&shape);
             let fl = on_false.layout().broadcast_to(&shape);
@@ -1068,7 +1157,10 @@ impl Tensor {
                 };
             }
             run!(F32, F64, F16, BF16, I64, I32, U8, Bool)
-        });
+        };
+        let storage = compute(op, location, &[self, on_true, on_false], cpu, |s| {
+            s[1].where_cond(on_true.layout(), s[0], self.layout(), s[2], on_false.layout(), &shape)
+        })?;
         let out = on_true.derived(storage, &shape, dtype, op, location);
         Ok(record(out, &[on_true, on_false], |_| GradFn::Where {
             condition: self.clone(),
@@ -1100,7 +1192,7 @@ impl Tensor {
                 location,
             ));
         }
-        let storage = compute(&[self, mask], |s| {
+        let cpu = |s: &[&CpuStorage]| {
             let ml = mask.layout().broadcast_to(self.shape());
             let CpuStorage::Bool(m) = s[1] else { unreachable!("dtype checked") };
             with_storage!(s[0], v => {
@@ -1108,7 +1200,10 @@ impl Tensor {
                 CpuStorage::from_vec(self.layout().offsets().zip(ml.offsets())
                     .map(|(i, j)| if m[j] { fill } else { v[i] }).collect())
             })
-        });
+        };
+        let storage = compute(op, location, &[self, mask], cpu, |s| {
+            s[0].masked_fill(self.layout(), s[1], mask.layout(), value)
+        })?;
         let out = self.derived(storage, self.shape(), self.dtype(), op, location);
         Ok(record(out, &[self], |_| GradFn::MaskedFill { mask: mask.clone() }))
     }
@@ -1137,7 +1232,7 @@ impl Tensor {
             ));
         }
         let (rows, cols) = (self.shape()[self.rank() - 2], self.shape()[self.rank() - 1]);
-        let storage = compute(&[self], |s| {
+        let cpu = |s: &[&CpuStorage]| {
             with_storage!(s[0], v => {
                 let zero = WithDType::from_f64(0.0);
                 CpuStorage::from_vec(self.layout().offsets().enumerate().map(|(i, o)| {
@@ -1146,10 +1241,33 @@ impl Tensor {
                     if keep { v[o] } else { zero }
                 }).collect())
             })
-        });
+        };
+        let storage = compute(op, location, &[self], cpu, |s| s[0].triangle(self.layout(), diagonal, upper))?;
         let out = self.derived(storage, self.shape(), self.dtype(), op, location);
         Ok(record(out, &[self], |_| GradFn::Triangle { diagonal, upper }))
     }
+}
+
+/// Integer `pow` has no GPU kernel (the kernels compute powers in floating point).
+fn gpu_has_kernel(
+    op: BinaryOp,
+    dtype: DType,
+    device: crate::Device,
+    location: Loc,
+) -> std::result::Result<(), CudaError> {
+    if op == BinaryOp::Pow && !dtype.is_float() {
+        return Err(gpu_unsupported(
+            "pow",
+            "integer powers run on the CPU only; cast to a float dtype first (`x.to_dtype(DType::F32)`)",
+            device,
+            location,
+        ));
+    }
+    Ok(())
+}
+
+fn gpu_unsupported(op: &'static str, help: &str, device: crate::Device, location: Loc) -> CudaError {
+    crate::error::Error::Unsupported { op, device, help: help.to_string(), location }.into()
 }
 
 fn all_dims(t: &Tensor) -> Vec<isize> {

@@ -7,6 +7,7 @@ use std::panic::Location;
 use super::{Origin, Tensor, check, compute};
 use crate::autograd::{GradFn, record};
 use crate::backend::cpu::{self, CpuStorage, with_storage};
+use crate::backend::cuda::CudaStorage;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::{Layout, checked_numel, contiguous_strides, fmt_shape};
@@ -133,7 +134,13 @@ impl Tensor {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
-        let storage = compute(&[self], |s| s[0].gather(self.layout()));
+        let storage = compute(
+            "contiguous",
+            location,
+            &[self],
+            |s| s[0].gather(self.layout()),
+            |s| s[0].contiguous(self.layout()),
+        )?;
         let out = self.derived(storage, self.shape(), self.dtype(), "contiguous", location);
         Ok(record(out, &[self], |_| GradFn::Identity))
     }
@@ -266,21 +273,28 @@ impl Tensor {
         }
         let mut shape = first.shape().to_vec();
         shape[d] = tensors.iter().map(|t| t.shape()[d]).sum();
-        let storage = compute(tensors, |s| {
-            let mut out = CpuStorage::full(0.0, shape.iter().product(), dtype);
-            let strides = contiguous_strides(&shape);
-            let mut start = 0;
-            for (t, src) in tensors.iter().zip(s) {
+        // Each input's place in the output: its shape, the output's strides, offset along `d`.
+        let strides = contiguous_strides(&shape);
+        let mut start = 0;
+        let slots: Vec<Layout> = tensors
+            .iter()
+            .map(|t| {
                 let slot = Layout {
                     shape: t.shape().to_vec(),
                     strides: strides.clone(),
                     offset: start * strides[d],
                 };
                 start += t.shape()[d];
+                slot
+            })
+            .collect();
+        let cpu = |s: &[&CpuStorage]| {
+            let mut out = CpuStorage::full(0.0, shape.iter().product(), dtype);
+            for ((t, src), slot) in tensors.iter().zip(s).zip(&slots) {
                 macro_rules! copy {
                     ($($v:ident),*) => {
                         match (&mut out, src) {
-                            $((CpuStorage::$v(o), CpuStorage::$v(i)) => cpu::copy_strided(i, t.layout(), o, &slot),)*
+                            $((CpuStorage::$v(o), CpuStorage::$v(i)) => cpu::copy_strided(i, t.layout(), o, slot),)*
                             _ => unreachable!("same_dtype checked"),
                         }
                     };
@@ -288,7 +302,14 @@ impl Tensor {
                 copy!(F32, F64, F16, BF16, I64, I32, U8, Bool);
             }
             out
-        });
+        };
+        let storage = compute(op, location, tensors, cpu, |s| {
+            let out = CudaStorage::alloc(s[0].device(), dtype, shape.iter().product())?;
+            for ((t, src), slot) in tensors.iter().zip(s).zip(&slots) {
+                out.copy_from(src, t.layout(), slot)?;
+            }
+            Ok(out)
+        })?;
         let out = first.derived(storage, &shape, dtype, op, location);
         Ok(record(out, tensors, |_| GradFn::Cat {
             dim: d,
@@ -319,7 +340,7 @@ impl Tensor {
         let size = self.shape()[d];
         let indices = read_indices(op, index, size, location)?;
         // The index is an input too: a fake index makes a fake result.
-        let storage = compute(&[self, index], |s| {
+        let cpu = |s: &[&CpuStorage]| {
             let l = self.layout();
             with_storage!(s[0], v => {
                 let mut out = Vec::with_capacity(shape.iter().product());
@@ -333,7 +354,10 @@ impl Tensor {
                 }
                 CpuStorage::from_vec(out)
             })
-        });
+        };
+        let storage = compute(op, location, &[self, index], cpu, |s| {
+            s[0].index_select(self.layout(), d, s[1], index.layout())
+        })?;
         let out = self.derived(storage, &shape, self.dtype(), op, location);
         Ok(record(out, &[self], |_| GradFn::IndexSelect {
             shape: self.shape().to_vec(),
@@ -370,7 +394,7 @@ impl Tensor {
         let size = self.shape()[d];
         let indices = read_indices(op, index, size, location)?;
         let out_shape = index.shape().to_vec();
-        let storage = compute(&[self, index], |s| {
+        let cpu = |s: &[&CpuStorage]| {
             let l = self.layout();
             let out_layout = Layout::contiguous(&out_shape);
             with_storage!(s[0], v => {
@@ -390,7 +414,10 @@ impl Tensor {
                 }
                 CpuStorage::from_vec(out)
             })
-        });
+        };
+        let storage = compute(op, location, &[self, index], cpu, |s| {
+            s[0].gather(self.layout(), d, s[1], index.layout())
+        })?;
         let out = self.derived(storage, &out_shape, self.dtype(), op, location);
         Ok(record(out, &[self], |_| GradFn::Gather {
             shape: self.shape().to_vec(),
@@ -409,7 +436,9 @@ fn first_of<'a>(op: &'static str, tensors: &[&'a Tensor], location: Loc) -> Resu
 /// The index values, each checked against `size` (negative ones count from the end). `None`
 /// for a fake index (no data to check; the dry run needs only shapes).
 fn read_indices(op: &'static str, index: &Tensor, size: usize, location: Loc) -> Result<Option<Vec<usize>>> {
-    if index.is_fake() || crate::backend::fake::is_active() {
+    // On a GPU the kernels check the range themselves: reading the index to the host here would
+    // be a host round trip in every embedding lookup.
+    if index.is_fake() || crate::backend::fake::is_active() || !index.device().is_cpu() {
         return Ok(None);
     }
     let raw: Vec<i64> = index.to_vec()?;

@@ -1,6 +1,7 @@
 //! `#[module(...)]` attributes on fields and on the struct or enum.
 
 use proc_macro2::Span;
+use syn::meta::ParseNestedMeta;
 use syn::spanned::Spanned;
 use syn::{Attribute, Meta};
 
@@ -30,58 +31,46 @@ const CONTAINER_HELP: &str = "on a struct or enum the only module attribute is `
 pub fn parse_field_attrs(attrs: &[Attribute]) -> (FieldAttrs, Vec<ClassifyError>) {
     let mut out = FieldAttrs::default();
     let mut errors = Vec::new();
-    for attr in module_attrs(attrs) {
-        let attr = match attr {
-            Ok(attr) => attr,
-            Err(error) => {
-                errors.push(error);
-                continue;
-            }
-        };
-        let result = attr.parse_nested_meta(|meta| {
-            let span = meta.path.span();
-            let name = path_name(&meta.path);
-            let slot = match name.as_str() {
-                "skip" => &mut out.skip,
-                "non_persistent" => &mut out.non_persistent,
-                "crate" => {
-                    errors.push(ClassifyError::new(
-                        span,
-                        "`crate` goes on the struct or enum, not on a field",
-                        "move `#[module(crate = path)]` above the `struct` or `enum`",
-                    ));
-                    skip_value(&meta)?;
-                    return Ok(());
-                }
-                _ => {
-                    errors.push(unknown(span, &name, FIELD_HELP));
-                    skip_value(&meta)?;
-                    return Ok(());
-                }
-            };
-            if meta.input.peek(syn::Token![=]) || meta.input.peek(syn::token::Paren) {
+    for_each_item(attrs, FIELD_HELP, &mut errors, |meta, errors| {
+        let span = meta.path.span();
+        let name = path_name(&meta.path);
+        let slot = match name.as_str() {
+            "skip" => &mut out.skip,
+            "non_persistent" => &mut out.non_persistent,
+            "crate" => {
                 errors.push(ClassifyError::new(
                     span,
-                    format!("`{name}` takes no value"),
-                    format!("write `#[module({name})]`"),
+                    "`crate` goes on the struct or enum, not on a field",
+                    "move `#[module(crate = path)]` above the `struct` or `enum`",
                 ));
                 skip_value(&meta)?;
+                return Ok(());
             }
-            if slot.is_some() {
-                errors.push(ClassifyError::new(
-                    span,
-                    format!("duplicate module attribute `{name}`"),
-                    "remove the repeated attribute",
-                ));
-            } else {
-                *slot = Some(span);
+            _ => {
+                errors.push(unknown(span, &name, FIELD_HELP));
+                skip_value(&meta)?;
+                return Ok(());
             }
-            Ok(())
-        });
-        if let Err(error) = result {
-            errors.push(ClassifyError::new(error.span(), error.to_string(), FIELD_HELP));
+        };
+        if meta.input.peek(syn::Token![=]) || meta.input.peek(syn::token::Paren) {
+            errors.push(ClassifyError::new(
+                span,
+                format!("`{name}` takes no value"),
+                format!("write `#[module({name})]`"),
+            ));
+            skip_value(&meta)?;
         }
-    }
+        if slot.is_some() {
+            errors.push(ClassifyError::new(
+                span,
+                format!("duplicate module attribute `{name}`"),
+                "remove the repeated attribute",
+            ));
+        } else {
+            *slot = Some(span);
+        }
+        Ok(())
+    });
     if let (Some(_), Some(non_persistent)) = (out.skip, out.non_persistent) {
         errors.push(ClassifyError::new(
             non_persistent,
@@ -97,55 +86,43 @@ pub fn parse_field_attrs(attrs: &[Attribute]) -> (FieldAttrs, Vec<ClassifyError>
 pub fn parse_container_attrs(attrs: &[Attribute]) -> (ContainerAttrs, Vec<ClassifyError>) {
     let mut out = ContainerAttrs::default();
     let mut errors = Vec::new();
-    for attr in module_attrs(attrs) {
-        let attr = match attr {
-            Ok(attr) => attr,
-            Err(error) => {
-                errors.push(error);
-                continue;
-            }
-        };
-        let result = attr.parse_nested_meta(|meta| {
-            let span = meta.path.span();
-            let name = path_name(&meta.path);
-            match name.as_str() {
-                "crate" => {
-                    // `crate = devcheck` and serde's spelling `crate = "devcheck"` both work.
-                    let value = meta.value()?;
-                    let path: syn::Path = if value.peek(syn::LitStr) {
-                        value.parse::<syn::LitStr>()?.parse()?
-                    } else {
-                        syn::Path::parse_mod_style(value)?
-                    };
-                    if out.krate.is_some() {
-                        errors.push(ClassifyError::new(
-                            span,
-                            "duplicate module attribute `crate`",
-                            "remove the repeated attribute",
-                        ));
-                    } else {
-                        out.krate = Some(path);
-                    }
-                }
-                "skip" | "non_persistent" => {
+    for_each_item(attrs, CONTAINER_HELP, &mut errors, |meta, errors| {
+        let span = meta.path.span();
+        let name = path_name(&meta.path);
+        match name.as_str() {
+            "crate" => {
+                // `crate = devcheck` and serde's spelling `crate = "devcheck"` both work.
+                let value = meta.value()?;
+                let path: syn::Path = if value.peek(syn::LitStr) {
+                    value.parse::<syn::LitStr>()?.parse()?
+                } else {
+                    syn::Path::parse_mod_style(value)?
+                };
+                if out.krate.is_some() {
                     errors.push(ClassifyError::new(
                         span,
-                        format!("`{name}` goes on a field, not on the struct or enum"),
-                        format!("put `#[module({name})]` above the field it is about"),
+                        "duplicate module attribute `crate`",
+                        "remove the repeated attribute",
                     ));
-                    skip_value(&meta)?;
-                }
-                _ => {
-                    errors.push(unknown(span, &name, CONTAINER_HELP));
-                    skip_value(&meta)?;
+                } else {
+                    out.krate = Some(path);
                 }
             }
-            Ok(())
-        });
-        if let Err(error) = result {
-            errors.push(ClassifyError::new(error.span(), error.to_string(), CONTAINER_HELP));
+            "skip" | "non_persistent" => {
+                errors.push(ClassifyError::new(
+                    span,
+                    format!("`{name}` goes on a field, not on the struct or enum"),
+                    format!("put `#[module({name})]` above the field it is about"),
+                ));
+                skip_value(&meta)?;
+            }
+            _ => {
+                errors.push(unknown(span, &name, CONTAINER_HELP));
+                skip_value(&meta)?;
+            }
         }
-    }
+        Ok(())
+    });
     (out, errors)
 }
 
@@ -160,16 +137,27 @@ pub(crate) fn check_variant_attrs(attrs: &[Attribute], errors: &mut Vec<Classify
     }
 }
 
-/// The `#[module(...)]` attributes in source order; `#[module]` and `#[module = ..]` are errors.
-fn module_attrs(attrs: &[Attribute]) -> impl Iterator<Item = Result<&Attribute, ClassifyError>> {
-    attrs.iter().filter(|a| a.path().is_ident("module")).map(|attr| match &attr.meta {
-        Meta::List(_) => Ok(attr),
-        _ => Err(ClassifyError::spanning(
-            attr,
-            "expected `#[module(...)]`",
-            "write e.g. `#[module(skip)]` or `#[module(non_persistent)]`",
-        )),
-    })
+/// Calls `item` for every entry of every `#[module(...)]` attribute, in source order, with the
+/// error list; `#[module]`, `#[module = ..]` and entries that do not parse are errors with `help`.
+fn for_each_item(
+    attrs: &[Attribute],
+    help: &str,
+    errors: &mut Vec<ClassifyError>,
+    mut item: impl FnMut(ParseNestedMeta<'_>, &mut Vec<ClassifyError>) -> syn::Result<()>,
+) {
+    for attr in attrs.iter().filter(|a| a.path().is_ident("module")) {
+        if !matches!(attr.meta, Meta::List(_)) {
+            errors.push(ClassifyError::spanning(
+                attr,
+                "expected `#[module(...)]`",
+                "write e.g. `#[module(skip)]` or `#[module(non_persistent)]`",
+            ));
+            continue;
+        }
+        if let Err(error) = attr.parse_nested_meta(|meta| item(meta, errors)) {
+            errors.push(ClassifyError::new(error.span(), error.to_string(), help));
+        }
+    }
 }
 
 fn unknown(span: Span, name: &str, help: &str) -> ClassifyError {

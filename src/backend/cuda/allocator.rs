@@ -472,7 +472,8 @@ pub fn out_of_memory_help(allocated: usize, reserved: usize) -> String {
     format!(
         "lower the batch size first; to keep the effective batch size, accumulate gradients over several \
          smaller batches (gradient accumulation); {cache}; look for tensors kept alive between steps, such \
-         as a loss kept for logging without `.detach()` or a list of outputs"
+         as a loss kept for logging without `.detach()` or a list of outputs: `devcheck::trace` around \
+         one step counts the tensors and bytes it creates on each device"
     )
 }
 

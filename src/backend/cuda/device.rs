@@ -10,7 +10,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchCo
 use super::allocator::{Allocation, CachingAllocator, RawAllocError, RawAllocator};
 use super::error::{CudaError, CudaResult};
 use super::kernels::{self, KernelModule};
-use super::nvrtc::{self, Arch};
+use super::nvrtc::{self, Arch, PtxParam};
 use crate::device::Device;
 
 /// A CUDA device in use by this process.
@@ -21,6 +21,8 @@ pub struct CudaDevice {
     arch: Arch,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     functions: Mutex<HashMap<String, CudaFunction>>,
+    /// Each loaded kernel's parameter list from its PTX, to check launches against.
+    signatures: Mutex<HashMap<String, Vec<PtxParam>>>,
     allocator: Mutex<CachingAllocator<DriverAllocator>>,
     blas: OnceLock<Result<Arc<cudarc::cublas::CudaBlas>, String>>,
 }
@@ -56,6 +58,7 @@ pub fn device(ordinal: usize) -> CudaResult<Arc<CudaDevice>> {
         stream,
         modules: Mutex::new(HashMap::new()),
         functions: Mutex::new(HashMap::new()),
+        signatures: Mutex::new(HashMap::new()),
         blas: OnceLock::new(),
     });
     devices.push((ordinal, device.clone()));
@@ -136,10 +139,11 @@ impl CudaDevice {
         if let Some(m) = lock(&self.modules).get(def.name) {
             return Ok(m.clone());
         }
-        let image = compiled_image(def, &self.arch)?;
+        let (image, signatures) = compiled_image(def, &self.arch)?;
         let module = self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image.to_vec())).map_err(|e| {
             CudaError::ModuleLoad { module: def.name, device: self.device(), message: e.to_string() }
         })?;
+        lock(&self.signatures).extend(signatures.iter().cloned());
         lock(&self.modules).insert(def.name, module.clone());
         Ok(module)
     }
@@ -147,6 +151,18 @@ impl CudaDevice {
     /// Queues kernel `name` with `args` on the device's stream.
     pub(crate) fn launch(&self, name: &str, config: LaunchConfig, args: &[Arg]) -> CudaResult<()> {
         let function = self.function(name)?;
+        // A launch whose arguments do not match the kernel's parameters would read garbage or
+        // crash the context: compare with the PTX declaration first.
+        if let Some(expected) = lock(&self.signatures).get(name) {
+            let given: Vec<PtxParam> = args.iter().map(Arg::ptx_param).collect();
+            if &given != expected {
+                return Err(CudaError::LaunchArguments {
+                    kernel: name.to_string(),
+                    expected: list_params(expected),
+                    given: list_params(&given),
+                });
+            }
+        }
         let mut builder = self.stream.launch_builder(&function);
         for arg in args {
             match arg {
@@ -191,6 +207,24 @@ pub(crate) enum Arg {
     U32(u32),
     U16(u16),
     U8(u8),
+}
+
+impl Arg {
+    /// How PTX declares a parameter that takes this argument.
+    pub(crate) fn ptx_param(&self) -> PtxParam {
+        match self {
+            Arg::U64(_) | Arg::I64(_) => PtxParam::Bits(64),
+            Arg::F64(_) => PtxParam::F64,
+            Arg::U32(_) => PtxParam::Bits(32),
+            Arg::U16(_) => PtxParam::Bits(16),
+            Arg::U8(_) => PtxParam::Bits(8),
+        }
+    }
+}
+
+fn list_params(params: &[PtxParam]) -> String {
+    let names: Vec<String> = params.iter().map(PtxParam::to_string).collect();
+    format!("({})", names.join(", "))
 }
 
 /// Grid-stride launch shape for `n` elements.
@@ -279,15 +313,18 @@ impl RawAllocator for DriverAllocator {
 }
 
 /// The image of `def` for `arch`, compiled once per process and architecture.
-fn compiled_image(def: &'static KernelModule, arch: &Arch) -> CudaResult<Arc<[u8]>> {
-    type Image = (Arch, &'static str, Arc<[u8]>);
-    static IMAGES: Mutex<Vec<Image>> = Mutex::new(Vec::new());
+/// A module compiled for one architecture: the image the driver loads, and each kernel's
+/// parameter list.
+type Image = (Arc<[u8]>, Arc<[(String, Vec<PtxParam>)]>);
+
+fn compiled_image(def: &'static KernelModule, arch: &Arch) -> CudaResult<Image> {
+    static IMAGES: Mutex<Vec<(Arch, &'static str, Image)>> = Mutex::new(Vec::new());
     if let Some((_, _, image)) = lock(&IMAGES).iter().find(|(a, m, _)| a == arch && *m == def.name) {
         return Ok(image.clone());
     }
     // Compiled outside the lock: other modules may compile at the same time.
     let compiled = nvrtc::compile(def, arch, &nvrtc::info().include_dirs)?;
-    let image: Arc<[u8]> = compiled.image().into();
+    let image: Image = (compiled.image().into(), compiled.signatures().into());
     lock(&IMAGES).push((arch.clone(), def.name, image.clone()));
     Ok(image)
 }

@@ -97,6 +97,16 @@ pub enum CudaError {
     )]
     Driver { device: Device, call: &'static str, message: String },
 
+    #[error("launch of kernel `{kernel}` with arguments {given}, but the kernel takes {expected}")]
+    #[diagnostic(
+        code(devcheck::cuda::launch_arguments),
+        help(
+            "the launcher in src/backend/cuda/storage.rs and the kernel's parameter list in kernels/ disagree, \
+             so nothing was launched; this is a devcheck bug: please report it with the output of `devcheck env`"
+        )
+    )]
+    LaunchArguments { kernel: String, expected: String, given: String },
+
     #[error("cuBLAS call `{call}` failed on {device}: {message}")]
     #[diagnostic(
         code(devcheck::cuda::cublas),

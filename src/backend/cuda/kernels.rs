@@ -88,6 +88,12 @@ pub static MODULES: &[KernelModule] = &[
         names: indexing,
     },
     KernelModule {
+        name: "random",
+        file: "random.cu",
+        source: include_str!("../../../kernels/random.cu"),
+        names: random,
+    },
+    KernelModule {
         name: "adamw",
         file: "adamw.cu",
         source: include_str!("../../../kernels/adamw.cu"),
@@ -334,6 +340,10 @@ fn indexing() -> Vec<String> {
     v
 }
 
+fn random() -> Vec<String> {
+    names(&["uniform", "normal"], FLOATS)
+}
+
 fn adamw() -> Vec<String> {
     names(&["adamw"], FLOATS)
 }
@@ -393,6 +403,7 @@ mod tests {
                 ("softmax", 8),
                 ("select", 32),
                 ("indexing", 40),
+                ("random", 8),
                 ("adamw", 4)
             ]
         );
@@ -457,5 +468,23 @@ mod tests {
             log: String::new(),
         };
         assert_eq!(compiled.entry_points(), ["add_f32", "mul_f32"]);
+    }
+
+    #[test]
+    fn parameter_lists_are_read_from_ptx_entries_only() {
+        use super::nvrtc::PtxParam::{Bits, F64, Other};
+        let ptx = ".visible .entry fill_u16(\n\t.param .u64 fill_u16_param_0,\n\t.param .u64 fill_u16_param_1,\n\
+                   \t.param .u16 fill_u16_param_2\n)\n{\n\t.param .b64 param0;\n}\n\
+                   .visible .entry scale_f32(\n\t.param .f64 scale_f32_param_0,\n\
+                   \t.param .align 8 .b8 scale_f32_param_1[16]\n)\n.visible .entry nothing()\n";
+        let compiled = Compiled { ptx: ptx.into(), cubin: None, log: String::new() };
+        assert_eq!(
+            compiled.signatures(),
+            [
+                ("fill_u16".to_string(), vec![Bits(64), Bits(64), Bits(16)]),
+                ("scale_f32".to_string(), vec![F64, Other]),
+                ("nothing".to_string(), vec![]),
+            ]
+        );
     }
 }

@@ -118,7 +118,74 @@ pub struct Compiled {
     pub log: String,
 }
 
+/// The type of one kernel parameter as PTX declares it: what a launch must pass, by width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PtxParam {
+    /// An integer or pointer of 8, 16, 32 or 64 bits (PTX does not tell pointers from integers).
+    Bits(u8),
+    F32,
+    F64,
+    /// Anything else (a struct passed by value): launchers never pass one.
+    Other,
+}
+
+impl PtxParam {
+    fn parse(ty: &str) -> PtxParam {
+        match ty {
+            ".u64" | ".s64" | ".b64" => PtxParam::Bits(64),
+            ".u32" | ".s32" | ".b32" => PtxParam::Bits(32),
+            ".u16" | ".s16" | ".b16" => PtxParam::Bits(16),
+            ".u8" | ".s8" | ".b8" => PtxParam::Bits(8),
+            ".f32" => PtxParam::F32,
+            ".f64" => PtxParam::F64,
+            _ => PtxParam::Other,
+        }
+    }
+}
+
+impl std::fmt::Display for PtxParam {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PtxParam::Bits(n) => write!(f, "b{n}"),
+            PtxParam::F32 => f.write_str("f32"),
+            PtxParam::F64 => f.write_str("f64"),
+            PtxParam::Other => f.write_str("struct"),
+        }
+    }
+}
+
 impl Compiled {
+    /// Every kernel's parameter list as the PTX declares it, in order of definition. Launches
+    /// are checked against these before they run (see `CudaDevice::launch`).
+    pub fn signatures(&self) -> Vec<(String, Vec<PtxParam>)> {
+        let mut out = Vec::new();
+        let mut current: Option<(String, Vec<PtxParam>)> = None;
+        for line in self.ptx.lines().map(str::trim) {
+            if let Some(rest) = line.strip_prefix(".visible .entry ") {
+                out.extend(current.take());
+                let name = rest.split(|c: char| c == '(' || c.is_whitespace()).next().unwrap_or("");
+                current = Some((name.to_string(), Vec::new()));
+                if rest.trim_end().ends_with("()") {
+                    out.extend(current.take());
+                }
+            } else if let Some((_, params)) = current.as_mut() {
+                if let Some(decl) = line.strip_prefix(".param ") {
+                    let is_array = decl.contains('[');
+                    let ty = decl.split_whitespace().find(|t| !t.starts_with(".align") && t.starts_with('.'));
+                    params.push(if is_array {
+                        PtxParam::Other
+                    } else {
+                        ty.map_or(PtxParam::Other, PtxParam::parse)
+                    });
+                } else if line.starts_with(')') {
+                    out.extend(current.take());
+                }
+            }
+        }
+        out.extend(current);
+        out
+    }
+
     /// The kernel entry points the PTX defines, in order.
     pub fn entry_points(&self) -> Vec<String> {
         self.ptx

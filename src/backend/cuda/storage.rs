@@ -40,6 +40,27 @@ impl CudaStorage {
         Ok(out)
     }
 
+    /// `len` samples of `dtype` (a float) made on the device: uniform in [0, 1), or standard
+    /// normal with `normal`. The same `seed` gives the same numbers on any device.
+    pub fn random(
+        device: &Arc<CudaDevice>,
+        dtype: DType,
+        len: usize,
+        normal: bool,
+        seed: u64,
+    ) -> CudaResult<CudaStorage> {
+        let out = Self::alloc(device, dtype, len)?;
+        if len > 0 {
+            let kernel = kernel_name(if normal { "normal" } else { "uniform" }, dtype);
+            device.launch(
+                &kernel,
+                elementwise_config(len),
+                &[Arg::U64(len as u64), Arg::U64(seed), Arg::U64(out.ptr())],
+            )?;
+        }
+        Ok(out)
+    }
+
     /// A copy of little-endian host bytes (`len * size_in_bytes` of them) on `device`. From
     /// pageable memory the copy is staged by the driver and synchronous with the host.
     pub fn from_host_bytes(device: &Arc<CudaDevice>, dtype: DType, bytes: &[u8]) -> CudaResult<CudaStorage> {
@@ -253,24 +274,7 @@ impl CudaStorage {
 
     /// `op(x)` elementwise (`"exp"`, `"relu"`, `"gelu_tanh"`, ...), same dtype out.
     pub fn unary(&self, op: &str, layout: &Layout) -> CudaResult<CudaStorage> {
-        let numel = layout.numel();
-        let out = Self::alloc(self.device(), self.dtype, numel)?;
-        if numel == 0 {
-            return Ok(out);
-        }
-        let info = self.info_or_null(layout, &[layout])?;
-        self.device().launch(
-            &kernel_name(op, self.dtype),
-            elementwise_config(numel),
-            &[
-                Arg::U64(numel as u64),
-                Arg::U64(layout.rank() as u64),
-                Arg::U64(info.as_ref().map_or(0, DeviceBuffer::ptr)),
-                Arg::U64(self.ptr_at(layout)),
-                Arg::U64(out.ptr()),
-            ],
-        )?;
-        Ok(out)
+        self.elementwise(&kernel_name(op, self.dtype), self.dtype, &layout.shape, &[(self, layout)], &[])
     }
 
     /// `op(lhs, rhs)` elementwise over `shape`, both broadcast to it (`"add"`, `"maximum"`,
@@ -284,27 +288,14 @@ impl CudaStorage {
         shape: &[usize],
     ) -> CudaResult<CudaStorage> {
         same_dtype(op, self.dtype, rhs.dtype)?;
-        let numel: usize = shape.iter().product();
         let out_dtype = if is_predicate(op) { DType::Bool } else { self.dtype };
-        let out = Self::alloc(self.device(), out_dtype, numel)?;
-        if numel == 0 {
-            return Ok(out);
-        }
-        let (l, r) = (layout.broadcast_to(shape), rhs_layout.broadcast_to(shape));
-        let info = self.info_or_null(&l, &[&l, &r])?;
-        self.device().launch(
+        self.elementwise(
             &kernel_name(op, self.dtype),
-            elementwise_config(numel),
-            &[
-                Arg::U64(numel as u64),
-                Arg::U64(shape.len() as u64),
-                Arg::U64(info.as_ref().map_or(0, DeviceBuffer::ptr)),
-                Arg::U64(self.ptr_at(layout)),
-                Arg::U64(rhs.ptr_at(rhs_layout)),
-                Arg::U64(out.ptr()),
-            ],
-        )?;
-        Ok(out)
+            out_dtype,
+            shape,
+            &[(self, layout), (rhs, rhs_layout)],
+            &[],
+        )
     }
 
     /// `op(x, scalar)`, or `op(scalar, x)` when `reversed` (for `sub`, `div`, `pow`).
@@ -315,48 +306,45 @@ impl CudaStorage {
         scalar: f64,
         reversed: bool,
     ) -> CudaResult<CudaStorage> {
-        let numel = layout.numel();
         let out_dtype = if is_predicate(op) { DType::Bool } else { self.dtype };
-        let out = Self::alloc(self.device(), out_dtype, numel)?;
-        if numel == 0 {
-            return Ok(out);
-        }
-        let info = self.info_or_null(layout, &[layout])?;
         let kernel = if reversed { format!("r{op}_scalar") } else { format!("{op}_scalar") };
-        self.device().launch(
-            &kernel_name(&kernel, self.dtype),
-            elementwise_config(numel),
-            &[
-                Arg::U64(numel as u64),
-                Arg::U64(layout.rank() as u64),
-                Arg::U64(info.as_ref().map_or(0, DeviceBuffer::ptr)),
-                Arg::U64(self.ptr_at(layout)),
-                Arg::F64(scalar),
-                Arg::U64(out.ptr()),
-            ],
-        )?;
-        Ok(out)
+        let kernel = kernel_name(&kernel, self.dtype);
+        self.elementwise(&kernel, out_dtype, &layout.shape, &[(self, layout)], &[Arg::F64(scalar)])
     }
 
     /// The elements converted to `dtype`.
     pub fn cast(&self, layout: &Layout, dtype: DType) -> CudaResult<CudaStorage> {
-        let numel = layout.numel();
-        let out = Self::alloc(self.device(), dtype, numel)?;
+        let kernel = format!("cast_{}_{}", self.dtype.as_str(), dtype.as_str());
+        self.elementwise(&kernel, dtype, &layout.shape, &[(self, layout)], &[])
+    }
+
+    /// Launches the element-wise `kernel` over `shape` with arguments `(numel, ndim, info,
+    /// inputs..., extra..., out)`: each input broadcast to `shape`, `info` null when all of them
+    /// are contiguous, `out` a new contiguous buffer of `out_dtype`.
+    fn elementwise(
+        &self,
+        kernel: &str,
+        out_dtype: DType,
+        shape: &[usize],
+        inputs: &[(&CudaStorage, &Layout)],
+        extra: &[Arg],
+    ) -> CudaResult<CudaStorage> {
+        let numel: usize = shape.iter().product();
+        let out = Self::alloc(self.device(), out_dtype, numel)?;
         if numel == 0 {
             return Ok(out);
         }
-        let info = self.info_or_null(layout, &[layout])?;
-        self.device().launch(
-            &format!("cast_{}_{}", self.dtype.as_str(), dtype.as_str()),
-            elementwise_config(numel),
-            &[
-                Arg::U64(numel as u64),
-                Arg::U64(layout.rank() as u64),
-                Arg::U64(info.as_ref().map_or(0, DeviceBuffer::ptr)),
-                Arg::U64(self.ptr_at(layout)),
-                Arg::U64(out.ptr()),
-            ],
-        )?;
+        let layouts: Vec<Layout> = inputs.iter().map(|(_, l)| l.broadcast_to(shape)).collect();
+        let info = self.info_or_null(shape, &layouts)?;
+        let mut args = vec![
+            Arg::U64(numel as u64),
+            Arg::U64(shape.len() as u64),
+            Arg::U64(info.as_ref().map_or(0, DeviceBuffer::ptr)),
+        ];
+        args.extend(inputs.iter().zip(&layouts).map(|((s, _), l)| Arg::U64(s.ptr_at(l))));
+        args.extend_from_slice(extra);
+        args.push(Arg::U64(out.ptr()));
+        self.device().launch(kernel, elementwise_config(numel), &args)?;
         Ok(out)
     }
 
@@ -382,8 +370,9 @@ impl CudaStorage {
         let n_out = kept.numel();
         let out = Self::alloc(self.device(), out_dtype, n_out)?;
         if n_out == 0 || reduce_size == 0 {
-            // PyTorch: sum of nothing is 0, max of nothing is an error the front end raises.
-            out.fill(0.0)?;
+            // PyTorch: the sum of nothing is 0, its mean and variance NaN; max of nothing is an
+            // error the front end raises.
+            out.fill(if matches!(op, "mean" | "var") { f64::NAN } else { 0.0 })?;
             return Ok(out);
         }
         let info = self.upload_info(&kept.shape, &[&kept.strides])?;
@@ -401,6 +390,32 @@ impl CudaStorage {
         }
         self.device().launch(&kernel_name(op, self.dtype), row_config(n_out, reduce_size), &args)?;
         Ok(out)
+    }
+
+    /// Reduces every dimension in `dims` (distinct, ascending) with one kernel: the reduced
+    /// dimensions are moved last and flattened into one (a copy unless there is only one). The
+    /// output is contiguous over the kept dimensions, in order.
+    pub fn reduce_dims(
+        &self,
+        op: &str,
+        layout: &Layout,
+        dims: &[usize],
+        correction: f64,
+    ) -> CudaResult<CudaStorage> {
+        if let [dim] = dims {
+            return self.reduce(op, layout, *dim, correction);
+        }
+        let kept: Vec<usize> = (0..layout.rank()).filter(|d| !dims.contains(d)).collect();
+        let order: Vec<usize> = kept.iter().chain(dims).copied().collect();
+        let permuted = Layout {
+            shape: order.iter().map(|&d| layout.shape[d]).collect(),
+            strides: order.iter().map(|&d| layout.strides[d]).collect(),
+            offset: layout.offset,
+        };
+        let x = self.contiguous(&permuted)?;
+        let mut shape: Vec<usize> = kept.iter().map(|&d| layout.shape[d]).collect();
+        shape.push(dims.iter().map(|&d| layout.shape[d]).product());
+        x.reduce(op, &Layout::contiguous(&shape), kept.len(), correction)
     }
 
     /// softmax (or log_softmax) over the last dimension.
@@ -433,28 +448,8 @@ impl CudaStorage {
     ) -> CudaResult<CudaStorage> {
         same_dtype("where", self.dtype, other.dtype)?;
         bool_mask("where", cond.dtype)?;
-        let numel: usize = shape.iter().product();
-        let out = Self::alloc(self.device(), self.dtype, numel)?;
-        if numel == 0 {
-            return Ok(out);
-        }
-        let (c, a, b) =
-            (cond_layout.broadcast_to(shape), layout.broadcast_to(shape), other_layout.broadcast_to(shape));
-        let info = self.info_or_null(&a, &[&c, &a, &b])?;
-        self.device().launch(
-            &kernel_name("where", self.dtype),
-            elementwise_config(numel),
-            &[
-                Arg::U64(numel as u64),
-                Arg::U64(shape.len() as u64),
-                Arg::U64(info.as_ref().map_or(0, DeviceBuffer::ptr)),
-                Arg::U64(cond.ptr_at(cond_layout)),
-                Arg::U64(self.ptr_at(layout)),
-                Arg::U64(other.ptr_at(other_layout)),
-                Arg::U64(out.ptr()),
-            ],
-        )?;
-        Ok(out)
+        let inputs = [(cond, cond_layout), (self, layout), (other, other_layout)];
+        self.elementwise(&kernel_name("where", self.dtype), self.dtype, shape, &inputs, &[])
     }
 
     /// `mask ? value : self`, the mask broadcast to this tensor's shape.
@@ -466,27 +461,9 @@ impl CudaStorage {
         value: f64,
     ) -> CudaResult<CudaStorage> {
         bool_mask("masked_fill", mask.dtype)?;
-        let numel = layout.numel();
-        let out = Self::alloc(self.device(), self.dtype, numel)?;
-        if numel == 0 {
-            return Ok(out);
-        }
-        let m = mask_layout.broadcast_to(&layout.shape);
-        let info = self.info_or_null(layout, &[layout, &m])?;
-        self.device().launch(
-            &kernel_name("masked_fill", self.dtype),
-            elementwise_config(numel),
-            &[
-                Arg::U64(numel as u64),
-                Arg::U64(layout.rank() as u64),
-                Arg::U64(info.as_ref().map_or(0, DeviceBuffer::ptr)),
-                Arg::U64(self.ptr_at(layout)),
-                Arg::U64(mask.ptr_at(mask_layout)),
-                Arg::F64(value),
-                Arg::U64(out.ptr()),
-            ],
-        )?;
-        Ok(out)
+        let inputs = [(self, layout), (mask, mask_layout)];
+        let kernel = kernel_name("masked_fill", self.dtype);
+        self.elementwise(&kernel, self.dtype, &layout.shape, &inputs, &[Arg::F64(value)])
     }
 
     /// The upper (`upper`) or lower triangle of the last two dimensions from `diagonal` on.
@@ -665,13 +642,13 @@ impl CudaStorage {
 
     /// The `info` array (dims, then each operand's strides) in device memory, or `None` when
     /// every operand is contiguous and unbroadcast (the kernels' fast path).
-    fn info_or_null(&self, shape_of: &Layout, operands: &[&Layout]) -> CudaResult<Option<DeviceBuffer>> {
-        let plain = operands.iter().all(|l| l.is_contiguous() && l.shape == shape_of.shape);
+    fn info_or_null(&self, shape: &[usize], operands: &[Layout]) -> CudaResult<Option<DeviceBuffer>> {
+        let plain = operands.iter().all(|l| l.is_contiguous() && l.shape == shape);
         if plain {
             return Ok(None);
         }
         let strides: Vec<&[usize]> = operands.iter().map(|l| l.strides.as_slice()).collect();
-        self.upload_info(&shape_of.shape, &strides).map(Some)
+        self.upload_info(shape, &strides).map(Some)
     }
 
     fn upload_info(&self, dims: &[usize], strides: &[&[usize]]) -> CudaResult<DeviceBuffer> {

@@ -53,7 +53,7 @@ declare_rule! {
         code: "D003",
         name: "discarded-transfer",
         group: Correctness,
-        summary: "the result of `.to(..)` / `.to_device(..)` / `.cuda()` / `.cpu()` thrown away",
+        summary: "the result of `.to(..)` / `.to_non_blocking(..)` / `.to_device(..)` / `.cuda()` / `.cpu()` thrown away",
         fix: Unsafe,
     }
 }
