@@ -120,6 +120,9 @@ def main():
             w = m["workload"]
             table.append((m, np_rows.get(w), t_rows.get(w)))
         print(f"numpy BLAS ({threads} thread(s)): {blas}")
+    import numpy as np
+
+    print(f"numpy {np.__version__}")
     if with_torch:
         import torch
 
