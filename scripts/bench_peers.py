@@ -131,10 +131,11 @@ def main():
     print(fmt.format("workload", "thr", "devcheck", "numpy", "torch", "vs numpy", "vs torch", "unit"))
     for m, n, tt in table:
         r = m["rate"]
-        cell = lambda v: "-" if v is None else f"{v:.1f}"
+        digits = 1 if m["higher_is_better"] else 3
+        cell = lambda v: "-" if v is None else f"{v:.{digits}f}"
         # Above 1 means devcheck is faster, whichever way the unit runs.
         ratio = lambda v: "-" if not v else f"{(r / v if m['higher_is_better'] else v / r):.2f}x"
-        print(fmt.format(m["workload"], m["threads"], f"{r:.1f}", cell(n), cell(tt), ratio(n), ratio(tt), m["unit"]))
+        print(fmt.format(m["workload"], m["threads"], cell(r), cell(n), cell(tt), ratio(n), ratio(tt), m["unit"]))
     by_name = {(m["workload"], m["threads"]): m for m in ours}
     for m in ours:
         floor = by_name.get((m.get("floor"), m["threads"])) if m.get("floor") else None
