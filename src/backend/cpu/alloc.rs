@@ -3,10 +3,10 @@
 //! transparent huge pages (one fault per 2 MiB), as numpy does for its large arrays. Results are
 //! not zeroed before the kernel writes them.
 
+use std::mem::MaybeUninit;
+
 /// Buffers at least this large get the huge-page advice.
 const HUGE_PAGE_THRESHOLD_BYTES: usize = 4 << 20;
-
-use std::mem::MaybeUninit;
 
 /// A result of `n` elements written by `fill`, without zeroing them first: a buffer the allocator
 /// reuses from its heap would otherwise be cleared once by `calloc` and once more by the kernel

@@ -4,7 +4,7 @@
 mod alloc;
 mod kernels;
 mod matmul;
-mod simd;
+pub(crate) mod simd;
 
 use std::any::Any;
 use std::borrow::Cow;

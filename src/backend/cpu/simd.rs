@@ -2,10 +2,12 @@
 //! binary still runs on machines without AVX2 or AVX-512. The baseline x86-64 target has only
 //! SSE2 (4 f32 lanes, no FMA); AVX-512 has 16 lanes.
 
-/// A loop to compile once per vector extension. The loops write results through `MaybeUninit`:
-/// they fill fresh buffers that were never zeroed (see `alloc::filled`).
-/// `run` must be `#[inline(always)]`, so that its
+use std::mem::MaybeUninit;
+
+/// A loop to compile once per vector extension. `run` must be `#[inline(always)]`, so that its
 /// body (and the small closures it calls) is compiled inside each of [`dispatch`]'s versions.
+/// The loops here write through `MaybeUninit`: they fill fresh buffers that were never zeroed
+/// (see `alloc::filled`).
 pub(crate) trait Kernel {
     type Output;
     fn run(self) -> Self::Output;
@@ -42,8 +44,6 @@ fn has_avx512() -> bool {
     use std::arch::is_x86_feature_detected as has;
     has!("avx512f") && has!("avx2") && has!("fma")
 }
-
-use std::mem::MaybeUninit;
 
 /// `out[i] = f(src[i])`.
 pub(crate) struct Map<'a, T, U, F> {
