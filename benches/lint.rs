@@ -5,12 +5,14 @@
 //! `cargo bench --bench lint` (defaults to the cargo registry's sources), or
 //! `cargo bench --bench lint -- [--json] [--repeat N] [--limit N] PATH...`.
 
-use std::path::{Path, PathBuf};
+#[path = "workloads/lint.rs"]
+mod workload;
+
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use devcheck::lint::{Settings, lint_source};
+use devcheck::lint::Settings;
 use rayon::prelude::*;
-use syn::visit::Visit;
 
 struct Args {
     json: bool,
@@ -33,54 +35,9 @@ fn parse_args() -> Args {
         }
     }
     if args.paths.is_empty() {
-        let home = std::env::var_os("CARGO_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
-        args.paths.extend(home.map(|h| h.join("registry/src")));
+        args.paths = workload::default_roots();
     }
     args
-}
-
-fn collect(paths: &[PathBuf], limit: Option<usize>) -> Vec<(PathBuf, String)> {
-    let mut files = Vec::new();
-    for root in paths {
-        for entry in ignore::WalkBuilder::new(root).build().flatten() {
-            let p = entry.path();
-            if p.extension().is_some_and(|e| e == "rs")
-                && let Ok(text) = std::fs::read_to_string(p)
-                && text.len() <= devcheck::lint::MAX_FILE_BYTES
-            {
-                files.push((p.to_path_buf(), text));
-            }
-        }
-    }
-    files.sort_by(|a, b| a.0.cmp(&b.0));
-    if let Some(n) = limit {
-        files.truncate(n);
-    }
-    files
-}
-
-/// The floor: parse, and visit every node once.
-fn bare(path: &Path, text: &str) -> usize {
-    struct Count(usize);
-    impl<'ast> Visit<'ast> for Count {
-        fn visit_expr(&mut self, e: &'ast syn::Expr) {
-            self.0 += 1;
-            syn::visit::visit_expr(self, e);
-        }
-    }
-    let _ = path;
-    let n = match syn::parse_file(text) {
-        Ok(file) => {
-            let mut c = Count(0);
-            c.visit_file(&file);
-            c.0
-        }
-        Err(_) => 0,
-    };
-    proc_macro2::extra::invalidate_current_thread_spans();
-    n
 }
 
 fn best_of(repeat: usize, mut f: impl FnMut() -> usize) -> (Duration, usize) {
@@ -96,21 +53,19 @@ fn best_of(repeat: usize, mut f: impl FnMut() -> usize) -> (Duration, usize) {
 
 fn main() {
     let args = parse_args();
-    let files = collect(&args.paths, args.limit);
+    let files = workload::collect(&args.paths, args.limit);
     let bytes: usize = files.iter().map(|(_, t)| t.len()).sum();
     let settings = Settings::default();
     // Warm up allocator and caches once.
     for (p, t) in files.iter().take(50) {
-        bare(p, t);
-        lint_source(p, t, &settings);
+        workload::bare(t);
+        workload::lint(p, t, &settings);
     }
-    let (t_bare, exprs) = best_of(args.repeat, || files.iter().map(|(p, t)| bare(p, t)).sum());
-    let (t_lint, findings) = best_of(args.repeat, || {
-        files.iter().map(|(p, t)| lint_source(p, t, &settings).diagnostics.len()).sum()
-    });
-    let (t_par, _) = best_of(args.repeat, || {
-        files.par_iter().map(|(p, t)| lint_source(p, t, &settings).diagnostics.len()).sum()
-    });
+    let (t_bare, exprs) = best_of(args.repeat, || files.iter().map(|(_, t)| workload::bare(t)).sum());
+    let (t_lint, findings) =
+        best_of(args.repeat, || files.iter().map(|(p, t)| workload::lint(p, t, &settings)).sum());
+    let (t_par, _) =
+        best_of(args.repeat, || files.par_iter().map(|(p, t)| workload::lint(p, t, &settings)).sum());
     let ratio = t_lint.as_secs_f64() / t_bare.as_secs_f64();
     let mb = bytes as f64 / 1e6;
     if args.json {

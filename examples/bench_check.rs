@@ -4,15 +4,10 @@
 //! `cargo run --release --example bench_check [-- --json] [--runs N]`
 
 #[allow(dead_code)]
-#[path = "../tests/culprits/gpt2.rs"]
-mod gpt2;
+#[path = "../benches/workloads/check.rs"]
+mod workload;
 
 use std::time::{Duration, Instant};
-
-use devcheck::check::Input;
-use devcheck::{DType, Device};
-
-use gpt2::{GPT2_SMALL, Gpt2};
 
 struct Timing {
     name: &'static str,
@@ -47,24 +42,18 @@ fn main() {
         }
     }
 
-    let model = {
-        // The model's shapes without its 500 MB of data: the dry run needs nothing more.
-        let _fake = devcheck::fake::enter();
-        Gpt2::new(GPT2_SMALL, &Device::Cpu).unwrap_or_else(|e| fail(&format!("{e:?}")))
-    };
-    let inputs = [Input::new("ids", [8, 1024], DType::I64)];
-    let target = Device::Cuda(0);
+    let gpt2 = workload::Gpt2DryRun::new().unwrap_or_else(|e| fail(&format!("{e:?}")));
+    let target = gpt2.target();
 
     let mut dry_run = Timing { name: "check_forward gpt2-small on fake cuda:0", runs: Vec::new() };
     let mut inventory = Timing { name: "inspect gpt2-small", runs: Vec::new() };
     let mut last = None;
     for i in 0..runs + 3 {
         let started = Instant::now();
-        let report = devcheck::check_forward(&model, &inputs, &target, |m, x| m.forward(&x[0]))
-            .unwrap_or_else(|e| fail(&format!("{e:?}")));
+        let report = gpt2.dry_run().unwrap_or_else(|e| fail(&format!("{e:?}")));
         let elapsed = started.elapsed();
         let started = Instant::now();
-        let listed = devcheck::inspect(&model);
+        let listed = gpt2.inspect();
         let inspect_elapsed = started.elapsed();
         // The first runs warm caches and are not counted.
         if i >= 3 {

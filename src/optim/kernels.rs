@@ -1,9 +1,11 @@
 //! The fused host updates, compiled for the widest vector extension the CPU has (chosen at run
-//! time, so the binary still runs on older machines).
+//! time, so the binary still runs on older machines) through the CPU backend's `simd::dispatch`.
 
 use std::ops::{Add, Mul, Sub};
 
 use rayon::prelude::*;
+
+use crate::backend::cpu::simd::{self, Kernel};
 
 /// Parameters at least this large are updated in chunks of this size across the thread pool.
 const CHUNK: usize = 1 << 15;
@@ -44,39 +46,6 @@ impl Real for f64 {
     }
 }
 
-/// Defines `fn $name<T: Real>(..)` whose body is compiled three times: for AVX-512, for
-/// AVX2 + FMA, and for the baseline target; each call runs the best one this CPU supports.
-macro_rules! multiversioned {
-    ($(#[$meta:meta])* fn $name:ident<T: Real>($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
-        $(#[$meta])*
-        pub(super) fn $name<T: Real>($($arg: $ty),*) {
-            #[inline(always)]
-            fn body<T: Real>($($arg: $ty),*) $body
-
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx512f")]
-                fn avx512<T: Real>($($arg: $ty),*) {
-                    body($($arg),*)
-                }
-                #[target_feature(enable = "avx2,fma")]
-                fn avx2<T: Real>($($arg: $ty),*) {
-                    body($($arg),*)
-                }
-                if std::arch::is_x86_feature_detected!("avx512f") {
-                    // SAFETY: the CPU supports AVX-512F, checked on the line above.
-                    return unsafe { avx512($($arg),*) };
-                }
-                if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                    // SAFETY: the CPU supports AVX2 and FMA, checked on the line above.
-                    return unsafe { avx2($($arg),*) };
-                }
-            }
-            body($($arg),*)
-        }
-    };
-}
-
 /// One Adam/AdamW step's constants, in the element type.
 #[derive(Clone, Copy)]
 pub(super) struct AdamConstants<T> {
@@ -108,9 +77,24 @@ pub(super) fn adam_all<T: Real>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], 
         .for_each(|(((p, g), m), v)| adam(p, g, m, v, k));
 }
 
-multiversioned! {
-    /// `p`, `m`, `v` updated in place from `g` (all of one length).
-    fn adam<T: Real>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], k: AdamConstants<T>) {
+/// `p`, `m`, `v` updated in place from `g` (all of one length).
+pub(super) fn adam<T: Real>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], k: AdamConstants<T>) {
+    simd::dispatch(Adam { p, g, m, v, k })
+}
+
+struct Adam<'a, T> {
+    p: &'a mut [T],
+    g: &'a [T],
+    m: &'a mut [T],
+    v: &'a mut [T],
+    k: AdamConstants<T>,
+}
+
+impl<T: Real> Kernel for Adam<'_, T> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let Adam { p, g, m, v, k } = self;
         let n = p.len().min(g.len()).min(m.len()).min(v.len());
         let (p, g, m, v) = (&mut p[..n], &g[..n], &mut m[..n], &mut v[..n]);
         for i in 0..n {
@@ -137,9 +121,23 @@ pub(super) struct SgdConstants<T> {
     pub first: bool,
 }
 
-multiversioned! {
-    /// `p` (and the momentum buffer `b`, when given) updated in place from `g`.
-    fn sgd<T: Real>(p: &mut [T], g: &[T], b: Option<&mut [T]>, k: SgdConstants<T>) {
+/// `p` (and the momentum buffer `b`, when given) updated in place from `g`.
+pub(super) fn sgd<T: Real>(p: &mut [T], g: &[T], b: Option<&mut [T]>, k: SgdConstants<T>) {
+    simd::dispatch(Sgd { p, g, b, k })
+}
+
+struct Sgd<'a, T> {
+    p: &'a mut [T],
+    g: &'a [T],
+    b: Option<&'a mut [T]>,
+    k: SgdConstants<T>,
+}
+
+impl<T: Real> Kernel for Sgd<'_, T> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let Sgd { p, g, b, k } = self;
         let n = p.len().min(g.len());
         let (p, g) = (&mut p[..n], &g[..n]);
         match b {

@@ -71,7 +71,7 @@ pub trait Optimizer {
     /// Clears every parameter's gradient (PyTorch's `zero_grad(set_to_none=True)`).
     fn zero_grad(&self) {
         for p in self.params() {
-            clear_grad(p);
+            p.zero_grad();
         }
     }
 
@@ -103,19 +103,6 @@ pub trait Optimizer {
     }
 }
 
-/// Clears the gradient a parameter may hold, both the one autograd accumulated on its tensor and
-/// one set on the parameter directly.
-fn clear_grad(p: &Param) {
-    p.zero_grad();
-    // The tensor is a leaf of the parameter's own making, so clearing cannot fail.
-    let _ = p.tensor().set_grad(None);
-}
-
-/// The gradient to apply to `p`: what backward accumulated on its tensor, or one set by hand.
-fn grad_of(p: &Param, tensor: &Tensor) -> Option<Tensor> {
-    tensor.grad().or_else(|| p.grad())
-}
-
 /// The value and gradient of one parameter at a step, checked to fit together.
 struct Slot {
     value: Tensor,
@@ -124,7 +111,9 @@ struct Slot {
 
 fn slot(op: &'static str, p: &Param, location: &'static Location<'static>) -> Result<Option<Slot>> {
     let value = p.tensor();
-    let Some(grad) = grad_of(p, &value) else { return Ok(None) };
+    // A parameter's gradient lives on its tensor, whether backward accumulated it or
+    // `Param::set_grad` put it there.
+    let Some(grad) = value.grad() else { return Ok(None) };
     if !value.dtype().is_float() {
         return Err(Error::DTypeMismatch {
             op,

@@ -1,8 +1,11 @@
 //! Element-wise, reduction and indexing kernels over strided views.
 
+use std::mem::MaybeUninit;
+
 use half::{bf16, f16};
 use rayon::prelude::*;
 
+use super::simd::{self, Map, Zip, ZipRows};
 use super::{PARALLEL_THRESHOLD, contiguous};
 use crate::dtype::WithDType;
 use crate::shape::Layout;
@@ -15,16 +18,11 @@ where
 {
     if layout.is_contiguous() {
         let src = &data[layout.offset..layout.offset + layout.numel()];
-        if src.len() >= PARALLEL_THRESHOLD {
-            let mut out = super::zeroed(src.len());
-            for_each_chunk(&mut out, 1, |start, o| {
-                for (o, &x) in o.iter_mut().zip(&src[start..]) {
-                    *o = f(x);
-                }
-            });
-            out
-        } else {
-            src.iter().map(|&x| f(x)).collect()
+        // SAFETY: the chunks cover the whole buffer and `Map` writes each of its elements.
+        unsafe {
+            super::filled(src.len(), |out| {
+                for_each_chunk(out, 1, |start, o| simd::dispatch(Map { src: &src[start..], out: o, f: &f }))
+            })
         }
     } else {
         layout.offsets().map(|o| f(data[o])).collect()
@@ -44,14 +42,33 @@ where
     T: Copy + Send + Sync,
     U: Copy + Send + Sync + Default,
 {
-    let mut out = super::zeroed(out_shape.iter().product());
-    binary_map_into(&mut out, lhs, lhs_layout, rhs, rhs_layout, out_shape, f);
-    out
+    // SAFETY: `binary_map_uninit` writes every element of `out`.
+    unsafe {
+        super::filled(out_shape.iter().product(), |out| {
+            binary_map_uninit(out, lhs, lhs_layout, rhs, rhs_layout, out_shape, f)
+        })
+    }
 }
 
 /// [`binary_map`] writing into `out` (row-major, `out_shape`), e.g. a preallocated result.
 pub(crate) fn binary_map_into<T, U>(
     out: &mut [U],
+    lhs: &[T],
+    lhs_layout: &Layout,
+    rhs: &[T],
+    rhs_layout: &Layout,
+    out_shape: &[usize],
+    f: impl Fn(T, T) -> U + Sync,
+) where
+    T: Copy + Send + Sync,
+    U: Copy + Send + Sync,
+{
+    binary_map_uninit(super::as_uninit(out), lhs, lhs_layout, rhs, rhs_layout, out_shape, f)
+}
+
+/// [`binary_map_into`] over a buffer that may not be initialised yet: writes every element.
+fn binary_map_uninit<T, U>(
+    out: &mut [MaybeUninit<U>],
     lhs: &[T],
     lhs_layout: &Layout,
     rhs: &[T],
@@ -68,25 +85,19 @@ pub(crate) fn binary_map_into<T, U>(
         let a = &lhs[lhs_layout.offset..lhs_layout.offset + numel];
         let b = &rhs[rhs_layout.offset..rhs_layout.offset + numel];
         return for_each_chunk(out, 1, |start, o| {
-            for ((o, &x), &y) in o.iter_mut().zip(&a[start..]).zip(&b[start..]) {
-                *o = f(x, y);
-            }
+            simd::dispatch(Zip { a: &a[start..], b: &b[start..], out: o, f: &f })
         });
     }
     if rhs_layout.numel() == 1 && lhs_layout.shape == out_shape && lhs_layout.is_contiguous() {
         let (a, y) = (&lhs[lhs_layout.offset..lhs_layout.offset + numel], rhs[rhs_layout.offset]);
         return for_each_chunk(out, 1, |start, o| {
-            for (o, &x) in o.iter_mut().zip(&a[start..]) {
-                *o = f(x, y);
-            }
+            simd::dispatch(Map { src: &a[start..], out: o, f: &|x| f(x, y) })
         });
     }
     if lhs_layout.numel() == 1 && rhs_layout.shape == out_shape && rhs_layout.is_contiguous() {
         let (x, b) = (lhs[lhs_layout.offset], &rhs[rhs_layout.offset..rhs_layout.offset + numel]);
         return for_each_chunk(out, 1, |start, o| {
-            for (o, &y) in o.iter_mut().zip(&b[start..]) {
-                *o = f(x, y);
-            }
+            simd::dispatch(Map { src: &b[start..], out: o, f: &|y| f(x, y) })
         });
     }
     // A contiguous operand of the full shape against a contiguous one that repeats along the
@@ -99,11 +110,7 @@ pub(crate) fn binary_map_into<T, U>(
         let a = &lhs[lhs_layout.offset..lhs_layout.offset + numel];
         let row = &rhs[rhs_layout.offset..rhs_layout.offset + n];
         return for_each_chunk(out, n, |start, o| {
-            for (o_row, a_row) in o.chunks_mut(n).zip(a[start..].chunks(n)) {
-                for ((o, &x), &y) in o_row.iter_mut().zip(a_row).zip(row) {
-                    *o = f(x, y);
-                }
-            }
+            simd::dispatch(ZipRows { a: &a[start..], row, out: o, row_first: false, f: &f })
         });
     }
     if both_contiguous
@@ -113,17 +120,13 @@ pub(crate) fn binary_map_into<T, U>(
         let row = &lhs[lhs_layout.offset..lhs_layout.offset + n];
         let b = &rhs[rhs_layout.offset..rhs_layout.offset + numel];
         return for_each_chunk(out, n, |start, o| {
-            for (o_row, b_row) in o.chunks_mut(n).zip(b[start..].chunks(n)) {
-                for ((o, &x), &y) in o_row.iter_mut().zip(row).zip(b_row) {
-                    *o = f(x, y);
-                }
-            }
+            simd::dispatch(ZipRows { a: &b[start..], row, out: o, row_first: true, f: &f })
         });
     }
     let l = lhs_layout.broadcast_to(out_shape);
     let r = rhs_layout.broadcast_to(out_shape);
     for ((o, i), j) in out.iter_mut().zip(l.offsets()).zip(r.offsets()) {
-        *o = f(lhs[i], rhs[j]);
+        o.write(f(lhs[i], rhs[j]));
     }
 }
 
@@ -279,20 +282,22 @@ macro_rules! float_native {
 float_native!(f32, libm::erff, exp_f32);
 float_native!(f64, libm::erf, f64::exp);
 
-/// e^x for f32 without branches, so loops over it vectorise (std's `expf` is a libm call per
-/// element). Cephes' range reduction and degree-6 polynomial: within 2 ulp of the exact value
-/// over the whole range; 2^n is applied in two halves so subnormal results stay exact, and the
-/// ends overflow to inf / underflow to 0 on their own. NaN stays NaN.
+/// e^x for f32 without branches or libm calls, so loops over it vectorise (std's `expf` is a
+/// libm call per element). Cephes' range reduction and degree-6 polynomial: within 2 ulp of the
+/// exact value over the whole range; 2^n is applied in two halves so subnormal results stay
+/// exact, and the ends overflow to inf / underflow to 0 on their own. NaN stays NaN.
 #[inline(always)]
 pub(crate) fn exp_f32(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
-    let x = x.clamp(-104.0, 89.0);
-    // Round to nearest by adding and removing 1.5 * 2^23: plain SSE2 arithmetic, where `round()`
-    // would be a libm call per element on the baseline x86-64 target.
+    // Round to nearest by adding 1.5 * 2^23: the sum's low mantissa bits then hold n as an
+    // integer, read with integer arithmetic; `round()` would be a libm call on the baseline x86-64
+    // target and a float-to-int `as` cast saturates with branches, and either stops vectorising.
     const ROUNDER: f32 = 12_582_912.0;
-    let n = (x * LOG2E + ROUNDER) - ROUNDER;
+    let x = x.clamp(-104.0, 89.0);
+    let shifted = x * LOG2E + ROUNDER;
+    let n = shifted - ROUNDER;
     let r = x - n * LN2_HI - n * LN2_LO;
     let p = 1.987_569_1e-4_f32;
     let p = p * r + 1.398_199_9e-3;
@@ -301,11 +306,12 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     let p = p * r + 1.666_666_5e-1;
     let p = p * r + 0.5;
     let e = 1.0 + r + r * r * p;
-    // n lies in [-150, 129]: each half is a normal power of two.
-    let n = n as i32;
-    let half = n / 2;
-    let pow2 = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
-    e * pow2(half) * pow2(n - half)
+    // n lies in [-150, 129] (for NaN it is garbage, and e is NaN): each half is a normal power of
+    // two.
+    let n = (shifted.to_bits() as i32).wrapping_sub(ROUNDER.to_bits() as i32);
+    let half = n >> 1;
+    let pow2 = |k: i32| f32::from_bits((k.wrapping_add(127) as u32) << 23);
+    e * pow2(half) * pow2(n.wrapping_sub(half))
 }
 
 macro_rules! float_half {
@@ -409,39 +415,91 @@ pub(crate) fn var_of<T: WithDType>(xs: &[T], correction: usize) -> f64 {
 }
 
 /// Softmax (or log-softmax) of every row of `row` contiguous elements, max-subtracted, computed
-/// in the element type (f16/bf16 element-wise through f32).
+/// in the element type (f16/bf16 element-wise through f32). Per row: one pass for the max, one
+/// for exp and its sum (written to the result), one scaling the result in place.
 pub(crate) fn softmax_rows<T: Float>(data: &[T], row: usize, log: bool) -> Vec<T> {
-    let mut out = vec![T::ZERO; data.len()];
     if row == 0 {
-        return out;
+        return Vec::new();
     }
-    let body = |(o, x): (&mut [T], &[T])| {
-        let max = max_of(x);
-        let mut sum = T::ZERO;
-        for (o, &v) in o.iter_mut().zip(x) {
-            let e = v.sub(max).exp();
-            sum = sum.add(e);
-            *o = e;
-        }
-        if log {
-            // (x - max) - ln(sum) keeps the precision that x - (max + ln(sum)) loses for large x.
-            let ln_sum = sum.ln();
-            for (o, &v) in o.iter_mut().zip(x) {
-                *o = v.sub(max).sub(ln_sum);
-            }
+    let run = |x: &[T], o: &mut [MaybeUninit<T>]| simd::dispatch(SoftmaxRows { x, out: o, row, log });
+    let fill = |out: &mut [MaybeUninit<T>]| {
+        if data.len() >= PARALLEL_THRESHOLD && data.len() > row {
+            let threads = rayon::current_num_threads().max(1);
+            let rows_per_task = (data.len() / row).div_ceil(threads * 4).max(1);
+            let per = rows_per_task * row;
+            out.par_chunks_mut(per).zip(data.par_chunks(per)).for_each(|(o, x)| run(x, o));
         } else {
-            let inv = T::ONE.div(sum);
-            for o in o.iter_mut() {
-                *o = o.mul(inv);
-            }
+            run(data, out);
         }
     };
-    if data.len() >= PARALLEL_THRESHOLD {
-        out.par_chunks_mut(row).zip(data.par_chunks(row)).for_each(body);
-    } else {
-        out.chunks_mut(row).zip(data.chunks(row)).for_each(body);
+    // SAFETY: the chunks cover every row and `softmax_row` writes each element of its row.
+    unsafe { super::filled(data.len(), fill) }
+}
+
+/// Lanes of the max and sum accumulators: independent lanes let the compiler vectorise the
+/// reductions without reordering any one lane's arithmetic.
+const LANES: usize = 16;
+
+struct SoftmaxRows<'a, T> {
+    x: &'a [T],
+    out: &'a mut [MaybeUninit<T>],
+    row: usize,
+    log: bool,
+}
+
+impl<T: Float> simd::Kernel for SoftmaxRows<'_, T> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        for (o, x) in self.out.chunks_mut(self.row).zip(self.x.chunks(self.row)) {
+            softmax_row(x, o, self.log);
+        }
     }
-    out
+}
+
+/// Writes every element of `o`.
+#[inline(always)]
+fn softmax_row<T: Float>(x: &[T], o: &mut [MaybeUninit<T>], log: bool) {
+    // A NaN is skipped by the max but makes the sum NaN, so the whole row is NaN either way.
+    let mut lanes = [x[0]; LANES];
+    let (body, tail) = x.split_at(x.len() - x.len() % LANES);
+    for chunk in body.chunks_exact(LANES) {
+        for (m, &v) in lanes.iter_mut().zip(chunk) {
+            *m = if v > *m { v } else { *m };
+        }
+    }
+    let max = lanes.iter().chain(tail).fold(x[0], |m, &v| if v > m { v } else { m });
+
+    let mut sums = [T::ZERO; LANES];
+    let (o_body, o_tail) = o.split_at_mut(body.len());
+    for (o_chunk, chunk) in o_body.chunks_exact_mut(LANES).zip(body.chunks_exact(LANES)) {
+        for ((s, o), &v) in sums.iter_mut().zip(o_chunk).zip(chunk) {
+            let e = v.sub(max).exp();
+            o.write(e);
+            *s = s.add(e);
+        }
+    }
+    let mut sum = sums.iter().fold(T::ZERO, |a, &b| a.add(b));
+    for (o, &v) in o_tail.iter_mut().zip(tail) {
+        let e = v.sub(max).exp();
+        o.write(e);
+        sum = sum.add(e);
+    }
+    // SAFETY: the two loops above wrote every element of the row (body and tail).
+    let o = unsafe { &mut *(o as *mut [MaybeUninit<T>] as *mut [T]) };
+
+    if log {
+        // (x - max) - ln(sum) keeps the precision that x - (max + ln(sum)) loses for large x.
+        let ln_sum = sum.ln();
+        for (o, &v) in o.iter_mut().zip(x) {
+            *o = v.sub(max).sub(ln_sum);
+        }
+    } else {
+        let inv = T::ONE.div(sum);
+        for o in o.iter_mut() {
+            *o = o.mul(inv);
+        }
+    }
 }
 
 /// Copies the view's elements into `out` (contiguous) starting at `out_offset`, laid out with
@@ -454,18 +512,58 @@ pub(crate) fn copy_strided<T: Copy>(src: &[T], src_layout: &Layout, out: &mut [T
 
 #[cfg(test)]
 mod tests {
-    use super::exp_f32;
+    use super::{binary_map, exp_f32, softmax_rows, unary_map};
+    use crate::shape::Layout;
+
+    /// Left operand and shape, right operand and shape.
+    type Case<'a> = (&'a [f32], Vec<usize>, &'a [f32], Vec<usize>);
+
+    /// Every path of `binary_map` (same shapes, a scalar on either side, a row repeated on either
+    /// side, a general broadcast), small and split across threads, writes every element right.
+    #[test]
+    fn binary_map_fills_every_element_on_every_path() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        for rows in [3, 300] {
+            let cols = 129;
+            let full = [rows, cols];
+            let a: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+            let row: Vec<f32> = (0..cols).map(|j| 1000.0 * j as f32).collect();
+            let col: Vec<f32> = (0..rows).map(|i| 0.5 * i as f32).collect();
+            let cases: [Case; 6] = [
+                (&a, vec![rows, cols], &a, vec![rows, cols]),
+                (&a, vec![rows, cols], &[7.0], vec![1]),
+                (&[7.0], vec![1], &a, vec![rows, cols]),
+                (&a, vec![rows, cols], &row, vec![cols]),
+                (&row, vec![1, cols], &a, vec![rows, cols]),
+                (&col, vec![rows, 1], &row, vec![1, cols]),
+            ];
+            for (case, (l, ls, r, rs)) in cases.iter().enumerate() {
+                let (ll, rl) = (Layout::contiguous(ls), Layout::contiguous(rs));
+                let got = pool.install(|| binary_map(l, &ll, r, &rl, &full, |x: f32, y: f32| x - 2.0 * y));
+                let (lb, rb) = (ll.broadcast_to(&full), rl.broadcast_to(&full));
+                let want: Vec<f32> = lb.offsets().zip(rb.offsets()).map(|(i, j)| l[i] - 2.0 * r[j]).collect();
+                assert_eq!(got, want, "case {case}, {rows} rows");
+            }
+        }
+    }
+
+    /// The error of `got` against the exact `exact`, in units of the f32 spacing at `exact`
+    /// (subnormal spacing below the normal range).
+    fn ulps(got: f32, exact: f64) -> f64 {
+        let spacing = if exact.abs() < f32::MIN_POSITIVE as f64 {
+            2f64.powi(-149)
+        } else {
+            (exact as f32).abs() as f64 * f32::EPSILON as f64
+        };
+        (got as f64 - exact).abs() / spacing
+    }
 
     #[test]
     fn fast_exp_stays_within_two_ulp_of_the_exact_value() {
         let mut worst = 0.0f64;
         let mut x = -103.9f32;
         while x < 88.7 {
-            let exact = (x as f64).exp();
-            let got = exp_f32(x) as f64;
-            let ulp = (exact as f32).abs().max(f32::MIN_POSITIVE) as f64 * f32::EPSILON as f64;
-            let ulp = if exact < f32::MIN_POSITIVE as f64 { 2f64.powi(-149) } else { ulp };
-            worst = worst.max((got - exact).abs() / ulp);
+            worst = worst.max(ulps(exp_f32(x), (x as f64).exp()));
             x += 0.0137;
         }
         assert!(worst <= 2.0, "worst error {worst} ulp");
@@ -474,5 +572,107 @@ mod tests {
         assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
         assert_eq!(exp_f32(-200.0), 0.0);
         assert!(exp_f32(f32::NAN).is_nan());
+    }
+
+    /// Every 9973rd bit pattern: all magnitudes of both signs, subnormal inputs, the overflow
+    /// and underflow edges, infinities and NaNs.
+    #[test]
+    fn fast_exp_matches_f64_over_every_range_of_f32() {
+        let overflow = (f32::MAX as f64).ln();
+        let mut worst = (0.0f64, 0.0f32);
+        for bits in (0..=u32::MAX).step_by(9973).chain([0x7f80_0000, 0xff80_0000, 0x7fc0_0000]) {
+            let x = f32::from_bits(bits);
+            let got = exp_f32(x);
+            if x.is_nan() {
+                assert!(got.is_nan(), "exp({x}) = {got}");
+                continue;
+            }
+            let exact = (x as f64).exp();
+            if (x as f64) > overflow {
+                assert_eq!(got, f32::INFINITY, "exp({x})");
+            } else if exact < 2f64.powi(-150) {
+                assert_eq!(got, 0.0, "exp({x})");
+            } else {
+                let e = ulps(got, exact);
+                if e > worst.0 {
+                    worst = (e, x);
+                }
+            }
+        }
+        assert!(worst.0 <= 2.0, "worst error {} ulp at x = {}", worst.0, worst.1);
+        for x in [88.72, -87.3, -103.0, -1e-30, 1e-30, f32::MIN_POSITIVE, -f32::MIN_POSITIVE] {
+            assert!(ulps(exp_f32(x), (x as f64).exp()) <= 2.0, "exp({x}) = {}", exp_f32(x));
+        }
+        assert_eq!(exp_f32(89.0), f32::INFINITY);
+    }
+
+    /// The vectorised loop (every lane and the remainder) computes what the scalar function does.
+    #[test]
+    fn exp_over_a_tensor_matches_the_scalar_function() {
+        let data: Vec<f32> = (0..100_003).map(|i| (i as f32 * 0.618_034).sin() * 120.0 - 20.0).collect();
+        let mut data = data;
+        data[7] = f32::NAN;
+        data[8] = f32::INFINITY;
+        data[9] = f32::NEG_INFINITY;
+        for len in [1, 15, 17, 1000, data.len()] {
+            let got = unary_map(&data[..len], &Layout::contiguous(&[len]), exp_f32);
+            for (i, (&g, &x)) in got.iter().zip(&data).enumerate() {
+                let want = exp_f32(x);
+                assert!(
+                    g == want || (g.is_nan() && want.is_nan()),
+                    "element {i}: exp({x}) = {g}, want {want}"
+                );
+            }
+        }
+    }
+
+    fn softmax_reference(x: &[f32], log: bool) -> Vec<f64> {
+        let max = x.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+        let sum: f64 = x.iter().map(|&v| (v as f64 - max).exp()).sum();
+        x.iter()
+            .map(|&v| if log { v as f64 - max - sum.ln() } else { (v as f64 - max).exp() / sum })
+            .collect()
+    }
+
+    #[test]
+    fn softmax_rows_match_an_f64_reference() {
+        for row in [1, 3, 16, 17, 100, 1024] {
+            for rows in [1, 5, 70] {
+                let x: Vec<f32> = (0..row * rows).map(|i| ((i * 7919) % 1000) as f32 / 40.0 - 12.0).collect();
+                for log in [false, true] {
+                    let got = softmax_rows(&x, row, log);
+                    for (r, (g, xr)) in got.chunks(row).zip(x.chunks(row)).enumerate() {
+                        for (j, (&g, w)) in g.iter().zip(softmax_reference(xr, log)).enumerate() {
+                            let tol = 1e-6 + 2e-6 * w.abs();
+                            assert!((g as f64 - w).abs() <= tol, "row {r} col {j} (len {row}): {g} vs {w}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn softmax_rows_with_nan_or_masked_entries() {
+        let row = 20;
+        let mut x = vec![0.5f32; row * 3];
+        x[3] = f32::NAN; // row 0: NaN everywhere, as in PyTorch
+        for v in &mut x[row..row + 19] {
+            *v = f32::NEG_INFINITY; // row 1: one unmasked entry takes all the mass
+        }
+        for log in [false, true] {
+            let got = softmax_rows(&x, row, log);
+            assert!(got[..row].iter().all(|v| v.is_nan()), "{:?}", &got[..row]);
+            let masked = &got[row..2 * row];
+            if log {
+                assert!(masked[..19].iter().all(|&v| v == f32::NEG_INFINITY));
+                assert_eq!(masked[19], 0.0);
+            } else {
+                assert!(masked[..19].iter().all(|&v| v == 0.0));
+                assert_eq!(masked[19], 1.0);
+            }
+            let uniform = if log { -(row as f32).ln() } else { 1.0 / row as f32 };
+            assert!(got[2 * row..].iter().all(|&v| (v - uniform).abs() < 1e-6));
+        }
     }
 }

@@ -12,6 +12,10 @@ use crate::shape::Layout;
 /// Products smaller than this many multiply-adds run on one thread.
 const GEMM_PARALLEL_FLOPS: usize = 1 << 18;
 
+/// Products up to this many multiply-adds are split into one band of rows (or columns) per
+/// thread; larger ones use gemm's own threading, which packs shared panels once.
+const GEMM_BAND_SPLIT_FLOPS: usize = (1 << 27) + 1;
+
 /// `lhs @ rhs` where `lhs` is viewed as `[batch.., m, k]` and `rhs` as `[batch.., k, n]` (broadcast
 /// batch dims already expanded with zero strides by the front end). Returns `[batch.., m, n]`
 /// contiguous.
@@ -84,56 +88,139 @@ impl GemmElem for f16 {}
 fn gemm_batched<T: GemmElem>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
     let Dims { batch, m, k, n } = dims(la, lb);
     let count: usize = batch.iter().product();
-    let mut out = vec![T::ZERO; count * m * n];
-    if m * n == 0 {
-        return out;
+    let len = count * m * n;
+    if len == 0 || k == 0 {
+        return vec![T::ZERO; len];
     }
+    // gemm overwrites every element (read_dst = false), so the result is not zeroed first.
+    let mut out: Vec<T> = Vec::with_capacity(len);
+    let spare = &mut out.spare_capacity_mut()[..len];
     let r = la.rank();
-    let (a_rs, a_cs) = (la.strides[r - 2] as isize, la.strides[r - 1] as isize);
-    let (b_rs, b_cs) = (lb.strides[r - 2] as isize, lb.strides[r - 1] as isize);
+    let strides = Strides {
+        a_rs: la.strides[r - 2] as isize,
+        a_cs: la.strides[r - 1] as isize,
+        b_rs: lb.strides[r - 2] as isize,
+        b_cs: lb.strides[r - 1] as isize,
+        dst_rs: n as isize,
+    };
     let a_starts = batch_offsets(la, &batch);
     let b_starts = batch_offsets(lb, &batch);
     let flops = m * n * k;
-    let run = |(dst, (&ao, &bo)): (&mut [T], (&usize, &usize)), parallelism: Parallelism| {
-        // SAFETY: `dst` holds exactly m*n elements written with row stride n, column stride 1.
-        // The front end built `la`/`lb` from the operands' real layouts, so every index
-        // `ao + i*a_rs + p*a_cs` (i < m, p < k) and `bo + p*b_rs + j*b_cs` (p < k, j < n) lies
-        // inside `a`/`b`. With read_dst = false the destination's prior contents are ignored.
-        unsafe {
-            gemm::gemm(
-                m,
-                n,
-                k,
-                dst.as_mut_ptr(),
-                1,
-                n as isize,
-                false,
-                a.as_ptr().add(ao),
-                a_cs,
-                a_rs,
-                b.as_ptr().add(bo),
-                b_cs,
-                b_rs,
-                T::ZERO,
-                T::ONE,
-                false,
-                false,
-                false,
-                parallelism,
-            );
-        }
-    };
-    let pairs = a_starts.iter().zip(&b_starts);
+    let threads = rayon::current_num_threads();
+    let whole = Block { rows: 0..m, cols: 0..n, k };
     if count > 1 && flops < GEMM_PARALLEL_FLOPS {
-        out.par_chunks_mut(m * n).zip(pairs.collect::<Vec<_>>()).for_each(|job| run(job, Parallelism::None));
-    } else {
-        let parallelism =
-            if flops >= GEMM_PARALLEL_FLOPS { Parallelism::Rayon(0) } else { Parallelism::None };
-        for job in out.chunks_mut(m * n).zip(pairs) {
-            run(job, parallelism);
+        let pairs: Vec<(usize, usize)> = a_starts.into_iter().zip(b_starts).collect();
+        spare.par_chunks_mut(m * n).zip(pairs).for_each(|(dst, (ao, bo))| {
+            // SAFETY: `dst` is this product's own m*n elements; the offsets come from the
+            // operands' layouts (see `product`).
+            unsafe { product(dst.as_mut_ptr().cast(), a, ao, b, bo, &strides, &whole, Parallelism::None) }
+        });
+        // SAFETY: every product wrote all of its m*n elements.
+        unsafe { out.set_len(len) };
+        return out;
+    }
+    for (dst, (&ao, &bo)) in spare.chunks_mut(m * n).zip(a_starts.iter().zip(&b_starts)) {
+        // gemm only writes through the pointer (read_dst = false); nothing reads the
+        // uninitialised elements.
+        let dst = dst.as_mut_ptr().cast::<T>();
+        if flops < GEMM_PARALLEL_FLOPS || threads < 2 {
+            // SAFETY: as above, for one product of the batch.
+            unsafe { product(dst, a, ao, b, bo, &strides, &whole, Parallelism::None) }
+        } else if flops < GEMM_BAND_SPLIT_FLOPS {
+            // Each thread computes one band of the result with a single-threaded gemm: up to
+            // 512^3 this is as fast as gemm's own threading or faster (a batch of 64 rows times
+            // a transposed 256x784 weight: 1.6x at 2 threads).
+            let bands = threads;
+            let by_rows = m >= n;
+            let len = if by_rows { m } else { n };
+            let per = len.div_ceil(bands).next_multiple_of(16);
+            let dst = SendPtr(dst);
+            (0..len.div_ceil(per)).into_par_iter().for_each(|i| {
+                let span = i * per..((i + 1) * per).min(len);
+                let block = if by_rows {
+                    Block { rows: span, cols: 0..n, k }
+                } else {
+                    Block { rows: 0..m, cols: span, k }
+                };
+                let dst = &dst;
+                // SAFETY: the bands are disjoint blocks of this product's m*n result, so no two
+                // threads write the same element; the block's rows/cols lie within m/n.
+                unsafe { product(dst.0, a, ao, b, bo, &strides, &block, Parallelism::None) }
+            });
+        } else {
+            // SAFETY: as above, for one product of the batch.
+            unsafe { product(dst, a, ao, b, bo, &strides, &whole, Parallelism::Rayon(0)) }
         }
     }
+    // SAFETY: every product wrote all of its m*n elements, so all `len` are initialised.
+    unsafe { out.set_len(len) };
     out
+}
+
+struct Strides {
+    a_rs: isize,
+    a_cs: isize,
+    b_rs: isize,
+    b_cs: isize,
+    dst_rs: isize,
+}
+
+/// Rows and columns of one product's result, and its inner dimension.
+struct Block {
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+    k: usize,
+}
+
+struct SendPtr<T>(*mut T);
+// SAFETY: the pointer is only used to write disjoint blocks of one result, one block per task.
+unsafe impl<T: Send> Sync for SendPtr<T> {}
+
+/// `dst[block] = a[block.rows, :] @ b[:, block.cols]` for the product whose operands start at `ao`
+/// and `bo`, written row-major with row stride `strides.dst_rs`.
+///
+/// # Safety
+/// `dst` points at the product's full result (`dst_rs` columns, enough rows for `block.rows`),
+/// and no other thread writes `block` meanwhile. The front end built the strides from the
+/// operands' real layouts, so `ao + i*a_rs + p*a_cs` (i in rows, p < k) and `bo + p*b_rs + j*b_cs`
+/// (p < k, j in cols) lie inside `a`/`b`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn product<T: GemmElem>(
+    dst: *mut T,
+    a: &[T],
+    ao: usize,
+    b: &[T],
+    bo: usize,
+    s: &Strides,
+    block: &Block,
+    parallelism: Parallelism,
+) {
+    let (i0, j0) = (block.rows.start as isize, block.cols.start as isize);
+    // SAFETY: guaranteed by the caller (see above); with read_dst = false the destination's
+    // prior contents are ignored.
+    unsafe {
+        gemm::gemm(
+            block.rows.len(),
+            block.cols.len(),
+            block.k,
+            dst.offset(i0 * s.dst_rs + j0),
+            1,
+            s.dst_rs,
+            false,
+            a.as_ptr().add(ao).offset(i0 * s.a_rs),
+            s.a_cs,
+            s.a_rs,
+            b.as_ptr().add(bo).offset(j0 * s.b_cs),
+            s.b_cs,
+            s.b_rs,
+            T::ZERO,
+            T::ONE,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
 }
 
 fn naive_batched<T: super::Arith>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
@@ -154,4 +241,48 @@ fn naive_batched<T: super::Arith>(a: &[T], la: &Layout, b: &[T], lb: &Layout) ->
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: usize) -> Vec<f32> {
+        (0..n).map(|i| ((i * 7919 + seed * 104_729) % 2003) as f32 / 1001.0 - 1.0).collect()
+    }
+
+    /// Every path (one thread, bands of rows, bands of columns, gemm's own threading, a batch)
+    /// against the naive product, with a transposed right operand as `linear` passes it.
+    #[test]
+    fn threaded_products_match_the_naive_product() {
+        let shapes = [
+            (64, 784, 256),
+            (256, 64, 784),
+            (300, 70, 40),
+            (20, 3000, 30),
+            (48, 96, 1000),
+            (1, 50, 300),
+            (300, 50, 1),
+        ];
+        for threads in [1, 2, 3] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            for &(m, k, n) in &shapes {
+                for batch in [1, 2] {
+                    let a = values(batch * m * k, 1);
+                    let b = values(batch * n * k, 2);
+                    let la = Layout::contiguous(&[batch, m, k]);
+                    // `b` holds [batch, n, k]; viewed as its transpose [batch, k, n].
+                    let lb = Layout { shape: vec![batch, k, n], strides: vec![n * k, 1, k], offset: 0 };
+                    let got = pool.install(|| gemm_batched(&a, &la, &b, &lb));
+                    let want = naive_batched(&a, &la, &b, &lb);
+                    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                        assert!(
+                            (g - w).abs() <= 1e-3 * (1.0 + w.abs()),
+                            "{threads} threads, {batch}x{m}x{k}x{n}, element {i}: {g} vs {w}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

@@ -4,6 +4,7 @@
 mod alloc;
 mod kernels;
 mod matmul;
+pub(crate) mod simd;
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -13,7 +14,7 @@ use half::{bf16, f16};
 use crate::dtype::{DType, WithDType};
 use crate::shape::Layout;
 
-pub(crate) use alloc::zeroed;
+pub(crate) use alloc::{as_uninit, filled};
 pub(crate) use kernels::*;
 pub(crate) use matmul::matmul;
 

@@ -1,0 +1,5 @@
+//! Workloads shared by the bench runner, `benches/lint.rs` and `examples/bench_check.rs`.
+
+pub mod check;
+pub mod lint;
+pub mod mlp;
