@@ -181,6 +181,8 @@ fn fused_on_host(tensors: &[&Tensor]) -> bool {
             && matches!(dtype, DType::F32 | DType::F64)
             && t.is_contiguous()
             && !t.is_fake()
+            // Pinned memory is host memory, but not a `Vec` the kernels can write in place.
+            && !t.is_pinned()
     });
     plain && tensors.iter().enumerate().all(|(i, a)| tensors[i + 1..].iter().all(|b| !a.same_storage(b)))
 }
