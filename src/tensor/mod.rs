@@ -45,6 +45,15 @@ pub(crate) enum Storage {
     Fake,
 }
 
+impl Drop for Storage {
+    fn drop(&mut self) {
+        // Large host buffers go back to the CPU backend's pool for the next result of their size.
+        if let Storage::Cpu(s) = self {
+            crate::backend::cpu::with_storage!(s, v => crate::backend::cpu::recycle(std::mem::take(v)));
+        }
+    }
+}
+
 impl Storage {
     /// Host elements of a pinned buffer as ordinary CPU storage.
     fn pinned_to_cpu(buffer: &PinnedBuffer, dtype: DType) -> CudaResult<CpuStorage> {

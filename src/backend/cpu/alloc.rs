@@ -3,10 +3,72 @@
 //! transparent huge pages (one fault per 2 MiB), as numpy does for its large arrays. Results are
 //! not zeroed before the kernel writes them.
 
-use std::mem::MaybeUninit;
+use std::alloc::Layout as AllocLayout;
+use std::mem::{ManuallyDrop, MaybeUninit};
+use std::ptr::NonNull;
+use std::sync::Mutex;
 
-/// Buffers at least this large get the huge-page advice.
+/// Buffers at least this large get the huge-page advice, and are kept for reuse when freed.
 const HUGE_PAGE_THRESHOLD_BYTES: usize = 4 << 20;
+
+/// At most this many freed buffers, and this many bytes in all, wait for reuse.
+const POOL_BUFFERS: usize = 4;
+const POOL_BYTES: usize = 512 << 20;
+
+/// A freed result buffer whose pages are already faulted in: the next result of the same size
+/// (a training step allocates the same temporaries every step, a benchmark loop the same result)
+/// reuses it instead of paying the page faults again.
+struct Pooled {
+    ptr: NonNull<u8>,
+    layout: AllocLayout,
+}
+
+// SAFETY: a pooled buffer is owned by the pool alone; nothing else holds its pointer.
+unsafe impl Send for Pooled {}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        // SAFETY: the buffer came from the global allocator with exactly this layout (a `Vec`'s
+        // capacity and its element's alignment) and is freed once, here.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+static POOL: Mutex<Vec<Pooled>> = Mutex::new(Vec::new());
+
+/// Takes back the allocation of a result being freed, if it is large; small ones are freed.
+pub(crate) fn recycle<T>(v: Vec<T>) {
+    let Ok(layout) = AllocLayout::array::<T>(v.capacity()) else { return };
+    if layout.size() < HUGE_PAGE_THRESHOLD_BYTES || std::mem::needs_drop::<T>() {
+        return;
+    }
+    let mut v = ManuallyDrop::new(v);
+    let Some(ptr) = NonNull::new(v.as_mut_ptr().cast::<u8>()) else { return };
+    let buffer = Pooled { ptr, layout };
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    pool.push(buffer);
+    // Oldest first out: drop (free) until within the limits.
+    while pool.len() > POOL_BUFFERS || pool.iter().map(|b| b.layout.size()).sum::<usize>() > POOL_BYTES {
+        pool.remove(0);
+    }
+}
+
+/// Room for exactly `n` elements of `U`: a pooled buffer of that size if there is one.
+fn reserve<U>(n: usize) -> (Vec<U>, bool) {
+    if let Ok(layout) = AllocLayout::array::<U>(n)
+        && layout.size() >= HUGE_PAGE_THRESHOLD_BYTES
+    {
+        let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = pool.iter().position(|b| b.layout == layout) {
+            let buffer = ManuallyDrop::new(pool.swap_remove(i));
+            // SAFETY: the allocation has exactly the layout `Vec<U>` with capacity `n` frees
+            // with (same size and alignment), and ownership moves from the pool to the Vec.
+            let v = unsafe { Vec::from_raw_parts(buffer.ptr.as_ptr().cast::<U>(), 0, n) };
+            return (v, true);
+        }
+    }
+    (Vec::with_capacity(n), false)
+}
 
 /// A result of `n` elements written by `fill`, without zeroing them first: a buffer the allocator
 /// reuses from its heap would otherwise be cleared once by `calloc` and once more by the kernel
@@ -15,9 +77,11 @@ const HUGE_PAGE_THRESHOLD_BYTES: usize = 4 << 20;
 /// # Safety
 /// `fill` must write every element of the slice it is given.
 pub(crate) unsafe fn filled<U: Copy>(n: usize, fill: impl FnOnce(&mut [MaybeUninit<U>])) -> Vec<U> {
-    let mut v = Vec::with_capacity(n);
+    let (mut v, reused) = reserve::<U>(n);
     let spare = &mut v.spare_capacity_mut()[..n];
-    advise_huge_pages(spare);
+    if !reused {
+        advise_huge_pages(spare);
+    }
     fill(spare);
     // SAFETY: `fill` wrote all `n` elements (the caller's promise) into the reserved capacity.
     unsafe { v.set_len(n) };
@@ -66,3 +130,46 @@ fn advise_huge_pages<U>(v: &[MaybeUninit<U>]) {
 
 #[cfg(not(target_os = "linux"))]
 fn advise_huge_pages<U>(_v: &[MaybeUninit<U>]) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A result of `n` f32s, each set to `value`.
+    fn result(n: usize, value: f32) -> Vec<f32> {
+        // SAFETY: the closure writes every element.
+        unsafe {
+            filled(n, |out| {
+                for o in out {
+                    o.write(value);
+                }
+            })
+        }
+    }
+
+    #[test]
+    fn freed_large_results_are_reused_for_their_size_only_and_the_pool_is_bounded() {
+        // Sizes no other test uses, so the shared pool holds nothing else of them.
+        let n = (HUGE_PAGE_THRESHOLD_BYTES + 7 * 4096) / 4;
+        let first = result(n, 1.0);
+        let address = first.as_ptr();
+        recycle(first);
+        let other_size = result(n + 1024, 2.0);
+        assert_ne!(other_size.as_ptr(), address, "another size gets its own buffer");
+        let second = result(n, 3.0);
+        assert_eq!(second.as_ptr(), address, "the same size reuses the freed buffer");
+        assert!(second.iter().all(|&x| x == 3.0), "and every element is written anew");
+        let small = result(1000, 4.0);
+        recycle(small);
+        assert!(POOL.lock().unwrap().iter().all(|b| b.layout.size() >= HUGE_PAGE_THRESHOLD_BYTES));
+
+        // (In the same test: the pool is shared, and this fills it past its limits.)
+        let n = (HUGE_PAGE_THRESHOLD_BYTES + 13 * 4096) / 4;
+        for i in 0..(POOL_BUFFERS + 3) {
+            recycle(result(n + i * 1024, 0.0));
+        }
+        let pool = POOL.lock().unwrap();
+        assert!(pool.len() <= POOL_BUFFERS);
+        assert!(pool.iter().map(|b| b.layout.size()).sum::<usize>() <= POOL_BYTES);
+    }
+}

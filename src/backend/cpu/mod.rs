@@ -14,7 +14,7 @@ use half::{bf16, f16};
 use crate::dtype::{DType, WithDType};
 use crate::shape::Layout;
 
-pub(crate) use alloc::{as_uninit, filled};
+pub(crate) use alloc::{as_uninit, filled, recycle};
 pub(crate) use kernels::*;
 pub(crate) use matmul::matmul;
 
