@@ -42,22 +42,16 @@ fn is_passthrough(m: &ExprMethodCall) -> bool {
 
 /// The start of a method chain: `a` in `a.b()?.c(x).d()?`.
 pub(crate) fn chain_root(e: &Expr) -> &Expr {
-    let mut e = e;
-    loop {
-        e = match e {
-            Expr::Paren(p) => &p.expr,
-            Expr::Group(g) => &g.expr,
-            Expr::Try(t) => &t.expr,
-            Expr::Reference(r) => &r.expr,
-            Expr::MethodCall(m) => &m.receiver,
-            Expr::Await(a) => &a.base,
-            _ => return e,
-        }
-    }
+    walk_chain(e).0
 }
 
 /// The method calls of a chain from the outermost in: `d, c, b` for `a.b()?.c(x).d()?`.
 pub(crate) fn chain_calls(e: &Expr) -> Vec<&ExprMethodCall> {
+    walk_chain(e).1
+}
+
+/// A chain's root and its method calls (outermost first), past parentheses, `&`, `?`, `.await`.
+fn walk_chain(e: &Expr) -> (&Expr, Vec<&ExprMethodCall>) {
     let mut calls = Vec::new();
     let mut e = e;
     loop {
@@ -71,7 +65,7 @@ pub(crate) fn chain_calls(e: &Expr) -> Vec<&ExprMethodCall> {
                 calls.push(m);
                 &m.receiver
             }
-            _ => return calls,
+            _ => return (e, calls),
         }
     }
 }
