@@ -117,6 +117,9 @@ struct LintArgs {
     /// The level of finding that makes the run fail (exit code 1).
     #[arg(long, value_enum)]
     fail_on: Option<Severity>,
+    /// Also run the preview rules and patterns (less precise on real code; see `devcheck explain`).
+    #[arg(long)]
+    preview: bool,
     /// Read this configuration file instead of looking for devcheck.toml.
     #[arg(long, conflicts_with = "isolated")]
     config: Option<PathBuf>,
@@ -181,8 +184,13 @@ fn lint(args: LintArgs, color: bool) -> u8 {
         print(&list_rules(args.format));
         return 0;
     }
-    let overrides =
-        Overrides { select: args.select, ignore: args.ignore, api: args.api, fail_on: args.fail_on };
+    let overrides = Overrides {
+        select: args.select,
+        ignore: args.ignore,
+        api: args.api,
+        fail_on: args.fail_on,
+        preview: args.preview,
+    };
     let Some(settings) = settings(args.isolated, args.config.clone(), &overrides, color) else { return 2 };
     let mut run = match lint_paths(&args.paths, &settings) {
         Ok(r) => r,
@@ -293,6 +301,7 @@ fn list_rules(format: Format) -> String {
                     "code": r.code,
                     "name": r.name,
                     "group": r.group.as_str(),
+                    "status": r.status.as_str(),
                     "severity": r.default_severity().as_str(),
                     "fix": r.fix.as_str(),
                     "summary": r.summary,
@@ -304,10 +313,11 @@ fn list_rules(format: Format) -> String {
     let mut out = String::new();
     for r in registry::all() {
         out.push_str(&format!(
-            "{}  {:<24} {:<12} {:<8} fix: {:<15} {}\n",
+            "{}  {:<24} {:<12} {:<8} {:<8} fix: {:<15} {}\n",
             r.code,
             r.name,
             r.group.as_str(),
+            r.status.as_str(),
             r.default_severity().as_str(),
             r.fix.as_str(),
             r.summary

@@ -6,6 +6,7 @@
 //! ignore = ["D007"]
 //! api = "candle"                    # devcheck | candle | tch | burn; default: from `use` lines
 //! fail-on = "warning"               # the level that makes `devcheck lint` exit with 1
+//! preview = false                   # also run the preview rules and patterns
 //! exclude = ["generated/**"]
 //!
 //! [lint.severity]
@@ -44,6 +45,7 @@ pub struct LintTable {
     pub ignore: Option<Vec<String>>,
     pub api: Option<Api>,
     pub fail_on: Option<Severity>,
+    pub preview: Option<bool>,
     pub exclude: Option<Vec<String>>,
     pub severity: Option<BTreeMap<String, Severity>>,
     pub per_file_ignores: Option<BTreeMap<String, Vec<String>>>,
@@ -60,6 +62,8 @@ pub struct Settings {
     pub root: PathBuf,
     pub api: Option<Api>,
     pub fail_on: Severity,
+    /// Preview rules, and preview patterns of stable rules, run too.
+    pub preview: bool,
     /// Where the settings came from, for messages.
     pub config_path: Option<PathBuf>,
 }
@@ -67,13 +71,14 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            enabled: registry::all().iter().map(|r| r.code).collect(),
+            enabled: default_rules(false).collect(),
             severity: BTreeMap::new(),
             per_file_ignores: Vec::new(),
             exclude: GlobSet::empty(),
             root: PathBuf::from("."),
             api: None,
             fail_on: Severity::Warning,
+            preview: false,
             config_path: None,
         }
     }
@@ -88,6 +93,8 @@ pub struct Overrides {
     pub ignore: Vec<String>,
     pub api: Option<Api>,
     pub fail_on: Option<Severity>,
+    /// `--preview`: turns preview on whatever the file says.
+    pub preview: bool,
 }
 
 impl Settings {
@@ -107,8 +114,8 @@ impl Settings {
                     LintError::Config(Box::new(ConfigError {
                         path: p.to_path_buf(),
                         message: e.message().to_string(),
-                        help: "the `[lint]` table takes select, ignore, api, fail-on, exclude, severity and \
-                               per-file-ignores"
+                        help: "the `[lint]` table takes select, ignore, api, fail-on, preview, exclude, \
+                               severity and per-file-ignores"
                             .to_string(),
                         span: e.span().map(|s| SourceSpan::from(s.start..s.end)),
                         src: NamedSource::new(p.display().to_string(), text.clone()),
@@ -133,14 +140,20 @@ impl Settings {
         overrides: &Overrides,
     ) -> Result<Settings, LintError> {
         let context = config_path.as_ref().map(|p| p.display().to_string());
+        let preview = overrides.preview || table.preview.unwrap_or(false);
         let select = overrides.select.clone().or(table.select);
         let mut enabled: HashSet<&'static str> = match select {
-            None => registry::all().iter().map(|r| r.code).collect(),
+            None => default_rules(preview).collect(),
             Some(list) => {
                 let mut set: HashSet<&'static str> =
                     [registry::PARSE_ERROR.code, registry::INTERNAL_ERROR.code].into_iter().collect();
                 for code in &list {
-                    set.extend(resolve(code, context.as_deref())?.iter().map(|r| r.code));
+                    if code.eq_ignore_ascii_case("ALL") {
+                        set.extend(default_rules(preview));
+                    } else {
+                        // A rule named on its own runs, preview or not: the user asked for it.
+                        set.extend(resolve(code, context.as_deref())?.iter().map(|r| r.code));
+                    }
                 }
                 set
             }
@@ -176,8 +189,14 @@ impl Settings {
             root,
             api: overrides.api.or(table.api),
             fail_on: overrides.fail_on.or(table.fail_on).unwrap_or(Severity::Warning),
+            preview,
             config_path,
         })
+    }
+
+    /// Whether a rule runs on some file (before per-file ignores).
+    pub fn is_enabled(&self, code: &str) -> bool {
+        self.enabled.contains(code)
     }
 
     /// The rules enabled for this file (after `select`, `ignore` and per-file ignores).
@@ -208,6 +227,11 @@ impl Settings {
         let file = abs(path);
         file.strip_prefix(&root).map(Path::to_path_buf).unwrap_or_else(|_| path.to_path_buf())
     }
+}
+
+/// The rules that run when none are selected: the stable ones, and the preview ones with preview.
+fn default_rules(preview: bool) -> impl Iterator<Item = &'static str> {
+    registry::all().iter().filter(move |r| preview || !r.status.is_preview()).map(|r| r.code)
 }
 
 /// Matches a path, or for patterns without a `/`, its file name.
@@ -246,4 +270,51 @@ fn resolve(code: &str, context: Option<&str>) -> Result<Vec<&'static RuleMeta>, 
         context: context.map(str::to_string),
         valid: registry::rules().map(|r| r.code).collect::<Vec<_>>().join(", "),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(table: LintTable, overrides: Overrides) -> Settings {
+        Settings::from_table(table, PathBuf::from("."), None, &overrides).expect("valid settings")
+    }
+
+    #[test]
+    fn preview_is_off_unless_asked_for_in_the_file_or_on_the_command_line() {
+        assert!(!Settings::default().preview);
+        assert!(!settings(LintTable::default(), Overrides::default()).preview);
+        let on_file = LintTable { preview: Some(true), ..LintTable::default() };
+        assert!(settings(on_file, Overrides::default()).preview);
+        let on_cli = Overrides { preview: true, ..Overrides::default() };
+        assert!(settings(LintTable { preview: Some(false), ..LintTable::default() }, on_cli).preview);
+    }
+
+    #[test]
+    fn default_and_all_run_only_stable_rules_without_preview_and_every_rule_with_it() {
+        let stable: Vec<&str> =
+            registry::all().iter().filter(|r| !r.status.is_preview()).map(|r| r.code).collect();
+        let without = settings(LintTable::default(), Overrides::default());
+        let all = settings(
+            LintTable::default(),
+            Overrides { select: Some(vec!["ALL".into()]), ..Overrides::default() },
+        );
+        let with = settings(LintTable::default(), Overrides { preview: true, ..Overrides::default() });
+        for r in registry::all() {
+            assert_eq!(without.is_enabled(r.code), stable.contains(&r.code), "{}", r.code);
+            assert_eq!(all.is_enabled(r.code), stable.contains(&r.code), "{}", r.code);
+            assert!(with.is_enabled(r.code), "{}", r.code);
+        }
+    }
+
+    #[test]
+    fn a_rule_selected_by_its_code_runs_even_in_preview() {
+        for r in registry::rules() {
+            let one = settings(
+                LintTable::default(),
+                Overrides { select: Some(vec![r.code.to_string()]), ..Overrides::default() },
+            );
+            assert!(one.is_enabled(r.code));
+        }
+    }
 }

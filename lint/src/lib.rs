@@ -76,7 +76,7 @@ pub(crate) fn lint_text(
 ) -> FileReport {
     let enabled = settings.enabled_for(path);
     let result =
-        catch_unwind(AssertUnwindSafe(|| check_text(kind, &text, settings.api, &|c| enabled.contains(c))));
+        catch_unwind(AssertUnwindSafe(|| check_text(kind, &text, settings, &|c| enabled.contains(c))));
     // Spans of this file are no longer needed; free the thread's source map before the next one.
     proc_macro2::extra::invalidate_current_thread_spans();
     let (findings, apis) = match result {
@@ -131,7 +131,7 @@ pub(crate) fn lint_text(
 fn check_text(
     kind: FileKind,
     text: &str,
-    api: Option<Api>,
+    settings: &Settings,
     enabled: &dyn Fn(&str) -> bool,
 ) -> (Vec<Finding>, ApiSet) {
     // Lets the tests prove that a failing rule becomes a `D999` instead of ending the run.
@@ -155,7 +155,7 @@ fn check_text(
             return (vec![finding], ApiSet::EMPTY);
         }
     };
-    let apis = match api {
+    let apis = match settings.api {
         Some(a) => ApiSet::only(a),
         None => profile::detect(&ast, text),
     };
@@ -288,7 +288,13 @@ fn lowercase_first(s: &str) -> String {
 /// The documentation of a rule, as `devcheck explain` prints it.
 pub fn explain(code_or_name: &str) -> Option<String> {
     let rule = registry::lookup(code_or_name)?;
-    Some(format!("{} ({}): {}\n\n{}", rule.code, rule.name, rule.summary, rule.docs()))
+    let status = match rule.status {
+        registry::Status::Stable => String::new(),
+        registry::Status::Preview(why) => {
+            format!("\n\nPreview: off unless `--preview` (or `preview = true` in devcheck.toml). {why}")
+        }
+    };
+    Some(format!("{} ({}): {}{status}\n\n{}", rule.code, rule.name, rule.summary, rule.docs()))
 }
 
 #[cfg(test)]

@@ -77,12 +77,37 @@ impl FixKind {
     }
 }
 
+/// Whether a rule runs by default. A rule (or a pattern inside one) whose precision on the
+/// ecosystem check (`scripts/ecosystem.sh`: real repositories, every finding labelled) is below
+/// 0.9 is `Preview`: off unless `--preview` or `preview = true` in devcheck.toml.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Precise on real code: safe to leave on in CI.
+    Stable,
+    /// Off by default; the text says why (its measured precision, what it still gets wrong).
+    Preview(&'static str),
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Stable => "stable",
+            Status::Preview(_) => "preview",
+        }
+    }
+
+    pub fn is_preview(self) -> bool {
+        matches!(self, Status::Preview(_))
+    }
+}
+
 /// Everything fixed about a rule.
 #[derive(Debug)]
 pub struct RuleMeta {
     pub code: &'static str,
     pub name: &'static str,
     pub group: Group,
+    pub status: Status,
     /// One line for tables, `--list-rules` and SARIF's short description.
     pub summary: &'static str,
     pub fix: FixKind,
@@ -99,7 +124,13 @@ impl RuleMeta {
         fix: FixKind,
         docs_raw: &'static str,
     ) -> Self {
-        RuleMeta { code, name, group, summary, fix, docs_raw }
+        RuleMeta { code, name, group, status: Status::Stable, summary, fix, docs_raw }
+    }
+
+    /// Marks the rule `Preview`, with the reason `devcheck explain` prints.
+    pub const fn preview(mut self, why: &'static str) -> Self {
+        self.status = Status::Preview(why);
+        self
     }
 
     pub fn default_severity(&self) -> Severity {
@@ -133,7 +164,8 @@ macro_rules! declare_rule {
             name: $name:literal,
             group: $group:ident,
             summary: $summary:literal,
-            fix: $fix:ident $(,)?
+            fix: $fix:ident
+            $(, preview: $why:literal)? $(,)?
         }
     ) => {
         $(#[doc = $doc])+
@@ -147,7 +179,7 @@ macro_rules! declare_rule {
                 $summary,
                 $crate::registry::FixKind::$fix,
                 concat!($($doc, "\n"),+),
-            );
+            )$(.preview($why))?;
         }
     };
 }
