@@ -94,14 +94,18 @@ def ensure_tree(repo, commit, base, mirrors):
             ["git", "--git-dir", str(mirror), "archive", "--format=tar", commit],
             capture_output=True,
         )
+        if tree.exists():
+            subprocess.run(["rm", "-rf", str(tree)], check=True)
+        tree.mkdir(parents=True)
         if archive.returncode == 0:
-            if tree.exists():
-                subprocess.run(["rm", "-rf", str(tree)], check=True)
-            tree.mkdir(parents=True)
             with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as t:
                 t.extractall(tree, filter="data")
-            marker.write_text(commit + "\n")
-            return tree
+        else:
+            # A snapshot may lack some large blobs (media, weights): export the files it has.
+            skipped = export_available(mirror, commit, tree)
+            print(f"{repo}: {skipped} file(s) missing from the mirror were skipped", file=sys.stderr)
+        marker.write_text(commit + "\n")
+        return tree
     clone = subprocess.run(
         ["git", "clone", "--quiet", "--filter=blob:none", f"https://github.com/{repo}", str(tree)],
         capture_output=True,
@@ -111,6 +115,44 @@ def ensure_tree(repo, commit, base, mirrors):
             marker.write_text(commit + "\n")
             return tree
     return None
+
+
+def export_available(mirror, commit, tree):
+    """Writes every regular file of `commit` whose blob the mirror has; returns how many it lacks."""
+    listing = subprocess.run(
+        ["git", "--git-dir", str(mirror), "ls-tree", "-r", "-z", commit], capture_output=True, check=True
+    ).stdout
+    entries = []
+    for entry in listing.split(b"\0"):
+        if not entry:
+            continue
+        meta, path = entry.split(b"\t", 1)
+        mode, kind, sha = meta.split()
+        if kind == b"blob" and mode != b"120000":
+            entries.append((sha, os.fsdecode(path)))
+    batch = subprocess.run(
+        ["git", "--git-dir", str(mirror), "cat-file", "--batch"],
+        input=b"".join(sha + b"\n" for sha, _ in entries),
+        capture_output=True,
+    ).stdout
+    skipped = 0
+    at = 0
+    for _, path in entries:
+        end = batch.index(b"\n", at)
+        header = batch[at:end].split()
+        at = end + 1
+        if len(header) != 3:  # `<sha> missing`
+            skipped += 1
+            continue
+        size = int(header[2])
+        data = batch[at:at + size]
+        at += size + 1
+        target = tree / path
+        if ".." in Path(path).parts or Path(path).is_absolute():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return skipped
 
 
 def lint(binary, tree, preview):
