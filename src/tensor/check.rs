@@ -124,12 +124,30 @@ pub(crate) fn dim(op: &'static str, t: &Tensor, dim: isize, location: Loc) -> Re
     dim_in(op, t.rank(), dim, location)
 }
 
+/// A dim the op indexes the shape with: like [`dim`], except that a 0-dim tensor (a scalar) has
+/// none. PyTorch lets dim 0 and -1 stand for "no dim" on a scalar only where that means
+/// something (reductions, `squeeze`, `transpose`, `softmax`); `size`, `narrow`, `cat`,
+/// `index_select` and `gather` need a real dim, as PyTorch's do.
+pub(crate) fn shape_dim(op: &'static str, t: &Tensor, dim: isize, location: Loc) -> Result<usize> {
+    if t.rank() > 0 {
+        return self::dim(op, t, dim, location);
+    }
+    Err(Error::InvalidArgument {
+        op,
+        detail: format!("dim {dim} of a 0-dim tensor (a scalar): it has no dims"),
+        help: "make it a 1-element tensor first: `x.reshape([1])?`".to_string(),
+        location,
+    })
+}
+
 /// Like [`dim`] for a rank that is not a tensor's (e.g. `unsqueeze` allows `rank + 1` positions).
 pub(crate) fn dim_in(op: &'static str, rank: usize, dim: isize, location: Loc) -> Result<usize> {
-    let r = rank as isize;
+    // A 0-dim tensor counts as having one dim here, so that 0 and -1 name it (PyTorch's
+    // `maybe_wrap_dim` with `wrap_scalar`).
+    let r = rank.max(1) as isize;
     let d = if dim < 0 { dim + r } else { dim };
-    if (0..r.max(1)).contains(&d) && (r > 0 || dim == 0 || dim == -1) {
-        return Ok(d.max(0) as usize);
+    if (0..r).contains(&d) {
+        return Ok(d as usize);
     }
     Err(Error::InvalidArgument {
         op,

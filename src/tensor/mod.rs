@@ -176,7 +176,7 @@ impl Tensor {
     /// The size of one dim (negative dims count from the end).
     #[track_caller]
     pub fn size(&self, dim: isize) -> Result<usize> {
-        let d = check::dim("size", self, dim, Location::caller())?;
+        let d = check::shape_dim("size", self, dim, Location::caller())?;
         Ok(self.shape()[d])
     }
 

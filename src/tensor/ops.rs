@@ -1016,7 +1016,11 @@ impl Tensor {
 
     fn reduce(&self, kind: Reduce, dims: &[isize], keepdim: bool, location: Loc) -> Result<Tensor> {
         let op = kind.name();
-        let dims = check::dims(op, self, dims, location)?;
+        let mut dims = check::dims(op, self, dims, location)?;
+        if self.rank() == 0 {
+            // PyTorch: dim 0 (or -1) of a scalar is a reduction over no dim, which leaves the value.
+            dims.clear();
+        }
         let out_dtype = match kind {
             Reduce::Sum if !self.dtype().is_float() => DType::I64,
             Reduce::Mean | Reduce::Var(_) => check::float(op, self, location)?,
@@ -1089,10 +1093,10 @@ impl Tensor {
     fn softmax_impl(&self, dim: isize, log: bool, location: Loc) -> Result<Tensor> {
         let op = if log { "log_softmax" } else { "softmax" };
         check::float(op, self, location)?;
+        let d = check::dim(op, self, dim, location)?;
         if self.rank() == 0 {
             return self.reshape([1])?.softmax_impl(0, log, location)?.reshape_at([], location);
         }
-        let d = check::dim(op, self, dim, location)?;
         let last = self.rank() - 1;
         // Rows along `dim`: move it last, compute on contiguous rows, move it back.
         let moved = if d == last { self.clone() } else { self.transpose_at(d, last, location)? };

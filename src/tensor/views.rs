@@ -51,10 +51,10 @@ impl Tensor {
     #[track_caller]
     pub fn flatten_from(&self, start: isize) -> Result<Tensor> {
         let location = Location::caller();
+        let d = check::dim("flatten", self, start, location)?;
         if self.rank() == 0 {
             return self.reshape_at([1], location);
         }
-        let d = check::dim("flatten", self, start, location)?;
         let mut shape = self.shape()[..d].to_vec();
         shape.push(self.shape()[d..].iter().product());
         self.reshape_at(shape, location)
@@ -70,6 +70,10 @@ impl Tensor {
     }
 
     pub(crate) fn transpose_at(&self, a: usize, b: usize, location: Loc) -> Result<Tensor> {
+        if self.rank() == 0 {
+            // A scalar's dim 0 (or -1) stands for no dim: nothing to swap, as in PyTorch.
+            return Ok(self.clone());
+        }
         let mut layout = self.layout().clone();
         layout.shape.swap(a, b);
         layout.strides.swap(a, b);
@@ -149,7 +153,7 @@ impl Tensor {
     #[track_caller]
     pub fn narrow(&self, dim: isize, start: usize, len: usize) -> Result<Tensor> {
         let location = Location::caller();
-        let d = check::dim("narrow", self, dim, location)?;
+        let d = check::shape_dim("narrow", self, dim, location)?;
         let size = self.shape()[d];
         if start.checked_add(len).is_none_or(|end| end > size) {
             return Err(check::shape_error(
@@ -253,7 +257,7 @@ impl Tensor {
             roles.iter().map(String::as_str).zip(tensors.iter().copied()).collect();
         check::same_device(op, &operands, location)?;
         let dtype = check::same_dtype(op, &operands, location)?;
-        let d = check::dim(op, first, dim, location)?;
+        let d = check::shape_dim(op, first, dim, location)?;
         for (role, t) in &operands {
             let same_rest = t.rank() == first.rank()
                 && t.shape().iter().zip(first.shape()).enumerate().all(|(i, (a, b))| i == d || a == b);
@@ -325,7 +329,7 @@ impl Tensor {
         let operands = [("input", self), ("index", index)];
         check::same_device(op, &operands, location)?;
         check::dtype_is(op, "index", index, DType::I64, location)?;
-        let d = check::dim(op, self, dim, location)?;
+        let d = check::shape_dim(op, self, dim, location)?;
         if index.rank() != 1 {
             return Err(check::shape_error(
                 op,
@@ -375,7 +379,7 @@ impl Tensor {
         let operands = [("input", self), ("index", index)];
         check::same_device(op, &operands, location)?;
         check::dtype_is(op, "index", index, DType::I64, location)?;
-        let d = check::dim(op, self, dim, location)?;
+        let d = check::shape_dim(op, self, dim, location)?;
         let fits = index.rank() == self.rank()
             && index.shape().iter().zip(self.shape()).enumerate().all(|(i, (a, b))| i == d || a <= b);
         if !fits {
