@@ -184,7 +184,7 @@ pub(crate) fn index_add(shape: &[usize], dim: usize, index: &Tensor, g: &Tensor)
                 let mut out = vec![T::ZERO; outer * size as usize * inner];
                 for o in 0..outer {
                     for (k, &i) in idx.iter().enumerate() {
-                        let i = if i < 0 { i + size } else { i };
+                        // The forward op checked the range; a GPU index was checked by its kernel.
                         if !(0..size).contains(&i) {
                             continue;
                         }
@@ -232,7 +232,6 @@ pub(crate) fn scatter_add(shape: &[usize], dim: usize, index: &Tensor, g: &Tenso
                 let index_shape = &lg.shape;
                 let mut pos = vec![0usize; index_shape.len()];
                 for (&i, &x) in idx.iter().zip(g.iter()) {
-                    let i = if i < 0 { i + size } else { i };
                     if (0..size).contains(&i) {
                         let at: usize = pos
                             .iter()

@@ -321,7 +321,9 @@ impl Tensor {
         }))
     }
 
-    /// Picks the entries `index` (1-D, i64) along `dim`.
+    /// Picks the entries `index` (1-D, i64) along `dim`. Every index lies in `0..size` of that dim;
+    /// as in PyTorch, a negative index is an error (it does not count from the end). On a GPU the
+    /// kernel checks the range, and in a dry run (fake tensors) the values are not known.
     #[track_caller]
     pub fn index_select(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
         let location = Location::caller();
@@ -342,7 +344,7 @@ impl Tensor {
         let mut shape = self.shape().to_vec();
         shape[d] = index.numel();
         let size = self.shape()[d];
-        let indices = read_indices(op, index, size, location)?;
+        let indices = read_indices(op, index, d, size, location)?;
         // The index is an input too: a fake index makes a fake result.
         let cpu = |s: &[&CpuStorage]| {
             let l = self.layout();
@@ -370,7 +372,8 @@ impl Tensor {
         }))
     }
 
-    /// `out[i][j] = self[i][index[i][j]]` along `dim` (PyTorch's `gather`); `index` is i64 with
+    /// `out[i][j] = self[i][index[i][j]]` along `dim` (PyTorch's `gather`); every index lies in
+    /// `0..size` of `dim` (negative ones are an error, as in PyTorch); `index` is i64 with
     /// this tensor's rank and no dim larger than this tensor's, except along `dim`.
     #[track_caller]
     pub fn gather(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
@@ -396,7 +399,7 @@ impl Tensor {
             ));
         }
         let size = self.shape()[d];
-        let indices = read_indices(op, index, size, location)?;
+        let indices = read_indices(op, index, d, size, location)?;
         let out_shape = index.shape().to_vec();
         let cpu = |s: &[&CpuStorage]| {
             let l = self.layout();
@@ -437,9 +440,25 @@ fn first_of<'a>(op: &'static str, tensors: &[&'a Tensor], location: Loc) -> Resu
     })
 }
 
-/// The index values, each checked against `size` (negative ones count from the end). `None`
-/// for a fake index (no data to check; the dry run needs only shapes).
-fn read_indices(op: &'static str, index: &Tensor, size: usize, location: Loc) -> Result<Option<Vec<usize>>> {
+/// The index values, each checked against `size` of dim `dim`. `None` for a fake index (no data
+/// to check; the dry run needs only shapes).
+fn read_indices(
+    op: &'static str,
+    index: &Tensor,
+    dim: usize,
+    size: usize,
+    location: Loc,
+) -> Result<Option<Vec<usize>>> {
+    if size == 0 && index.numel() > 0 {
+        // Known without reading a value, so also on a GPU and in a dry run (and a GPU kernel
+        // over an empty dim would have no in-range index to start its error word at).
+        return Err(check::invalid(
+            op,
+            format!("dim {dim} has size 0, so none of the {} indices is in range", index.numel()),
+            "select from a tensor that has elements along this dim, or pass an empty index",
+            location,
+        ));
+    }
     // On a GPU the kernels check the range themselves: reading the index to the host here would
     // be a host round trip in every embedding lookup.
     if index.is_fake() || crate::backend::fake::is_active() || !index.device().is_cpu() {
@@ -447,18 +466,19 @@ fn read_indices(op: &'static str, index: &Tensor, size: usize, location: Loc) ->
     }
     let raw: Vec<i64> = index.to_vec()?;
     raw.iter()
-        .map(|&i| {
-            let j = if i < 0 { i + size as i64 } else { i };
-            if (0..size as i64).contains(&j) {
-                Ok(j as usize)
-            } else {
-                Err(check::invalid(
+        .enumerate()
+        .map(|(at, &i)| {
+            usize::try_from(i).ok().filter(|&i| i < size).ok_or_else(|| {
+                check::invalid(
                     op,
-                    format!("index {i} is out of range for a dim of size {size}"),
-                    format!("indices must lie in -{size}..{size}"),
+                    format!("index[{at}] = {i} is out of range for dim {dim} of size {size}"),
+                    format!(
+                        "indices must lie in 0..{size}; unlike Python indexing, `{op}` does not count \
+                         negative indices from the end (nor does PyTorch's)"
+                    ),
                     location,
-                ))
-            }
+                )
+            })
         })
         .collect::<Result<Vec<_>>>()
         .map(Some)
