@@ -25,6 +25,7 @@ pub(crate) fn relu_backward(x: &Tensor, g: &Tensor) -> Result<Tensor> {
         "relu_backward",
         Location::caller(),
         &[x, g],
+        (g.shape(), g.dtype()),
         |s| {
             fn run<T: Float>(x: &[T], lx: &Layout, g: &[T], lg: &Layout) -> CpuStorage {
                 CpuStorage::from_vec(cpu::binary_map(x, lx, g, lg, &lg.shape, |x: T, g: T| {
@@ -63,6 +64,7 @@ pub(crate) fn softmax_backward(y: &Tensor, g: &Tensor, dim: usize, log: bool) ->
         "softmax_backward",
         Location::caller(),
         &[y, g],
+        (g.shape(), g.dtype()),
         |s| {
             fn run<T: Float>(y: &[T], g: &[T], row: usize, log: bool) -> CpuStorage {
                 let mut out = vec![T::ZERO; y.len()];
@@ -124,6 +126,7 @@ pub(crate) fn sum_keepdim(g: &Tensor, dims: &[isize]) -> Result<Tensor> {
         "sum",
         Location::caller(),
         &[g],
+        (&shape, g.dtype()),
         |s| {
             fn run<T: Float>(v: &[T], rows: usize, cols: usize) -> CpuStorage {
                 let mut out = vec![T::ZERO; cols];
@@ -166,6 +169,7 @@ pub(crate) fn index_add(shape: &[usize], dim: usize, index: &Tensor, g: &Tensor)
         "index_add",
         Location::caller(),
         &[index, g],
+        (shape, g.dtype()),
         |s| {
             let CpuStorage::I64(idx) = s[0] else { unreachable!("index_select checks an i64 index") };
             let idx = cpu::contiguous(idx, index.layout());
@@ -221,6 +225,7 @@ pub(crate) fn scatter_add(shape: &[usize], dim: usize, index: &Tensor, g: &Tenso
         "scatter_add",
         Location::caller(),
         &[index, g],
+        (shape, g.dtype()),
         |s| {
             let CpuStorage::I64(idx) = s[0] else { unreachable!("gather checks an i64 index") };
             let idx = cpu::contiguous(idx, index.layout());

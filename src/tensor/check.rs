@@ -12,7 +12,7 @@ use std::panic::Location;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::shape::{broadcast_shapes, fmt_shape};
+use crate::shape::{approx_extent, broadcast_shapes, checked_nbytes, fmt_shape};
 
 use super::Tensor;
 
@@ -102,9 +102,9 @@ fn dtype_path(d: DType) -> String {
     format!("DType::{d:?}")
 }
 
-/// The broadcast shape of two operands.
+/// The broadcast shape of two operands (a valid shape for the lhs's dtype).
 pub(crate) fn broadcast(op: &'static str, lhs: &Tensor, rhs: &Tensor, location: Loc) -> Result<Vec<usize>> {
-    broadcast_shapes(lhs.shape(), rhs.shape()).ok_or_else(|| Error::ShapeMismatch {
+    let shape = broadcast_shapes(lhs.shape(), rhs.shape()).ok_or_else(|| Error::ShapeMismatch {
         op,
         detail: format!(
             "shapes {} and {} cannot be broadcast together",
@@ -115,6 +115,33 @@ pub(crate) fn broadcast(op: &'static str, lhs: &Tensor, rhs: &Tensor, location: 
                use `unsqueeze`/`reshape` to line them up"
             .to_string(),
         operands: vec![lhs.operand("lhs"), rhs.operand("rhs")],
+        location,
+    })?;
+    // Comparisons make bool results, smaller than the operands: the lhs's dtype bounds them.
+    valid_shape(op, &shape, lhs.dtype(), location)?;
+    Ok(shape)
+}
+
+/// The element count of `shape`, when a tensor of `dtype` can have it (see
+/// [`crate::shape::checked_nbytes`]); otherwise an error naming the op. Every op that makes a
+/// shape from user input (creation, `expand`, broadcasting, `matmul`, `cat`, `index_select`)
+/// checks it here, so every layout's sizes, strides and offsets are addressable.
+pub(crate) fn valid_shape(op: &'static str, shape: &[usize], dtype: DType, location: Loc) -> Result<usize> {
+    if let Some(bytes) = checked_nbytes(shape, dtype.size_in_bytes()) {
+        return Ok(bytes / dtype.size_in_bytes());
+    }
+    Err(Error::InvalidArgument {
+        op,
+        detail: format!(
+            "shape {} spans about {:.3e} elements: as {dtype} that is more than {}, beyond what any \
+             process can address",
+            fmt_shape(shape),
+            approx_extent(shape),
+            crate::units::format_bytes(crate::shape::MAX_BYTES, 0)
+        ),
+        help: "check the shape for a misplaced or corrupted dim (a negative size converted to `usize` \
+               becomes a huge number); no machine holds a tensor this large"
+            .to_string(),
         location,
     })
 }

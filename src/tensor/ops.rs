@@ -393,6 +393,7 @@ impl Tensor {
             name,
             location,
             &[self, rhs],
+            (&shape, dtype),
             |s| float_binary(op, s[0], self.layout(), s[1], rhs.layout(), &shape),
             |s| {
                 gpu_has_kernel(op, dtype, self.device(), location)?;
@@ -611,7 +612,7 @@ impl Tensor {
                 CpuStorage::Bool(_) => unreachable!("bool arithmetic is rejected by the front end"),
             }
         };
-        let storage = compute(name, location, &[self], cpu, |s| {
+        let storage = compute(name, location, &[self], (self.shape(), self.dtype()), cpu, |s| {
             gpu_has_kernel(op, self.dtype(), self.device(), location)?;
             s[0].binary_scalar(name, self.layout(), value, cuda_reversed)
         })?;
@@ -665,6 +666,7 @@ impl Tensor {
             op.name(),
             location,
             &[self],
+            (self.shape(), DType::Bool),
             |s| {
                 with_storage!(s[0], v => {
                     let c = WithDType::from_f64(value);
@@ -696,7 +698,7 @@ impl Tensor {
             }
             run!(F32, F64, F16, BF16, I64, I32, U8, Bool)
         };
-        let storage = compute(name, location, &[self, rhs], cpu, |s| {
+        let storage = compute(name, location, &[self, rhs], (&shape, DType::Bool), cpu, |s| {
             s[0].binary(name, self.layout(), s[1], rhs.layout(), &shape)
         })?;
         Ok(self.derived(storage, &shape, DType::Bool, name, location))
@@ -723,6 +725,7 @@ impl Tensor {
             "logical_not",
             location,
             &[self],
+            (self.shape(), DType::Bool),
             |s| match s[0] {
                 CpuStorage::Bool(v) => CpuStorage::Bool(cpu::unary_map(v, self.layout(), |x: bool| !x)),
                 _ => unreachable!("dtype checked"),
@@ -748,6 +751,7 @@ impl Tensor {
             name,
             location,
             &[self, rhs],
+            (&shape, DType::Bool),
             |s| match (s[0], s[1]) {
                 (CpuStorage::Bool(a), CpuStorage::Bool(b)) => {
                     CpuStorage::Bool(cpu::binary_map(a, self.layout(), b, rhs.layout(), &shape, f))
@@ -841,16 +845,18 @@ impl Tensor {
                 CpuStorage::Bool(_) => unreachable!("dtype checked"),
             }
         };
-        let storage = compute(op.name(), location, &[self], cpu, |s| match (op, self.dtype()) {
-            // Every u8 value is its own absolute value and relu (a fresh copy, not an alias).
-            (UnaryOp::Abs | UnaryOp::Relu, DType::U8) => s[0].cast(self.layout(), DType::U8),
-            (UnaryOp::Neg, DType::U8) => Err(gpu_unsupported(
-                "neg",
-                "u8 has no negative values and its GPU kernels do not wrap around; cast to i32 or a float first",
-                self.device(),
-                location,
-            )),
-            _ => s[0].unary(op.name(), self.layout()),
+        let storage = compute(op.name(), location, &[self], (self.shape(), self.dtype()), cpu, |s| {
+            match (op, self.dtype()) {
+                // Every u8 value is its own absolute value and relu (a fresh copy, not an alias).
+                (UnaryOp::Abs | UnaryOp::Relu, DType::U8) => s[0].cast(self.layout(), DType::U8),
+                (UnaryOp::Neg, DType::U8) => Err(gpu_unsupported(
+                    "neg",
+                    "u8 has no negative values and its GPU kernels do not wrap around; cast to i32 or a float first",
+                    self.device(),
+                    location,
+                )),
+                _ => s[0].unary(op.name(), self.layout()),
+            }
         })?;
         let out = self.derived(storage, self.shape(), self.dtype(), op.name(), location);
         Ok(record(out, &[self], |out| GradFn::Unary {
@@ -924,6 +930,10 @@ impl Tensor {
         if rhs.rank() > 1 {
             out_shape.push(n);
         }
+        // Broadcast batch dims can multiply into a result (or operand view) no machine can hold.
+        for shape in [&out_shape, &full_a, &full_b] {
+            check::valid_shape(op, shape, dtype, location)?;
+        }
         let la =
             Layout { shape: a.clone(), strides: promoted_strides(self, 1), offset: self.layout().offset };
         let lb = Layout { shape: b.clone(), strides: promoted_strides(rhs, 2), offset: rhs.layout().offset };
@@ -932,6 +942,7 @@ impl Tensor {
             op,
             location,
             &[self, rhs],
+            (&out_shape, dtype),
             |s| cpu::matmul(s[0], &la, s[1], &lb),
             |s| s[0].matmul(&la, s[1], &lb, (batch.iter().product(), m, n, k)),
         )?;
@@ -1053,6 +1064,7 @@ impl Tensor {
             op,
             location,
             &[self],
+            (&shape, out_dtype),
             |s| reduce_kernel(kind, s[0], self.layout(), &dims),
             |s| {
                 let correction = if let Reduce::Var(c) = kind { c as f64 } else { 0.0 };
@@ -1105,6 +1117,7 @@ impl Tensor {
             op,
             location,
             &[&moved],
+            (moved.shape(), self.dtype()),
             |s| {
                 let l = moved.layout();
                 with_float_storage!(s[0], v => CpuStorage::from_vec(cpu::softmax_rows(&cpu::contiguous(v, l), row, log)),
@@ -1144,6 +1157,7 @@ impl Tensor {
                 )
             })
         })?;
+        check::valid_shape(op, &shape, dtype, location)?;
         let cpu = |s: &[&CpuStorage]| {
             let cl = self.layout().broadcast_to(&shape);
             let tl = on_true.layout().broadcast_to(&shape);
@@ -1162,7 +1176,7 @@ impl Tensor {
             }
             run!(F32, F64, F16, BF16, I64, I32, U8, Bool)
         };
-        let storage = compute(op, location, &[self, on_true, on_false], cpu, |s| {
+        let storage = compute(op, location, &[self, on_true, on_false], (&shape, dtype), cpu, |s| {
             s[1].where_cond(on_true.layout(), s[0], self.layout(), s[2], on_false.layout(), &shape)
         })?;
         let out = on_true.derived(storage, &shape, dtype, op, location);
@@ -1205,7 +1219,7 @@ impl Tensor {
                     .map(|(i, j)| if m[j] { fill } else { v[i] }).collect())
             })
         };
-        let storage = compute(op, location, &[self, mask], cpu, |s| {
+        let storage = compute(op, location, &[self, mask], (self.shape(), self.dtype()), cpu, |s| {
             s[0].masked_fill(self.layout(), s[1], mask.layout(), value)
         })?;
         let out = self.derived(storage, self.shape(), self.dtype(), op, location);
@@ -1246,7 +1260,9 @@ impl Tensor {
                 }).collect())
             })
         };
-        let storage = compute(op, location, &[self], cpu, |s| s[0].triangle(self.layout(), diagonal, upper))?;
+        let result = (self.shape(), self.dtype());
+        let storage =
+            compute(op, location, &[self], result, cpu, |s| s[0].triangle(self.layout(), diagonal, upper))?;
         let out = self.derived(storage, self.shape(), self.dtype(), op, location);
         Ok(record(out, &[self], |_| GradFn::Triangle { diagonal, upper }))
     }

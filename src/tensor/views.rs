@@ -37,6 +37,8 @@ impl Tensor {
                 location,
             ));
         }
+        // An empty tensor reshapes to any shape with a 0, also to one whose strides overflow.
+        check::valid_shape("reshape", shape, self.dtype(), location)?;
         let base = if self.is_contiguous() { self.clone() } else { self.contiguous_at(location)? };
         let layout = Layout {
             shape: shape.to_vec(),
@@ -142,6 +144,7 @@ impl Tensor {
             "contiguous",
             location,
             &[self],
+            (self.shape(), self.dtype()),
             |s| s[0].gather(self.layout()),
             |s| s[0].contiguous(self.layout()),
         )?;
@@ -214,6 +217,8 @@ impl Tensor {
                 location,
             ));
         }
+        // A view of stride 0 takes no memory, but its element count must still be countable.
+        check::valid_shape("expand", shape, self.dtype(), location)?;
         let out = self.view(self.layout().broadcast_to(shape), Origin::new("expand", location));
         Ok(record(out, &[self], |_| GradFn::Expand { shape: self.shape().to_vec() }))
     }
@@ -276,7 +281,9 @@ impl Tensor {
             }
         }
         let mut shape = first.shape().to_vec();
-        shape[d] = tensors.iter().map(|t| t.shape()[d]).sum();
+        shape[d] =
+            tensors.iter().try_fold(0usize, |sum, t| sum.checked_add(t.shape()[d])).unwrap_or(usize::MAX);
+        check::valid_shape(op, &shape, dtype, location)?;
         // Each input's place in the output: its shape, the output's strides, offset along `d`.
         let strides = contiguous_strides(&shape);
         let mut start = 0;
@@ -307,7 +314,7 @@ impl Tensor {
             }
             out
         };
-        let storage = compute(op, location, tensors, cpu, |s| {
+        let storage = compute(op, location, tensors, (&shape, dtype), cpu, |s| {
             let out = CudaStorage::alloc(s[0].device(), dtype, shape.iter().product())?;
             for ((t, src), slot) in tensors.iter().zip(s).zip(&slots) {
                 out.copy_from(src, t.layout(), slot)?;
@@ -343,6 +350,7 @@ impl Tensor {
         }
         let mut shape = self.shape().to_vec();
         shape[d] = index.numel();
+        check::valid_shape(op, &shape, self.dtype(), location)?;
         let size = self.shape()[d];
         let indices = read_indices(op, index, d, size, location)?;
         // The index is an input too: a fake index makes a fake result.
@@ -361,7 +369,7 @@ impl Tensor {
                 CpuStorage::from_vec(out)
             })
         };
-        let storage = compute(op, location, &[self, index], cpu, |s| {
+        let storage = compute(op, location, &[self, index], (&shape, self.dtype()), cpu, |s| {
             s[0].index_select(self.layout(), d, s[1], index.layout())
         })?;
         let out = self.derived(storage, &shape, self.dtype(), op, location);
@@ -422,7 +430,7 @@ impl Tensor {
                 CpuStorage::from_vec(out)
             })
         };
-        let storage = compute(op, location, &[self, index], cpu, |s| {
+        let storage = compute(op, location, &[self, index], (&out_shape, self.dtype()), cpu, |s| {
             s[0].gather(self.layout(), d, s[1], index.layout())
         })?;
         let out = self.derived(storage, &out_shape, self.dtype(), op, location);
