@@ -5,7 +5,7 @@
 //!
 //! Running out of host memory is an error, not an abort: Rust aborts the process when an
 //! infallible allocation (`Vec::with_capacity`, `collect`) fails, so every allocation whose size
-//! a user controls is first checked with [`ensure_room`], and fails as
+//! a user controls is first checked with [`ensure_room`] (or made with [`try_vec`]), and fails as
 //! [`HostAllocError`] instead.
 
 use std::alloc::Layout as AllocLayout;
@@ -70,6 +70,16 @@ pub(crate) fn ensure_room(bytes: usize) -> Result<(), HostAllocError> {
     // The trial is never written, so its pages are never faulted in: it costs an mmap and an
     // munmap, not the memory.
     trial.try_reserve_exact(bytes).map_err(|_| refused)
+}
+
+/// An empty vector with room for exactly `n` elements, or the error when the memory cannot be had
+/// (for buffers devcheck fills itself, such as tensors read from a checkpoint).
+pub(crate) fn try_vec<U>(n: usize) -> Result<Vec<U>, HostAllocError> {
+    let bytes = n.saturating_mul(std::mem::size_of::<U>());
+    ensure_room(bytes)?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| HostAllocError { requested: bytes })?;
+    Ok(v)
 }
 
 /// The machine's memory as the kernel reports it (`/proc/meminfo`), in bytes.
@@ -232,7 +242,9 @@ mod tests {
     fn requests_beyond_memory_and_swap_fail_and_small_ones_are_not_checked() {
         let huge = 1usize << 62;
         assert_eq!(ensure_room(huge), Err(HostAllocError { requested: huge }));
+        assert_eq!(try_vec::<f32>(1 << 61).unwrap_err(), HostAllocError { requested: 1 << 63 });
         assert!(ensure_room(CHECKED_BYTES - 1).is_ok());
+        assert_eq!(try_vec::<u8>(100).unwrap().capacity(), 100);
     }
 
     #[test]
