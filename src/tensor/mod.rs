@@ -348,6 +348,21 @@ pub(crate) fn compute(
     Ok(Storage::Cpu(cpu(&cpu_inputs)))
 }
 
+/// Checks host memory for what a CPU kernel needs besides its result and its gathered inputs
+/// (which [`compute`] checks): a copy it makes of a contiguous input. Nothing for data elsewhere
+/// (a GPU, fake tensors) or in a dry run.
+pub(crate) fn ensure_host_scratch(
+    op: &'static str,
+    location: &'static Location<'static>,
+    inputs: &[&Tensor],
+    bytes: usize,
+) -> Result<()> {
+    if fake::is_active() || !inputs.iter().all(|t| matches!(*t.storage(), Storage::Cpu(_))) {
+        return Ok(());
+    }
+    ensure_host_room(op, location, bytes)
+}
+
 /// Checks that `bytes` of host memory can be allocated before code that allocates them
 /// infallibly runs; the error names the op and the user's line.
 pub(crate) fn ensure_host_room(

@@ -938,6 +938,11 @@ impl Tensor {
             Layout { shape: a.clone(), strides: promoted_strides(self, 1), offset: self.layout().offset };
         let lb = Layout { shape: b.clone(), strides: promoted_strides(rhs, 2), offset: rhs.layout().offset };
         let (la, lb) = (la.broadcast_to(&full_a), lb.broadcast_to(&full_b));
+        if dtype == DType::BF16 {
+            // gemm has no bf16 kernel: the CPU one computes on f32 copies of both operand views.
+            let f32_copies = la.numel().saturating_add(lb.numel()).saturating_mul(4);
+            super::ensure_host_scratch(op, location, &[self, rhs], f32_copies)?;
+        }
         let storage = compute(
             op,
             location,
@@ -1051,6 +1056,11 @@ impl Tensor {
                 "`max`/`min`/`argmax`/`argmin` need at least one element per group",
                 location,
             ));
+        }
+        if self.is_contiguous() && !cpu::reduction_layout(self.layout(), &dims).is_contiguous() {
+            // The CPU kernel moves the reduced dims last, copying the input (a strided input is
+            // a copy `compute` checks already).
+            super::ensure_host_scratch(op, location, &[self], self.nbytes())?;
         }
         let mut shape = Vec::with_capacity(self.rank());
         for (d, &n) in self.shape().iter().enumerate() {
