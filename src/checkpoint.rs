@@ -51,7 +51,7 @@
 mod atomic;
 mod file;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::panic::Location;
 use std::path::{Path, PathBuf};
@@ -258,8 +258,9 @@ fn load_at<M: Module + ?Sized>(
             matched.push(entry);
         }
     }
+    let model_keys: HashSet<&str> = entries.iter().map(|e| e.key.as_str()).collect();
     for key in file.names() {
-        if !entries.iter().any(|e| e.key == key)
+        if !model_keys.contains(key.as_str())
             && let Some(info) = file.info(&key)
         {
             report.unexpected.push(found(&key, info));
@@ -272,10 +273,14 @@ fn load_at<M: Module + ?Sized>(
     // Create every tensor (and move optimizer state) before touching the model: all or nothing.
     // A tied parameter is read once; its other paths must hold the same bytes.
     let mut loaded = HashMap::with_capacity(matched.len());
+    let mut paths_per_param: HashMap<ParamId, usize> = HashMap::new();
+    for id in entries.iter().filter_map(|e| e.param) {
+        *paths_per_param.entry(id).or_default() += 1;
+    }
     let mut tied: HashMap<ParamId, (&str, Vec<u8>)> = HashMap::new();
     for entry in matched {
         let key = entry.key.as_str();
-        let shared = entry.param.filter(|id| entries.iter().filter(|e| e.param == Some(*id)).count() > 1);
+        let shared = entry.param.filter(|id| paths_per_param.get(id).is_some_and(|&n| n > 1));
         let tensor = match shared {
             None => {
                 file.read_tensor(key, entry.tensor.dtype(), &options.device, "load_state_dict", location)?
@@ -312,7 +317,7 @@ fn load_at<M: Module + ?Sized>(
     }
     report.loaded.sort_unstable();
     let states = param_states(module, &loaded, &options.device)?;
-    module.walk_mut(&mut Install { loaded, states, installed: Vec::new() })?;
+    module.walk_mut(&mut Install { loaded, states, installed: HashSet::new() })?;
     Ok(report)
 }
 
@@ -740,17 +745,16 @@ struct Install {
     loaded: HashMap<String, Tensor>,
     states: HashMap<ParamId, BTreeMap<String, Tensor>>,
     /// Parameters already installed: a tied one is installed at its first path and named by it.
-    installed: Vec<ParamId>,
+    installed: HashSet<ParamId>,
 }
 
 impl VisitorMut for Install {
     fn visit_param(&mut self, path: &ModulePath, param: &mut Param) -> Result<()> {
         if let Some(tensor) = self.loaded.remove(path.as_str())
-            && !self.installed.contains(&param.id())
+            && self.installed.insert(param.id())
         {
             let state = self.states.remove(&param.id()).unwrap_or_default();
             param.install_loaded(tensor, state, path.as_str());
-            self.installed.push(param.id());
         }
         Ok(())
     }
