@@ -277,7 +277,8 @@ fn load_at<M: Module + ?Sized>(
     for id in entries.iter().filter_map(|e| e.param) {
         *paths_per_param.entry(id).or_default() += 1;
     }
-    let mut tied: HashMap<ParamId, (&str, Vec<u8>)> = HashMap::new();
+    // Per tied parameter: its first path, the bytes there, and the tensor made of them.
+    let mut tied: HashMap<ParamId, (&str, Vec<u8>, Tensor)> = HashMap::new();
     for entry in matched {
         let key = entry.key.as_str();
         let shared = entry.param.filter(|id| paths_per_param.get(id).is_some_and(|&n| n > 1));
@@ -288,7 +289,7 @@ fn load_at<M: Module + ?Sized>(
             Some(id) => {
                 let bytes = file.read_bytes(key, "load_state_dict", location)?;
                 match tied.get(&id) {
-                    Some((first, first_bytes)) if *first_bytes != bytes => {
+                    Some((first, first_bytes, _)) if *first_bytes != bytes => {
                         return Err(CheckpointError::TiedValuesDiffer {
                             path: path.to_path_buf(),
                             module: report.module.clone(),
@@ -296,7 +297,7 @@ fn load_at<M: Module + ?Sized>(
                         }
                         .into());
                     }
-                    Some((first, _)) => loaded.get(*first).cloned().unwrap_or_else(|| entry.tensor.clone()),
+                    Some((_, _, tensor)) => tensor.clone(),
                     None => {
                         let tensor = Tensor::from_raw_bytes_at(
                             &bytes,
@@ -306,7 +307,7 @@ fn load_at<M: Module + ?Sized>(
                             "load_state_dict",
                             location,
                         )?;
-                        tied.insert(id, (key, bytes));
+                        tied.insert(id, (key, bytes, tensor.clone()));
                         tensor
                     }
                 }
