@@ -172,6 +172,24 @@ pub enum Error {
         reserved: usize,
     },
 
+    #[error(
+        "out of host memory in `{op}`: tried to allocate {}\n  at {}\n  this machine: {}",
+        crate::units::format_bytes(*requested, 1),
+        call_site(location),
+        host_capacity_line(*total, *available)
+    )]
+    #[diagnostic(code(devcheck::host_out_of_memory), help("{}", host_out_of_memory_help(*requested, *total)))]
+    HostOutOfMemory {
+        op: &'static str,
+        /// Bytes asked for.
+        requested: usize,
+        /// The machine's memory and what is available now (`/proc/meminfo`; `None` where it
+        /// cannot be read).
+        total: Option<usize>,
+        available: Option<usize>,
+        location: &'static Location<'static>,
+    },
+
     /// A module-wide problem: tensors on several devices, no tensors at all.
     #[error(transparent)]
     #[diagnostic(transparent)]
@@ -207,6 +225,53 @@ impl From<crate::backend::cuda::CudaError> for Error {
             crate::backend::cuda::CudaError::Core(inner) => *inner,
             other => Error::Cuda(Box::new(other)),
         }
+    }
+}
+
+impl Error {
+    /// The error for host memory that could not be had, with the machine's memory as it is now.
+    pub(crate) fn host_out_of_memory(
+        op: &'static str,
+        requested: usize,
+        location: &'static Location<'static>,
+    ) -> Error {
+        let memory = crate::backend::cpu::host_memory();
+        Error::HostOutOfMemory {
+            op,
+            requested,
+            total: memory.map(|m| m.total),
+            available: memory.map(|m| m.available),
+            location,
+        }
+    }
+}
+
+fn host_capacity_line(total: Option<usize>, available: Option<usize>) -> String {
+    match (total, available) {
+        (Some(total), Some(available)) => format!(
+            "{} of memory, {} available",
+            crate::units::format_bytes(total, 1),
+            crate::units::format_bytes(available, 1)
+        ),
+        _ => "its memory is unknown (no /proc/meminfo)".to_string(),
+    }
+}
+
+/// The fixes in the order to try them: a request beyond the whole machine is nearly always a
+/// shape that grew by mistake; one that nearly fits is a workload to make smaller.
+fn host_out_of_memory_help(requested: usize, total: Option<usize>) -> String {
+    let beyond_machine = total.is_some_and(|total| requested > total);
+    let shape = "check the shapes first: broadcasting and `expand` can make results far larger than their \
+                 inputs (`[N, 1] + [N]` is `[N, N]`), and an expanded view is copied in full by ops \
+                 that need its elements";
+    let workload = "lower the batch size (accumulate gradients over several smaller batches to keep the \
+                    effective batch size), drop tensors that are no longer needed (a loss kept for logging \
+                    without `.detach()` keeps its whole graph alive), and run evaluation under \
+                    `devcheck::no_grad()`";
+    if beyond_machine {
+        format!("this is more than the machine has in all, so {shape}. If the size is meant, {workload}")
+    } else {
+        format!("{workload}; {shape}")
     }
 }
 

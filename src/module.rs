@@ -363,8 +363,9 @@ pub trait Module {
         crate::checkpoint::state_dict(self)
     }
 
-    /// Saves [`Module::state_dict`] as a safetensors file, recording each tensor's device.
-    /// See [`crate::checkpoint::save`].
+    /// Saves [`Module::state_dict`] as a safetensors file, recording each tensor's device, and
+    /// replacing the file atomically. See [`crate::checkpoint::save`].
+    #[track_caller]
     fn save(&self, path: impl AsRef<std::path::Path>) -> Result<()>
     where
         Self: Sized,
@@ -375,6 +376,7 @@ pub trait Module {
     /// Loads a safetensors checkpoint onto `device` (PyTorch's `map_location`), strictly: every
     /// missing, unexpected, shape- or dtype-mismatched key is reported in one error and nothing is
     /// loaded. See [`crate::checkpoint::load_state_dict`].
+    #[track_caller]
     fn load_state_dict(&mut self, path: impl AsRef<std::path::Path>, device: &Device) -> Result<()>
     where
         Self: Sized,
@@ -384,6 +386,7 @@ pub trait Module {
 
     /// Loads with options (non-strict loading returns the mismatches instead of failing). See
     /// [`crate::checkpoint::load_state_dict_with`].
+    #[track_caller]
     fn load_state_dict_with(
         &mut self,
         path: impl AsRef<std::path::Path>,
@@ -876,6 +879,16 @@ impl ModulePath {
     pub fn depth(&self) -> usize {
         self.marks.len()
     }
+
+    /// The segments in order (`["encoder", "layers", "0", "mask"]`). A segment may itself contain
+    /// `.` (a map key such as `"b.c"`), which the dotted text cannot show.
+    pub fn segments(&self) -> impl Iterator<Item = &str> {
+        self.marks.iter().enumerate().map(|(i, &start)| {
+            let end = self.marks.get(i + 1).copied().unwrap_or(self.text.len());
+            // A segment after a non-empty path starts with the `.` that joined it.
+            if start > 0 { &self.text[start + 1..end] } else { &self.text[start..end] }
+        })
+    }
 }
 
 impl fmt::Display for ModulePath {
@@ -1219,5 +1232,18 @@ mod tests {
         path.pop();
         path.pop();
         assert!(path.is_root() && path.as_str().is_empty());
+    }
+
+    #[test]
+    fn segments_keep_a_dotted_key_whole() {
+        let mut path = ModulePath::root();
+        path.push_key("");
+        path.push("heads");
+        path.push_key("b.c");
+        path.push_index(0);
+        assert_eq!(path.as_str(), "heads.b.c.0");
+        assert_eq!(path.segments().collect::<Vec<_>>(), ["", "heads", "b.c", "0"]);
+        path.pop();
+        assert_eq!(path.segments().collect::<Vec<_>>(), ["", "heads", "b.c"]);
     }
 }

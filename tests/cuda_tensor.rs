@@ -168,7 +168,7 @@ fn pinning_wants_a_host_tensor_and_moves_to_the_same_device_are_free() {
     let same = x.to_non_blocking(&Device::Cpu).unwrap();
     assert!(same.same_storage(&x));
     let _fake = devcheck::fake::enter();
-    let f = Tensor::fake([2], DType::F32, &CUDA0);
+    let f = Tensor::fake([2], DType::F32, &CUDA0).unwrap();
     let e = f.pin_memory().unwrap_err().render(100);
     assert!(e.contains("only CPU tensors can be pinned, this one is on cuda:0"), "{e}");
 }

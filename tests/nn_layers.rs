@@ -224,7 +224,7 @@ fn attention_buffers_move_with_the_model() {
     for (path, t) in model.named_tensors() {
         assert_eq!(t.device(), Device::Cuda(1), "{path}");
     }
-    let y = model.forward(&Tensor::fake([2, 5, 8], DType::F32, &Device::Cuda(1))).unwrap();
+    let y = model.forward(&Tensor::fake([2, 5, 8], DType::F32, &Device::Cuda(1)).unwrap()).unwrap();
     assert_eq!((y.device(), y.shape()), (Device::Cuda(1), &[2, 5, 8][..]));
 }
 

@@ -279,10 +279,14 @@ fn cat_stack_index_select_gather() {
     let s = Tensor::stack(&[&a, &a.t().unwrap()], 0).unwrap();
     assert_eq!(s.shape(), &[2, 2, 2]);
     close(&v32(&s), &[0.0, 1.0, 2.0, 3.0, 0.0, 2.0, 1.0, 3.0], 0.0);
-    let idx = Tensor::from_slice(&[1i64, 0, -1], [3], &CPU).unwrap();
+    let idx = Tensor::from_slice(&[1i64, 0, 1], [3], &CPU).unwrap();
     close(&v32(&a.index_select(0, &idx).unwrap()), &[2.0, 3.0, 0.0, 1.0, 2.0, 3.0], 0.0);
-    let bad = Tensor::from_slice(&[2i64], [1], &CPU).unwrap();
-    assert!(a.index_select(0, &bad).is_err());
+    // As in PyTorch, a negative index is out of range (it does not count from the end).
+    for bad in [2i64, -1] {
+        let bad = Tensor::from_slice(&[bad], [1], &CPU).unwrap();
+        assert!(a.index_select(0, &bad).is_err());
+        assert!(a.gather(1, &bad.reshape([1, 1]).unwrap()).is_err());
+    }
     let g = Tensor::from_slice(&[1i64, 1, 0, 1], [2, 2], &CPU).unwrap();
     close(&v32(&a.gather(1, &g).unwrap()), &[1.0, 1.0, 2.0, 3.0], 0.0);
     let labels = Tensor::from_slice(&[1i64, 0], [2, 1], &CPU).unwrap();

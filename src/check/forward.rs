@@ -12,7 +12,7 @@ use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Operand, Result};
 use crate::module::{Module, ModulePath, Param, ParamId, Persistence, Skipped, VisitorMut, short_type_name};
-use crate::shape::{Layout, checked_numel, fmt_shape};
+use crate::shape::{Layout, checked_nbytes, fmt_shape};
 use crate::tensor::{Origin, Storage, Tensor};
 
 use super::inventory::inspect;
@@ -551,7 +551,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// A fake input on its device (the target unless the input says otherwise), named and with the
 /// input's origin.
 fn fake_input(input: &Input, target: Device, location: &'static Location<'static>) -> Result<Tensor> {
-    if checked_numel(&input.shape).is_none() {
+    if checked_nbytes(&input.shape, input.dtype.size_in_bytes()).is_none() {
         return Err(Error::InvalidArgument {
             op: "check_forward",
             detail: format!(

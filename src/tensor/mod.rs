@@ -176,7 +176,7 @@ impl Tensor {
     /// The size of one dim (negative dims count from the end).
     #[track_caller]
     pub fn size(&self, dim: isize) -> Result<usize> {
-        let d = check::dim("size", self, dim, Location::caller())?;
+        let d = check::shape_dim("size", self, dim, Location::caller())?;
         Ok(self.shape()[d])
     }
 
@@ -192,7 +192,8 @@ impl Tensor {
 
     /// Bytes the elements take (`numel * dtype size`), whether or not they exist (fake).
     pub fn nbytes(&self) -> usize {
-        self.numel() * self.dtype().size_in_bytes()
+        // A valid layout's byte size fits (see `shape::checked_nbytes`); saturate regardless.
+        self.numel().saturating_mul(self.dtype().size_in_bytes())
     }
 
     pub fn is_contiguous(&self) -> bool {
@@ -252,7 +253,8 @@ impl Tensor {
 
     /// The elements on the host with the layout to read them by: the storage itself on the CPU, a
     /// contiguous download from a GPU (a synchronisation point), or the error for a tensor that
-    /// has no data (fake).
+    /// has no data (fake). Host memory for a download is checked here; what `f` allocates is the
+    /// caller's to check.
     pub(crate) fn with_host<R>(
         &self,
         op: &'static str,
@@ -263,10 +265,14 @@ impl Tensor {
         match &*guard {
             Storage::Cpu(s) => Ok(f(s, self.layout())),
             Storage::Pinned { buffer, dtype } => {
+                // The bytes, and the storage made of them.
+                ensure_host_room(op, location, buffer.len().saturating_mul(2))?;
                 let host = Storage::pinned_to_cpu(buffer, *dtype).map_err(|e| cuda_error(e, location))?;
                 Ok(f(&host, self.layout()))
             }
             Storage::Cuda(s) => {
+                // The download, and the storage made of it.
+                ensure_host_room(op, location, self.nbytes().saturating_mul(2))?;
                 let bytes = s.to_host_bytes(self.layout()).map_err(|e| cuda_error(e, location))?;
                 let host = CpuStorage::from_le_bytes(&bytes, self.dtype());
                 Ok(f(&host, &Layout::contiguous(self.shape())))
@@ -280,10 +286,15 @@ impl Tensor {
 /// read through a copy), `cuda` launches on the inputs' device. Fake inputs, or fake mode, give
 /// fake storage and run nothing. The op front end has checked devices, dtypes and shapes; the
 /// CUDA backend's own argument errors are reported at the op's call site.
+///
+/// `result` is the shape and dtype the op makes. Before a CPU kernel runs, host memory for it is
+/// checked (see [`ensure_host_room`]): CPU kernels allocate infallibly, and an allocation that
+/// fails there would abort the process.
 pub(crate) fn compute(
     op: &'static str,
     location: &'static Location<'static>,
     inputs: &[&Tensor],
+    result: (&[usize], DType),
     cpu: impl FnOnce(&[&CpuStorage]) -> CpuStorage,
     cuda: impl FnOnce(&[&CudaStorage]) -> CudaResult<CudaStorage>,
 ) -> Result<Storage> {
@@ -320,6 +331,12 @@ pub(crate) fn compute(
             _ => {}
         }
     }
+    // Kernels gather a strided input (a transposed or expanded view) into a contiguous copy
+    // first: an expanded view can be far larger than the storage behind it.
+    let gathered = inputs.iter().filter(|t| !t.is_contiguous()).map(|t| t.nbytes());
+    let (shape, dtype) = result;
+    let result_bytes = crate::shape::checked_nbytes(shape, dtype.size_in_bytes()).unwrap_or(usize::MAX);
+    ensure_host_room(op, location, gathered.fold(result_bytes, usize::saturating_add))?;
     let mut copies = copies.iter();
     let mut cpu_inputs = Vec::with_capacity(guards.len());
     for g in &guards {
@@ -329,6 +346,31 @@ pub(crate) fn compute(
         }
     }
     Ok(Storage::Cpu(cpu(&cpu_inputs)))
+}
+
+/// Checks host memory for what a CPU kernel needs besides its result and its gathered inputs
+/// (which [`compute`] checks): a copy it makes of a contiguous input. Nothing for data elsewhere
+/// (a GPU, fake tensors) or in a dry run.
+pub(crate) fn ensure_host_scratch(
+    op: &'static str,
+    location: &'static Location<'static>,
+    inputs: &[&Tensor],
+    bytes: usize,
+) -> Result<()> {
+    if fake::is_active() || !inputs.iter().all(|t| matches!(*t.storage(), Storage::Cpu(_))) {
+        return Ok(());
+    }
+    ensure_host_room(op, location, bytes)
+}
+
+/// Checks that `bytes` of host memory can be allocated before code that allocates them
+/// infallibly runs; the error names the op and the user's line.
+pub(crate) fn ensure_host_room(
+    op: &'static str,
+    location: &'static Location<'static>,
+    bytes: usize,
+) -> Result<()> {
+    crate::backend::cpu::ensure_room(bytes).map_err(|e| Error::host_out_of_memory(op, e.requested, location))
 }
 
 /// The `cuda` kernel of an op that has none on the GPU (callers only reach it for host data).

@@ -354,15 +354,20 @@ pub(crate) fn reduction_input<'a, T: Copy>(
     layout: &Layout,
     reduce: &[usize],
 ) -> (std::borrow::Cow<'a, [T]>, usize) {
+    let group = reduce.iter().map(|&d| layout.shape[d]).product();
+    (contiguous(data, &reduction_layout(layout, reduce)), group)
+}
+
+/// The view a reduction reads: `layout` with the dims in `reduce` moved last. When it is not
+/// contiguous, the kernel copies the elements first.
+pub(crate) fn reduction_layout(layout: &Layout, reduce: &[usize]) -> Layout {
     let kept: Vec<usize> = (0..layout.rank()).filter(|d| !reduce.contains(d)).collect();
     let order: Vec<usize> = kept.iter().chain(reduce).copied().collect();
-    let permuted = Layout {
+    Layout {
         shape: order.iter().map(|&d| layout.shape[d]).collect(),
         strides: order.iter().map(|&d| layout.strides[d]).collect(),
         offset: layout.offset,
-    };
-    let group = reduce.iter().map(|&d| layout.shape[d]).product();
-    (contiguous(data, &permuted), group)
+    }
 }
 
 /// Sum in f64 (exact for every integer up to 2^53, and stable for floats).

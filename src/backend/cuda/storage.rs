@@ -497,8 +497,8 @@ impl CudaStorage {
         Ok(out)
     }
 
-    /// `index_select(dim, ids)`: rows of `dim` picked by `ids` (i64 or i32, negative counts
-    /// from the end). An index out of range is an error naming it; checking costs one
+    /// `index_select(dim, ids)`: rows of `dim` picked by `ids` (i64 or i32, each in `0..size`).
+    /// An index out of range is an error naming it; checking costs one
     /// synchronisation, as PyTorch's device-side assert does.
     pub fn index_select(
         &self,
@@ -763,7 +763,9 @@ impl Drop for PinnedBuffer {
     }
 }
 
-/// A device word where index kernels record the first out-of-range index.
+/// A device word where index kernels record the first out-of-range index. It starts at 0, which
+/// is never out of range when a kernel runs: the front end rejects every index into a dim of size
+/// 0 before launching (any other start value is an index some kernel could record).
 struct BadIndex(DeviceBuffer);
 
 impl BadIndex {
@@ -773,7 +775,7 @@ impl BadIndex {
         unsafe {
             cudarc::driver::result::memcpy_htod_async(
                 buffer.ptr(),
-                &u64::MAX.to_le_bytes(),
+                &0u64.to_le_bytes(),
                 device.stream().cu_stream(),
             )
         }
@@ -795,13 +797,14 @@ impl BadIndex {
         .map_err(|e| CudaError::driver(device.device(), "cuMemcpyDtoHAsync", e))?;
         device.synchronize()?;
         let raw = u64::from_le_bytes(word);
-        if raw == u64::MAX {
+        if raw == 0 {
             return Ok(());
         }
         Err(invalid(
             op,
             format!("index {} is out of range for a dimension of size {size}", raw as i64),
-            "indices must lie in -size..size; check how the index tensor was built",
+            "indices must lie in 0..size (a negative index is out of range, as in PyTorch); check how \
+             the index tensor was built",
         ))
     }
 }
