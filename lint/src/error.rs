@@ -61,14 +61,6 @@ pub enum LintError {
         help("globs use `*`, `**`, `?` and `[..]`, e.g. `tests/**` or `examples/*.rs`")
     )]
     Glob { pattern: String, message: String },
-
-    #[error("could not write the fixed `{}`: {source}", path.display())]
-    #[diagnostic(code(devcheck_lint::write), help("check that the file is writable"))]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// A `devcheck.toml` that does not read as configuration, with the offending span.

@@ -14,6 +14,7 @@
 //! assert!(report.diagnostics.is_empty());
 //! ```
 
+mod atomic;
 mod config;
 mod depth;
 mod device;
@@ -43,7 +44,7 @@ pub use depth::MAX_DEPTH;
 pub use diagnostic::{Applicability, Diagnostic, Edit, Fix, LineCol, LineIndex};
 pub use driver::{FileReport, LintRun, lint_paths};
 pub use error::{ConfigError, LintError};
-pub use fix::{FixMode, FixSummary, apply_fixes};
+pub use fix::{FileFix, FixMode, FixOutcome, FixSummary, apply_fixes};
 pub use inspect::{FieldReport, InspectRun, StructReport, inspect_paths, inspect_source, render_inspect};
 pub use profile::{Api, ApiSet};
 pub use registry::{RuleMeta, Severity};
