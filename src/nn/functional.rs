@@ -116,6 +116,25 @@ pub fn layer_norm(
     Ok(out)
 }
 
+/// Which GELU: PyTorch's `approximate` argument.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GeluApproximate {
+    /// The exact form `x Φ(x)` (`approximate='none'`, the default).
+    #[default]
+    None,
+    /// `x/2 (1 + tanh(√(2/π) (x + 0.044715 x³)))` (`approximate='tanh'`).
+    Tanh,
+}
+
+/// GELU (PyTorch's `F.gelu(x, approximate=..)`): [`Tensor::gelu`] or [`Tensor::gelu_tanh`].
+#[track_caller]
+pub fn gelu(x: &Tensor, approximate: GeluApproximate) -> Result<Tensor> {
+    match approximate {
+        GeluApproximate::None => x.gelu(),
+        GeluApproximate::Tanh => x.gelu_tanh(),
+    }
+}
+
 /// Zeroes each element with probability `p` and scales the rest by `1 / (1 - p)` when
 /// `training`; the identity otherwise. The mask is drawn on `x`'s device from the seeded
 /// generator ([`crate::manual_seed`]).

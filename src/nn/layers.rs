@@ -11,7 +11,7 @@ use crate::module::{Module, ModulePath, Param, Visitor, VisitorMut};
 use crate::tensor::{Tensor, TensorOptions};
 
 use super::Forward;
-use super::functional::{self as f, Conv2dOptions};
+use super::functional::{self as f, Conv2dOptions, GeluApproximate};
 
 type Loc = &'static Location<'static>;
 
@@ -295,14 +295,49 @@ macro_rules! activation {
 activation! {
     /// `max(x, 0)`.
     Relu => relu,
-    /// The exact (erf) GELU, PyTorch's default.
-    Gelu => gelu,
     /// `tanh(x)`.
     Tanh => tanh,
     /// `1 / (1 + exp(-x))`.
     Sigmoid => sigmoid,
     /// `x * sigmoid(x)`.
     Silu => silu,
+}
+
+/// GELU (PyTorch's `nn.GELU`): the exact erf form by default, or its tanh approximation
+/// (`Gelu::tanh()`, PyTorch's `nn.GELU(approximate='tanh')`, GPT-2's activation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gelu {
+    pub approximate: GeluApproximate,
+}
+
+/// No tensors: the approximation is a setting.
+impl Module for Gelu {
+    fn visit(&self, _: &mut dyn Visitor, _: &mut ModulePath) -> Result<()> {
+        Ok(())
+    }
+
+    fn visit_mut(&mut self, _: &mut dyn VisitorMut, _: &mut ModulePath) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl Gelu {
+    /// The exact form, `x Φ(x)`.
+    pub fn new() -> Gelu {
+        Gelu::default()
+    }
+
+    /// The tanh approximation.
+    pub fn tanh() -> Gelu {
+        Gelu { approximate: GeluApproximate::Tanh }
+    }
+}
+
+impl Forward for Gelu {
+    #[track_caller]
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        f::gelu(x, self.approximate)
+    }
 }
 
 /// Flattens every dim after the first (PyTorch's `nn.Flatten()`).

@@ -27,7 +27,7 @@ mod layers;
 mod loss;
 
 pub use attention::{CausalSelfAttention, SinusoidalPositionalEncoding};
-pub use functional::{ClassLossOptions, Conv2dOptions, Reduction};
+pub use functional::{ClassLossOptions, Conv2dOptions, GeluApproximate, Reduction};
 pub use layers::{
     Conv2d, Dropout, Embedding, Flatten, Gelu, LayerNorm, Linear, MaxPool2d, Relu, Sigmoid, Silu, Tanh,
 };

@@ -17,6 +17,7 @@ use std::fmt;
 use std::panic::Location;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
+pub(crate) use ops::GELU_TANH_CUBIC;
 pub use ops::{BinaryOp, CmpOp, UnaryOp};
 pub use origin::Origin;
 
