@@ -42,6 +42,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::panic::Location;
 use std::path::{Path, PathBuf};
 
 use safetensors::tensor::{Dtype as FileDType, SafeTensorError, SafeTensors, TensorView};
@@ -49,9 +50,9 @@ use safetensors::tensor::{Dtype as FileDType, SafeTensorError, SafeTensors, Tens
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::module::{EntryKind, Module, ModulePath, Param, Persistence, Visitor, VisitorMut};
+use crate::module::{EntryKind, Module, ModulePath, Param, ParamInstaller, Persistence, Visitor, VisitorMut};
 use crate::shape::fmt_shape;
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, TensorRole};
 
 /// The metadata key holding a JSON object `{tensor key: device it was saved from}`.
 pub const DEVICES_METADATA_KEY: &str = "devcheck.devices";
@@ -69,12 +70,14 @@ pub fn state_dict<M: Module + ?Sized>(module: &M) -> BTreeMap<String, Tensor> {
 
 /// Saves `module`'s [`state_dict`] to `path` as safetensors. Tensors on an accelerator are copied
 /// to the host to be written; fake tensors have no data and cannot be saved.
+#[track_caller]
 pub fn save<M: Module + ?Sized>(module: &M, path: impl AsRef<Path>) -> Result<()> {
     save_tensors(&state_dict(module), path)
 }
 
 /// Saves named tensors to `path` as safetensors, recording each tensor's device in the metadata
 /// under [`DEVICES_METADATA_KEY`].
+#[track_caller]
 pub fn save_tensors(tensors: &BTreeMap<String, Tensor>, path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     let mut data = Vec::with_capacity(tensors.len());
@@ -133,6 +136,7 @@ impl LoadOptions {
 }
 
 /// Loads a checkpoint onto `device`, strictly. See the [module docs](self).
+#[track_caller]
 pub fn load_state_dict<M: Module + ?Sized>(
     module: &mut M,
     path: impl AsRef<Path>,
@@ -144,11 +148,13 @@ pub fn load_state_dict<M: Module + ?Sized>(
 /// Loads a checkpoint with `options`. Strict: an error unless everything matches, and then the
 /// report lists the loaded keys. Non-strict: loads every key whose shape and dtype match and
 /// reports the rest.
+#[track_caller]
 pub fn load_state_dict_with<M: Module + ?Sized>(
     module: &mut M,
     path: impl AsRef<Path>,
     options: &LoadOptions,
 ) -> Result<LoadReport> {
+    let location = Location::caller();
     let path = path.as_ref();
     if !crate::fake::is_active() {
         options.device.ensure_available().map_err(|error| CheckpointError::TargetUnavailable {
@@ -172,6 +178,7 @@ pub fn load_state_dict_with<M: Module + ?Sized>(
     let mut report = LoadReport {
         module: crate::module::short_type_name(module.module_name()),
         path: path.to_path_buf(),
+        location: Some(location),
         ..LoadReport::default()
     };
     let mut matched = Vec::new();
@@ -219,7 +226,8 @@ pub fn load_state_dict_with<M: Module + ?Sized>(
         loaded.insert(key, tensor);
     }
     let states = param_states(module, &loaded, &options.device)?;
-    module.walk_mut(&mut Install { loaded, states })?;
+    let installer = ParamInstaller::for_module(module);
+    module.walk_mut(&mut Install { loaded, states, installer })?;
     Ok(report)
 }
 
@@ -265,6 +273,8 @@ pub struct LoadReport {
     pub unexpected: Vec<FileTensor>,
     pub shape_mismatches: Vec<Mismatch>,
     pub dtype_mismatches: Vec<Mismatch>,
+    /// The call that loaded.
+    pub location: Option<&'static Location<'static>>,
 }
 
 impl LoadReport {
@@ -307,6 +317,9 @@ impl fmt::Display for LoadReport {
             self.module,
             self.summary()
         )?;
+        if let Some(at) = self.location {
+            write!(f, "\n  at {}:{}:{}", at.file(), at.line(), at.column())?;
+        }
         for want in &self.missing {
             write!(
                 f,
@@ -422,6 +435,16 @@ pub enum CheckpointError {
     #[error("{0}")]
     #[diagnostic(code(devcheck::checkpoint_mismatch), help("{}", mismatch_help(.0)))]
     Mismatch(Box<LoadReport>),
+}
+
+impl CheckpointError {
+    /// The call that loaded, for a report of mismatched keys.
+    pub fn location(&self) -> Option<&'static Location<'static>> {
+        match self {
+            CheckpointError::Mismatch(report) => report.location,
+            _ => None,
+        }
+    }
 }
 
 fn io_help(action: &str) -> &'static str {
@@ -548,13 +571,16 @@ fn param_states<M: Module + ?Sized>(
 struct Install {
     loaded: HashMap<String, Tensor>,
     states: HashMap<String, BTreeMap<String, Tensor>>,
+    /// Loads into this model only, not into a clone sharing its parameters.
+    installer: ParamInstaller,
 }
 
 impl VisitorMut for Install {
     fn visit_param(&mut self, path: &ModulePath, param: &mut Param) -> Result<()> {
         if let Some(tensor) = self.loaded.remove(path.as_str()) {
             let state = self.states.remove(path.as_str()).unwrap_or_default();
-            param.install_loaded(tensor, state, path.as_str());
+            let values = param.loaded_values(tensor, state);
+            self.installer.install(param, values, Some(path.as_str()));
         }
         Ok(())
     }
@@ -568,7 +594,7 @@ impl VisitorMut for Install {
         if persistence == Persistence::Persistent
             && let Some(new) = self.loaded.remove(path.as_str())
         {
-            new.set_name(path.as_str());
+            new.set_label(path.as_str(), TensorRole::Buffer);
             *tensor = new;
         }
         Ok(())

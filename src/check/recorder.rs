@@ -44,25 +44,12 @@ pub(crate) struct CreationSite {
     pub tensor: Operand,
 }
 
-/// Where an operand of a dry run comes from, for the help line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Provenance {
-    /// One of the inputs given to the dry run (or a view of one).
-    Input,
-    /// A parameter, buffer or skipped field of the model (or a view of one).
-    Model,
-    /// Made during forward.
-    Forward,
-}
-
 /// A device mismatch tolerated during a dry run.
 #[derive(Clone, Debug)]
 pub(crate) struct MismatchSite {
     pub op: &'static str,
     pub call_site: Loc,
     pub operands: Vec<Operand>,
-    /// Where each operand comes from.
-    pub provenance: Vec<Provenance>,
     pub count: usize,
     /// The index of the earlier mismatch whose result is one of these operands: this one only
     /// repeats it further down the same computation.
@@ -104,8 +91,9 @@ pub(crate) struct Recorder {
     pub mismatches: Vec<MismatchSite>,
     pub round_trips: Vec<RoundTrip>,
     pub repeated: Vec<RepeatedMove>,
-    /// Dry run: the storages of the model's tensors and inputs with their names, to name views.
-    pub storage_names: HashMap<usize, String>,
+    /// Dry run: the storages of the model's tensors and inputs with their names and roles, to
+    /// name other handles on their data.
+    pub storage_names: HashMap<usize, (String, Option<crate::tensor::TensorRole>)>,
     /// Dry run: the storages of the model's tensors (parameters, buffers, skipped fields).
     pub model_storages: HashSet<usize>,
     /// Dry run: the storages of the inputs.
@@ -173,14 +161,16 @@ impl Recorder {
         }
     }
 
-    /// The tensor as reports show it, named by its module path when it shares storage with one
-    /// of the model's tensors (a view such as `self.pos_enc.narrow(..)` has no name of its own).
+    /// The tensor as reports show it. A tensor without a name of its own that shares storage with
+    /// one of the model's tensors or inputs is reported as a view of it, with its name and role.
     fn describe(&self, tensor: &Tensor, role: &str) -> Operand {
         let mut operand = tensor.operand(role);
         if operand.name.is_none()
-            && let Some(path) = self.storage_names.get(&storage_address(&tensor.storage_handle()))
+            && let Some((path, kind)) = self.storage_names.get(&storage_address(&tensor.storage_handle()))
         {
-            operand.name = Some(format!("{path} (a view)"));
+            operand.name = Some(path.clone());
+            operand.kind = kind.clone();
+            operand.view = true;
         }
         operand
     }
@@ -198,17 +188,6 @@ impl Recorder {
         if let Some(root) = root {
             let handle = result.storage_handle();
             self.tainted.insert(storage_address(&handle), (handle, root));
-        }
-    }
-
-    fn provenance(&self, tensor: &Tensor) -> Provenance {
-        let address = storage_address(&tensor.storage_handle());
-        if self.model_storages.contains(&address) {
-            Provenance::Model
-        } else if self.input_storages.contains(&address) {
-            Provenance::Input
-        } else {
-            Provenance::Forward
         }
     }
 
@@ -390,10 +369,9 @@ impl Recorder {
                 index
             }
             None => {
-                let provenance = operands.iter().map(|(_, t)| self.provenance(t)).collect();
                 let operands: Vec<Operand> =
                     operands.iter().map(|(role, t)| self.describe(t, role)).collect();
-                self.mismatches.push(MismatchSite { op, call_site, operands, provenance, count: 1, follows });
+                self.mismatches.push(MismatchSite { op, call_site, operands, count: 1, follows });
                 self.mismatch_index.insert((call_site, op), self.mismatches.len() - 1);
                 self.mismatches.len() - 1
             }
@@ -436,7 +414,7 @@ impl Recording {
                 } else {
                     r.input_storages.insert(address);
                 }
-                r.storage_names.entry(address).or_insert(path);
+                r.storage_names.entry(address).or_insert((path, tensor.role()));
             }
         });
     }

@@ -41,7 +41,7 @@ fn constant(value: f64) -> impl FnOnce(usize) -> Vec<f64> {
 }
 
 /// `y = x @ weight.t() + bias` (PyTorch's `nn.Linear`): `weight` `[out, in]`, `bias` `[out]`.
-#[derive(Module, Debug)]
+#[derive(Module, Clone, Debug)]
 pub struct Linear {
     pub weight: Param,
     pub bias: Option<Param>,
@@ -79,7 +79,7 @@ impl Forward for Linear {
 
 /// A lookup table of `dim`-sized rows, one per id (PyTorch's `nn.Embedding`), initialised from
 /// `N(0, 1)`. Its input is an i64 tensor of ids.
-#[derive(Module, Debug)]
+#[derive(Module, Clone, Debug)]
 pub struct Embedding {
     pub weight: Param,
 }
@@ -102,7 +102,7 @@ impl Forward for Embedding {
 
 /// Normalises the last dims to zero mean and unit variance, then scales and shifts (PyTorch's
 /// `nn.LayerNorm` with `elementwise_affine=True`).
-#[derive(Module, Debug)]
+#[derive(Module, Clone, Debug)]
 pub struct LayerNorm {
     pub weight: Param,
     pub bias: Param,
@@ -179,7 +179,7 @@ impl Forward for Dropout {
 }
 
 /// 2-D convolution over `[N, C, H, W]` inputs (PyTorch's `nn.Conv2d`).
-#[derive(Module, Debug)]
+#[derive(Module, Clone, Debug)]
 pub struct Conv2d {
     /// `[out_channels, in_channels / groups, kh, kw]`.
     pub weight: Param,

@@ -83,9 +83,11 @@ pub trait Optimizer {
     /// Restores [`Optimizer::state_dict`]: every state tensor lands on its parameter's current
     /// device. Strict: the optimizer kind, the parameter count and every shape must match, or
     /// nothing is loaded.
+    #[track_caller]
     fn load_state_dict(&mut self, state: &BTreeMap<String, Tensor>) -> Result<()>;
 
     /// Writes [`Optimizer::state_dict`] as a safetensors file.
+    #[track_caller]
     fn save(&self, path: impl AsRef<Path>) -> Result<()>
     where
         Self: Sized,
@@ -94,6 +96,7 @@ pub trait Optimizer {
     }
 
     /// Reads a file written by [`Optimizer::save`] and loads it (onto the parameters' devices).
+    #[track_caller]
     fn load(&mut self, path: impl AsRef<Path>) -> Result<()>
     where
         Self: Sized,

@@ -1118,7 +1118,7 @@ impl Tensor {
         let d = check::dim(op, self, dim, location)?;
         let last = self.rank() - 1;
         // Rows along `dim`: move it last, compute on contiguous rows, move it back.
-        let moved = if d == last { self.clone() } else { self.transpose_at(d, last, location)? };
+        let moved = if d == last { self.clone() } else { self.transpose_at(d, last)? };
         let row = self.shape()[d];
         let storage = compute(
             op,
@@ -1133,7 +1133,7 @@ impl Tensor {
         )?;
         let out = moved.derived(storage, moved.shape(), self.dtype(), op, location);
         let out = record(out, &[&moved], |out| GradFn::Softmax { out: out.detach(), dim: last, log });
-        if d == last { Ok(out) } else { out.transpose_at(d, last, location) }
+        if d == last { Ok(out) } else { out.transpose_at(d, last) }
     }
 
     // ---- selection ------------------------------------------------------------------------
