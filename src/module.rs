@@ -80,12 +80,38 @@
 //!
 //! # Parameters, gradients and optimizer state
 //!
-//! A [`Param`] is a shared cell: its clones are the same parameter. `model.to(&device)` replaces the
-//! tensor *inside* the cell, so an optimizer holding clones of the model's parameters sees the
-//! moved tensors without being rebuilt. The gradient and every optimizer state tensor stored on the
-//! parameter ([`Param::set_state`], e.g. Adam's `exp_avg`) move with it, in the same step. Each
-//! parameter also has a stable [`ParamId`] for optimizers that keep their own tables; such tables
-//! must move their tensors themselves (the id says which parameter, [`Param::device`] says where).
+//! A [`Param`] is a handle, like an `Rc`: its clones are the same parameter, with one value and
+//! one gradient. `model.to(&device)` moves the parameter in place, so an optimizer built from
+//! `model.parameters()` sees the moved tensors without being rebuilt. The gradient and every
+//! optimizer state tensor stored on the parameter ([`Param::set_state`], e.g. Adam's `exp_avg`)
+//! move with it, in the same step. Each parameter also has a stable [`ParamId`] for optimizers that
+//! keep their own tables; such tables must move their tensors themselves (the id says which
+//! parameter, [`Param::device`] says where).
+//!
+//! # Cloning a model
+//!
+//! `#[derive(Clone)]` on a model (every `nn` layer is `Clone`) gives a model that shares its
+//! parameters' values and its buffers' data with the original, as cloning any struct of `Rc`s does:
+//! cheap, tied weights stay tied, and a training step or a load through one is seen by the other.
+//! Moves are per model: [`Module::to`], [`Module::to_dtype`] and a load onto another device change
+//! the model they are called on, all of its parameters, gradients, optimizer state and buffers,
+//! and never another model, so a clone and its original are each always on one device. A
+//! parameter the moved model shares with a clone is copied for the moved model (which from then
+//! on has its own, with a new [`ParamId`]); the clone keeps the original where it was.
+//!
+//! ```
+//! use devcheck::nn::Linear;
+//! use devcheck::{Device, Module};
+//!
+//! # fn main() -> devcheck::Result<()> {
+//! let _fake = devcheck::fake::enter(); // cuda:1 without a GPU
+//! let model = Linear::new(4, 2, &Device::Cpu)?;
+//! let mut on_gpu = model.clone();
+//! on_gpu.to(&Device::Cuda(1))?;
+//! assert_eq!((model.device()?, on_gpu.device()?), (Device::Cpu, Device::Cuda(1)));
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! # Hand-written modules
 //!
@@ -931,7 +957,8 @@ pub trait VisitorMut {
         Ok(())
     }
 
-    /// A parameter. Its tensor is replaced through the shared cell (`Param::set_tensor`, `to`).
+    /// A parameter. Its tensor is replaced through the handle (`Param::set_tensor`, `to`), or the
+    /// handle itself is replaced.
     fn visit_param(&mut self, path: &ModulePath, param: &mut Param) -> Result<()> {
         let _ = (path, param);
         Ok(())

@@ -219,3 +219,67 @@ fn the_report_as_text_and_json() -> Result<()> {
     assert_eq!(json["transfers"][0]["from"], "cpu");
     Ok(())
 }
+
+/// A model with a cache in a skipped field, and a generic skipped field (the derive cannot tell
+/// there whether the type is a module, so it is not looked into).
+#[derive(Module)]
+struct Cached<M> {
+    weight: Param,
+    buffer: Tensor,
+    #[module(skip)]
+    cache: Option<Tensor>,
+    #[module(skip)]
+    extra: M,
+}
+
+impl<M> Cached<M> {
+    fn new(extra: M) -> Result<Cached<M>> {
+        Ok(Cached {
+            weight: Param::new(Tensor::ones([2, 2], &Device::Cpu)?),
+            buffer: Tensor::zeros([2], &Device::Cpu)?,
+            cache: None,
+            extra,
+        })
+    }
+
+    fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
+        let y = x.matmul(&self.weight.tensor())?.add(&self.buffer)?;
+        self.cache = Some(y.clone());
+        Ok(y)
+    }
+}
+
+/// Every tensor of the model is the one it had before the run: same handles, real data.
+fn assert_restored(model: &Cached<u8>, weight: &Param, buffer: &Tensor) {
+    assert!(model.weight.same_param(weight) && model.weight.id() == weight.id());
+    assert!(!model.weight.tensor().is_fake() && weight.grad().is_none());
+    assert!(model.buffer.same_storage(buffer) && !model.buffer.is_fake());
+    assert!(model.cache.is_none(), "what forward cached in a skipped field is put back");
+}
+
+#[test]
+fn the_model_gets_its_tensors_back_after_a_clean_run_an_error_and_a_panic() -> Result<()> {
+    let mut model = Cached::new(7u8)?;
+    let (weight, buffer) = (model.weight.clone(), model.buffer.clone());
+    let x = [Input::new("x", [3, 2], DType::F32)];
+
+    let clean = devcheck::check_forward(&mut model, &x, &GPU, |m, x| {
+        assert!(m.weight.tensor().is_fake() && m.weight.device() == GPU, "the run sees fakes on the target");
+        m.forward(&x[0])?.sum_all()?.backward()
+    })?;
+    assert!(clean.is_clean(), "{}", clean.render(100));
+    assert_restored(&model, &weight, &buffer);
+
+    let failed = devcheck::check_forward(&mut model, &x, &GPU, |m, x| m.forward(&x[0])?.reshape([7]))?;
+    assert!(!failed.completed());
+    assert_restored(&model, &weight, &buffer);
+
+    let panicked = devcheck::check_forward(&mut model, &x, &GPU, |m, x| -> Result<()> {
+        let _ = m.forward(&x[0])?;
+        panic!("a bug in the user's step")
+    })?;
+    assert_eq!(codes(&panicked), ["forward-failed"]);
+    assert_restored(&model, &weight, &buffer);
+    assert_eq!(model.extra, 7);
+    Ok(())
+}
