@@ -433,6 +433,34 @@ impl Error {
         }
     }
 
+    /// This error located at `at`, the user's call that devcheck's own work (a backward pass, an
+    /// optimizer step) failed under: whatever line inside devcheck it came from is not one to fix.
+    pub(crate) fn relocated(self, at: &'static Location<'static>) -> Error {
+        match self {
+            Error::DeviceMismatch { op, operands, .. } => {
+                Error::DeviceMismatch { op, operands, location: at }
+            }
+            Error::ShapeMismatch { op, detail, help, operands, .. } => {
+                Error::ShapeMismatch { op, detail, help, operands, location: at }
+            }
+            Error::DTypeMismatch { op, detail, help, operands, .. } => {
+                Error::DTypeMismatch { op, detail, help, operands, location: at }
+            }
+            Error::InvalidArgument { op, detail, help, .. } => {
+                Error::InvalidArgument { op, detail, help, location: at }
+            }
+            Error::NoData { op, operand, .. } => Error::NoData { op, operand, location: at },
+            Error::NotOnHost { op, operand, .. } => Error::NotOnHost { op, operand, location: at },
+            Error::Unsupported { op, device, help, .. } => {
+                Error::Unsupported { op, device, help, location: at }
+            }
+            Error::DeviceUnavailable { device, reason, .. } => {
+                Error::DeviceUnavailable { device, reason, location: Some(at) }
+            }
+            other => other,
+        }
+    }
+
     /// This error located at `location` when it has no location of its own (a device found
     /// unavailable below the call that needed it).
     pub(crate) fn located(self, at: &'static Location<'static>) -> Error {

@@ -185,7 +185,7 @@ fn tensor_rows() -> Vec<Row> {
         row!("Tensor::from_vec", Tensor::from_vec(vec![1.0f32, 2.0], [3], &CPU)),
         row!("Tensor::from_slice", Tensor::from_slice(&[1.0f32, 2.0], [3], &CPU)),
         row!("Tensor::scalar", Tensor::scalar(1.0f32, &ABSENT)),
-        row!("Tensor::from_raw_bytes", Tensor::from_raw_bytes(&[0u8; 3], DType::F32, &[1], &CPU)),
+        row!("Tensor::from_raw_bytes", Tensor::from_raw_bytes(&[0u8; 3], DType::F32, [1], &CPU)),
         row!("Tensor::zeros_like", Tensor::zeros_like(&nowhere)),
         row!("Tensor::ones_like", Tensor::ones_like(&nowhere)),
         row!("Tensor::full_like", Tensor::full_like(&nowhere, 2.0)),

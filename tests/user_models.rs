@@ -188,9 +188,12 @@ fn a_clone_of_a_tied_model_moves_with_its_ties() -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 // Planted bugs
 
-/// Snapshots of the planted bugs, rendered at 100 columns.
+/// Snapshots of the planted bugs, rendered at 100 columns, with this file's own line numbers
+/// masked (the models in `tests/user_models/` keep real, fixed locations).
 fn snapshot(name: &str, text: &str) {
-    insta::assert_snapshot!(name, text);
+    let mut settings = insta::Settings::clone_current();
+    settings.add_filter(r"user_models\.rs:\d+:\d+", "user_models.rs:[LINE]");
+    settings.bind(|| insta::assert_snapshot!(name, text));
 }
 
 fn finding<'r>(report: &'r ForwardReport, code: &str) -> &'r devcheck::check::Finding {
@@ -199,6 +202,15 @@ fn finding<'r>(report: &'r ForwardReport, code: &str) -> &'r devcheck::check::Fi
         .iter()
         .find(|f| f.code() == code)
         .unwrap_or_else(|| panic!("no {code} finding:\n{}", report.render(100)))
+}
+
+/// No finding points into devcheck's own source.
+#[track_caller]
+fn assert_all_in_user_code(report: &ForwardReport) {
+    for finding in report.findings() {
+        let at = finding.location().map(|l| l.file()).unwrap_or("tests/");
+        assert!(at.starts_with("tests/"), "a finding inside devcheck:\n{}", report.render(100));
+    }
 }
 
 #[track_caller]
@@ -212,6 +224,7 @@ fn a_mask_made_on_the_cpu_in_a_users_layer_is_reported_at_its_own_line() -> Resu
     let mut model = bugs::NoisyLm::new(&gpt::TINY, &Device::Cpu)?;
     let ids = [Input::new("ids", [2, 4], DType::I64)];
     let report = devcheck::check_forward(&mut model, ids, &GPU, |m, x| m.forward(&x[0]))?;
+    assert_all_in_user_code(&report);
     let created = finding(&report, "created-off-device");
     assert_at(created.location(), BUGS_FILE, bugs::line_of("dropout-mask"));
     assert!(created.help_text().contains("x.new_zeros(..)"), "{}", created.help_text());
@@ -224,6 +237,7 @@ fn labels_left_on_the_cpu_are_reported_at_the_loss_naming_the_labels() -> Result
     let mut model = gpt::Gpt::new(&gpt::TINY, &Device::Cpu)?;
     let report =
         devcheck::check_forward(&mut model, gpt_batch_inputs(), &GPU, bugs::step_with_labels_left_behind)?;
+    assert_all_in_user_code(&report);
     assert_eq!(report.findings().len(), 1, "{}", report.render(100));
     let mismatch = finding(&report, "device-mismatch");
     assert_at(mismatch.location(), BUGS_FILE, bugs::line_of("labels"));
@@ -241,6 +255,7 @@ fn class_weights_on_the_cpu_are_reported_where_made_and_where_passed() -> Result
         Input::new("batch.labels", [8], DType::I64).on(&Device::Cpu),
     ];
     let report = devcheck::check_forward(&mut model, batch, &GPU, bugs::step_with_cpu_class_weights)?;
+    assert_all_in_user_code(&report);
     let codes: Vec<&str> = report.findings().iter().map(|f| f.code()).collect();
     assert_eq!(codes, ["created-off-device", "device-mismatch"], "{}", report.render(100));
     assert_at(finding(&report, "created-off-device").location(), BUGS_FILE, bugs::line_of("weights-made"));
@@ -257,6 +272,7 @@ fn a_zero_dim_cpu_constant_gets_the_stricter_than_pytorch_help() -> Result<()> {
     let report = devcheck::check_forward(&mut model, [Input::new("x", [2, 4], DType::F32)], &GPU, |m, x| {
         m.forward(&x[0])
     })?;
+    assert_all_in_user_code(&report);
     assert_at(finding(&report, "created-off-device").location(), BUGS_FILE, bugs::line_of("scalar-made"));
     let mismatch = finding(&report, "device-mismatch");
     assert_at(mismatch.location(), BUGS_FILE, bugs::line_of("scalar-used"));
@@ -279,10 +295,14 @@ fn a_skipped_submodule_is_reported_at_its_field_in_every_report() -> Result<()> 
     assert_eq!(model.parameters().len(), 1, "the optimizer would only see `embed.weight`");
     snapshot("skipped_submodule_inventory", &inventory.render(100));
 
+    // A whole training step: backward meets the skipped parameters again, inside devcheck.
     let report =
         devcheck::check_forward(&mut model, [Input::new("ids", [2, 3], DType::I64)], &GPU, |m, x| {
-            m.forward(&x[0])
+            let mut optimizer = AdamW::new(m.parameters(), 1e-3)?;
+            m.forward(&x[0])?.sum_all()?.backward()?;
+            optimizer.step()
         })?;
+    assert_all_in_user_code(&report);
     assert_at(finding(&report, "skipped-submodule").location(), BUGS_FILE, line);
     let mismatch = finding(&report, "device-mismatch");
     assert_at(mismatch.location(), BUGS_FILE, bugs::line_of("skipped-used"));

@@ -257,7 +257,9 @@ impl Tensor {
             });
         }
         let _recording_off = no_grad();
-        graph::run_backward(self, seed, location)
+        // The gradient ops run inside devcheck: what they report belongs to this call.
+        let _user_call = crate::check::recorder::internal_work(location, true);
+        graph::run_backward(self, seed, location).map_err(|e| e.relocated(location))
     }
 }
 

@@ -23,6 +23,38 @@ type Loc = &'static Location<'static>;
 thread_local! {
     static RECORDING: Cell<bool> = const { Cell::new(false) };
     static RECORDER: RefCell<Option<Box<Recorder>>> = const { RefCell::new(None) };
+    static INTERNAL: Cell<Option<Internal>> = const { Cell::new(None) };
+}
+
+/// devcheck's own work on behalf of one call of the user's (`loss.backward()`, an optimizer
+/// step): what it does is reported at that call, never at a line inside devcheck.
+#[derive(Clone, Copy)]
+struct Internal {
+    call_site: Loc,
+    /// The backward pass: a device mismatch there only repeats one forward already reported (its
+    /// gradients meet the tensors forward mixed), and the tensors it makes are gradients.
+    echoes_only: bool,
+}
+
+/// While alive, the recorder attributes what happens on this thread to `call_site` (see
+/// [`Internal`]); `echoes_only` for the backward pass.
+pub(crate) struct InternalWork {
+    previous: Option<Internal>,
+}
+
+pub(crate) fn internal_work(call_site: Loc, echoes_only: bool) -> InternalWork {
+    let previous = INTERNAL.with(|i| i.replace(Some(Internal { call_site, echoes_only })));
+    InternalWork { previous }
+}
+
+impl Drop for InternalWork {
+    fn drop(&mut self) {
+        INTERNAL.with(|i| i.set(self.previous));
+    }
+}
+
+fn internal() -> Option<Internal> {
+    INTERNAL.with(Cell::get)
 }
 
 /// What a recorder is for.
@@ -202,14 +234,14 @@ impl Recorder {
         }
     }
 
-    fn created(&mut self, tensor: &Tensor) {
+    /// A constructor made `tensor`, reported as made at `origin`.
+    fn created_at(&mut self, tensor: &Tensor, origin: Origin) {
         self.allocation(tensor);
         self.last_creation = None;
         let Mode::DryRun { target } = self.mode else { return };
         if tensor.device() == target {
             return;
         }
-        let origin = tensor.origin();
         let key = (origin.location(), tensor.device());
         let index = match self.creation_index.get(&key) {
             Some(&index) => {
@@ -465,7 +497,17 @@ fn recording() -> bool {
 #[inline]
 pub(crate) fn created(tensor: &Tensor) {
     if recording() {
-        with_recorder(|r| r.created(tensor));
+        match internal() {
+            Some(Internal { echoes_only: true, .. }) => {
+                with_recorder(|r| r.allocation(tensor));
+            }
+            Some(Internal { call_site, .. }) => {
+                with_recorder(|r| r.created_at(tensor, Origin::new(tensor.origin().op(), call_site)));
+            }
+            None => {
+                with_recorder(|r| r.created_at(tensor, tensor.origin()));
+            }
+        }
     }
 }
 
@@ -490,6 +532,7 @@ pub(crate) fn computed(source: &Tensor, result: &Tensor) {
 #[inline]
 pub(crate) fn moved(source: &Tensor, moved: &Tensor, call_site: Loc) {
     if recording() {
+        let call_site = internal().map_or(call_site, |i| i.call_site);
         with_recorder(|r| r.moved(source, moved, call_site));
     }
 }
@@ -502,6 +545,7 @@ pub(crate) fn host_read(tensor: &Tensor, op: &'static str, call_site: Loc) -> bo
     if !recording() {
         return false;
     }
+    let call_site = internal().map_or(call_site, |i| i.call_site);
     let mode = with_recorder(|r| {
         r.read(tensor, op, call_site);
         r.mode
@@ -525,7 +569,12 @@ pub(crate) fn device_mismatch(op: &'static str, operands: &[(&str, &Tensor)], ca
         if !matches!(r.mode, Mode::DryRun { .. }) {
             return false;
         }
-        r.mismatch(op, operands, call_site);
+        match internal() {
+            // Tolerated, not reported again.
+            Some(Internal { echoes_only: true, .. }) => {}
+            Some(Internal { call_site, .. }) => r.mismatch(op, operands, call_site),
+            None => r.mismatch(op, operands, call_site),
+        }
         true
     })
     .unwrap_or(false)
