@@ -165,6 +165,33 @@ fn moving_a_clone_moves_the_clone_and_never_half_moves_the_original() -> Result<
 }
 
 #[test]
+fn converting_or_loading_a_clone_onto_another_device_leaves_the_original_whole() -> Result<()> {
+    let model = cnn::Cnn::new(&Device::Cpu)?;
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let path = dir.path().join("cnn.safetensors");
+    model.save(&path)?;
+
+    let mut in_f64 = model.clone();
+    in_f64.to_dtype(DType::F64)?;
+    assert!(in_f64.named_tensors().iter().all(|(_, t)| t.dtype() == DType::F64));
+    assert!(model.named_tensors().iter().all(|(_, t)| t.dtype() == DType::F32), "the original kept f32");
+
+    // A load is a new value: on the same device it is seen through every clone, as a step is.
+    let shared = model.clone();
+    let mut reloaded = model.clone();
+    reloaded.load_state_dict(&path, &Device::Cpu)?;
+    assert!(reloaded.fc.weight.same_param(&shared.fc.weight));
+
+    // Onto another device it is a move: only the loaded model moves.
+    let _fake = devcheck::fake::enter();
+    let mut on_gpu = model.clone();
+    on_gpu.load_state_dict(&path, &GPU)?;
+    assert_eq!((on_gpu.device()?, model.device()?), (GPU, Device::Cpu));
+    assert!(!model.fc.weight.tensor().is_fake(), "the original kept its data");
+    Ok(())
+}
+
+#[test]
 fn a_clone_of_a_tied_model_moves_with_its_ties() -> Result<()> {
     #[derive(Module, Clone)]
     struct Tied {

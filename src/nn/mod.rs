@@ -50,6 +50,11 @@ pub trait Forward {
 
 /// A [`Module`] that maps one tensor to another and can be cloned behind a `Box`: what
 /// [`Sequential`] holds. Every `Module + Forward + Clone + Send + Sync` type is a `Layer`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `Layer`, so it cannot go into a `Sequential`",
+    note = "a layer is `Module + Forward + Clone + Send + Sync + 'static`: derive `Module` and `Clone`, and \
+            implement `Forward`"
+)]
 pub trait Layer: Module + Forward + Send + Sync {
     /// [`Forward::forward`] through a `dyn Layer`, keeping the caller's location for layers
     /// whose `forward` is `#[track_caller]` (a call through a trait object otherwise reports the
