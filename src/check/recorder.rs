@@ -128,8 +128,6 @@ pub(crate) struct Recorder {
     pub storage_names: HashMap<usize, (String, Option<crate::tensor::TensorRole>)>,
     /// Dry run: the storages of the model's tensors (parameters, buffers, skipped fields).
     pub model_storages: HashSet<usize>,
-    /// Dry run: the storages of the inputs.
-    pub input_storages: HashSet<usize>,
     /// Dry run: results computed from a tolerated mismatch, with the index of that mismatch. Their
     /// device is wrong only because of it, so later mismatches they take part in are its echoes.
     tainted: HashMap<usize, (Weak<dyn Any + Send + Sync>, usize)>,
@@ -177,7 +175,6 @@ impl Recorder {
             repeated: Vec::new(),
             storage_names: HashMap::new(),
             model_storages: HashSet::new(),
-            input_storages: HashSet::new(),
             tainted: HashMap::new(),
             pending_taint: None,
             transfer_index: HashMap::new(),
@@ -443,8 +440,6 @@ impl Recording {
                 let address = storage_address(&tensor.storage_handle());
                 if model {
                     r.model_storages.insert(address);
-                } else {
-                    r.input_storages.insert(address);
                 }
                 r.storage_names.entry(address).or_insert((path, tensor.role()));
             }

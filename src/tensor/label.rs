@@ -38,13 +38,6 @@ pub struct SkippedField {
     pub declared_at: Option<&'static Location<'static>>,
 }
 
-impl TensorRole {
-    /// Is it part of a model (a parameter, a buffer or a skipped field)?
-    pub fn is_model_tensor(&self) -> bool {
-        !matches!(self, TensorRole::Input)
-    }
-}
-
 impl fmt::Display for TensorRole {
     /// `a parameter`, `a buffer`, `skipped field \`pos_enc\``, `an input`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
