@@ -146,7 +146,7 @@ fn elementwise(opts: &Options, threads: usize, len: usize, results: &mut Vec<Mea
 /// The checker and the linter: they use one thread, so they run once.
 fn run_single_threaded(opts: &Options, results: &mut Vec<Measurement>) {
     if wanted(opts, "gpt2_small_dry_run") || wanted(opts, "inspect_gpt2_small") {
-        let gpt2 = must(check::Gpt2DryRun::new());
+        let mut gpt2 = must(check::Gpt2DryRun::new());
         if wanted(opts, "gpt2_small_dry_run") {
             record(opts, results, "gpt2_small_dry_run".into(), 1, Work::Millis, || {
                 let report = must(gpt2.dry_run());

@@ -61,9 +61,11 @@ use safetensors::tensor::{Dtype as FileDType, Metadata, TensorInfo};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::module::{EntryKind, Module, ModulePath, Param, ParamId, Persistence, Visitor, VisitorMut};
+use crate::module::{
+    EntryKind, Module, ModulePath, Param, ParamId, ParamInstaller, Persistence, Visitor, VisitorMut,
+};
 use crate::shape::fmt_shape;
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, TensorRole};
 
 pub(crate) use file::CheckpointFile;
 
@@ -240,6 +242,7 @@ fn load_at<M: Module + ?Sized>(
     let mut report = LoadReport {
         module: crate::module::short_type_name(module.module_name()),
         path: path.to_path_buf(),
+        location: Some(location),
         ..LoadReport::default()
     };
     let mut matched = Vec::new();
@@ -318,7 +321,8 @@ fn load_at<M: Module + ?Sized>(
     }
     report.loaded.sort_unstable();
     let states = param_states(module, &loaded, &options.device)?;
-    module.walk_mut(&mut Install { loaded, states, installed: HashSet::new() })?;
+    let installer = ParamInstaller::for_module(module);
+    module.walk_mut(&mut Install { loaded, states, installer })?;
     Ok(report)
 }
 
@@ -475,6 +479,8 @@ pub struct LoadReport {
     pub unexpected: Vec<FileTensor>,
     pub shape_mismatches: Vec<Mismatch>,
     pub dtype_mismatches: Vec<Mismatch>,
+    /// The call that loaded.
+    pub location: Option<&'static Location<'static>>,
 }
 
 impl LoadReport {
@@ -517,6 +523,9 @@ impl fmt::Display for LoadReport {
             self.module,
             self.summary()
         )?;
+        if let Some(at) = self.location {
+            write!(f, "\n  at {}:{}:{}", at.file(), at.line(), at.column())?;
+        }
         for want in &self.missing {
             write!(
                 f,
@@ -667,6 +676,16 @@ pub enum CheckpointError {
     TiedValuesDiffer { path: PathBuf, module: String, paths: [String; 2] },
 }
 
+impl CheckpointError {
+    /// The call that loaded, for a report of mismatched keys.
+    pub fn location(&self) -> Option<&'static Location<'static>> {
+        match self {
+            CheckpointError::Mismatch(report) => report.location,
+            _ => None,
+        }
+    }
+}
+
 fn io_help(action: &str) -> &'static str {
     if action == "write" {
         "check that the folder exists and is writable, and that the disk has room"
@@ -745,17 +764,17 @@ fn param_states<M: Module + ?Sized>(
 struct Install {
     loaded: HashMap<String, Tensor>,
     states: HashMap<ParamId, BTreeMap<String, Tensor>>,
-    /// Parameters already installed: a tied one is installed at its first path and named by it.
-    installed: HashSet<ParamId>,
+    /// Loads into this model only, not into a clone sharing its parameters; a tied parameter is
+    /// installed at its first path and its other paths follow it.
+    installer: ParamInstaller,
 }
 
 impl VisitorMut for Install {
     fn visit_param(&mut self, path: &ModulePath, param: &mut Param) -> Result<()> {
-        if let Some(tensor) = self.loaded.remove(path.as_str())
-            && self.installed.insert(param.id())
-        {
+        if let Some(tensor) = self.loaded.remove(path.as_str()) {
             let state = self.states.remove(&param.id()).unwrap_or_default();
-            param.install_loaded(tensor, state, path.as_str());
+            let values = param.loaded_values(tensor, state);
+            self.installer.install(param, values, Some(path.as_str()));
         }
         Ok(())
     }
@@ -769,7 +788,7 @@ impl VisitorMut for Install {
         if persistence == Persistence::Persistent
             && let Some(new) = self.loaded.remove(path.as_str())
         {
-            new.set_name(path.as_str());
+            new.set_label(path.as_str(), TensorRole::Buffer);
             *tensor = new;
         }
         Ok(())

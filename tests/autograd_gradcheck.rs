@@ -124,6 +124,7 @@ fn unary_ops() {
     check("tanh", &any(), |x| x[0].tanh());
     check("sigmoid", &any(), |x| x[0].sigmoid());
     check("gelu", &any(), |x| x[0].gelu());
+    check("gelu_tanh", &any(), |x| x[0].gelu_tanh());
     check("silu", &any(), |x| x[0].silu());
     check("sin", &any(), |x| x[0].sin());
     check("cos", &any(), |x| x[0].cos());

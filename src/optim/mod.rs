@@ -83,6 +83,7 @@ pub trait Optimizer {
     /// Restores [`Optimizer::state_dict`]: every state tensor lands on its parameter's current
     /// device. Strict: the optimizer kind, the parameter count and every shape must match, or
     /// nothing is loaded.
+    #[track_caller]
     fn load_state_dict(&mut self, state: &BTreeMap<String, Tensor>) -> Result<()>;
 
     /// Writes [`Optimizer::state_dict`] as a safetensors file, replacing it atomically (see

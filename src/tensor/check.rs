@@ -35,6 +35,23 @@ pub(crate) fn same_device(op: &'static str, operands: &[(&str, &Tensor)], locati
     })
 }
 
+/// The operands of a composite op (a layer, a loss) on one device, checked once at the caller's
+/// line so that the error names what the caller passed (`target`, `weight`) rather than a
+/// temporary made from it inside the op. In a dry run the mismatch is recorded and each operand
+/// off the first operand's device is replaced by a data-less stand-in on it, so the op's inner
+/// steps run on one device and do not report the same problem again.
+pub(crate) fn on_one_device(
+    op: &'static str,
+    operands: &[(&str, &Tensor)],
+    location: Loc,
+) -> Result<Vec<Tensor>> {
+    let device = same_device(op, operands, location)?;
+    Ok(operands
+        .iter()
+        .map(|(_, t)| if t.device() == device { (*t).clone() } else { t.stand_in_on(device) })
+        .collect())
+}
+
 /// All operands of one dtype; returns it. devcheck does not promote silently: a mixed-dtype op
 /// says which operand to cast.
 pub(crate) fn same_dtype(op: &'static str, operands: &[(&str, &Tensor)], location: Loc) -> Result<DType> {

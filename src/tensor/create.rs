@@ -85,7 +85,7 @@ impl Tensor {
         if opts.device.is_cuda() && !fake::is_active() {
             // Filled on the device: no host buffer, no copy.
             let numel = check::valid_shape(op, shape, opts.dtype, location)?;
-            opts.device.ensure_available()?;
+            opts.device.ensure_available().map_err(|e| e.located(location))?;
             let storage = crate::cuda::cuda_device_for(&opts.device)
                 .and_then(|d| CudaStorage::full(&d, opts.dtype, numel, value))
                 .map_err(|e| super::cuda_error(e, location))?;
@@ -194,7 +194,7 @@ impl Tensor {
         }
         let made = || -> Result<Tensor> {
             let numel = check::valid_shape(op, shape, opts.dtype, location)?;
-            opts.device.ensure_available()?;
+            opts.device.ensure_available().map_err(|e| e.located(location))?;
             let seed = crate::random::next_u64();
             let storage = crate::cuda::cuda_device_for(&opts.device)
                 .and_then(|d| CudaStorage::random(&d, opts.dtype, numel, normal, seed))
@@ -368,7 +368,7 @@ pub(crate) fn upload(data: CpuStorage, device: &Device, op: &'static str, locati
     match device {
         Device::Cpu => Ok(Storage::Cpu(data)),
         Device::Cuda(_) => {
-            device.ensure_available()?;
+            device.ensure_available().map_err(|e| e.located(location))?;
             let on_device = crate::cuda::cuda_device_for(device)
                 .and_then(|d| {
                     let len = crate::backend::cpu::with_storage!(&data, v => v.len());
@@ -379,7 +379,7 @@ pub(crate) fn upload(data: CpuStorage, device: &Device, op: &'static str, locati
             Ok(Storage::Cuda(on_device))
         }
         Device::Mps => {
-            device.ensure_available()?;
+            device.ensure_available().map_err(|e| e.located(location))?;
             Err(Error::Unsupported {
                 op,
                 device: *device,

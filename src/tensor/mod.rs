@@ -7,6 +7,7 @@ mod check;
 mod create;
 #[cfg(feature = "ndarray")]
 mod interop;
+mod label;
 mod moves;
 mod ops;
 mod origin;
@@ -17,8 +18,13 @@ use std::fmt;
 use std::panic::Location;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
+pub use label::{SkippedField, TensorRole};
+pub(crate) use ops::GELU_TANH_CUBIC;
 pub use ops::{BinaryOp, CmpOp, UnaryOp};
 pub use origin::Origin;
+
+pub(crate) use check::on_one_device;
+pub(crate) use label::Label;
 
 use crate::autograd::GradMeta;
 use crate::backend::cpu::CpuStorage;
@@ -81,8 +87,8 @@ impl From<(DType, &Device)> for TensorOptions {
 }
 
 /// An n-dimensional array on a [`Device`]. Cloning is cheap (a reference count); views share
-/// storage. Every tensor records its [`Origin`], and may carry a name (its module path) that
-/// errors and reports show.
+/// storage. Every tensor records its [`Origin`], and may carry a name (its module path) and a
+/// [`TensorRole`] that errors and reports show; views keep their source's origin, name and role.
 #[derive(Clone)]
 #[must_use = "tensor ops and moves return a new tensor and leave `self` unchanged (`.to()` is not in place): bind the result, e.g. `let x = x.to(&device)?;`"]
 pub struct Tensor(Arc<Inner>);
@@ -93,7 +99,10 @@ struct Inner {
     dtype: DType,
     device: Device,
     origin: Origin,
-    name: RwLock<Option<Arc<str>>>,
+    /// Name and role (see [`label`]); shared with the views and moved copies made from it.
+    label: RwLock<Option<Arc<Label>>>,
+    /// A view of another tensor's data (`transpose`, `narrow`, ...), reported as such.
+    is_view: bool,
     /// How gradients reach this tensor (see [`crate::autograd`]); empty unless tracked.
     autograd: GradMeta,
 }
@@ -122,7 +131,8 @@ impl Tensor {
             dtype,
             device,
             origin,
-            name: RwLock::new(None),
+            label: RwLock::new(None),
+            is_view: false,
             autograd: GradMeta::default(),
         }))
     }
@@ -145,14 +155,30 @@ impl Tensor {
             dtype: inner.dtype,
             device: inner.device,
             origin: inner.origin,
-            name: RwLock::new(inner.name.read().unwrap_or_else(|e| e.into_inner()).clone()),
+            label: RwLock::new(self.label()),
+            is_view: inner.is_view,
             autograd: GradMeta::with_grad_fn(node),
         }))
     }
 
-    /// A new view of the same storage.
+    /// A new handle on the same storage with `origin`, unlabelled.
     pub(crate) fn view(&self, layout: Layout, origin: Origin) -> Tensor {
         Self::from_shared(self.0.storage.clone(), layout, self.0.dtype, self.0.device, origin)
+    }
+
+    /// A view of this tensor's data (`transpose`, `narrow`, ...): the same tensor to reports, so it
+    /// keeps this tensor's origin, name and role, and says it is a view.
+    pub(crate) fn shape_view(&self, layout: Layout) -> Tensor {
+        Tensor(Arc::new(Inner {
+            storage: self.0.storage.clone(),
+            layout,
+            dtype: self.0.dtype,
+            device: self.0.device,
+            origin: self.0.origin,
+            label: RwLock::new(self.label()),
+            is_view: true,
+            autograd: GradMeta::default(),
+        }))
     }
 
     /// The device this tensor lives on (for a fake tensor: the device it stands for).
@@ -205,20 +231,88 @@ impl Tensor {
         self.0.origin
     }
 
-    /// The name given with [`Tensor::set_name`] (module inventories set the module path).
+    /// The name given with [`Tensor::set_name`], or the module path a module walk found it at
+    /// (`model.to(..)`, `model.parameters()`, `inspect`, a dry run, a load). A view has its
+    /// source's name.
     pub fn name(&self) -> Option<String> {
-        self.0.name.read().unwrap_or_else(|e| e.into_inner()).as_deref().map(str::to_string)
+        self.label().and_then(|label| label.name.as_deref().map(str::to_string))
     }
 
     /// Names this tensor (and every clone of this handle) for errors and reports, e.g. its path
-    /// `encoder.layers.0.mask`.
+    /// `encoder.layers.0.mask`. Its role is kept.
     pub fn set_name(&self, name: impl Into<Arc<str>>) {
-        *self.0.name.write().unwrap_or_else(|e| e.into_inner()) = Some(name.into());
+        let role = self.role();
+        self.set_label_parts(Some(name.into()), role);
+    }
+
+    /// What this tensor is to a model (a parameter, a buffer, a skipped field, a dry run's input),
+    /// as the last module walk that reached it found it; `None` for tensors no model holds.
+    pub fn role(&self) -> Option<TensorRole> {
+        self.label().and_then(|label| label.role.clone())
+    }
+
+    /// Is this a view of another tensor's data (`transpose`, `narrow`, `reshape` of contiguous
+    /// data, ...)? Reports say so next to the source's name.
+    pub fn is_view(&self) -> bool {
+        self.0.is_view
+    }
+
+    pub(crate) fn label(&self) -> Option<Arc<Label>> {
+        self.0.label.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Labels this tensor `name` with `role` (a module walk found it there); cheap when it already
+    /// is.
+    /// A walk from a submodule (`model.attn.parameters()`) sees paths relative to it: a name that
+    /// already ends with that path is the same tensor's path from the root, and is kept.
+    pub(crate) fn set_label(&self, name: &str, role: TensorRole) {
+        let current = self.label();
+        if let Some(label) = current.as_deref()
+            && label.role.as_ref() == Some(&role)
+            && let Some(current) = label.name.as_deref()
+            && (current == name || current.strip_suffix(name).is_some_and(|root| root.ends_with('.')))
+        {
+            return;
+        }
+        self.set_label_parts(Some(name.into()), Some(role));
+    }
+
+    /// Only the role (a `Param` labels its tensor before any walk names it).
+    pub(crate) fn set_role(&self, role: TensorRole) {
+        let name = self.label().and_then(|l| l.name.clone());
+        self.set_label_parts(name, Some(role));
+    }
+
+    /// Gives this (new) tensor `source`'s label: a moved copy, a pinned copy, a detached handle,
+    /// an optimizer's updated value is the same tensor to reports.
+    pub(crate) fn copy_label_from(&self, source: &Tensor) {
+        let label = source.label();
+        *self.0.label.write().unwrap_or_else(|e| e.into_inner()) = label;
+    }
+
+    fn set_label_parts(&self, name: Option<Arc<str>>, role: Option<TensorRole>) {
+        *self.0.label.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(Label { name, role }));
+    }
+
+    /// A data-less copy on `device` with this tensor's origin, label and requires-grad flag: what a
+    /// dry run computes with in place of an operand it found on the wrong device.
+    pub(crate) fn stand_in_on(&self, device: Device) -> Tensor {
+        let stand_in =
+            Tensor::from_parts(Storage::Fake, self.layout().clone(), self.dtype(), device, self.origin());
+        stand_in.copy_label_from(self);
+        // A fake leaf of a floating dtype can require grad.
+        let _ = stand_in.set_requires_grad(self.requires_grad());
+        stand_in
     }
 
     /// True for a dry-run tensor with no element data.
     pub fn is_fake(&self) -> bool {
         matches!(*self.storage(), Storage::Fake)
+    }
+
+    /// Are these the same handle (clones of one `Tensor`)?
+    pub(crate) fn same_handle(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     /// Do two handles share storage (views of each other, or clones)?
@@ -244,6 +338,8 @@ impl Tensor {
         Operand {
             role: role.into(),
             name: self.name(),
+            kind: self.role(),
+            view: self.is_view(),
             device: self.device(),
             dtype: self.dtype(),
             shape: self.shape().to_vec(),
@@ -394,7 +490,7 @@ pub(crate) fn cuda_error(e: CudaError, location: &'static Location<'static>) -> 
             Error::InvalidArgument { op, detail, help, location }
         }
         Error::Unsupported { op, device, help, .. } => Error::Unsupported { op, device, help, location },
-        other => other,
+        other => other.located(location),
     }
 }
 
@@ -403,6 +499,12 @@ impl fmt::Debug for Tensor {
         write!(f, "Tensor[{}, {}, {}", crate::shape::fmt_shape(self.shape()), self.dtype(), self.device())?;
         if let Some(name) = self.name() {
             write!(f, ", name: {name}")?;
+        }
+        if let Some(role) = self.role() {
+            write!(f, ", {role}")?;
+        }
+        if self.is_view() {
+            f.write_str(", a view")?;
         }
         if self.is_fake() {
             f.write_str(", fake")?;

@@ -93,9 +93,7 @@ impl Tensor {
             Device::Cpu,
             self.origin(),
         );
-        if let Some(name) = self.name() {
-            pinned.set_name(name);
-        }
+        pinned.copy_label_from(self);
         Ok(record(pinned, &[self], |_| GradFn::Identity))
     }
 
@@ -125,9 +123,7 @@ impl Tensor {
             *device,
             self.origin(),
         );
-        if let Some(name) = self.name() {
-            moved.set_name(name);
-        }
+        moved.copy_label_from(self);
         crate::check::recorder::moved(self, &moved, location);
         Ok(record(moved, &[self], |_| GradFn::ToDevice { device: self.device() }))
     }
@@ -152,7 +148,7 @@ impl Tensor {
             (Storage::Pinned { buffer, dtype }, Device::Cuda(_))
                 if self.is_contiguous() && self.layout().offset == 0 =>
             {
-                device.ensure_available()?;
+                device.ensure_available().map_err(|e| e.located(location))?;
                 let target = on_cuda(device)?;
                 return CudaStorage::from_pinned(&target, *dtype, buffer, non_blocking)
                     .map(Storage::Cuda)

@@ -75,8 +75,10 @@ pub enum UnaryOp {
     Rsqrt,
     Tanh,
     Sigmoid,
-    /// The exact (erf) GELU, PyTorch's default.
+    /// The exact (erf) GELU, PyTorch's default (`approximate='none'`).
     Gelu,
+    /// GELU's tanh approximation (PyTorch's `approximate='tanh'`).
+    GeluTanh,
     Silu,
     Sin,
     Cos,
@@ -95,6 +97,7 @@ impl UnaryOp {
             UnaryOp::Tanh => "tanh",
             UnaryOp::Sigmoid => "sigmoid",
             UnaryOp::Gelu => "gelu",
+            UnaryOp::GeluTanh => "gelu_tanh",
             UnaryOp::Silu => "silu",
             UnaryOp::Sin => "sin",
             UnaryOp::Cos => "cos",
@@ -106,6 +109,9 @@ impl UnaryOp {
         matches!(self, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu)
     }
 }
+
+/// The cubic coefficient of GELU's tanh approximation.
+pub(crate) const GELU_TANH_CUBIC: f64 = 0.044715;
 
 fn binary_kernel<T: Arith>(op: BinaryOp) -> fn(T, T) -> T {
     match op {
@@ -259,9 +265,20 @@ fn unary_kernel<T: Float>(op: UnaryOp, data: &[T], layout: &Layout) -> Vec<T> {
         UnaryOp::Rsqrt => cpu::unary_map(data, layout, |x: T| T::ONE.div(x.sqrt())),
         UnaryOp::Tanh => cpu::unary_map(data, layout, |x: T| x.tanh()),
         UnaryOp::Sigmoid => cpu::unary_map(data, layout, |x: T| T::ONE.div(T::ONE.add(x.neg().exp()))),
+        // x Φ(x) = x/2 erfc(-x/√2): `1 + erf(..)` would cancel to a few digits for x << 0.
         UnaryOp::Gelu => {
-            let inv_sqrt2 = T::from_f32(std::f32::consts::FRAC_1_SQRT_2);
-            cpu::unary_map(data, layout, move |x: T| half.mul(x).mul(T::ONE.add(x.mul(inv_sqrt2).erf())))
+            let minus_inv_sqrt2 = T::from_f64(-std::f64::consts::FRAC_1_SQRT_2);
+            cpu::unary_map(data, layout, move |x: T| half.mul(x).mul(x.mul(minus_inv_sqrt2).erfc()))
+        }
+        // x/2 (1 + tanh(u)) = x / (1 + e^(-2u)), u = √(2/π) (x + 0.044715 x³): the same
+        // cancellation-free rewrite.
+        UnaryOp::GeluTanh => {
+            let minus_two_k = T::from_f64(-2.0 * (2.0 / std::f64::consts::PI).sqrt());
+            let cubic = T::from_f64(GELU_TANH_CUBIC);
+            cpu::unary_map(data, layout, move |x: T| {
+                let inner = x.add(cubic.mul(x).mul(x).mul(x));
+                x.div(T::ONE.add(minus_two_k.mul(inner).exp()))
+            })
         }
         UnaryOp::Silu => cpu::unary_map(data, layout, |x: T| x.div(T::ONE.add(x.neg().exp()))),
         UnaryOp::Sin => cpu::unary_map(data, layout, |x: T| x.sin()),
@@ -807,6 +824,12 @@ impl Tensor {
     pub fn gelu(&self) -> Result<Tensor> {
         self.unary(UnaryOp::Gelu, Location::caller())
     }
+    /// GELU's tanh approximation, `x/2 (1 + tanh(√(2/π) (x + 0.044715 x³)))` (PyTorch's
+    /// `gelu(x, approximate='tanh')`, GPT-2's activation).
+    #[track_caller]
+    pub fn gelu_tanh(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::GeluTanh, Location::caller())
+    }
     #[track_caller]
     pub fn silu(&self) -> Result<Tensor> {
         self.unary(UnaryOp::Silu, Location::caller())
@@ -1121,7 +1144,7 @@ impl Tensor {
         }
         let last = self.rank() - 1;
         // Rows along `dim`: move it last, compute on contiguous rows, move it back.
-        let moved = if d == last { self.clone() } else { self.transpose_at(d, last, location)? };
+        let moved = if d == last { self.clone() } else { self.transpose_at(d, last)? };
         let row = self.shape()[d];
         let storage = compute(
             op,
@@ -1137,7 +1160,7 @@ impl Tensor {
         )?;
         let out = moved.derived(storage, moved.shape(), self.dtype(), op, location);
         let out = record(out, &[&moved], |out| GradFn::Softmax { out: out.detach(), dim: last, log });
-        if d == last { Ok(out) } else { out.transpose_at(d, last, location) }
+        if d == last { Ok(out) } else { out.transpose_at(d, last) }
     }
 
     // ---- selection ------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 
 use std::panic::Location;
 
-use super::{Origin, Tensor, check, compute};
+use super::{Tensor, check, compute};
 use crate::autograd::{GradFn, record};
 use crate::backend::cpu::{self, CpuStorage, with_storage};
 use crate::backend::cuda::CudaStorage;
@@ -45,7 +45,7 @@ impl Tensor {
             strides: contiguous_strides(shape),
             offset: base.layout().offset,
         };
-        let out = base.view(layout, Origin::new("reshape", location));
+        let out = base.shape_view(layout);
         Ok(record(out, &[&base], |_| GradFn::Reshape { shape: base.shape().to_vec() }))
     }
 
@@ -68,10 +68,10 @@ impl Tensor {
         let location = Location::caller();
         let a = check::dim("transpose", self, dim0, location)?;
         let b = check::dim("transpose", self, dim1, location)?;
-        self.transpose_at(a, b, location)
+        self.transpose_at(a, b)
     }
 
-    pub(crate) fn transpose_at(&self, a: usize, b: usize, location: Loc) -> Result<Tensor> {
+    pub(crate) fn transpose_at(&self, a: usize, b: usize) -> Result<Tensor> {
         if self.rank() == 0 {
             // A scalar's dim 0 (or -1) stands for no dim: nothing to swap, as in PyTorch.
             return Ok(self.clone());
@@ -79,7 +79,7 @@ impl Tensor {
         let mut layout = self.layout().clone();
         layout.shape.swap(a, b);
         layout.strides.swap(a, b);
-        let out = self.view(layout, Origin::new("transpose", location));
+        let out = self.shape_view(layout);
         Ok(record(out, &[self], |_| GradFn::Transpose { dim0: a, dim1: b }))
     }
 
@@ -89,7 +89,7 @@ impl Tensor {
         let location = Location::caller();
         match self.rank() {
             0 | 1 => Ok(self.clone()),
-            2 => self.transpose_at(0, 1, location),
+            2 => self.transpose_at(0, 1),
             _ => Err(check::shape_error(
                 "t",
                 format!("`t` expects at most 2 dims, got shape {}", fmt_shape(self.shape())),
@@ -126,7 +126,7 @@ impl Tensor {
             strides: dims.iter().map(|&d| l.strides[d]).collect(),
             offset: l.offset,
         };
-        let out = self.view(layout, Origin::new("permute", location));
+        let out = self.shape_view(layout);
         Ok(record(out, &[self], |_| GradFn::Permute { dims: dims.to_vec() }))
     }
 
@@ -170,7 +170,7 @@ impl Tensor {
         let mut layout = self.layout().clone();
         layout.offset += start * layout.strides[d];
         layout.shape[d] = len;
-        let out = self.view(layout, Origin::new("narrow", location));
+        let out = self.shape_view(layout);
         Ok(record(out, &[self], |_| GradFn::Narrow { shape: self.shape().to_vec(), dim: d, start }))
     }
 
@@ -185,7 +185,7 @@ impl Tensor {
         let mut layout = self.layout().clone();
         layout.shape.remove(d);
         layout.strides.remove(d);
-        let out = self.view(layout, Origin::new("squeeze", location));
+        let out = self.shape_view(layout);
         Ok(record(out, &[self], |_| GradFn::Squeeze { dim: d }))
     }
 
@@ -198,7 +198,7 @@ impl Tensor {
         let stride = if d < self.rank() { layout.strides[d] * layout.shape[d] } else { 1 };
         layout.shape.insert(d, 1);
         layout.strides.insert(d, stride);
-        let out = self.view(layout, Origin::new("unsqueeze", location));
+        let out = self.shape_view(layout);
         Ok(record(out, &[self], |_| GradFn::Unsqueeze { dim: d }))
     }
 
@@ -219,7 +219,7 @@ impl Tensor {
         }
         // A view of stride 0 takes no memory, but its element count must still be countable.
         check::valid_shape("expand", shape, self.dtype(), location)?;
-        let out = self.view(self.layout().broadcast_to(shape), Origin::new("expand", location));
+        let out = self.shape_view(self.layout().broadcast_to(shape));
         Ok(record(out, &[self], |_| GradFn::Expand { shape: self.shape().to_vec() }))
     }
 
