@@ -62,16 +62,20 @@ pub(crate) fn unavailable_reason() -> String {
 // ---- The CUDA backend's public surface ----
 
 pub use crate::backend::cuda::allocator::MemoryStats;
+pub use crate::backend::cuda::host_allocator::HostMemoryStats;
 pub use crate::backend::cuda::nvrtc::NvrtcInfo;
 pub use crate::backend::cuda::{
-    CudaDevice, CudaError, CudaResult, CudaStorage, DeviceBuffer, PinnedBuffer, allocator, kernels, nvrtc,
+    CudaDevice, CudaError, CudaResult, CudaStorage, DeviceBuffer, PinnedBuffer, allocator, host_allocator,
+    kernels, nvrtc,
 };
 
 use std::panic::Location;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::cuda::device::{device as cuda_device, device_if_initialised};
+use crate::backend::cuda::device::{
+    device as cuda_device, device_if_initialised, host_allocator_if_initialised,
+};
 use crate::device::Device;
 
 /// What NVRTC (the runtime compiler for devcheck's kernels) looks like in this process: found
@@ -231,6 +235,21 @@ pub fn empty_cache(device: &Device) -> CudaResult<usize> {
     stats_of(device, "empty_cache", Location::caller())?;
     match device.index().and_then(device_if_initialised) {
         Some(d) => d.empty_cache(),
+        None => Ok(0),
+    }
+}
+
+/// The counters of the caching allocator of pinned host memory (all zero before anything was
+/// pinned): what live pinned buffers hold, what waits for a copy to complete, what is cached.
+pub fn host_memory_stats() -> HostMemoryStats {
+    host_allocator_if_initialised().map(|a| a.stats()).unwrap_or_default()
+}
+
+/// Unpins the cached pinned blocks no buffer uses and no copy still reads or writes; returns
+/// the bytes released. Pinned buffers in use are never released.
+pub fn host_empty_cache() -> CudaResult<usize> {
+    match host_allocator_if_initialised() {
+        Some(mut a) => a.empty_cache(),
         None => Ok(0),
     }
 }
