@@ -10,7 +10,8 @@
 //!   pinned buffer;
 //! - `device`: per-device context, stream, kernel cache, allocator and cuBLAS;
 //! - `storage`: [`CudaStorage`], host↔device copies, pinned memory, kernel launchers;
-//! - `blas`: matmul through cuBLAS.
+//! - `blas`: matmul through cuBLAS;
+//! - `reduce`: reductions and their launch plan.
 
 pub mod allocator;
 pub mod host_allocator;
@@ -20,6 +21,7 @@ pub mod nvrtc;
 mod blas;
 pub(crate) mod device;
 mod error;
+mod reduce;
 mod storage;
 
 pub use device::{CudaDevice, DeviceBuffer};

@@ -168,7 +168,7 @@ impl CudaStorage {
         self.buffer.ptr()
     }
 
-    fn ptr_at(&self, layout: &Layout) -> u64 {
+    pub(super) fn ptr_at(&self, layout: &Layout) -> u64 {
         self.ptr() + (layout.offset * self.dtype.size_in_bytes()) as u64
     }
 
@@ -308,76 +308,6 @@ impl CudaStorage {
         args.push(Arg::U64(out.ptr()));
         self.device().launch(kernel, elementwise_config(numel), &args)?;
         Ok(out)
-    }
-
-    /// Reduces dimension `dim` (`"sum"`, `"mean"`, `"max"`, `"min"`, `"argmax"`, `"argmin"`,
-    /// `"var"` with `correction`). The output is contiguous over the kept dimensions (the
-    /// front end decides about keepdim). Integer and bool sums and arg-reductions give i64.
-    pub fn reduce(&self, op: &str, layout: &Layout, dim: usize, correction: f64) -> CudaResult<CudaStorage> {
-        if dim >= layout.rank() {
-            return Err(invalid(
-                "reduce",
-                format!("`{op}` over dimension {dim}: out of range for a tensor of rank {}", layout.rank()),
-                "pass a dimension below the tensor's rank",
-            ));
-        }
-        let out_dtype = match op {
-            "argmax" | "argmin" => DType::I64,
-            "sum" if !self.dtype.is_float() => DType::I64,
-            _ => self.dtype,
-        };
-        let mut kept = layout.clone();
-        let reduce_size = kept.shape.remove(dim);
-        let reduce_stride = kept.strides.remove(dim);
-        let n_out = kept.numel();
-        let out = Self::alloc(self.device(), out_dtype, n_out)?;
-        if n_out == 0 || reduce_size == 0 {
-            // PyTorch: the sum of nothing is 0, its mean and variance NaN; max of nothing is an
-            // error the front end raises.
-            out.fill(if matches!(op, "mean" | "var") { f64::NAN } else { 0.0 })?;
-            return Ok(out);
-        }
-        let info = self.upload_info(&kept.shape, &[&kept.strides])?;
-        let mut args = vec![
-            Arg::U64(n_out as u64),
-            Arg::U64(reduce_size as u64),
-            Arg::U64(reduce_stride as u64),
-            Arg::U64(kept.rank() as u64),
-            Arg::U64(info.ptr()),
-            Arg::U64(self.ptr_at(layout)),
-            Arg::U64(out.ptr()),
-        ];
-        if op == "var" {
-            args.push(Arg::F64(correction));
-        }
-        self.device().launch(&kernel_name(op, self.dtype), row_config(n_out, reduce_size), &args)?;
-        Ok(out)
-    }
-
-    /// Reduces every dimension in `dims` (distinct, ascending) with one kernel: the reduced
-    /// dimensions are moved last and flattened into one (a copy unless there is only one). The
-    /// output is contiguous over the kept dimensions, in order.
-    pub fn reduce_dims(
-        &self,
-        op: &str,
-        layout: &Layout,
-        dims: &[usize],
-        correction: f64,
-    ) -> CudaResult<CudaStorage> {
-        if let [dim] = dims {
-            return self.reduce(op, layout, *dim, correction);
-        }
-        let kept: Vec<usize> = (0..layout.rank()).filter(|d| !dims.contains(d)).collect();
-        let order: Vec<usize> = kept.iter().chain(dims).copied().collect();
-        let permuted = Layout {
-            shape: order.iter().map(|&d| layout.shape[d]).collect(),
-            strides: order.iter().map(|&d| layout.strides[d]).collect(),
-            offset: layout.offset,
-        };
-        let x = self.contiguous(&permuted)?;
-        let mut shape: Vec<usize> = kept.iter().map(|&d| layout.shape[d]).collect();
-        shape.push(dims.iter().map(|&d| layout.shape[d]).product());
-        x.reduce(op, &Layout::contiguous(&shape), kept.len(), correction)
     }
 
     /// softmax (or log_softmax) over the last dimension.
@@ -613,7 +543,7 @@ impl CudaStorage {
         self.upload_info(shape, &strides).map(Some)
     }
 
-    fn upload_info(&self, dims: &[usize], strides: &[&[usize]]) -> CudaResult<DeviceBuffer> {
+    pub(super) fn upload_info(&self, dims: &[usize], strides: &[&[usize]]) -> CudaResult<DeviceBuffer> {
         let mut words: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
         for s in strides {
             words.extend(s.iter().map(|&x| x as u64));
@@ -783,7 +713,7 @@ fn is_predicate(op: &str) -> bool {
 }
 
 #[track_caller]
-fn invalid(op: &'static str, detail: String, help: &str) -> CudaError {
+pub(super) fn invalid(op: &'static str, detail: String, help: &str) -> CudaError {
     Error::InvalidArgument { op, detail, help: help.to_string(), location: Location::caller() }.into()
 }
 
