@@ -54,6 +54,29 @@ pub fn device_name(index: usize) -> Option<String> {
     cudarc::driver::result::device::get_name(device).ok()
 }
 
+/// The theoretical peak memory bandwidth of CUDA device `index` in bytes per second: twice the
+/// memory clock times the bus width, as NVIDIA's bandwidth figures are computed. `None` when there
+/// is no such device or the driver does not report the numbers.
+pub fn device_memory_bandwidth(index: usize) -> Option<f64> {
+    use cudarc::driver::sys::CUdevice_attribute::{
+        CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE,
+    };
+    if index >= device_count() {
+        return None;
+    }
+    let device = cudarc::driver::result::device::get(i32::try_from(index).ok()?).ok()?;
+    // SAFETY: `device` is a valid handle (the driver is initialised and index < count); reading an
+    // attribute touches no other state.
+    let (clock_khz, bus_bits) = unsafe {
+        use cudarc::driver::result::device::get_attribute;
+        (
+            get_attribute(device, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE).ok()?,
+            get_attribute(device, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH).ok()?,
+        )
+    };
+    (clock_khz > 0 && bus_bits > 0).then(|| 2.0 * f64::from(clock_khz) * 1e3 * f64::from(bus_bits) / 8.0)
+}
+
 /// Why CUDA is not available, in words for an error message.
 pub(crate) fn unavailable_reason() -> String {
     probe().reason.clone().unwrap_or_else(|| "CUDA is available".to_string())

@@ -300,7 +300,8 @@ impl<E: UseEvent> PendingUses<E> {
     /// Records a copy of `kind` on `stream` followed by `event`; entries already completed are
     /// dropped.
     pub fn record(&mut self, stream: usize, kind: UseKind, event: E) {
-        self.uses.retain(|u| !(u.stream == stream && u.kind == kind) && !u.event.is_done());
+        let superseded = |u: &PendingUse<E>| u.stream == stream && u.kind == kind;
+        self.uses.retain(|u| !(superseded(u) || u.event.is_done()));
         self.uses.push(PendingUse { stream, kind, event });
     }
 
