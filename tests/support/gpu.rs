@@ -8,9 +8,10 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 static GPU: RwLock<()> = RwLock::new(());
 
 /// Written to stderr directly, past the test harness's output capture, so a skip is always seen.
+/// One write, so the line is not cut by the harness's lines from other threads.
 pub fn skip_note(message: &str) {
     use std::io::Write as _;
-    let _ = writeln!(std::io::stderr(), "{message}");
+    let _ = std::io::stderr().write_all(format!("{message}\n").as_bytes());
 }
 
 /// `Some` (holding the lock shared, beside other GPU tests) when a CUDA device is present.
