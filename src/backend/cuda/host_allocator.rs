@@ -322,6 +322,11 @@ impl<E: UseEvent> PendingUses<E> {
         self.uses.iter().filter(|u| u.kind == UseKind::DeviceWrites).map(|u| &u.event)
     }
 
+    /// Every pending event.
+    pub fn events(&self) -> impl Iterator<Item = &E> {
+        self.uses.iter().map(|u| &u.event)
+    }
+
     /// Forgets the writes once the host has waited for them.
     pub fn writes_done(&mut self) {
         self.uses.retain(|u| u.kind != UseKind::DeviceWrites);

@@ -636,9 +636,12 @@ impl PinnedBuffer {
     /// Waits on the host for every device copy still reading or writing the buffer.
     pub fn wait(&self) -> CudaResult<()> {
         let mut uses = self.lock_uses();
-        for event in std::mem::take(&mut *uses).into_events() {
+        // Forgotten only once all have been waited for: after an error the rest stay pending,
+        // and the block is not reused under them.
+        for event in uses.events() {
             event.wait_on_host()?;
         }
+        *uses = PendingUses::default();
         Ok(())
     }
 
@@ -657,8 +660,16 @@ impl PinnedBuffer {
             device.wait_for(&hazard.event)?;
         }
         copy()?;
-        let event = DeviceEvent { device: device.clone(), event: device.record_event()? };
-        uses.record(device.ordinal(), kind, event);
+        let event = match device.record_event() {
+            Ok(event) => event,
+            Err(e) => {
+                // Without an event nothing would keep the block from reuse under the copy just
+                // queued: wait for it here instead.
+                let _ = device.synchronize();
+                return Err(e);
+            }
+        };
+        uses.record(device.ordinal(), kind, DeviceEvent { device: device.clone(), event });
         Ok(())
     }
 
