@@ -312,7 +312,7 @@ fn run_single_threaded(opts: &Options, results: &mut Vec<Measurement>) {
         }
         let mb = files.iter().map(|(_, t)| t.len()).sum::<usize>() as f64 / 1e6;
         let detail = format!("{} files of the cargo registry, {mb:.1} MB", files.len());
-        let settings = devcheck::lint::Settings::default();
+        let settings = devcheck_lint::Settings::default();
         let floor = "syn_parse_visit";
         record(opts, results, floor.into(), 1, Work::Rate(mb, "MB/s"), || {
             files.iter().map(|(_, t)| lint::bare(t)).sum::<usize>()

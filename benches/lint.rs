@@ -11,7 +11,7 @@ mod workload;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use devcheck::lint::Settings;
+use devcheck_lint::Settings;
 use rayon::prelude::*;
 
 struct Args {

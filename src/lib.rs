@@ -1,4 +1,5 @@
-//! devcheck: a tensor runtime, checker and linter that make device placement checkable.
+//! devcheck: a tensor runtime and checker that make device placement checkable (the linter is
+//! the `devcheck-lint` crate, the command the `devcheck-cli` crate).
 //!
 //! Every tensor knows its [`Device`] and its [`Origin`] (the file:line:column where it was made),
 //! and every op checks its operands in one place before any backend runs, so a device mismatch
@@ -16,7 +17,6 @@ pub mod data;
 pub mod device;
 pub mod dtype;
 pub mod error;
-pub mod lint;
 pub mod module;
 pub mod nn;
 pub mod optim;

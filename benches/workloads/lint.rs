@@ -22,7 +22,7 @@ pub fn collect(roots: &[PathBuf], limit: Option<usize>) -> Vec<(PathBuf, String)
             let p = entry.path();
             if p.extension().is_some_and(|e| e == "rs")
                 && let Ok(text) = std::fs::read_to_string(p)
-                && text.len() <= devcheck::lint::MAX_FILE_BYTES
+                && text.len() <= devcheck_lint::MAX_FILE_BYTES
             {
                 files.push((p.to_path_buf(), text));
             }
@@ -58,6 +58,6 @@ pub fn bare(text: &str) -> usize {
 }
 
 /// The number of findings `devcheck lint` reports on one file.
-pub fn lint(path: &Path, text: &str, settings: &devcheck::lint::Settings) -> usize {
-    devcheck::lint::lint_source(path, text, settings).diagnostics.len()
+pub fn lint(path: &Path, text: &str, settings: &devcheck_lint::Settings) -> usize {
+    devcheck_lint::lint_source(path, text, settings).diagnostics.len()
 }

@@ -1,0 +1,432 @@
+//! The `devcheck` command line: `lint`, `inspect`, `explain`, `env`.
+//!
+//! Exit codes: 0 clean, 1 findings at the failing level, 2 usage, I/O or internal error.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use devcheck_lint::output::{Format, RenderOptions, render};
+use devcheck_lint::{
+    Api, FixMode, Overrides, Settings, Severity, apply_fixes, inspect_paths, lint_paths, registry,
+    render_inspect,
+};
+use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme};
+
+#[derive(Parser)]
+#[command(
+    name = "devcheck",
+    version,
+    about = "Device-placement linter and checker for Rust deep-learning code"
+)]
+struct Cli {
+    /// When to colour the output.
+    #[arg(long, value_enum, default_value_t = Color::Auto, global = true)]
+    color: Color,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Lint Rust files for device hazards (D001-D007).
+    Lint(LintArgs),
+    /// Show what a device move carries in each module struct, and what it leaves behind.
+    Inspect(InspectArgs),
+    /// Print a rule's documentation: `devcheck explain D001`.
+    Explain {
+        /// A rule code (`D001`) or name (`tensor-on-fixed-device`).
+        code: String,
+    },
+    /// Show the devcheck version, CUDA driver and devices, NVRTC, and the default device.
+    Env {
+        #[arg(long, value_enum, default_value_t = EnvFormat::Human)]
+        format: EnvFormat,
+    },
+    /// CUDA kernel tools (no GPU needed).
+    Kernels {
+        #[command(subcommand)]
+        command: KernelsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum KernelsCommand {
+    /// Compile every kernel module in `kernels/` with NVRTC for each `--arch`, and check that the
+    /// compiled kernels are exactly the ones the backend looks up.
+    Check {
+        /// Target architecture; repeatable (`--arch sm_80 --arch sm_90`).
+        #[arg(long = "arch", default_value = "sm_80")]
+        archs: Vec<String>,
+        /// Extra include directory for the CUDA headers (cuda_fp16.h); repeatable.
+        #[arg(long = "include")]
+        include: Vec<std::path::PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum EnvFormat {
+    Human,
+    Json,
+}
+
+#[derive(Args)]
+struct InspectArgs {
+    /// Rust files or directories to inspect, or `.safetensors` checkpoints.
+    #[arg(default_value = ".")]
+    paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = EnvFormat::Human)]
+    format: EnvFormat,
+    /// The tensor API of every file, instead of detecting it from its `use` lines.
+    #[arg(long, value_enum)]
+    api: Option<Api>,
+    /// Read this configuration file instead of looking for devcheck.toml.
+    #[arg(long, conflicts_with = "isolated")]
+    config: Option<PathBuf>,
+    /// Ignore every devcheck.toml.
+    #[arg(long)]
+    isolated: bool,
+}
+
+#[derive(Args)]
+struct LintArgs {
+    /// Files or directories to lint (directories are walked, respecting .gitignore).
+    #[arg(default_value = ".")]
+    paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+    /// Only these rules (codes or names, comma-separated, or ALL); replaces `select` in devcheck.toml.
+    #[arg(long, value_delimiter = ',')]
+    select: Option<Vec<String>>,
+    /// Skip these rules (codes or names, comma-separated); added to `ignore` in devcheck.toml.
+    #[arg(long, value_delimiter = ',')]
+    ignore: Vec<String>,
+    /// The tensor API of every file, instead of detecting it from its `use` lines.
+    #[arg(long, value_enum)]
+    api: Option<Api>,
+    /// The level of finding that makes the run fail (exit code 1).
+    #[arg(long, value_enum)]
+    fail_on: Option<Severity>,
+    /// Also run the preview rules and patterns (less precise on real code; see `devcheck explain`).
+    #[arg(long)]
+    preview: bool,
+    /// Read this configuration file instead of looking for devcheck.toml.
+    #[arg(long, conflicts_with = "isolated")]
+    config: Option<PathBuf>,
+    /// Ignore every devcheck.toml.
+    #[arg(long)]
+    isolated: bool,
+    /// Apply safe fixes in place.
+    #[arg(long)]
+    fix: bool,
+    /// With --fix, apply unsafe fixes too (read them first: see `devcheck explain`).
+    #[arg(long, requires = "fix")]
+    unsafe_fixes: bool,
+    /// List the rules and exit.
+    #[arg(long)]
+    list_rules: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let color = match cli.color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+    };
+    let code = match cli.command {
+        Command::Lint(args) => lint(args, color),
+        Command::Inspect(args) => inspect(args, color),
+        Command::Explain { code } => explain(&code, color),
+        Command::Env { format } => env(format),
+        Command::Kernels { command: KernelsCommand::Check { archs, include } } => {
+            kernels_check(&archs, &include)
+        }
+    };
+    ExitCode::from(code)
+}
+
+fn width() -> usize {
+    std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()).filter(|w| *w >= 40).unwrap_or(100)
+}
+
+/// Prints an error of the run itself as a miette report on stderr.
+fn report_error(error: &dyn Diagnostic, color: bool) {
+    let err_color = color && std::io::stderr().is_terminal();
+    let theme = if err_color { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
+    let handler = GraphicalReportHandler::new_themed(theme).with_links(false).with_width(width());
+    let mut out = String::new();
+    if handler.render_report(&mut out, error).is_err() {
+        out = error.to_string();
+    }
+    eprint!("{out}");
+}
+
+fn print(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    // A closed pipe (`devcheck lint | head`) is not an error worth a panic.
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
+}
+
+fn lint(args: LintArgs, color: bool) -> u8 {
+    if args.list_rules {
+        print(&list_rules(args.format));
+        return 0;
+    }
+    let overrides = Overrides {
+        select: args.select,
+        ignore: args.ignore,
+        api: args.api,
+        fail_on: args.fail_on,
+        preview: args.preview,
+    };
+    let Some(settings) = settings(args.isolated, args.config.clone(), &overrides, color) else { return 2 };
+    let mut run = match lint_paths(&args.paths, &settings) {
+        Ok(r) => r,
+        Err(e) => {
+            report_error(&e, color);
+            return 2;
+        }
+    };
+    if args.fix {
+        let mode = if args.unsafe_fixes { FixMode::Unsafe } else { FixMode::Safe };
+        match apply_fixes(&mut run, mode, &settings, true) {
+            Ok(summary) => {
+                for path in &summary.rejected {
+                    eprintln!("devcheck: fixes for {path} were not applied: the fixed file did not parse");
+                }
+                if !summary.files.is_empty() {
+                    eprintln!(
+                        "devcheck: fixed {} finding{} in {} file{}",
+                        summary.fixed,
+                        if summary.fixed == 1 { "" } else { "s" },
+                        summary.files.len(),
+                        if summary.files.len() == 1 { "" } else { "s" }
+                    );
+                }
+            }
+            Err(e) => {
+                report_error(&e, color);
+                return 2;
+            }
+        }
+    }
+    let opts = RenderOptions { color, width: width(), summary: true };
+    print(&render(&run, args.format, opts));
+    if run.has_internal_errors() {
+        2
+    } else if run.fails_at(settings.fail_on) {
+        1
+    } else {
+        0
+    }
+}
+
+/// The configuration: `--config`, else devcheck.toml found upwards from here, else defaults.
+fn settings(isolated: bool, config: Option<PathBuf>, overrides: &Overrides, color: bool) -> Option<Settings> {
+    let config_path = if isolated {
+        None
+    } else {
+        config.or_else(|| {
+            let cwd = std::env::current_dir().ok()?;
+            let found = Settings::discover(&cwd)?;
+            // Shown in messages: relative to where the user is, when it is below.
+            let cwd = cwd.canonicalize().unwrap_or(cwd);
+            Some(found.strip_prefix(&cwd).map(PathBuf::from).unwrap_or(found))
+        })
+    };
+    match Settings::load(config_path.as_deref(), overrides) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            report_error(&e, color);
+            None
+        }
+    }
+}
+
+fn inspect(args: InspectArgs, color: bool) -> u8 {
+    // Checkpoints are inspected from their header; everything else is Rust source.
+    let (checkpoints, sources): (Vec<PathBuf>, Vec<PathBuf>) =
+        args.paths.iter().cloned().partition(|p| p.extension().is_some_and(|e| e == "safetensors"));
+    let json = args.format == EnvFormat::Json;
+    let mut code = 0;
+    for path in &checkpoints {
+        match devcheck::check::inspect_checkpoint(path) {
+            Ok(inventory) => {
+                print(&if json { format!("{}\n", inventory.to_json()) } else { format!("{inventory}\n") });
+                if !inventory.is_clean() {
+                    report_error(&inventory.to_error(), color);
+                    code = 1;
+                }
+            }
+            Err(e) => {
+                report_error(&e, color);
+                return 2;
+            }
+        }
+    }
+    if sources.is_empty() && !checkpoints.is_empty() {
+        return code;
+    }
+    let overrides = Overrides { api: args.api, ..Overrides::default() };
+    let Some(settings) = settings(args.isolated, args.config, &overrides, color) else { return 2 };
+    let run = match inspect_paths(&sources, &settings) {
+        Ok(r) => r,
+        Err(e) => {
+            report_error(&e, color);
+            return 2;
+        }
+    };
+    print(&render_inspect(&run, json, color));
+    if run.fails_at(settings.fail_on) { 1 } else { code }
+}
+
+fn list_rules(format: Format) -> String {
+    if format == Format::Json {
+        let rules: Vec<serde_json::Value> = registry::all()
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "code": r.code,
+                    "name": r.name,
+                    "group": r.group.as_str(),
+                    "status": r.status.as_str(),
+                    "severity": r.default_severity().as_str(),
+                    "fix": r.fix.as_str(),
+                    "summary": r.summary,
+                })
+            })
+            .collect();
+        return serde_json::to_string_pretty(&rules).unwrap_or_default() + "\n";
+    }
+    let mut out = String::new();
+    for r in registry::all() {
+        out.push_str(&format!(
+            "{}  {:<24} {:<12} {:<8} {:<8} fix: {:<15} {}\n",
+            r.code,
+            r.name,
+            r.group.as_str(),
+            r.status.as_str(),
+            r.default_severity().as_str(),
+            r.fix.as_str(),
+            r.summary
+        ));
+    }
+    out
+}
+
+fn explain(code: &str, color: bool) -> u8 {
+    match devcheck_lint::explain(code) {
+        Some(text) => {
+            print(&text);
+            if !text.ends_with('\n') {
+                print("\n");
+            }
+            0
+        }
+        None => {
+            let valid: Vec<&str> = registry::all().iter().map(|r| r.code).collect();
+            let error = devcheck_lint::LintError::UnknownRule {
+                code: code.to_string(),
+                context: None,
+                valid: valid.join(", "),
+            };
+            report_error(&error, color);
+            2
+        }
+    }
+}
+
+/// One line of `devcheck env`: a key and its value.
+struct EnvRow {
+    key: &'static str,
+    value: String,
+}
+
+/// What `devcheck env` reports. New probes (NVRTC, cuBLAS, ...) are one more row each.
+fn env_rows() -> Vec<EnvRow> {
+    let mut rows = vec![EnvRow { key: "devcheck", value: env!("CARGO_PKG_VERSION").to_string() }];
+    let count = devcheck::cuda::device_count();
+    let cuda = if count > 0 {
+        format!("available, {count} device{}", if count == 1 { "" } else { "s" })
+    } else {
+        match devcheck::Device::Cuda(0).ensure_available() {
+            Err(devcheck::Error::DeviceUnavailable { reason, .. }) => format!("not available: {reason}"),
+            _ => "not available".to_string(),
+        }
+    };
+    rows.push(EnvRow { key: "cuda", value: cuda });
+    for i in 0..count {
+        let name = devcheck::cuda::device_name(i).unwrap_or_else(|| "(name unavailable)".to_string());
+        rows.push(EnvRow { key: "cuda device", value: format!("cuda:{i}: {name}") });
+    }
+    let nvrtc = devcheck::cuda::nvrtc_info();
+    let nvrtc_row = match (nvrtc.found, nvrtc.version, &nvrtc.library) {
+        (true, Some((major, minor)), Some(path)) => format!("{major}.{minor} ({})", path.display()),
+        (true, Some((major, minor)), None) => format!("{major}.{minor}"),
+        (true, None, _) => "found, version unknown".to_string(),
+        (false, _, _) => format!(
+            "not found (looked for {}; LD_LIBRARY_PATH={})",
+            nvrtc.searched.join(", "),
+            nvrtc.ld_library_path.as_deref().unwrap_or("")
+        ),
+    };
+    rows.push(EnvRow { key: "nvrtc", value: nvrtc_row });
+    let headers = if nvrtc.include_dirs.is_empty() {
+        "not found (set DEVCHECK_CUDA_INCLUDE to a directory with cuda_fp16.h)".to_string()
+    } else {
+        nvrtc.include_dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+    };
+    rows.push(EnvRow { key: "cuda headers", value: headers });
+    rows.push(EnvRow { key: "default device", value: devcheck::default_device().to_string() });
+    rows.push(EnvRow { key: "best available", value: devcheck::Device::best_available().to_string() });
+    rows
+}
+
+fn env(format: EnvFormat) -> u8 {
+    let rows = env_rows();
+    match format {
+        EnvFormat::Human => {
+            let width = rows.iter().map(|r| r.key.len()).max().unwrap_or(0);
+            let mut out = String::new();
+            for r in &rows {
+                out.push_str(&format!("{:<width$}  {}\n", r.key, r.value));
+            }
+            print(&out);
+        }
+        EnvFormat::Json => {
+            let list: Vec<serde_json::Value> =
+                rows.iter().map(|r| serde_json::json!({ "key": r.key, "value": r.value })).collect();
+            print(&(serde_json::to_string_pretty(&list).unwrap_or_default() + "\n"));
+        }
+    }
+    0
+}
+
+fn kernels_check(archs: &[String], include: &[std::path::PathBuf]) -> u8 {
+    let mut failed = false;
+    for arch in archs {
+        match devcheck::cuda::kernels::check_all(arch, include) {
+            Ok(checks) => {
+                print(&devcheck::cuda::kernels::format_report(arch, &checks));
+                failed |= checks.iter().any(|m| !m.is_ok());
+            }
+            Err(e) => {
+                eprintln!("{}", e.render(width()));
+                return 2;
+            }
+        }
+    }
+    if failed { 1 } else { 0 }
+}

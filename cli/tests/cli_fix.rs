@@ -1,0 +1,107 @@
+//! `devcheck lint --fix`: safe fixes only by default, unsafe ones on request, and the fixed files
+//! always parse.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use devcheck_lint::{FixMode, Settings, apply_fixes, lint_paths};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root")
+}
+
+fn devcheck(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_devcheck"))
+        .args(["--color", "never", "lint", "--isolated", "--format", "concise"])
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("the devcheck binary runs")
+}
+
+/// Copies a fixture into a fresh directory as `src/model.rs` (library code).
+fn copy_fixture(fixture: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(dir.path().join("src")).expect("mkdir");
+    let text = std::fs::read_to_string(root().join(fixture)).expect("fixture");
+    std::fs::write(dir.path().join("src/model.rs"), &text).expect("write");
+    (dir, text)
+}
+
+fn read(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("src/model.rs")).expect("read back")
+}
+
+/// A unified diff of the fix, for a readable snapshot.
+fn changes(before: &str, after: &str) -> String {
+    similar::TextDiff::from_lines(before, after).unified_diff().context_radius(1).to_string()
+}
+
+#[test]
+fn fix_applies_safe_fixes_and_reports_what_is_left() {
+    let (dir, before) = copy_fixture("fixtures/lint/d001/candle.rs");
+    let out = devcheck(&["--fix", "src/model.rs"], dir.path());
+    let after = read(dir.path());
+    assert!(syn::parse_file(&after).is_ok());
+    // Six D001 fixes; one of them also removes the `Device::new_cuda(0)` of a D002 finding.
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "devcheck: fixed 7 findings in 1 file\n");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "No findings in 1 file.\n");
+    insta::assert_snapshot!("fix_d001_candle", changes(&before, &after));
+}
+
+#[test]
+fn fix_tch_constants_and_implicit_cpu() {
+    let (dir, before) = copy_fixture("fixtures/lint/d001/tch.rs");
+    devcheck(&["--fix", "src/model.rs"], dir.path());
+    let after = read(dir.path());
+    assert!(syn::parse_file(&after).is_ok());
+    insta::assert_snapshot!("fix_d001_tch", changes(&before, &after));
+}
+
+#[test]
+fn unsafe_fixes_need_the_flag() {
+    let (dir, before) = copy_fixture("fixtures/lint/d003/candle.rs");
+    let out = devcheck(&["--fix", "src/model.rs"], dir.path());
+    assert_eq!(read(dir.path()), before, "an unsafe fix was applied without --unsafe-fixes");
+    assert_eq!(out.status.code(), Some(1));
+    let out = devcheck(&["--fix", "--unsafe-fixes", "src/model.rs"], dir.path());
+    let after = read(dir.path());
+    assert!(syn::parse_file(&after).is_ok());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    insta::assert_snapshot!("fix_d003_candle_unsafe", changes(&before, &after));
+}
+
+#[test]
+fn fix_devcheck_skip_becomes_non_persistent() {
+    let (dir, before) = copy_fixture("fixtures/lint/d004/devcheck.rs");
+    let out = devcheck(&["--fix", "src/model.rs"], dir.path());
+    assert_eq!(out.status.code(), Some(0));
+    insta::assert_snapshot!("fix_d004_devcheck", changes(&before, &read(dir.path())));
+}
+
+#[test]
+fn fix_removes_empty_cache_in_loop() {
+    let (dir, before) = copy_fixture("fixtures/lint/d006/devcheck.rs");
+    let out = devcheck(&["--fix", "--unsafe-fixes", "src/model.rs"], dir.path());
+    assert_eq!(out.status.code(), Some(0));
+    insta::assert_snapshot!("fix_d006_devcheck", changes(&before, &read(dir.path())));
+}
+
+#[test]
+fn every_fix_of_every_fixture_leaves_code_that_parses() {
+    let mut run = lint_paths(&[root().join("fixtures/lint")], &Settings::default()).expect("lint");
+    let fixable = run.diagnostics().filter(|d| d.fix.is_some()).count();
+    assert!(fixable >= 20, "expected fixes to test, found {fixable}");
+    let summary = apply_fixes(&mut run, FixMode::Unsafe, &Settings::default(), false).expect("fix in memory");
+    assert!(summary.rejected.is_empty(), "fixed files that did not parse: {:?}", summary.rejected);
+    // A fix may remove more than its own finding (a D001 fix replacing a D002 device literal).
+    assert!(summary.fixed >= fixable, "every fix should remove its finding: {} < {fixable}", summary.fixed);
+    for file in &run.files {
+        if file.path.ends_with("parse_error.rs") {
+            continue;
+        }
+        assert!(syn::parse_file(&file.text).is_ok(), "{} no longer parses", file.path);
+        assert!(file.diagnostics.iter().all(|d| d.fix.is_none()), "{} still has fixable findings", file.path);
+    }
+}

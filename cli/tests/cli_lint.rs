@@ -1,0 +1,272 @@
+//! `devcheck lint` as a user runs it: formats, exit codes, configuration, suppressions, bad files.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn devcheck(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_devcheck"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("NO_COLOR")
+        .env("COLUMNS", "100")
+        .output()
+        .expect("the devcheck binary runs")
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).expect("stderr is UTF-8")
+}
+
+/// Lints `paths` (relative to the crate root) without any devcheck.toml.
+fn lint(args: &[&str]) -> Output {
+    let mut all = vec!["--color", "never", "lint", "--isolated"];
+    all.extend_from_slice(args);
+    devcheck(&all, root())
+}
+
+#[test]
+fn human_format_snapshot() {
+    let out = lint(&["fixtures/lint/d003/candle.rs", "fixtures/lint/d006/devcheck.rs"]);
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("human", stdout(&out));
+}
+
+#[test]
+fn concise_format_snapshot() {
+    let out = lint(&["--format", "concise", "fixtures/lint/d001", "fixtures/lint/d005"]);
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("concise", stdout(&out));
+}
+
+#[test]
+fn json_format_has_the_documented_fields() {
+    let out = lint(&["--format", "json", "fixtures/lint/d001/tch.rs"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let items = value.as_array().expect("an array");
+    assert_eq!(items.len(), 5);
+    for item in items {
+        for key in [
+            "code",
+            "name",
+            "severity",
+            "message",
+            "path",
+            "line",
+            "column",
+            "end_line",
+            "end_column",
+            "help",
+        ] {
+            assert!(item.get(key).is_some(), "missing `{key}` in {item}");
+        }
+    }
+    assert_eq!(items[0]["code"], "D001");
+    assert_eq!(items[0]["name"], "tensor-on-fixed-device");
+    assert_eq!(items[0]["path"], "fixtures/lint/d001/tch.rs");
+    assert_eq!(items[0]["line"], 24);
+    assert_eq!(items[0]["fix"]["applicability"], "safe");
+    insta::assert_snapshot!("json", text);
+}
+
+#[test]
+fn sarif_format_is_what_code_scanning_reads() {
+    let out = lint(&["--format", "sarif", "fixtures/lint/d002/devcheck.rs"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    let sarif: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    assert_eq!(sarif["version"], "2.1.0");
+    let run = &sarif["runs"][0];
+    assert_eq!(run["tool"]["driver"]["name"], "devcheck");
+    let rules = run["tool"]["driver"]["rules"].as_array().expect("rules");
+    for rule in rules {
+        for key in ["id", "name", "shortDescription", "fullDescription", "help", "defaultConfiguration"] {
+            assert!(rule.get(key).is_some(), "rule without `{key}`: {rule}");
+        }
+        assert!(rule["help"]["text"].as_str().is_some_and(|t| t.contains("### Why is this bad?")));
+    }
+    let results = run["results"].as_array().expect("results");
+    assert_eq!(results.len(), 3);
+    for r in results {
+        let index = r["ruleIndex"].as_u64().expect("ruleIndex") as usize;
+        assert_eq!(rules[index]["id"], r["ruleId"]);
+        let loc = &r["locations"][0]["physicalLocation"];
+        assert_eq!(loc["artifactLocation"]["uri"], "fixtures/lint/d002/devcheck.rs");
+        assert!(loc["region"]["startLine"].as_u64().is_some_and(|l| l >= 1));
+        assert!(loc["region"]["startColumn"].as_u64().is_some_and(|c| c >= 1));
+    }
+    // The results (the rules' docs are checked above and by `devcheck explain`).
+    insta::assert_snapshot!("sarif_results", serde_json::to_string_pretty(results).unwrap_or_default());
+}
+
+#[test]
+fn github_format_snapshot() {
+    let out =
+        lint(&["--format", "github", "fixtures/lint/d002/devcheck.rs", "fixtures/lint/d003/devcheck.rs"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.lines().all(|l| l.starts_with("::error file=") || l.starts_with("::warning file=")));
+    insta::assert_snapshot!("github", text);
+}
+
+#[test]
+fn clean_code_exits_zero() {
+    let out = lint(&["fixtures/lint/d002/examples/train.rs", "fixtures/lint/d002/src/bin/serve.rs"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(stdout(&out), "No findings in 2 files.\n");
+}
+
+#[test]
+fn fail_on_error_ignores_warnings() {
+    let out = lint(&["--fail-on", "error", "fixtures/lint/d005"]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = lint(&["--fail-on", "error", "fixtures/lint/d001/burn.rs"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn select_and_ignore_pick_rules() {
+    let out = lint(&["--format", "concise", "--select", "D002", "fixtures/lint/d001/candle.rs"]);
+    let text = stdout(&out);
+    assert!(text.contains(" D002 ") && !text.contains(" D001 "), "{text}");
+    let out = lint(&[
+        "--format",
+        "concise",
+        "--ignore",
+        "tensor-on-fixed-device,D002",
+        "fixtures/lint/d001/candle.rs",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+#[test]
+fn unknown_rule_is_a_usage_error() {
+    let out = lint(&["--select", "D123", "fixtures/lint/d001"]);
+    assert_eq!(out.status.code(), Some(2));
+    insta::assert_snapshot!("unknown_rule", stderr(&out));
+}
+
+#[test]
+fn missing_path_is_an_error() {
+    let out = lint(&["fixtures/lint/no-such-dir"]);
+    assert_eq!(out.status.code(), Some(2));
+    insta::assert_snapshot!("missing_path", stderr(&out));
+}
+
+#[test]
+fn bad_usage_exits_two() {
+    let out = lint(&["--format", "xml", "."]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("possible values: human, concise, json, sarif, github"));
+}
+
+#[test]
+fn parse_errors_are_reported_and_the_run_goes_on() {
+    let out =
+        lint(&["--format", "concise", "fixtures/lint/misc/parse_error.rs", "fixtures/lint/d006/tch.rs"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("fixtures/lint/misc/parse_error.rs:7:5: D000 [error] expected `;`"), "{text}");
+    assert!(text.contains("fixtures/lint/d006/tch.rs:16:9: D006"), "{text}");
+}
+
+#[test]
+fn odd_files_never_crash_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    std::fs::write(d.join("empty.rs"), "").expect("write");
+    std::fs::write(d.join("latin1.rs"), b"// caf\xe9\nfn main() {}\n").expect("write");
+    std::fs::write(d.join("binary.rs"), [0u8, 159, 146, 150, 0, 1, 2, 255]).expect("write");
+    let mut deep = String::from("fn f() -> i32 { ");
+    deep.push_str(&"(".repeat(5000));
+    deep.push('1');
+    deep.push_str(&")".repeat(5000));
+    deep.push_str(" }\n");
+    std::fs::write(d.join("deep.rs"), deep).expect("write");
+    let huge = "// padding\n".repeat((devcheck_lint::MAX_FILE_BYTES / 11) + 10);
+    std::fs::write(d.join("huge.rs"), huge).expect("write");
+    std::fs::write(d.join("bom.rs"), "\u{feff}#!/usr/bin/env run-cargo-script\nfn main() {}\n")
+        .expect("write");
+    let out = devcheck(&["--color", "never", "lint", "--isolated", "--format", "concise", "."], d);
+    assert_eq!(out.status.code(), Some(1), "{}{}", stdout(&out), stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("latin1.rs:1:7: D000 [error] file is not valid UTF-8"), "{text}");
+    assert!(text.contains("binary.rs:1:2: D000 [error] file is not valid UTF-8"), "{text}");
+    assert!(text.contains("deep.rs:1:"), "{text}");
+    assert!(text.contains("brackets nest deeper than 200 levels"), "{text}");
+    assert!(text.contains("huge.rs:1:1: D000 [error] file not linted: it is"), "{text}");
+    assert!(!text.contains("empty.rs") && !text.contains("bom.rs"), "{text}");
+    assert!(text.ends_with("in 4 of 6 files.\n"), "{text}");
+    assert!(!text.contains("D999"), "{text}");
+}
+
+#[test]
+fn config_file_selects_ignores_and_sets_levels() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("src/models")).expect("mkdir");
+    std::fs::create_dir_all(d.join("scripts")).expect("mkdir");
+    let model = std::fs::read_to_string(root().join("fixtures/lint/d001/candle.rs")).expect("fixture");
+    std::fs::write(d.join("src/models/attention.rs"), &model).expect("write");
+    std::fs::write(d.join("scripts/attention.rs"), &model).expect("write");
+    std::fs::write(
+        d.join("devcheck.toml"),
+        "[lint]\nignore = [\"D002\"]\nfail-on = \"error\"\n\n[lint.severity]\nD001 = \"warning\"\n\n\
+         [lint.per-file-ignores]\n\"scripts/**\" = [\"D001\"]\n",
+    )
+    .expect("write");
+    let out = devcheck(&["--color", "never", "lint", "--format", "concise"], d);
+    let text = stdout(&out);
+    // D001 only in src/, as a warning; D002 nowhere; warnings do not fail the run.
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(text.matches(" D001 [warning] ").count(), 6, "{text}");
+    assert!(text.lines().filter(|l| l.contains(" D001 ")).all(|l| l.starts_with("src/models/attention.rs:")));
+    assert!(!text.contains("D002"), "{text}");
+    // The command line overrides the file.
+    let out = devcheck(&["--color", "never", "lint", "--format", "concise", "--fail-on", "warning"], d);
+    assert_eq!(out.status.code(), Some(1));
+    let out = devcheck(&["--color", "never", "lint", "--format", "concise", "--isolated"], d);
+    assert_eq!(stdout(&out).matches(" D001 [error] ").count(), 12);
+}
+
+#[test]
+fn invalid_config_is_reported_with_its_location() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("devcheck.toml"), "[lint]\nselect = [\"D001\"]\nfail_on = \"error\"\n")
+        .expect("write");
+    let out = devcheck(&["--color", "never", "lint"], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    insta::assert_snapshot!("invalid_config", stderr(&out));
+}
+
+#[test]
+fn gitignored_files_are_skipped_unless_named() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("gen")).expect("mkdir");
+    std::fs::write(d.join(".gitignore"), "gen/\n").expect("write");
+    let model = std::fs::read_to_string(root().join("fixtures/lint/d006/devcheck.rs")).expect("fixture");
+    std::fs::write(d.join("gen/model.rs"), &model).expect("write");
+    let out = devcheck(&["--color", "never", "lint", "--isolated"], d);
+    assert_eq!(stdout(&out), "No findings in 0 files.\n");
+    let out = devcheck(&["--color", "never", "lint", "--isolated", "--format", "concise", "gen/model.rs"], d);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn color_always_colours_human_output() {
+    let out =
+        devcheck(&["--color", "always", "lint", "--isolated", "fixtures/lint/d006/devcheck.rs"], root());
+    assert!(stdout(&out).contains("\u{1b}["));
+    let out = devcheck(&["--color", "never", "lint", "--isolated", "fixtures/lint/d006/devcheck.rs"], root());
+    assert!(!stdout(&out).contains("\u{1b}["));
+}

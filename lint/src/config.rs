@@ -1,0 +1,320 @@
+//! `devcheck.toml`: which rules run where, at which level, and on which API.
+//!
+//! ```toml
+//! [lint]
+//! select = ["ALL"]                  # codes or names; default: all rules
+//! ignore = ["D007"]
+//! api = "candle"                    # devcheck | candle | tch | burn; default: from `use` lines
+//! fail-on = "warning"               # the level that makes `devcheck lint` exit with 1
+//! preview = false                   # also run the preview rules and patterns
+//! exclude = ["generated/**"]
+//!
+//! [lint.severity]
+//! D002 = "error"
+//!
+//! [lint.per-file-ignores]
+//! "examples/**" = ["D002", "D007"]
+//! ```
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use miette::{NamedSource, SourceSpan};
+use serde::Deserialize;
+
+use super::error::{ConfigError, LintError};
+use super::profile::Api;
+use super::registry::{self, RuleMeta, Severity};
+
+/// The name of the configuration file, looked up from the current directory upwards.
+pub const CONFIG_FILE: &str = "devcheck.toml";
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    lint: LintTable,
+}
+
+/// The `[lint]` table as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LintTable {
+    pub select: Option<Vec<String>>,
+    pub ignore: Option<Vec<String>>,
+    pub api: Option<Api>,
+    pub fail_on: Option<Severity>,
+    pub preview: Option<bool>,
+    pub exclude: Option<Vec<String>>,
+    pub severity: Option<BTreeMap<String, Severity>>,
+    pub per_file_ignores: Option<BTreeMap<String, Vec<String>>>,
+}
+
+/// Settings for a run: the configuration file merged with the command line.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    enabled: HashSet<&'static str>,
+    severity: BTreeMap<&'static str, Severity>,
+    per_file_ignores: Vec<(GlobSet, HashSet<&'static str>)>,
+    exclude: GlobSet,
+    /// Paths in globs are relative to this directory (the configuration file's).
+    pub root: PathBuf,
+    pub api: Option<Api>,
+    pub fail_on: Severity,
+    /// Preview rules, and preview patterns of stable rules, run too.
+    pub preview: bool,
+    /// Where the settings came from, for messages.
+    pub config_path: Option<PathBuf>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            enabled: default_rules(false).collect(),
+            severity: BTreeMap::new(),
+            per_file_ignores: Vec::new(),
+            exclude: GlobSet::empty(),
+            root: PathBuf::from("."),
+            api: None,
+            fail_on: Severity::Warning,
+            preview: false,
+            config_path: None,
+        }
+    }
+}
+
+/// What the command line adds to (or overrides in) the configuration.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    /// Replaces the file's `select`.
+    pub select: Option<Vec<String>>,
+    /// Added to the file's `ignore`.
+    pub ignore: Vec<String>,
+    pub api: Option<Api>,
+    pub fail_on: Option<Severity>,
+    /// `--preview`: turns preview on whatever the file says.
+    pub preview: bool,
+}
+
+impl Settings {
+    /// Finds `devcheck.toml` in `start` or its ancestors.
+    pub fn discover(start: &Path) -> Option<PathBuf> {
+        let start = start.canonicalize().ok()?;
+        start.ancestors().map(|d| d.join(CONFIG_FILE)).find(|p| p.is_file())
+    }
+
+    /// Reads a configuration file and applies the command line on top.
+    pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Settings, LintError> {
+        let (table, root, config_path) = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|source| LintError::Io { path: p.to_path_buf(), source })?;
+                let file: ConfigFile = toml::from_str(&text).map_err(|e| {
+                    LintError::Config(Box::new(ConfigError {
+                        path: p.to_path_buf(),
+                        message: e.message().to_string(),
+                        help: "the `[lint]` table takes select, ignore, api, fail-on, preview, exclude, \
+                               severity and per-file-ignores"
+                            .to_string(),
+                        span: e.span().map(|s| SourceSpan::from(s.start..s.end)),
+                        src: NamedSource::new(p.display().to_string(), text.clone()),
+                    }))
+                })?;
+                let root = p
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .map(Path::to_path_buf)
+                    .unwrap_or_else(|| PathBuf::from("."));
+                (file.lint, root, Some(p.to_path_buf()))
+            }
+            None => (LintTable::default(), PathBuf::from("."), None),
+        };
+        Self::from_table(table, root, config_path, overrides)
+    }
+
+    pub fn from_table(
+        table: LintTable,
+        root: PathBuf,
+        config_path: Option<PathBuf>,
+        overrides: &Overrides,
+    ) -> Result<Settings, LintError> {
+        let context = config_path.as_ref().map(|p| p.display().to_string());
+        let preview = overrides.preview || table.preview.unwrap_or(false);
+        let select = overrides.select.clone().or(table.select);
+        let mut enabled: HashSet<&'static str> = match select {
+            None => default_rules(preview).collect(),
+            Some(list) => {
+                let mut set: HashSet<&'static str> =
+                    [registry::PARSE_ERROR.code, registry::INTERNAL_ERROR.code].into_iter().collect();
+                for code in &list {
+                    if code.eq_ignore_ascii_case("ALL") {
+                        set.extend(default_rules(preview));
+                    } else {
+                        // A rule named on its own runs, preview or not: the user asked for it.
+                        set.extend(resolve(code, context.as_deref())?.iter().map(|r| r.code));
+                    }
+                }
+                set
+            }
+        };
+        for code in table.ignore.iter().flatten().chain(&overrides.ignore) {
+            for rule in resolve(code, context.as_deref())? {
+                // An internal error is never silenced: it means the results are incomplete.
+                if rule.code != registry::INTERNAL_ERROR.code {
+                    enabled.remove(rule.code);
+                }
+            }
+        }
+        let mut severity = BTreeMap::new();
+        for (code, level) in table.severity.unwrap_or_default() {
+            for rule in resolve(&code, context.as_deref())? {
+                severity.insert(rule.code, level);
+            }
+        }
+        let mut per_file_ignores = Vec::new();
+        for (pattern, codes) in table.per_file_ignores.unwrap_or_default() {
+            let mut set = HashSet::new();
+            for code in &codes {
+                set.extend(resolve(code, context.as_deref())?.iter().map(|r| r.code));
+            }
+            per_file_ignores.push((glob_set(std::slice::from_ref(&pattern))?, set));
+        }
+        let exclude = glob_set(table.exclude.as_deref().unwrap_or(&[]))?;
+        Ok(Settings {
+            enabled,
+            severity,
+            per_file_ignores,
+            exclude,
+            root,
+            api: overrides.api.or(table.api),
+            fail_on: overrides.fail_on.or(table.fail_on).unwrap_or(Severity::Warning),
+            preview,
+            config_path,
+        })
+    }
+
+    /// Whether a rule runs on some file (before per-file ignores).
+    pub fn is_enabled(&self, code: &str) -> bool {
+        self.enabled.contains(code)
+    }
+
+    /// The rules enabled for this file (after `select`, `ignore` and per-file ignores).
+    pub fn enabled_for(&self, path: &Path) -> HashSet<&'static str> {
+        let mut enabled = self.enabled.clone();
+        if !self.per_file_ignores.is_empty() {
+            let rel = self.relative(path);
+            for (glob, codes) in &self.per_file_ignores {
+                if matches(glob, &rel) {
+                    enabled.retain(|c| !codes.contains(c));
+                }
+            }
+        }
+        enabled
+    }
+
+    pub fn is_excluded(&self, path: &Path) -> bool {
+        !self.exclude.is_empty() && matches(&self.exclude, &self.relative(path))
+    }
+
+    pub fn severity(&self, rule: &RuleMeta) -> Severity {
+        self.severity.get(rule.code).copied().unwrap_or_else(|| rule.default_severity())
+    }
+
+    fn relative(&self, path: &Path) -> PathBuf {
+        let abs = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        let root = abs(&self.root);
+        let file = abs(path);
+        file.strip_prefix(&root).map(Path::to_path_buf).unwrap_or_else(|_| path.to_path_buf())
+    }
+}
+
+/// The rules that run when none are selected: the stable ones, and the preview ones with preview.
+fn default_rules(preview: bool) -> impl Iterator<Item = &'static str> {
+    registry::all().iter().filter(move |r| preview || !r.status.is_preview()).map(|r| r.code)
+}
+
+/// Matches a path, or for patterns without a `/`, its file name.
+fn matches(set: &GlobSet, rel: &Path) -> bool {
+    let rel_str = rel.to_string_lossy().replace('\\', "/");
+    let rel_str = rel_str.strip_prefix("./").unwrap_or(&rel_str);
+    set.is_match(rel_str) || rel.file_name().is_some_and(|n| set.is_match(n))
+}
+
+fn glob_set(patterns: &[String]) -> Result<GlobSet, LintError> {
+    let mut builder = GlobSetBuilder::new();
+    for p in patterns {
+        let glob = Glob::new(p)
+            .map_err(|e| LintError::Glob { pattern: p.clone(), message: e.kind().to_string() })?;
+        builder.add(glob);
+        // `dir/**` should also match `dir` itself and `dir/` written without the stars.
+        if !p.contains('*') && !p.ends_with(".rs") {
+            let dir = format!("{}/**", p.trim_end_matches('/'));
+            if let Ok(g) = Glob::new(&dir) {
+                builder.add(g);
+            }
+        }
+    }
+    builder
+        .build()
+        .map_err(|e| LintError::Glob { pattern: patterns.join(", "), message: e.kind().to_string() })
+}
+
+/// A code, a name or `ALL` → rules.
+fn resolve(code: &str, context: Option<&str>) -> Result<Vec<&'static RuleMeta>, LintError> {
+    if code.eq_ignore_ascii_case("ALL") {
+        return Ok(registry::all().to_vec());
+    }
+    registry::lookup(code).map(|r| vec![r]).ok_or_else(|| LintError::UnknownRule {
+        code: code.to_string(),
+        context: context.map(str::to_string),
+        valid: registry::rules().map(|r| r.code).collect::<Vec<_>>().join(", "),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(table: LintTable, overrides: Overrides) -> Settings {
+        Settings::from_table(table, PathBuf::from("."), None, &overrides).expect("valid settings")
+    }
+
+    #[test]
+    fn preview_is_off_unless_asked_for_in_the_file_or_on_the_command_line() {
+        assert!(!Settings::default().preview);
+        assert!(!settings(LintTable::default(), Overrides::default()).preview);
+        let on_file = LintTable { preview: Some(true), ..LintTable::default() };
+        assert!(settings(on_file, Overrides::default()).preview);
+        let on_cli = Overrides { preview: true, ..Overrides::default() };
+        assert!(settings(LintTable { preview: Some(false), ..LintTable::default() }, on_cli).preview);
+    }
+
+    #[test]
+    fn default_and_all_run_only_stable_rules_without_preview_and_every_rule_with_it() {
+        let stable: Vec<&str> =
+            registry::all().iter().filter(|r| !r.status.is_preview()).map(|r| r.code).collect();
+        let without = settings(LintTable::default(), Overrides::default());
+        let all = settings(
+            LintTable::default(),
+            Overrides { select: Some(vec!["ALL".into()]), ..Overrides::default() },
+        );
+        let with = settings(LintTable::default(), Overrides { preview: true, ..Overrides::default() });
+        for r in registry::all() {
+            assert_eq!(without.is_enabled(r.code), stable.contains(&r.code), "{}", r.code);
+            assert_eq!(all.is_enabled(r.code), stable.contains(&r.code), "{}", r.code);
+            assert!(with.is_enabled(r.code), "{}", r.code);
+        }
+    }
+
+    #[test]
+    fn a_rule_selected_by_its_code_runs_even_in_preview() {
+        for r in registry::rules() {
+            let one = settings(
+                LintTable::default(),
+                Overrides { select: Some(vec![r.code.to_string()]), ..Overrides::default() },
+            );
+            assert!(one.is_enabled(r.code));
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! The static device linter: reads Rust source with `syn` (it never compiles it) and flags device
+//! hazards in code written against devcheck, candle, tch or burn.
+//!
+//! Each file is parsed once and all rules run in a single pass over its tree ([`walker`]);
+//! files are linted in parallel. A file that does not parse is reported as `D000` and the run goes
+//! on; a rule that panics is reported as `D999` for that file only.
+//!
+//! ```no_run
+//! use devcheck_lint::{Settings, lint_source};
+//! let report = lint_source("model.rs", "fn forward() {}", &Settings::default());
+//! assert!(report.diagnostics.is_empty());
+//! ```
+
+mod config;
+mod device;
+mod diagnostic;
+mod driver;
+mod error;
+mod facts;
+mod fields;
+mod fix;
+mod inspect;
+pub mod output;
+mod profile;
+pub mod registry;
+pub mod rules;
+mod source;
+mod suppress;
+mod syntax;
+mod walker;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::sync::Arc;
+
+pub use config::{CONFIG_FILE, LintTable, Overrides, Settings};
+pub use diagnostic::{Applicability, Diagnostic, Edit, Fix, LineCol, LineIndex};
+pub use driver::{FileReport, LintRun, lint_paths};
+pub use error::{ConfigError, LintError};
+pub use fix::{FixMode, FixSummary, apply_fixes};
+pub use inspect::{FieldReport, InspectRun, StructReport, inspect_paths, inspect_source, render_inspect};
+pub use profile::{Api, ApiSet};
+pub use registry::{RuleMeta, Severity};
+pub use source::FileKind;
+
+use diagnostic::Finding;
+use source::FileCx;
+use suppress::Suppressions;
+
+/// Files larger than this are reported (`D000`) instead of parsed.
+pub const MAX_FILE_BYTES: usize = 8 << 20;
+
+/// Bracket nesting deeper than this is reported (`D000`) instead of parsed: syn parses
+/// recursively, and such files are generated, not written.
+pub const MAX_NESTING: usize = 200;
+
+/// Lints one file's text. `path` decides the file kind (library, test, example, ...) and is
+/// what diagnostics name. Never panics: a failing rule becomes a `D999` diagnostic.
+pub fn lint_source(path: impl AsRef<Path>, text: &str, settings: &Settings) -> FileReport {
+    let path = path.as_ref();
+    lint_text(path, &display_path(path), FileKind::of_path(path), Arc::from(text), settings)
+}
+
+/// The path as diagnostics show it: relative, with `/`, without a leading `./`.
+pub(crate) fn display_path(path: &Path) -> String {
+    let s = path.to_string_lossy().replace('\\', "/");
+    s.strip_prefix("./").map(str::to_string).unwrap_or(s)
+}
+
+pub(crate) fn lint_text(
+    path: &Path,
+    shown: &str,
+    kind: FileKind,
+    text: Arc<str>,
+    settings: &Settings,
+) -> FileReport {
+    let enabled = settings.enabled_for(path);
+    let result =
+        catch_unwind(AssertUnwindSafe(|| check_text(kind, &text, settings, &|c| enabled.contains(c))));
+    // Spans of this file are no longer needed; free the thread's source map before the next one.
+    proc_macro2::extra::invalidate_current_thread_spans();
+    let (findings, apis) = match result {
+        Ok(r) => r,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            let finding = Finding::new(&registry::INTERNAL_ERROR, 0..0, format!("a rule failed on this file: {what}"))
+                .help("this is a bug in devcheck; please report it with this file attached, and exclude the file meanwhile");
+            (vec![finding], ApiSet::EMPTY)
+        }
+    };
+    let suppressions = Suppressions::parse(&text);
+    let index = LineIndex::new(&text);
+    let mut diagnostics: Vec<Diagnostic> = findings
+        .into_iter()
+        .filter(|f| f.rule.code == registry::INTERNAL_ERROR.code || enabled.contains(f.rule.code))
+        .filter_map(|f| {
+            let start = index.line_col(&text, f.range.start);
+            let end = index.line_col(&text, f.range.end);
+            if f.rule.code != registry::INTERNAL_ERROR.code
+                && suppressions.suppresses(f.rule.code, start.line)
+            {
+                return None;
+            }
+            Some(Diagnostic {
+                code: f.rule.code,
+                name: f.rule.name,
+                severity: settings.severity(f.rule),
+                message: f.message,
+                path: shown.to_string(),
+                range: f.range,
+                start,
+                end,
+                label: f.label,
+                help: f.help,
+                fix: f.fix,
+                related: f.related,
+            })
+        })
+        .collect();
+    diagnostics
+        .sort_by(|a, b| (a.range.start, a.code, a.range.end).cmp(&(b.range.start, b.code, b.range.end)));
+    diagnostics.dedup_by(|a, b| a.code == b.code && a.range == b.range);
+    FileReport { path: shown.to_string(), kind, apis, text, diagnostics }
+}
+
+/// Parses and runs the rules. Returns the findings and the detected APIs.
+fn check_text(
+    kind: FileKind,
+    text: &str,
+    settings: &Settings,
+    enabled: &dyn Fn(&str) -> bool,
+) -> (Vec<Finding>, ApiSet) {
+    // Lets the tests prove that a failing rule becomes a `D999` instead of ending the run.
+    #[cfg(test)]
+    if text.contains("__devcheck_test_panic__") {
+        panic!("a deliberate test panic");
+    }
+    if let Some(problem) = unparseable(text) {
+        return (vec![problem], ApiSet::EMPTY);
+    }
+    let base = stripped_prefix(text);
+    let ast = match syn::parse_file(&text[base..]) {
+        Ok(ast) => ast,
+        Err(e) => {
+            let r = e.span().byte_range();
+            let start = (r.start + base).min(text.len());
+            let end = (r.end + base).clamp(start, text.len());
+            let finding = Finding::new(&registry::PARSE_ERROR, start..end, lowercase_first(&e.to_string()))
+                .label("here")
+                .help("the file was skipped; `cargo check` shows the same error");
+            return (vec![finding], ApiSet::EMPTY);
+        }
+    };
+    let apis = match settings.api {
+        Some(a) => ApiSet::only(a),
+        None => profile::detect(&ast, text),
+    };
+    let file = FileCx { text, base, kind, apis };
+    let facts = facts::Facts::gather(&file, &ast.items);
+    let checks = rules::checks(enabled);
+    let findings = walker::Walker::new(&file, &facts, checks).run(&ast);
+    (findings, apis)
+}
+
+/// A reason not to parse the text at all.
+fn unparseable(text: &str) -> Option<Finding> {
+    if text.len() > MAX_FILE_BYTES {
+        return Some(
+            Finding::new(
+                &registry::PARSE_ERROR,
+                0..0,
+                format!(
+                    "file not linted: it is {} bytes, more than the limit of {} bytes",
+                    text.len(),
+                    MAX_FILE_BYTES
+                ),
+            )
+            .help("generated files this large are best excluded (`exclude` in devcheck.toml)"),
+        );
+    }
+    if let Some(at) = too_deep(text.as_bytes()) {
+        return Some(
+            Finding::new(
+                &registry::PARSE_ERROR,
+                at..at + 1,
+                format!("file not linted: brackets nest deeper than {MAX_NESTING} levels"),
+            )
+            .label("too deep")
+            .help("such files are generated; exclude them (`exclude` in devcheck.toml)"),
+        );
+    }
+    None
+}
+
+/// The offset where bracket nesting first exceeds [`MAX_NESTING`], skipping strings, chars and
+/// comments well enough for real code.
+fn too_deep(b: &[u8]) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Some(i);
+                }
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'"' => {
+                // A raw string's closing quote must be followed by as many `#` as it opened with.
+                let mut hashes = 0;
+                let mut j = i;
+                while j > 0 && b[j - 1] == b'#' {
+                    hashes += 1;
+                    j -= 1;
+                }
+                let raw = j > 0 && b[j - 1] == b'r';
+                let hashes = if raw { hashes } else { 0 };
+                i += 1;
+                while i < b.len() {
+                    if !raw && b[i] == b'\\' {
+                        i += 2;
+                        continue;
+                    }
+                    if b[i] == b'"'
+                        && b[i + 1..].iter().take(hashes).filter(|&&c| c == b'#').count() == hashes
+                    {
+                        i += hashes;
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            b'\'' => {
+                // A char literal such as '(' or '\'' (a lifetime has no closing quote nearby).
+                if b.get(i + 2) == Some(&b'\'') {
+                    i += 2;
+                } else if b.get(i + 1) == Some(&b'\\') && b.get(i + 3) == Some(&b'\'') {
+                    i += 3;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Bytes syn would skip: a byte-order mark and a shebang line (not an inner attribute `#![..]`).
+fn stripped_prefix(text: &str) -> usize {
+    let mut base = 0;
+    if text.starts_with('\u{feff}') {
+        base = '\u{feff}'.len_utf8();
+    }
+    let rest = &text[base..];
+    if rest.starts_with("#!") && !rest[2..].trim_start().starts_with('[') {
+        base += rest.find('\n').unwrap_or(rest.len());
+    }
+    base
+}
+
+fn lowercase_first(s: &str) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) if c.is_uppercase() && chars.clone().next().is_some_and(|n| n.is_lowercase()) => {
+            c.to_lowercase().chain(chars).collect()
+        }
+        _ => s.to_string(),
+    }
+}
+
+/// The documentation of a rule, as `devcheck explain` prints it.
+pub fn explain(code_or_name: &str) -> Option<String> {
+    let rule = registry::lookup(code_or_name)?;
+    let status = match rule.status {
+        registry::Status::Stable => String::new(),
+        registry::Status::Preview(why) => {
+            format!("\n\nPreview: off unless `--preview` (or `preview = true` in devcheck.toml). {why}")
+        }
+    };
+    Some(format!("{} ({}): {}{status}\n\n{}", rule.code, rule.name, rule.summary, rule.docs()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_rule_becomes_an_internal_error_diagnostic() {
+        let report =
+            lint_source("src/model.rs", "// __devcheck_test_panic__\nfn f() {}\n", &Settings::default());
+        assert_eq!(report.diagnostics.len(), 1);
+        let d = &report.diagnostics[0];
+        assert_eq!((d.code, d.name), ("D999", "internal-error"));
+        assert_eq!(d.message, "a rule failed on this file: a deliberate test panic");
+        // The next file on the same thread lints normally.
+        let ok = lint_source("src/model.rs", "fn f() {}\n", &Settings::default());
+        assert!(ok.diagnostics.is_empty());
+    }
+
+    #[test]
+    fn spans_account_for_a_byte_order_mark_and_a_shebang() {
+        let text = "\u{feff}#!/usr/bin/env rust-script\nuse candle_core::{Device, Tensor};\n\
+                    fn forward(xs: &Tensor) -> candle_core::Result<Tensor> {\n\
+                    \x20   Tensor::zeros(3, candle_core::DType::F32, &Device::Cpu)?.add(xs)\n}\n";
+        let report = lint_source("src/model.rs", text, &Settings::default());
+        let d = report.diagnostics.first().expect("a D001 finding");
+        assert_eq!(d.code, "D001");
+        assert_eq!((d.start.line, d.start.column), (4, 5));
+        assert!(text[d.range.clone()].starts_with("Tensor::zeros("));
+    }
+
+    #[test]
+    fn deep_nesting_is_measured_outside_strings_and_comments() {
+        let text = format!("// {}\nfn f() -> &'static str {{ \"{}\" }}\n", "(".repeat(500), "[".repeat(500));
+        assert!(too_deep(text.as_bytes()).is_none());
+        let deep = format!("fn f() {{ {} }}", "(".repeat(MAX_NESTING + 1));
+        assert!(too_deep(deep.as_bytes()).is_some());
+    }
+}

@@ -1,0 +1,38 @@
+//! GitHub Actions workflow commands: each finding becomes an annotation on the pull request.
+
+use std::fmt::Write as _;
+
+use crate::driver::LintRun;
+use crate::registry::Severity;
+
+pub(super) fn render(run: &LintRun) -> String {
+    let mut out = String::new();
+    for d in run.diagnostics() {
+        let level = match d.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        let _ = writeln!(
+            out,
+            "::{level} file={},line={},col={},endLine={},endColumn={},title={}::{}",
+            property(&d.path),
+            d.start.line,
+            d.start.column,
+            d.end.line,
+            d.end.column,
+            property(&format!("{} {}", d.code, d.name)),
+            data(&d.message)
+        );
+    }
+    out
+}
+
+/// Escapes a command's message.
+fn data(s: &str) -> String {
+    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+}
+
+/// Escapes a command's property value.
+fn property(s: &str) -> String {
+    data(s).replace(':', "%3A").replace(',', "%2C")
+}

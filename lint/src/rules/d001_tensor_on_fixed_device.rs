@@ -1,0 +1,421 @@
+use std::collections::{HashMap, HashSet};
+
+use syn::Expr;
+use syn::spanned::Spanned;
+
+use crate::device::{DevEnv, DevSrc, FixedKind, classify_options, device_part};
+use crate::diagnostic::{Applicability, Edit, Finding, Fix};
+use crate::profile::{Api, CtorDevice, is_transfer_method};
+use crate::registry::declare_rule;
+use crate::source::FileCx;
+use crate::syntax::{Ctor, ParamKind, as_ident, chain_root, pat_ident, peel_result};
+use crate::walker::{Check, Cx, FnCx};
+
+declare_rule! {
+    /// ### What it does
+    /// Flags a tensor created inside a forward pass on a device written into the code, instead
+    /// of the device of the inputs: `Tensor::zeros(.., &Device::Cpu)` (candle, devcheck),
+    /// `(Kind::Float, Device::Cpu)` or `FLOAT_CPU` (tch), `&Default::default()` or
+    /// `B::Device::default()` (burn), `Device::default()` or `default_device()` (devcheck).
+    ///
+    /// A forward pass is a `forward*` method, or any function with tensor inputs that is not a
+    /// constructor. Tests, benches and `#[cfg(test)]` code are not checked, nor branches chosen by
+    /// the device (`if xs.device().is_cpu()`).
+    ///
+    /// Not flagged: a device taken from an input (`xs.device()`), from a variable holding one
+    /// (`let dev = xs.device();`), from a parameter, from the module's weights
+    /// (`self.w.device()`) or from a device field its constructor took from the weight loader;
+    /// and a tensor built on the CPU and moved at once to a device that follows the input
+    /// (`Tensor::new(.., &Device::Cpu)?.to_device(xs.device())?`, also through a variable).
+    ///
+    /// ### Why is this bad?
+    /// The model works on the CPU and fails the first time it runs on a GPU: the helper tensor
+    /// (a mask, positions, an epsilon) stays on the fixed device while the inputs and weights
+    /// move, and the next op reports a device mismatch. This is the most common device bug in
+    /// model code ("mask created inside forward on CPU").
+    ///
+    /// ### Example
+    /// ```ignore
+    /// fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+    ///     let (b, t, _) = xs.dims3()?;
+    ///     let mask = Tensor::ones((t, t), DType::F32, &Device::Cpu)?.tril2(t)?;
+    ///     xs.broadcast_mul(&mask)
+    /// }
+    /// ```
+    ///
+    /// ### Use instead
+    /// ```ignore
+    /// fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+    ///     let (b, t, _) = xs.dims3()?;
+    ///     let mask = Tensor::ones((t, t), DType::F32, xs.device())?.tril2(t)?;
+    ///     xs.broadcast_mul(&mask)
+    /// }
+    /// ```
+    ///
+    /// ### Fix safety
+    /// The fix replaces the fixed device with the device of the function's first tensor input
+    /// (`xs.device()`; for tch constants such as `FLOAT_CPU`, `(Kind::Float, xs.device())`; for
+    /// tch's `Tensor::from_slice(..)` it appends `.to_device(xs.device())`). It is safe when
+    /// that input is borrowed (`xs: &Tensor`): the input is then always in scope and the result
+    /// only differs when the input is not on the fixed device, which is the bug. When the input
+    /// is taken by value (burn's `input: Tensor<B, 3>`), it may have been moved before the line,
+    /// so the fix is unsafe; inside a closure, whose parameters may shadow the input, too.
+    /// There is no fix when the function has no tensor input.
+    pub struct D001TensorOnFixedDevice {
+        code: "D001",
+        name: "tensor-on-fixed-device",
+        group: Correctness,
+        summary: "a tensor made in a forward pass on a device that does not come from an input",
+        fix: Mixed,
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Check001 {
+    stack: Vec<FnState>,
+}
+
+#[derive(Default)]
+struct FnState {
+    active: bool,
+    env: DevEnv,
+    /// Constructor calls moved at once to a device that is not fixed (by address in the tree).
+    exempt: HashSet<usize>,
+    /// Constructor calls that initialise a `let`, with the variable's name.
+    bound: HashMap<usize, String>,
+    /// Variables later moved to a device that is not fixed.
+    moved: HashSet<String>,
+    /// Constructor calls whose value is returned at once (`Ok(Tensor::new(..)?)`, a block's tail).
+    returned: HashSet<usize>,
+    /// How often each variable is read, and how often only to be returned (`Ok(x)`, tail `x`).
+    uses: HashMap<String, usize>,
+    returned_uses: HashMap<String, usize>,
+    discount: HashMap<String, usize>,
+    /// Helpers that are not `forward*` may build a result on the host for their caller.
+    may_return_host: bool,
+    candidates: Vec<Candidate>,
+}
+
+struct Candidate {
+    finding: Finding,
+    binding: Option<String>,
+    call: usize,
+}
+
+impl FnState {
+    /// A value leaving the function: remember it, whether a constructor or a variable.
+    fn note_returned(&mut self, e: &Expr) {
+        let e = peel_result(e);
+        match as_ident(e) {
+            Some(id) => *self.returned_uses.entry(id.to_string()).or_default() += 1,
+            None => {
+                self.returned.insert(addr(e));
+            }
+        }
+    }
+
+    /// Is the candidate only ever handed back to the caller?
+    fn only_returned(&self, c: &Candidate) -> bool {
+        if !self.may_return_host {
+            return false;
+        }
+        match &c.binding {
+            None => self.returned.contains(&c.call),
+            Some(name) => {
+                let count = |m: &HashMap<String, usize>| m.get(name).copied().unwrap_or(0);
+                count(&self.uses).saturating_sub(count(&self.discount)) <= count(&self.returned_uses)
+            }
+        }
+    }
+}
+
+fn addr(e: &Expr) -> usize {
+    e as *const Expr as usize
+}
+
+impl Check for Check001 {
+    fn enter_fn(&mut self, cx: &Cx<'_, '_>, _sig: &syn::Signature) {
+        let name = cx.fun().map(|f| f.name.to_ascii_lowercase()).unwrap_or_default();
+        // A function about the host (`flash_attn_cpu`, `to_host`) makes host tensors on purpose.
+        let host_fn = name.contains("cpu") || name.contains("host");
+        let mut state = FnState {
+            active: cx.in_forward() && !host_fn,
+            may_return_host: !name.starts_with("forward"),
+            ..FnState::default()
+        };
+        if let Some(f) = cx.fun() {
+            for (name, kind) in &f.params {
+                if *kind == ParamKind::Device {
+                    state.env.bind(name.clone(), Some(DevSrc::Follows));
+                }
+            }
+        }
+        self.stack.push(state);
+    }
+
+    fn exit_fn(&mut self, _cx: &Cx<'_, '_>, out: &mut Vec<Finding>) {
+        let Some(state) = self.stack.pop() else { return };
+        for c in &state.candidates {
+            if c.binding.as_ref().is_some_and(|b| state.moved.contains(b)) || state.only_returned(c) {
+                continue;
+            }
+            out.push(c.finding.clone());
+        }
+    }
+
+    fn block(&mut self, _cx: &Cx<'_, '_>, b: &syn::Block, _out: &mut Vec<Finding>) {
+        let Some(state) = self.stack.last_mut() else { return };
+        if let Some(syn::Stmt::Expr(tail, None)) = b.stmts.last()
+            && state.active
+        {
+            state.note_returned(tail);
+        }
+    }
+
+    fn stmt(&mut self, cx: &Cx<'_, '_>, s: &syn::Stmt, _out: &mut Vec<Finding>) {
+        let Some(state) = self.stack.last_mut() else { return };
+        let syn::Stmt::Local(local) = s else { return };
+        let Some(name) = pat_ident(&local.pat) else { return };
+        let name = name.to_string();
+        let Some(init) = &local.init else {
+            state.env.bind(name, None);
+            return;
+        };
+        let fields = |f: &str| cx.facts.field_device(cx.self_ty(), f);
+        let src = classify_options(cx.file, &init.expr, &state.env, &fields);
+        state.env.bind(name.clone(), src);
+        // Reads of an older variable of the same name inside the initialiser are not uses of
+        // this one.
+        let mut shadowed = 0;
+        crate::syntax::for_each_ident(&init.expr, |i| shadowed += usize::from(*i == name));
+        state.discount.insert(name.clone(), shadowed);
+        state.uses.insert(name.clone(), 0);
+        state.returned_uses.insert(name.clone(), 0);
+        let root = chain_root(&init.expr);
+        if Ctor::of(cx.file.apis, root).is_some() {
+            state.bound.insert(addr(root), name);
+        }
+    }
+
+    fn expr(&mut self, cx: &Cx<'_, '_>, e: &Expr, _out: &mut Vec<Finding>) {
+        let Some(state) = self.stack.last_mut() else { return };
+        if !state.active {
+            return;
+        }
+        match e {
+            Expr::Path(_) => {
+                if let Some(id) = as_ident(e) {
+                    *state.uses.entry(id.to_string()).or_default() += 1;
+                }
+            }
+            Expr::Call(c)
+                if c.args.len() == 1
+                    && matches!(&*c.func, Expr::Path(p) if p.path.is_ident("Ok") || p.path.is_ident("Some")) =>
+            {
+                state.note_returned(&c.args[0]);
+            }
+            Expr::Return(r) => {
+                if let Some(v) = &r.expr {
+                    state.note_returned(v);
+                }
+            }
+            // A host buffer filled in place from device data (`buf.copy_(&xs)`) is meant to be there.
+            Expr::MethodCall(m) if m.method == "copy_" || m.method == "f_copy_" => {
+                if let Some(id) = as_ident(chain_root(&m.receiver)) {
+                    state.moved.insert(id.to_string());
+                }
+            }
+            Expr::MethodCall(m) if is_transfer_method(cx.file.apis, &m.method.to_string()) => {
+                let fields = |f: &str| cx.facts.field_device(cx.self_ty(), f);
+                let to_fixed = match m.method.to_string().as_str() {
+                    "cpu" | "cuda" => true,
+                    _ => m.args.first().is_some_and(|a| {
+                        matches!(
+                            classify_options(cx.file, a, &state.env, &fields),
+                            Some(DevSrc::Fixed { .. })
+                        )
+                    }),
+                };
+                if to_fixed {
+                    return;
+                }
+                let root = chain_root(&m.receiver);
+                if let Some(id) = as_ident(root) {
+                    state.moved.insert(id.to_string());
+                } else {
+                    state.exempt.insert(addr(root));
+                }
+            }
+            Expr::Call(_) if cx.in_forward() => {
+                let Some(ctor) = Ctor::of(cx.file.apis, e) else { return };
+                if state.exempt.contains(&addr(e)) {
+                    return;
+                }
+                let Some(f) = cx.fun() else { return };
+                let binding = state.bound.get(&addr(e)).cloned();
+                let fields = |name: &str| cx.facts.field_device(cx.self_ty(), name);
+                let finding = match ctor.device {
+                    CtorDevice::ImplicitCpu => implicit_cpu(cx.file, f, e, &ctor, cx.scope.closures > 0),
+                    CtorDevice::LastArg => {
+                        let Some(arg) = ctor.device_arg() else { return };
+                        let Some(DevSrc::Fixed { kind, at }) =
+                            classify_options(cx.file, arg, &state.env, &fields)
+                        else {
+                            return;
+                        };
+                        fixed_arg(cx, f, e, &ctor, arg, kind, at)
+                    }
+                };
+                state.candidates.push(Candidate { finding, binding, call: addr(e) });
+            }
+            _ => {}
+        }
+    }
+}
+
+fn ctor_name(ctor: &Ctor<'_>) -> String {
+    format!("Tensor::{}", ctor.name)
+}
+
+fn describe(kind: FixedKind) -> &'static str {
+    match kind {
+        FixedKind::Cpu => "the CPU",
+        FixedKind::Accelerator => "a fixed accelerator",
+        FixedKind::Default => "the default device",
+    }
+}
+
+fn primary_api(file: &FileCx<'_>) -> Option<Api> {
+    let mut apis = file.apis.iter();
+    let first = apis.next()?;
+    apis.next().is_none().then_some(first)
+}
+
+fn fixed_arg(
+    cx: &Cx<'_, '_>,
+    f: &FnCx,
+    call: &Expr,
+    ctor: &Ctor<'_>,
+    arg: &Expr,
+    kind: FixedKind,
+    at: std::ops::Range<usize>,
+) -> Finding {
+    let file = cx.file;
+    let in_closure = cx.scope.closures > 0;
+    let dev_part = device_part(arg);
+    let dev_range = file.range(dev_part.span());
+    let written = file.short(&at);
+    let through = file.short(&dev_range).trim_start_matches('&').to_string();
+    let through_var = !dev_range.contains(&at.start);
+    let message = if through_var {
+        format!(
+            "`{}` in `{}` makes a tensor on {} (`{}`, through `{}`), not on the device of its inputs",
+            ctor_name(ctor),
+            f.name,
+            describe(kind),
+            written,
+            through
+        )
+    } else {
+        format!(
+            "`{}` in `{}` makes a tensor on {} (`{}`), not on the device of its inputs",
+            ctor_name(ctor),
+            f.name,
+            describe(kind),
+            written
+        )
+    };
+    let input = f.input_tensor();
+    let x = input.map(|(n, _)| n).unwrap_or("xs");
+    let api = primary_api(file);
+    let replacement = |text: &str| -> Option<String> {
+        let dev = format!("{x}.device()");
+        match api {
+            Some(Api::Candle) => Some(dev),
+            Some(Api::Tch) => {
+                if text.ends_with("_CPU") || text.ends_with("_CUDA") {
+                    let kind = tch_kind(text)?;
+                    Some(format!("(tch::Kind::{kind}, {dev})"))
+                } else {
+                    Some(dev)
+                }
+            }
+            Some(Api::Burn) | Some(Api::Devcheck) => Some(format!("&{dev}")),
+            None => None,
+        }
+    };
+    let help = match api {
+        Some(Api::Candle) => format!(
+            "take the device from an input: `{}(.., {x}.device())`, or derive the tensor from one (`{x}.zeros_like()`)",
+            ctor_name(ctor)
+        ),
+        Some(Api::Tch) => format!(
+            "take the device from an input: `(kind, {x}.device())` or `{x}.options()`, or derive the tensor from one (`{x}.zeros_like()`)"
+        ),
+        Some(Api::Burn) => format!(
+            "take the device from an input: `&{x}.device()`, or derive the tensor from one (`{x}.zeros_like()`)"
+        ),
+        Some(Api::Devcheck) => format!(
+            "take the device from an input: `&{x}.device()`, or derive the tensor from one (`Tensor::zeros_like(&{x})`, `{x}.new_zeros(..)`)"
+        ),
+        None => format!("take the device from an input (`{x}.device()`), or derive the tensor from one"),
+    };
+    let fix = input.and_then(|(name, by_ref)| {
+        let text = file.snippet(&dev_range).to_string();
+        let new = replacement(&text)?;
+        let applicability = if by_ref && !in_closure { Applicability::Safe } else { Applicability::Unsafe };
+        Some(Fix::new(
+            applicability,
+            format!("make it on the device of `{name}`"),
+            vec![Edit { range: dev_range.clone(), replacement: new }],
+        ))
+    });
+    let mut finding = Finding::new(&D001TensorOnFixedDevice::META, file.range(call.span()), message)
+        .label(format!("made on {}", describe(kind)))
+        .help(help)
+        .fix(fix);
+    if through_var {
+        finding = finding.related(at, "the device is fixed here");
+    }
+    finding
+}
+
+fn implicit_cpu(file: &FileCx<'_>, f: &FnCx, call: &Expr, ctor: &Ctor<'_>, in_closure: bool) -> Finding {
+    let input = f.input_tensor();
+    let x = input.map(|(n, _)| n).unwrap_or("xs");
+    let range = file.range(call.span());
+    let fix = input.map(|(name, by_ref)| {
+        Fix::new(
+            if by_ref && !in_closure { Applicability::Safe } else { Applicability::Unsafe },
+            format!("move it to the device of `{name}`"),
+            vec![Edit { range: range.end..range.end, replacement: format!(".to_device({name}.device())") }],
+        )
+    });
+    Finding::new(
+        &D001TensorOnFixedDevice::META,
+        range,
+        format!(
+            "`{}` in `{}` always makes a tensor on the CPU, not on the device of its inputs",
+            ctor_name(ctor),
+            f.name
+        ),
+    )
+    .label("made on the CPU")
+    .help(format!("move it where the input lives: `{}(..).to_device({x}.device())`", ctor_name(ctor)))
+    .fix(fix)
+}
+
+fn tch_kind(constant: &str) -> Option<&'static str> {
+    let prefix = constant.rsplit("::").next()?.split('_').next()?;
+    Some(match prefix {
+        "FLOAT" => "Float",
+        "DOUBLE" => "Double",
+        "INT64" => "Int64",
+        "INT" => "Int",
+        "HALF" => "Half",
+        "BFLOAT16" => "BFloat16",
+        "BOOL" => "Bool",
+        "UINT8" => "Uint8",
+        _ => return None,
+    })
+}

@@ -1,0 +1,202 @@
+use std::collections::{BTreeMap, HashSet};
+use std::ops::Range;
+
+use syn::Expr;
+use syn::spanned::Spanned;
+
+use crate::device::{DevSrc, classify_options};
+use crate::diagnostic::{Applicability, Edit, Finding, Fix};
+use crate::fields::{Fate, burn_fields, devcheck_fields};
+use crate::profile::{Api, is_transfer_method};
+use crate::registry::declare_rule;
+use crate::syntax::{chain_root, peel, self_field};
+use crate::walker::{Check, Cx};
+
+declare_rule! {
+    /// ### What it does
+    /// Flags a tensor kept in a struct where the framework's device move does not reach it:
+    ///
+    /// - devcheck: a field of a `#[derive(Module)]` struct marked `#[module(skip)]` that holds
+    ///   tensors (`Tensor`, `Option<Tensor>`, `Vec<Tensor>`, ...), as the derive itself classifies
+    ///   it;
+    /// - burn: a tensor field marked `#[module(skip)]`, or held in `Ignored<..>`;
+    /// - candle and tch: a tensor field that a constructor builds on a fixed device
+    ///   (`Tensor::ones(.., &Device::Cpu)`, tch's `FLOAT_CPU`, outside the VarStore) and that a
+    ///   `forward*` method uses without moving it to the input's device. (Buffers that only
+    ///   other methods use, such as a replay buffer filled from host data, are not flagged.)
+    ///
+    /// ### Why is this bad?
+    /// Moving the model (`model.to(&device)`, `module.to_device(&device)`, loading the weights
+    /// on a GPU) moves its parameters and buffers, not this tensor. It stays on the CPU, and the
+    /// first forward pass on a GPU fails with a device mismatch, exactly like a PyTorch tensor
+    /// attribute that was never registered as a buffer.
+    ///
+    /// ### Example
+    /// ```ignore
+    /// #[derive(Module)]
+    /// struct Attention {
+    ///     qkv: Linear,
+    ///     #[module(skip)]
+    ///     causal_mask: Tensor,
+    /// }
+    /// ```
+    ///
+    /// ### Use instead
+    /// ```ignore
+    /// #[derive(Module)]
+    /// struct Attention {
+    ///     qkv: Linear,
+    ///     #[module(non_persistent)] // moved with the module, not saved
+    ///     causal_mask: Tensor,
+    /// }
+    /// ```
+    /// For candle, build the tensor on the device of the weights (`vb.device()`); for tch, on
+    /// the VarStore's device (`vs.device()`); or move it where it is used
+    /// (`self.mask.to_device(xs.device())?`).
+    ///
+    /// ### Fix safety
+    /// For devcheck the fix turns `#[module(skip)]` into `#[module(non_persistent)]`: the tensor
+    /// is then moved with the module and still not saved in checkpoints, which is what a skipped
+    /// buffer almost always meant. It is safe. The other frameworks have no automatic fix.
+    pub struct D004UnmovedTensorField {
+        code: "D004",
+        name: "unmoved-tensor-field",
+        group: Correctness,
+        summary: "a tensor kept in a struct where the framework's device move does not reach it",
+        fix: Safe,
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Check004 {
+    /// Receivers of moves seen in forward methods (by address in the tree).
+    moved: HashSet<usize>,
+    /// `self.<field>` used in a forward method without a move: (struct, field) → first use.
+    uses: BTreeMap<(String, String), (Range<usize>, String)>,
+}
+
+impl Check for Check004 {
+    fn item_struct(&mut self, cx: &Cx<'_, '_>, s: &syn::ItemStruct, out: &mut Vec<Finding>) {
+        if cx.in_test() || !devcheck_classify::has_module_derive(&s.attrs) {
+            return;
+        }
+        let apis = cx.file.apis;
+        let burn = apis.is(Api::Burn);
+        let devcheck = !burn && (apis.is(Api::Devcheck) || apis.is_empty());
+        let fields = if devcheck {
+            devcheck_fields(cx.file, s)
+        } else if burn {
+            burn_fields(cx.file, s)
+        } else {
+            return;
+        };
+        for field in fields.iter().filter(|f| f.fate == Fate::LeftBehind) {
+            let name = &field.name;
+            let ty = &s.ident;
+            let (message, help) = match (&field.skip, devcheck) {
+                (Some(_), true) => (
+                    format!(
+                        "`{ty}.{name}` holds tensors but is marked `#[module(skip)]`: moving `{ty}` to a device leaves it behind"
+                    ),
+                    "use `#[module(non_persistent)]` to move it with the module without saving it, or drop the attribute to make it a saved buffer",
+                ),
+                (Some(_), false) => (
+                    format!(
+                        "`{ty}.{name}` holds tensors but is marked `#[module(skip)]`: moving `{ty}` to a device leaves it behind"
+                    ),
+                    "drop `#[module(skip)]` so the tensor is a module constant that `to_device` moves, or move it in `forward` (`self.x.clone().to_device(&input.device())`)",
+                ),
+                (None, _) => (
+                    format!(
+                        "`{ty}.{name}` holds a tensor in `Ignored`: moving `{ty}` to a device leaves it behind"
+                    ),
+                    "store the tensor as a plain field (a module constant that `to_device` moves), or move it in `forward`",
+                ),
+            };
+            let fix = field.skip.as_ref().filter(|_| field.can_be_non_persistent).map(|skip| {
+                Fix::new(
+                    Applicability::Safe,
+                    "move it with the module, without saving it: `#[module(non_persistent)]`",
+                    vec![Edit { range: skip.clone(), replacement: "non_persistent".to_string() }],
+                )
+            });
+            let mut finding = Finding::new(&D004UnmovedTensorField::META, field.range.clone(), message)
+                .label("not moved with the module")
+                .help(help)
+                .fix(fix);
+            if let Some(skip) = &field.skip {
+                finding = finding.related(skip.clone(), "skipped here");
+            }
+            out.push(finding);
+        }
+    }
+
+    fn expr(&mut self, cx: &Cx<'_, '_>, e: &Expr, _out: &mut Vec<Finding>) {
+        if !(cx.file.apis.is(Api::Candle) || cx.file.apis.is(Api::Tch))
+            || !cx.in_forward()
+            || !cx.fun().is_some_and(|f| f.name.starts_with("forward"))
+        {
+            return;
+        }
+        match e {
+            Expr::MethodCall(m) if is_transfer_method(cx.file.apis, &m.method.to_string()) => {
+                let target_fixed = match m.method.to_string().as_str() {
+                    "cpu" | "cuda" => true,
+                    _ => m.args.first().is_some_and(|a| {
+                        let fields = |f: &str| cx.facts.field_device(cx.self_ty(), f);
+                        matches!(
+                            classify_options(cx.file, a, &Default::default(), &fields),
+                            Some(DevSrc::Fixed { .. })
+                        )
+                    }),
+                };
+                if !target_fixed {
+                    self.moved.insert(chain_root(&m.receiver) as *const Expr as usize);
+                }
+            }
+            Expr::Field(_) => {
+                if self.moved.contains(&(e as *const Expr as usize)) {
+                    return;
+                }
+                let (Some(field), Some(ty), Some(f)) = (self_field(peel(e)), cx.self_ty(), cx.fun()) else {
+                    return;
+                };
+                let key = (ty.to_string(), field.to_string());
+                self.uses.entry(key).or_insert_with(|| (cx.file.range(e.span()), f.name.clone()));
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, cx: &Cx<'_, '_>, out: &mut Vec<Finding>) {
+        for ((ty, field), (use_range, in_fn)) in &self.uses {
+            let Some(facts) = cx.facts.structs.get(ty) else { continue };
+            let Some(init) = facts.inits.get(field) else { continue };
+            for fixed in &init.fixed_tensors {
+                let device = if fixed.device_range == fixed.ctor_range {
+                    "the CPU, as it takes no device".to_string()
+                } else {
+                    format!("`{}`", cx.file.short(&fixed.device_range))
+                };
+                let help = if cx.file.apis.is(Api::Tch) {
+                    "build it on the VarStore's device (`vs.device()`), or move it where it is used: `self.x.to_device(xs.device())`"
+                } else {
+                    "build it on the device of the weights (`vb.device()`), or move it where it is used: `self.x.to_device(xs.device())?`"
+                };
+                out.push(
+                    Finding::new(
+                        &D004UnmovedTensorField::META,
+                        fixed.ctor_range.clone(),
+                        format!(
+                            "`{ty}.{field}` is made on a fixed device ({device}) in `{}` and used in `{in_fn}` without a move",
+                            fixed.in_fn
+                        ),
+                    )
+                    .label("made on a fixed device")
+                    .related(use_range.clone(), format!("used in `{in_fn}` here"))
+                    .help(help),
+                );
+            }
+        }
+    }
+}

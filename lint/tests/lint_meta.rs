@@ -1,0 +1,101 @@
+//! Every rule has its docs (with the fixed sections), fixtures, snapshots, and well-formed
+//! messages.
+
+use std::path::Path;
+
+use devcheck_lint::registry::{self, Group};
+use devcheck_lint::{LintRun, Settings, lint_paths};
+
+const SECTIONS: [&str; 5] =
+    ["### What it does", "### Why is this bad?", "### Example", "### Use instead", "### Fix safety"];
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root")
+}
+
+#[test]
+fn every_rule_has_docs_with_the_fixed_sections_in_order() {
+    for rule in registry::all() {
+        let docs = rule.docs();
+        let mut at = 0;
+        for section in SECTIONS {
+            let Some(pos) = docs[at..].find(section) else {
+                panic!("{} docs lack `{section}` (after the previous section)", rule.code);
+            };
+            at += pos + section.len();
+            let body = docs[at..].trim_start();
+            assert!(!body.starts_with("###") && !body.is_empty(), "{}: `{section}` is empty", rule.code);
+        }
+        assert!(!rule.summary.ends_with('.'), "{}: summary ends with a period", rule.code);
+        assert_eq!(devcheck_lint::explain(rule.code).map(|e| e.contains(&docs)), Some(true));
+    }
+}
+
+#[test]
+fn codes_and_names_are_unique_and_well_formed() {
+    let all = registry::all();
+    for (i, a) in all.iter().enumerate() {
+        assert!(
+            a.code.len() == 4 && a.code.starts_with('D') && a.code[1..].bytes().all(|b| b.is_ascii_digit())
+        );
+        assert!(a.name.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'), "{}", a.name);
+        for b in &all[i + 1..] {
+            assert_ne!(a.code, b.code);
+            assert_ne!(a.name, b.name);
+        }
+    }
+    assert_eq!(registry::rules().count(), 7);
+}
+
+#[test]
+fn every_rule_has_fixtures_for_positives_and_a_snapshot() {
+    for rule in registry::rules() {
+        let dir = root().join("fixtures/lint").join(rule.code.to_ascii_lowercase());
+        let fixtures: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|_| panic!("{} has no fixture directory {}", rule.code, dir.display()))
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
+            .collect();
+        assert!(!fixtures.is_empty(), "{} has no fixtures", rule.code);
+        let flagged = fixtures.iter().any(|f| {
+            std::fs::read_to_string(f.path())
+                .is_ok_and(|t| t.lines().any(|l| l.starts_with(&format!("//! expect: {} at", rule.code))))
+        });
+        assert!(flagged, "no fixture of {} expects a finding", rule.code);
+        for f in &fixtures {
+            let stem = f.path().file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let snap = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/snapshots")
+                .join(format!("lint_fixtures__{}__{stem}.snap", rule.code.to_ascii_lowercase()));
+            assert!(snap.is_file(), "{} has no snapshot {}", rule.code, snap.display());
+        }
+    }
+}
+
+#[test]
+fn every_message_starts_lowercase_without_a_trailing_period() {
+    let run: LintRun =
+        lint_paths(&[root().join("fixtures/lint")], &Settings::default()).expect("fixtures lint");
+    let mut seen = std::collections::HashSet::new();
+    for d in run.diagnostics() {
+        seen.insert(d.code);
+        let first = d.message.chars().next().expect("a message");
+        assert!(!first.is_uppercase(), "{}: message starts uppercase: {}", d.code, d.message);
+        assert!(!d.message.ends_with('.'), "{}: message ends with a period: {}", d.code, d.message);
+        if let Some(label) = &d.label {
+            assert!(!label.ends_with('.'), "{}: label ends with a period: {label}", d.code);
+        }
+        if let Some(help) = &d.help {
+            assert!(!help.ends_with('.'), "{}: help ends with a period: {help}", d.code);
+        }
+    }
+    for rule in registry::rules() {
+        assert!(seen.contains(rule.code), "no fixture produced {}", rule.code);
+    }
+    assert!(
+        registry::all()
+            .iter()
+            .filter(|r| r.group == Group::Meta)
+            .all(|r| r.code == "D000" || r.code == "D999")
+    );
+}

@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""The ecosystem check (run through scripts/ecosystem.sh): lint pinned public repositories and
+compare what devcheck reports with the findings labelled by reading the code.
+
+fixtures/ecosystem/repos.tsv     repo, commit, lang, api, what (one line each)
+fixtures/ecosystem/findings.tsv  repo, commit, path, line, code, label, reason
+    label TRUE   reported, and a real hazard
+          FALSE  reported, and not a hazard (a false alarm)
+          MISS   a real hazard devcheck does not report (found by grep and reading; measures recall)
+          ?      reported, not labelled yet (written by --update)
+
+Only metadata is stored: paths, lines, codes and one-line reasons, never code.
+"""
+
+import argparse
+import collections
+import csv
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import io
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REPOS = ROOT / "fixtures/ecosystem/repos.tsv"
+FINDINGS = ROOT / "fixtures/ecosystem/findings.tsv"
+FINDING_COLUMNS = ["repo", "commit", "path", "line", "code", "label", "reason"]
+REPO_COLUMNS = ["repo", "commit", "lang", "api", "what"]
+LABELS = {"TRUE", "FALSE", "MISS", "?"}
+# Not hazard rules: files that could not be read or parsed, and rule failures.
+NOT_RULES = {"D000", "D999"}
+
+
+def read_tsv(path, columns):
+    if not path.exists():
+        return []
+    rows = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for number, row in enumerate(csv.reader(f, delimiter="\t"), 1):
+            if not row or row[0].startswith("#"):
+                continue
+            if row == columns:
+                continue
+            if len(row) != len(columns):
+                sys.exit(f"{path}:{number}: expected {len(columns)} columns ({', '.join(columns)}), got {len(row)}")
+            rows.append(dict(zip(columns, row)))
+    return rows
+
+
+def write_findings(rows):
+    rows = sorted(rows, key=lambda r: (r["repo"], r["path"], int(r["line"]), r["code"], r["label"]))
+    with open(FINDINGS, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, delimiter="\t", lineterminator="\n")
+        w.writerow(FINDING_COLUMNS)
+        for r in rows:
+            w.writerow([r[c] for c in FINDING_COLUMNS])
+
+
+def validate(repos, findings):
+    """Every row names a pinned repository at its pinned commit, a known label and a reason."""
+    pinned = {r["repo"]: r["commit"] for r in repos}
+    problems = []
+    seen = set()
+    for r in findings:
+        where = f"{r['repo']} {r['path']}:{r['line']} {r['code']}"
+        if r["repo"] not in pinned:
+            problems.append(f"{where}: repository not in repos.tsv")
+        elif r["commit"] != pinned[r["repo"]]:
+            problems.append(f"{where}: commit {r['commit']} is not the pinned {pinned[r['repo']]}")
+        if r["label"] not in LABELS:
+            problems.append(f"{where}: label {r['label']!r} is not one of {sorted(LABELS)}")
+        if r["label"] != "?" and not r["reason"].strip():
+            problems.append(f"{where}: no reason given")
+        if not r["line"].isdigit():
+            problems.append(f"{where}: line is not a number")
+        key = (r["repo"], r["path"], r["line"], r["code"])
+        if key in seen:
+            problems.append(f"{where}: labelled twice")
+        seen.add(key)
+    return problems
+
+
+def ensure_tree(repo, commit, base, mirrors):
+    """The repository's files at `commit` under `base`, exported from a mirror or cloned."""
+    tree = base / repo.replace("/", "+")
+    marker = tree / ".ecosystem-commit"
+    if marker.exists() and marker.read_text().strip() == commit:
+        return tree
+    mirror = mirrors / repo.replace("/", "+") / "repo"
+    if mirror.exists():
+        archive = subprocess.run(
+            ["git", "--git-dir", str(mirror), "archive", "--format=tar", commit],
+            capture_output=True,
+        )
+        if tree.exists():
+            subprocess.run(["rm", "-rf", str(tree)], check=True)
+        tree.mkdir(parents=True)
+        if archive.returncode == 0:
+            with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as t:
+                t.extractall(tree, filter="data")
+        else:
+            # A snapshot may lack some large blobs (media, weights): export the files it has.
+            skipped = export_available(mirror, commit, tree)
+            print(f"{repo}: {skipped} file(s) missing from the mirror were skipped", file=sys.stderr)
+        marker.write_text(commit + "\n")
+        return tree
+    clone = subprocess.run(
+        ["git", "clone", "--quiet", "--filter=blob:none", f"https://github.com/{repo}", str(tree)],
+        capture_output=True,
+    )
+    if clone.returncode == 0:
+        if subprocess.run(["git", "-C", str(tree), "checkout", "--quiet", commit]).returncode == 0:
+            marker.write_text(commit + "\n")
+            return tree
+    return None
+
+
+def export_available(mirror, commit, tree):
+    """Writes every regular file of `commit` whose blob the mirror has; returns how many it lacks."""
+    listing = subprocess.run(
+        ["git", "--git-dir", str(mirror), "ls-tree", "-r", "-z", commit], capture_output=True, check=True
+    ).stdout
+    entries = []
+    for entry in listing.split(b"\0"):
+        if not entry:
+            continue
+        meta, path = entry.split(b"\t", 1)
+        mode, kind, sha = meta.split()
+        if kind == b"blob" and mode != b"120000":
+            entries.append((sha, os.fsdecode(path)))
+    batch = subprocess.run(
+        ["git", "--git-dir", str(mirror), "cat-file", "--batch"],
+        input=b"".join(sha + b"\n" for sha, _ in entries),
+        capture_output=True,
+    ).stdout
+    skipped = 0
+    at = 0
+    for _, path in entries:
+        end = batch.index(b"\n", at)
+        header = batch[at:end].split()
+        at = end + 1
+        if len(header) != 3:  # `<sha> missing`
+            skipped += 1
+            continue
+        size = int(header[2])
+        data = batch[at:at + size]
+        at += size + 1
+        target = tree / path
+        if ".." in Path(path).parts or Path(path).is_absolute():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return skipped
+
+
+def lint(binary, tree, preview):
+    cmd = [binary, "--color", "never", "lint", "--isolated", "--format", "json"]
+    if preview:
+        cmd.append("--preview")
+    cmd.append(".")
+    run = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
+    if run.returncode not in (0, 1):
+        print(f"  devcheck exited with {run.returncode}: {run.stderr.strip()[:500]}", file=sys.stderr)
+    try:
+        return json.loads(run.stdout or "[]")
+    except json.JSONDecodeError:
+        print(f"  devcheck printed no JSON: {run.stdout[:200]!r} {run.stderr[:300]!r}", file=sys.stderr)
+        return []
+
+
+def table(rows):
+    """Per rule: findings, labelled true/false, unlabelled, precision; known hazards, found, recall."""
+    stats = collections.defaultdict(collections.Counter)
+    for r in rows:
+        stats[r["code"]][r["label"]] += 1
+    lines = [
+        "| rule | findings | true | false | unlabelled | precision | known hazards | found | recall |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    total = collections.Counter()
+    for code in sorted(stats):
+        s = stats[code]
+        total.update(s)
+        lines.append(row_line(code, s))
+    lines.append(row_line("all", total))
+    return "\n".join(lines)
+
+
+def row_line(code, s):
+    findings = s["TRUE"] + s["FALSE"] + s["?"]
+    labelled = s["TRUE"] + s["FALSE"]
+    precision = f"{s['TRUE'] / labelled:.2f}" if labelled else "-"
+    hazards = s["TRUE"] + s["MISS"]
+    recall = f"{s['TRUE'] / hazards:.2f}" if hazards else "-"
+    return (
+        f"| {code} | {findings} | {s['TRUE']} | {s['FALSE']} | {s['?']} | {precision} | {hazards} "
+        f"| {s['TRUE']} | {recall} |"
+    )
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", help="the devcheck binary")
+    ap.add_argument("--dir", default=os.environ.get("ECOSYSTEM_DIR", str(ROOT.parent / "ecosystem")))
+    ap.add_argument("--mirrors", default=os.environ.get("ECOSYSTEM_MIRRORS", "/work/.mirror"))
+    ap.add_argument("--update", action="store_true", help="rewrite findings.tsv to the current findings")
+    ap.add_argument("--only", action="append", default=[], help="only this repository (repeatable)")
+    ap.add_argument("--lang", choices=["rust", "python"], help="only repositories of this language")
+    ap.add_argument("--table", action="store_true", help="print the table of the stored labels and exit")
+    ap.add_argument("--validate", action="store_true", help="check the stored files and exit")
+    args = ap.parse_args()
+
+    repos = read_tsv(REPOS, REPO_COLUMNS)
+    stored = read_tsv(FINDINGS, FINDING_COLUMNS)
+    problems = validate(repos, stored)
+    if args.validate or args.table:
+        for p in problems:
+            print(p, file=sys.stderr)
+        if args.table:
+            for lang in ("rust", "python"):
+                names = {r["repo"] for r in repos if r["lang"] == lang}
+                rows = [r for r in stored if r["repo"] in names]
+                if rows:
+                    print(f"{lang}: {len(names)} repositories\n{table(rows)}\n")
+        sys.exit(1 if problems else 0)
+    if problems:
+        sys.exit("fixtures/ecosystem/findings.tsv has problems:\n" + "\n".join(problems))
+    if not args.bin:
+        sys.exit("--bin is required (scripts/ecosystem.sh builds it)")
+
+    help_text = subprocess.run([args.bin, "lint", "--help"], capture_output=True, text=True).stdout
+    preview = "--preview" in help_text
+    base = Path(args.dir)
+    base.mkdir(parents=True, exist_ok=True)
+    selected = [
+        r for r in repos
+        if (not args.only or r["repo"] in args.only) and (not args.lang or r["lang"] == args.lang)
+    ]
+    by_key = {(r["repo"], r["path"], r["line"], r["code"]): r for r in stored}
+    current = []  # the rows after this run, for the repositories linted
+    diff = []
+    missing = []
+    not_rules = collections.Counter()
+    for repo in selected:
+        name, commit = repo["repo"], repo["commit"]
+        tree = ensure_tree(name, commit, base, Path(args.mirrors))
+        if tree is None:
+            missing.append(name)
+            print(f"{name}: not available (no mirror, no network); skipped", file=sys.stderr)
+            continue
+        found = set()
+        for f in lint(args.bin, tree, preview):
+            code = f.get("code", "")
+            path = f.get("path", "").removeprefix("./")
+            if code in NOT_RULES:
+                not_rules[code] += 1
+                continue
+            key = (name, path, str(f.get("line", 0)), code)
+            if key in found:
+                continue
+            found.add(key)
+            old = by_key.get(key)
+            if old is None:
+                row = dict(zip(FINDING_COLUMNS, [name, commit, key[1], key[2], code, "?", f.get("message", "")]))
+                diff.append(f"+ new        {name} {key[1]}:{key[2]} {code}  {f.get('message', '')}")
+            elif old["label"] == "MISS":
+                row = dict(old, label="TRUE")
+                diff.append(f"+ now found  {name} {key[1]}:{key[2]} {code}  (labelled hazard: {old['reason']})")
+            else:
+                row = dict(old)
+            current.append(row)
+        for key, old in by_key.items():
+            if key[0] != name or key in found:
+                continue
+            if old["label"] == "TRUE":
+                diff.append(f"- lost       {name} {key[1]}:{key[2]} {key[3]}  (a real hazard: {old['reason']})")
+                current.append(dict(old, label="MISS"))
+            elif old["label"] == "FALSE":
+                diff.append(f"- dropped    {name} {key[1]}:{key[2]} {key[3]}  (a false alarm: {old['reason']})")
+            elif old["label"] == "MISS":
+                current.append(dict(old))
+            # an unlabelled `?` row that is no longer reported simply goes away
+
+    linted = {r["repo"] for r in selected} - set(missing)
+    print(f"linted {len(linted)} of {len(selected)} repositories" + (f"; missing: {', '.join(missing)}" if missing else ""))
+    if not_rules:
+        print("not counted: " + ", ".join(f"{c} x{n}" for c, n in sorted(not_rules.items())))
+    print()
+    print("difference against fixtures/ecosystem/findings.tsv:")
+    print("\n".join(diff) if diff else "  none")
+    print()
+    for lang in ("rust", "python"):
+        names = {r["repo"] for r in selected if r["lang"] == lang} & linted
+        rows = [r for r in current if r["repo"] in names]
+        if rows:
+            print(f"{lang}: {len(names)} repositories")
+            print(table(rows))
+            print()
+    if args.update:
+        kept = [r for r in stored if r["repo"] not in linted]
+        write_findings(kept + current)
+        print(f"wrote {FINDINGS.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
