@@ -9,7 +9,7 @@ source scripts/cuda-wheels.sh
 cuda_wheels_nvrtc
 export DEVCHECK_REQUIRE_NVRTC=1
 
-cargo run --quiet --bin devcheck -- env
-cargo run --quiet --bin devcheck -- kernels check --arch sm_80 --arch sm_90 --include "$DEVCHECK_CUDA_INCLUDE"
+cargo run --quiet -p devcheck-cli --bin devcheck -- env
+cargo run --quiet -p devcheck-cli --bin devcheck -- kernels check --arch sm_80 --arch sm_90 --include "$DEVCHECK_CUDA_INCLUDE"
 # The same compile through the test suite, where a missing NVRTC fails instead of skipping.
 cargo test --quiet --test cuda_kernels -- --nocapture

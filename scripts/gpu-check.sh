@@ -41,7 +41,7 @@ echo "DEVCHECK_CUDA_INCLUDE=$DEVCHECK_CUDA_INCLUDE"
 export DEVCHECK_REQUIRE_NVRTC=1
 
 section "devcheck env"
-cargo run --quiet --bin devcheck -- env || failures+=("devcheck env")
+cargo run --quiet -p devcheck-cli --bin devcheck -- env || failures+=("devcheck env")
 
 section "building the GPU suites"
 suites=(cuda_kernels cuda_allocator cuda_host_allocator cuda_device cuda_tensor)
