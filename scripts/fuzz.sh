@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs the property tests that feed hostile input to the runtime and the checkpoint reader
-# (tests/fuzz_*.rs) with many more cases than CI does: random and mutated checkpoint files,
-# random shapes (huge ones included) and dims for creation, shape and reduction ops.
+# Runs the property tests that feed hostile input to the runtime, the checkpoint reader and the
+# linter with many more cases than CI does: random and mutated checkpoint files, random shapes
+# (huge ones included) and dims for creation, shape and reduction ops (tests/fuzz_*.rs); random
+# and deeply nested source text for the linter, `inspect` and `--fix` (lint/tests/lint_hostile.rs).
 #
 #   scripts/fuzz.sh              # 20,000 cases per property
 #   CASES=200000 scripts/fuzz.sh # longer
@@ -15,3 +16,6 @@ echo "== ${PROPTEST_CASES} cases per property"
 # Optimised, with overflow checks kept on so that an unchecked size computation still fails loudly.
 cargo test --release --config 'profile.release.overflow-checks=true' \
     --test fuzz_checkpoint --test fuzz_tensor
+# The linter: every file gets an outcome, nothing panics or overflows the stack.
+cargo test --release --config 'profile.release.overflow-checks=true' \
+    -p devcheck-lint --test lint_hostile
