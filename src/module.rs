@@ -1250,42 +1250,22 @@ impl<M: Module> Module for Option<M> {
 /// Elements at paths `0`, `1`, ... (as a `Vec` field of a derived module).
 impl<M: Module> Module for Vec<M> {
     fn visit(&self, visitor: &mut dyn Visitor, path: &mut ModulePath) -> Result<()> {
-        self.as_slice().iter().enumerate().try_for_each(|(index, module)| {
-            path.push_index(index);
-            walk::submodule(visitor, path, module)?;
-            path.pop();
-            Ok(())
-        })
+        walk::items(visitor, path, self)
     }
 
     fn visit_mut(&mut self, visitor: &mut dyn VisitorMut, path: &mut ModulePath) -> Result<()> {
-        self.iter_mut().enumerate().try_for_each(|(index, module)| {
-            path.push_index(index);
-            walk::submodule_mut(visitor, path, module)?;
-            path.pop();
-            Ok(())
-        })
+        walk::items_mut(visitor, path, self)
     }
 }
 
 /// Elements at paths `0`, `1`, ...
 impl<M: Module, const N: usize> Module for [M; N] {
     fn visit(&self, visitor: &mut dyn Visitor, path: &mut ModulePath) -> Result<()> {
-        self.iter().enumerate().try_for_each(|(index, module)| {
-            path.push_index(index);
-            walk::submodule(visitor, path, module)?;
-            path.pop();
-            Ok(())
-        })
+        walk::items(visitor, path, self)
     }
 
     fn visit_mut(&mut self, visitor: &mut dyn VisitorMut, path: &mut ModulePath) -> Result<()> {
-        self.iter_mut().enumerate().try_for_each(|(index, module)| {
-            path.push_index(index);
-            walk::submodule_mut(visitor, path, module)?;
-            path.pop();
-            Ok(())
-        })
+        walk::items_mut(visitor, path, self)
     }
 }
 
@@ -1340,6 +1320,30 @@ pub mod walk {
         }
         module.visit_mut(visitor, path)?;
         visitor.exit_module(path)
+    }
+
+    /// The elements of a sequence of submodules, at paths `0`, `1`, ...
+    pub fn items<M: Module>(visitor: &mut dyn Visitor, path: &mut ModulePath, items: &[M]) -> Result<()> {
+        items.iter().enumerate().try_for_each(|(index, module)| {
+            path.push_index(index);
+            submodule(visitor, path, module)?;
+            path.pop();
+            Ok(())
+        })
+    }
+
+    /// [`items`], for a visitor that may change them.
+    pub fn items_mut<M: Module>(
+        visitor: &mut dyn VisitorMut,
+        path: &mut ModulePath,
+        items: &mut [M],
+    ) -> Result<()> {
+        items.iter_mut().enumerate().try_for_each(|(index, module)| {
+            path.push_index(index);
+            submodule_mut(visitor, path, module)?;
+            path.pop();
+            Ok(())
+        })
     }
 }
 
