@@ -24,6 +24,8 @@ pub struct FileReport {
     pub text: Arc<str>,
     /// Sorted by position.
     pub diagnostics: Vec<Diagnostic>,
+    /// What the crate-wide pass needs (kept, so that it can run again after fixes).
+    pub(crate) summary: Option<Box<super::crates::FileSummary>>,
 }
 
 /// The result of a run.
@@ -65,7 +67,9 @@ pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, Lin
         .thread_name(|i| format!("devcheck-lint-{i}"))
         .build()
         .map_err(|e| LintError::Io { path: PathBuf::from("."), source: std::io::Error::other(e) })?;
-    let files: Vec<FileReport> = pool.install(|| files.par_iter().map(|p| lint_file(p, settings)).collect());
+    let mut files: Vec<FileReport> =
+        pool.install(|| files.par_iter().map(|p| lint_file(p, settings)).collect());
+    super::crates::resolve(&mut files);
     Ok(LintRun { files })
 }
 
@@ -155,5 +159,12 @@ fn unreadable(
         fix: None,
         related: Vec::new(),
     };
-    FileReport { path: shown.to_string(), kind, apis: ApiSet::EMPTY, text, diagnostics: vec![diagnostic] }
+    FileReport {
+        path: shown.to_string(),
+        kind,
+        apis: ApiSet::EMPTY,
+        text,
+        diagnostics: vec![diagnostic],
+        summary: None,
+    }
 }

@@ -47,7 +47,8 @@ pub fn apply_fixes(
     write: bool,
 ) -> Result<FixSummary, LintError> {
     let mut summary = FixSummary::default();
-    for report in &mut run.files {
+    let mut changed_files = Vec::new();
+    for (i, report) in run.files.iter_mut().enumerate() {
         let before = report.diagnostics.len();
         let mut changed = false;
         // Fixes can overlap; a few rounds apply the ones left out of the previous round.
@@ -74,9 +75,16 @@ pub fn apply_fixes(
                 std::fs::write(&path, report.text.as_bytes())
                     .map_err(|source| LintError::Write { path, source })?;
             }
-            summary.fixed += before.saturating_sub(report.diagnostics.len());
+            changed_files.push((i, before));
             summary.files.push(report.path.clone());
         }
+    }
+    if !changed_files.is_empty() {
+        // The re-linted files' crate-wide findings (a helper called per layer, ...).
+        super::crates::resolve(&mut run.files);
+    }
+    for (i, before) in changed_files {
+        summary.fixed += before.saturating_sub(run.files[i].diagnostics.len());
     }
     Ok(summary)
 }

@@ -21,9 +21,15 @@ declare_rule! {
     ///   it;
     /// - burn: a tensor field marked `#[module(skip)]`, or held in `Ignored<..>`;
     /// - candle and tch: a tensor field that a constructor builds on a fixed device
-    ///   (`Tensor::ones(.., &Device::Cpu)`, tch's `FLOAT_CPU`, outside the VarStore) and that a
-    ///   `forward*` method uses without moving it to the input's device. (Buffers that only
-    ///   other methods use, such as a replay buffer filled from host data, are not flagged.)
+    ///   (`Tensor::ones(.., &Device::Cpu)`, tch's `FLOAT_CPU`, outside the VarStore) — directly, in
+    ///   a `match` arm or an `unwrap_or_else` fallback, through a helper of the file that builds
+    ///   it, or inside a layer built around it (`LayerNorm::new(weight, eps)`) — and that a
+    ///   `forward*` method (or an optimizer's `step`) uses without moving it to the input's device.
+    ///   (Buffers that only other methods use, such as a replay buffer filled from host data, are
+    ///   not flagged.)
+    ///
+    /// A skipped `Option` field that every constructor leaves `None` is a cache filled later from
+    /// the module's own tensors (a fused weight), and is not flagged.
     ///
     /// ### Why is this bad?
     /// Moving the model (`model.to(&device)`, `module.to_device(&device)`, loading the weights
@@ -90,9 +96,17 @@ impl Check for Check004 {
         } else {
             return;
         };
+        let facts = cx.facts.structs.get(&s.ident.to_string());
         for field in fields.iter().filter(|f| f.fate == Fate::LeftBehind) {
             let name = &field.name;
             let ty = &s.ident;
+            // A skipped `Option` that every constructor leaves `None` is a cache the module fills
+            // later from its own (moved) tensors, like a fused weight.
+            let cache = field.ty.starts_with("Option")
+                && facts.and_then(|f| f.inits.get(name)).is_some_and(|i| i.always_none == Some(true));
+            if cache {
+                continue;
+            }
             let (message, help) = match (&field.skip, devcheck) {
                 (Some(_), true) => (
                     format!(
@@ -132,9 +146,10 @@ impl Check for Check004 {
     }
 
     fn expr(&mut self, cx: &Cx<'_, '_>, e: &Expr, _out: &mut Vec<Finding>) {
+        // Where the field meets the inputs: a forward pass, or an optimizer's step.
         if !(cx.file.apis.is(Api::Candle) || cx.file.apis.is(Api::Tch))
             || !cx.in_forward()
-            || !cx.fun().is_some_and(|f| f.name.starts_with("forward"))
+            || !cx.fun().is_some_and(|f| f.name.starts_with("forward") || f.name == "step")
         {
             return;
         }
@@ -171,6 +186,10 @@ impl Check for Check004 {
     fn finish(&mut self, cx: &Cx<'_, '_>, out: &mut Vec<Finding>) {
         for ((ty, field), (use_range, in_fn)) in &self.uses {
             let Some(facts) = cx.facts.structs.get(ty) else { continue };
+            // Not a field that can only hold host data (a table read back into a `Vec<f64>`).
+            if facts.fields.iter().any(|f| f.name == *field && f.host_data) {
+                continue;
+            }
             let Some(init) = facts.inits.get(field) else { continue };
             for fixed in &init.fixed_tensors {
                 let device = if fixed.device_range == fixed.ctor_range {
