@@ -119,10 +119,51 @@ pub(crate) struct FileSummary {
 /// Method names that many libraries define: a call by one of these names on a receiver of
 /// unknown type is not resolved to the crate's own method of that name.
 const COMMON_METHODS: &[&str] = &[
-    "forward", "forward_t", "new", "default", "from", "into", "clone", "step", "sample", "call", "run",
-    "apply", "get", "set", "len", "is_empty", "iter", "next", "load", "save", "to_device", "to", "device",
-    "dtype", "shape", "dims", "build", "init", "update", "reset", "train", "eval", "encode", "decode",
-    "push", "insert", "remove", "contains", "as_ref", "as_mut", "fmt", "eq", "hash", "drop", "deref",
+    "forward",
+    "forward_t",
+    "new",
+    "default",
+    "from",
+    "into",
+    "clone",
+    "step",
+    "sample",
+    "call",
+    "run",
+    "apply",
+    "get",
+    "set",
+    "len",
+    "is_empty",
+    "iter",
+    "next",
+    "load",
+    "save",
+    "to_device",
+    "to",
+    "device",
+    "dtype",
+    "shape",
+    "dims",
+    "build",
+    "init",
+    "update",
+    "reset",
+    "train",
+    "eval",
+    "encode",
+    "decode",
+    "push",
+    "insert",
+    "remove",
+    "contains",
+    "as_ref",
+    "as_mut",
+    "fmt",
+    "eq",
+    "hash",
+    "drop",
+    "deref",
 ];
 
 /// Applies the crate-wide conditions: every pending finding whose conditions hold joins its
@@ -357,8 +398,13 @@ struct Index<'a> {
 
 impl<'a> Index<'a> {
     fn new(files: &'a [&'a FileSummary]) -> Index<'a> {
-        let mut index =
-            Index { files, methods: HashMap::new(), free: HashMap::new(), by_name: HashMap::new(), structs: HashMap::new() };
+        let mut index = Index {
+            files,
+            methods: HashMap::new(),
+            free: HashMap::new(),
+            by_name: HashMap::new(),
+            structs: HashMap::new(),
+        };
         for (f, s) in files.iter().enumerate() {
             for (i, info) in s.fns.iter().enumerate() {
                 if info.test {
@@ -388,7 +434,8 @@ impl<'a> Index<'a> {
             Callee::SelfMethod(name) => self_ty.map(|ty| self.method(file, ty, name)).unwrap_or_default(),
             Callee::FieldMethod { field, name } => {
                 let Some(ty) = self_ty else { return Vec::new() };
-                let Some((sf, st)) = prefer(file, self.structs.get(ty).map(Vec::as_slice).unwrap_or(&[])) else {
+                let Some((sf, st)) = prefer(file, self.structs.get(ty).map(Vec::as_slice).unwrap_or(&[]))
+                else {
                     return Vec::new();
                 };
                 let Some((_, types)) = st.fields.iter().find(|(n, _)| n == field) else { return Vec::new() };
@@ -428,9 +475,12 @@ fn pick(file: usize, nodes: &[Node]) -> Vec<Node> {
 }
 
 fn prefer<'s>(file: usize, structs: &[(usize, &'s StructInfo)]) -> Option<(usize, &'s StructInfo)> {
-    structs.iter().find(|(f, _)| *f == file).or(match structs {
-        [only] => Some(only),
-        _ => None,
-    })
-    .copied()
+    structs
+        .iter()
+        .find(|(f, _)| *f == file)
+        .or(match structs {
+            [only] => Some(only),
+            _ => None,
+        })
+        .copied()
 }

@@ -7,9 +7,11 @@ use std::ops::Range;
 use syn::Expr;
 use syn::spanned::Spanned;
 
-use super::source::FileCx;
 use super::profile::{CtorDevice, is_host_read, is_transfer_method};
-use super::syntax::{Ctor, as_ident, call_path, chain_calls, chain_root, last_two, path_ends_with, peel, self_field, str_lit};
+use super::source::FileCx;
+use super::syntax::{
+    Ctor, as_ident, call_path, chain_calls, chain_root, last_two, path_ends_with, peel, self_field, str_lit,
+};
 
 /// Which fixed device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,7 +200,8 @@ pub(crate) fn is_host_tensor(file: &FileCx<'_>, e: &Expr, env: &DevEnv, host: &d
         },
         Expr::Binary(b) => {
             let literal = |e: &Expr| matches!(peel(e), Expr::Lit(_));
-            (is_host_tensor(file, &b.left, env, host) && (literal(&b.right) || is_host_tensor(file, &b.right, env, host)))
+            (is_host_tensor(file, &b.left, env, host)
+                && (literal(&b.right) || is_host_tensor(file, &b.right, env, host)))
                 || (literal(&b.left) && is_host_tensor(file, &b.right, env, host))
         }
         _ => {
@@ -209,8 +212,23 @@ pub(crate) fn is_host_tensor(file: &FileCx<'_>, e: &Expr, env: &DevEnv, host: &d
             if calls.first().is_some_and(|c| {
                 matches!(
                     c.method.to_string().as_str(),
-                    "dims" | "dims1" | "dims2" | "dims3" | "dims4" | "dims5" | "dim" | "shape" | "size" | "dtype"
-                        | "kind" | "device" | "elem_count" | "numel" | "rank" | "len" | "is_empty"
+                    "dims"
+                        | "dims1"
+                        | "dims2"
+                        | "dims3"
+                        | "dims4"
+                        | "dims5"
+                        | "dim"
+                        | "shape"
+                        | "size"
+                        | "dtype"
+                        | "kind"
+                        | "device"
+                        | "elem_count"
+                        | "numel"
+                        | "rank"
+                        | "len"
+                        | "is_empty"
                 )
             }) {
                 return false;
@@ -252,10 +270,13 @@ pub(crate) fn is_host_tensor(file: &FileCx<'_>, e: &Expr, env: &DevEnv, host: &d
             }
             // `Tensor::cat(&[a, b], 0)` / `Tensor::stack(..)` of host tensors.
             if let Expr::Call(c) = root
-                && call_path(c).and_then(|p| last_two(p)).is_some_and(|(ty, f)| ty == "Tensor" && (f == "cat" || f == "stack"))
+                && call_path(c)
+                    .and_then(|p| last_two(p))
+                    .is_some_and(|(ty, f)| ty == "Tensor" && (f == "cat" || f == "stack"))
                 && let Some(Expr::Array(parts)) = c.args.first().map(peel)
             {
-                return !parts.elems.is_empty() && parts.elems.iter().all(|p| is_host_tensor(file, p, env, host));
+                return !parts.elems.is_empty()
+                    && parts.elems.iter().all(|p| is_host_tensor(file, p, env, host));
             }
             false
         }

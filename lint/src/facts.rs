@@ -143,7 +143,10 @@ fn helper(file: &FileCx<'_>, sig: &syn::Signature, body: &syn::Block, facts: &mu
     let returns_tensor = matches!(classify_type(ty), ParamKind::Tensor { .. })
         || matches!(&**ty, syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "Result")
             && mentions_tensor(ty));
-    let takes_device = sig.inputs.iter().any(|i| matches!(i, syn::FnArg::Typed(t) if classify_type(&t.ty) == ParamKind::Device));
+    let takes_device = sig
+        .inputs
+        .iter()
+        .any(|i| matches!(i, syn::FnArg::Typed(t) if classify_type(&t.ty) == ParamKind::Device));
     if !returns_tensor || takes_device {
         return;
     }
@@ -162,7 +165,9 @@ fn helper(file: &FileCx<'_>, sig: &syn::Signature, body: &syn::Block, facts: &mu
         _ => return,
     };
     let tail = match peel(tail) {
-        Expr::Call(c) if c.args.len() == 1 && matches!(&*c.func, Expr::Path(p) if p.path.is_ident("Ok")) => &c.args[0],
+        Expr::Call(c) if c.args.len() == 1 && matches!(&*c.func, Expr::Path(p) if p.path.is_ident("Ok")) => {
+            &c.args[0]
+        }
         other => other,
     };
     if let Some(fixed) = scan.fixed_tensor(tail) {
@@ -182,8 +187,22 @@ fn is_host_data(ty: &syn::Type) -> bool {
         _ => type_name(ty).is_some_and(|n| {
             matches!(
                 n.as_str(),
-                "Vec" | "VecDeque" | "HashMap" | "BTreeMap" | "HashSet" | "String" | "f32" | "f64" | "i32" | "i64"
-                    | "u8" | "u32" | "u64" | "usize" | "isize" | "bool"
+                "Vec"
+                    | "VecDeque"
+                    | "HashMap"
+                    | "BTreeMap"
+                    | "HashSet"
+                    | "String"
+                    | "f32"
+                    | "f64"
+                    | "i32"
+                    | "i64"
+                    | "u8"
+                    | "u32"
+                    | "u64"
+                    | "usize"
+                    | "isize"
+                    | "bool"
             )
         }),
     }

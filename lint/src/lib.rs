@@ -82,9 +82,9 @@ pub(crate) fn lint_text(
     settings: &Settings,
 ) -> FileReport {
     let enabled = settings.enabled_for(path);
-    let backend = path
-        .parent()
-        .is_some_and(|dir| dir.components().any(|c| c.as_os_str().to_str().is_some_and(walker::is_backend_name)));
+    let backend = path.parent().is_some_and(|dir| {
+        dir.components().any(|c| c.as_os_str().to_str().is_some_and(walker::is_backend_name))
+    });
     let result = catch_unwind(AssertUnwindSafe(|| {
         check_text(kind, backend, &text, settings, &|c| enabled.contains(c))
     }));
@@ -314,12 +314,20 @@ fn lowercase_first(s: &str) -> String {
 /// The documentation of a rule, as `devcheck explain` prints it.
 pub fn explain(code_or_name: &str) -> Option<String> {
     let rule = registry::lookup(code_or_name)?;
-    let status = match rule.status {
-        registry::Status::Stable => String::new(),
+    let mut status = match rule.status {
+        registry::Status::Stable => {
+            "\n\nGroup: stable, on by default (precise on the ecosystem check: `scripts/ecosystem.sh`)."
+                .to_string()
+        }
         registry::Status::Preview(why) => {
-            format!("\n\nPreview: off unless `--preview` (or `preview = true` in devcheck.toml). {why}")
+            format!(
+                "\n\nGroup: preview, off unless `--preview` (or `preview = true` in devcheck.toml). {why}"
+            )
         }
     };
+    if let Some(what) = rule.preview_patterns {
+        status.push_str(&format!("\nPreview patterns, only with `--preview`: {what}"));
+    }
     Some(format!("{} ({}): {}{status}\n\n{}", rule.code, rule.name, rule.summary, rule.docs()))
 }
 

@@ -306,6 +306,11 @@ pub(crate) fn is_host_read(apis: ApiSet, name: &str, has_turbofish: bool) -> boo
 pub(crate) fn is_sync_method(name: &str) -> bool {
     matches!(
         name,
-        "synchronize" | "sync" | "cuda_synchronize" | "f_cuda_synchronize" | "device_synchronize" | "synchronize_device"
+        "synchronize"
+            | "sync"
+            | "cuda_synchronize"
+            | "f_cuda_synchronize"
+            | "device_synchronize"
+            | "synchronize_device"
     )
 }

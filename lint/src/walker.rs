@@ -14,8 +14,8 @@ use super::crates::{Call, Callee, FileSummary, FnId, FnInfo, StructInfo};
 use super::device::{DevEnv, DevSrc, classify_options, is_host_tensor};
 use super::diagnostic::Finding;
 use super::facts::Facts;
-use super::source::FileCx;
 use super::profile::is_host_read;
+use super::source::FileCx;
 use super::syntax::{
     ParamKind, as_ident, chain_calls, chain_root, classify_type, is_cfg_test, is_test_fn, pat_ident,
     pat_idents, returns_self, self_field, type_name,
@@ -197,6 +197,8 @@ pub(crate) trait Check {
     /// A loop body, before it is visited (the scope already counts the loop).
     fn enter_loop(&mut self, _cx: &Cx<'_, '_>, _body: LoopBody<'_>, _out: &mut Vec<Finding>) {}
     fn item_struct(&mut self, _cx: &Cx<'_, '_>, _s: &syn::ItemStruct, _out: &mut Vec<Finding>) {}
+    /// A `static` (also one of `lazy_static!`): its name and initialiser.
+    fn item_static(&mut self, _cx: &Cx<'_, '_>, _name: &syn::Ident, _init: &Expr, _out: &mut Vec<Finding>) {}
     fn finish(&mut self, _cx: &Cx<'_, '_>, _out: &mut Vec<Finding>) {}
 }
 
@@ -294,9 +296,10 @@ impl<'a, 'f> Walker<'a, 'f> {
             params.iter().any(|(_, k)| matches!(k, ParamKind::Tensor { .. } | ParamKind::TensorLike));
         let in_impl = self_ty.is_some() || trait_name.is_some();
         let _ = trait_name;
-        // A free function of an example or a binary that takes and returns tensors is a piece
-        // of a model too.
-        let returns_tensor = matches!(&sig.output, syn::ReturnType::Type(_, ty) if super::syntax::mentions_tensor(ty));
+        // Preview: a free function of an example or a binary that takes and returns tensors is a
+        // piece of a model too (not seen on the ecosystem check yet).
+        let returns_tensor = self.file.preview
+            && matches!(&sig.output, syn::ReturnType::Type(_, ty) if super::syntax::mentions_tensor(ty));
         let forward_like = !returns_self
             && !is_main
             && (name.starts_with("forward")
@@ -369,7 +372,8 @@ impl<'a, 'f> Walker<'a, 'f> {
         let over_self = mentions_self_field(iterated);
         // Slices along the first dimension are batch items (`t.iter_dim(0)`, `t.chunk(n, 0)?`).
         let first_dim = chain_calls(iterated).iter().any(|c| {
-            is_slice_iterator(&c.method.to_string()) && c.args.last().and_then(super::syntax::int_lit) == Some(0)
+            is_slice_iterator(&c.method.to_string())
+                && c.args.last().and_then(super::syntax::int_lit) == Some(0)
         });
         let batch = first_dim || iterates_batch(iterated);
         let per_layer = !batch
@@ -507,7 +511,8 @@ impl<'a, 'f> Walker<'a, 'f> {
 
     /// A host read of one of the function's own parameters (`t.to_data()` in `fn get(t: &Tensor)`).
     fn note_param_read(&mut self, m: &ExprMethodCall) {
-        if self.scope.test > 0 || !is_host_read(self.file.apis, &m.method.to_string(), m.turbofish.is_some()) {
+        if self.scope.test > 0 || !is_host_read(self.file.apis, &m.method.to_string(), m.turbofish.is_some())
+        {
             return;
         }
         let Some(f) = self.scope.fns.last() else { return };
@@ -629,6 +634,25 @@ impl<'a, 'f> Walker<'a, 'f> {
     }
 }
 
+/// The body of `lazy_static! { [pub] static ref NAME: Type = init; .. }`.
+fn parse_lazy_statics(input: syn::parse::ParseStream<'_>) -> syn::Result<Vec<(syn::Ident, Expr)>> {
+    let mut out = Vec::new();
+    while !input.is_empty() {
+        input.call(syn::Attribute::parse_outer)?;
+        input.parse::<syn::Visibility>()?;
+        input.parse::<Token![static]>()?;
+        input.parse::<Token![ref]>()?;
+        let name: syn::Ident = input.parse()?;
+        input.parse::<Token![:]>()?;
+        input.parse::<syn::Type>()?;
+        input.parse::<Token![=]>()?;
+        let init: Expr = input.parse()?;
+        input.parse::<Token![;]>()?;
+        out.push((name, init));
+    }
+    Ok(out)
+}
+
 fn parse_repeat(input: syn::parse::ParseStream<'_>) -> syn::Result<(Expr, Expr)> {
     let a: Expr = input.parse()?;
     input.parse::<Token![;]>()?;
@@ -697,10 +721,26 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
     }
 
     fn visit_item_static(&mut self, s: &'ast syn::ItemStatic) {
+        if self.scope.test == 0 && !self.file.kind.is_test_like() {
+            hook!(self, item_static, &s.ident, &s.expr);
+        }
         let def = defines_device(&s.ty);
         self.scope.device_def += def as u32;
         visit::visit_item_static(self, s);
         self.scope.device_def -= def as u32;
+    }
+
+    fn visit_item_macro(&mut self, m: &'ast syn::ItemMacro) {
+        if m.mac.path.segments.last().is_some_and(|s| s.ident == "lazy_static")
+            && self.scope.test == 0
+            && !self.file.kind.is_test_like()
+            && let Ok(statics) = m.mac.parse_body_with(parse_lazy_statics)
+        {
+            for (name, init) in &statics {
+                hook!(self, item_static, name, init);
+            }
+        }
+        visit::visit_item_macro(self, m);
     }
 
     fn visit_item_struct(&mut self, s: &'ast syn::ItemStruct) {
@@ -779,10 +819,12 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
             }
             Expr::Loop(l) => self.visit_loop_body(&l.body, LoopKind::default(), &[]),
             Expr::Call(c) => {
-                let local = as_ident(&c.func)
-                    .is_some_and(|f| self.scope.fns.last().is_some_and(|cx| cx.locals.contains(&f.to_string())));
+                let local = as_ident(&c.func).is_some_and(|f| {
+                    self.scope.fns.last().is_some_and(|cx| cx.locals.contains(&f.to_string()))
+                });
                 if !local
-                    && let Some(callee) = call_callee(c, self.scope.fns.last().and_then(|f| f.self_ty.as_deref()))
+                    && let Some(callee) =
+                        call_callee(c, self.scope.fns.last().and_then(|f| f.self_ty.as_deref()))
                 {
                     let at = self.file.range(c.func.span()).start;
                     self.record_call(callee, c.args.len(), at);
@@ -793,7 +835,9 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
                 visit::visit_expr(self, e);
                 self.assign(a);
             }
-            Expr::Struct(st) if st.path.segments.last().is_some_and(|s| is_config_type(&s.ident.to_string())) => {
+            Expr::Struct(st)
+                if st.path.segments.last().is_some_and(|s| is_config_type(&s.ident.to_string())) =>
+            {
                 self.scope.config += 1;
                 visit::visit_expr(self, e);
                 self.scope.config -= 1;
@@ -938,9 +982,18 @@ fn is_iter_adapter(m: &ExprMethodCall) -> bool {
 fn is_probe_word(lower: &str) -> bool {
     matches!(
         lower,
-        "has_mps" | "has_cuda" | "has_metal" | "has_vulkan" | "is_available" | "cuda_is_available"
-            | "is_cuda_available" | "cudnn_is_available" | "metal_is_available" | "mps_is_available"
-            | "device_count" | "cuda_device_count"
+        "has_mps"
+            | "has_cuda"
+            | "has_metal"
+            | "has_vulkan"
+            | "is_available"
+            | "cuda_is_available"
+            | "is_cuda_available"
+            | "cudnn_is_available"
+            | "metal_is_available"
+            | "mps_is_available"
+            | "device_count"
+            | "cuda_device_count"
     )
 }
 
@@ -1016,9 +1069,21 @@ fn iterates_batch(e: &Expr) -> bool {
     let mut hit = false;
     let mut words = |name: &str| {
         let n = name.to_ascii_lowercase();
-        hit |= ["batch", "sample", "image", "img", "example", "item", "request", "recv", "read_line", "incoming", "stdin"]
-            .iter()
-            .any(|w| n.contains(w))
+        hit |= [
+            "batch",
+            "sample",
+            "image",
+            "img",
+            "example",
+            "item",
+            "request",
+            "recv",
+            "read_line",
+            "incoming",
+            "stdin",
+        ]
+        .iter()
+        .any(|w| n.contains(w))
             || matches!(n.as_str(), "b" | "bs" | "bsz" | "b_size" | "n_images" | "num_images");
     };
     struct Names<'w>(&'w mut dyn FnMut(&str));

@@ -104,6 +104,9 @@ struct Candidate {
     binding: Option<String>,
     call: usize,
     kind: FixedKind,
+    /// The walker knows the tensor for a host one (its device is written at the call, not taken
+    /// from a field), so `host_escaped` follows where it goes.
+    tracked: bool,
 }
 
 impl FnState {
@@ -159,7 +162,7 @@ impl Check for Check001 {
             }
             // A host tensor that is only read back, or rebuilt on the input's device, never meets
             // the inputs: host bookkeeping on purpose.
-            if c.kind == FixedKind::Cpu && c.binding.is_some() && !state.host_escaped {
+            if c.kind == FixedKind::Cpu && c.tracked && c.binding.is_some() && !state.host_escaped {
                 continue;
             }
             // On the default device, a tensor meets only tensors on that device when the crate
@@ -248,7 +251,9 @@ impl Check for Check001 {
             Expr::MethodCall(m) if is_transfer_method(cx.file.apis, &m.method.to_string()) => {
                 let to_fixed = match m.method.to_string().as_str() {
                     "cpu" | "cuda" => true,
-                    _ => m.args.first().is_some_and(|a| matches!(cx.device_of(a), Some(DevSrc::Fixed { .. }))),
+                    _ => {
+                        m.args.first().is_some_and(|a| matches!(cx.device_of(a), Some(DevSrc::Fixed { .. })))
+                    }
                 };
                 if to_fixed {
                     return;
@@ -288,7 +293,8 @@ impl Check for Check001 {
                         (fixed_arg(cx, f, e, &ctor, arg, kind, at), kind)
                     }
                 };
-                state.candidates.push(Candidate { finding, binding, call: addr(e), kind });
+                let tracked = cx.is_host(e);
+                state.candidates.push(Candidate { finding, binding, call: addr(e), kind, tracked });
             }
             _ => {}
         }
@@ -300,7 +306,9 @@ fn tensor_input(cx: &Cx<'_, '_>, e: &Expr) -> bool {
     let e = crate::syntax::peel(e);
     crate::syntax::self_field(e).is_some()
         || as_ident(e).is_some_and(|id| {
-            cx.fun().is_some_and(|f| f.params.iter().any(|(n, k)| id == n && matches!(k, ParamKind::Tensor { .. })))
+            cx.fun().is_some_and(|f| {
+                f.params.iter().any(|(n, k)| id == n && matches!(k, ParamKind::Tensor { .. }))
+            })
         })
 }
 

@@ -3,11 +3,11 @@ use std::collections::HashSet;
 use syn::Expr;
 use syn::spanned::Spanned;
 
+use crate::crates::Condition;
 use crate::device::is_device_type;
 use crate::diagnostic::Finding;
 use crate::profile::Api;
 use crate::registry::declare_rule;
-use crate::crates::Condition;
 use crate::syntax::{as_ident, call_path, int_lit, last_two, pat_ident, peel, str_lit};
 use crate::walker::{Check, Cx};
 
@@ -116,7 +116,8 @@ impl Check for Check002 {
             Expr::MethodCall(m) if is_device_test(&m.method.to_string()) && m.args.is_empty() => {
                 self.tested.insert(addr(peel(&m.receiver)));
                 if let Some(id) = as_ident(peel(&m.receiver))
-                    && let Some(b) = self.fns.last_mut().and_then(|v| v.iter_mut().rev().find(|b| id == &b.name))
+                    && let Some(b) =
+                        self.fns.last_mut().and_then(|v| v.iter_mut().rev().find(|b| id == &b.name))
                 {
                     b.tests += 1;
                 }
@@ -124,7 +125,8 @@ impl Check for Check002 {
             }
             Expr::Path(_) => {
                 if let Some(id) = as_ident(e)
-                    && let Some(b) = self.fns.last_mut().and_then(|v| v.iter_mut().rev().find(|b| id == &b.name))
+                    && let Some(b) =
+                        self.fns.last_mut().and_then(|v| v.iter_mut().rev().find(|b| id == &b.name))
                 {
                     b.uses += 1;
                 }

@@ -188,7 +188,10 @@ impl Check for Check005 {
             Finding::new(
                 &D005HostRoundTripInLoop::META,
                 range,
-                format!("`{what}` in `{}` waits for the device, and `{}` runs once per layer", f.name, f.name),
+                format!(
+                    "`{what}` in `{}` waits for the device, and `{}` runs once per layer",
+                    f.name, f.name
+                ),
             )
             .label("host read")
             .help("keep the value on the device, or compute it once before the layer loop and pass it down")
@@ -213,12 +216,15 @@ fn finding(in_fn: &str, read: &Read, why: Why) -> Finding {
             "read it once before the loop and reuse the host copy",
         ),
         Why::RoundTrip(_) => (
-            format!("`{what}` in a loop reads device data on the host every iteration, and the value goes back to the device"),
+            format!(
+                "`{what}` in a loop reads device data on the host every iteration, and the value goes back to the device"
+            ),
             "keep the value on the device (use tensor ops such as `argmax`, `gather`, `where_cond` instead of reading it), or read once after the loop",
         ),
     };
-    let mut finding =
-        Finding::new(&D005HostRoundTripInLoop::META, read.range.clone(), message).label("host read").help(help);
+    let mut finding = Finding::new(&D005HostRoundTripInLoop::META, read.range.clone(), message)
+        .label("host read")
+        .help(help);
     if let Why::RoundTrip(at) = why {
         finding = finding.related(at, "back to the device here");
     }
@@ -248,7 +254,9 @@ fn read_name(file: &FileCx<'_>, m: &ExprMethodCall) -> Option<String> {
 /// `dump`, `log_metrics`: its reads are for people) read the host on purpose.
 fn is_setup_or_report(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
-    ["new", "load", "init", "build", "setup", "save", "export", "from_", "create"].iter().any(|w| name.starts_with(w))
+    ["new", "load", "init", "build", "setup", "save", "export", "from_", "create"]
+        .iter()
+        .any(|w| name.starts_with(w))
         || ["print", "log", "dump", "report", "stats", "debug", "summary", "display", "show"]
             .iter()
             .any(|w| name.contains(w))
@@ -258,19 +266,31 @@ fn is_setup_or_report(name: &str) -> bool {
 fn is_scalar_read(name: &str) -> bool {
     matches!(
         name,
-        "to_scalar" | "item" | "into_scalar" | "to_vec0" | "double_value" | "int64_value" | "f_double_value" | "f_int64_value"
+        "to_scalar"
+            | "item"
+            | "into_scalar"
+            | "to_vec0"
+            | "double_value"
+            | "int64_value"
+            | "f_double_value"
+            | "f_int64_value"
     )
 }
 
 /// Methods that pick part of a tensor.
 fn is_index_method(name: &str) -> bool {
-    matches!(name, "i" | "get" | "slice" | "narrow" | "select" | "index_select" | "slice_dim" | "index" | "gather")
+    matches!(
+        name,
+        "i" | "get" | "slice" | "narrow" | "select" | "index_select" | "slice_dim" | "index" | "gather"
+    )
 }
-
 
 /// Methods whose result is a discrete choice over a tensor: reading it is sampling.
 fn is_choice(name: &str) -> bool {
-    matches!(name, "argmax" | "argmin" | "argmax_keepdim" | "argmin_keepdim" | "multinomial" | "sample" | "topk")
+    matches!(
+        name,
+        "argmax" | "argmin" | "argmax_keepdim" | "argmin_keepdim" | "multinomial" | "sample" | "topk"
+    )
 }
 
 struct Read {
@@ -438,12 +458,17 @@ impl<'a, 'f> LoopScan<'a, 'f> {
         let root = chain_root(&m.receiver);
         let root_name = as_ident(root).map(|i| i.to_string());
         let mentions_loop_var = |e: &Expr| Self::idents(e).iter().any(|n| self.loop_vars.contains(n));
-        let indexed_by_loop = calls
-            .iter()
-            .any(|c| is_index_method(&c.method.to_string()) && c.args.iter().any(|a| mentions_loop_var(a) || macro_mentions(a, &self.loop_vars)));
+        let indexed_by_loop = calls.iter().any(|c| {
+            is_index_method(&c.method.to_string())
+                && c.args.iter().any(|a| mentions_loop_var(a) || macro_mentions(a, &self.loop_vars))
+        });
         let per_element = indexed_by_loop || root_name.as_ref().is_some_and(|n| self.elements.contains(n));
         let varies = |n: &String| self.changed.contains(n) || self.all_loop_vars.contains(n);
-        let arg_varies = |a: &Expr| Self::idents(a).iter().any(varies) || macro_mentions(a, &self.changed) || macro_mentions(a, &self.all_loop_vars);
+        let arg_varies = |a: &Expr| {
+            Self::idents(a).iter().any(varies)
+                || macro_mentions(a, &self.changed)
+                || macro_mentions(a, &self.all_loop_vars)
+        };
         let invariant = root_name.as_ref().is_some_and(|n| !varies(n))
             && calls.iter().all(|c| !c.args.iter().any(arg_varies))
             && !m.args.iter().any(arg_varies);
@@ -473,7 +498,8 @@ impl<'a, 'f> LoopScan<'a, 'f> {
         for (i, a) in args.iter().enumerate() {
             let Some(name) = as_ident(peel(a)) else { continue };
             let name = name.to_string();
-            if self.changed.contains(&name) || self.all_loop_vars.contains(&name) || self.host.contains(&name) {
+            if self.changed.contains(&name) || self.all_loop_vars.contains(&name) || self.host.contains(&name)
+            {
                 continue;
             }
             self.invariant_args.push(InvariantArg {
@@ -491,10 +517,9 @@ impl<'a, 'f> LoopScan<'a, 'f> {
     fn ctor_data_args<'e>(&self, c: &'e syn::ExprCall, name: &str) -> Vec<&'e Expr> {
         let args: Vec<&Expr> = c.args.iter().collect();
         match name {
-            "new" | "from_vec" | "from_slice" | "from_iter" | "from_data" | "from_floats" | "from_ints" | "from_bool"
-            | "scalar" | "from_ndarray" | "of_slice" | "from_slice2" | "of_slice2" | "f_from_slice" => {
-                args.first().copied().into_iter().collect()
-            }
+            "new" | "from_vec" | "from_slice" | "from_iter" | "from_data" | "from_floats" | "from_ints"
+            | "from_bool" | "scalar" | "from_ndarray" | "of_slice" | "from_slice2" | "of_slice2"
+            | "f_from_slice" => args.first().copied().into_iter().collect(),
             "full" if self.file.apis.is(Api::Candle) => args.first().copied().into_iter().collect(),
             "full" => args.get(1).copied().into_iter().collect(),
             _ => Vec::new(),
@@ -562,7 +587,8 @@ impl<'ast> Visit<'ast> for LoopScan<'_, '_> {
             let element = calls.iter().any(|c| {
                 is_index_method(&c.method.to_string())
                     && c.args.iter().any(|a| {
-                        Self::idents(a).iter().any(|n| self.loop_vars.contains(n)) || macro_mentions(a, &self.loop_vars)
+                        Self::idents(a).iter().any(|n| self.loop_vars.contains(n))
+                            || macro_mentions(a, &self.loop_vars)
                     })
             });
             for n in names {
@@ -646,7 +672,10 @@ impl<'ast> Visit<'ast> for LoopScan<'_, '_> {
                         self.note_call_args(method.clone(), &m.args, at, shown);
                     }
                 }
-                if matches!(method.as_str(), "push" | "extend" | "insert" | "push_back" | "extend_from_slice" | "append") {
+                if matches!(
+                    method.as_str(),
+                    "push" | "extend" | "insert" | "push_back" | "extend_from_slice" | "append"
+                ) {
                     self.visit_expr(&m.receiver);
                     let targets = chain_target(&m.receiver);
                     for arg in &m.args {
@@ -705,10 +734,12 @@ fn read_bit(i: usize) -> u64 {
 /// Does the block end the program or the function (`panic!`, `bail!`, `return Err(..)`)?
 fn ends_program(b: &syn::Block) -> bool {
     let leaving_macro = |m: &syn::Macro| {
-        m.path
-            .segments
-            .last()
-            .is_some_and(|s| matches!(s.ident.to_string().as_str(), "panic" | "bail" | "unreachable" | "todo" | "unimplemented"))
+        m.path.segments.last().is_some_and(|s| {
+            matches!(
+                s.ident.to_string().as_str(),
+                "panic" | "bail" | "unreachable" | "todo" | "unimplemented"
+            )
+        })
     };
     b.stmts.iter().any(|s| match s {
         syn::Stmt::Macro(m) => leaving_macro(&m.mac),
@@ -720,12 +751,7 @@ fn ends_program(b: &syn::Block) -> bool {
 
 /// Does the block leave the loop (`break`, `return`) at its top level?
 fn block_leaves_loop(b: &syn::Block) -> bool {
-    b.stmts.iter().any(|s| {
-        matches!(
-            s,
-            syn::Stmt::Expr(Expr::Break(_) | Expr::Return(_), _)
-        )
-    })
+    b.stmts.iter().any(|s| matches!(s, syn::Stmt::Expr(Expr::Break(_) | Expr::Return(_), _)))
 }
 
 /// Collects every name a body binds (`let`) or assigns (`x = ..`, `x += ..`, `x.push(..)`,
@@ -746,7 +772,11 @@ impl<'ast> Visit<'ast> for Assigned {
             Expr::Binary(b) if is_compound_assign(&b.op) => self.0.extend(chain_target(&b.left)),
             Expr::MethodCall(m) => {
                 let name = m.method.to_string();
-                if name.ends_with('_') || name == "set" || name == "copy_from" || name.starts_with("slice_assign") {
+                if name.ends_with('_')
+                    || name == "set"
+                    || name == "copy_from"
+                    || name.starts_with("slice_assign")
+                {
                     self.0.extend(chain_target(&m.receiver));
                 }
             }

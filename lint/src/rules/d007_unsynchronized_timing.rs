@@ -255,12 +255,53 @@ const DEVICE_WORK: &[&str] = &[
 fn is_metadata(name: &str) -> bool {
     matches!(
         name,
-        "dims" | "dims1" | "dims2" | "dims3" | "dims4" | "dims5" | "shape" | "size" | "dim" | "rank" | "dtype"
-            | "kind" | "device" | "elem_count" | "numel" | "is_contiguous" | "layout" | "stride" | "clone"
-            | "shallow_clone" | "len" | "is_empty" | "as_ref" | "borrow" | "unwrap" | "expect" | "map_err" | "ok"
-            | "into" | "iter" | "into_iter" | "to_string" | "push" | "push_back" | "insert" | "extend" | "append"
-            | "set" | "get" | "contains" | "send" | "blocking_send" | "try_send" | "collect" | "unwrap_or"
-            | "entry" | "or_insert"
+        "dims"
+            | "dims1"
+            | "dims2"
+            | "dims3"
+            | "dims4"
+            | "dims5"
+            | "shape"
+            | "size"
+            | "dim"
+            | "rank"
+            | "dtype"
+            | "kind"
+            | "device"
+            | "elem_count"
+            | "numel"
+            | "is_contiguous"
+            | "layout"
+            | "stride"
+            | "clone"
+            | "shallow_clone"
+            | "len"
+            | "is_empty"
+            | "as_ref"
+            | "borrow"
+            | "unwrap"
+            | "expect"
+            | "map_err"
+            | "ok"
+            | "into"
+            | "iter"
+            | "into_iter"
+            | "to_string"
+            | "push"
+            | "push_back"
+            | "insert"
+            | "extend"
+            | "append"
+            | "set"
+            | "get"
+            | "contains"
+            | "send"
+            | "blocking_send"
+            | "try_send"
+            | "collect"
+            | "unwrap_or"
+            | "entry"
+            | "or_insert"
     )
 }
 
@@ -553,7 +594,10 @@ impl<'c, 'a, 'f> Flow<'c, 'a, 'f> {
         // tch's `Vec::<f32>::try_from(&t)`, `f64::from(&t)`: a read back to the host.
         if matches!(name.as_str(), "try_from" | "from")
             && crate::syntax::last_two(path).is_some_and(|(ty, _)| {
-                matches!(ty.to_string().as_str(), "Vec" | "f32" | "f64" | "i64" | "i32" | "u8" | "bool" | "usize")
+                matches!(
+                    ty.to_string().as_str(),
+                    "Vec" | "f32" | "f64" | "i64" | "i32" | "u8" | "bool" | "usize"
+                )
             })
             && c.args.iter().any(|a| self.mentions_value(a))
         {
@@ -582,7 +626,16 @@ impl<'c, 'a, 'f> Flow<'c, 'a, 'f> {
         let name = m.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
         if !matches!(
             name.as_str(),
-            "println" | "print" | "eprintln" | "eprint" | "format" | "write" | "writeln" | "dbg" | "info" | "debug"
+            "println"
+                | "print"
+                | "eprintln"
+                | "eprint"
+                | "format"
+                | "write"
+                | "writeln"
+                | "dbg"
+                | "info"
+                | "debug"
         ) || self.first_work.is_none()
         {
             return;
