@@ -295,7 +295,8 @@ pub fn explain(code_or_name: &str) -> Option<String> {
     let rule = registry::lookup(code_or_name)?;
     let mut status = match rule.status {
         registry::Status::Stable => {
-            "\n\nGroup: stable, on by default (precise on the ecosystem check: `scripts/ecosystem.sh`)."
+            "\n\nGroup: stable, on by default: a precision of at least 0.9 wherever the ecosystem check \
+             (`scripts/ecosystem.sh`) has findings of it."
                 .to_string()
         }
         registry::Status::Preview(why) => {

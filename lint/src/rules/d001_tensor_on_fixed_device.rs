@@ -71,6 +71,7 @@ declare_rule! {
         group: Correctness,
         summary: "a tensor made in a forward pass on a device that does not come from an input",
         fix: Mixed,
+        preview_patterns: "free functions of examples and binaries that take and return tensors count as forward passes; not yet measured: the ecosystem check has no findings of it",
     }
 }
 

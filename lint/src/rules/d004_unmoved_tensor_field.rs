@@ -71,6 +71,7 @@ declare_rule! {
         group: Correctness,
         summary: "a tensor kept in a struct where the framework's device move does not reach it",
         fix: Safe,
+        preview_patterns: "statics holding a tensor made on a fixed device (`lazy_static!`, `LazyLock`, `OnceLock::get_or_init`) used by a forward pass, and fields used by an optimizer's `step`; not yet measured: the ecosystem check has no findings of them",
     }
 }
 
