@@ -75,7 +75,9 @@ fn main() {
         (Duration::ZERO, 0)
     } else {
         best_of(args.repeat, || {
-            devcheck_lint::lint_paths(&args.paths, &settings).map(|run| run.diagnostics().count()).unwrap_or(0)
+            devcheck_lint::lint_paths(&args.paths, &settings)
+                .map(|run| run.diagnostics().count())
+                .unwrap_or(0)
         })
     };
     let ratio = t_lint.as_secs_f64() / t_bare.as_secs_f64();

@@ -440,7 +440,7 @@ pub(crate) fn fixed_tensor_of(
     // A wrapper built around one (`LayerNorm::new(weight, eps)`, `Linear::new(w, None)`).
     let (ty, _) = last_two(path)?;
     if ty != "Tensor" && ty.to_string().starts_with(|ch: char| ch.is_ascii_uppercase()) {
-        return c.args.iter().find_map(|a| again(a));
+        return c.args.iter().find_map(again);
     }
     None
 }

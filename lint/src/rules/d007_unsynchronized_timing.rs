@@ -308,7 +308,7 @@ fn is_metadata(name: &str) -> bool {
 /// Calls that hand device results to code that reads them on the host: a token sampler
 /// (`logits_processor.sample(&logits)`), printing, saving, writing.
 fn is_hand_off(name: &str, receiver: Option<&Expr>) -> bool {
-    let recv_is_sampler = receiver.and_then(|r| receiver_name(r)).is_some_and(|n| {
+    let recv_is_sampler = receiver.and_then(receiver_name).is_some_and(|n| {
         let n = n.to_ascii_lowercase();
         n.contains("processor") || n.contains("sampler")
     });
