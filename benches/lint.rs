@@ -1,9 +1,13 @@
 //! Lint time against the floor it cannot beat: a bare `syn` parse and full visit of the same
 //! files. Both run single-threaded on texts already in memory, so the ratio is the linter's own
-//! overhead; the parallel run shows what `devcheck lint` does with all cores.
+//! overhead; the parallel run shows what `devcheck lint` does with all cores. The whole run is
+//! `devcheck lint` as the command does it: walking and reading the files, linting them, and the
+//! crate-wide pass (call graph, findings that wait for it); `RAYON_NUM_THREADS=1` makes it
+//! single-threaded, and its ratio then counts everything the command does on one core.
 //!
 //! `cargo bench --bench lint` (defaults to the cargo registry's sources), or
-//! `cargo bench --bench lint -- [--json] [--repeat N] [--limit N] PATH...`.
+//! `cargo bench --bench lint -- [--json] [--repeat N] [--limit N] PATH...` (with `--limit`, no
+//! whole run: it would lint every file under the paths).
 
 #[path = "workloads/lint.rs"]
 mod workload;
@@ -66,17 +70,29 @@ fn main() {
         best_of(args.repeat, || files.iter().map(|(p, t)| workload::lint(p, t, &settings)).sum());
     let (t_par, _) =
         best_of(args.repeat, || files.par_iter().map(|(p, t)| workload::lint(p, t, &settings)).sum());
+    // The whole run lints every file under the paths: with `--limit` it would not be comparable.
+    let (t_run, _) = if args.limit.is_some() {
+        (Duration::ZERO, 0)
+    } else {
+        best_of(args.repeat, || {
+            devcheck_lint::lint_paths(&args.paths, &settings)
+                .map(|run| run.diagnostics().count())
+                .unwrap_or(0)
+        })
+    };
     let ratio = t_lint.as_secs_f64() / t_bare.as_secs_f64();
+    let run_ratio = t_run.as_secs_f64() / t_bare.as_secs_f64();
     let mb = bytes as f64 / 1e6;
     if args.json {
         println!(
             "{{\"files\":{},\"bytes\":{bytes},\"expressions\":{exprs},\"findings\":{findings},\
-             \"bare_parse_visit_s\":{:.4},\"lint_s\":{:.4},\"lint_parallel_s\":{:.4},\"threads\":{},\
-             \"ratio\":{ratio:.3}}}",
+             \"bare_parse_visit_s\":{:.4},\"lint_s\":{:.4},\"lint_parallel_s\":{:.4},\"whole_run_s\":{:.4},\
+             \"threads\":{},\"ratio\":{ratio:.3},\"whole_run_ratio\":{run_ratio:.3}}}",
             files.len(),
             t_bare.as_secs_f64(),
             t_lint.as_secs_f64(),
             t_par.as_secs_f64(),
+            t_run.as_secs_f64(),
             rayon::current_num_threads()
         );
     } else {
@@ -98,5 +114,14 @@ fn main() {
             mb / t_par.as_secs_f64()
         );
         println!("lint / bare             {ratio:>8.2}x");
+        if args.limit.is_none() {
+            println!(
+                "whole run, {} threads    {:>8.3} s  {:>7.1} MB/s",
+                rayon::current_num_threads(),
+                t_run.as_secs_f64(),
+                mb / t_run.as_secs_f64()
+            );
+            println!("whole run / bare        {run_ratio:>8.2}x");
+        }
     }
 }

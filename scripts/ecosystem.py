@@ -3,11 +3,20 @@
 compare what devcheck reports with the findings labelled by reading the code.
 
 fixtures/ecosystem/repos.tsv     repo, commit, lang, api, what (one line each)
-fixtures/ecosystem/findings.tsv  repo, commit, path, line, code, label, reason
+fixtures/ecosystem/findings.tsv  repo, commit, path, line, code, label, reason, group
     label TRUE   reported, and a real hazard
           FALSE  reported, and not a hazard (a false alarm)
           MISS   a real hazard devcheck does not report (found by grep and reading; measures recall)
           ?      reported, not labelled yet (written by --update)
+    group stable   reported by a plain `devcheck lint`
+          preview  reported only with `--preview` (a preview rule, or a preview pattern of a
+                   stable rule)
+          -        a MISS row (rows written before the column existed read as stable)
+
+The table has a row per rule for what a plain run reports (its precision is what a user who leaves
+the rule on in CI sees; its recall counts a hazard found only with --preview as missed) and, where
+--preview adds findings, a `preview` row for those alone (their precision) with the recall of a
+run with --preview.
 
 Only metadata is stored: paths, lines, codes and one-line reasons, never code.
 """
@@ -26,9 +35,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 REPOS = ROOT / "fixtures/ecosystem/repos.tsv"
 FINDINGS = ROOT / "fixtures/ecosystem/findings.tsv"
-FINDING_COLUMNS = ["repo", "commit", "path", "line", "code", "label", "reason"]
+FINDING_COLUMNS = ["repo", "commit", "path", "line", "code", "label", "reason", "group"]
 REPO_COLUMNS = ["repo", "commit", "lang", "api", "what"]
 LABELS = {"TRUE", "FALSE", "MISS", "?"}
+GROUPS = {"stable", "preview", "-"}
 # Not hazard rules: files that could not be read or parsed, and rule failures.
 NOT_RULES = {"D000", "D999"}
 
@@ -41,8 +51,11 @@ def read_tsv(path, columns):
         for number, row in enumerate(csv.reader(f, delimiter="\t"), 1):
             if not row or row[0].startswith("#"):
                 continue
-            if row == columns:
-                continue
+            if row == columns or row == columns[: len(row)]:
+                continue  # the header (of this or of the earlier, shorter layout)
+            if columns == FINDING_COLUMNS and len(row) == len(columns) - 1:
+                # Written before the group column: a plain run reported it.
+                row = row + ["-" if row[5] == "MISS" else "stable"]
             if len(row) != len(columns):
                 sys.exit(f"{path}:{number}: expected {len(columns)} columns ({', '.join(columns)}), got {len(row)}")
             rows.append(dict(zip(columns, row)))
@@ -71,6 +84,8 @@ def validate(repos, findings):
             problems.append(f"{where}: commit {r['commit']} is not the pinned {pinned[r['repo']]}")
         if r["label"] not in LABELS:
             problems.append(f"{where}: label {r['label']!r} is not one of {sorted(LABELS)}")
+        if r["group"] not in GROUPS or (r["group"] == "-") != (r["label"] == "MISS"):
+            problems.append(f"{where}: group {r['group']!r} does not fit the label {r['label']}")
         if r["label"] != "?" and not r["reason"].strip():
             problems.append(f"{where}: no reason given")
         if not r["line"].isdigit():
@@ -171,32 +186,46 @@ def lint(binary, tree, preview):
 
 
 def table(rows):
-    """Per rule: findings, labelled true/false, unlabelled, precision; known hazards, found, recall."""
+    """Per rule and group: findings, labelled true/false, unlabelled, precision; known hazards,
+    found, recall."""
     stats = collections.defaultdict(collections.Counter)
     for r in rows:
-        stats[r["code"]][r["label"]] += 1
+        group = "stable" if r["label"] == "MISS" else r["group"]
+        stats[r["code"]][(group, r["label"])] += 1
     lines = [
-        "| rule | findings | true | false | unlabelled | precision | known hazards | found | recall |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| rule | group | findings | true | false | unlabelled | precision | known hazards | found | recall |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     total = collections.Counter()
     for code in sorted(stats):
         s = stats[code]
         total.update(s)
-        lines.append(row_line(code, s))
-    lines.append(row_line("all", total))
+        lines.extend(rule_lines(code, s))
+    lines.extend(rule_lines("all", total))
     return "\n".join(lines)
 
 
-def row_line(code, s):
-    findings = s["TRUE"] + s["FALSE"] + s["?"]
-    labelled = s["TRUE"] + s["FALSE"]
-    precision = f"{s['TRUE'] / labelled:.2f}" if labelled else "-"
-    hazards = s["TRUE"] + s["MISS"]
-    recall = f"{s['TRUE'] / hazards:.2f}" if hazards else "-"
+def rule_lines(code, s):
+    """The stable row, and the preview row when --preview adds findings."""
+    hazards = s["stable", "TRUE"] + s["preview", "TRUE"] + s["stable", "MISS"]
+    out = [row_line(code, "stable", s, "stable", s["stable", "TRUE"], hazards)]
+    if any(s["preview", label] for label in ("TRUE", "FALSE", "?")):
+        found = s["stable", "TRUE"] + s["preview", "TRUE"]
+        out.append(row_line(code, "preview", s, "preview", found, hazards))
+    if not any(s["stable", label] for label in ("TRUE", "FALSE", "?")) and len(out) == 2:
+        out = out[1:]
+    return out
+
+
+def row_line(code, group, s, counted, found, hazards):
+    true, false, unlabelled = s[counted, "TRUE"], s[counted, "FALSE"], s[counted, "?"]
+    findings = true + false + unlabelled
+    labelled = true + false
+    precision = f"{true / labelled:.2f}" if labelled else "-"
+    recall = f"{found / hazards:.2f}" if hazards else "-"
     return (
-        f"| {code} | {findings} | {s['TRUE']} | {s['FALSE']} | {s['?']} | {precision} | {hazards} "
-        f"| {s['TRUE']} | {recall} |"
+        f"| {code} | {group} | {findings} | {true} | {false} | {unlabelled} | {precision} | {hazards} "
+        f"| {found} | {recall} |"
     )
 
 
@@ -223,7 +252,7 @@ def main():
                 names = {r["repo"] for r in repos if r["lang"] == lang}
                 rows = [r for r in stored if r["repo"] in names]
                 if rows:
-                    print(f"{lang}: {len(names)} repositories\n{table(rows)}\n")
+                    print(f"{lang}: {len(names)} repositories\n\n{table(rows)}\n")
         sys.exit(1 if problems else 0)
     if problems:
         sys.exit("fixtures/ecosystem/findings.tsv has problems:\n" + "\n".join(problems))
@@ -251,7 +280,9 @@ def main():
             print(f"{name}: not available (no mirror, no network); skipped", file=sys.stderr)
             continue
         found = set()
-        for f in lint(args.bin, tree, preview):
+        plain = lint(args.bin, tree, False)
+        stable_keys = {(name, f.get("path", "").removeprefix("./"), str(f.get("line", 0)), f.get("code", "")) for f in plain}
+        for f in (lint(args.bin, tree, True) if preview else plain):
             code = f.get("code", "")
             path = f.get("path", "").removeprefix("./")
             if code in NOT_RULES:
@@ -261,22 +292,25 @@ def main():
             if key in found:
                 continue
             found.add(key)
+            group = "stable" if key in stable_keys else "preview"
             old = by_key.get(key)
             if old is None:
-                row = dict(zip(FINDING_COLUMNS, [name, commit, key[1], key[2], code, "?", f.get("message", "")]))
-                diff.append(f"+ new        {name} {key[1]}:{key[2]} {code}  {f.get('message', '')}")
+                row = dict(zip(FINDING_COLUMNS, [name, commit, key[1], key[2], code, "?", f.get("message", ""), group]))
+                diff.append(f"+ new        {name} {key[1]}:{key[2]} {code} ({group})  {f.get('message', '')}")
             elif old["label"] == "MISS":
-                row = dict(old, label="TRUE")
-                diff.append(f"+ now found  {name} {key[1]}:{key[2]} {code}  (labelled hazard: {old['reason']})")
+                row = dict(old, label="TRUE", group=group)
+                diff.append(f"+ now found  {name} {key[1]}:{key[2]} {code} ({group})  (labelled hazard: {old['reason']})")
             else:
-                row = dict(old)
+                row = dict(old, group=group)
+                if old["group"] != group:
+                    diff.append(f"~ now {group:7} {name} {key[1]}:{key[2]} {code}  ({old['label']}: {old['reason']})")
             current.append(row)
         for key, old in by_key.items():
             if key[0] != name or key in found:
                 continue
             if old["label"] == "TRUE":
                 diff.append(f"- lost       {name} {key[1]}:{key[2]} {key[3]}  (a real hazard: {old['reason']})")
-                current.append(dict(old, label="MISS"))
+                current.append(dict(old, label="MISS", group="-"))
             elif old["label"] == "FALSE":
                 diff.append(f"- dropped    {name} {key[1]}:{key[2]} {key[3]}  (a false alarm: {old['reason']})")
             elif old["label"] == "MISS":

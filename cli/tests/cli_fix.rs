@@ -118,10 +118,10 @@ fn every_fix_of_every_fixture_leaves_code_that_parses() {
 fn a_fix_naming_a_rebound_input_is_unsafe() {
     // `xs` is a `Vec<f32>` by the time of the line: `xs.device()` would not compile.
     let shadowed = "use candle_core::{Device, Tensor};\n\n\
-        pub fn forward(xs: &Tensor) -> candle_core::Result<Tensor> {\n\
+        pub fn forward(xs: &Tensor, w: &Tensor) -> candle_core::Result<Tensor> {\n\
         \x20   let xs = xs.to_vec1::<f32>()?;\n\
         \x20   let t = Tensor::zeros(3, candle_core::DType::F32, &Device::Cpu)?;\n\
-        \x20   t.affine(xs[0] as f64, 0.0)\n}\n";
+        \x20   t.broadcast_mul(w)?.affine(xs[0] as f64, 0.0)\n}\n";
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir_all(dir.path().join("src")).expect("mkdir");
     std::fs::write(dir.path().join("src/model.rs"), shadowed).expect("write");

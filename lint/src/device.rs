@@ -7,8 +7,11 @@ use std::ops::Range;
 use syn::Expr;
 use syn::spanned::Spanned;
 
+use super::profile::{CtorDevice, is_host_read, is_transfer_method};
 use super::source::FileCx;
-use super::syntax::{as_ident, call_path, last_two, path_ends_with, peel, self_field, str_lit};
+use super::syntax::{
+    Ctor, as_ident, call_path, chain_calls, chain_root, last_two, path_ends_with, peel, self_field, str_lit,
+};
 
 /// Which fixed device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,5 +183,102 @@ pub(crate) fn device_part(e: &Expr) -> &Expr {
     match inner {
         Expr::Tuple(t) if t.elems.len() >= 2 => t.elems.last().unwrap_or(e),
         _ => e,
+    }
+}
+
+/// Does `e` denote a tensor that lives on the host by construction: made on the CPU
+/// (`Tensor::arange(.., &Device::Cpu)`, tch's `Tensor::from_slice(..)`), moved there
+/// (`.to_device(&Device::Cpu)`, `.cpu()`), or computed from such tensors alone (`host.ne(0)?.sum(1)?`,
+/// `(host * 2.0)?`, `Tensor::cat(&[a, b], 0)` of host tensors, a block ending in one)? Reading such
+/// a tensor back waits for no device, and it never meets the inputs unless moved.
+pub(crate) fn is_host_tensor(file: &FileCx<'_>, e: &Expr, env: &DevEnv, host: &dyn Fn(&str) -> bool) -> bool {
+    let e = peel(e);
+    match e {
+        Expr::Block(b) => match b.block.stmts.last() {
+            Some(syn::Stmt::Expr(tail, None)) => is_host_tensor(file, tail, env, host),
+            _ => false,
+        },
+        Expr::Binary(b) => {
+            let literal = |e: &Expr| matches!(peel(e), Expr::Lit(_));
+            (is_host_tensor(file, &b.left, env, host)
+                && (literal(&b.right) || is_host_tensor(file, &b.right, env, host)))
+                || (literal(&b.left) && is_host_tensor(file, &b.right, env, host))
+        }
+        _ => {
+            // The outermost move decides; without one, the root does (ops keep the device). What a
+            // host read returns is data, not a tensor.
+            let calls = chain_calls(e);
+            // A tensor's shape, dtype or device is not a tensor.
+            if calls.first().is_some_and(|c| {
+                matches!(
+                    c.method.to_string().as_str(),
+                    "dims"
+                        | "dims1"
+                        | "dims2"
+                        | "dims3"
+                        | "dims4"
+                        | "dims5"
+                        | "dim"
+                        | "shape"
+                        | "size"
+                        | "dtype"
+                        | "kind"
+                        | "device"
+                        | "elem_count"
+                        | "numel"
+                        | "rank"
+                        | "len"
+                        | "is_empty"
+                )
+            }) {
+                return false;
+            }
+            for call in calls {
+                let method = call.method.to_string();
+                if is_host_read(file.apis, &method, call.turbofish.is_some()) {
+                    return false;
+                }
+                if method == "cpu" {
+                    return true;
+                }
+                if is_transfer_method(file.apis, &method) {
+                    return matches!(
+                        call.args.first().and_then(|a| classify_options(file, a, env, &|_| None)),
+                        Some(DevSrc::Fixed { kind: FixedKind::Cpu, .. })
+                    );
+                }
+            }
+            let root = chain_root(e);
+            if let Some(ctor) = Ctor::of(file.apis, root) {
+                return match ctor.device {
+                    CtorDevice::ImplicitCpu => true,
+                    CtorDevice::LastArg => matches!(
+                        ctor.device_arg().and_then(|a| classify_options(file, a, env, &|_| None)),
+                        Some(DevSrc::Fixed { kind: FixedKind::Cpu, .. })
+                    ),
+                };
+            }
+            // A module run on host inputs computes on the host (`self.forward(&host)`).
+            if let Some(first) = chain_calls(e).last()
+                && first.method.to_string().starts_with("forward")
+                && first.args.first().is_some_and(|a| is_host_tensor(file, a, env, host))
+            {
+                return true;
+            }
+            if let Some(id) = as_ident(root) {
+                return host(&id.to_string());
+            }
+            // `Tensor::cat(&[a, b], 0)` / `Tensor::stack(..)` of host tensors.
+            if let Expr::Call(c) = root
+                && call_path(c)
+                    .and_then(|p| last_two(p))
+                    .is_some_and(|(ty, f)| ty == "Tensor" && (f == "cat" || f == "stack"))
+                && let Some(Expr::Array(parts)) = c.args.first().map(peel)
+            {
+                return !parts.elems.is_empty()
+                    && parts.elems.iter().all(|p| is_host_tensor(file, p, env, host));
+            }
+            false
+        }
     }
 }

@@ -5,6 +5,7 @@ use std::ops::Range;
 
 use serde::Serialize;
 
+use super::crates::Condition;
 use super::registry::{RuleMeta, Severity};
 
 /// How far a fix can be trusted.
@@ -53,6 +54,9 @@ pub struct Finding {
     pub fix: Option<Fix>,
     /// Further places worth showing (the use in `forward` of a field built elsewhere, ...).
     pub related: Vec<(Range<usize>, String)>,
+    /// What must hold in the crate for the finding to be reported (all of them); checked once
+    /// every file is read.
+    pub(crate) conditions: Vec<Condition>,
 }
 
 impl Finding {
@@ -65,7 +69,14 @@ impl Finding {
             help: None,
             fix: None,
             related: Vec::new(),
+            conditions: Vec::new(),
         }
+    }
+
+    /// Reported only if `condition` holds in the crate.
+    pub(crate) fn only_if(mut self, condition: Condition) -> Self {
+        self.conditions.push(condition);
+        self
     }
 
     pub fn label(mut self, label: impl Into<String>) -> Self {

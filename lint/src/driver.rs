@@ -29,6 +29,8 @@ pub struct FileReport {
     pub text: Arc<str>,
     /// Sorted by position.
     pub diagnostics: Vec<Diagnostic>,
+    /// What the crate-wide pass needs (kept, so that it can run again after fixes).
+    pub(crate) summary: Option<Box<super::crates::FileSummary>>,
 }
 
 /// The result of a run.
@@ -66,6 +68,7 @@ pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, Lin
     let pool = super::stack::pool().map_err(|source| LintError::Io { path: PathBuf::from("."), source })?;
     let mut reports: Vec<FileReport> =
         pool.install(|| files.par_iter().map(|p| lint_file(p, settings)).collect());
+    super::crates::resolve(&mut reports);
     reports.extend(unwalkable);
     reports.sort_by(|a, b| a.disk_path.cmp(&b.disk_path));
     Ok(LintRun { files: reports })
@@ -325,5 +328,6 @@ fn report_finding(
         apis: ApiSet::EMPTY,
         text,
         diagnostics: vec![diagnostic],
+        summary: None,
     }
 }

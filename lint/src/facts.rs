@@ -12,7 +12,8 @@ use super::device::{DevEnv, DevSrc, classify, classify_options};
 use super::profile::{CtorDevice, is_transfer_method};
 use super::source::FileCx;
 use super::syntax::{
-    Ctor, ParamKind, as_ident, chain_calls, chain_root, classify_type, is_cfg_test, pat_ident, type_name,
+    Ctor, ParamKind, as_ident, call_path, chain_calls, chain_root, classify_type, is_cfg_test, last_two,
+    mentions_tensor, pat_ident, peel, type_name,
 };
 
 /// A tensor a constructor made on a fixed device and stored in a field.
@@ -35,6 +36,8 @@ pub(crate) struct FieldInit {
     pub fixed_tensors: Vec<FixedTensor>,
     /// tch: made by the VarStore (`vs.var(..)`, `vs.zeros(..)`, `vs.entry(..).or_zeros(..)`).
     pub varstore: bool,
+    /// Every constructor sets it to `None` (a cache filled later); `None` until one is seen.
+    pub always_none: Option<bool>,
 }
 
 /// A declared field.
@@ -42,6 +45,8 @@ pub(crate) struct FieldInit {
 pub(crate) struct FieldDecl {
     pub name: String,
     pub kind: ParamKind,
+    /// Plain host data by its type (`Vec<f64>`, `usize`): no tensor can live in it.
+    pub host_data: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -59,6 +64,8 @@ impl StructFacts {
 #[derive(Debug, Default)]
 pub(crate) struct Facts {
     pub structs: HashMap<String, StructFacts>,
+    /// Functions of the file that return a tensor made on a fixed device, by name.
+    pub fixed_helpers: HashMap<String, FixedTensor>,
 }
 
 impl Facts {
@@ -69,6 +76,7 @@ impl Facts {
             return facts;
         }
         let names: HashSet<String> = facts.structs.keys().cloned().collect();
+        helpers(file, items, &mut facts);
         scan_items(file, items, None, &names, &mut facts);
         facts
     }
@@ -87,7 +95,11 @@ fn declare(items: &[Item], facts: &mut Facts) {
                     .fields
                     .iter()
                     .filter_map(|f| {
-                        Some(FieldDecl { name: f.ident.as_ref()?.to_string(), kind: classify_type(&f.ty) })
+                        Some(FieldDecl {
+                            name: f.ident.as_ref()?.to_string(),
+                            kind: classify_type(&f.ty),
+                            host_data: is_host_data(&f.ty),
+                        })
                     })
                     .collect();
                 facts.structs.insert(s.ident.to_string(), StructFacts { fields, inits: HashMap::new() });
@@ -99,6 +111,100 @@ fn declare(items: &[Item], facts: &mut Facts) {
             }
             _ => {}
         }
+    }
+}
+
+/// Finds the file's functions that hand back a tensor made on a fixed device (a helper that
+/// builds a table on the CPU), so a constructor storing their result is known to store one.
+fn helpers(file: &FileCx<'_>, items: &[Item], facts: &mut Facts) {
+    for item in items {
+        match item {
+            Item::Impl(imp) if !is_cfg_test(&imp.attrs) => {
+                for it in &imp.items {
+                    if let syn::ImplItem::Fn(f) = it {
+                        helper(file, &f.sig, &f.block, facts);
+                    }
+                }
+            }
+            Item::Fn(f) if !is_cfg_test(&f.attrs) => helper(file, &f.sig, &f.block, facts),
+            Item::Mod(m) if !is_cfg_test(&m.attrs) => {
+                if let Some((_, items)) = &m.content {
+                    helpers(file, items, facts);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn helper(file: &FileCx<'_>, sig: &syn::Signature, body: &syn::Block, facts: &mut Facts) {
+    // Only functions that return a plain tensor, and take no device (which they would follow).
+    let syn::ReturnType::Type(_, ty) = &sig.output else { return };
+    let returns_tensor = matches!(classify_type(ty), ParamKind::Tensor { .. })
+        || matches!(&**ty, syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "Result")
+            && mentions_tensor(ty));
+    let takes_device = sig
+        .inputs
+        .iter()
+        .any(|i| matches!(i, syn::FnArg::Typed(t) if classify_type(&t.ty) == ParamKind::Device));
+    if !returns_tensor || takes_device {
+        return;
+    }
+    let mut scan = CtorScan {
+        file,
+        self_ty: None,
+        fn_name: sig.ident.to_string(),
+        env: DevEnv::default(),
+        tensors: HashMap::new(),
+        varstore: HashSet::new(),
+        facts,
+    };
+    scan.visit_block(body);
+    let tail = match body.stmts.last() {
+        Some(syn::Stmt::Expr(e, None)) => e,
+        _ => return,
+    };
+    let tail = match peel(tail) {
+        Expr::Call(c) if c.args.len() == 1 && matches!(&*c.func, Expr::Path(p) if p.path.is_ident("Ok")) => {
+            &c.args[0]
+        }
+        other => other,
+    };
+    if let Some(fixed) = scan.fixed_tensor(tail) {
+        let name = sig.ident.to_string();
+        scan.facts.fixed_helpers.insert(name, fixed);
+    }
+}
+
+/// Types that hold host values only: numbers, strings, and standard containers of them.
+fn is_host_data(ty: &syn::Type) -> bool {
+    if mentions_tensor(ty) {
+        return false;
+    }
+    match ty {
+        syn::Type::Array(_) | syn::Type::Slice(_) | syn::Type::Tuple(_) => true,
+        syn::Type::Reference(r) => is_host_data(&r.elem),
+        _ => type_name(ty).is_some_and(|n| {
+            matches!(
+                n.as_str(),
+                "Vec"
+                    | "VecDeque"
+                    | "HashMap"
+                    | "BTreeMap"
+                    | "HashSet"
+                    | "String"
+                    | "f32"
+                    | "f64"
+                    | "i32"
+                    | "i64"
+                    | "u8"
+                    | "u32"
+                    | "u64"
+                    | "usize"
+                    | "isize"
+                    | "bool"
+            )
+        }),
     }
 }
 
@@ -238,6 +344,7 @@ impl CtorScan<'_, '_> {
             &self.env,
             &|name| self.tensors.get(name).cloned().flatten(),
             &self.fn_name,
+            &self.facts.fixed_helpers,
         )
     }
 }
@@ -251,7 +358,42 @@ pub(crate) fn fixed_tensor_of(
     env: &DevEnv,
     local: &dyn Fn(&str) -> Option<FixedTensor>,
     in_fn: &str,
+    helpers: &HashMap<String, FixedTensor>,
 ) -> Option<FixedTensor> {
+    let again = |e: &Expr| fixed_tensor_of(file, e, env, local, in_fn, helpers);
+    // A value chosen among branches may be the fixed one (`match`, `if`, a fallback).
+    match peel(e) {
+        Expr::Match(m) => return m.arms.iter().find_map(|a| again(&a.body)),
+        Expr::If(i) => {
+            let then = match i.then_branch.stmts.last() {
+                Some(syn::Stmt::Expr(t, None)) => again(t),
+                _ => None,
+            };
+            return then.or_else(|| i.else_branch.as_ref().and_then(|(_, e)| again(e)));
+        }
+        Expr::Block(b) => {
+            return match b.block.stmts.last() {
+                Some(syn::Stmt::Expr(t, None)) => again(t),
+                _ => None,
+            };
+        }
+        // Arithmetic happens on the device of its tensors (`&adj * &scale`).
+        Expr::Binary(b) => return again(&b.left).or_else(|| again(&b.right)),
+        _ => {}
+    }
+    for call in chain_calls(e) {
+        if matches!(call.method.to_string().as_str(), "unwrap_or_else" | "unwrap_or" | "or_else" | "or")
+            && let Some(arg) = call.args.first()
+        {
+            let fallback = match peel(arg) {
+                Expr::Closure(c) => again(&c.body),
+                other => again(other),
+            };
+            if fallback.is_some() {
+                return fallback;
+            }
+        }
+    }
     for call in chain_calls(e) {
         if is_transfer_method(file.apis, &call.method.to_string()) {
             let target = match call.method.to_string().as_str() {
@@ -285,7 +427,22 @@ pub(crate) fn fixed_tensor_of(
             }
         };
     }
-    as_ident(root).and_then(|id| local(&id.to_string()))
+    if let Some(id) = as_ident(root) {
+        return local(&id.to_string());
+    }
+    let Expr::Call(c) = root else { return None };
+    let path = call_path(c)?;
+    let last = path.segments.last()?.ident.to_string();
+    // A helper of the file that builds the tensor on a fixed device.
+    if let Some(fixed) = helpers.get(&last) {
+        return Some(fixed.clone());
+    }
+    // A wrapper built around one (`LayerNorm::new(weight, eps)`, `Linear::new(w, None)`).
+    let (ty, _) = last_two(path)?;
+    if ty != "Tensor" && ty.to_string().starts_with(|ch: char| ch.is_ascii_uppercase()) {
+        return c.args.iter().find_map(again);
+    }
+    None
 }
 
 impl<'ast> Visit<'ast> for CtorScan<'_, '_> {
@@ -336,11 +493,13 @@ impl<'ast> Visit<'ast> for CtorScan<'_, '_> {
                 .or_else(|| classify(self.file, &fv.expr, &self.env, &Self::no_fields));
             let tensor = self.fixed_tensor(&fv.expr);
             let varstore = self.made_by_varstore(&fv.expr);
-            updates.push((field.to_string(), device, tensor, varstore));
+            let none = matches!(peel(&fv.expr), Expr::Path(p) if p.path.is_ident("None"));
+            updates.push((field.to_string(), device, tensor, varstore, none));
         }
         let Some(facts) = self.facts.structs.get_mut(&ty) else { return };
-        for (field, device, tensor, varstore) in updates {
+        for (field, device, tensor, varstore, none) in updates {
             let init = facts.inits.entry(field).or_default();
+            init.always_none = Some(init.always_none.unwrap_or(true) && none);
             init.device = match (init.device.take(), device) {
                 (Some(DevSrc::Follows), _) | (_, Some(DevSrc::Follows)) => Some(DevSrc::Follows),
                 (Some(old @ DevSrc::Fixed { .. }), _) => Some(old),

@@ -149,7 +149,8 @@ pub fn apply_fixes(
 ) -> Result<FixSummary, LintError> {
     let pool = super::stack::pool()
         .map_err(|source| LintError::Io { path: std::path::PathBuf::from("."), source })?;
-    let files = pool.install(|| {
+    let before: Vec<usize> = run.files.iter().map(|r| r.diagnostics.len()).collect();
+    let mut files: Vec<FileFix> = pool.install(|| {
         run.files
             .par_iter_mut()
             .map(|report| FileFix {
@@ -158,6 +159,16 @@ pub fn apply_fixes(
             })
             .collect()
     });
+    if files.iter().any(|f| matches!(f.outcome, FixOutcome::Fixed { .. })) {
+        // The re-linted files' crate-wide findings (a helper called per layer, ...), then what
+        // is really gone.
+        super::crates::resolve(&mut run.files);
+        for ((file, report), before) in files.iter_mut().zip(&run.files).zip(before) {
+            if let FixOutcome::Fixed { findings } = &mut file.outcome {
+                *findings = before.saturating_sub(report.diagnostics.len());
+            }
+        }
+    }
     Ok(FixSummary { files })
 }
 

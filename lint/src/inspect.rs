@@ -147,7 +147,7 @@ fn structs_in(report: &FileReport, settings: &Settings) -> Vec<StructReport> {
         return Vec::new();
     };
     let apis = settings.api.map(ApiSet::only).unwrap_or_else(|| profile::detect(&ast, text));
-    let file = FileCx { text, base, kind, apis };
+    let file = FileCx { text, base, kind, apis, preview: false, backend: false };
     let facts = Facts::gather(&file, &ast.items);
     let mut found = Vec::new();
     collect(&ast.items, &mut found);

@@ -16,6 +16,7 @@
 
 mod atomic;
 mod config;
+mod crates;
 mod depth;
 mod device;
 mod diagnostic;
@@ -61,7 +62,13 @@ pub const MAX_FILE_BYTES: usize = 8 << 20;
 /// what diagnostics name. Never panics: a failing rule becomes a `D999` diagnostic.
 pub fn lint_source(path: impl AsRef<Path>, text: &str, settings: &Settings) -> FileReport {
     let path = path.as_ref();
-    lint_text(path, &display_path(path), FileKind::of_path(path), Arc::from(text), settings)
+    let mut report = lint_text(path, &display_path(path), FileKind::of_path(path), Arc::from(text), settings);
+    // The text is the whole crate: its own call graph, and no package on disk to consult.
+    if let Some(summary) = report.summary.as_mut() {
+        summary.disk_path = None;
+    }
+    crates::resolve(std::slice::from_mut(&mut report));
+    report
 }
 
 /// The path as diagnostics show it: without a leading `./`, with `/` between folders on every
@@ -102,14 +109,18 @@ pub(crate) fn lint_text(
     settings: &Settings,
 ) -> FileReport {
     let enabled = settings.enabled_for(path);
+    let backend = path.parent().is_some_and(|dir| {
+        dir.components().any(|c| c.as_os_str().to_str().is_some_and(walker::is_backend_name))
+    });
     let analysed = stack::run(|| {
-        let result =
-            catch_unwind(AssertUnwindSafe(|| check_text(kind, &text, settings, &|c| enabled.contains(c))));
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            check_text(kind, backend, &text, settings, &|c| enabled.contains(c))
+        }));
         // Spans of this file are no longer needed; free the thread's source map before the next one.
         proc_macro2::extra::invalidate_current_thread_spans();
         result
     });
-    let (findings, apis) = match analysed {
+    let (findings, apis, summary) = match analysed {
         Ok(Ok(r)) => r,
         Err(e) => {
             let finding = Finding::new(
@@ -118,7 +129,7 @@ pub(crate) fn lint_text(
                 format!("file not linted: no thread could be started to analyse it ({e})"),
             )
             .help("the system is out of threads or memory; run again with fewer other processes");
-            (vec![finding], ApiSet::EMPTY)
+            (vec![finding], ApiSet::EMPTY, None)
         }
         Ok(Err(payload)) => {
             let what = payload
@@ -128,15 +139,16 @@ pub(crate) fn lint_text(
                 .unwrap_or_else(|| "unknown panic".to_string());
             let finding = Finding::new(&registry::INTERNAL_ERROR, 0..0, format!("a rule failed on this file: {what}"))
                 .help("this is a bug in devcheck; please report it with this file attached, and exclude the file meanwhile");
-            (vec![finding], ApiSet::EMPTY)
+            (vec![finding], ApiSet::EMPTY, None)
         }
     };
     let suppressions = Suppressions::parse(&text);
     let index = LineIndex::new(&text);
+    let mut pending = Vec::new();
     let mut diagnostics: Vec<Diagnostic> = findings
         .into_iter()
         .filter(|f| f.rule.code == registry::INTERNAL_ERROR.code || enabled.contains(f.rule.code))
-        .filter_map(|f| {
+        .filter_map(|mut f| {
             let start = index.line_col(&text, f.range.start);
             let end = index.line_col(&text, f.range.end);
             if f.rule.code != registry::INTERNAL_ERROR.code
@@ -144,7 +156,8 @@ pub(crate) fn lint_text(
             {
                 return None;
             }
-            Some(Diagnostic {
+            let conditions = std::mem::take(&mut f.conditions);
+            let diagnostic = Diagnostic {
                 code: f.rule.code,
                 name: f.rule.name,
                 severity: settings.severity(f.rule),
@@ -157,29 +170,50 @@ pub(crate) fn lint_text(
                 help: f.help,
                 fix: f.fix,
                 related: f.related,
-            })
+            };
+            if conditions.is_empty() {
+                Some(diagnostic)
+            } else {
+                pending.push((diagnostic, conditions));
+                None
+            }
         })
         .collect();
     diagnostics
         .sort_by(|a, b| (a.range.start, a.code, a.range.end).cmp(&(b.range.start, b.code, b.range.end)));
     diagnostics.dedup_by(|a, b| a.code == b.code && a.range == b.range);
-    FileReport { path: shown.to_string(), disk_path: path.to_path_buf(), kind, apis, text, diagnostics }
+    let summary = summary.map(|mut s| {
+        s.disk_path = Some(path.to_path_buf());
+        s.pending = pending;
+        Box::new(s)
+    });
+    FileReport {
+        path: shown.to_string(),
+        disk_path: path.to_path_buf(),
+        kind,
+        apis,
+        text,
+        diagnostics,
+        summary,
+    }
 }
 
-/// Parses and runs the rules. Returns the findings and the detected APIs.
+/// Parses and runs the rules. Returns the findings, the detected APIs and what the crate-wide
+/// pass needs from the file.
 fn check_text(
     kind: FileKind,
+    backend: bool,
     text: &str,
     settings: &Settings,
     enabled: &dyn Fn(&str) -> bool,
-) -> (Vec<Finding>, ApiSet) {
+) -> (Vec<Finding>, ApiSet, Option<crates::FileSummary>) {
     // Lets the tests prove that a failing rule becomes a `D999` instead of ending the run.
     #[cfg(test)]
     if text.contains("__devcheck_test_panic__") {
         panic!("a deliberate test panic");
     }
     if let Some(problem) = unparseable(text) {
-        return (vec![problem], ApiSet::EMPTY);
+        return (vec![problem], ApiSet::EMPTY, None);
     }
     let base = stripped_prefix(text);
     let ast = match syn::parse_file(&text[base..]) {
@@ -191,18 +225,18 @@ fn check_text(
             let finding = Finding::new(&registry::PARSE_ERROR, start..end, lowercase_first(&e.to_string()))
                 .label("here")
                 .help("the file was skipped; `cargo check` shows the same error");
-            return (vec![finding], ApiSet::EMPTY);
+            return (vec![finding], ApiSet::EMPTY, None);
         }
     };
     let apis = match settings.api {
         Some(a) => ApiSet::only(a),
         None => profile::detect(&ast, text),
     };
-    let file = FileCx { text, base, kind, apis };
+    let file = FileCx { text, base, kind, apis, preview: settings.preview, backend };
     let facts = facts::Facts::gather(&file, &ast.items);
     let checks = rules::checks(enabled);
-    let findings = walker::Walker::new(&file, &facts, checks).run(&ast);
-    (findings, apis)
+    let (findings, summary) = walker::Walker::new(&file, &facts, checks).run(&ast);
+    (findings, apis, Some(summary))
 }
 
 /// A reason not to parse the text at all: too large, or nested too deeply for the stack.
@@ -259,12 +293,21 @@ fn lowercase_first(s: &str) -> String {
 /// The documentation of a rule, as `devcheck explain` prints it.
 pub fn explain(code_or_name: &str) -> Option<String> {
     let rule = registry::lookup(code_or_name)?;
-    let status = match rule.status {
-        registry::Status::Stable => String::new(),
+    let mut status = match rule.status {
+        registry::Status::Stable => {
+            "\n\nGroup: stable, on by default: a precision of at least 0.9 wherever the ecosystem check \
+             (`scripts/ecosystem.sh`) has findings of it."
+                .to_string()
+        }
         registry::Status::Preview(why) => {
-            format!("\n\nPreview: off unless `--preview` (or `preview = true` in devcheck.toml). {why}")
+            format!(
+                "\n\nGroup: preview, off unless `--preview` (or `preview = true` in devcheck.toml). {why}"
+            )
         }
     };
+    if let Some(what) = rule.preview_patterns {
+        status.push_str(&format!("\nPreview patterns, only with `--preview`: {what}"));
+    }
     Some(format!("{} ({}): {}{status}\n\n{}", rule.code, rule.name, rule.summary, rule.docs()))
 }
 

@@ -33,7 +33,7 @@ impl Api {
     }
 
     /// The API a crate root belongs to, from the first segment of a `use` path.
-    fn of_crate(root: &str) -> Option<Api> {
+    pub(crate) fn of_crate(root: &str) -> Option<Api> {
         match root {
             "devcheck" => Some(Api::Devcheck),
             "candle" | "candle_core" | "candle_nn" | "candle_transformers" | "candle_examples" => {
@@ -270,6 +270,11 @@ pub(crate) fn tensor_ctor(apis: ApiSet, name: &str, nargs: usize) -> Option<Ctor
     known.then_some(CtorDevice::LastArg)
 }
 
+/// Names that are a tensor move in some API (whatever the file uses).
+pub(crate) fn is_transfer_name(name: &str) -> bool {
+    matches!(name, "to_device" | "to" | "cpu" | "cuda" | "to_non_blocking")
+}
+
 /// Methods that copy a tensor to another device and return the copy.
 pub(crate) fn is_transfer_method(apis: ApiSet, name: &str) -> bool {
     match name {
@@ -299,5 +304,13 @@ pub(crate) fn is_host_read(apis: ApiSet, name: &str, has_turbofish: bool) -> boo
 
 /// Calls that wait for the device: explicit synchronisation, or a host read.
 pub(crate) fn is_sync_method(name: &str) -> bool {
-    matches!(name, "synchronize" | "sync" | "cuda_synchronize" | "device_synchronize")
+    matches!(
+        name,
+        "synchronize"
+            | "sync"
+            | "cuda_synchronize"
+            | "f_cuda_synchronize"
+            | "device_synchronize"
+            | "synchronize_device"
+    )
 }

@@ -111,6 +111,9 @@ pub struct RuleMeta {
     /// One line for tables, `--list-rules` and SARIF's short description.
     pub summary: &'static str,
     pub fix: FixKind,
+    /// Patterns of a stable rule that run only with preview, and why (their measured precision,
+    /// or that the ecosystem check has not seen them yet).
+    pub preview_patterns: Option<&'static str>,
     /// The rule's doc comment, one source line per line, each with the leading space rustdoc keeps.
     docs_raw: &'static str,
 }
@@ -124,12 +127,18 @@ impl RuleMeta {
         fix: FixKind,
         docs_raw: &'static str,
     ) -> Self {
-        RuleMeta { code, name, group, status: Status::Stable, summary, fix, docs_raw }
+        RuleMeta { code, name, group, status: Status::Stable, summary, fix, preview_patterns: None, docs_raw }
     }
 
     /// Marks the rule `Preview`, with the reason `devcheck explain` prints.
     pub const fn preview(mut self, why: &'static str) -> Self {
         self.status = Status::Preview(why);
+        self
+    }
+
+    /// Names the rule's preview patterns, with the reason `devcheck explain` prints.
+    pub const fn preview_patterns(mut self, what: &'static str) -> Self {
+        self.preview_patterns = Some(what);
         self
     }
 
@@ -165,7 +174,8 @@ macro_rules! declare_rule {
             group: $group:ident,
             summary: $summary:literal,
             fix: $fix:ident
-            $(, preview: $why:literal)? $(,)?
+            $(, preview: $why:literal)?
+            $(, preview_patterns: $what:literal)? $(,)?
         }
     ) => {
         $(#[doc = $doc])+
@@ -179,7 +189,7 @@ macro_rules! declare_rule {
                 $summary,
                 $crate::registry::FixKind::$fix,
                 concat!($($doc, "\n"),+),
-            )$(.preview($why))?;
+            )$(.preview($why))?$(.preview_patterns($what))?;
         }
     };
 }

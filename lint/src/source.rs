@@ -69,6 +69,10 @@ pub(crate) struct FileCx<'a> {
     pub base: usize,
     pub kind: FileKind,
     pub apis: ApiSet,
+    /// Preview patterns of stable rules run too (`--preview`).
+    pub preview: bool,
+    /// Under a backend or kernel directory (`backends/vulkan/mod.rs`, `src/cpu_backend/ops.rs`).
+    pub backend: bool,
 }
 
 impl FileCx<'_> {

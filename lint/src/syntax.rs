@@ -355,3 +355,18 @@ pub(crate) fn module_attr_word(attrs: &[Attribute], word: &str) -> Option<proc_m
     }
     None
 }
+
+/// The arguments of a function-like macro: `a, b, c`, or `value; count` as two.
+pub(crate) fn macro_args(mac: &syn::Macro) -> Vec<Expr> {
+    use syn::punctuated::Punctuated;
+    if let Ok(args) = mac.parse_body_with(Punctuated::<Expr, syn::Token![,]>::parse_terminated) {
+        return args.into_iter().collect();
+    }
+    let repeat = |input: syn::parse::ParseStream<'_>| -> syn::Result<(Expr, Expr)> {
+        let a: Expr = input.parse()?;
+        input.parse::<syn::Token![;]>()?;
+        let b: Expr = input.parse()?;
+        Ok((a, b))
+    };
+    mac.parse_body_with(repeat).map(|(a, b)| vec![a, b]).unwrap_or_default()
+}

@@ -2,18 +2,23 @@
 //! function, loops, debug-gated or device-specific branches, logging macros) and hands each node
 //! to every rule's [`Check`].
 
+use std::collections::HashSet;
 use std::ops::Range;
 
 use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
 use syn::visit::{self, Visit};
 use syn::{Block, Expr, ExprMethodCall, Token};
 
+use super::crates::{Call, Callee, FileSummary, FnId, FnInfo, StructInfo};
+use super::device::{DevEnv, DevSrc, classify_options, is_host_tensor};
 use super::diagnostic::Finding;
 use super::facts::Facts;
+use super::profile::is_host_read;
 use super::source::FileCx;
 use super::syntax::{
-    ParamKind, chain_calls, chain_root, classify_type, is_cfg_test, is_test_fn, pat_ident, returns_self,
-    type_name,
+    ParamKind, as_ident, chain_calls, chain_root, classify_type, is_cfg_test, is_test_fn, pat_ident,
+    pat_idents, returns_self, self_field, type_name,
 };
 
 /// The function being read.
@@ -30,8 +35,25 @@ pub(crate) struct FnCx {
     pub loops: u32,
     /// Loops over the module's own fields (`for layer in &self.layers`).
     pub layer_loops: u32,
+    /// Loops that run once per layer ([`Walker::loop_kind`]).
+    pub per_layer_loops: u32,
+    /// Loops over a model's parameters.
+    pub param_loops: u32,
+    /// Names bound by the patterns of the loops around the node (`y` in `for y in 0..h`).
+    pub loop_vars: Vec<LoopVar>,
+    /// For each loop around the node, innermost last: does it go over batch items, images or
+    /// incoming messages (rather than steps, layers or elements)?
+    pub batch_loops: Vec<bool>,
     /// The body, braces included.
     pub body_range: Range<usize>,
+    /// The function's index in the file's summary.
+    pub id: FnId,
+    /// Where the device values named so far come from (parameters, `let`s).
+    pub env: DevEnv,
+    /// Locals holding tensors that live on the host by construction ([`is_host_tensor`]).
+    pub host: HashSet<String>,
+    /// Every name bound so far (parameters, `let`s): a call through one is a closure's.
+    pub locals: HashSet<String>,
 }
 
 impl FnCx {
@@ -45,6 +67,18 @@ impl FnCx {
         };
         tensors().find(|(_, by_ref)| *by_ref).or_else(|| tensors().next())
     }
+}
+
+/// A name bound by a loop's pattern.
+#[derive(Debug, Clone)]
+pub(crate) struct LoopVar {
+    pub name: String,
+    /// The field of `self` the loop iterates (`layers` in `for layer in &self.layers`).
+    pub field: Option<String>,
+    /// The loop iterates a tensor's slices (`for row in t.iter_dim(0)`): the name holds one.
+    pub slice: bool,
+    /// The loop goes over batch items or images (`for i in 0..batch_size`, `for img in images`).
+    pub batch: bool,
 }
 
 /// Where the visitor is.
@@ -70,6 +104,14 @@ pub(crate) struct Scope {
     pub device_def: u32,
     /// Inside a closure (whose parameters may shadow the function's).
     pub closures: u32,
+    /// In a backend or kernel module (`mod cpu_backend`, a file under `backends/`): code that
+    /// places tensors by design.
+    pub backend: u32,
+    /// In a branch chosen by probing the machine (`if has_mps() { .. } else { .. }`).
+    pub probe: u32,
+    /// Inside the impl of a configuration type (`DeviceSetup`, `RunConfig`, `ModelBuilder`) or a
+    /// struct literal of one.
+    pub config: u32,
 }
 
 /// What a rule sees at each node.
@@ -93,6 +135,16 @@ impl Cx<'_, '_> {
         self.fun().is_some_and(|f| f.loops > 0)
     }
 
+    /// Inside a loop that runs once per layer.
+    pub fn in_per_layer_loop(&self) -> bool {
+        self.fun().is_some_and(|f| f.per_layer_loops > 0)
+    }
+
+    /// Inside a loop over a model's parameters.
+    pub fn in_param_loop(&self) -> bool {
+        self.fun().is_some_and(|f| f.param_loops > 0)
+    }
+
     /// Application code: a binary, an example, a build script, or a `main` function.
     pub fn in_app(&self) -> bool {
         !self.file.kind.is_library() || self.scope.fns.iter().any(|f| f.is_main)
@@ -111,6 +163,19 @@ impl Cx<'_, '_> {
     /// Field facts for `self.<name>` in the current impl.
     pub fn self_ty(&self) -> Option<&str> {
         self.fun().and_then(|f| f.self_ty.as_deref())
+    }
+
+    /// Where a device expression comes from, with what the function and its struct say.
+    pub fn device_of(&self, e: &Expr) -> Option<DevSrc> {
+        let empty = DevEnv::default();
+        let env = self.fun().map(|f| &f.env).unwrap_or(&empty);
+        classify_options(self.file, e, env, &|f| self.facts.field_device(self.self_ty(), f))
+    }
+
+    /// Does `e` denote a tensor that lives on the host by construction?
+    pub fn is_host(&self, e: &Expr) -> bool {
+        let Some(f) = self.fun() else { return false };
+        is_host_tensor(self.file, e, &f.env, &|n| f.host.contains(n))
     }
 }
 
@@ -132,6 +197,8 @@ pub(crate) trait Check {
     /// A loop body, before it is visited (the scope already counts the loop).
     fn enter_loop(&mut self, _cx: &Cx<'_, '_>, _body: LoopBody<'_>, _out: &mut Vec<Finding>) {}
     fn item_struct(&mut self, _cx: &Cx<'_, '_>, _s: &syn::ItemStruct, _out: &mut Vec<Finding>) {}
+    /// A `static` (also one of `lazy_static!`): its name and initialiser.
+    fn item_static(&mut self, _cx: &Cx<'_, '_>, _name: &syn::Ident, _init: &Expr, _out: &mut Vec<Finding>) {}
     fn finish(&mut self, _cx: &Cx<'_, '_>, _out: &mut Vec<Finding>) {}
 }
 
@@ -142,6 +209,8 @@ pub(crate) struct Walker<'a, 'f> {
     pub checks: Vec<Box<dyn Check + 'a>>,
     pub out: Vec<Finding>,
     impls: Vec<(Option<String>, Option<String>)>,
+    /// What the crate-wide pass needs from this file.
+    summary: FileSummary,
 }
 
 macro_rules! hook {
@@ -155,13 +224,16 @@ macro_rules! hook {
 
 impl<'a, 'f> Walker<'a, 'f> {
     pub fn new(file: &'a FileCx<'f>, facts: &'a Facts, checks: Vec<Box<dyn Check + 'a>>) -> Self {
-        Walker { file, facts, scope: Scope::default(), checks, out: Vec::new(), impls: Vec::new() }
+        let summary = FileSummary { apis: file.apis, ..FileSummary::default() };
+        let scope = Scope { backend: file.backend as u32, ..Scope::default() };
+        Walker { file, facts, scope, checks, out: Vec::new(), impls: Vec::new(), summary }
     }
 
-    pub fn run(mut self, ast: &syn::File) -> Vec<Finding> {
+    /// The findings, and the file's part of the crate-wide pass.
+    pub fn run(mut self, ast: &syn::File) -> (Vec<Finding>, FileSummary) {
         self.visit_file(ast);
         hook!(self, finish);
-        self.out
+        (self.out, self.summary)
     }
 
     fn with_fn(&mut self, attrs: &[syn::Attribute], sig: &syn::Signature, body: &Block, has_self_impl: bool) {
@@ -173,6 +245,12 @@ impl<'a, 'f> Walker<'a, 'f> {
             if has_self_impl { self.impls.last().cloned().unwrap_or((None, None)) } else { (None, None) };
         let mut fcx = self.fn_cx(sig, self_ty, trait_name);
         fcx.body_range = self.file.range(body.brace_token.span.join());
+        fcx.id = self.register_fn(sig, &fcx);
+        for (name, kind) in &fcx.params {
+            if *kind == ParamKind::Device {
+                fcx.env.bind(name.clone(), Some(DevSrc::Follows));
+            }
+        }
         let conversion = fcx.name.starts_with("parse") || fcx.name.starts_with("from_str");
         let device_def = returns_device(&sig.output);
         self.scope.device_def += device_def as u32;
@@ -211,66 +289,281 @@ impl<'a, 'f> Walker<'a, 'f> {
                 }
             }
         }
+        let params_names: HashSet<String> = params.iter().map(|(n, _)| n.clone()).collect();
         let returns_self = returns_self(&sig.output, self_ty.as_deref());
         let is_main = name == "main" && self.scope.fns.is_empty() && self_ty.is_none();
         let has_tensor_input =
             params.iter().any(|(_, k)| matches!(k, ParamKind::Tensor { .. } | ParamKind::TensorLike));
         let in_impl = self_ty.is_some() || trait_name.is_some();
         let _ = trait_name;
+        // Preview: a free function of an example or a binary that takes and returns tensors is a
+        // piece of a model too (not seen on the ecosystem check yet).
+        let returns_tensor = self.file.preview
+            && matches!(&sig.output, syn::ReturnType::Type(_, ty) if super::syntax::mentions_tensor(ty));
         let forward_like = !returns_self
             && !is_main
             && (name.starts_with("forward")
-                || (has_tensor_input && (self.file.kind.is_library() || (is_method && in_impl))));
-        FnCx { name, params, is_main, forward_like, self_ty, loops: 0, layer_loops: 0, body_range: 0..0 }
+                || (has_tensor_input
+                    && (self.file.kind.is_library() || (is_method && in_impl) || returns_tensor)));
+        FnCx {
+            name,
+            params,
+            is_main,
+            forward_like,
+            self_ty,
+            loops: 0,
+            layer_loops: 0,
+            per_layer_loops: 0,
+            param_loops: 0,
+            loop_vars: Vec::new(),
+            batch_loops: Vec::new(),
+            body_range: 0..0,
+            id: 0,
+            env: DevEnv::default(),
+            host: HashSet::new(),
+            locals: params_names,
+        }
     }
 
-    fn enter_loop(&mut self, over_self: bool) {
+    /// Records a function in the summary (and what its signature says about the crate).
+    fn register_fn(&mut self, sig: &syn::Signature, fcx: &FnCx) -> FnId {
+        let id = self.summary.fns.len() as FnId;
+        let receiver = sig.receiver();
+        let in_test = self.scope.test > 0 || self.file.kind.is_test_like();
+        if !in_test && fcx.params.iter().any(|(_, k)| *k == ParamKind::Device) {
+            self.summary.uses_devices = true;
+        }
+        // `fn to_device(&mut self, ..)` that returns nothing (or `Result<()>`) moves in place.
+        let returns_nothing = match &sig.output {
+            syn::ReturnType::Default => true,
+            syn::ReturnType::Type(_, ty) => {
+                let unit = |t: &syn::Type| matches!(t, syn::Type::Tuple(t) if t.elems.is_empty());
+                unit(ty)
+                    || matches!(&**ty, syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| {
+                        s.ident == "Result"
+                            && matches!(&s.arguments, syn::PathArguments::AngleBracketed(a)
+                                if a.args.first().is_some_and(|g| matches!(g, syn::GenericArgument::Type(t) if unit(t))))
+                    }))
+            }
+        };
+        if receiver.is_some_and(|r| r.mutability.is_some() && r.reference.is_some())
+            && returns_nothing
+            && super::profile::is_transfer_name(&fcx.name)
+        {
+            self.summary.in_place.push(fcx.name.clone());
+        }
+        self.summary.fns.push(FnInfo {
+            test: in_test,
+            self_ty: fcx.self_ty.clone(),
+            name: fcx.name.clone(),
+            method: receiver.is_some(),
+            arity: fcx.params.len(),
+            main: fcx.is_main,
+            reads_params: Vec::new(),
+        });
+        id
+    }
+
+    /// What a loop over `iterated` (or an iterator adapter on it) is: per layer in a forward
+    /// pass (any loop of a `forward*` function, or a loop over the module's own fields), over a
+    /// model's parameters (`vs.variables()`, `model.parameters()`), over a tensor's slices, over
+    /// batch items or images.
+    fn loop_kind(&self, iterated: &Expr) -> LoopKind {
+        let over_self = mentions_self_field(iterated);
+        // Slices along the first dimension are batch items (`t.iter_dim(0)`, `t.chunk(n, 0)?`).
+        let first_dim = chain_calls(iterated).iter().any(|c| {
+            is_slice_iterator(&c.method.to_string())
+                && c.args.last().and_then(super::syntax::int_lit) == Some(0)
+        });
+        let batch = first_dim || iterates_batch(iterated);
+        let per_layer = !batch
+            && self
+                .scope
+                .fns
+                .last()
+                .is_some_and(|f| f.forward_like && (f.name.starts_with("forward") || over_self));
+        LoopKind {
+            over_self,
+            per_layer,
+            params: iterates_parameters(iterated),
+            slices: chain_calls(iterated).iter().any(|c| is_slice_iterator(&c.method.to_string())),
+            batch,
+            field: over_self.then(|| first_self_field(iterated)).flatten(),
+        }
+    }
+
+    fn enter_loop(&mut self, kind: &LoopKind, bound: &[String]) {
         if let Some(f) = self.scope.fns.last_mut() {
             f.loops += 1;
-            if over_self {
-                f.layer_loops += 1;
-            }
+            f.layer_loops += kind.over_self as u32;
+            f.per_layer_loops += kind.per_layer as u32;
+            f.param_loops += kind.params as u32;
+            f.batch_loops.push(kind.batch);
+            f.loop_vars.extend(bound.iter().map(|b| LoopVar {
+                name: b.clone(),
+                field: kind.field.clone(),
+                slice: kind.slices,
+                batch: kind.batch,
+            }));
         }
     }
 
-    fn exit_loop(&mut self, over_self: bool) {
+    fn exit_loop(&mut self, kind: &LoopKind, bound: &[String]) {
         if let Some(f) = self.scope.fns.last_mut() {
             f.loops = f.loops.saturating_sub(1);
-            if over_self {
-                f.layer_loops = f.layer_loops.saturating_sub(1);
+            f.layer_loops = f.layer_loops.saturating_sub(kind.over_self as u32);
+            f.per_layer_loops = f.per_layer_loops.saturating_sub(kind.per_layer as u32);
+            f.param_loops = f.param_loops.saturating_sub(kind.params as u32);
+            f.batch_loops.pop();
+            let keep = f.loop_vars.len().saturating_sub(bound.len());
+            f.loop_vars.truncate(keep);
+        }
+    }
+
+    fn visit_loop_body(&mut self, body: &Block, kind: LoopKind, bound: &[String]) {
+        self.enter_loop(&kind, bound);
+        hook!(self, enter_loop, LoopBody::Block(body));
+        self.visit_block(body);
+        self.exit_loop(&kind, bound);
+    }
+
+    /// What a `let` says about its name: the device it holds, whether it is a host tensor.
+    fn bind_local(&mut self, l: &syn::Local) {
+        if let Some(f) = self.scope.fns.last_mut() {
+            let mut names = Vec::new();
+            pat_idents(&l.pat, &mut names);
+            f.locals.extend(names);
+        }
+        let Some(name) = pat_ident(&l.pat) else {
+            // A destructuring `let` shadows every name it binds with something unknown.
+            let mut names = Vec::new();
+            pat_idents(&l.pat, &mut names);
+            if let Some(f) = self.scope.fns.last_mut() {
+                for n in names {
+                    f.host.remove(&n);
+                    f.env.bind(n, None);
+                }
+            }
+            return;
+        };
+        let name = name.to_string();
+        let (dev, host) = match (&l.init, self.scope.fns.last()) {
+            (Some(init), Some(f)) => {
+                let fields = |field: &str| self.facts.field_device(f.self_ty.as_deref(), field);
+                (
+                    classify_options(self.file, &init.expr, &f.env, &fields),
+                    is_host_tensor(self.file, &init.expr, &f.env, &|n| f.host.contains(n)),
+                )
+            }
+            _ => (None, false),
+        };
+        if let Some(f) = self.scope.fns.last_mut() {
+            f.env.bind(name.clone(), dev);
+            if host {
+                f.host.insert(name);
+            } else {
+                f.host.remove(&name);
             }
         }
     }
 
-    fn visit_loop_body(&mut self, body: &Block, over_self: bool) {
-        self.enter_loop(over_self);
-        hook!(self, enter_loop, LoopBody::Block(body));
-        self.visit_block(body);
-        self.exit_loop(over_self);
+    /// `x = ..` re-binds a host tensor's name.
+    fn assign(&mut self, a: &syn::ExprAssign) {
+        let Some(name) = as_ident(&a.left) else { return };
+        let Some(f) = self.scope.fns.last() else { return };
+        let host = is_host_tensor(self.file, &a.right, &f.env, &|n| f.host.contains(n));
+        let name = name.to_string();
+        if let Some(f) = self.scope.fns.last_mut() {
+            if host {
+                f.host.insert(name);
+            } else {
+                f.host.remove(&name);
+            }
+        }
+    }
+
+    /// Records a call of the current function, if its target can be named.
+    fn record_call(&mut self, callee: Callee, args: usize, at: usize) {
+        if self.scope.test > 0 || self.file.kind.is_test_like() {
+            return;
+        }
+        let Some(f) = self.scope.fns.last() else { return };
+        self.summary.calls.push(Call { caller: f.id, at, callee, args, per_layer: f.per_layer_loops > 0 });
+    }
+
+    /// Where `recv.name(..)` goes, as far as the receiver tells.
+    fn method_callee(&self, recv: &Expr, name: String) -> Callee {
+        let recv = super::syntax::peel(recv);
+        if matches!(recv, Expr::Path(p) if p.path.is_ident("self")) {
+            return Callee::SelfMethod(name);
+        }
+        if let Some(field) = self_field(recv) {
+            return Callee::FieldMethod { field: field.to_string(), name };
+        }
+        if let Some(id) = as_ident(recv)
+            && let Some(f) = self.scope.fns.last()
+            && let Some(LoopVar { field: Some(field), .. }) = f.loop_vars.iter().rev().find(|v| id == &v.name)
+        {
+            return Callee::FieldMethod { field: field.clone(), name };
+        }
+        Callee::Method(name)
+    }
+
+    /// A host read of one of the function's own parameters (`t.to_data()` in `fn get(t: &Tensor)`).
+    fn note_param_read(&mut self, m: &ExprMethodCall) {
+        if self.scope.test > 0 || !is_host_read(self.file.apis, &m.method.to_string(), m.turbofish.is_some())
+        {
+            return;
+        }
+        let Some(f) = self.scope.fns.last() else { return };
+        let Some(root) = as_ident(chain_root(&m.receiver)) else { return };
+        let Some(pos) = f.params.iter().position(|(n, _)| root == n) else { return };
+        if f.loop_vars.iter().any(|v| root == &v.name) {
+            return;
+        }
+        if let Some(info) = self.summary.fns.get_mut(f.id as usize)
+            && !info.reads_params.contains(&(pos as u32))
+        {
+            info.reads_params.push(pos as u32);
+        }
     }
 
     fn visit_branch(&mut self, flags: CondFlags, then: impl FnOnce(&mut Self)) {
-        let CondFlags { gated, device, error } = flags;
+        let CondFlags { gated, device, error, probe } = flags;
         self.scope.gated += gated as u32;
         self.scope.device_branch += device as u32;
         self.scope.error_branch += error as u32;
+        self.scope.probe += probe as u32;
         then(self);
         self.scope.gated -= gated as u32;
         self.scope.device_branch -= device as u32;
         self.scope.error_branch -= error as u32;
+        self.scope.probe -= probe as u32;
     }
 
     fn visit_method_call(&mut self, m: &ExprMethodCall) {
+        let name = m.method.to_string();
+        if name == "device" && m.args.is_empty() && self.scope.test == 0 && !self.file.kind.is_test_like() {
+            self.summary.uses_devices = true;
+        }
+        self.note_param_read(m);
+        let callee = self.method_callee(&m.receiver, name);
+        let at = self.file.range(m.method.span()).start;
+        self.record_call(callee, m.args.len(), at);
         self.visit_expr(&m.receiver);
         let adapter = is_iter_adapter(m);
-        let over_self = adapter && mentions_self_field(&m.receiver);
         for arg in &m.args {
             match arg {
                 Expr::Closure(c) if adapter => {
-                    self.enter_loop(over_self);
+                    let kind = self.loop_kind(&m.receiver);
+                    let mut bound = Vec::new();
+                    for p in &c.inputs {
+                        pat_idents(p, &mut bound);
+                    }
+                    self.enter_loop(&kind, &bound);
                     hook!(self, enter_loop, LoopBody::Closure(&c.body));
                     self.visit_expr(arg);
-                    self.exit_loop(over_self);
+                    self.exit_loop(&kind, &bound);
                 }
                 _ => self.visit_expr(arg),
             }
@@ -341,6 +634,25 @@ impl<'a, 'f> Walker<'a, 'f> {
     }
 }
 
+/// The body of `lazy_static! { [pub] static ref NAME: Type = init; .. }`.
+fn parse_lazy_statics(input: syn::parse::ParseStream<'_>) -> syn::Result<Vec<(syn::Ident, Expr)>> {
+    let mut out = Vec::new();
+    while !input.is_empty() {
+        input.call(syn::Attribute::parse_outer)?;
+        input.parse::<syn::Visibility>()?;
+        input.parse::<Token![static]>()?;
+        input.parse::<Token![ref]>()?;
+        let name: syn::Ident = input.parse()?;
+        input.parse::<Token![:]>()?;
+        input.parse::<syn::Type>()?;
+        input.parse::<Token![=]>()?;
+        let init: Expr = input.parse()?;
+        input.parse::<Token![;]>()?;
+        out.push((name, init));
+    }
+    Ok(out)
+}
+
 fn parse_repeat(input: syn::parse::ParseStream<'_>) -> syn::Result<(Expr, Expr)> {
     let a: Expr = input.parse()?;
     input.parse::<Token![;]>()?;
@@ -351,8 +663,11 @@ fn parse_repeat(input: syn::parse::ParseStream<'_>) -> syn::Result<(Expr, Expr)>
 impl<'ast> Visit<'ast> for Walker<'_, '_> {
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
         let test = is_cfg_test(&m.attrs);
+        let backend = is_backend_name(&m.ident.to_string());
         self.scope.test += test as u32;
+        self.scope.backend += backend as u32;
         visit::visit_item_mod(self, m);
+        self.scope.backend -= backend as u32;
         self.scope.test -= test as u32;
     }
 
@@ -364,10 +679,13 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
         let conversion = trait_name.as_deref().is_some_and(|t| {
             matches!(t, "FromStr" | "From" | "TryFrom" | "Deserialize" | "Default" | "Display" | "Debug")
         });
+        let config = type_name(&imp.self_ty).is_some_and(|t| is_config_type(&t));
         self.scope.conversion += conversion as u32;
+        self.scope.config += config as u32;
         self.impls.push((type_name(&imp.self_ty), trait_name));
         visit::visit_item_impl(self, imp);
         self.impls.pop();
+        self.scope.config -= config as u32;
         self.scope.conversion -= conversion as u32;
         self.scope.test -= test as u32;
     }
@@ -403,15 +721,44 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
     }
 
     fn visit_item_static(&mut self, s: &'ast syn::ItemStatic) {
+        if self.scope.test == 0 && !self.file.kind.is_test_like() {
+            hook!(self, item_static, &s.ident, &s.expr);
+        }
         let def = defines_device(&s.ty);
         self.scope.device_def += def as u32;
         visit::visit_item_static(self, s);
         self.scope.device_def -= def as u32;
     }
 
+    fn visit_item_macro(&mut self, m: &'ast syn::ItemMacro) {
+        if m.mac.path.segments.last().is_some_and(|s| s.ident == "lazy_static")
+            && self.scope.test == 0
+            && !self.file.kind.is_test_like()
+            && let Ok(statics) = m.mac.parse_body_with(parse_lazy_statics)
+        {
+            for (name, init) in &statics {
+                hook!(self, item_static, name, init);
+            }
+        }
+        visit::visit_item_macro(self, m);
+    }
+
     fn visit_item_struct(&mut self, s: &'ast syn::ItemStruct) {
         let test = is_cfg_test(&s.attrs);
         self.scope.test += test as u32;
+        if !test && !self.file.kind.is_test_like() {
+            let fields = s
+                .fields
+                .iter()
+                .filter_map(|f| {
+                    if classify_type(&f.ty) == ParamKind::Device {
+                        self.summary.uses_devices = true;
+                    }
+                    Some((f.ident.as_ref()?.to_string(), type_names(&f.ty)))
+                })
+                .collect();
+            self.summary.structs.push(StructInfo { name: s.ident.to_string(), fields });
+        }
         hook!(self, item_struct, s);
         visit::visit_item_struct(self, s);
         self.scope.test -= test as u32;
@@ -444,6 +791,10 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
             }
             syn::Stmt::Local(l) if is_cfg_test(&l.attrs) => {}
             syn::Stmt::Expr(e, _) if expr_attrs(e).is_some_and(is_cfg_test) => {}
+            syn::Stmt::Local(l) => {
+                visit::visit_stmt(self, s);
+                self.bind_local(l);
+            }
             _ => visit::visit_stmt(self, s),
         }
     }
@@ -454,24 +805,53 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
             Expr::ForLoop(f) => {
                 self.visit_pat(&f.pat);
                 self.visit_expr(&f.expr);
-                let over_self = mentions_self_field(&f.expr);
-                self.visit_loop_body(&f.body, over_self);
+                let kind = self.loop_kind(&f.expr);
+                let mut bound = Vec::new();
+                pat_idents(&f.pat, &mut bound);
+                self.visit_loop_body(&f.body, kind, &bound);
             }
             Expr::While(w) => {
-                self.enter_loop(false);
+                let kind = self.loop_kind(&w.cond);
+                self.enter_loop(&kind, &[]);
                 self.visit_expr(&w.cond);
-                self.exit_loop(false);
-                self.visit_loop_body(&w.body, false);
+                self.exit_loop(&kind, &[]);
+                self.visit_loop_body(&w.body, kind, &[]);
             }
-            Expr::Loop(l) => self.visit_loop_body(&l.body, false),
+            Expr::Loop(l) => self.visit_loop_body(&l.body, LoopKind::default(), &[]),
+            Expr::Call(c) => {
+                let local = as_ident(&c.func).is_some_and(|f| {
+                    self.scope.fns.last().is_some_and(|cx| cx.locals.contains(&f.to_string()))
+                });
+                if !local
+                    && let Some(callee) =
+                        call_callee(c, self.scope.fns.last().and_then(|f| f.self_ty.as_deref()))
+                {
+                    let at = self.file.range(c.func.span()).start;
+                    self.record_call(callee, c.args.len(), at);
+                }
+                visit::visit_expr(self, e);
+            }
+            Expr::Assign(a) => {
+                visit::visit_expr(self, e);
+                self.assign(a);
+            }
+            Expr::Struct(st)
+                if st.path.segments.last().is_some_and(|s| is_config_type(&s.ident.to_string())) =>
+            {
+                self.scope.config += 1;
+                visit::visit_expr(self, e);
+                self.scope.config -= 1;
+            }
             Expr::MethodCall(m) => self.visit_method_call(m),
             Expr::If(i) => {
                 let flags = cond_flags(&i.cond);
                 self.visit_expr(&i.cond);
                 self.visit_branch(flags, |w| w.visit_block(&i.then_branch));
                 if let Some((_, els)) = &i.else_branch {
-                    // The else branch is the opposite of a debug gate, but still device-specific.
-                    let els_flags = CondFlags { gated: false, device: flags.device, error: false };
+                    // The else branch is the opposite of a debug gate, but still device-specific,
+                    // and still the fallback of a probe.
+                    let els_flags =
+                        CondFlags { gated: false, device: flags.device, error: false, probe: flags.probe };
                     self.visit_branch(els_flags, |w| w.visit_expr(els));
                 }
             }
@@ -480,7 +860,7 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
                 let device = m.arms.iter().any(|a| pat_names_device(&a.pat));
                 for arm in &m.arms {
                     let error = pat_is_err(&arm.pat);
-                    let flags = CondFlags { gated: false, device, error };
+                    let flags = CondFlags { gated: false, device, error, probe: false };
                     self.visit_branch(flags, |w| {
                         w.visit_pat(&arm.pat);
                         if let Some((_, g)) = &arm.guard {
@@ -598,6 +978,179 @@ fn is_iter_adapter(m: &ExprMethodCall) -> bool {
     iterish || range
 }
 
+/// A word of a condition that asks what the machine has.
+fn is_probe_word(lower: &str) -> bool {
+    matches!(
+        lower,
+        "has_mps"
+            | "has_cuda"
+            | "has_metal"
+            | "has_vulkan"
+            | "is_available"
+            | "cuda_is_available"
+            | "is_cuda_available"
+            | "cudnn_is_available"
+            | "metal_is_available"
+            | "mps_is_available"
+            | "device_count"
+            | "cuda_device_count"
+    )
+}
+
+/// A type that holds configuration: what it names is a default or a choice, not a placement.
+pub(crate) fn is_config_type(name: &str) -> bool {
+    ["Config", "Configuration", "Options", "Opts", "Args", "Settings", "Params", "Builder", "Setup", "Cli"]
+        .iter()
+        .any(|s| name.ends_with(s))
+}
+
+/// A module or directory of backend code: `cpu_backend`, `backends`, `cuda_kernels`, `cpu`.
+pub(crate) fn is_backend_name(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name.contains("backend") || name.contains("kernel") || name == "cpu"
+}
+
+/// What a loop iterates, as far as the rules care.
+#[derive(Clone, Debug, Default)]
+struct LoopKind {
+    /// Over a field of `self`.
+    over_self: bool,
+    /// Once per layer.
+    per_layer: bool,
+    /// Over a model's parameters.
+    params: bool,
+    /// Over a tensor's slices.
+    slices: bool,
+    /// Over batch items or images.
+    batch: bool,
+    /// The field of `self` it iterates, if one.
+    field: Option<String>,
+}
+
+/// Does the expression iterate a model's parameters (`vs.variables()`, `opt.trainable_variables()`,
+/// `model.parameters()`, `grads.iter()`)?
+fn iterates_parameters(e: &Expr) -> bool {
+    let mut e = e;
+    loop {
+        e = match e {
+            Expr::Reference(r) => &r.expr,
+            Expr::Paren(p) => &p.expr,
+            Expr::MethodCall(m) => {
+                if m.args.is_empty()
+                    && matches!(
+                        m.method.to_string().as_str(),
+                        "variables"
+                            | "trainable_variables"
+                            | "parameters"
+                            | "named_parameters"
+                            | "all_vars"
+                            | "params"
+                            | "named_params"
+                    )
+                {
+                    return true;
+                }
+                &m.receiver
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// Methods that iterate a tensor's slices (`t.iter_dim(0)`, `t.chunk(4, 0)?`, `t.unbind(0)`).
+pub(crate) fn is_slice_iterator(name: &str) -> bool {
+    matches!(name, "iter_dim" | "chunk" | "unbind")
+}
+
+/// Does a loop go over batch items, images or incoming messages: a range or a collection whose
+/// names say so (`0..batch_size`, `0..b_size`, `images.iter()`, `samples.into_iter()`,
+/// `while let Ok(msg) = receiver.recv()`)?
+fn iterates_batch(e: &Expr) -> bool {
+    let mut hit = false;
+    let mut words = |name: &str| {
+        let n = name.to_ascii_lowercase();
+        hit |= [
+            "batch",
+            "sample",
+            "image",
+            "img",
+            "example",
+            "item",
+            "request",
+            "recv",
+            "read_line",
+            "incoming",
+            "stdin",
+        ]
+        .iter()
+        .any(|w| n.contains(w))
+            || matches!(n.as_str(), "b" | "bs" | "bsz" | "b_size" | "n_images" | "num_images");
+    };
+    struct Names<'w>(&'w mut dyn FnMut(&str));
+    impl<'ast> Visit<'ast> for Names<'_> {
+        fn visit_ident(&mut self, i: &'ast proc_macro2::Ident) {
+            (self.0)(&i.to_string());
+        }
+    }
+    Names(&mut words).visit_expr(e);
+    hit
+}
+
+/// The first `self.<field>` read in the expression.
+fn first_self_field(e: &Expr) -> Option<String> {
+    struct Finder(Option<String>);
+    impl<'ast> Visit<'ast> for Finder {
+        fn visit_expr_field(&mut self, f: &'ast syn::ExprField) {
+            if self.0.is_none()
+                && let (Expr::Path(p), syn::Member::Named(name)) = (&*f.base, &f.member)
+                && p.path.is_ident("self")
+            {
+                self.0 = Some(name.to_string());
+            }
+            visit::visit_expr_field(self, f);
+        }
+    }
+    let mut f = Finder(None);
+    f.visit_expr(e);
+    f.0
+}
+
+/// Every type name a field's type mentions (`Vec<Arc<Block>>` → `Vec`, `Arc`, `Block`).
+fn type_names(ty: &syn::Type) -> Vec<String> {
+    struct Names(Vec<String>);
+    impl<'ast> Visit<'ast> for Names {
+        fn visit_path_segment(&mut self, seg: &'ast syn::PathSegment) {
+            self.0.push(seg.ident.to_string());
+            visit::visit_path_segment(self, seg);
+        }
+    }
+    let mut n = Names(Vec::new());
+    n.visit_type(ty);
+    n.0
+}
+
+/// Where `f(..)`, `Type::f(..)`, `Self::f(..)` or `module::f(..)` goes.
+fn call_callee(c: &syn::ExprCall, self_ty: Option<&str>) -> Option<Callee> {
+    let Expr::Path(p) = &*c.func else { return None };
+    if p.qself.is_some() {
+        return None;
+    }
+    let segs = &p.path.segments;
+    let name = segs.last()?.ident.to_string();
+    if segs.len() == 1 {
+        return Some(Callee::Free(name));
+    }
+    let owner = segs[segs.len() - 2].ident.to_string();
+    if owner == "Self" {
+        return self_ty.map(|ty| Callee::TypeFn { ty: ty.to_string(), name });
+    }
+    // `crate::m::f`, `super::f`, `module::f`: a path of modules ends in a free function.
+    if owner.starts_with(|c: char| c.is_ascii_lowercase()) {
+        return Some(Callee::Free(name));
+    }
+    Some(Callee::TypeFn { ty: owner, name })
+}
+
 /// Does the expression read a field of `self` (`self.layers.iter()`)?
 fn mentions_self_field(e: &Expr) -> bool {
     struct Finder(bool);
@@ -619,6 +1172,8 @@ pub(crate) struct CondFlags {
     pub gated: bool,
     pub device: bool,
     pub error: bool,
+    /// The condition probes what the machine has (`tch::utils::has_mps()`, `Cuda::is_available()`).
+    pub probe: bool,
 }
 
 /// What an `if` condition says about its branch.
@@ -646,6 +1201,9 @@ pub(crate) fn cond_flags(cond: &Expr) -> CondFlags {
                 "is_cpu" | "is_cuda" | "is_metal" | "is_mps" | "is_gpu" | "is_accelerator"
             ) {
                 self.0.device = true;
+            }
+            if is_probe_word(&lower) {
+                self.0.probe = true;
             }
             if lower.contains("oom")
                 || lower.contains("out_of_memory")

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use devcheck_lint::output::{Format, RenderOptions, render};
-use devcheck_lint::{LintRun, Settings, lint_source};
+use devcheck_lint::{LintRun, Overrides, Settings, lint_source};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_path_buf()
@@ -63,9 +63,13 @@ fn markers(text: &str) -> BTreeSet<(String, usize)> {
     set
 }
 
+/// A fixture with a `//! preview: true` line is linted with the preview rules and patterns.
 fn lint(path: &Path) -> (String, devcheck_lint::FileReport) {
     let text = std::fs::read_to_string(root().join(path)).expect("fixture is UTF-8");
-    let report = lint_source(path, &text, &Settings::default());
+    let preview = text.lines().any(|l| l.trim() == "//! preview: true");
+    let settings = Settings::load(None, &Overrides { preview, ..Overrides::default() })
+        .expect("settings without a file");
+    let report = lint_source(path, &text, &settings);
     (text, report)
 }
 

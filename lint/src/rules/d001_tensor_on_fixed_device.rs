@@ -3,7 +3,8 @@ use std::collections::{HashMap, HashSet};
 use syn::Expr;
 use syn::spanned::Spanned;
 
-use crate::device::{DevEnv, DevSrc, FixedKind, classify_options, device_part};
+use crate::crates::Condition;
+use crate::device::{DevSrc, FixedKind, device_part};
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::profile::{Api, CtorDevice, is_transfer_method};
 use crate::registry::declare_rule;
@@ -70,6 +71,7 @@ declare_rule! {
         group: Correctness,
         summary: "a tensor made in a forward pass on a device that does not come from an input",
         fix: Mixed,
+        preview_patterns: "free functions of examples and binaries that take and return tensors count as forward passes; not yet measured: the ecosystem check has no findings of it",
     }
 }
 
@@ -88,7 +90,6 @@ enum Binder<'a> {
 #[derive(Default)]
 struct FnState {
     active: bool,
-    env: DevEnv,
     /// Constructor calls moved at once to a device that is not fixed (by address in the tree).
     exempt: HashSet<usize>,
     /// Constructor calls that initialise a `let`, with the variable's name.
@@ -103,6 +104,9 @@ struct FnState {
     discount: HashMap<String, usize>,
     /// Helpers that are not `forward*` may build a result on the host for their caller.
     may_return_host: bool,
+    /// A host tensor left the host side of the function: met a tensor from elsewhere, was
+    /// returned, stored or handed to other code.
+    host_escaped: bool,
     candidates: Vec<Candidate>,
     /// Every name bound in the function, with where: a fix may only name the input where
     /// nothing before has bound its name again.
@@ -113,6 +117,10 @@ struct Candidate {
     finding: Finding,
     binding: Option<String>,
     call: usize,
+    kind: FixedKind,
+    /// The walker knows the tensor for a host one (its device is written at the call, not taken
+    /// from a field), so `host_escaped` follows where it goes.
+    tracked: bool,
 }
 
 impl FnState {
@@ -226,37 +234,47 @@ impl Check for Check001 {
         let name = cx.fun().map(|f| f.name.to_ascii_lowercase()).unwrap_or_default();
         // A function about the host (`flash_attn_cpu`, `to_host`) makes host tensors on purpose.
         let host_fn = name.contains("cpu") || name.contains("host");
-        let mut state = FnState {
-            active: cx.in_forward() && !host_fn,
+        let state = FnState {
+            // Backends and CPU kernels make host tensors by design.
+            active: cx.in_forward() && !host_fn && cx.scope.backend == 0,
             may_return_host: !name.starts_with("forward"),
             ..FnState::default()
         };
-        if let Some(f) = cx.fun() {
-            for (name, kind) in &f.params {
-                if *kind == ParamKind::Device {
-                    state.env.bind(name.clone(), Some(DevSrc::Follows));
-                }
-            }
-        }
         self.stack.push(state);
     }
 
     fn exit_fn(&mut self, _cx: &Cx<'_, '_>, out: &mut Vec<Finding>) {
-        let Some(state) = self.stack.pop() else { return };
-        for c in &state.candidates {
-            if c.binding.as_ref().is_some_and(|b| state.moved.contains(b)) || state.only_returned(c) {
+        let Some(mut state) = self.stack.pop() else { return };
+        for c in std::mem::take(&mut state.candidates) {
+            if c.binding.as_ref().is_some_and(|b| state.moved.contains(b)) || state.only_returned(&c) {
                 continue;
             }
-            out.push(c.finding.clone());
+            // A host tensor that is only read back, or rebuilt on the input's device, never meets
+            // the inputs: host bookkeeping on purpose.
+            if c.kind == FixedKind::Cpu && c.tracked && c.binding.is_some() && !state.host_escaped {
+                continue;
+            }
+            // On the default device, a tensor meets only tensors on that device when the crate
+            // never names another (no device parameter anywhere, no `x.device()`).
+            let finding = if c.kind == FixedKind::Default {
+                c.finding.only_if(Condition::UsesDevices)
+            } else {
+                c.finding
+            };
+            out.push(finding);
         }
     }
 
-    fn block(&mut self, _cx: &Cx<'_, '_>, b: &syn::Block, _out: &mut Vec<Finding>) {
+    fn block(&mut self, cx: &Cx<'_, '_>, b: &syn::Block, _out: &mut Vec<Finding>) {
         let Some(state) = self.stack.last_mut() else { return };
         if let Some(syn::Stmt::Expr(tail, None)) = b.stmts.last()
             && state.active
         {
             state.note_returned(tail);
+            let body = cx.fun().is_some_and(|f| f.body_range == cx.file.range(b.brace_token.span.join()));
+            if body && cx.is_host(tail) {
+                state.host_escaped = true;
+            }
         }
     }
 
@@ -266,13 +284,7 @@ impl Check for Check001 {
         let syn::Stmt::Local(local) = s else { return };
         let Some(name) = pat_ident(&local.pat) else { return };
         let name = name.to_string();
-        let Some(init) = &local.init else {
-            state.env.bind(name, None);
-            return;
-        };
-        let fields = |f: &str| cx.facts.field_device(cx.self_ty(), f);
-        let src = classify_options(cx.file, &init.expr, &state.env, &fields);
-        state.env.bind(name.clone(), src);
+        let Some(init) = &local.init else { return };
         // Reads of an older variable of the same name inside the initialiser are not uses of
         // this one.
         let mut shadowed = 0;
@@ -303,11 +315,23 @@ impl Check for Check001 {
                     && matches!(&*c.func, Expr::Path(p) if p.path.is_ident("Ok") || p.path.is_ident("Some")) =>
             {
                 state.note_returned(&c.args[0]);
+                state.host_escaped |= cx.is_host(&c.args[0]);
             }
             Expr::Return(r) => {
                 if let Some(v) = &r.expr {
                     state.note_returned(v);
+                    state.host_escaped |= cx.is_host(v);
                 }
+            }
+            Expr::Struct(st) => state.host_escaped |= st.fields.iter().any(|f| cx.is_host(&f.expr)),
+            Expr::Assign(a) => state.host_escaped |= as_ident(&a.left).is_none() && cx.is_host(&a.right),
+            Expr::Binary(b) => {
+                let (l, r) = (cx.is_host(&b.left), cx.is_host(&b.right));
+                state.host_escaped |= (l && tensor_input(cx, &b.right)) || (r && tensor_input(cx, &b.left));
+            }
+            Expr::Call(c) if Ctor::of(cx.file.apis, e).is_none() && !cx.is_host(e) => {
+                // Handed to other code (or mixed with other tensors in `Tensor::cat`).
+                state.host_escaped |= c.args.iter().any(|a| holds_host(cx, a));
             }
             // A host buffer filled in place from device data (`buf.copy_(&xs)`) is meant to be there.
             Expr::MethodCall(m) if m.method == "copy_" || m.method == "f_copy_" => {
@@ -316,15 +340,11 @@ impl Check for Check001 {
                 }
             }
             Expr::MethodCall(m) if is_transfer_method(cx.file.apis, &m.method.to_string()) => {
-                let fields = |f: &str| cx.facts.field_device(cx.self_ty(), f);
                 let to_fixed = match m.method.to_string().as_str() {
                     "cpu" | "cuda" => true,
-                    _ => m.args.first().is_some_and(|a| {
-                        matches!(
-                            classify_options(cx.file, a, &state.env, &fields),
-                            Some(DevSrc::Fixed { .. })
-                        )
-                    }),
+                    _ => {
+                        m.args.first().is_some_and(|a| matches!(cx.device_of(a), Some(DevSrc::Fixed { .. })))
+                    }
                 };
                 if to_fixed {
                     return;
@@ -336,6 +356,15 @@ impl Check for Check001 {
                     state.exempt.insert(addr(root));
                 }
             }
+            Expr::MethodCall(m) => {
+                // A host tensor meets a tensor from elsewhere (`xs.add(&host)`, `host.add(xs)`),
+                // or is stored (`v.push(host)`).
+                let recv_host = cx.is_host(&m.receiver);
+                state.host_escaped |= m.args.iter().any(|a| {
+                    let host = holds_host(cx, a);
+                    (host && !recv_host) || (recv_host && !host && tensor_input(cx, a))
+                });
+            }
             Expr::Call(_) if cx.in_forward() => {
                 let Some(ctor) = Ctor::of(cx.file.apis, e) else { return };
                 if state.exempt.contains(&addr(e)) {
@@ -343,17 +372,16 @@ impl Check for Check001 {
                 }
                 let Some(f) = cx.fun() else { return };
                 let binding = state.bound.get(&addr(e)).cloned();
-                let fields = |name: &str| cx.facts.field_device(cx.self_ty(), name);
-                let mut finding = match ctor.device {
-                    CtorDevice::ImplicitCpu => implicit_cpu(cx.file, f, e, &ctor, cx.scope.closures > 0),
+                let (mut finding, kind) = match ctor.device {
+                    CtorDevice::ImplicitCpu => {
+                        (implicit_cpu(cx.file, f, e, &ctor, cx.scope.closures > 0), FixedKind::Cpu)
+                    }
                     CtorDevice::LastArg => {
                         let Some(arg) = ctor.device_arg() else { return };
-                        let Some(DevSrc::Fixed { kind, at }) =
-                            classify_options(cx.file, arg, &state.env, &fields)
-                        else {
+                        let Some(DevSrc::Fixed { kind, at }) = cx.device_of(arg) else {
                             return;
                         };
-                        fixed_arg(cx, f, e, &ctor, arg, kind, at)
+                        (fixed_arg(cx, f, e, &ctor, arg, kind, at), kind)
                     }
                 };
                 // The fix names the input: safe only where that name surely still denotes it.
@@ -362,10 +390,31 @@ impl Check for Check001 {
                 {
                     fix.applicability = fix.applicability.max(Applicability::Unsafe);
                 }
-                state.candidates.push(Candidate { finding, binding, call: addr(e) });
+                let tracked = cx.is_host(e);
+                state.candidates.push(Candidate { finding, binding, call: addr(e), kind, tracked });
             }
             _ => {}
         }
+    }
+}
+
+/// A tensor that comes from elsewhere: a tensor parameter or a field of `self`.
+fn tensor_input(cx: &Cx<'_, '_>, e: &Expr) -> bool {
+    let e = crate::syntax::peel(e);
+    crate::syntax::self_field(e).is_some()
+        || as_ident(e).is_some_and(|id| {
+            cx.fun().is_some_and(|f| {
+                f.params.iter().any(|(n, k)| id == n && matches!(k, ParamKind::Tensor { .. }))
+            })
+        })
+}
+
+/// Is `e` a host tensor, or an array or slice of values holding one (`&[a, host]`)?
+fn holds_host(cx: &Cx<'_, '_>, e: &Expr) -> bool {
+    match crate::syntax::peel(e) {
+        Expr::Array(a) => a.elems.iter().any(|x| holds_host(cx, x)),
+        Expr::Tuple(t) => t.elems.iter().any(|x| holds_host(cx, x)),
+        _ => cx.is_host(e),
     }
 }
 

@@ -1,11 +1,14 @@
+use std::collections::HashSet;
+
 use syn::Expr;
 use syn::spanned::Spanned;
 
+use crate::crates::Condition;
 use crate::device::is_device_type;
 use crate::diagnostic::Finding;
 use crate::profile::Api;
 use crate::registry::declare_rule;
-use crate::syntax::{call_path, int_lit, last_two, str_lit};
+use crate::syntax::{as_ident, call_path, int_lit, last_two, pat_ident, peel, str_lit};
 use crate::walker::{Check, Cx};
 
 declare_rule! {
@@ -14,11 +17,17 @@ declare_rule! {
     /// `Device::new_cuda(0)`, `Device::cuda_if_available(0)` (candle), `Device::cuda_if_available()`
     /// (tch), `CudaDevice::new(0)`, `WgpuDevice::DiscreteGpu(0)` (burn), `"cuda:0".parse()`.
     ///
-    /// Application code is where a device is chosen, so `main` functions, `src/main.rs`,
-    /// `src/bin/`, examples, tests, benches and build scripts are not checked; nor are
-    /// comparisons (`dev == Device::Cuda(0)`), parsing or conversion code (`impl FromStr`), and
-    /// code that defines device values for its callers: a function returning a device
-    /// (`fn device(cpu: bool) -> Result<Device>`) or a `(Kind, Device)` constant.
+    /// Application code is where a device is chosen, so `main` functions, the free functions
+    /// `main` calls (a `run()` or `fit()` entry point), `src/main.rs`, `src/bin/`, the modules of
+    /// a package that only builds binaries, examples, tests, benches and build scripts are not
+    /// checked. Configuration is not a hard-coded device either: comparisons
+    /// (`dev == Device::Cuda(0)`) and availability checks (`Device::cuda_if_available().is_cuda()`,
+    /// also through a variable used for nothing else), parsing or conversion code (`impl FromStr`,
+    /// `impl Default`), configuration types (`impl RunConfig`, a `DeviceSetup` or `*Builder`, a
+    /// `*Config { .. }` literal), probe-then-choose branches (`if has_mps() { .. } else { .. }`),
+    /// dispatch on a device-configuration enum, and code that defines device values for its
+    /// callers: a function returning a device (`fn device(cpu: bool) -> Result<Device>`) or a
+    /// `(Kind, Device)` constant.
     ///
     /// ### Why is this bad?
     /// The library only works on a machine whose first GPU is free and usable. It cannot run on
@@ -55,18 +64,87 @@ declare_rule! {
 }
 
 #[derive(Default)]
-pub(crate) struct Check002;
+pub(crate) struct Check002 {
+    /// Device expressions whose value is only tested (`Device::cuda_if_available().is_cuda()`),
+    /// by address in the tree.
+    tested: HashSet<usize>,
+    /// Per function: device literals bound to a name, held until the function ends.
+    fns: Vec<Vec<Bound>>,
+}
+
+/// `let device = Device::cuda_if_available();`: reported only if the name is used for more than
+/// asking what the machine has (`device.is_cuda()`).
+struct Bound {
+    name: String,
+    call: usize,
+    finding: Option<Finding>,
+    uses: usize,
+    tests: usize,
+}
+
+/// Methods that ask what a device is, without using it.
+fn is_device_test(name: &str) -> bool {
+    matches!(name, "is_cuda" | "is_cpu" | "is_metal" | "is_mps" | "is_gpu" | "is_vulkan")
+}
 
 impl Check for Check002 {
+    fn enter_fn(&mut self, _cx: &Cx<'_, '_>, _sig: &syn::Signature) {
+        self.fns.push(Vec::new());
+    }
+
+    fn exit_fn(&mut self, _cx: &Cx<'_, '_>, out: &mut Vec<Finding>) {
+        for b in self.fns.pop().unwrap_or_default() {
+            if b.uses > b.tests {
+                out.extend(b.finding);
+            }
+        }
+    }
+
+    fn stmt(&mut self, _cx: &Cx<'_, '_>, s: &syn::Stmt, _out: &mut Vec<Finding>) {
+        let syn::Stmt::Local(local) = s else { return };
+        let (Some(name), Some(init)) = (pat_ident(&local.pat), &local.init) else { return };
+        let value = peel(&init.expr);
+        if hardcoded(value).is_some()
+            && let Some(bound) = self.fns.last_mut()
+        {
+            bound.push(Bound { name: name.to_string(), call: addr(value), finding: None, uses: 0, tests: 0 });
+        }
+    }
+
     fn expr(&mut self, cx: &Cx<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
-        if !matches!(e, Expr::Call(_) | Expr::MethodCall(_)) {
-            return;
+        match e {
+            Expr::MethodCall(m) if is_device_test(&m.method.to_string()) && m.args.is_empty() => {
+                self.tested.insert(addr(peel(&m.receiver)));
+                if let Some(id) = as_ident(peel(&m.receiver))
+                    && let Some(b) =
+                        self.fns.last_mut().and_then(|v| v.iter_mut().rev().find(|b| id == &b.name))
+                {
+                    b.tests += 1;
+                }
+                return;
+            }
+            Expr::Path(_) => {
+                if let Some(id) = as_ident(e)
+                    && let Some(b) =
+                        self.fns.last_mut().and_then(|v| v.iter_mut().rev().find(|b| id == &b.name))
+                {
+                    b.uses += 1;
+                }
+                return;
+            }
+            Expr::Call(_) | Expr::MethodCall(_) => {}
+            _ => return,
         }
         if cx.in_app()
             || cx.in_test()
             || cx.scope.compare > 0
             || cx.scope.conversion > 0
             || cx.scope.device_def > 0
+            // Probe-then-choose, dispatch on a device-config enum, configuration types.
+            || cx.scope.probe > 0
+            || cx.scope.device_branch > 0
+            || cx.scope.config > 0
+            || self.tested.contains(&addr(e))
         {
             return;
         }
@@ -87,16 +165,31 @@ impl Check for Check002 {
                 "take the device as a parameter or from the inputs (`xs.device()`); let `main` pick it with `Device::best_available()`"
             }
         };
-        out.push(
-            Finding::new(
-                &D002HardcodedAccelerator::META,
-                range,
-                format!("`{text}` hard-codes {what} in library code"),
-            )
-            .label(format!("always {what}"))
-            .help(help),
-        );
+        let mut finding = Finding::new(
+            &D002HardcodedAccelerator::META,
+            range,
+            format!("`{text}` hard-codes {what} in library code"),
+        )
+        .label(format!("always {what}"))
+        .help(help)
+        // A module of a package that only builds binaries is application code.
+        .only_if(Condition::NotBinaryOnly);
+        // A free function that `main` calls is the application's own entry point.
+        if let Some(f) = cx.fun()
+            && f.self_ty.is_none()
+        {
+            finding = finding.only_if(Condition::NotEntry(f.id));
+        }
+        if let Some(b) = self.fns.last_mut().and_then(|v| v.iter_mut().find(|b| b.call == addr(e))) {
+            b.finding = Some(finding);
+            return;
+        }
+        out.push(finding);
     }
+}
+
+fn addr(e: &Expr) -> usize {
+    e as *const Expr as usize
 }
 
 /// What accelerator the expression names, if it is a literal one.

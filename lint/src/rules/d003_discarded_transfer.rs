@@ -3,6 +3,7 @@ use std::collections::HashSet;
 use syn::spanned::Spanned;
 use syn::{Expr, Stmt};
 
+use crate::crates::Condition;
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::profile::{Api, is_transfer_method};
 use crate::registry::declare_rule;
@@ -20,7 +21,10 @@ declare_rule! {
     /// In devcheck, `.to(..)`, `.cpu()` and `.cuda(..)` are only flagged on values known to be
     /// tensors (a tensor parameter, a variable made by a tensor constructor, a `Tensor` field),
     /// because `Module::to(&mut self, ..)` moves a module in place and is right as a statement.
-    /// In-place methods (`copy_`, names ending in `_`) and results that are used are fine.
+    /// In-place methods (`copy_`, names ending in `_`) and results that are used are fine, and so
+    /// is a receiver that is not known to be a tensor when the crate defines an in-place method of
+    /// that name (`fn to_device(&mut self, device: &Device) -> Result<()>` on a batch or an
+    /// encoding, which moves its tensors and returns nothing).
     ///
     /// ### Why is this bad?
     /// Tensor moves are not in place: they return a new tensor on the target device and leave
@@ -94,8 +98,9 @@ impl Check003 {
             return;
         }
         // devcheck's `Module::to` is in place: only known tensors count.
+        let known_tensor = self.is_tensor(cx, &m.receiver);
         let ambiguous = matches!(method.as_str(), "to" | "cpu" | "cuda") && cx.file.apis.is(Api::Devcheck);
-        if ambiguous && !self.is_tensor(cx, &m.receiver) {
+        if ambiguous && !known_tensor {
             return;
         }
         let receiver = peel(&m.receiver);
@@ -140,19 +145,23 @@ impl Check003 {
         } else {
             None
         };
-        out.push(
-            Finding::new(
-                &D003DiscardedTransfer::META,
-                stmt_range,
-                format!(
-                    "the result of `{call}` is thrown away: `{}` stays on its old device",
-                    cx.file.short(&recv_range)
-                ),
-            )
-            .label("the moved copy is dropped here")
-            .help(help)
-            .fix(fix),
-        );
+        let mut finding = Finding::new(
+            &D003DiscardedTransfer::META,
+            stmt_range,
+            format!(
+                "the result of `{call}` is thrown away: `{}` stays on its old device",
+                cx.file.short(&recv_range)
+            ),
+        )
+        .label("the moved copy is dropped here")
+        .help(help)
+        .fix(fix);
+        // A receiver not known to be a tensor may be the crate's own type with an in-place move
+        // (`fn to_device(&mut self, ..)`, as a batch or an encoding has): then nothing is dropped.
+        if !known_tensor {
+            finding = finding.only_if(Condition::NoInPlaceMethod(method.clone()));
+        }
+        out.push(finding);
     }
 }
 

@@ -6,6 +6,7 @@ use syn::spanned::Spanned;
 
 use crate::device::{DevSrc, classify_options};
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
+use crate::facts::{FixedTensor, fixed_tensor_of};
 use crate::fields::{Fate, burn_fields, devcheck_fields};
 use crate::profile::{Api, is_transfer_method};
 use crate::registry::declare_rule;
@@ -21,9 +22,15 @@ declare_rule! {
     ///   it;
     /// - burn: a tensor field marked `#[module(skip)]`, or held in `Ignored<..>`;
     /// - candle and tch: a tensor field that a constructor builds on a fixed device
-    ///   (`Tensor::ones(.., &Device::Cpu)`, tch's `FLOAT_CPU`, outside the VarStore) and that a
-    ///   `forward*` method uses without moving it to the input's device. (Buffers that only
-    ///   other methods use, such as a replay buffer filled from host data, are not flagged.)
+    ///   (`Tensor::ones(.., &Device::Cpu)`, tch's `FLOAT_CPU`, outside the VarStore) — directly, in
+    ///   a `match` arm or an `unwrap_or_else` fallback, through a helper of the file that builds
+    ///   it, or inside a layer built around it (`LayerNorm::new(weight, eps)`) — and that a
+    ///   `forward*` method (or an optimizer's `step`) uses without moving it to the input's device.
+    ///   (Buffers that only other methods use, such as a replay buffer filled from host data, are
+    ///   not flagged.)
+    ///
+    /// A skipped `Option` field that every constructor leaves `None` is a cache filled later from
+    /// the module's own tensors (a fused weight), and is not flagged.
     ///
     /// ### Why is this bad?
     /// Moving the model (`model.to(&device)`, `module.to_device(&device)`, loading the weights
@@ -64,6 +71,7 @@ declare_rule! {
         group: Correctness,
         summary: "a tensor kept in a struct where the framework's device move does not reach it",
         fix: Safe,
+        preview_patterns: "statics holding a tensor made on a fixed device (`lazy_static!`, `LazyLock`, `OnceLock::get_or_init`) used by a forward pass, and fields used by an optimizer's `step`; not yet measured: the ecosystem check has no findings of them",
     }
 }
 
@@ -73,6 +81,57 @@ pub(crate) struct Check004 {
     moved: HashSet<usize>,
     /// `self.<field>` used in a forward method without a move: (struct, field) → first use.
     uses: BTreeMap<(String, String), (Range<usize>, String)>,
+    /// Preview: statics holding a tensor made on a fixed device (`LazyLock`, `lazy_static!`,
+    /// `OnceLock::get_or_init`), by name.
+    statics: BTreeMap<String, FixedTensor>,
+    /// Statics used in a forward pass: name → first use.
+    static_uses: BTreeMap<String, (Range<usize>, String)>,
+}
+
+impl Check004 {
+    /// Preview: statics filled with `OnceLock::get_or_init(|| ..)`, and statics read in a forward
+    /// pass.
+    fn static_expr(&mut self, cx: &Cx<'_, '_>, e: &Expr) {
+        match e {
+            Expr::MethodCall(m) if m.method == "get_or_init" => {
+                if let (Some(name), Some(arg)) = (crate::syntax::as_ident(peel(&m.receiver)), m.args.first())
+                    && let Some(fixed) = fixed_in(cx, closure_body(arg), &name.to_string())
+                {
+                    self.statics.entry(name.to_string()).or_insert(fixed);
+                }
+            }
+            Expr::Path(p) if cx.in_forward() => {
+                let Some(f) = cx.fun() else { return };
+                if let Some(id) = p.path.get_ident().map(|i| i.to_string())
+                    && id.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+                {
+                    self.static_uses.entry(id).or_insert_with(|| (cx.file.range(e.span()), f.name.clone()));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The tensor a static's initialiser makes on a fixed device, directly or through
+/// `LazyLock::new(|| ..)` / `Lazy::new(..)`.
+fn static_tensor(cx: &Cx<'_, '_>, init: &Expr, in_fn: &str) -> Option<FixedTensor> {
+    match peel(init) {
+        Expr::Call(c) if c.args.len() == 1 => fixed_in(cx, closure_body(&c.args[0]), in_fn),
+        other => fixed_in(cx, other, in_fn),
+    }
+}
+
+/// The body of `|| body`, or the expression itself.
+fn closure_body(e: &Expr) -> &Expr {
+    match peel(e) {
+        Expr::Closure(cl) => &cl.body,
+        other => other,
+    }
+}
+
+fn fixed_in(cx: &Cx<'_, '_>, e: &Expr, in_fn: &str) -> Option<FixedTensor> {
+    fixed_tensor_of(cx.file, e, &Default::default(), &|_| None, in_fn, &cx.facts.fixed_helpers)
 }
 
 impl Check for Check004 {
@@ -90,9 +149,17 @@ impl Check for Check004 {
         } else {
             return;
         };
+        let facts = cx.facts.structs.get(&s.ident.to_string());
         for field in fields.iter().filter(|f| f.fate == Fate::LeftBehind) {
             let name = &field.name;
             let ty = &s.ident;
+            // A skipped `Option` that every constructor leaves `None` is a cache the module fills
+            // later from its own (moved) tensors, like a fused weight.
+            let cache = field.ty.starts_with("Option")
+                && facts.and_then(|f| f.inits.get(name)).is_some_and(|i| i.always_none == Some(true));
+            if cache {
+                continue;
+            }
             let (message, help) = match (&field.skip, devcheck) {
                 (Some(_), true) => (
                     format!(
@@ -131,11 +198,23 @@ impl Check for Check004 {
         }
     }
 
+    fn item_static(&mut self, cx: &Cx<'_, '_>, name: &syn::Ident, init: &Expr, _out: &mut Vec<Finding>) {
+        if !cx.file.preview {
+            return;
+        }
+        if let Some(fixed) = static_tensor(cx, init, &name.to_string()) {
+            self.statics.insert(name.to_string(), fixed);
+        }
+    }
+
     fn expr(&mut self, cx: &Cx<'_, '_>, e: &Expr, _out: &mut Vec<Finding>) {
-        if !(cx.file.apis.is(Api::Candle) || cx.file.apis.is(Api::Tch))
-            || !cx.in_forward()
-            || !cx.fun().is_some_and(|f| f.name.starts_with("forward"))
-        {
+        if cx.file.preview && !cx.in_test() {
+            self.static_expr(cx, e);
+        }
+        // Where the field meets the inputs: a forward pass, or (preview) an optimizer's step.
+        let meets_inputs =
+            cx.fun().is_some_and(|f| f.name.starts_with("forward") || (cx.file.preview && f.name == "step"));
+        if !(cx.file.apis.is(Api::Candle) || cx.file.apis.is(Api::Tch)) || !cx.in_forward() || !meets_inputs {
             return;
         }
         match e {
@@ -169,8 +248,28 @@ impl Check for Check004 {
     }
 
     fn finish(&mut self, cx: &Cx<'_, '_>, out: &mut Vec<Finding>) {
+        for (name, (use_range, in_fn)) in &self.static_uses {
+            let Some(fixed) = self.statics.get(name) else { continue };
+            out.push(
+                Finding::new(
+                    &D004UnmovedTensorField::META,
+                    fixed.ctor_range.clone(),
+                    format!(
+                        "the static `{name}` holds a tensor made on a fixed device (`{}`), and `{in_fn}` uses it with its inputs",
+                        cx.file.short(&fixed.device_range)
+                    ),
+                )
+                .label("made on a fixed device, once for the whole program")
+                .related(use_range.clone(), format!("used in `{in_fn}` here"))
+                .help("a static cannot follow the model to a device: keep the tensor in the module (built on the device of the weights), or move it where it is used (`.to_device(xs.device())`)"),
+            );
+        }
         for ((ty, field), (use_range, in_fn)) in &self.uses {
             let Some(facts) = cx.facts.structs.get(ty) else { continue };
+            // Not a field that can only hold host data (a table read back into a `Vec<f64>`).
+            if facts.fields.iter().any(|f| f.name == *field && f.host_data) {
+                continue;
+            }
             let Some(init) = facts.inits.get(field) else { continue };
             for fixed in &init.fixed_tensors {
                 let device = if fixed.device_range == fixed.ctor_range {

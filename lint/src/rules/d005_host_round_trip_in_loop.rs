@@ -1,38 +1,53 @@
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use syn::spanned::Spanned;
 use syn::visit::{self, Visit};
 use syn::{Expr, ExprMethodCall};
 
-use crate::device::{DevSrc, FixedKind, classify_options};
+use crate::crates::Condition;
+use crate::device::{DevEnv, DevSrc, FixedKind, classify_options, is_host_tensor};
 use crate::diagnostic::Finding;
-use crate::profile::{is_host_read, is_transfer_method};
+use crate::profile::{Api, is_host_read, is_transfer_method};
 use crate::registry::declare_rule;
 use crate::source::FileCx;
-use crate::syntax::{Ctor, as_ident, chain_root, for_each_ident, pat_idents};
-use crate::walker::{Check, Cx, LoopBody, cond_flags};
+use crate::syntax::{Ctor, as_ident, chain_calls, chain_root, for_each_ident, macro_args, pat_idents, peel};
+use crate::walker::{Check, Cx, LoopBody, cond_flags, is_slice_iterator};
 
 declare_rule! {
     /// ### What it does
     /// Flags a read of device data on the host (`to_vec1/2/3`, `to_scalar`, `item`,
-    /// `into_scalar`, `into_data`, `int64_value`, `double_value`, a move to the CPU) inside a
-    /// loop when either
+    /// `into_scalar`, `into_data`, `int64_value`, `double_value`, a move to the CPU) that runs
+    /// many times for one result:
     ///
-    /// - the loop is in a forward pass: any loop of a `forward*` function, or a loop over the
-    ///   module's own layers (`for layer in &self.layers`) in a method with tensor inputs; or
-    /// - the value read goes back to the device in the same loop (it ends up in a tensor
-    ///   constructor or a move to a device): a host round trip per iteration.
+    /// - in a per-layer loop: any loop of a `forward*` function, a loop over the module's own
+    ///   layers (`for layer in &self.layers`) in a method with tensor inputs, or a loop over a
+    ///   model's parameters (`vs.variables()`, `model.parameters()`: there, scalar reads such as a
+    ///   norm or a NaN check);
+    /// - anywhere in a function that runs once per layer: one called, directly or through other
+    ///   functions of the crate, from such a loop (a RoPE helper, a router, an attention kernel's
+    ///   wrapper);
+    /// - element by element: inside a loop, a read of one slice of a tensor picked by the loop's
+    ///   own variable (`img.slice([y..y + 1, x..x + 1]).into_scalar()`), or of each item of a loop
+    ///   over a tensor's slices (`for row in t.iter_dim(0)`);
+    /// - the same data again: inside a loop, a read of a tensor made before the loop and not
+    ///   changed in it, also through a function of the crate that reads its argument
+    ///   (`for i in 0..n { get(i, &rewards) }`);
+    /// - a round trip: the value read goes back to the device in the same loop (into a tensor's
+    ///   data, or a move to a device).
     ///
-    /// Reads inside printing or logging macros, and in branches gated on debugging, logging, an
-    /// environment variable or a step count (`if step % 100 == 0`), are not flagged; nor is
-    /// once-per-batch logging in a training loop.
+    /// Not flagged: reads of tensors that live on the host by construction (made on the CPU, or
+    /// computed from such tensors only); reads inside printing or logging macros, and in branches
+    /// gated on debugging, logging, an environment variable or a step count
+    /// (`if step % 100 == 0`); and inherent per-token reads of generation loops: a token chosen
+    /// with `argmax` or a sampler, or a value the loop needs to decide whether to stop (an
+    /// end-of-sequence check). A loop over images or batch items is not a per-layer loop.
     ///
     /// ### Why is this bad?
     /// Kernels on an accelerator run asynchronously. A host read waits until all queued work
     /// has finished and then copies the data back, so the loop stops feeding the device at
     /// every iteration; sending the value back adds a second transfer. In a per-layer or
-    /// per-token loop this often costs more than the computation.
+    /// per-element loop this often costs more than the computation.
     ///
     /// ### Example
     /// ```ignore
@@ -65,7 +80,16 @@ declare_rule! {
 
 #[derive(Default)]
 pub(crate) struct Check005 {
+    /// Reads already reported (by start offset), so nested loops report each once.
     reported: HashSet<usize>,
+}
+
+/// Why a read in a loop is a finding.
+enum Why {
+    PerLayer,
+    PerElement,
+    Invariant,
+    RoundTrip(Range<usize>),
 }
 
 impl Check for Check005 {
@@ -74,106 +98,305 @@ impl Check for Check005 {
             return;
         }
         let Some(f) = cx.fun() else { return };
-        let per_layer = f.forward_like && (f.name.starts_with("forward") || f.layer_loops > 0);
-        let mut scan = LoopScan {
-            file: cx.file,
-            reads: Vec::new(),
-            flows: Vec::new(),
-            sinks: Vec::new(),
-            targets: Vec::new(),
-        };
+        if is_setup_or_report(&f.name) {
+            return;
+        }
+        let mut scan = LoopScan::new(cx.file, &f.env, f.host.clone());
+        // The variables of this loop and the loops around it; a loop over batch items or images
+        // is not an element-by-element loop.
+        scan.loop_vars = f.loop_vars.iter().filter(|v| !v.batch).map(|v| v.name.clone()).collect();
+        scan.elements = f.loop_vars.iter().filter(|v| v.slice && !v.batch).map(|v| v.name.clone()).collect();
+        scan.all_loop_vars = f.loop_vars.iter().map(|v| v.name.clone()).collect();
         match body {
-            LoopBody::Block(b) => scan.visit_block(b),
-            LoopBody::Closure(e) => scan.visit_expr(e),
-        }
-        if scan.reads.is_empty() {
-            return;
-        }
-        // Names that carry host data: seeded by the reads, spread through lets, pushes, assignments.
-        let mut tainted: HashSet<String> = scan.reads.iter().flat_map(|r| r.into.iter().cloned()).collect();
-        loop {
-            let before = tainted.len();
-            for (targets, sources) in &scan.flows {
-                if sources.iter().any(|s| tainted.contains(s)) {
-                    tainted.extend(targets.iter().cloned());
-                }
+            LoopBody::Block(b) => {
+                scan.assigned_in(|v| v.visit_block(b));
+                scan.run(|s| s.visit_block(b));
             }
-            if tainted.len() == before {
-                break;
+            LoopBody::Closure(e) => {
+                scan.assigned_in(|v| v.visit_expr(e));
+                scan.run(|s| s.visit_expr(e));
             }
         }
-        let sink = scan.sinks.iter().find(|(names, _)| names.iter().any(|n| tainted.contains(n)));
-        if !per_layer && sink.is_none() {
+        if scan.reads.is_empty() && scan.invariant_args.is_empty() {
             return;
         }
-        for read in &scan.reads {
+        let per_layer = cx.in_per_layer_loop();
+        // In a loop over parameters only scalar summaries (a norm, a NaN check) are suspicious;
+        // reading whole tensors is what saving a checkpoint does.
+        let per_param = cx.in_param_loop();
+        // Once per batch item, image or chat turn is not once per step.
+        let in_batch_loop = f.batch_loops.last().copied().unwrap_or(false);
+        for (i, read) in scan.reads.iter().enumerate() {
+            let why = if per_layer || (per_param && read.scalar) {
+                Why::PerLayer
+            } else if read.per_element {
+                Why::PerElement
+            } else if read.invariant {
+                Why::Invariant
+            } else if !in_batch_loop && let Some(at) = scan.sink_for(i) {
+                Why::RoundTrip(at)
+            } else {
+                continue;
+            };
             if !self.reported.insert(read.range.start) {
                 continue;
             }
-            let (message, help) = match sink {
-                Some(_) => (
-                    format!(
-                        "`{}` in a loop reads device data on the host every iteration, and the value goes back to the device",
-                        read.what
-                    ),
-                    "keep the value on the device (use tensor ops such as `argmax`, `gather`, `where_cond` instead of reading it), or read once after the loop",
-                ),
-                None => (
-                    format!(
-                        "`{}` in a loop in `{}` waits for the device at every iteration",
-                        read.what, f.name
-                    ),
-                    "keep the computation on the device, or collect what you need and read it once after the loop",
-                ),
-            };
-            let mut finding = Finding::new(&D005HostRoundTripInLoop::META, read.range.clone(), message)
-                .label("host read")
-                .help(help);
-            if let Some((_, at)) = sink {
-                finding = finding.related(at.clone(), "back to the device here");
+            out.push(finding(&f.name, read, why));
+        }
+        for call in &scan.invariant_args {
+            if !self.reported.insert(call.range.start) {
+                continue;
             }
-            out.push(finding);
+            out.push(
+                Finding::new(
+                    &D005HostRoundTripInLoop::META,
+                    call.range.clone(),
+                    format!(
+                        "`{}` reads `{}` back to the host at every iteration, though `{}` does not change in the loop",
+                        call.callee, call.arg_text, call.arg_text
+                    ),
+                )
+                .label("host read in the callee")
+                .help("read the tensor once before the loop and index the host copy")
+                .only_if(Condition::CalleeReadsArg { at: call.at, arg: call.arg }),
+            );
         }
     }
+
+    /// A host read outside any per-layer loop of its function: a finding if the function itself
+    /// runs once per layer.
+    fn expr(&mut self, cx: &Cx<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
+        let Expr::MethodCall(m) = e else { return };
+        if cx.in_test()
+            || cx.quiet()
+            || cx.scope.device_branch > 0
+            || cx.scope.error_branch > 0
+            || cx.in_per_layer_loop()
+        {
+            return;
+        }
+        let Some(f) = cx.fun() else { return };
+        if is_setup_or_report(&f.name) {
+            return;
+        }
+        let Some(what) = read_name(cx.file, m) else { return };
+        if is_host_tensor(cx.file, &m.receiver, &f.env, &|n| f.host.contains(n)) {
+            return;
+        }
+        let range = cx.file.range(m.method.span());
+        out.push(
+            Finding::new(
+                &D005HostRoundTripInLoop::META,
+                range,
+                format!(
+                    "`{what}` in `{}` waits for the device, and `{}` runs once per layer",
+                    f.name, f.name
+                ),
+            )
+            .label("host read")
+            .help("keep the value on the device, or compute it once before the layer loop and pass it down")
+            .only_if(Condition::PerLayer(f.id)),
+        );
+    }
+}
+
+fn finding(in_fn: &str, read: &Read, why: Why) -> Finding {
+    let what = &read.what;
+    let (message, help) = match &why {
+        Why::PerLayer => (
+            format!("`{what}` in a loop in `{in_fn}` waits for the device at every iteration"),
+            "keep the computation on the device, or collect what you need and read it once after the loop",
+        ),
+        Why::PerElement => (
+            format!("`{what}` reads one element per iteration: a device round trip for each element"),
+            "read the whole tensor once before the loop (`to_vec*`, `into_data`) and index the host copy, or use a tensor op",
+        ),
+        Why::Invariant => (
+            format!("`{what}` reads the same tensor back at every iteration: it does not change in the loop"),
+            "read it once before the loop and reuse the host copy",
+        ),
+        Why::RoundTrip(_) => (
+            format!(
+                "`{what}` in a loop reads device data on the host every iteration, and the value goes back to the device"
+            ),
+            "keep the value on the device (use tensor ops such as `argmax`, `gather`, `where_cond` instead of reading it), or read once after the loop",
+        ),
+    };
+    let mut finding = Finding::new(&D005HostRoundTripInLoop::META, read.range.clone(), message)
+        .label("host read")
+        .help(help);
+    if let Why::RoundTrip(at) = why {
+        finding = finding.related(at, "back to the device here");
+    }
+    finding
+}
+
+/// The name of a host read (`.to_vec1()`, `.to_device(&Device::Cpu)`), if `m` is one.
+fn read_name(file: &FileCx<'_>, m: &ExprMethodCall) -> Option<String> {
+    let name = m.method.to_string();
+    if is_host_read(file.apis, &name, m.turbofish.is_some()) {
+        return Some(format!(".{name}()"));
+    }
+    if is_transfer_method(file.apis, &name) {
+        if name == "cpu" {
+            return Some(".cpu()".to_string());
+        }
+        let target = m.args.first()?;
+        let src = classify_options(file, target, &DevEnv::default(), &|_| None)?;
+        if matches!(src, DevSrc::Fixed { kind: FixedKind::Cpu, .. }) {
+            return Some(format!(".{name}({})", file.short(&file.range(target.span()))));
+        }
+    }
+    None
+}
+
+/// Setup code (`new`, `load`, `init_weights`: it runs once) and reporting code (`print_stats`,
+/// `dump`, `log_metrics`: its reads are for people) read the host on purpose.
+fn is_setup_or_report(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["new", "load", "init", "build", "setup", "save", "export", "from_", "create"]
+        .iter()
+        .any(|w| name.starts_with(w))
+        || ["print", "log", "dump", "report", "stats", "debug", "summary", "display", "show"]
+            .iter()
+            .any(|w| name.contains(w))
+}
+
+/// A read that yields one number (rather than a whole tensor's data).
+fn is_scalar_read(name: &str) -> bool {
+    matches!(
+        name,
+        "to_scalar"
+            | "item"
+            | "into_scalar"
+            | "to_vec0"
+            | "double_value"
+            | "int64_value"
+            | "f_double_value"
+            | "f_int64_value"
+    )
+}
+
+/// Methods that pick part of a tensor.
+fn is_index_method(name: &str) -> bool {
+    matches!(
+        name,
+        "i" | "get" | "slice" | "narrow" | "select" | "index_select" | "slice_dim" | "index" | "gather"
+    )
+}
+
+/// Methods whose result is a discrete choice over a tensor: reading it is sampling.
+fn is_choice(name: &str) -> bool {
+    matches!(
+        name,
+        "argmax" | "argmin" | "argmax_keepdim" | "argmin_keepdim" | "multinomial" | "sample" | "topk"
+    )
 }
 
 struct Read {
     range: Range<usize>,
     what: String,
-    /// The names that receive the value.
-    into: Vec<String>,
+    scalar: bool,
+    /// One slice picked by the loop's variable, or an item of a loop over a tensor's slices.
+    per_element: bool,
+    /// The tensor read is made before the loop and not changed in it.
+    invariant: bool,
+    /// A token chosen by `argmax`/a sampler.
+    choice: bool,
 }
 
-/// Reads the body of one loop: host reads, how values flow between names, and where names reach
-/// the device again.
+/// A call inside the loop that passes a tensor made before the loop to a function of the crate.
+struct InvariantArg {
+    range: Range<usize>,
+    /// Where the call's name starts: how the crate-wide pass knows the call.
+    at: usize,
+    arg: u32,
+    callee: String,
+    arg_text: String,
+}
+
+/// Reads the body of one loop: host reads, how host values flow between names in program order,
+/// where they reach the device again, and which values decide whether the loop stops.
 struct LoopScan<'a, 'f> {
     file: &'a FileCx<'f>,
+    env: &'a DevEnv,
+    /// Host tensors: the function's, then the loop's own `let`s.
+    host: HashSet<String>,
+    /// Variables bound by the loop's pattern (and by enclosing loops'), but not of loops over
+    /// batch items or images.
+    loop_vars: HashSet<String>,
+    /// Every loop variable, for what changes from one iteration to the next.
+    all_loop_vars: HashSet<String>,
+    /// Inside a branch that leaves the loop or the program (`if x.is_nan() { dump(); panic!() }`):
+    /// it runs once, not per iteration.
+    once: u32,
+    /// Names bound or assigned inside the loop body.
+    changed: HashSet<String>,
+    /// Locals holding one element picked by a loop variable, or a slice of a loop over slices.
+    elements: HashSet<String>,
     reads: Vec<Read>,
-    /// (targets, sources): data flows from sources to targets.
-    flows: Vec<(Vec<String>, Vec<String>)>,
-    /// Names that reach the device, with where.
-    sinks: Vec<(Vec<String>, Range<usize>)>,
-    /// The names the value being visited is stored in.
-    targets: Vec<Vec<String>>,
+    /// Reads by start offset, so the second pass finds the first pass's.
+    read_at: HashMap<usize, usize>,
+    invariant_args: Vec<InvariantArg>,
+    /// Names carrying host data, with the reads it came from (a bit per read), in program order.
+    tainted: HashMap<String, u64>,
+    /// Where host data went back to the device, with the reads it came from.
+    sinks: Vec<(Range<usize>, u64)>,
+    /// The reads whose values decide whether the loop stops (`if tok == eos { break }`).
+    stops_on: u64,
+    /// The reads whose values a sampler takes (`sample_top_p(&logits, ..)`): token choice.
+    sampled: u64,
+    /// The reads seen inside the value being visited, innermost value last.
+    acc: Vec<u64>,
+    /// The second pass over the body only follows values around the loop's back edge.
+    second_pass: bool,
 }
 
-impl LoopScan<'_, '_> {
-    fn read_name(&self, m: &ExprMethodCall) -> Option<String> {
-        let name = m.method.to_string();
-        if is_host_read(self.file.apis, &name, m.turbofish.is_some()) {
-            return Some(format!(".{name}()"));
+impl<'a, 'f> LoopScan<'a, 'f> {
+    fn new(file: &'a FileCx<'f>, env: &'a DevEnv, host: HashSet<String>) -> Self {
+        LoopScan {
+            file,
+            env,
+            host,
+            loop_vars: HashSet::new(),
+            all_loop_vars: HashSet::new(),
+            once: 0,
+            changed: HashSet::new(),
+            elements: HashSet::new(),
+            reads: Vec::new(),
+            read_at: HashMap::new(),
+            invariant_args: Vec::new(),
+            tainted: HashMap::new(),
+            sinks: Vec::new(),
+            stops_on: 0,
+            sampled: 0,
+            acc: Vec::new(),
+            second_pass: false,
         }
-        if is_transfer_method(self.file.apis, &name) {
-            if name == "cpu" {
-                return Some(".cpu()".to_string());
-            }
-            let target = m.args.first()?;
-            let src = classify_options(self.file, target, &Default::default(), &|_| None)?;
-            if matches!(src, DevSrc::Fixed { kind: FixedKind::Cpu, .. }) {
-                return Some(format!(".{name}({})", self.file.short(&self.file.range(target.span()))));
-            }
+    }
+
+    /// Collects the names the body binds or assigns (so a tensor read there may change).
+    fn assigned_in(&mut self, walk: impl FnOnce(&mut Assigned)) {
+        let mut a = Assigned(HashSet::new());
+        walk(&mut a);
+        self.changed = a.0;
+    }
+
+    /// Two passes: values read late in one iteration may reach the device early in the next.
+    fn run(&mut self, mut walk: impl FnMut(&mut Self)) {
+        walk(self);
+        self.second_pass = true;
+        walk(self);
+    }
+
+    /// The first place read `i`'s value went back to the device, unless the read is an
+    /// inherent per-token choice (sampling, or a value that decides when the loop stops).
+    fn sink_for(&self, i: usize) -> Option<Range<usize>> {
+        let bit = read_bit(i);
+        if self.reads[i].choice || (self.stops_on | self.sampled) & bit != 0 {
+            return None;
         }
-        None
+        self.sinks.iter().find(|(_, mask)| mask & bit != 0).map(|(at, _)| at.clone())
     }
 
     fn idents(e: &Expr) -> Vec<String> {
@@ -182,26 +405,203 @@ impl LoopScan<'_, '_> {
         v
     }
 
-    /// Visits `value` as data stored into `targets`.
-    fn flow_into(&mut self, targets: Vec<String>, value: &Expr) {
-        let sources = Self::idents(value);
-        if !targets.is_empty() && !sources.is_empty() {
-            self.flows.push((targets.clone(), sources));
-        }
-        self.targets.push(targets);
+    /// The reads whose data the names in `e` carry.
+    fn mask_of(&self, e: &Expr) -> u64 {
+        Self::idents(e)
+            .iter()
+            .chain(macro_idents(e).iter())
+            .fold(0, |m, n| m | self.tainted.get(n).copied().unwrap_or(0))
+    }
+
+    /// Visits `value` stored into `targets`: they carry the host data it carries from now on
+    /// (`replace`: instead of what they carried).
+    fn flow_into(&mut self, targets: Vec<String>, value: &Expr, replace: bool) {
+        self.acc.push(0);
         self.visit_expr(value);
-        self.targets.pop();
+        let inner = self.acc.pop().unwrap_or(0);
+        let mask = inner | self.mask_of(value);
+        if let Some(outer) = self.acc.last_mut() {
+            *outer |= inner;
+        }
+        for t in targets {
+            if replace {
+                if mask == 0 {
+                    self.tainted.remove(&t);
+                } else {
+                    self.tainted.insert(t, mask);
+                }
+            } else if mask != 0 {
+                *self.tainted.entry(t).or_default() |= mask;
+            }
+        }
+    }
+
+    fn note_read(&mut self, m: &ExprMethodCall, what: String) {
+        let range = self.file.range(m.method.span());
+        if let Some(&i) = self.read_at.get(&range.start) {
+            if let Some(top) = self.acc.last_mut() {
+                *top |= read_bit(i);
+            }
+            return;
+        }
+        if self.second_pass
+            || self.once > 0
+            || is_host_tensor(self.file, &m.receiver, self.env, &|n| self.host.contains(n))
+        {
+            return;
+        }
+        self.read_at.insert(range.start, self.reads.len());
+        if let Some(top) = self.acc.last_mut() {
+            *top |= read_bit(self.reads.len());
+        }
+        let calls = chain_calls(&m.receiver);
+        let root = chain_root(&m.receiver);
+        let root_name = as_ident(root).map(|i| i.to_string());
+        let mentions_loop_var = |e: &Expr| Self::idents(e).iter().any(|n| self.loop_vars.contains(n));
+        let indexed_by_loop = calls.iter().any(|c| {
+            is_index_method(&c.method.to_string())
+                && c.args.iter().any(|a| mentions_loop_var(a) || macro_mentions(a, &self.loop_vars))
+        });
+        let per_element = indexed_by_loop || root_name.as_ref().is_some_and(|n| self.elements.contains(n));
+        let varies = |n: &String| self.changed.contains(n) || self.all_loop_vars.contains(n);
+        let arg_varies = |a: &Expr| {
+            Self::idents(a).iter().any(varies)
+                || macro_mentions(a, &self.changed)
+                || macro_mentions(a, &self.all_loop_vars)
+        };
+        let invariant = root_name.as_ref().is_some_and(|n| !varies(n))
+            && calls.iter().all(|c| !c.args.iter().any(arg_varies))
+            && !m.args.iter().any(arg_varies);
+        let choice = calls.iter().any(|c| is_choice(&c.method.to_string()));
+        self.reads.push(Read {
+            range,
+            what,
+            scalar: is_scalar_read(&m.method.to_string()),
+            per_element,
+            invariant,
+            choice,
+        });
+    }
+
+    /// A call to a function with a tensor made before the loop (`get(i, &rewards)`): the callee
+    /// may read it again at every iteration.
+    fn note_call_args(
+        &mut self,
+        callee: String,
+        args: &syn::punctuated::Punctuated<Expr, syn::Token![,]>,
+        at: Range<usize>,
+        shown: Range<usize>,
+    ) {
+        if self.second_pass || self.once > 0 {
+            return;
+        }
+        for (i, a) in args.iter().enumerate() {
+            let Some(name) = as_ident(peel(a)) else { continue };
+            let name = name.to_string();
+            if self.changed.contains(&name) || self.all_loop_vars.contains(&name) || self.host.contains(&name)
+            {
+                continue;
+            }
+            self.invariant_args.push(InvariantArg {
+                range: shown.clone(),
+                at: at.start,
+                arg: i as u32,
+                callee: callee.clone(),
+                arg_text: name,
+            });
+        }
+    }
+
+    /// Ctor arguments that are data (not a shape or a device): `Tensor::new(data, ..)`,
+    /// `from_vec(data, ..)`, `full`'s value.
+    fn ctor_data_args<'e>(&self, c: &'e syn::ExprCall, name: &str) -> Vec<&'e Expr> {
+        let args: Vec<&Expr> = c.args.iter().collect();
+        match name {
+            "new" | "from_vec" | "from_slice" | "from_iter" | "from_data" | "from_floats" | "from_ints"
+            | "from_bool" | "scalar" | "from_ndarray" | "of_slice" | "from_slice2" | "of_slice2"
+            | "f_from_slice" => args.first().copied().into_iter().collect(),
+            "full" if self.file.apis.is(Api::Candle) => args.first().copied().into_iter().collect(),
+            "full" => args.get(1).copied().into_iter().collect(),
+            _ => Vec::new(),
+        }
     }
 }
 
+/// Does a macro argument (`s![y..y + 1, x]`) name one of these variables?
+fn macro_mentions(e: &Expr, names: &HashSet<String>) -> bool {
+    let Expr::Macro(m) = e else { return false };
+    let mut hit = false;
+    let mut stack = vec![m.mac.tokens.clone()];
+    while let Some(ts) = stack.pop() {
+        for tt in ts {
+            match tt {
+                proc_macro2::TokenTree::Ident(i) if names.contains(&i.to_string()) => hit = true,
+                proc_macro2::TokenTree::Group(g) => stack.push(g.stream()),
+                _ => {}
+            }
+        }
+    }
+    hit
+}
+
 impl<'ast> Visit<'ast> for LoopScan<'_, '_> {
+    /// A `let` inside a block ends with the block: the outer name (and its data) comes back.
+    fn visit_block(&mut self, b: &'ast syn::Block) {
+        let mut shadowed: Vec<(String, Option<u64>)> = Vec::new();
+        for stmt in &b.stmts {
+            if let syn::Stmt::Local(l) = stmt {
+                let mut names = Vec::new();
+                pat_idents(&l.pat, &mut names);
+                for n in names {
+                    if !shadowed.iter().any(|(s, _)| *s == n) {
+                        let before = self.tainted.get(&n).copied();
+                        shadowed.push((n, before));
+                    }
+                }
+            }
+            self.visit_stmt(stmt);
+        }
+        for (name, before) in shadowed {
+            match before {
+                Some(mask) => {
+                    self.tainted.insert(name, mask);
+                }
+                None => {
+                    self.tainted.remove(&name);
+                }
+            }
+        }
+    }
+
     fn visit_local(&mut self, local: &'ast syn::Local) {
         let mut names = Vec::new();
         pat_idents(&local.pat, &mut names);
         if let Some(init) = &local.init {
-            self.flow_into(names, &init.expr);
+            self.flow_into(names.clone(), &init.expr, true);
             if let Some((_, diverge)) = &init.diverge {
                 self.visit_expr(diverge);
+            }
+            let host = is_host_tensor(self.file, &init.expr, self.env, &|n| self.host.contains(n));
+            // A local picked out of a tensor by the loop variable holds one element.
+            let calls = chain_calls(&init.expr);
+            let element = calls.iter().any(|c| {
+                is_index_method(&c.method.to_string())
+                    && c.args.iter().any(|a| {
+                        Self::idents(a).iter().any(|n| self.loop_vars.contains(n))
+                            || macro_mentions(a, &self.loop_vars)
+                    })
+            });
+            for n in names {
+                if host {
+                    self.host.insert(n.clone());
+                } else {
+                    self.host.remove(&n);
+                }
+                if element {
+                    self.elements.insert(n);
+                } else {
+                    self.elements.remove(&n);
+                }
             }
         }
     }
@@ -210,44 +610,67 @@ impl<'ast> Visit<'ast> for LoopScan<'_, '_> {
         match e {
             Expr::Assign(a) => {
                 self.visit_expr(&a.left);
-                self.flow_into(chain_target(&a.left), &a.right);
+                self.flow_into(chain_target(&a.left), &a.right, as_ident(&a.left).is_some());
             }
             Expr::Binary(b) if is_compound_assign(&b.op) => {
                 self.visit_expr(&b.left);
-                self.flow_into(chain_target(&b.left), &b.right);
+                self.flow_into(chain_target(&b.left), &b.right, false);
             }
             Expr::If(i) => {
                 self.visit_expr(&i.cond);
+                let leaves = block_leaves_loop(&i.then_branch);
+                if leaves {
+                    self.stops_on |= self.mask_of(&i.cond);
+                }
                 if !cond_flags(&i.cond).gated {
+                    let once = leaves || ends_program(&i.then_branch);
+                    self.once += once as u32;
                     self.visit_block(&i.then_branch);
+                    self.once -= once as u32;
                 }
                 if let Some((_, els)) = &i.else_branch {
                     self.visit_expr(els);
                 }
             }
+            Expr::While(w) => {
+                self.stops_on |= self.mask_of(&w.cond);
+                visit::visit_expr(self, e);
+            }
             Expr::Call(c) => {
-                if Ctor::of(self.file.apis, e).is_some() {
-                    let names: Vec<String> = c.args.iter().flat_map(Self::idents).collect();
-                    if !names.is_empty() {
-                        self.sinks.push((names, self.file.range(c.func.span())));
+                if let Some(ctor) = Ctor::of(self.file.apis, e) {
+                    let data = self.ctor_data_args(c, &ctor.name.to_string());
+                    let mask = data.iter().fold(0, |m, a| m | self.mask_of(a));
+                    if mask != 0 {
+                        self.sinks.push((self.file.range(c.func.span()), mask));
                     }
+                } else if let Expr::Path(p) = &*c.func
+                    && let Some(last) = p.path.segments.last()
+                {
+                    if last.ident.to_string().contains("sample") {
+                        self.sampled |= c.args.iter().fold(0, |m, a| m | self.mask_of(a));
+                    }
+                    let at = self.file.range(c.func.span());
+                    self.note_call_args(last.ident.to_string(), &c.args, at, self.file.range(e.span()));
                 }
                 visit::visit_expr(self, e);
             }
             Expr::MethodCall(m) => {
                 let method = m.method.to_string();
-                let read = self.read_name(m);
-                if let Some(what) = &read {
-                    let into = self.targets.last().cloned().unwrap_or_default();
-                    self.reads.push(Read {
-                        range: self.file.range(m.method.span()),
-                        what: what.clone(),
-                        into,
-                    });
-                } else if is_transfer_method(self.file.apis, &method)
-                    && let Some(id) = as_ident(chain_root(&m.receiver))
-                {
-                    self.sinks.push((vec![id.to_string()], self.file.range(m.method.span())));
+                let read = read_name(self.file, m);
+                match &read {
+                    Some(what) => self.note_read(m, what.clone()),
+                    None => {
+                        let mask = self.mask_of(&m.receiver);
+                        if is_transfer_method(self.file.apis, &method) && mask != 0 {
+                            self.sinks.push((self.file.range(m.method.span()), mask));
+                        }
+                        if method.contains("sample") {
+                            self.sampled |= m.args.iter().fold(0, |acc, a| acc | self.mask_of(a));
+                        }
+                        let at = self.file.range(m.method.span());
+                        let shown = self.file.range(m.method.span()).start..self.file.range(e.span()).end;
+                        self.note_call_args(method.clone(), &m.args, at, shown);
+                    }
                 }
                 if matches!(
                     method.as_str(),
@@ -256,14 +679,122 @@ impl<'ast> Visit<'ast> for LoopScan<'_, '_> {
                     self.visit_expr(&m.receiver);
                     let targets = chain_target(&m.receiver);
                     for arg in &m.args {
-                        self.flow_into(targets.clone(), arg);
+                        self.flow_into(targets.clone(), arg, false);
                     }
                 } else {
                     visit::visit_expr(self, e);
                 }
             }
+            // `vec![value; n]`, `vec![a, b]`: the elements carry data (printing macros are
+            // skipped: what they read is for people).
+            Expr::Macro(m) if m.mac.path.is_ident("vec") => {
+                for arg in macro_args(&m.mac) {
+                    self.visit_expr(&arg);
+                }
+            }
+            Expr::ForLoop(f) => {
+                // An inner loop's variable over a tensor's slices holds one element each time.
+                if chain_calls(&f.expr).iter().any(|c| is_slice_iterator(&c.method.to_string())) {
+                    let mut names = Vec::new();
+                    pat_idents(&f.pat, &mut names);
+                    self.elements.extend(names);
+                }
+                visit::visit_expr(self, e);
+            }
             _ => visit::visit_expr(self, e),
         }
+    }
+
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
+}
+
+/// The identifiers inside a `vec!` in `e` (`TensorData::new(vec![tok], ..)`).
+fn macro_idents(e: &Expr) -> Vec<String> {
+    struct Vecs(Vec<String>);
+    impl<'ast> Visit<'ast> for Vecs {
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            if m.path.is_ident("vec") {
+                for arg in macro_args(m) {
+                    for_each_ident(&arg, |i| self.0.push(i.to_string()));
+                }
+            }
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut v = Vecs(Vec::new());
+    v.visit_expr(e);
+    v.0
+}
+
+/// A read's bit in a mask (reads past the 63rd share the last bit).
+fn read_bit(i: usize) -> u64 {
+    1 << i.min(63)
+}
+
+/// Does the block end the program or the function (`panic!`, `bail!`, `return Err(..)`)?
+fn ends_program(b: &syn::Block) -> bool {
+    let leaving_macro = |m: &syn::Macro| {
+        m.path.segments.last().is_some_and(|s| {
+            matches!(
+                s.ident.to_string().as_str(),
+                "panic" | "bail" | "unreachable" | "todo" | "unimplemented"
+            )
+        })
+    };
+    b.stmts.iter().any(|s| match s {
+        syn::Stmt::Macro(m) => leaving_macro(&m.mac),
+        syn::Stmt::Expr(Expr::Macro(m), _) => leaving_macro(&m.mac),
+        syn::Stmt::Expr(Expr::Return(_), _) => true,
+        _ => false,
+    })
+}
+
+/// Does the block leave the loop (`break`, `return`) at its top level?
+fn block_leaves_loop(b: &syn::Block) -> bool {
+    b.stmts.iter().any(|s| matches!(s, syn::Stmt::Expr(Expr::Break(_) | Expr::Return(_), _)))
+}
+
+/// Collects every name a body binds (`let`) or assigns (`x = ..`, `x += ..`, `x.push(..)`,
+/// in-place ops `x.add_(..)`).
+struct Assigned(HashSet<String>);
+
+impl<'ast> Visit<'ast> for Assigned {
+    fn visit_local(&mut self, local: &'ast syn::Local) {
+        let mut names = Vec::new();
+        pat_idents(&local.pat, &mut names);
+        self.0.extend(names);
+        visit::visit_local(self, local);
+    }
+
+    fn visit_expr(&mut self, e: &'ast Expr) {
+        match e {
+            Expr::Assign(a) => self.0.extend(chain_target(&a.left)),
+            Expr::Binary(b) if is_compound_assign(&b.op) => self.0.extend(chain_target(&b.left)),
+            Expr::MethodCall(m) => {
+                let name = m.method.to_string();
+                if name.ends_with('_')
+                    || name == "set"
+                    || name == "copy_from"
+                    || name.starts_with("slice_assign")
+                {
+                    self.0.extend(chain_target(&m.receiver));
+                }
+            }
+            Expr::Closure(c) => {
+                for p in &c.inputs {
+                    let mut names = Vec::new();
+                    pat_idents(p, &mut names);
+                    self.0.extend(names);
+                }
+            }
+            Expr::ForLoop(f) => {
+                let mut names = Vec::new();
+                pat_idents(&f.pat, &mut names);
+                self.0.extend(names);
+            }
+            _ => {}
+        }
+        visit::visit_expr(self, e);
     }
 
     fn visit_item(&mut self, _: &'ast syn::Item) {}

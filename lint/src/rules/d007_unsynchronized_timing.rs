@@ -1,4 +1,4 @@
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use proc_macro2::TokenTree;
@@ -6,20 +6,28 @@ use syn::spanned::Spanned;
 use syn::visit::{self, Visit};
 use syn::{Expr, Stmt};
 
+use crate::Api;
+use crate::crates::Condition;
 use crate::diagnostic::Finding;
 use crate::profile::{is_host_read, is_sync_method};
 use crate::registry::declare_rule;
-use crate::source::FileCx;
-use crate::syntax::{Ctor, call_path, pat_ident, pat_idents, path_ends_with, peel};
+use crate::syntax::{Ctor, ParamKind, as_ident, call_path, pat_ident, pat_idents, path_ends_with, peel};
 use crate::walker::{Check, Cx};
 
 declare_rule! {
     /// ### What it does
-    /// Flags wall-clock timing (`let start = Instant::now(); ..; start.elapsed()`) around device
-    /// work (a `forward`, a matmul, a convolution, a backward pass, a tensor constructor) with
-    /// nothing in between that waits for the device: no `synchronize()`/`sync()`, no host read
-    /// (`to_vec*`, `to_scalar`, `item`, a move to the CPU), no printing, and no call that hands
-    /// the results to other code (which may read them). Applies to devcheck, candle and tch.
+    /// Flags wall-clock timing (`let start = Instant::now(); ..; start.elapsed()`, also a timer
+    /// restarted with `start = Instant::now();`) around device work that has not finished when the
+    /// clock is read: after the last device work of the region, nothing waited for the device.
+    /// Device work is a `forward*` call, a matmul, a convolution, a backward pass, a tensor
+    /// constructor off the host, an op on a device result or a tensor parameter, or a call that
+    /// takes one (`backend.embedding(&x, ..)`, `decoder.decode(z)`). Waiting is a
+    /// `synchronize()`/`sync()` (tch's `Cuda::synchronize`, `f_cuda_synchronize`, burn's
+    /// `B::sync(&device)`), a host read (`to_vec*`, `to_scalar`, `item`, `into_data`, a move to
+    /// the CPU), tch's blocking moves, printing a result, or handing it to a token sampler
+    /// (`logits_processor.sample(&logits)`) — also inside the timed loop, as a generation loop
+    /// does every token. Applies to devcheck, candle, tch and burn; a file that names no tensor
+    /// library is checked when its package depends on one.
     ///
     /// ### Why is this bad?
     /// Accelerator kernels run asynchronously: the calls return once the work is queued. The
@@ -54,49 +62,123 @@ declare_rule! {
 }
 
 #[derive(Default)]
-pub(crate) struct Check007;
+pub(crate) struct Check007 {
+    /// Per function: names holding results of device work (and tensor parameters), in program
+    /// order, so a timed region knows what earlier code produced.
+    device_values: Vec<HashSet<String>>,
+    /// Per function: closures that do device work, and whether they leave it queued.
+    closures: Vec<HashMap<String, bool>>,
+}
 
 fn is_instant_now(e: &Expr) -> bool {
     let Expr::Call(c) = peel(e) else { return false };
     call_path(c).is_some_and(|p| path_ends_with(p, &["Instant", "now"]))
 }
 
+/// The timer a statement starts: `let t = Instant::now();` or `t = Instant::now();`.
+fn starts_timer(stmt: &Stmt) -> Option<String> {
+    match stmt {
+        Stmt::Local(local) => {
+            let init = local.init.as_ref()?;
+            is_instant_now(&init.expr).then(|| pat_ident(&local.pat).map(|i| i.to_string())).flatten()
+        }
+        Stmt::Expr(Expr::Assign(a), _) => {
+            is_instant_now(&a.right).then(|| as_ident(&a.left).map(|i| i.to_string())).flatten()
+        }
+        _ => None,
+    }
+}
+
 impl Check for Check007 {
+    fn enter_fn(&mut self, cx: &Cx<'_, '_>, _sig: &syn::Signature) {
+        let params = cx
+            .fun()
+            .map(|f| {
+                f.params
+                    .iter()
+                    .filter(|(_, k)| matches!(k, ParamKind::Tensor { .. }))
+                    .map(|(n, _)| n.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.device_values.push(params);
+        self.closures.push(HashMap::new());
+    }
+
+    fn exit_fn(&mut self, _cx: &Cx<'_, '_>, _out: &mut Vec<Finding>) {
+        self.device_values.pop();
+        self.closures.pop();
+    }
+
+    fn stmt(&mut self, cx: &Cx<'_, '_>, s: &Stmt, _out: &mut Vec<Finding>) {
+        let Stmt::Local(local) = s else { return };
+        let Some(init) = &local.init else { return };
+        let Some(values) = self.device_values.last_mut() else { return };
+        let mut flow = Flow::new(cx, std::mem::take(values));
+        if let (Expr::Closure(c), Some(name)) = (peel(&init.expr), pat_ident(&local.pat)) {
+            flow.eval(&c.body);
+            if flow.did_work
+                && let Some(closures) = self.closures.last_mut()
+            {
+                closures.insert(name.to_string(), flow.pending);
+            }
+            *values = flow.values;
+            return;
+        }
+        flow.eval(&init.expr);
+        let device = (flow.did_work || flow.touched_device_value) && !flow.yields_host(&init.expr);
+        *values = flow.values;
+        let mut names = Vec::new();
+        pat_idents(&local.pat, &mut names);
+        for n in names {
+            if device {
+                values.insert(n);
+            } else {
+                values.remove(&n);
+            }
+        }
+    }
+
     fn block(&mut self, cx: &Cx<'_, '_>, b: &syn::Block, out: &mut Vec<Finding>) {
-        if cx.file.apis.is_empty() || cx.file.apis.only_burn() || cx.in_test() {
+        if cx.in_test() {
             return;
         }
         for (i, stmt) in b.stmts.iter().enumerate() {
-            let Stmt::Local(local) = stmt else { continue };
-            let Some(init) = &local.init else { continue };
-            if !is_instant_now(&init.expr) {
-                continue;
-            }
-            let Some(timer) = pat_ident(&local.pat) else { continue };
-            let timer = timer.to_string();
+            let Some(timer) = starts_timer(stmt) else { continue };
             let Some(end) = b.stmts.iter().skip(i + 1).position(|s| reads_timer(s, &timer)) else { continue };
             let region = &b.stmts[i + 1..i + 1 + end];
             let end_stmt = &b.stmts[i + 1 + end];
-            let mut scan = Region { file: cx.file, work: None, sync: false, produced: HashSet::new() };
-            for s in region {
-                scan.stmt(s);
+            // What the block computed before the timer started (the hook runs as the block is
+            // entered, before its statements are read).
+            let mut before = Flow::new(cx, self.device_values.last().cloned().unwrap_or_default());
+            before.closures = self.closures.last().cloned().unwrap_or_default();
+            for s in &b.stmts[..i] {
+                before.stmt(s);
             }
-            scan.partial_end(end_stmt);
-            let Some(work) = scan.work else { continue };
-            if scan.sync || cpu_only(cx) {
+            let mut flow = Flow::new(cx, before.values);
+            flow.closures = before.closures;
+            for s in region {
+                flow.stmt(s);
+            }
+            flow.partial_end(end_stmt);
+            let Some(work) = flow.first_work.clone() else { continue };
+            if !flow.pending || cpu_only(cx) {
                 continue;
             }
-            out.push(
-                Finding::new(
-                    &D007UnsynchronizedTiming::META,
-                    cx.file.range(end_stmt.span()),
-                    format!("`{timer}` times device work without waiting for the device: it measures the launch, not the work"),
-                )
-                .label("read before the device has finished")
-                .related(cx.file.range(stmt.span()), "timer started here")
-                .related(work, "device work queued here")
-                .help(sync_help(cx.file.apis)),
-            );
+            let mut finding = Finding::new(
+                &D007UnsynchronizedTiming::META,
+                cx.file.range(end_stmt.span()),
+                format!("`{timer}` times device work without waiting for the device: it measures the launch, not the work"),
+            )
+            .label("read before the device has finished")
+            .related(cx.file.range(stmt.span()), "timer started here")
+            .related(work, "device work queued here")
+            .help(sync_help(cx.file.apis));
+            // A file that names no tensor library is judged by its package's dependencies.
+            if cx.file.apis.is_empty() {
+                finding = finding.only_if(Condition::FrameworkKnown);
+            }
+            out.push(finding);
         }
     }
 }
@@ -105,8 +187,8 @@ impl Check for Check007 {
 fn cpu_only(cx: &Cx<'_, '_>) -> bool {
     let Some(f) = cx.fun() else { return false };
     let body = cx.file.snippet(&f.body_range);
-    body.contains("Device::Cpu")
-        && !["cuda", "Cuda", "metal", "Metal", "gpu", "Gpu", "best_available", "device("]
+    (body.contains("Device::Cpu") || body.contains("NdArray"))
+        && !["cuda", "Cuda", "metal", "Metal", "gpu", "Gpu", "Wgpu", "best_available", "device("]
             .iter()
             .any(|w| body.contains(w))
 }
@@ -118,6 +200,12 @@ fn reads_timer(s: &Stmt, timer: &str) -> bool {
         fn visit_expr_path(&mut self, p: &'ast syn::ExprPath) {
             if p.path.is_ident(self.0) {
                 self.1 = true;
+            }
+        }
+        fn visit_expr_assign(&mut self, a: &'ast syn::ExprAssign) {
+            // `t = Instant::now()` restarts the timer; it does not read it.
+            if !(as_ident(&a.left).is_some_and(|i| i == self.0) && is_instant_now(&a.right)) {
+                visit::visit_expr_assign(self, a);
             }
         }
         fn visit_macro(&mut self, m: &'ast syn::Macro) {
@@ -146,24 +234,12 @@ fn reads_timer(s: &Stmt, timer: &str) -> bool {
     r.1
 }
 
-/// What happens between starting and reading a timer.
-struct Region<'a, 'f> {
-    file: &'a FileCx<'f>,
-    /// The first device work seen.
-    work: Option<Range<usize>>,
-    sync: bool,
-    /// Names bound to the results of device work.
-    produced: HashSet<String>,
-}
-
 const DEVICE_WORK: &[&str] = &[
-    "forward",
-    "forward_t",
-    "forward_train",
     "matmul",
     "broadcast_matmul",
     "conv1d",
     "conv2d",
+    "conv3d",
     "conv_transpose1d",
     "conv_transpose2d",
     "backward",
@@ -171,91 +247,384 @@ const DEVICE_WORK: &[&str] = &[
     "softmax",
     "log_softmax",
     "softmax_last_dim",
+    "attention",
 ];
 
-impl Region<'_, '_> {
-    fn stmt(&mut self, s: &Stmt) {
-        let work_before = self.work.is_some();
-        let mut v = RegionVisit { region: self, made_work: false };
-        v.visit_stmt(s);
-        let made_work = v.made_work;
-        if let Stmt::Local(l) = s
-            && (made_work || (work_before && l.init.as_ref().is_some_and(|i| self.uses_produced(&i.expr))))
-        {
-            let mut names = Vec::new();
-            pat_idents(&l.pat, &mut names);
-            self.produced.extend(names);
+/// Calls on tensors (or on values holding them) that run no kernel: they ask about a tensor, or
+/// store and pass it around.
+fn is_metadata(name: &str) -> bool {
+    matches!(
+        name,
+        "dims"
+            | "dims1"
+            | "dims2"
+            | "dims3"
+            | "dims4"
+            | "dims5"
+            | "shape"
+            | "size"
+            | "dim"
+            | "rank"
+            | "dtype"
+            | "kind"
+            | "device"
+            | "elem_count"
+            | "numel"
+            | "is_contiguous"
+            | "layout"
+            | "stride"
+            | "clone"
+            | "shallow_clone"
+            | "len"
+            | "is_empty"
+            | "as_ref"
+            | "borrow"
+            | "unwrap"
+            | "expect"
+            | "map_err"
+            | "ok"
+            | "into"
+            | "iter"
+            | "into_iter"
+            | "to_string"
+            | "push"
+            | "push_back"
+            | "insert"
+            | "extend"
+            | "append"
+            | "set"
+            | "get"
+            | "contains"
+            | "send"
+            | "blocking_send"
+            | "try_send"
+            | "collect"
+            | "unwrap_or"
+            | "entry"
+            | "or_insert"
+    )
+}
+
+/// Calls that hand device results to code that reads them on the host: a token sampler
+/// (`logits_processor.sample(&logits)`), printing, saving, writing.
+fn is_hand_off(name: &str, receiver: Option<&Expr>) -> bool {
+    let recv_is_sampler = receiver.and_then(receiver_name).is_some_and(|n| {
+        let n = n.to_ascii_lowercase();
+        n.contains("processor") || n.contains("sampler")
+    });
+    name == "sample"
+        || (name.starts_with("sample") && recv_is_sampler)
+        || ["print", "save", "write", "to_vec", "to_scalar", "item", "metric", "accuracy", "sync"]
+            .iter()
+            .any(|w| name.contains(w))
+}
+
+/// The last name of a receiver (`logits_processor` in `self.logits_processor`).
+fn receiver_name(e: &Expr) -> Option<String> {
+    match peel(e) {
+        Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+        Expr::Field(f) => match &f.member {
+            syn::Member::Named(n) => Some(n.to_string()),
+            syn::Member::Unnamed(_) => None,
+        },
+        _ => None,
+    }
+}
+
+/// What happens on the device between starting and reading a timer, in program order.
+struct Flow<'c, 'a, 'f> {
+    cx: &'c Cx<'a, 'f>,
+    /// Names holding device results (and tensor parameters).
+    values: HashSet<String>,
+    /// The first device work seen.
+    first_work: Option<Range<usize>>,
+    /// Work queued since the last wait for the device.
+    pending: bool,
+    /// The expression just evaluated did device work, or computed on device values.
+    did_work: bool,
+    touched_device_value: bool,
+    /// Waits seen so far (on any path).
+    syncs: u32,
+    /// Closures bound in the function that do device work, and whether they leave it queued
+    /// (`true`) or wait for it before returning (`false`).
+    closures: HashMap<String, bool>,
+}
+
+impl<'c, 'a, 'f> Flow<'c, 'a, 'f> {
+    fn new(cx: &'c Cx<'a, 'f>, values: HashSet<String>) -> Self {
+        Flow {
+            cx,
+            values,
+            first_work: None,
+            pending: false,
+            did_work: false,
+            touched_device_value: false,
+            syncs: 0,
+            closures: HashMap::new(),
         }
     }
 
-    /// The statement that reads the clock may wait first (`let v = out.to_vec1()?; ..`) — only
-    /// what comes before the read counts, which for one statement is all of it but the read.
-    fn partial_end(&mut self, s: &Stmt) {
-        if let Stmt::Macro(_) = s {
-            // Printing a tensor reads it; printing a duration does not. Be generous: any printed
-            // result of device work counts as a wait.
-            let mut v = RegionVisit { region: self, made_work: false };
-            v.visit_stmt(s);
+    fn apis(&self) -> crate::ApiSet {
+        self.cx.file.apis
+    }
+
+    fn work(&mut self, at: Range<usize>) {
+        self.pending = true;
+        self.did_work = true;
+        if self.first_work.is_none() {
+            self.first_work = Some(at);
         }
     }
 
-    fn uses_produced(&self, e: &Expr) -> bool {
+    fn sync(&mut self) {
+        self.pending = false;
+        self.syncs += 1;
+    }
+
+    /// Does `e` name a device value (`logits`, `&x`, `self.w` is not known)?
+    fn mentions_value(&self, e: &Expr) -> bool {
         let mut hit = false;
-        crate::syntax::for_each_ident(e, |i| hit |= self.produced.contains(&i.to_string()));
+        crate::syntax::for_each_ident(e, |i| hit |= self.values.contains(&i.to_string()));
         hit
     }
-}
 
-struct RegionVisit<'r, 'a, 'f> {
-    region: &'r mut Region<'a, 'f>,
-    made_work: bool,
-}
-
-impl<'ast> Visit<'ast> for RegionVisit<'_, '_, '_> {
-    fn visit_expr(&mut self, e: &'ast Expr) {
-        match e {
-            Expr::MethodCall(m) => {
-                let name = m.method.to_string();
-                if is_sync_method(&name)
-                    || is_host_read(self.region.file.apis, &name, m.turbofish.is_some())
-                    || name == "cpu"
-                    || name == "print"
-                {
-                    self.region.sync = true;
-                } else if DEVICE_WORK.contains(&name.as_str()) {
-                    self.made_work = true;
-                    if self.region.work.is_none() {
-                        self.region.work = Some(self.region.file.range(m.method.span()));
+    fn stmt(&mut self, s: &Stmt) {
+        match s {
+            Stmt::Local(local) => {
+                let Some(init) = &local.init else { return };
+                if let (Expr::Closure(c), Some(name)) = (peel(&init.expr), pat_ident(&local.pat)) {
+                    let (pending, work, first) = (self.pending, self.did_work, self.first_work.clone());
+                    self.did_work = false;
+                    self.pending = false;
+                    self.eval(&c.body);
+                    if self.did_work {
+                        self.closures.insert(name.to_string(), self.pending);
                     }
-                } else if self.region.work.is_some() && m.args.iter().any(|a| self.region.uses_produced(a)) {
-                    // Results handed to other code (a sampler, a metric) may be read there.
-                    self.region.sync = true;
+                    // Defining a closure runs nothing.
+                    (self.pending, self.did_work, self.first_work) = (pending, work, first);
+                    return;
                 }
-            }
-            Expr::Call(c) => {
-                if call_path(c)
-                    .and_then(|p| p.segments.last())
-                    .is_some_and(|s| is_sync_method(&s.ident.to_string()))
-                {
-                    self.region.sync = true;
-                } else if Ctor::of(self.region.file.apis, e).is_some() {
-                    self.made_work = true;
-                    if self.region.work.is_none() {
-                        self.region.work = Some(self.region.file.range(c.func.span()));
+                let (work_before, touched_before) = (self.did_work, self.touched_device_value);
+                self.did_work = false;
+                self.touched_device_value = false;
+                self.eval(&init.expr);
+                if let Some((_, diverge)) = &init.diverge {
+                    self.eval(diverge);
+                }
+                // What a sync, a host read, a move to the CPU or a sampler returns is host data.
+                let device = (self.did_work || self.touched_device_value)
+                    && !self.yields_host(&init.expr)
+                    && !self.cx.is_host(&init.expr);
+                let mut names = Vec::new();
+                pat_idents(&local.pat, &mut names);
+                for n in names {
+                    if device {
+                        self.values.insert(n);
+                    } else {
+                        self.values.remove(&n);
                     }
-                } else if self.region.work.is_some() && c.args.iter().any(|a| self.region.uses_produced(a)) {
-                    self.region.sync = true;
                 }
+                self.did_work |= work_before;
+                self.touched_device_value |= touched_before;
             }
-            _ => {}
+            Stmt::Expr(e, _) => self.eval(e),
+            Stmt::Macro(m) => self.mac(&m.mac),
+            Stmt::Item(_) => {}
         }
-        visit::visit_expr(self, e);
     }
 
-    fn visit_macro(&mut self, m: &'ast syn::Macro) {
-        // Printing device results reads them.
+    /// Does the value come back from the device (`x.to_vec1()?`, `sampler.sample(&logits)?`)?
+    fn yields_host(&self, e: &Expr) -> bool {
+        if matches!(crate::syntax::peel_result(e), Expr::Macro(_)) {
+            return true;
+        }
+        // After a wait in the chain (`sampler.sample(&x).map_err(..)?`) the value is on the host.
+        crate::syntax::chain_calls(e).iter().any(|m| {
+            let name = m.method.to_string();
+            is_sync_method(&name)
+                || is_host_read(self.apis(), &name, m.turbofish.is_some())
+                || is_hand_off(&name, Some(&m.receiver))
+        })
+    }
+
+    /// The statement that reads the clock may wait first (`println!("{:?} {out}", t.elapsed())`
+    /// prints a device result): printing device results counts as a wait.
+    fn partial_end(&mut self, s: &Stmt) {
+        if let Stmt::Macro(m) = s {
+            self.mac(&m.mac);
+        }
+    }
+
+    fn block(&mut self, b: &syn::Block) {
+        for s in &b.stmts {
+            self.stmt(s);
+        }
+    }
+
+    fn loop_body(&mut self, b: &syn::Block) {
+        let syncs_before = self.syncs;
+        self.block(b);
+        if self.syncs > syncs_before {
+            self.pending = false;
+        }
+    }
+
+    /// Evaluates an expression in the order it runs: a call after its receiver and arguments.
+    fn eval(&mut self, e: &Expr) {
+        match e {
+            Expr::MethodCall(m) => {
+                self.eval(&m.receiver);
+                for a in &m.args {
+                    self.eval(a);
+                }
+                self.method(m);
+            }
+            Expr::Call(c) => {
+                for a in &c.args {
+                    self.eval(a);
+                }
+                self.call(e, c);
+            }
+            Expr::If(i) => {
+                self.eval(&i.cond);
+                let start = self.pending;
+                self.block(&i.then_branch);
+                let then = self.pending;
+                self.pending = start;
+                if let Some((_, els)) = &i.else_branch {
+                    self.eval(els);
+                }
+                self.pending |= then;
+            }
+            Expr::Match(m) => {
+                self.eval(&m.expr);
+                let start = self.pending;
+                let mut any = false;
+                for arm in &m.arms {
+                    self.pending = start;
+                    self.eval(&arm.body);
+                    any |= self.pending;
+                }
+                self.pending = any;
+            }
+            // A loop body runs at least once in a timed region; its end state is the loop's. A
+            // body that waits for the device on some path (every N steps, on the first one) leaves
+            // at most one iteration unmeasured.
+            Expr::ForLoop(f) => {
+                self.eval(&f.expr);
+                self.loop_body(&f.body);
+            }
+            Expr::While(w) => {
+                self.eval(&w.cond);
+                self.loop_body(&w.body);
+            }
+            Expr::Loop(l) => self.loop_body(&l.body),
+            Expr::Block(b) => self.block(&b.block),
+            Expr::Unsafe(u) => self.block(&u.block),
+            Expr::Closure(c) => self.eval(&c.body),
+            Expr::Macro(m) => self.mac(&m.mac),
+            Expr::Path(_) => {
+                if self.mentions_value(e) {
+                    self.touched_device_value = true;
+                }
+            }
+            _ => {
+                // Operators, fields, references, `?`, `.await`: evaluate the parts in order.
+                struct Parts<'x, 'c, 'a, 'f>(&'x mut Flow<'c, 'a, 'f>);
+                impl<'ast> Visit<'ast> for Parts<'_, '_, '_, '_> {
+                    fn visit_expr(&mut self, e: &'ast Expr) {
+                        self.0.eval(e);
+                    }
+                    fn visit_item(&mut self, _: &'ast syn::Item) {}
+                }
+                visit::visit_expr(&mut Parts(self), e);
+            }
+        }
+    }
+
+    fn method(&mut self, m: &syn::ExprMethodCall) {
+        let name = m.method.to_string();
+        let at = self.cx.file.range(m.method.span());
+        let tch = self.apis().is(Api::Tch);
+        if is_sync_method(&name)
+            || is_host_read(self.apis(), &name, m.turbofish.is_some())
+            || name == "cpu"
+            // tch's moves are blocking copies: they wait for the device.
+            || (tch && matches!(name.as_str(), "to_device" | "to" | "to_kind_device"))
+        {
+            self.sync();
+            return;
+        }
+        let on_value = self.mentions_value(&m.receiver);
+        let with_value = m.args.iter().any(|a| self.mentions_value(a));
+        if (on_value || with_value) && is_hand_off(&name, Some(&m.receiver)) {
+            self.sync();
+            return;
+        }
+        if is_metadata(&name) {
+            self.touched_device_value |= on_value;
+            return;
+        }
+        let named_work = name.contains("forward") || DEVICE_WORK.contains(&name.as_str());
+        if named_work || on_value || with_value {
+            self.work(at);
+        }
+    }
+
+    fn call(&mut self, e: &Expr, c: &syn::ExprCall) {
+        let Some(path) = call_path(c) else { return };
+        let Some(last) = path.segments.last() else { return };
+        let name = last.ident.to_string();
+        // `Cuda::synchronize(0)`, `B::sync(&device)`, `tch::Tensor::f_cuda_synchronize(0)`.
+        if is_sync_method(&name) {
+            self.sync();
+            return;
+        }
+        let at = self.cx.file.range(c.func.span());
+        // A closure of the function that does device work: it leaves it queued or waits.
+        if path.segments.len() == 1
+            && let Some(&leaves_pending) = self.closures.get(&name)
+        {
+            self.work(at);
+            if !leaves_pending {
+                self.sync();
+            }
+            return;
+        }
+        // tch's `Vec::<f32>::try_from(&t)`, `f64::from(&t)`: a read back to the host.
+        if matches!(name.as_str(), "try_from" | "from")
+            && crate::syntax::last_two(path).is_some_and(|(ty, _)| {
+                matches!(
+                    ty.to_string().as_str(),
+                    "Vec" | "f32" | "f64" | "i64" | "i32" | "u8" | "bool" | "usize"
+                )
+            })
+            && c.args.iter().any(|a| self.mentions_value(a))
+        {
+            self.sync();
+            return;
+        }
+        if Ctor::of(self.apis(), e).is_some() {
+            if !self.cx.is_host(e) {
+                self.work(at);
+            }
+            return;
+        }
+        let with_value = c.args.iter().any(|a| self.mentions_value(a));
+        if !with_value {
+            return;
+        }
+        if is_hand_off(&name, None) {
+            self.sync();
+        } else if !is_metadata(&name) && !matches!(name.as_str(), "Ok" | "Some" | "Err" | "drop") {
+            self.work(at);
+        }
+    }
+
+    /// Printing device results reads them.
+    fn mac(&mut self, m: &syn::Macro) {
         let name = m.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
-        if matches!(
+        if !matches!(
             name.as_str(),
             "println"
                 | "print"
@@ -267,30 +636,27 @@ impl<'ast> Visit<'ast> for RegionVisit<'_, '_, '_> {
                 | "dbg"
                 | "info"
                 | "debug"
-        ) && self.region.work.is_some()
+        ) || self.first_work.is_none()
         {
-            let mut stack = vec![m.tokens.clone()];
-            while let Some(ts) = stack.pop() {
-                for tt in ts {
-                    match tt {
-                        TokenTree::Ident(i) if self.region.produced.contains(&i.to_string()) => {
-                            self.region.sync = true
+            return;
+        }
+        let mut stack = vec![m.tokens.clone()];
+        while let Some(ts) = stack.pop() {
+            for tt in ts {
+                match tt {
+                    TokenTree::Ident(i) if self.values.contains(&i.to_string()) => self.sync(),
+                    TokenTree::Group(g) => stack.push(g.stream()),
+                    TokenTree::Literal(l) => {
+                        let text = l.to_string();
+                        if self.values.iter().any(|p| text.contains(&format!("{{{p}"))) {
+                            self.sync();
                         }
-                        TokenTree::Group(g) => stack.push(g.stream()),
-                        TokenTree::Literal(l) => {
-                            let text = l.to_string();
-                            if self.region.produced.iter().any(|p| text.contains(&format!("{{{p}"))) {
-                                self.region.sync = true;
-                            }
-                        }
-                        _ => {}
                     }
+                    _ => {}
                 }
             }
         }
     }
-
-    fn visit_item(&mut self, _: &'ast syn::Item) {}
 }
 
 fn sync_help(apis: crate::ApiSet) -> &'static str {

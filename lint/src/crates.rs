@@ -1,0 +1,486 @@
+//! What a rule can only decide with the whole crate in view: which functions run once per layer
+//! (called, directly or not, from a per-layer loop of another function), which free functions are
+//! an application's entry points (called from `main`), whether the crate deals with devices at
+//! all, which methods the crate defines itself, and what its `Cargo.toml` says.
+//!
+//! Each file is parsed once. While the walker reads it, it records a [`FileSummary`]: the
+//! functions it defines, the calls they make (with the loop they sit in), a few crate-wide facts,
+//! and the findings whose fate depends on the crate ([`Condition`]s). Once every file is read,
+//! [`resolve`] groups the files by package (the nearest `Cargo.toml`), builds the call graph and
+//! keeps the pending findings whose conditions hold. The graph is built from names, without
+//! types: a call is resolved only when its target is clear (`self.m()`, `self.field.m()` through
+//! the field's declared type, `Type::f()`, a free function of the crate, a method name the crate
+//! defines once); an unclear call adds no edge, so the graph may miss a path but never invents one.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+
+use super::diagnostic::Diagnostic;
+use super::driver::FileReport;
+use super::profile::{Api, ApiSet};
+
+/// A function's index among the functions of its file.
+pub(crate) type FnId = u32;
+
+/// What a pending finding needs from the crate to be reported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Condition {
+    /// The function runs once per layer: it is called, directly or through other calls, from a
+    /// per-layer loop.
+    PerLayer(FnId),
+    /// The function is not an entry point: not a free function that `main` calls.
+    NotEntry(FnId),
+    /// The crate handles devices somewhere (a device parameter or field, or `x.device()`): then a
+    /// tensor on the default device can meet tensors that are elsewhere.
+    UsesDevices,
+    /// The crate defines no in-place method of this name (`fn to_device(&mut self, ..)`).
+    NoInPlaceMethod(String),
+    /// The file is not in a package made only of binaries (there, every module is application
+    /// code).
+    NotBinaryOnly,
+    /// A tensor library is known for the file: from its `use` lines or its package's dependencies.
+    FrameworkKnown,
+    /// The function reached by the call whose name starts at byte `at` of the file reads its
+    /// argument number `arg` back to the host.
+    CalleeReadsArg { at: usize, arg: u32 },
+}
+
+/// A function defined in a file.
+#[derive(Clone, Debug)]
+pub(crate) struct FnInfo {
+    /// Test code: never the target of a call from the crate's own code.
+    pub test: bool,
+    /// The type of the enclosing `impl` (or trait), if any.
+    pub self_ty: Option<String>,
+    pub name: String,
+    /// Takes `self`.
+    pub method: bool,
+    /// Parameters other than `self`.
+    pub arity: usize,
+    /// A top-level `fn main`.
+    pub main: bool,
+    /// Parameters (by position, `self` not counted) whose tensor the function reads back to the
+    /// host.
+    pub reads_params: Vec<u32>,
+}
+
+/// Where a call goes, as far as the syntax tells.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Callee {
+    /// `self.m(..)`.
+    SelfMethod(String),
+    /// `self.field.m(..)`, or `x.m(..)` where `x` iterates `self.field`.
+    FieldMethod { field: String, name: String },
+    /// `Type::f(..)`, with `Self` already replaced by the impl's type.
+    TypeFn { ty: String, name: String },
+    /// `f(..)` or `module::f(..)`.
+    Free(String),
+    /// `x.m(..)` on a receiver of unknown type.
+    Method(String),
+}
+
+/// A call made by a function of the file.
+#[derive(Clone, Debug)]
+pub(crate) struct Call {
+    pub caller: FnId,
+    /// Where the call's name starts in the file.
+    pub at: usize,
+    pub callee: Callee,
+    pub args: usize,
+    /// Inside a per-layer loop of the caller.
+    pub per_layer: bool,
+}
+
+/// A struct declared in the file, with the type names each field mentions (`Vec<Block>` →
+/// `Vec`, `Block`), for calls through `self.field`.
+#[derive(Clone, Debug)]
+pub(crate) struct StructInfo {
+    pub name: String,
+    pub fields: Vec<(String, Vec<String>)>,
+}
+
+/// What the crate-wide pass needs from one file.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FileSummary {
+    /// The file on disk, for finding its package; `None` for text linted on its own.
+    pub disk_path: Option<PathBuf>,
+    /// APIs named by the file itself.
+    pub apis: ApiSet,
+    pub fns: Vec<FnInfo>,
+    pub calls: Vec<Call>,
+    pub structs: Vec<StructInfo>,
+    pub uses_devices: bool,
+    /// Names of in-place methods the file defines (`fn to_device(&mut self, ..)` returning nothing).
+    pub in_place: Vec<String>,
+    /// Findings that wait for the crate, already placed in the file.
+    pub pending: Vec<(Diagnostic, Vec<Condition>)>,
+}
+
+/// Method names that many libraries define: a call by one of these names on a receiver of
+/// unknown type is not resolved to the crate's own method of that name.
+const COMMON_METHODS: &[&str] = &[
+    "forward",
+    "forward_t",
+    "new",
+    "default",
+    "from",
+    "into",
+    "clone",
+    "step",
+    "sample",
+    "call",
+    "run",
+    "apply",
+    "get",
+    "set",
+    "len",
+    "is_empty",
+    "iter",
+    "next",
+    "load",
+    "save",
+    "to_device",
+    "to",
+    "device",
+    "dtype",
+    "shape",
+    "dims",
+    "build",
+    "init",
+    "update",
+    "reset",
+    "train",
+    "eval",
+    "encode",
+    "decode",
+    "push",
+    "insert",
+    "remove",
+    "contains",
+    "as_ref",
+    "as_mut",
+    "fmt",
+    "eq",
+    "hash",
+    "drop",
+    "deref",
+];
+
+/// Applies the crate-wide conditions: every pending finding whose conditions hold joins its
+/// file's diagnostics. Files are grouped by package (the nearest `Cargo.toml`); files without one
+/// form a single group. Running it again (after `--fix` re-lints some files) adds nothing twice.
+pub(crate) fn resolve(reports: &mut [FileReport]) {
+    let mut packages = Packages::default();
+    let mut groups: HashMap<Option<PathBuf>, Vec<usize>> = HashMap::new();
+    for (i, report) in reports.iter().enumerate() {
+        let Some(summary) = &report.summary else { continue };
+        let root = summary.disk_path.as_deref().and_then(|p| packages.root_of(p));
+        groups.entry(root).or_default().push(i);
+    }
+    let mut groups: Vec<(Option<PathBuf>, Vec<usize>)> = groups.into_iter().collect();
+    groups.sort();
+    // In-place moves are looked up across the whole run: the type may come from another package
+    // of the workspace (a tokenizer crate's `Encoding::to_device(&mut self, ..)`).
+    let in_place: HashSet<String> = reports
+        .iter()
+        .filter_map(|r| r.summary.as_deref())
+        .flat_map(|s| s.in_place.iter().cloned())
+        .collect();
+    for (root, members) in groups {
+        let package = root.as_deref().and_then(|r| packages.info(r));
+        let summaries: Vec<&FileSummary> =
+            members.iter().filter_map(|&i| reports[i].summary.as_deref()).collect();
+        let graph = Graph::build(&summaries, package.as_ref(), &in_place);
+        let verdicts: Vec<Vec<Diagnostic>> = summaries
+            .iter()
+            .enumerate()
+            .map(|(f, s)| {
+                s.pending
+                    .iter()
+                    .filter(|(_, conditions)| conditions.iter().all(|c| graph.holds(f, c)))
+                    .map(|(d, _)| d.clone())
+                    .collect()
+            })
+            .collect();
+        for (&i, kept) in members.iter().zip(verdicts) {
+            let report = &mut reports[i];
+            if !kept.is_empty() {
+                report.diagnostics.extend(kept);
+                report.diagnostics.sort_by(|a, b| {
+                    (a.range.start, a.code, a.range.end).cmp(&(b.range.start, b.code, b.range.end))
+                });
+                report.diagnostics.dedup_by(|a, b| a.code == b.code && a.range == b.range);
+            }
+        }
+    }
+}
+
+/// What a package's `Cargo.toml` and layout say.
+#[derive(Clone, Debug, Default)]
+struct PackageInfo {
+    root: PathBuf,
+    /// Tensor libraries among its dependencies.
+    apis: ApiSet,
+    /// Only binaries: a `src/main.rs` or `src/bin/`, no library target.
+    binary_only: bool,
+}
+
+/// Package roots by directory, looked up once per directory.
+#[derive(Default)]
+struct Packages {
+    roots: HashMap<PathBuf, Option<PathBuf>>,
+}
+
+impl Packages {
+    /// The nearest directory above `file` with a `Cargo.toml`.
+    fn root_of(&mut self, file: &Path) -> Option<PathBuf> {
+        let dir = file.parent()?.to_path_buf();
+        let mut walked = Vec::new();
+        let mut at = Some(dir.as_path());
+        let mut found = None;
+        while let Some(d) = at {
+            if let Some(known) = self.roots.get(d) {
+                found = known.clone();
+                break;
+            }
+            walked.push(d.to_path_buf());
+            if d.join("Cargo.toml").is_file() {
+                found = Some(d.to_path_buf());
+                break;
+            }
+            at = d.parent().filter(|p| !p.as_os_str().is_empty());
+        }
+        for d in walked {
+            self.roots.insert(d, found.clone());
+        }
+        found
+    }
+
+    fn info(&self, root: &Path) -> Option<PackageInfo> {
+        let text = std::fs::read_to_string(root.join("Cargo.toml")).ok()?;
+        let manifest: toml::Table = text.parse().ok()?;
+        let mut apis = ApiSet::EMPTY;
+        let mut note = |table: Option<&toml::Value>| {
+            for name in table.and_then(toml::Value::as_table).into_iter().flat_map(|t| t.keys()) {
+                if let Some(api) = Api::of_crate(&name.replace('-', "_")) {
+                    apis.insert(api);
+                }
+            }
+        };
+        for key in ["dependencies", "dev-dependencies"] {
+            note(manifest.get(key));
+        }
+        if let Some(targets) = manifest.get("target").and_then(toml::Value::as_table) {
+            for target in targets.values() {
+                note(target.get("dependencies"));
+            }
+        }
+        let has_lib = manifest.contains_key("lib") || root.join("src/lib.rs").is_file();
+        let has_bin = manifest.contains_key("bin")
+            || root.join("src/main.rs").is_file()
+            || root.join("src/bin").is_dir();
+        Some(PackageInfo { root: root.to_path_buf(), apis, binary_only: has_bin && !has_lib })
+    }
+}
+
+/// A function of the group: (file, function).
+type Node = (usize, FnId);
+
+/// The call graph of one group of files and what follows from it.
+struct Graph<'a> {
+    files: &'a [&'a FileSummary],
+    package: Option<&'a PackageInfo>,
+    /// The callee of each call, by (file, call index); empty when not resolved.
+    targets: Vec<Vec<Vec<Node>>>,
+    per_layer: HashSet<Node>,
+    entries: HashSet<Node>,
+    uses_devices: bool,
+    in_place: &'a HashSet<String>,
+}
+
+impl<'a> Graph<'a> {
+    fn build(
+        files: &'a [&'a FileSummary],
+        package: Option<&'a PackageInfo>,
+        in_place: &'a HashSet<String>,
+    ) -> Graph<'a> {
+        let index = Index::new(files);
+        let targets: Vec<Vec<Vec<Node>>> = files
+            .iter()
+            .enumerate()
+            .map(|(f, s)| s.calls.iter().map(|c| index.resolve(f, c)).collect())
+            .collect();
+        let mut per_layer = HashSet::new();
+        let mut entries = HashSet::new();
+        let mut queue = VecDeque::new();
+        for (f, s) in files.iter().enumerate() {
+            for (c, call) in s.calls.iter().enumerate() {
+                let caller_main = s.fns.get(call.caller as usize).is_some_and(|i| i.main);
+                for &t in &targets[f][c] {
+                    if call.per_layer && per_layer.insert(t) {
+                        queue.push_back(t);
+                    }
+                    if caller_main && files[t.0].fns.get(t.1 as usize).is_some_and(|i| !i.method) {
+                        entries.insert(t);
+                    }
+                }
+            }
+        }
+        // Everything a per-layer function calls runs per layer too.
+        let mut calls_of: HashMap<Node, Vec<usize>> = HashMap::new();
+        for (f, s) in files.iter().enumerate() {
+            for (c, call) in s.calls.iter().enumerate() {
+                calls_of.entry((f, call.caller)).or_default().push(c);
+            }
+        }
+        while let Some(node) = queue.pop_front() {
+            for &c in calls_of.get(&node).map(Vec::as_slice).unwrap_or(&[]) {
+                for &t in &targets[node.0][c] {
+                    if per_layer.insert(t) {
+                        queue.push_back(t);
+                    }
+                }
+            }
+        }
+        Graph {
+            files,
+            package,
+            targets,
+            per_layer,
+            entries,
+            uses_devices: files.iter().any(|s| s.uses_devices),
+            in_place,
+        }
+    }
+
+    fn holds(&self, file: usize, condition: &Condition) -> bool {
+        match condition {
+            Condition::PerLayer(f) => self.per_layer.contains(&(file, *f)),
+            Condition::NotEntry(f) => !self.entries.contains(&(file, *f)),
+            Condition::UsesDevices => self.uses_devices,
+            Condition::NoInPlaceMethod(name) => !self.in_place.contains(name),
+            Condition::NotBinaryOnly => !self.package.is_some_and(|p| p.binary_only && self.in_src(file)),
+            Condition::FrameworkKnown => {
+                !self.files[file].apis.is_empty() || self.package.is_some_and(|p| !p.apis.is_empty())
+            }
+            Condition::CalleeReadsArg { at, arg } => {
+                let call = self.files[file].calls.iter().position(|c| c.at == *at);
+                call.and_then(|c| self.targets[file].get(c)).is_some_and(|targets| {
+                    targets.iter().any(|&(f, id)| {
+                        self.files[f].fns.get(id as usize).is_some_and(|i| i.reads_params.contains(arg))
+                    })
+                })
+            }
+        }
+    }
+
+    /// Is the file under the package's `src/` (its targets, not its examples, tests or benches)?
+    fn in_src(&self, file: usize) -> bool {
+        match (self.package, &self.files[file].disk_path) {
+            (Some(p), Some(path)) => path.starts_with(p.root.join("src")),
+            _ => false,
+        }
+    }
+}
+
+/// Functions of a group by the names calls use.
+struct Index<'a> {
+    files: &'a [&'a FileSummary],
+    /// (impl type, name) → functions.
+    methods: HashMap<(&'a str, &'a str), Vec<Node>>,
+    /// name → free functions.
+    free: HashMap<&'a str, Vec<Node>>,
+    /// name → every function with a body and `self` of that name.
+    by_name: HashMap<&'a str, Vec<Node>>,
+    /// struct name → (file, field → type names).
+    structs: HashMap<&'a str, Vec<(usize, &'a StructInfo)>>,
+}
+
+impl<'a> Index<'a> {
+    fn new(files: &'a [&'a FileSummary]) -> Index<'a> {
+        let mut index = Index {
+            files,
+            methods: HashMap::new(),
+            free: HashMap::new(),
+            by_name: HashMap::new(),
+            structs: HashMap::new(),
+        };
+        for (f, s) in files.iter().enumerate() {
+            for (i, info) in s.fns.iter().enumerate() {
+                if info.test {
+                    continue;
+                }
+                let node = (f, i as FnId);
+                match &info.self_ty {
+                    Some(ty) => index.methods.entry((ty, &info.name)).or_default().push(node),
+                    None => index.free.entry(&info.name).or_default().push(node),
+                }
+                if info.method {
+                    index.by_name.entry(&info.name).or_default().push(node);
+                }
+            }
+            for st in &s.structs {
+                index.structs.entry(&st.name).or_default().push((f, st));
+            }
+        }
+        index
+    }
+
+    /// The functions a call may reach; empty when that is not clear.
+    fn resolve(&self, file: usize, call: &Call) -> Vec<Node> {
+        let caller = self.files[file].fns.get(call.caller as usize);
+        let self_ty = caller.and_then(|c| c.self_ty.as_deref());
+        match &call.callee {
+            Callee::SelfMethod(name) => self_ty.map(|ty| self.method(file, ty, name)).unwrap_or_default(),
+            Callee::FieldMethod { field, name } => {
+                let Some(ty) = self_ty else { return Vec::new() };
+                let Some((sf, st)) = prefer(file, self.structs.get(ty).map(Vec::as_slice).unwrap_or(&[]))
+                else {
+                    return Vec::new();
+                };
+                let Some((_, types)) = st.fields.iter().find(|(n, _)| n == field) else { return Vec::new() };
+                types.iter().flat_map(|t| self.method(sf, t, name)).collect()
+            }
+            Callee::TypeFn { ty, name } => self.method(file, ty, name),
+            Callee::Free(name) => self.free.get(name.as_str()).map(|v| pick(file, v)).unwrap_or_default(),
+            Callee::Method(name) => {
+                if COMMON_METHODS.contains(&name.as_str()) {
+                    return Vec::new();
+                }
+                match self.by_name.get(name.as_str()).map(Vec::as_slice) {
+                    Some([only]) if self.files[only.0].fns[only.1 as usize].arity == call.args => vec![*only],
+                    _ => Vec::new(),
+                }
+            }
+        }
+    }
+
+    /// `ty::name` (or `ty`'s method `name`), preferring the caller's file.
+    fn method(&self, file: usize, ty: &str, name: &str) -> Vec<Node> {
+        self.methods.get(&(ty, name)).map(|v| pick(file, v)).unwrap_or_default()
+    }
+}
+
+/// The candidates in `file` if there are any, else the only one elsewhere; several elsewhere
+/// are ambiguous (two modules with a `Block` each) and resolve to none.
+fn pick(file: usize, nodes: &[Node]) -> Vec<Node> {
+    let here: Vec<Node> = nodes.iter().copied().filter(|n| n.0 == file).collect();
+    if !here.is_empty() {
+        return here;
+    }
+    match nodes {
+        [only] => vec![*only],
+        _ => Vec::new(),
+    }
+}
+
+fn prefer<'s>(file: usize, structs: &[(usize, &'s StructInfo)]) -> Option<(usize, &'s StructInfo)> {
+    structs
+        .iter()
+        .find(|(f, _)| *f == file)
+        .or(match structs {
+            [only] => Some(only),
+            _ => None,
+        })
+        .copied()
+}
