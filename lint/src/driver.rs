@@ -11,7 +11,7 @@ use super::diagnostic::{Diagnostic, Finding, LineIndex};
 use super::error::LintError;
 use super::profile::ApiSet;
 use super::registry::{self, Severity};
-use super::source::FileKind;
+use super::source::{FileKind, Language};
 
 /// The result for one file.
 #[derive(Debug, Clone)]
@@ -56,8 +56,8 @@ impl LintRun {
 /// Stack size of the lint threads: syn parses recursively.
 const STACK_BYTES: usize = 64 << 20;
 
-/// Lints every Rust file under `paths` (files given explicitly are linted whatever their
-/// extension or ignore rules).
+/// Lints every Rust and Python file under `paths` (files given explicitly are linted whatever
+/// their extension or ignore rules: as Python when they end in `.py`, as Rust otherwise).
 pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, LintError> {
     let files = collect_files(paths, settings)?;
     let pool = rayon::ThreadPoolBuilder::new()
@@ -88,7 +88,7 @@ fn collect_files(paths: &[PathBuf], settings: &Settings) -> Result<Vec<PathBuf>,
             };
             let path = entry.path();
             if entry.file_type().is_some_and(|t| t.is_file())
-                && path.extension().is_some_and(|e| e == "rs")
+                && Language::of_path(path).is_some()
                 && !settings.is_excluded(path)
             {
                 files.push(path.to_path_buf());
@@ -122,7 +122,7 @@ pub(crate) fn lint_file(path: &Path, settings: &Settings) -> FileReport {
                 &shown,
                 kind,
                 message,
-                "Rust source must be UTF-8; the file was skipped",
+                "source files must be UTF-8; the file was skipped",
                 at..at,
                 lossy,
             )

@@ -54,12 +54,10 @@ pub fn apply_fixes(
         for _ in 0..4 {
             let fixable = count_fixable(report, mode);
             let Some(text) = fixed_text(report, mode) else { break };
-            if syn::parse_file(strip_for_parse(&text)).is_err() {
-                proc_macro2::extra::invalidate_current_thread_spans();
+            if !reparses(&report.path, &text) {
                 summary.rejected.push(report.path.clone());
                 break;
             }
-            proc_macro2::extra::invalidate_current_thread_spans();
             let path = PathBuf::from(&report.path);
             *report = super::lint_text(&path, &report.path, report.kind, text.into(), settings);
             changed = true;
@@ -128,6 +126,14 @@ fn fixed_text(report: &FileReport, mode: FixMode) -> Option<String> {
     Some(out)
 }
 
-fn strip_for_parse(text: &str) -> &str {
-    &text[super::stripped_prefix(text)..]
+/// Does the fixed text still parse, in the file's language?
+fn reparses(path: &str, text: &str) -> bool {
+    match super::Language::of_named_file(std::path::Path::new(path)) {
+        super::Language::Python => super::python::parses(text),
+        super::Language::Rust => {
+            let ok = syn::parse_file(&text[super::stripped_prefix(text)..]).is_ok();
+            proc_macro2::extra::invalidate_current_thread_spans();
+            ok
+        }
+    }
 }

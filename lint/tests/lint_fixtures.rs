@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use devcheck_lint::output::{Format, RenderOptions, render};
-use devcheck_lint::{LintRun, Settings, lint_source};
+use devcheck_lint::{Language, LintRun, LintTable, Overrides, Settings, lint_source};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_path_buf()
@@ -21,7 +21,7 @@ fn fixtures() -> Vec<PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "rs") {
+            } else if p.extension().is_some_and(|x| x == "rs" || x == "py") {
                 out.push(p);
             }
         }
@@ -31,12 +31,15 @@ fn fixtures() -> Vec<PathBuf> {
     out.into_iter().map(|p| p.strip_prefix(root()).expect("under the crate root").to_path_buf()).collect()
 }
 
-/// `//! expect: D001 at 3, 7` lines → {(D001, 3), (D001, 7)}; `//! expect: none` → {}.
+/// `//! expect: D001 at 3, 7` lines (`# expect:` in Python) → {(D001, 3), (D001, 7)};
+/// `//! expect: none` → {}.
 fn expected(text: &str) -> Option<BTreeSet<(String, usize)>> {
     let mut set = BTreeSet::new();
     let mut seen = false;
     for line in text.lines() {
-        let Some(rest) = line.strip_prefix("//! expect:") else { continue };
+        let Some(rest) = line.strip_prefix("//! expect:").or_else(|| line.strip_prefix("# expect:")) else {
+            continue;
+        };
         seen = true;
         let rest = rest.trim();
         if rest == "none" {
@@ -50,12 +53,14 @@ fn expected(text: &str) -> Option<BTreeSet<(String, usize)>> {
     seen.then_some(set)
 }
 
-/// `// <- D001 D002` markers on flagged lines, for readers; they must agree with the header.
+/// `// <- D001 D002` markers (`# <- D001` in Python) on flagged lines, for readers; they must
+/// agree with the header.
 fn markers(text: &str) -> BTreeSet<(String, usize)> {
     let mut set = BTreeSet::new();
     for (i, line) in text.lines().enumerate() {
-        if let Some(pos) = line.find("// <- ") {
-            for code in line[pos + 6..].split_whitespace() {
+        if let Some(pos) = line.find("// <- ").or_else(|| line.find("# <- ")) {
+            let marker = if line[pos..].starts_with("//") { 6 } else { 5 };
+            for code in line[pos + marker..].split_whitespace() {
                 set.insert((code.to_string(), i + 1));
             }
         }
@@ -65,8 +70,17 @@ fn markers(text: &str) -> BTreeSet<(String, usize)> {
 
 fn lint(path: &Path) -> (String, devcheck_lint::FileReport) {
     let text = std::fs::read_to_string(root().join(path)).expect("fixture is UTF-8");
-    let report = lint_source(path, &text, &Settings::default());
+    let report = lint_source(path, &text, &settings_for(path));
     (text, report)
+}
+
+/// The default settings; for Python, with preview on (every Python rule starts in preview).
+fn settings_for(path: &Path) -> Settings {
+    if Language::of_path(path) != Some(Language::Python) {
+        return Settings::default();
+    }
+    let preview = Overrides { preview: true, ..Overrides::default() };
+    Settings::from_table(LintTable::default(), PathBuf::from("."), None, &preview).expect("valid settings")
 }
 
 #[test]
@@ -77,7 +91,7 @@ fn every_fixture_flags_exactly_the_lines_its_header_names() {
     for path in &files {
         let (text, report) = lint(path);
         let Some(want) = expected(&text) else {
-            problems.push(format!("{}: no `//! expect:` header", path.display()));
+            problems.push(format!("{}: no `//! expect:` (`# expect:`) header", path.display()));
             continue;
         };
         if markers(&text) != want {

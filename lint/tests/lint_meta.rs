@@ -1,10 +1,10 @@
 //! Every rule has its docs (with the fixed sections), fixtures, snapshots, and well-formed
 //! messages.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use devcheck_lint::registry::{self, Group};
-use devcheck_lint::{LintRun, Settings, lint_paths};
+use devcheck_lint::{Language, LintRun, LintTable, Overrides, Settings, lint_paths};
 
 const SECTIONS: [&str; 5] =
     ["### What it does", "### Why is this bad?", "### Example", "### Use instead", "### Fix safety"];
@@ -32,6 +32,42 @@ fn every_rule_has_docs_with_the_fixed_sections_in_order() {
 }
 
 #[test]
+fn every_python_side_has_docs_with_the_fixed_sections_in_order() {
+    for rule in registry::rules() {
+        let Some(python) = rule.python() else { continue };
+        let docs = python.docs();
+        let mut at = 0;
+        for section in SECTIONS {
+            let Some(pos) = docs[at..].find(section) else {
+                panic!("{} PyTorch docs lack `{section}` (after the previous section)", rule.code);
+            };
+            at += pos + section.len();
+        }
+        assert!(docs.contains("```python"), "{}: the PyTorch docs have no Python example", rule.code);
+        let explained = devcheck_lint::explain(rule.code).unwrap_or_default();
+        assert!(explained.contains(&docs), "{}: `explain` does not print the PyTorch docs", rule.code);
+    }
+}
+
+#[test]
+fn every_rule_says_which_languages_it_checks_and_python_rules_start_in_preview() {
+    for rule in registry::rules() {
+        let langs: Vec<Language> = rule.languages().map(|(l, _)| l).collect();
+        assert!(langs.contains(&Language::Python), "{} does not check Python", rule.code);
+        // Not measured on real PyTorch code yet: every Python pattern is preview.
+        assert!(rule.status_in(Language::Python).is_some_and(|s| s.is_preview()), "{}", rule.code);
+        let explained = devcheck_lint::explain(rule.code).unwrap_or_default();
+        for lang in langs {
+            assert!(
+                explained.contains(&format!("\n{}: ", lang.title())),
+                "{}: no {lang:?} status in explain",
+                rule.code
+            );
+        }
+    }
+}
+
+#[test]
 fn codes_and_names_are_unique_and_well_formed() {
     let all = registry::all();
     for (i, a) in all.iter().enumerate() {
@@ -44,38 +80,49 @@ fn codes_and_names_are_unique_and_well_formed() {
             assert_ne!(a.name, b.name);
         }
     }
-    assert_eq!(registry::rules().count(), 7);
+    assert_eq!(registry::rules().count(), 10);
 }
 
 #[test]
-fn every_rule_has_fixtures_for_positives_and_a_snapshot() {
+fn every_rule_has_fixtures_for_positives_and_a_snapshot_in_each_language() {
     for rule in registry::rules() {
         let dir = root().join("fixtures/lint").join(rule.code.to_ascii_lowercase());
-        let fixtures: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|_| panic!("{} has no fixture directory {}", rule.code, dir.display()))
-            .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
-            .collect();
-        assert!(!fixtures.is_empty(), "{} has no fixtures", rule.code);
-        let flagged = fixtures.iter().any(|f| {
-            std::fs::read_to_string(f.path())
-                .is_ok_and(|t| t.lines().any(|l| l.starts_with(&format!("//! expect: {} at", rule.code))))
-        });
-        assert!(flagged, "no fixture of {} expects a finding", rule.code);
-        for f in &fixtures {
-            let stem = f.path().file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            let snap = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/snapshots")
-                .join(format!("lint_fixtures__{}__{stem}.snap", rule.code.to_ascii_lowercase()));
-            assert!(snap.is_file(), "{} has no snapshot {}", rule.code, snap.display());
+        for (lang, _) in rule.languages() {
+            // Rust fixtures are `*.rs`; Python ones `torch*.py`.
+            let (ext, expect) = match lang {
+                Language::Rust => ("rs", "//! expect:"),
+                Language::Python => ("py", "# expect:"),
+            };
+            let fixtures: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap_or_else(|_| panic!("{} has no fixture directory {}", rule.code, dir.display()))
+                .flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == ext))
+                .filter(|e| lang == Language::Rust || e.file_name().to_string_lossy().starts_with("torch"))
+                .collect();
+            assert!(!fixtures.is_empty(), "{} has no {lang:?} fixtures", rule.code);
+            let flagged = fixtures.iter().any(|f| {
+                std::fs::read_to_string(f.path())
+                    .is_ok_and(|t| t.lines().any(|l| l.starts_with(&format!("{expect} {} at", rule.code))))
+            });
+            assert!(flagged, "no {lang:?} fixture of {} expects a finding", rule.code);
+            for f in &fixtures {
+                let stem = f.path().file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                let snap = Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/snapshots")
+                    .join(format!("lint_fixtures__{}__{stem}.snap", rule.code.to_ascii_lowercase()));
+                assert!(snap.is_file(), "{} has no snapshot {}", rule.code, snap.display());
+            }
         }
     }
 }
 
 #[test]
 fn every_message_starts_lowercase_without_a_trailing_period() {
-    let run: LintRun =
-        lint_paths(&[root().join("fixtures/lint")], &Settings::default()).expect("fixtures lint");
+    // With preview, so that the Python rules (all preview for now) speak too.
+    let preview = Overrides { preview: true, ..Overrides::default() };
+    let settings =
+        Settings::from_table(LintTable::default(), PathBuf::from("."), None, &preview).expect("settings");
+    let run: LintRun = lint_paths(&[root().join("fixtures/lint")], &settings).expect("fixtures lint");
     let mut seen = std::collections::HashSet::new();
     for d in run.diagnostics() {
         seen.insert(d.code);
