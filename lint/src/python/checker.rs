@@ -49,9 +49,10 @@ pub(crate) struct Facts {
     forward: Vec<bool>,
     /// Per function: why its body runs in a hot loop, if it does.
     hot: Vec<Option<Hot>>,
-    /// Per function: it has a loop, or calls a function that has one.
-    has_loop: Vec<bool>,
-    /// Per loop: the loop runs another loop inside (directly or through a call): an outer loop.
+    /// Per loop: an iteration queues device work (here or in a function it calls).
+    loop_work: Vec<bool>,
+    /// Per loop: the loop runs a working loop inside (directly or through a call): an outer loop,
+    /// such as one over epochs.
     outer_loop: Vec<bool>,
     /// The file is a script, a test or an example: where choosing a device is fine.
     pub application: bool,
@@ -165,19 +166,14 @@ impl<'m, 'a> Checker<'m, 'a> {
             return None;
         }
         if let Some(&l) = self.loops.last() {
-            return (!self.facts.outer_loop[l.index()])
-                .then(|| Hot::CalledInLoop(self.model.loop_(l).stmt.range()));
+            let hot = self.facts.hot_loop(self.model, l)?;
+            return Some(Hot::CalledInLoop(self.model.loop_(hot).stmt.range()));
         }
         let f = self.function?;
         if self.facts.forward[f.index()] {
             return Some(Hot::Forward);
         }
         self.facts.hot[f.index()]
-    }
-
-    /// Is the node inside any loop of its function, or in a function called from a loop?
-    pub fn in_any_loop(&self) -> bool {
-        !self.loops.is_empty() || self.function.is_some_and(|f| self.facts.hot[f.index()].is_some())
     }
 
     /// Is the code a script's, a test's or an example's rather than a library's?
@@ -544,9 +540,7 @@ impl<'m, 'a> Checker<'m, 'a> {
         };
         match self.model.canonical_name(func)?.as_ref() {
             "torch.device" => Some(ContextManager::Device),
-            "torch.no_grad" | "torch.inference_mode" | "torch.autograd.no_grad" => {
-                Some(ContextManager::NoGrad)
-            }
+            q if super::model::is_no_grad_name(q) => Some(ContextManager::NoGrad),
             _ => None,
         }
     }
@@ -631,20 +625,23 @@ fn is_gate_word(name: &str) -> bool {
 impl Facts {
     fn gather(model: &Model<'_>, types: &Types<'_, '_>, kind: FileKind, file_name: &str) -> Facts {
         let n = model.functions().count();
+        let loops = model.loops().count();
         let mut forward = vec![false; n];
-        let mut has_loop = vec![false; n];
-        for (_, l) in model.loops() {
-            if let Some(f) = l.function {
-                has_loop[f.index()] = true;
-            }
-        }
         for (id, f) in model.functions() {
-            let is_forward = f.class.is_some_and(|c| types.is_module_class(c) == Truth::Yes)
+            forward[id.index()] = f.class.is_some_and(|c| types.is_module_class(c) == Truth::Yes)
                 && (f.name() == "forward" || f.name().starts_with("forward_"));
-            forward[id.index()] = is_forward;
         }
-        // Edges of the call graph: caller, callee, the loop the call is in.
-        let mut edges: Vec<(Option<FunctionId>, FunctionId, Option<LoopId>, TextRange)> = Vec::new();
+        // Which calls queue device work, and which call functions of this file.
+        let mut function_work = vec![false; n];
+        let mut loop_work = vec![false; loops];
+        let mark_loops = |loop_work: &mut Vec<bool>, from: Option<LoopId>| {
+            let mut at = from;
+            while let Some(l) = at {
+                loop_work[l.index()] = true;
+                at = model.loop_(l).parent;
+            }
+        };
+        let mut edges: Vec<Edge> = Vec::new();
         let mut sets_default_device = false;
         for site in &model.calls {
             if let Some(q) = model.canonical_name(&site.call.func)
@@ -652,39 +649,90 @@ impl Facts {
             {
                 sets_default_device = true;
             }
+            if queues_device_work(model, types, site.call) {
+                if let Some(f) = site.function {
+                    function_work[f.index()] = true;
+                }
+                mark_loops(&mut loop_work, site.in_loop);
+            }
             let callee = match model.callee(site.call, site.function) {
                 Some(Callee::Function(f)) => Some(f),
                 Some(Callee::Class(_)) => None,
-                None if types.kind(&site.call.func) == Kind::Module => {
-                    // Calling a module of this file runs its `forward`.
-                    types.forward_of(&site.call.func)
-                }
+                // Calling a module of this file runs its `forward`.
+                None if types.kind(&site.call.func) == Kind::Module => types.forward_of(&site.call.func),
                 None => None,
             };
             if let Some(callee) = callee {
-                edges.push((site.function, callee, site.in_loop, site.call.range()));
+                edges.push(Edge {
+                    caller: site.function,
+                    callee,
+                    in_loop: site.in_loop,
+                    at: site.call.range(),
+                });
             }
         }
-        // A function that calls one with a loop has a loop too (for outer-loop detection).
+        // A call to a function that queues work queues work; a loop whose body runs a loop that
+        // queues work (here or in a function it calls) is an outer loop.
+        let mut work_loop_inside = vec![false; n];
+        let mut outer_loop = vec![false; loops];
         let mut changed = true;
         while changed {
             changed = false;
-            for (caller, callee, _, _) in &edges {
-                if let Some(c) = caller
-                    && has_loop[callee.index()]
-                    && !has_loop[c.index()]
-                {
-                    has_loop[c.index()] = true;
-                    changed = true;
+            for e in &edges {
+                if function_work[e.callee.index()] {
+                    if let Some(c) = e.caller
+                        && !function_work[c.index()]
+                    {
+                        function_work[c.index()] = true;
+                        changed = true;
+                    }
+                    let mut at = e.in_loop;
+                    while let Some(l) = at {
+                        if !loop_work[l.index()] {
+                            loop_work[l.index()] = true;
+                            changed = true;
+                        }
+                        at = model.loop_(l).parent;
+                    }
                 }
             }
-        }
-        let mut outer_loop: Vec<bool> = model.loops().map(|(_, l)| l.has_inner_loop).collect();
-        for (_, callee, in_loop, _) in &edges {
-            if let Some(l) = in_loop
-                && has_loop[callee.index()]
-            {
-                outer_loop[l.index()] = true;
+            for (id, l) in model.loops() {
+                if loop_work[id.index()] {
+                    // Every loop around a working loop is an outer loop, and its function runs one.
+                    let mut at = l.parent;
+                    while let Some(p) = at {
+                        if !outer_loop[p.index()] {
+                            outer_loop[p.index()] = true;
+                            changed = true;
+                        }
+                        at = model.loop_(p).parent;
+                    }
+                    if let Some(f) = l.function
+                        && !work_loop_inside[f.index()]
+                    {
+                        work_loop_inside[f.index()] = true;
+                        changed = true;
+                    }
+                }
+            }
+            for e in &edges {
+                if !work_loop_inside[e.callee.index()] {
+                    continue;
+                }
+                if let Some(c) = e.caller
+                    && !work_loop_inside[c.index()]
+                {
+                    work_loop_inside[c.index()] = true;
+                    changed = true;
+                }
+                let mut at = e.in_loop;
+                while let Some(l) = at {
+                    if !outer_loop[l.index()] {
+                        outer_loop[l.index()] = true;
+                        changed = true;
+                    }
+                    at = model.loop_(l).parent;
+                }
             }
         }
         for (id, l) in model.loops() {
@@ -696,44 +744,139 @@ impl Facts {
         let mut changed = true;
         while changed {
             changed = false;
-            for (caller, callee, _, _) in &edges {
-                if let Some(c) = caller
+            for e in &edges {
+                if let Some(c) = e.caller
                     && forward[c.index()]
-                    && !forward[callee.index()]
+                    && !forward[e.callee.index()]
                 {
-                    forward[callee.index()] = true;
+                    forward[e.callee.index()] = true;
                     changed = true;
                 }
             }
         }
+        let mut facts = Facts {
+            forward,
+            hot: vec![None; n],
+            loop_work,
+            outer_loop,
+            application: !kind.is_library() || is_script(model, types, file_name),
+            sets_default_device,
+            uses_accelerator: model.calls.iter().any(|s| moves_to_accelerator(model, s.call)),
+        };
         // Hot loops reach the functions called inside them, and through them, their callees.
-        let mut hot: Vec<Option<Hot>> = vec![None; n];
         let mut changed = true;
         while changed {
             changed = false;
-            for (caller, callee, in_loop, range) in &edges {
-                if hot[callee.index()].is_some() || forward[callee.index()] {
+            for e in &edges {
+                if facts.hot[e.callee.index()].is_some() || facts.forward[e.callee.index()] {
                     continue;
                 }
-                let caller_hot = match in_loop {
-                    Some(l) => !outer_loop[l.index()],
-                    None => caller.is_some_and(|c| hot[c.index()].is_some()),
+                let caller_hot = match e.in_loop {
+                    Some(l) => facts.hot_loop(model, l).is_some(),
+                    None => e.caller.is_some_and(|c| facts.hot[c.index()].is_some()),
                 };
                 if caller_hot {
-                    hot[callee.index()] = Some(Hot::CalledInLoop(*range));
+                    facts.hot[e.callee.index()] = Some(Hot::CalledInLoop(e.at));
                     changed = true;
                 }
             }
         }
-        let application = !kind.is_library() || is_script(model, types, file_name);
-        let source = model.source;
-        let uses_accelerator =
-            ["cuda", "mps", "xla", "npu", "xpu", "accelerator"].iter().any(|w| source.contains(w));
-        Facts { forward, hot, has_loop, outer_loop, application, sets_default_device, uses_accelerator }
+        facts
     }
 
-    pub fn function_has_loop(&self, f: FunctionId) -> bool {
-        self.has_loop[f.index()]
+    /// The loop (from `innermost` outwards) that makes code in `innermost` run at every step: the
+    /// first one that queues device work at each iteration, unless an outer loop (over epochs) comes
+    /// first. Loops that only post-process results (no module calls, no `backward()`) do not count.
+    fn hot_loop(&self, model: &Model<'_>, innermost: LoopId) -> Option<LoopId> {
+        let mut at = Some(innermost);
+        while let Some(l) = at {
+            if self.outer_loop[l.index()] {
+                return None;
+            }
+            if self.loop_work[l.index()] {
+                return Some(l);
+            }
+            at = model.loop_(l).parent;
+        }
+        None
+    }
+}
+
+/// A call in the call graph: who calls whom, inside which loop, where.
+struct Edge {
+    caller: Option<FunctionId>,
+    callee: FunctionId,
+    in_loop: Option<LoopId>,
+    at: TextRange,
+}
+
+/// A call that queues work on the device at every iteration of its loop: a module (or a value
+/// holding one, such as a `model` parameter) called, `loss.backward()`, `optimizer.step()`.
+fn queues_device_work(model: &Model<'_>, types: &Types<'_, '_>, call: &ast::ExprCall) -> bool {
+    if let Expr::Attribute(a) = &*call.func
+        && matches!(a.attr.as_str(), "backward" | "step" | "forward" | "generate")
+        && call.arguments.args.len() <= 1
+    {
+        return true;
+    }
+    types.kind(&call.func) == Kind::Module || calls_a_value(model, types, call)
+}
+
+/// Is the callee a value rather than a function or class named by a `def`, `class` or import: a
+/// parameter or variable (`model(x)`), an attribute of `self` (`self.net(x)`)? Such a callable
+/// is almost always a module.
+pub(crate) fn calls_a_value(model: &Model<'_>, types: &Types<'_, '_>, c: &ast::ExprCall) -> bool {
+    match &*c.func {
+        Expr::Name(n) => model.binding_of(n).is_some_and(|b| match model.binding(b).kind {
+            // A parameter of unknown kind (`def train(model, ..)`), or a loop over layers.
+            super::model::BindingKind::Parameter { .. } => types.binding_kind(b).may_be_tensor(),
+            super::model::BindingKind::LoopVar { .. } | super::model::BindingKind::Assignment { .. } => {
+                types.binding_kind(b) == Kind::Module
+            }
+            _ => false,
+        }),
+        // `self.net(x)`: an attribute assigned a module (or something unknown), not a method.
+        Expr::Attribute(a) => types.receiver_class(&a.value).is_some_and(|class| {
+            let name = a.attr.as_str();
+            model.method(class, name).is_none()
+                && !types.class_attrs(class, name).is_empty()
+                && matches!(types.attr_kind(class, name), Kind::Module | Kind::Unknown)
+        }),
+        _ => false,
+    }
+}
+
+/// A call that shows the file puts things on an accelerator: `.cuda()`, `torch.cuda.*`,
+/// `torch.device(..)`, `.to(device)` with a device that is not the CPU, `device=..` that is not
+/// the CPU.
+fn moves_to_accelerator(model: &Model<'_>, call: &ast::ExprCall) -> bool {
+    let cpu = |e: &Expr| matches!(e, Expr::StringLiteral(s) if s.value.to_str() == "cpu");
+    if let Some(q) = model.canonical_name(&call.func) {
+        let q = q.as_ref();
+        if q == "torch.device" {
+            return !call.arguments.args.first().is_some_and(cpu);
+        }
+        if ["torch.cuda.", "torch.mps.", "torch.xpu.", "torch.backends.mps.", "torch_xla."]
+            .iter()
+            .any(|p| q.starts_with(p))
+        {
+            return true;
+        }
+    }
+    if let Some(k) = call.arguments.find_keyword("device") {
+        return !cpu(&k.value) && !matches!(k.value, Expr::NoneLiteral(_));
+    }
+    match &*call.func {
+        Expr::Attribute(a) if a.attr.as_str() == "cuda" => true,
+        Expr::Attribute(a) if a.attr.as_str() == "to" => {
+            call.arguments.args.first().is_some_and(|t| match t {
+                Expr::StringLiteral(s) => s.value.to_str() != "cpu",
+                Expr::Name(n) => n.id.as_str().to_ascii_lowercase().contains("dev"),
+                Expr::Attribute(d) => d.attr.as_str().to_ascii_lowercase().contains("dev"),
+                _ => false,
+            })
+        }
+        _ => false,
     }
 }
 
@@ -749,7 +892,8 @@ fn loop_is_over_epochs(l: &super::model::Loop<'_>) -> bool {
 /// has an `if __name__ == "__main__":` block or parses a command line and defines no module (a
 /// model file's self-test block is not enough to make the model an application).
 fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str) -> bool {
-    const SCRIPT_NAMES: [&str; 20] = [
+    const SCRIPT_NAMES: [&str; 21] = [
+        "cli",
         "train",
         "eval",
         "test",
@@ -784,9 +928,4 @@ fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str) -> bool 
         .iter()
         .any(|s| model.canonical_name(&s.call.func).is_some_and(|q| q == "argparse.ArgumentParser"));
     !defines_module && (parses_args || model.source.contains("__main__"))
-}
-
-/// Does `e` name a DataLoader, or a loop variable over one?
-pub(crate) fn is_loader_call(model: &Model<'_>, e: &Expr) -> bool {
-    matches!(e, Expr::Call(c) if model.canonical_name(&c.func).is_some_and(|q| api::is_data_loader(&q)))
 }

@@ -163,6 +163,9 @@ pub(crate) struct Binding<'a> {
     pub shadowed: Option<BindingId>,
     /// The innermost loop around the binding, in the same function.
     pub in_loop: Option<LoopId>,
+    /// Bound inside `with torch.no_grad():` (or `inference_mode`, or a function decorated with
+    /// one): the value does not require grad.
+    pub in_no_grad: bool,
 }
 
 /// `self.name = value` (or a registration: `self.register_buffer("name", value)`) in a method.
@@ -324,6 +327,7 @@ impl<'a> Model<'a> {
             class_body: None,
             loop_stack: Vec::new(),
             deferred: Vec::new(),
+            no_grad: 0,
             depth: 0,
         };
         b.model.scopes.push(Scope {
@@ -515,6 +519,17 @@ impl<'a> Model<'a> {
     }
 }
 
+/// The context managers (and decorators) that turn autograd off.
+pub(crate) fn is_no_grad_name(q: &str) -> bool {
+    matches!(
+        q,
+        "torch.no_grad"
+            | "torch.inference_mode"
+            | "torch.autograd.no_grad"
+            | "torch.autograd.grad_mode.no_grad"
+    )
+}
+
 /// What a call calls, when it is defined in the same file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Callee {
@@ -546,6 +561,8 @@ pub(crate) fn canonical(q: Cow<'_, str>) -> Cow<'_, str> {
 struct Deferred {
     function: FunctionId,
     scope: ScopeId,
+    /// The function is decorated with `@torch.no_grad()` (or runs inside such a function).
+    no_grad: bool,
 }
 
 struct Builder<'a> {
@@ -556,6 +573,8 @@ struct Builder<'a> {
     class_body: Option<ClassId>,
     loop_stack: Vec<LoopId>,
     deferred: Vec<Deferred>,
+    /// Inside `with torch.no_grad()` blocks (and `@torch.no_grad()` functions).
+    no_grad: usize,
     /// Nesting of statements and expressions: past [`MAX_DEPTH`] the builder stops descending.
     depth: usize,
 }
@@ -641,6 +660,7 @@ impl<'a> Builder<'a> {
             scope,
             shadowed,
             in_loop: self.loop_stack.last().copied(),
+            in_no_grad: self.no_grad > 0,
         });
         self.model.definitions.insert(range.start(), id);
         id
@@ -858,7 +878,8 @@ impl<'a> Builder<'a> {
             self.model.classes[c.index()].methods.insert(def.name.as_str(), id);
         }
         self.bind(def.name.as_str(), def.name.range, BindingKind::FunctionDef(id));
-        self.deferred.push(Deferred { function: id, scope: self.scope });
+        let no_grad = self.no_grad > 0 || def.decorator_list.iter().any(|d| self.is_no_grad(&d.expression));
+        self.deferred.push(Deferred { function: id, scope: self.scope, no_grad });
     }
 
     fn visit_function_body(&mut self, d: Deferred) {
@@ -869,6 +890,7 @@ impl<'a> Builder<'a> {
         self.function = Some(d.function);
         self.class_body = None;
         self.loop_stack.clear();
+        self.no_grad = usize::from(d.no_grad);
         // `global` and `nonlocal` apply to the whole body, wherever they are written.
         collect_outer_names(&def.body, &mut self.model.scopes[scope.index()].outer);
         self.bind_parameters(&def.parameters, Some(d.function));
@@ -967,6 +989,15 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// `torch.no_grad()` or `torch.inference_mode()`, called or not (as a decorator).
+    fn is_no_grad(&self, e: &Expr) -> bool {
+        let func = match e {
+            Expr::Call(c) => &*c.func,
+            other => other,
+        };
+        self.model.canonical_name(func).is_some_and(|q| is_no_grad_name(&q))
+    }
+
     fn intern(&mut self, full: String) -> usize {
         self.model.imports.push(full);
         self.model.imports.len() - 1
@@ -1063,13 +1094,17 @@ impl<'a> Visitor<'a> for Builder<'a> {
             }
             Stmt::For(_) | Stmt::While(_) => self.loop_stmt(stmt),
             Stmt::With(w) => {
+                let mut no_grad = 0;
                 for item in &w.items {
                     self.visit_expr(&item.context_expr);
                     if let Some(vars) = &item.optional_vars {
                         self.bind_target(vars, Source::With { context: &item.context_expr }, Part::Whole);
                     }
+                    no_grad += usize::from(self.is_no_grad(&item.context_expr));
                 }
+                self.no_grad += no_grad;
                 self.visit_body(&w.body);
+                self.no_grad -= no_grad;
             }
             Stmt::Try(t) => {
                 self.visit_body(&t.body);

@@ -51,6 +51,8 @@ pub(crate) struct Types<'m, 'a> {
     bindings: RefCell<FxHashMap<BindingId, Kind>>,
     classes: RefCell<FxHashMap<ClassId, Truth>>,
     returns: RefCell<FxHashMap<FunctionId, Kind>>,
+    /// Attribute kinds per class and name: `self.data = self.data.filter(..)` refers to itself.
+    attrs: RefCell<FxHashMap<(ClassId, String), Kind>>,
     depth: Cell<usize>,
 }
 
@@ -61,6 +63,7 @@ impl<'m, 'a> Types<'m, 'a> {
             bindings: RefCell::default(),
             classes: RefCell::default(),
             returns: RefCell::default(),
+            attrs: RefCell::default(),
             depth: Cell::new(0),
         }
     }
@@ -100,8 +103,14 @@ impl<'m, 'a> Types<'m, 'a> {
                     return Kind::Scalar;
                 }
                 let operands = std::iter::once(&*c.left).chain(c.comparators.iter());
-                let mut kinds = operands.map(|o| self.kind(o));
-                if kinds.any(|k| k == Kind::Tensor) { Kind::Tensor } else { Kind::Unknown }
+                let kinds: Vec<Kind> = operands.map(|o| self.kind(o)).collect();
+                if kinds.contains(&Kind::Tensor) {
+                    Kind::Tensor
+                } else if kinds.iter().all(|k| matches!(k, Kind::Scalar | Kind::Other | Kind::Device)) {
+                    Kind::Scalar
+                } else {
+                    Kind::Unknown
+                }
             }
             Expr::Subscript(s) => match self.kind(&s.value) {
                 Kind::Tensor => Kind::Tensor,
@@ -323,6 +332,18 @@ impl<'m, 'a> Types<'m, 'a> {
 
     /// The kind of `self.name` in a method of `class`: what every assignment to it agrees on.
     pub fn attr_kind(&self, class: ClassId, name: &str) -> Kind {
+        let key = (class, name.to_string());
+        if let Some(k) = self.attrs.borrow().get(&key) {
+            return *k;
+        }
+        // A cycle answers Unknown.
+        self.attrs.borrow_mut().insert(key.clone(), Kind::Unknown);
+        let k = self.attr_kind_inner(class, name);
+        self.attrs.borrow_mut().insert(key, k);
+        k
+    }
+
+    fn attr_kind_inner(&self, class: ClassId, name: &str) -> Kind {
         let mut kind = None;
         for a in self.class_attrs(class, name) {
             let k = match a.how {
@@ -353,6 +374,8 @@ impl<'m, 'a> Types<'m, 'a> {
                 Kind::Tensor => {
                     return match method {
                         "item" => Kind::Scalar,
+                        // `x.type()` names the type; `x.type(torch.float16)` converts.
+                        "type" if c.arguments.is_empty() => Kind::Scalar,
                         "numpy" => Kind::Numpy,
                         "tolist" | "size" | "dim" | "numel" | "element_size" | "stride" | "data_ptr"
                         | "get_device" | "is_contiguous" | "nelement" => Kind::Other,

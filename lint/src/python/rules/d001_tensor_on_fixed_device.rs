@@ -94,9 +94,11 @@ fn active(cx: &Checker<'_, '_>) -> bool {
         return false;
     }
     let fun = cx.model.function(f);
-    let takes_tensors = fun.def.parameters.iter_non_variadic_params().any(|p| {
-        p.parameter.annotation.as_deref().is_some_and(|a| cx.types.annotation_kind(a) == Kind::Tensor)
-    });
+    // Methods of a module that take tensors; other functions only when a forward pass calls them.
+    let takes_tensors = cx.in_module_method()
+        && fun.def.parameters.iter_non_variadic_params().any(|p| {
+            p.parameter.annotation.as_deref().is_some_and(|a| cx.types.annotation_kind(a) == Kind::Tensor)
+        });
     if !(cx.in_forward() || (takes_tensors && !fun.name().starts_with("__"))) {
         return false;
     }
@@ -215,7 +217,10 @@ fn fixed_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<(
                         Some(_) => None,
                     }
                 }
-                "cuda" | "new_zeros" | "new_ones" | "new_full" | "new_empty" | "new_tensor" => None,
+                // `type_as(x)` takes `x`'s type, which includes its device.
+                "cuda" | "type_as" | "new_zeros" | "new_ones" | "new_full" | "new_empty" | "new_tensor" => {
+                    None
+                }
                 m if api::tensor_method_returns_tensor(m) => next(&a.value),
                 _ => None,
             }
@@ -266,7 +271,7 @@ fn device_side(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
                     let is_receiver = position == 0 && fun.receiver == Some(b.name);
                     let scalar_default =
                         matches!(default, Some(Expr::NumberLiteral(_) | Expr::BooleanLiteral(_) | Expr::StringLiteral(_)));
-                    !is_receiver && !scalar_default
+                    !is_receiver && !scalar_default && callers_pass_device_tensors(cx, f, position, b.name, depth)
                 }
                 BindingKind::Assignment { value, .. } => next(value),
                 BindingKind::AugAssignment { value, .. } => {
@@ -312,6 +317,7 @@ fn device_side(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
             match a.attr.as_str() {
                 "cpu" | "numpy" | "item" | "tolist" => false,
                 "cuda" => true,
+                "type_as" => c.arguments.args.first().is_some_and(next),
                 "to" => match c.arguments.args.first().or_else(|| keyword(c, "device")) {
                     Some(t) if is_dtype(cx, t) => next(&a.value),
                     Some(t) => literal_device(cx, t).is_none_or(|d| d != "cpu"),
@@ -387,4 +393,40 @@ fn first_tensor_parameter(cx: &Checker<'_, '_>) -> Option<(String, bool)> {
             _ => None,
         }
     })
+}
+
+/// Does some caller pass a tensor on the inputs' device for this parameter? A forward pass's
+/// inputs are; a helper's parameter is when a caller in this file passes one, or when no caller
+/// in this file is known (its callers are elsewhere).
+fn callers_pass_device_tensors(
+    cx: &Checker<'_, '_>,
+    f: crate::python::model::FunctionId,
+    position: usize,
+    name: &str,
+    depth: usize,
+) -> bool {
+    let fun = cx.model.function(f);
+    if fun.name() == "forward" {
+        return true;
+    }
+    let mut called = false;
+    for site in &cx.model.calls {
+        if cx.model.callee(site.call, site.function) != Some(crate::python::model::Callee::Function(f)) {
+            continue;
+        }
+        called = true;
+        // `self.helper(x)` passes `self` implicitly.
+        let shift = usize::from(matches!(&*site.call.func, Expr::Attribute(_)) && fun.receiver.is_some());
+        let arg = position
+            .checked_sub(shift)
+            .and_then(|p| site.call.arguments.args.get(p))
+            .or_else(|| site.call.arguments.find_keyword(name).map(|k| &k.value));
+        match arg {
+            Some(a) if device_side(cx, a, depth + 1) => return true,
+            Some(_) => {}
+            // Not passed here (a default, `*args`): unknown.
+            None => return true,
+        }
+    }
+    !called
 }

@@ -81,7 +81,7 @@ impl Rule for Check {
             let Some(device) = str_lit(literal).and_then(accelerator) else { return };
             (device, literal.range(), shown)
         };
-        if placement_is_checked(cx) {
+        if placement_is_checked(cx) || uses_collectives(cx) || defines_a_move(cx) || checked_before(cx, at) {
             return;
         }
         out.push(
@@ -130,4 +130,33 @@ fn placement_is_checked(cx: &Checker<'_, '_>) -> bool {
         Node::Stmt(Stmt::FunctionDef(_)) => false,
         _ => false,
     }) || matches!(cx.parent(), Some(Node::Stmt(Stmt::FunctionDef(_))))
+}
+
+/// Does the function call `torch.distributed` collectives? With NCCL they need CUDA tensors, so
+/// `"cuda"` there is the backend's requirement, not a choice.
+fn uses_collectives(cx: &Checker<'_, '_>) -> bool {
+    let Some(f) = cx.function else { return false };
+    let def = cx.model.function(f).def;
+    cx.model.calls.iter().any(|s| {
+        def.range().contains_range(s.call.range())
+            && cx.model.canonical_name(&s.call.func).is_some_and(|q| q.starts_with("torch.distributed."))
+    })
+}
+
+/// A method that implements a move (`def cuda(self): self.model.cuda()`): it is what the caller
+/// asked for.
+fn defines_a_move(cx: &Checker<'_, '_>) -> bool {
+    cx.function_name().is_some_and(|n| matches!(n, "cuda" | "to" | "_apply" | "to_gpu" | "gpu"))
+}
+
+/// A function that asks whether CUDA is there before this point (`if not
+/// torch.cuda.is_available(): return False`) has checked the placement.
+fn checked_before(cx: &Checker<'_, '_>, at: ruff_text_size::TextRange) -> bool {
+    let Some(f) = cx.function else { return false };
+    let def = cx.model.function(f).def;
+    cx.model.calls.iter().any(|s| {
+        def.range().contains_range(s.call.range())
+            && s.call.range().end() <= at.start()
+            && cx.model.canonical_name(&s.call.func).is_some_and(|q| q.ends_with(".is_available"))
+    })
 }

@@ -177,6 +177,23 @@ impl Check {
                 _ => break,
             }
         }
+        // `self.table[idx].to(x.device)`, `self.w.type_as(x)`: moved where it is read.
+        let mut value = e;
+        for p in cx.parents.iter().rev() {
+            match p {
+                Node::Expr(Expr::Attribute(m)) if matches!(m.attr.as_str(), "to" | "cuda" | "type_as") => {
+                    self.uses
+                        .entry((class, a.attr.to_string()))
+                        .or_default()
+                        .push((a.range(), Read::Harmless));
+                    return;
+                }
+                Node::Expr(s @ Expr::Subscript(sub)) if std::ptr::eq(&*sub.value, value) => value = s,
+                Node::Expr(c @ Expr::Call(call)) if std::ptr::eq(&*call.func, value) => value = c,
+                Node::Expr(at @ Expr::Attribute(m)) if std::ptr::eq(&*m.value, value) => value = at,
+                _ => break,
+            }
+        }
         let read = match cx.parent() {
             Some(Node::Expr(Expr::Attribute(p))) => match p.attr.as_str() {
                 "shape" | "device" | "dtype" | "ndim" | "size" | "numel" | "dim" | "to" | "cuda"

@@ -67,6 +67,9 @@ pub(crate) struct Check;
 
 /// A host read and what it reads.
 struct Sync<'a> {
+    /// A whole tensor copied to the host (`.cpu()`, `.numpy()`, `.tolist()`) rather than one
+    /// value (`.item()`, `float(t)`, `if t:`): collecting it is the point, not a deferrable read.
+    bulk: bool,
     /// What is shown: `.item()`, `float(..)`, `if loss:`.
     what: String,
     /// The tensor read.
@@ -86,7 +89,7 @@ impl Rule for Check {
         if !cx.kind_of(sync.tensor).may_be_tensor() || !provenance(cx, sync.tensor).on_accelerator {
             return;
         }
-        if needed_on_host(cx, sync.value) {
+        if needed_on_host(cx, sync.value, sync.bulk) {
             return;
         }
         let (message, help) = match hot {
@@ -138,7 +141,14 @@ fn host_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
             }
             let what =
                 if call.arguments.is_empty() { format!(".{method}()") } else { format!(".{method}(..)") };
-            return Some(Sync { what, tensor: receiver, value: outermost_chain(cx, e), at: call.range() });
+            let bulk = method != "item";
+            return Some(Sync {
+                bulk,
+                what,
+                tensor: receiver,
+                value: outermost_chain(cx, e),
+                at: call.range(),
+            });
         }
     }
     if let Expr::Call(call) = e
@@ -147,12 +157,11 @@ fn host_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
         && call.arguments.args.len() == 1
     {
         let name = q.trim_start_matches("builtins.");
-        return Some(Sync {
-            what: format!("{name}(..)"),
-            tensor: &call.arguments.args[0],
-            value: e,
-            at: call.range(),
-        });
+        let tensor = &call.arguments.args[0];
+        if cx.kind_of(tensor) != Kind::Tensor {
+            return None;
+        }
+        return Some(Sync { bulk: false, what: format!("{name}(..)"), tensor, value: e, at: call.range() });
     }
     // `if t:` and `while t:` read the tensor's truth on the host.
     if let Some(Node::Stmt(Stmt::If(ast::StmtIf { test, .. }) | Stmt::While(ast::StmtWhile { test, .. }))) =
@@ -160,8 +169,11 @@ fn host_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
         && std::ptr::eq(&**test, e)
         && matches!(e, Expr::Name(_) | Expr::Call(_) | Expr::Attribute(_) | Expr::Compare(_))
     {
+        if cx.kind_of(e) != Kind::Tensor {
+            return None;
+        }
         let what = format!("if {}:", cx.short(e.range()));
-        return Some(Sync { what, tensor: e, value: e, at: e.range() });
+        return Some(Sync { bulk: false, what, tensor: e, value: e, at: e.range() });
     }
     None
 }
@@ -190,18 +202,20 @@ enum Use {
     Needed,
 }
 
-/// Does the host need this value at this step (an inherent decision)?
-fn needed_on_host(cx: &Checker<'_, '_>, value: &Expr) -> bool {
-    use_from_parents(cx, value) == Use::Needed
+/// Does the host need this value at this step (an inherent decision, or the data itself)?
+fn needed_on_host(cx: &Checker<'_, '_>, value: &Expr, bulk: bool) -> bool {
+    use_from_parents(cx, value, bulk) == Use::Needed
 }
 
 /// Classifies the use of `value` by walking up from it to its statement.
-fn use_from_parents(cx: &Checker<'_, '_>, value: &Expr) -> Use {
+fn use_from_parents(cx: &Checker<'_, '_>, value: &Expr, bulk: bool) -> Use {
     let mut child: &Expr = value;
     for parent in cx.parents.iter().rev() {
         match *parent {
             Node::Expr(p) => match p {
-                Expr::Call(call) if !std::ptr::eq(&*call.func, child) => return classify_call(cx, call),
+                Expr::Call(call) if !std::ptr::eq(&*call.func, child) => {
+                    return classify_call(cx, call, bulk);
+                }
                 Expr::Subscript(s) if std::ptr::eq(&*s.slice, child) => return Use::Needed,
                 Expr::FString(_) => return Use::Deferrable,
                 Expr::BinOp(_)
@@ -218,34 +232,43 @@ fn use_from_parents(cx: &Checker<'_, '_>, value: &Expr) -> Use {
                 | Expr::Named(_) => child = p,
                 _ => return Use::Needed,
             },
-            Node::Stmt(s) => return classify_statement(cx, s, child),
+            Node::Stmt(s) => return classify_statement(cx, s, child, bulk),
         }
     }
     Use::Deferrable
 }
 
-fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr) -> Use {
-    match s {
-        Stmt::If(i) if std::ptr::eq(&*i.test, child) => decision(&i.body),
-        Stmt::While(w) if std::ptr::eq(&*w.test, child) => Use::Needed,
-        Stmt::Assert(_) | Stmt::Raise(_) => Use::Needed,
-        Stmt::Assign(a) => {
-            let names: Vec<BindingId> = a
-                .targets
-                .iter()
-                .filter_map(|t| match t {
-                    Expr::Name(n) => cx.model.definition_at(n.start()),
-                    _ => None,
-                })
-                .collect();
-            if names.is_empty() {
-                // `self.best = loss.item()`, `stats["loss"] = ..`: bookkeeping.
-                return Use::Deferrable;
+fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) -> Use {
+    let targets: Vec<&Expr> = match s {
+        Stmt::If(i) if std::ptr::eq(&*i.test, child) => return decision(&i.body),
+        Stmt::While(w) if std::ptr::eq(&*w.test, child) => return Use::Needed,
+        // Returned to a caller, which may need it (an all-to-all's split sizes) or not.
+        Stmt::Assert(_) | Stmt::Raise(_) | Stmt::Return(_) => return Use::Needed,
+        Stmt::Assign(a) => a.targets.iter().collect(),
+        Stmt::AnnAssign(a) => vec![&*a.target],
+        _ => return Use::Deferrable,
+    };
+    let mut names: Vec<BindingId> = Vec::new();
+    for t in targets {
+        any_subexpr(t, &mut |sub| {
+            if let Expr::Name(n) = sub
+                && let Some(b) = cx.model.definition_at(n.start())
+            {
+                names.push(b);
             }
-            names_use(cx, &names, s.end())
-        }
-        _ => Use::Deferrable,
+            true
+        });
     }
+    // A whole tensor kept on the host (a list of ids, an array of predictions) is the data the
+    // code is after; a value kept (`self.best = loss.item()`, `stats["loss"] = ..`) is
+    // bookkeeping unless what follows needs it.
+    if bulk {
+        return Use::Needed;
+    }
+    if names.is_empty() {
+        return Use::Deferrable;
+    }
+    names_use(cx, &names, s.end(), bulk)
 }
 
 /// A condition whose branch leaves the loop or the function decides the control flow.
@@ -257,10 +280,15 @@ fn decision(body: &[Stmt]) -> Use {
 }
 
 /// What a call does with a value read on the host.
-fn classify_call(cx: &Checker<'_, '_>, call: &ast::ExprCall) -> Use {
+fn classify_call(cx: &Checker<'_, '_>, call: &ast::ExprCall, bulk: bool) -> Use {
     if let Some(q) = cx.model.canonical_name(&call.func) {
-        if api::returns_tensor(&q) {
+        // Back to the device as data (`torch.tensor(v)`): a round trip. As a size or an index
+        // (`F.interpolate(x, size=(h, w))`), the host needs it.
+        if api::creation_takes_data(&q) {
             return Use::Deferrable;
+        }
+        if api::returns_tensor(&q) {
+            return Use::Needed;
         }
         if matches!(
             q.as_ref(),
@@ -309,10 +337,12 @@ fn classify_call(cx: &Checker<'_, '_>, call: &ast::ExprCall) -> Use {
             "put",
             "setdefault",
         ];
-        if logging.contains(&method) || method.starts_with("log") {
-            return Use::Deferrable;
+        // Collected or stored, a whole tensor's data is what the host is after.
+        let collects = ["append", "extend", "add", "update", "push", "put", "setdefault", "write", "record"];
+        if bulk && collects.contains(&method) {
+            return Use::Needed;
         }
-        if cx.kind_of(&a.value) == Kind::Tensor {
+        if logging.contains(&method) || method.starts_with("log") {
             return Use::Deferrable;
         }
     }
@@ -320,7 +350,7 @@ fn classify_call(cx: &Checker<'_, '_>, call: &ast::ExprCall) -> Use {
 }
 
 /// How the names a value was assigned to are used afterwards in the same function.
-fn names_use(cx: &Checker<'_, '_>, names: &[BindingId], after: ruff_text_size::TextSize) -> Use {
+fn names_use(cx: &Checker<'_, '_>, names: &[BindingId], after: ruff_text_size::TextSize, bulk: bool) -> Use {
     let body: &[Stmt] = match cx.function {
         Some(f) => &cx.model.function(f).def.body,
         None => cx.module_body,
@@ -355,8 +385,8 @@ fn names_use(cx: &Checker<'_, '_>, names: &[BindingId], after: ruff_text_size::T
                             .args
                             .iter()
                             .chain(c.arguments.keywords.iter().map(|k| &k.value))
-                            .any(|a| is_one_of(cx, a, names));
-                        if args_mention && classify_call(cx, c) == Use::Needed {
+                            .any(|a| mentions(cx, a, names));
+                        if args_mention && classify_call(cx, c, bulk) == Use::Needed {
                             result = Use::Needed;
                         }
                     }

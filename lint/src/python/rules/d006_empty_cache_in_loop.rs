@@ -59,7 +59,7 @@ impl Rule for Check {
         {
             return;
         }
-        if cx.in_except > 0 {
+        if cx.in_except > 0 || in_memory_branch(cx) {
             return;
         }
         let Some(hot) = cx.hot() else { return };
@@ -91,4 +91,23 @@ impl Rule for Check {
         }
         out.push(finding);
     }
+}
+
+/// Inside a branch about running out of memory (`if has_oom:`, `if out_of_memory:`): recovery.
+fn in_memory_branch(cx: &Checker<'_, '_>) -> bool {
+    cx.parents.iter().any(|n| {
+        let Node::Stmt(Stmt::If(i)) = n else { return false };
+        let mut hit = false;
+        super::helpers::any_subexpr(&i.test, &mut |e| {
+            let name = match e {
+                Expr::Name(n) => n.id.as_str(),
+                Expr::Attribute(a) => a.attr.as_str(),
+                _ => "",
+            };
+            let lower = name.to_ascii_lowercase();
+            hit |= lower.contains("oom") || lower.contains("out_of_memory") || lower.contains("memory");
+            !hit
+        });
+        hit
+    })
 }

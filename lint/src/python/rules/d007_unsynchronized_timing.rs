@@ -195,6 +195,9 @@ fn check_timing(
     let inside = |r: TextRange| regions.iter().any(|region| region.contains_range(r));
     let mut scan = Scan { work: None, waits: false, depth: 0, function };
     for s in statements {
+        if inside(s.range()) {
+            scan.condition(cx, s);
+        }
         for e in own_exprs(s) {
             if inside(e.range()) {
                 scan.expr(cx, e);
@@ -229,6 +232,18 @@ struct Scan {
 }
 
 impl Scan {
+    /// `if t:` and `while t:` on a tensor read it on the host.
+    fn condition(&mut self, cx: &Checker<'_, '_>, s: &Stmt) {
+        let test = match s {
+            Stmt::If(i) => &*i.test,
+            Stmt::While(w) => &*w.test,
+            _ => return,
+        };
+        if cx.kind_of(test) == Kind::Tensor {
+            self.waits = true;
+        }
+    }
+
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr) {
         any_subexpr(e, &mut |sub| {
             if let Expr::Call(c) = sub {
@@ -324,6 +339,7 @@ impl Scan {
             if self.waits {
                 return;
             }
+            self.condition(cx, s);
             for e in own_exprs(s) {
                 self.expr(cx, e);
             }

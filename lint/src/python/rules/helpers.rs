@@ -346,7 +346,7 @@ pub(crate) fn provenance(cx: &Checker<'_, '_>, e: &Expr) -> Provenance {
 
 fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
     const NONE: Provenance = Provenance { on_accelerator: false, requires_grad: false };
-    if depth > 24 {
+    if depth > 24 || matches!(cx.kind_of(e), Kind::Scalar | Kind::Other | Kind::Device | Kind::Numpy) {
         return NONE;
     }
     let next = |e: &Expr| provenance_at(cx, e, depth + 1);
@@ -451,28 +451,41 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
         Expr::Name(_) => {
             let Some(b) = name_binding(cx, e) else { return NONE };
             let binding = cx.model.binding(b);
-            match binding.kind {
-                BindingKind::Assignment { value, part: Part::Whole, .. } => next(value),
-                BindingKind::Assignment { value, part: Part::Element(i), .. } => match value {
-                    // `x, y = x.to(device), y.to(device)`
-                    Expr::Tuple(t) => t.elts.get(i).map(next).unwrap_or(NONE),
-                    _ if cx.kind_of(e).may_be_tensor() => next(value),
-                    _ => NONE,
-                },
-                BindingKind::AugAssignment { value, .. } => {
-                    let old =
-                        binding.shadowed.map(|s| binding_provenance(cx, s, depth + 1)).unwrap_or_default();
-                    old.union(next(value))
-                }
-                BindingKind::Parameter { function: Some(f), position, .. } => {
-                    // The inputs of a forward pass are on the model's device.
-                    let fun = cx.model.function(f);
-                    let is_self = position == 0 && fun.receiver == Some(binding.name);
-                    let forward = fun.name() == "forward" && fun.class.is_some();
-                    Provenance { on_accelerator: forward && !is_self, requires_grad: false }
-                }
-                _ => NONE,
-            }
+            let p = binding_value_provenance(cx, e, b, depth, next);
+            // Made under `torch.no_grad()`: not part of the autograd graph.
+            if binding.in_no_grad { Provenance { requires_grad: false, ..p } } else { p }
+        }
+        _ => NONE,
+    }
+}
+
+fn binding_value_provenance(
+    cx: &Checker<'_, '_>,
+    e: &Expr,
+    b: BindingId,
+    depth: usize,
+    next: impl Fn(&Expr) -> Provenance,
+) -> Provenance {
+    const NONE: Provenance = Provenance { on_accelerator: false, requires_grad: false };
+    let binding = cx.model.binding(b);
+    match binding.kind {
+        BindingKind::Assignment { value, part: Part::Whole, .. } => next(value),
+        BindingKind::Assignment { value, part: Part::Element(i), .. } => match value {
+            // `x, y = x.to(device), y.to(device)`
+            Expr::Tuple(t) => t.elts.get(i).map(next).unwrap_or(NONE),
+            _ if cx.kind_of(e).may_be_tensor() => next(value),
+            _ => NONE,
+        },
+        BindingKind::AugAssignment { value, .. } => {
+            let old = binding.shadowed.map(|s| binding_provenance(cx, s, depth + 1)).unwrap_or_default();
+            old.union(next(value))
+        }
+        BindingKind::Parameter { function: Some(f), position, .. } => {
+            // The inputs of a forward pass are on the model's device.
+            let fun = cx.model.function(f);
+            let is_self = position == 0 && fun.receiver == Some(binding.name);
+            let forward = fun.name() == "forward" && fun.class.is_some();
+            Provenance { on_accelerator: forward && !is_self, requires_grad: false }
         }
         _ => NONE,
     }
@@ -561,28 +574,24 @@ pub(crate) fn fixed_creation(cx: &Checker<'_, '_>, c: &ast::ExprCall, q: &str) -
             },
         }
     } else {
-        // `torch.zeros(())` and `torch.zeros([])` are 0-dim.
+        // `torch.zeros(())` and `torch.zeros([])` are 0-dim; `torch.empty(0)` and
+        // `torch.empty([0])` hold nothing (placeholders).
         let shape = c.arguments.args.first();
-        if matches!(shape, Some(Expr::Tuple(t)) if t.elts.is_empty())
-            || matches!(shape, Some(Expr::List(l)) if l.elts.is_empty())
-        {
+        let zero = |e: &Expr| matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ast::Number::Int(i) if i.as_u64() == Some(0)));
+        let empty_or_zero = match shape {
+            Some(Expr::Tuple(t)) => t.elts.is_empty() || (t.elts.len() == 1 && zero(&t.elts[0])),
+            Some(Expr::List(l)) => l.elts.is_empty() || (l.elts.len() == 1 && zero(&l.elts[0])),
+            Some(e) => zero(e) && c.arguments.args.len() == 1,
+            None => false,
+        };
+        if empty_or_zero {
             return None;
         }
     }
     Some(how)
 }
 
-/// Is the callee a value rather than a function or class by name: a parameter or variable
-/// (`model(x)`), an attribute of one (`self.net(x)`)? Such a callable is almost always a module.
+/// Is the callee a value (`model(x)`, `self.net(x)`), almost always a module?
 pub(crate) fn calls_a_value(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
-    match &*c.func {
-        Expr::Name(_) => matches!(
-            name_binding(cx, &c.func).map(|b| cx.model.binding(b).kind),
-            Some(
-                BindingKind::Parameter { .. } | BindingKind::Assignment { .. } | BindingKind::LoopVar { .. }
-            )
-        ),
-        Expr::Attribute(a) => cx.types.receiver_class(&a.value).is_some(),
-        _ => false,
-    }
+    crate::python::checker::calls_a_value(cx.model, &cx.types, c)
 }
