@@ -1,6 +1,7 @@
 //! `devcheck inspect`: for every module struct in the source, what a device move carries
 //! (parameters, buffers, submodules) and what it leaves behind, with the lint findings in the
-//! struct and its impls.
+//! struct and its impls. Python files get the same report for each `nn.Module` class
+//! ([`crate::python::inspect`]).
 //!
 //! devcheck structs are read with the derive's own classification (`devcheck-classify`); burn,
 //! tch and candle structs with what the linter knows of those APIs (see [`super::fields`]).
@@ -19,7 +20,7 @@ use super::facts::Facts;
 use super::fields::{FieldFate, burn_fields, devcheck_fields, plain_struct_fields};
 use super::profile::{self, Api, ApiSet};
 use super::registry::Severity;
-use super::source::{FileCx, FileKind};
+use super::source::{FileCx, FileKind, Language};
 use super::syntax::{is_cfg_test, mentions_tensor, type_name};
 
 /// One struct and what a device move does to it.
@@ -28,6 +29,8 @@ pub struct StructReport {
     pub path: String,
     pub line: usize,
     pub column: usize,
+    /// `struct` (Rust) or `class` (Python).
+    pub kind: &'static str,
     pub name: String,
     /// The API the struct is read with: `devcheck`, `burn`, `tch` or `candle`.
     pub api: &'static str,
@@ -89,8 +92,13 @@ pub fn inspect_paths(paths: &[PathBuf], settings: &Settings) -> Result<InspectRu
             );
             continue;
         }
-        let structs =
-            structs_in(Path::new(&report.path), &report.text, report.kind, settings, &report.diagnostics);
+        let path = Path::new(&report.path);
+        let structs = match Language::of_named_file(path) {
+            Language::Python => {
+                crate::python::inspect::classes_in(path, &report.text, report.kind, &report.diagnostics)
+            }
+            Language::Rust => structs_in(path, &report.text, report.kind, settings, &report.diagnostics),
+        };
         out.structs.extend(structs);
     }
     Ok(out)
@@ -105,7 +113,10 @@ pub fn inspect_source(path: impl AsRef<Path>, text: &str, settings: &Settings) -
         out.unparsed = report.diagnostics;
         return out;
     }
-    out.structs = structs_in(path, text, report.kind, settings, &report.diagnostics);
+    out.structs = match Language::of_named_file(path) {
+        Language::Python => crate::python::inspect::classes_in(path, text, report.kind, &report.diagnostics),
+        Language::Rust => structs_in(path, text, report.kind, settings, &report.diagnostics),
+    };
     out
 }
 
@@ -150,6 +161,7 @@ fn structs_in(
                 path: shown.clone(),
                 line: at.line,
                 column: at.column,
+                kind: "struct",
                 name,
                 api: api.as_str(),
                 mover,
@@ -296,8 +308,11 @@ pub fn render_inspect(run: &InspectRun, json: bool, color: bool) -> String {
         if color { ("\u{1b}[31m", "\u{1b}[32m", "\u{1b}[1m", "\u{1b}[0m") } else { ("", "", "", "") };
     let mut out = String::new();
     for s in &run.structs {
-        let _ =
-            writeln!(out, "{bold}{}:{}:{}: struct {}{reset} ({})", s.path, s.line, s.column, s.name, s.api);
+        let _ = writeln!(
+            out,
+            "{bold}{}:{}:{}: {} {}{reset} ({})",
+            s.path, s.line, s.column, s.kind, s.name, s.api
+        );
         let _ = writeln!(out, "  moved by {}", s.mover);
         let moves = s.count("moves");
         let behind = s.count("left behind");
@@ -343,7 +358,8 @@ pub fn render_inspect(run: &InspectRun, json: bool, color: bool) -> String {
             let _ = writeln!(out, "  {red}rejected by the derive{reset}: {e}");
         }
         if !s.findings.is_empty() {
-            let _ = writeln!(out, "  findings in `{}` and its impls:", s.name);
+            let scope = if s.kind == "struct" { " and its impls" } else { "" };
+            let _ = writeln!(out, "  findings in `{}`{scope}:", s.name);
             for d in &s.findings {
                 let _ = writeln!(
                     out,
@@ -365,13 +381,24 @@ pub fn render_inspect(run: &InspectRun, json: bool, color: bool) -> String {
     let behind: usize = run.structs.iter().map(|s| s.count("left behind")).sum();
     let _ = writeln!(
         out,
-        "Inspected {} struct{} in {} file{}: {} field{} left behind by a device move.",
-        run.structs.len(),
-        if run.structs.len() == 1 { "" } else { "s" },
+        "Inspected {} in {} file{}: {} field{} left behind by a device move.",
+        inspected(run),
         run.files,
         if run.files == 1 { "" } else { "s" },
         behind,
         if behind == 1 { "" } else { "s" }
     );
     out
+}
+
+/// "3 structs", "1 class", "2 structs and 1 class".
+fn inspected(run: &InspectRun) -> String {
+    let count = |kind: &str| run.structs.iter().filter(|s| s.kind == kind).count();
+    let (structs, classes) = (count("struct"), count("class"));
+    let words = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    match (structs, classes) {
+        (_, 0) => words(structs, "struct", "structs"),
+        (0, _) => words(classes, "class", "classes"),
+        _ => format!("{} and {}", words(structs, "struct", "structs"), words(classes, "class", "classes")),
+    }
 }

@@ -309,6 +309,7 @@ pub fn explain(code_or_name: &str) -> Option<String> {
     }
     let mut out = format!("{} ({}): {}\n{status}\n\n{}", rule.code, rule.name, rule.summary, rule.docs());
     if let Some(python) = rule.python() {
+        out.truncate(out.trim_end().len());
         out.push_str("\n\n## In PyTorch code\n\n");
         out.push_str(&python.docs());
     }

@@ -123,6 +123,7 @@ fn every_fixture_flags_exactly_the_lines_its_header_names() {
 
 #[test]
 fn rendered_reports_match_snapshots() {
+    let mut names = std::collections::HashSet::new();
     for path in fixtures() {
         let (_, report) = lint(&path);
         let run = LintRun { files: vec![report] };
@@ -133,6 +134,8 @@ fn rendered_reports_match_snapshots() {
             .with_extension("")
             .to_string_lossy()
             .replace(['/', '\\'], "__");
+        // `model.rs` and `model.py` would share a snapshot: Python fixtures are `torch*.py`.
+        assert!(names.insert(name.clone()), "two fixtures map to the snapshot name {name}");
         insta::assert_snapshot!(name, human);
     }
 }

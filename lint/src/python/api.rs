@@ -502,18 +502,6 @@ pub(crate) fn module_returns_tuple(q: &str) -> bool {
     )
 }
 
-/// `nn` containers that register what they hold: a move reaches it.
-pub(crate) fn is_registering_container(q: &str) -> bool {
-    matches!(
-        q,
-        "torch.nn.ModuleList"
-            | "torch.nn.ModuleDict"
-            | "torch.nn.ParameterList"
-            | "torch.nn.ParameterDict"
-            | "torch.nn.Sequential"
-    )
-}
-
 pub(crate) fn is_parameter_class(q: &str) -> bool {
     matches!(q, "torch.nn.Parameter" | "torch.nn.UninitializedParameter")
 }

@@ -14,7 +14,6 @@ use ruff_text_size::{Ranged, TextRange};
 use crate::diagnostic::Finding;
 use crate::source::FileKind;
 
-use super::api;
 use super::model::{Callee, FunctionId, LoopId, MAX_DEPTH, Model};
 use super::typing::{Kind, Truth, Types};
 

@@ -10,6 +10,8 @@
 
 mod api;
 mod checker;
+mod fields;
+pub(crate) mod inspect;
 mod model;
 pub mod rules;
 mod typing;

@@ -139,13 +139,9 @@ pub(crate) enum BindingKind<'a> {
     LoopVar {
         iter: &'a Expr,
         part: Part,
-        loop_id: Option<LoopId>,
     },
     /// `with expr as name`.
-    WithItem {
-        context: &'a Expr,
-        part: Part,
-    },
+    WithItem,
     ClassDef(ClassId),
     FunctionDef(FunctionId),
     /// `except E as e`, `match` captures, `del`, `global`: nothing the rules reason about.
@@ -156,13 +152,8 @@ pub(crate) enum BindingKind<'a> {
 pub(crate) struct Binding<'a> {
     pub name: &'a str,
     pub kind: BindingKind<'a>,
-    /// The bound name's range.
-    pub range: TextRange,
-    pub scope: ScopeId,
     /// The binding of the same name in the same scope that this one replaced.
     pub shadowed: Option<BindingId>,
-    /// The innermost loop around the binding, in the same function.
-    pub in_loop: Option<LoopId>,
     /// Bound inside `with torch.no_grad():` (or `inference_mode`, or a function decorated with
     /// one): the value does not require grad.
     pub in_no_grad: bool,
@@ -184,7 +175,8 @@ pub(crate) struct AttrAssign<'a> {
 pub(crate) enum AttrHow {
     /// `self.name = value`
     Assign,
-    /// `self.name += value`, `self.name[i] = value`: changes the attribute in place.
+    /// `self.name += value`, `self.name[i] = value` (the value is what goes in): changes the
+    /// attribute in place.
     Update,
     /// `self.register_buffer("name", value)` (persistent unless `persistent=False`).
     Buffer { persistent: bool },
@@ -199,8 +191,6 @@ pub(crate) enum AttrHow {
 #[derive(Debug)]
 pub(crate) struct Function<'a> {
     pub def: &'a ast::StmtFunctionDef,
-    /// The scope the `def` is in.
-    pub parent_scope: ScopeId,
     /// Its own scope, once its body has been visited.
     pub scope: Option<ScopeId>,
     /// The class whose body holds the `def`: a method.
@@ -209,7 +199,6 @@ pub(crate) struct Function<'a> {
     pub parent: Option<FunctionId>,
     /// `self` of a method (`None` for static methods); `cls` for class methods.
     pub receiver: Option<&'a str>,
-    pub is_staticmethod: bool,
     pub is_classmethod: bool,
     /// `return` values (not those of nested functions).
     pub returns: Vec<&'a Expr>,
@@ -229,17 +218,13 @@ pub(crate) struct Class<'a> {
     pub attrs: Vec<AttrAssign<'a>>,
 }
 
-impl Class<'_> {
-    pub fn name(&self) -> &str {
-        self.def.name.as_str()
-    }
-
+impl<'a> Class<'a> {
     pub fn bases(&self) -> &[Expr] {
         self.def.arguments.as_deref().map(|a| &*a.args).unwrap_or(&[])
     }
 
     /// Every assignment or registration of attribute `name`, in source order.
-    pub fn attr<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s AttrAssign<'s>> + 's {
+    pub fn attr<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s AttrAssign<'a>> + 's {
         self.attrs.iter().filter(move |a| a.name == name)
     }
 }
@@ -260,14 +245,6 @@ impl<'a> Loop<'a> {
         match self.stmt {
             Stmt::For(f) => Some((&f.target, &f.iter)),
             _ => None,
-        }
-    }
-
-    pub fn body(&self) -> &'a [Stmt] {
-        match self.stmt {
-            Stmt::For(f) => &f.body,
-            Stmt::While(w) => &w.body,
-            _ => &[],
         }
     }
 }
@@ -341,6 +318,10 @@ impl<'a> Model<'a> {
         while let Some(f) = b.deferred.pop() {
             b.visit_function_body(f);
         }
+        // Methods are visited in no particular order: keep each class's attributes in source order.
+        for c in &mut b.model.classes {
+            c.attrs.sort_by_key(|a| a.range.start());
+        }
         b.model
     }
 
@@ -384,10 +365,6 @@ impl<'a> Model<'a> {
     /// The function a `def` statement defines.
     pub fn function_of_def(&self, def: &ast::StmtFunctionDef) -> Option<FunctionId> {
         self.functions_by_start.get(&def.name.start()).copied()
-    }
-
-    pub fn class_of_def(&self, def: &ast::StmtClassDef) -> Option<ClassId> {
-        self.classes_by_start.get(&def.name.start()).copied()
     }
 
     pub fn loop_of_stmt(&self, stmt: &Stmt) -> Option<LoopId> {
@@ -501,18 +478,6 @@ impl<'a> Model<'a> {
         }
     }
 
-    /// The function whose scope (or a scope inside it) is `scope`.
-    pub fn function_of_scope(&self, scope: ScopeId) -> Option<FunctionId> {
-        let mut at = Some(scope);
-        while let Some(id) = at {
-            if let ScopeKind::Function(f) = self.scope(id).kind {
-                return Some(f);
-            }
-            at = self.scope(id).parent;
-        }
-        None
-    }
-
     /// The source text of a range.
     pub fn text(&self, range: TextRange) -> &'a str {
         self.source.get(range.to_std_range()).unwrap_or("")
@@ -587,9 +552,8 @@ pub(crate) const MAX_DEPTH: usize = 400;
 enum Source<'a> {
     Assign { value: &'a Expr, annotation: Option<&'a Expr> },
     Aug { value: &'a Expr, op: ast::Operator },
-    Loop { iter: &'a Expr, loop_id: Option<LoopId> },
-    With { context: &'a Expr },
-    Other,
+    Loop { iter: &'a Expr },
+    With,
 }
 
 impl<'a> Source<'a> {
@@ -597,9 +561,8 @@ impl<'a> Source<'a> {
         match self {
             Source::Assign { value, annotation } => BindingKind::Assignment { value, part, annotation },
             Source::Aug { value, op } => BindingKind::AugAssignment { value, op },
-            Source::Loop { iter, loop_id } => BindingKind::LoopVar { iter, part, loop_id },
-            Source::With { context } => BindingKind::WithItem { context, part },
-            Source::Other => BindingKind::Other,
+            Source::Loop { iter } => BindingKind::LoopVar { iter, part },
+            Source::With => BindingKind::WithItem,
         }
     }
 
@@ -653,15 +616,7 @@ impl<'a> Builder<'a> {
         let scope = self.binding_scope(name);
         let id = BindingId::new(self.model.bindings.len());
         let shadowed = self.model.scopes[scope.index()].names.insert(name, id);
-        self.model.bindings.push(Binding {
-            name,
-            kind,
-            range,
-            scope,
-            shadowed,
-            in_loop: self.loop_stack.last().copied(),
-            in_no_grad: self.no_grad > 0,
-        });
+        self.model.bindings.push(Binding { name, kind, shadowed, in_no_grad: self.no_grad > 0 });
         self.model.definitions.insert(range.start(), id);
         id
     }
@@ -766,8 +721,10 @@ impl<'a> Builder<'a> {
             Expr::Subscript(s) => {
                 self.visit_expr(&s.value);
                 self.visit_expr(&s.slice);
+                // `self.heads[name] = nn.Linear(..)`: an update that puts a value in.
                 if let Expr::Attribute(a) = &*s.value {
-                    self.note_attr(a, None, AttrHow::Update);
+                    let value = if part == Part::Whole { source.value() } else { None };
+                    self.note_attr(a, value, AttrHow::Update);
                 }
             }
             _ => self.visit_expr(target),
@@ -864,12 +821,10 @@ impl<'a> Builder<'a> {
         let id = FunctionId::new(self.model.functions.len());
         self.model.functions.push(Function {
             def,
-            parent_scope: self.scope,
             scope: None,
             class,
             parent: self.function,
             receiver,
-            is_staticmethod,
             is_classmethod,
             returns: Vec::new(),
         });
@@ -928,7 +883,7 @@ impl<'a> Builder<'a> {
             Stmt::For(f) => {
                 self.visit_expr(&f.iter);
                 self.loop_stack.push(id);
-                self.bind_target(&f.target, Source::Loop { iter: &f.iter, loop_id: Some(id) }, Part::Whole);
+                self.bind_target(&f.target, Source::Loop { iter: &f.iter }, Part::Whole);
                 self.visit_body(&f.body);
                 self.loop_stack.pop();
                 self.visit_body(&f.orelse);
@@ -1018,7 +973,7 @@ impl<'a> Builder<'a> {
             if i > 0 {
                 self.visit_expr(&g.iter);
             }
-            self.bind_target(&g.target, Source::Loop { iter: &g.iter, loop_id: None }, Part::Whole);
+            self.bind_target(&g.target, Source::Loop { iter: &g.iter }, Part::Whole);
             for cond in &g.ifs {
                 self.visit_expr(cond);
             }
@@ -1098,7 +1053,7 @@ impl<'a> Visitor<'a> for Builder<'a> {
                 for item in &w.items {
                     self.visit_expr(&item.context_expr);
                     if let Some(vars) = &item.optional_vars {
-                        self.bind_target(vars, Source::With { context: &item.context_expr }, Part::Whole);
+                        self.bind_target(vars, Source::With, Part::Whole);
                     }
                     no_grad += usize::from(self.is_no_grad(&item.context_expr));
                 }

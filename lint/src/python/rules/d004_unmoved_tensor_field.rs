@@ -5,7 +5,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::api;
 use crate::python::checker::{Checker, Node, Rule};
-use crate::python::model::{AttrAssign, AttrHow, BindingId, BindingKind, ClassId, Model, Part};
+use crate::python::fields::{Field, Holds, module_fields};
+use crate::python::model::{AttrHow, BindingId, BindingKind, ClassId, FunctionId, Model, Part, ScopeId};
 use crate::python::typing::{Kind, Truth};
 use crate::rules::D004UnmovedTensorField;
 
@@ -75,8 +76,6 @@ python_side! {
 pub(crate) struct Check {
     /// Reads of `self.name` in forward passes, per class and name: where, and how.
     uses: FxHashMap<(ClassId, String), Vec<(TextRange, Read)>>,
-    /// `self.name.append(v)`, `self.name[k] = v` with a module or parameter `v`.
-    filled: FxHashMap<(ClassId, String), TextRange>,
     /// Names that are moved somewhere (`criterion.to(device)`, `criterion.cuda()`).
     moved: FxHashSet<BindingId>,
     /// Loss modules built with a CPU tensor: the binding, and the argument.
@@ -102,35 +101,21 @@ impl Rule for Check {
         }
     }
 
-    fn stmt(&mut self, cx: &Checker<'_, '_>, stmt: &Stmt, _out: &mut Vec<Finding>) {
-        // `self.heads[name] = nn.Linear(..)`
-        if let Stmt::Assign(a) = stmt
-            && let [Expr::Subscript(s)] = a.targets.as_slice()
-            && let Expr::Attribute(attr) = &*s.value
-            && let Some(class) = cx.types.receiver_class(&attr.value)
-            && registers_nothing(cx, &a.value)
-        {
-            self.filled.entry((class, attr.attr.to_string())).or_insert(s.range());
-        }
-    }
-
     fn finish(&mut self, cx: &Checker<'_, '_>, out: &mut Vec<Finding>) {
-        for (class, c) in cx.model.classes() {
+        for (class, _) in cx.model.classes() {
             if cx.types.is_module_class(class) != Truth::Yes || overrides_apply(cx.model, class) {
                 continue;
             }
-            let names: Vec<&str> = c.attrs.iter().map(|a| a.name).collect();
-            let mut seen = FxHashSet::default();
-            for name in names {
-                if !seen.insert(name) {
-                    continue;
-                }
-                let attrs: Vec<&AttrAssign<'_>> = c.attr(name).collect();
-                if let Some(f) = self.plain_tensor(cx, class, name, &attrs) {
-                    out.push(f);
-                } else if let Some(f) = self.plain_container(cx, class, name, &attrs) {
-                    out.push(f);
-                }
+            for field in module_fields(cx, class) {
+                let finding = match field.holds {
+                    Holds::PlainTensor => self.plain_tensor(cx, class, &field),
+                    Holds::UnregisteredParameter => Some(unregistered(&field)),
+                    Holds::ModulesInPlain { container, parameters } => {
+                        plain_container(cx, &field, container, parameters)
+                    }
+                    _ => None,
+                };
+                out.extend(finding);
             }
         }
         if cx.facts.uses_accelerator {
@@ -160,73 +145,17 @@ impl Check {
             return;
         }
         let Some(class) = cx.types.receiver_class(&a.value) else { return };
-        // `x[:, self.idx]`: the attribute is (part of) an index.
-        let mut child = e;
-        for p in cx.parents.iter().rev() {
-            match p {
-                Node::Expr(t @ (Expr::Tuple(_) | Expr::Slice(_))) => child = t,
-                Node::Expr(Expr::Subscript(s))
-                    if std::ptr::eq(&*s.slice, child) && !std::ptr::eq(child, e) =>
-                {
-                    self.uses
-                        .entry((class, a.attr.to_string()))
-                        .or_default()
-                        .push((a.range(), Read::Harmless));
-                    return;
-                }
-                _ => break,
-            }
-        }
-        // `self.table[idx].to(x.device)`, `self.w.type_as(x)`: moved where it is read.
-        let mut value = e;
-        for p in cx.parents.iter().rev() {
-            match p {
-                Node::Expr(Expr::Attribute(m)) if matches!(m.attr.as_str(), "to" | "cuda" | "type_as") => {
-                    self.uses
-                        .entry((class, a.attr.to_string()))
-                        .or_default()
-                        .push((a.range(), Read::Harmless));
-                    return;
-                }
-                Node::Expr(s @ Expr::Subscript(sub)) if std::ptr::eq(&*sub.value, value) => value = s,
-                Node::Expr(c @ Expr::Call(call)) if std::ptr::eq(&*call.func, value) => value = c,
-                Node::Expr(at @ Expr::Attribute(m)) if std::ptr::eq(&*m.value, value) => value = at,
-                _ => break,
-            }
-        }
-        let read = match cx.parent() {
-            Some(Node::Expr(Expr::Attribute(p))) => match p.attr.as_str() {
-                "shape" | "device" | "dtype" | "ndim" | "size" | "numel" | "dim" | "to" | "cuda"
-                | "type_as" | "is_cuda" => Read::Harmless,
-                _ => Read::Computes,
-            },
-            Some(Node::Expr(Expr::Subscript(s))) if std::ptr::eq(&*s.slice, e) => Read::Harmless,
-            Some(Node::Expr(Expr::Call(c)))
-                if cx.model.canonical_name(&c.func).is_some_and(|q| q == "builtins.len") =>
-            {
-                Read::Harmless
-            }
-            _ => Read::Computes,
-        };
+        let read = read_of(cx, e);
         self.uses.entry((class, a.attr.to_string())).or_default().push((a.range(), read));
     }
 
     fn call(&mut self, cx: &Checker<'_, '_>, c: &ast::ExprCall) {
-        if let Expr::Attribute(m) = &*c.func {
-            // `criterion.to(device)` / `criterion.cuda()`.
-            if matches!(m.attr.as_str(), "to" | "cuda")
-                && let Some(b) = name_binding(cx, &m.value)
-            {
-                self.moved.insert(b);
-            }
-            // `self.heads.append(nn.Linear(..))`
-            if matches!(m.attr.as_str(), "append" | "extend" | "insert")
-                && let Expr::Attribute(list) = &*m.value
-                && let Some(class) = cx.types.receiver_class(&list.value)
-                && c.arguments.args.iter().any(|v| registers_nothing(cx, v) || holds_modules(cx, v))
-            {
-                self.filled.entry((class, list.attr.to_string())).or_insert(c.range());
-            }
+        // `criterion.to(device)` / `criterion.cuda()`.
+        if let Expr::Attribute(m) = &*c.func
+            && matches!(m.attr.as_str(), "to" | "cuda")
+            && let Some(b) = name_binding(cx, &m.value)
+        {
+            self.moved.insert(b);
         }
         // `criterion = nn.CrossEntropyLoss(weight=torch.tensor([..]))`
         let Some(q) = cx.model.canonical_name(&c.func) else { return };
@@ -251,162 +180,176 @@ impl Check {
         }
     }
 
-    /// `self.name = torch.zeros(..)` kept as a plain attribute and computed with in `forward`.
-    fn plain_tensor(
-        &self,
-        cx: &Checker<'_, '_>,
-        class: ClassId,
-        name: &str,
-        attrs: &[&AttrAssign<'_>],
-    ) -> Option<Finding> {
-        let mut made = None;
-        for a in attrs {
-            match a.how {
-                // Registered somewhere: it moves.
-                AttrHow::Buffer { .. } | AttrHow::Parameter | AttrHow::Module | AttrHow::SetAttr => {
-                    return None;
-                }
-                AttrHow::Update => {}
-                AttrHow::Assign => {
-                    // Assigned again in a forward pass: re-homed there (or a cache it rebuilds).
-                    if cx.is_forward(a.method) {
-                        return None;
-                    }
-                    let value = a.value?;
-                    if made.is_none() && host_tensor(cx, value) {
-                        made = Some(*a);
-                    } else if !host_tensor(cx, value) && !matches!(value, Expr::NoneLiteral(_)) {
-                        return None;
-                    }
-                }
-            }
+    /// `self.name = torch.zeros(..)` made on the host, never assigned again in a forward pass,
+    /// and computed with there.
+    fn plain_tensor(&self, cx: &Checker<'_, '_>, class: ClassId, field: &Field<'_>) -> Option<Finding> {
+        if !field.value.is_some_and(|v| made_on_host(cx, v)) {
+            return None;
         }
-        let made = made?;
-        let uses = self.uses.get(&(class, name.to_string()))?;
+        // Assigned again in a forward pass: re-homed there (or a cache it rebuilds).
+        let reassigned = cx
+            .types
+            .class_attrs(class, field.name)
+            .iter()
+            .any(|a| matches!(a.how, AttrHow::Assign | AttrHow::SetAttr) && cx.is_forward(a.method));
+        if reassigned {
+            return None;
+        }
+        let uses = self.uses.get(&(class, field.name.to_string()))?;
         let (used_at, _) = uses.iter().find(|(_, r)| *r == Read::Computes)?;
-        let fix = self.buffer_fix(cx, made);
         Some(
             Finding::new(
                 &D004UnmovedTensorField::META,
-                range(made.range),
-                format!("`self.{name}` is a plain tensor attribute: `model.to(device)` does not move it"),
+                range(field.at),
+                format!("`self.{}` is a plain tensor attribute: `model.to(device)` does not move it", field.name),
             )
             .label("not a parameter or buffer")
             .related(range(*used_at), "used in the forward pass here")
             .help(format!(
-                "register it as a buffer: `self.register_buffer(\"{name}\", ..., persistent=False)` (or wrap it in `nn.Parameter` if it is trained)"
+                "register it as a buffer: `self.register_buffer(\"{}\", ..., persistent=False)` (or wrap it in `nn.Parameter` if it is trained)",
+                field.name
             ))
-            .fix(fix),
+            .fix(buffer_fix(cx, field)),
         )
     }
+}
 
-    /// `self.name = torch.zeros(..)` → `self.register_buffer("name", torch.zeros(..), persistent=False)`.
-    fn buffer_fix(&self, cx: &Checker<'_, '_>, made: &AttrAssign<'_>) -> Option<Fix> {
-        let method = cx.model.function(made.method);
-        let stmt = method.def.body.iter().find(
-            |s| matches!(s, Stmt::Assign(a) if a.targets.len() == 1 && a.targets[0].range() == made.range),
-        )?;
-        let Stmt::Assign(assign) = stmt else { return None };
-        let Expr::Attribute(target) = &assign.targets[0] else { return None };
-        let receiver = cx.text(target.value.range());
-        let value = cx.text(assign.value.range());
-        let after_init = method.def.body.iter().take_while(|s| s.start() < stmt.start()).any(|s| {
-            let text = cx.text(s.range());
-            text.contains("super(") && text.contains("__init__")
-        });
-        let applicability = if after_init { Applicability::Safe } else { Applicability::Unsafe };
-        Some(Fix::new(
-            applicability,
-            "register it as a non-persistent buffer",
-            vec![Edit {
-                range: range(stmt.range()),
-                replacement: format!(
-                    "{receiver}.register_buffer(\"{}\", {value}, persistent=False)",
-                    made.name
-                ),
-            }],
-        ))
+/// How `forward` reads `self.name` (the attribute expression `e`).
+fn read_of(cx: &Checker<'_, '_>, e: &Expr) -> Read {
+    // `x[:, self.idx]`: the attribute is (part of) an index.
+    let mut child = e;
+    for p in cx.parents.iter().rev() {
+        match p {
+            Node::Expr(t @ (Expr::Tuple(_) | Expr::Slice(_))) => child = t,
+            Node::Expr(Expr::Subscript(s)) if std::ptr::eq(&*s.slice, child) => return Read::Harmless,
+            _ => break,
+        }
     }
-
-    /// `self.layers = [nn.Linear(..), ..]`, or a list filled with modules later.
-    fn plain_container(
-        &self,
-        cx: &Checker<'_, '_>,
-        class: ClassId,
-        name: &str,
-        attrs: &[&AttrAssign<'_>],
-    ) -> Option<Finding> {
-        let mut container = None;
-        for a in attrs {
-            match a.how {
-                AttrHow::Buffer { .. } | AttrHow::Parameter | AttrHow::Module | AttrHow::SetAttr => {
-                    return None;
-                }
-                AttrHow::Update => {}
-                AttrHow::Assign => {
-                    let value = a.value?;
-                    let display = display_of(cx, value)?;
-                    let filled_later = self.filled.contains_key(&(class, name.to_string()));
-                    if !(holds_modules(cx, display) || (is_empty_display(display) && filled_later)) {
-                        return None;
-                    }
-                    // The same modules registered another way (`nn.Sequential(*layers)`).
-                    if let Expr::Name(n) = value
-                        && registered_elsewhere(cx, a.method, n.id.as_str())
-                    {
-                        return None;
-                    }
-                    container.get_or_insert((*a, display));
-                }
+    // `self.table[idx].to(x.device)`, `self.w.type_as(x)`: moved where it is read.
+    let mut value = e;
+    for p in cx.parents.iter().rev() {
+        match p {
+            Node::Expr(Expr::Attribute(m)) if matches!(m.attr.as_str(), "to" | "cuda" | "type_as") => {
+                return Read::Harmless;
             }
+            Node::Expr(s @ Expr::Subscript(sub)) if std::ptr::eq(&*sub.value, value) => value = s,
+            Node::Expr(c @ Expr::Call(call)) if std::ptr::eq(&*call.func, value) => value = c,
+            Node::Expr(at @ Expr::Attribute(m)) if std::ptr::eq(&*m.value, value) => value = at,
+            _ => break,
         }
-        let (made, display) = container?;
-        let (what, wrapper) = match display {
-            Expr::Dict(_) | Expr::DictComp(_) => ("dict", "ModuleDict"),
-            Expr::Tuple(_) => ("tuple", "ModuleList"),
-            _ => ("list", "ModuleList"),
-        };
-        let parameters = holds_parameters(cx, display);
-        let (kind, wrapper) = if parameters {
-            ("parameters", if what == "dict" { "ParameterDict" } else { "ParameterList" })
-        } else {
-            ("modules", wrapper)
-        };
-        let mut finding = Finding::new(
-            &D004UnmovedTensorField::META,
-            range(made.range),
-            format!("`self.{name}` keeps {kind} in a plain {what}: they are not moved by `.to(device)`, not saved and not trained"),
-        )
-        .label(format!("a plain {what}, not `nn.{wrapper}`"))
-        .help(format!("use `nn.{wrapper}(..)`: it registers what it holds, so moves, `state_dict()` and the optimizer reach it"));
-        if let Some(at) = self.filled.get(&(class, name.to_string())) {
-            finding = finding.related(range(*at), format!("{kind} added here"));
-        }
-        if let (Some(prefix), Some(value)) = (nn_prefix(cx.model), made.value)
-            && !matches!(value, Expr::Name(_))
-            && what != "tuple"
-        {
-            let r = range(value.range());
-            finding = finding.fix(Some(Fix::new(
-                Applicability::Unsafe,
-                format!("wrap it in `{prefix}{wrapper}`"),
-                vec![
-                    Edit { range: r.start..r.start, replacement: format!("{prefix}{wrapper}(") },
-                    Edit { range: r.end..r.end, replacement: ")".to_string() },
-                ],
-            )));
-        }
-        Some(finding)
     }
+    match cx.parent() {
+        Some(Node::Expr(Expr::Attribute(p))) => match p.attr.as_str() {
+            "shape" | "device" | "dtype" | "ndim" | "size" | "numel" | "dim" | "is_cuda" => Read::Harmless,
+            _ => Read::Computes,
+        },
+        Some(Node::Expr(Expr::Call(c)))
+            if cx.model.canonical_name(&c.func).is_some_and(|q| q == "builtins.len") =>
+        {
+            Read::Harmless
+        }
+        _ => Read::Computes,
+    }
+}
+
+/// `self.w = nn.Parameter(x).to(device)`
+fn unregistered(field: &Field<'_>) -> Finding {
+    let method = match field.value {
+        Some(Expr::Call(c)) => match &*c.func {
+            Expr::Attribute(m) => m.attr.as_str(),
+            _ => "to",
+        },
+        _ => "to",
+    };
+    Finding::new(
+        &D004UnmovedTensorField::META,
+        range(field.at),
+        format!(
+            "`nn.Parameter(..).{method}()` returns a plain tensor: `self.{}` is not a registered parameter, so it is neither trained nor saved",
+            field.name
+        ),
+    )
+    .label("the move returns a plain tensor")
+    .help("move the data before wrapping it (`nn.Parameter(x.to(device))`), or move the whole module later")
+}
+
+/// `self.name = torch.zeros(..)` → `self.register_buffer("name", torch.zeros(..), persistent=False)`.
+fn buffer_fix(cx: &Checker<'_, '_>, field: &Field<'_>) -> Option<Fix> {
+    let method = cx.model.function(field.method);
+    let stmt =
+        method.def.body.iter().find(
+            |s| matches!(s, Stmt::Assign(a) if a.targets.len() == 1 && a.targets[0].range() == field.at),
+        )?;
+    let Stmt::Assign(assign) = stmt else { return None };
+    let Expr::Attribute(target) = &assign.targets[0] else { return None };
+    let receiver = cx.text(target.value.range());
+    let value = cx.text(assign.value.range());
+    let after_init = method.def.body.iter().take_while(|s| s.start() < stmt.start()).any(|s| {
+        let text = cx.text(s.range());
+        text.contains("super(") && text.contains("__init__")
+    });
+    let applicability = if after_init { Applicability::Safe } else { Applicability::Unsafe };
+    Some(Fix::new(
+        applicability,
+        "register it as a non-persistent buffer",
+        vec![Edit {
+            range: range(stmt.range()),
+            replacement: format!("{receiver}.register_buffer(\"{}\", {value}, persistent=False)", field.name),
+        }],
+    ))
+}
+
+/// `self.layers = [nn.Linear(..), ..]`, or a list filled with modules later.
+fn plain_container(
+    cx: &Checker<'_, '_>,
+    field: &Field<'_>,
+    container: &str,
+    parameters: bool,
+) -> Option<Finding> {
+    // The same modules registered another way too (`nn.Sequential(*layers)`).
+    if let Some(Expr::Name(n)) = field.value
+        && registered_elsewhere(cx, field.method, n.id.as_str())
+    {
+        return None;
+    }
+    let wrapper = match (container, parameters) {
+        ("dict", false) => "ModuleDict",
+        ("dict", true) => "ParameterDict",
+        (_, false) => "ModuleList",
+        (_, true) => "ParameterList",
+    };
+    let kind = if parameters { "parameters" } else { "modules" };
+    let name = field.name;
+    let mut finding = Finding::new(
+        &D004UnmovedTensorField::META,
+        range(field.at),
+        format!("`self.{name}` keeps {kind} in a plain {container}: they are not moved by `.to(device)`, not saved and not trained"),
+    )
+    .label(format!("a plain {container}, not `nn.{wrapper}`"))
+    .help(format!("use `nn.{wrapper}(..)`: it registers what it holds, so moves, `state_dict()` and the optimizer reach it"));
+    if let Some(at) = field.filled_at {
+        finding = finding.related(range(at), format!("{kind} added here"));
+    }
+    if let (Some(prefix), Some(value)) = (nn_prefix(cx.model), field.value)
+        && !matches!(value, Expr::Name(_))
+        && container != "tuple"
+    {
+        let r = range(value.range());
+        finding = finding.fix(Some(Fix::new(
+            Applicability::Unsafe,
+            format!("wrap it in `{prefix}{wrapper}`"),
+            vec![
+                Edit { range: r.start..r.start, replacement: format!("{prefix}{wrapper}(") },
+                Edit { range: r.end..r.end, replacement: ")".to_string() },
+            ],
+        )));
+    }
+    Some(finding)
 }
 
 /// A tensor made on the host in this expression: a creation call with no device (or the CPU),
 /// possibly reshaped or converted (`torch.tril(torch.ones(n, n)).unsqueeze(0)`), or a name bound
 /// to one.
-fn host_tensor(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    made_on_host(cx, e) && cx.kind_of(e) == Kind::Tensor
-}
-
 fn made_on_host(cx: &Checker<'_, '_>, e: &Expr) -> bool {
     made_on_host_at(cx, e, 0)
 }
@@ -450,68 +393,8 @@ fn made_on_host_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
     }
 }
 
-/// The list, tuple or dict display an attribute is assigned: directly, or through a name bound
-/// to one in the same method.
-fn display_of<'e>(cx: &Checker<'_, 'e>, value: &'e Expr) -> Option<&'e Expr> {
-    match value {
-        Expr::List(_) | Expr::Tuple(_) | Expr::Dict(_) | Expr::ListComp(_) | Expr::DictComp(_) => Some(value),
-        Expr::Name(_) => match cx.model.binding(name_binding(cx, value)?).kind {
-            BindingKind::Assignment { value: v, part: Part::Whole, .. } => match v {
-                Expr::List(_) | Expr::Tuple(_) | Expr::Dict(_) | Expr::ListComp(_) | Expr::DictComp(_) => {
-                    Some(v)
-                }
-                _ => None,
-            },
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-fn is_empty_display(e: &Expr) -> bool {
-    match e {
-        Expr::List(l) => l.elts.is_empty(),
-        Expr::Dict(d) => d.items.is_empty(),
-        Expr::Tuple(t) => t.elts.is_empty(),
-        _ => false,
-    }
-}
-
-/// The elements of a display or comprehension.
-fn elements(e: &Expr) -> Vec<&Expr> {
-    match e {
-        Expr::List(l) => l.elts.iter().collect(),
-        Expr::Tuple(t) => t.elts.iter().collect(),
-        Expr::Dict(d) => d.items.iter().map(|i| &i.value).collect(),
-        Expr::ListComp(c) => vec![&*c.elt],
-        Expr::DictComp(c) => vec![&*c.value],
-        _ => Vec::new(),
-    }
-}
-
-/// Does a display hold modules or parameters (which a plain container does not register)?
-fn holds_modules(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    elements(e).iter().any(|x| registers_nothing(cx, x))
-}
-
-fn holds_parameters(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    elements(e).iter().any(|x| is_parameter(cx, x))
-}
-
-/// A module or parameter made here (`nn.Linear(..)`, `Block(..)` of this file, `nn.Parameter(..)`).
-fn registers_nothing(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    let Expr::Call(c) = e else { return false };
-    is_parameter(cx, e)
-        || cx.model.canonical_name(&c.func).is_some_and(|q| api::is_module_class(&q))
-        || cx.model.local_class(&c.func).is_some_and(|class| cx.types.is_module_class(class) == Truth::Yes)
-}
-
-fn is_parameter(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    matches!(e, Expr::Call(c) if cx.model.canonical_name(&c.func).is_some_and(|q| api::is_parameter_class(&q)))
-}
-
 /// Is the list named `list` also handed to a registering container or `add_module` in the method?
-fn registered_elsewhere(cx: &Checker<'_, '_>, method: crate::python::model::FunctionId, list: &str) -> bool {
+fn registered_elsewhere(cx: &Checker<'_, '_>, method: FunctionId, list: &str) -> bool {
     let mut found = false;
     super::helpers::each_stmt(&cx.model.function(method).def.body, &mut |s| {
         let text = cx.text(s.range());
@@ -534,7 +417,7 @@ fn overrides_apply(model: &Model<'_>, class: ClassId) -> bool {
 /// How this file spells `torch.nn.`: `nn.` after `from torch import nn`, `torch.nn.` after
 /// `import torch`.
 fn nn_prefix(model: &Model<'_>) -> Option<String> {
-    let scope = model.scope(crate::python::model::ScopeId::MODULE);
+    let scope = model.scope(ScopeId::MODULE);
     scope
         .bound_names()
         .find_map(|(name, b)| match model.binding(b).kind {

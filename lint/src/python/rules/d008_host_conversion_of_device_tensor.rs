@@ -3,7 +3,6 @@ use ruff_text_size::Ranged;
 
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::checker::{Checker, Rule};
-use crate::python::typing::Kind;
 use crate::registry::declare_rule;
 
 use super::NOT_MEASURED;
