@@ -10,7 +10,7 @@ mod workloads;
 
 use std::time::{Duration, Instant};
 
-use devcheck::{Device, Tensor};
+use devcheck::{DType, Device, Tensor};
 
 use workloads::{check, lint, mlp};
 
@@ -115,7 +115,142 @@ fn run_all(opts: &Options, threads: usize, results: &mut Vec<Measurement>) {
     }
     if threads == 1 {
         run_single_threaded(opts, results);
+        run_gpu(opts, results);
     }
+}
+
+/// The GPU workloads (named `gpu_*`), on cuda:0 when there is one; timed on the device with CUDA
+/// events, so host overheads between launches count only as far as they starve the GPU.
+/// Element-wise rates are also given as a fraction of the device's peak memory bandwidth.
+fn run_gpu(opts: &Options, results: &mut Vec<Measurement>) {
+    const GPU_WORKLOADS: [&str; 10] = [
+        "gpu_add_16M",
+        "gpu_exp_16M",
+        "gpu_sum_all_16M",
+        "gpu_sum_dim0_4096x4096",
+        "gpu_softmax_4096x1024",
+        "gpu_matmul_f32_1024",
+        "gpu_matmul_f32_4096",
+        "gpu_matmul_bf16_4096",
+        "gpu_h2d_pinned_64M",
+        "gpu_mlp_784_256_10_step",
+    ];
+    if !GPU_WORKLOADS.iter().any(|w| wanted(opts, w)) {
+        return;
+    }
+    if !devcheck::cuda::is_available() {
+        if !opts.json {
+            println!("  (gpu_* workloads skipped: no CUDA device)");
+        }
+        return;
+    }
+    let gpu = Device::Cuda(0);
+    let name = devcheck::cuda::device_name(0).unwrap_or_else(|| "cuda:0".to_string());
+    let peak = devcheck::cuda::device_memory_bandwidth(0);
+    let len = 1 << 24;
+    let x = must(Tensor::randn([len], &gpu));
+    let y = must(Tensor::randn([len], &gpu));
+    // Memory-bound workloads: the rate as a share of what the device's memory can do.
+    let streamed = |results: &mut Vec<Measurement>| {
+        if let Some(m) = results.last_mut() {
+            let share = peak.map_or(String::new(), |p| {
+                format!(", {:.0}% of its {:.0} GB/s peak", 100.0 * m.rate * 1e9 / p, p / 1e9)
+            });
+            let detail = format!("{name}{share}");
+            if !opts.json {
+                println!("  ({}: {detail})", m.name);
+            }
+            m.detail = Some(detail);
+        }
+    };
+    for (workload, bytes, f) in [
+        ("gpu_add_16M", 12.0, &(|| must(x.add(&y))) as &dyn Fn() -> Tensor),
+        ("gpu_exp_16M", 8.0, &|| must(x.exp())),
+        ("gpu_sum_all_16M", 4.0, &|| must(x.sum_all())),
+    ] {
+        if wanted(opts, workload) {
+            let gb = bytes * len as f64 / 1e9;
+            record_gpu(opts, results, &gpu, workload, Work::Rate(gb, "GB/s"), f);
+            streamed(results);
+        }
+    }
+    if wanted(opts, "gpu_sum_dim0_4096x4096") {
+        let m = must(x.reshape([4096, 4096]));
+        let gb = 4.0 * (4096 * 4096) as f64 / 1e9;
+        record_gpu(opts, results, &gpu, "gpu_sum_dim0_4096x4096", Work::Rate(gb, "GB/s"), || {
+            must(m.sum(0isize, false))
+        });
+        streamed(results);
+    }
+    if wanted(opts, "gpu_softmax_4096x1024") {
+        let s = must(Tensor::randn([4096, 1024], &gpu));
+        let gb = 8.0 * (4096 * 1024) as f64 / 1e9;
+        record_gpu(opts, results, &gpu, "gpu_softmax_4096x1024", Work::Rate(gb, "GB/s"), || {
+            must(s.softmax(-1))
+        });
+        streamed(results);
+    }
+    for (n, dtype) in [(1024, DType::F32), (4096, DType::F32), (4096, DType::BF16)] {
+        let workload = format!("gpu_matmul_{}_{n}", dtype.as_str());
+        if wanted(opts, &workload) {
+            let a = must(must(Tensor::randn([n, n], &gpu)).to_dtype(dtype));
+            let b = must(must(Tensor::randn([n, n], &gpu)).to_dtype(dtype));
+            let flops = 2.0 * (n as f64).powi(3) / 1e9;
+            record_gpu(opts, results, &gpu, &workload, Work::Rate(flops, "GFLOP/s"), || must(a.matmul(&b)));
+        }
+    }
+    if wanted(opts, "gpu_h2d_pinned_64M") {
+        let host = must(must(Tensor::randn([len], &Device::Cpu)).pin_memory());
+        let gb = 4.0 * len as f64 / 1e9;
+        record_gpu(opts, results, &gpu, "gpu_h2d_pinned_64M", Work::Rate(gb, "GB/s"), || {
+            must(host.to_non_blocking(&gpu))
+        });
+    }
+    let workload = format!("gpu_mlp_{}_{}_{}_step", mlp::SIZES[0], mlp::SIZES[1], mlp::SIZES[2]);
+    if wanted(opts, &workload) {
+        let mut step = must(mlp::MlpStep::on(&gpu));
+        record_gpu(opts, results, &gpu, &workload, Work::Rate(1.0, "steps/s"), || must(step.step()));
+    }
+}
+
+/// `record` for GPU work: a sample queues `f` repeatedly between two CUDA events and takes the
+/// device time between them, so the queue is never drained by a synchronisation mid-sample.
+fn record_gpu<R>(
+    opts: &Options,
+    results: &mut Vec<Measurement>,
+    device: &Device,
+    name: &str,
+    work: Work,
+    mut f: impl FnMut() -> R,
+) {
+    let synchronize = || must_cuda(devcheck::cuda::synchronize(device));
+    // Warm-up: kernels compile at first use.
+    std::hint::black_box(f());
+    synchronize();
+    let (start, end) =
+        (must_cuda(devcheck::cuda::Event::new(device)), must_cuda(devcheck::cuda::Event::new(device)));
+    let time = |f: &mut dyn FnMut() -> R, inner: usize| {
+        must_cuda(start.record());
+        for _ in 0..inner {
+            std::hint::black_box(f());
+        }
+        must_cuda(end.record());
+        f64::from(must_cuda(start.elapsed_time(&end))) / 1e3 / inner as f64
+    };
+    let once = time(&mut f, 1);
+    let inner = if once < 0.01 { (0.01 / once.max(1e-9)) as usize + 1 } else { 1 };
+    let budget = if opts.quick { Duration::from_millis(200) } else { Duration::from_secs(2) };
+    let begin = Instant::now();
+    let mut times = Vec::new();
+    while times.len() < 15 && (times.len() < 3 || begin.elapsed() < budget) {
+        times.push(time(&mut f, inner));
+    }
+    synchronize();
+    push_measurement(opts, results, name.to_string(), 1, work, times);
+}
+
+fn must_cuda<T>(r: devcheck::cuda::CudaResult<T>) -> T {
+    r.unwrap_or_else(|e| fail(&format!("{e:?}")))
 }
 
 /// Element-wise ops over `len` elements: allocating, into a preallocated output, and unary.
@@ -146,7 +281,7 @@ fn elementwise(opts: &Options, threads: usize, len: usize, results: &mut Vec<Mea
 /// The checker and the linter: they use one thread, so they run once.
 fn run_single_threaded(opts: &Options, results: &mut Vec<Measurement>) {
     if wanted(opts, "gpt2_small_dry_run") || wanted(opts, "inspect_gpt2_small") {
-        let gpt2 = must(check::Gpt2DryRun::new());
+        let mut gpt2 = must(check::Gpt2DryRun::new());
         if wanted(opts, "gpt2_small_dry_run") {
             record(opts, results, "gpt2_small_dry_run".into(), 1, Work::Millis, || {
                 let report = must(gpt2.dry_run());
@@ -227,6 +362,18 @@ fn record<R>(
         }
         times.push(t.elapsed().as_secs_f64() / inner as f64);
     }
+    push_measurement(opts, results, name, threads, work, times);
+}
+
+/// Records the median of `times` (seconds per run) and prints it.
+fn push_measurement(
+    opts: &Options,
+    results: &mut Vec<Measurement>,
+    name: String,
+    threads: usize,
+    work: Work,
+    mut times: Vec<f64>,
+) {
     times.sort_by(f64::total_cmp);
     let median_s = times[times.len() / 2];
     let (rate, unit) = match work {

@@ -42,7 +42,7 @@ fn main() {
         }
     }
 
-    let gpt2 = workload::Gpt2DryRun::new().unwrap_or_else(|e| fail(&format!("{e:?}")));
+    let mut gpt2 = workload::Gpt2DryRun::new().unwrap_or_else(|e| fail(&format!("{e:?}")));
     let target = gpt2.target();
 
     let mut dry_run = Timing { name: "check_forward gpt2-small on fake cuda:0", runs: Vec::new() };

@@ -6,8 +6,8 @@
 //   ids; `info` (required) = dims (of ids and out), x strides, ids strides; along `dim` the index comes from
 //   ids, elsewhere the coordinate is the output's.
 //   Both write 0 where an index is out of range and record the first such index in `*bad`
-//   (initialised to u64::MAX by the caller), so the launcher can report it instead of the device
-//   reading out of bounds.
+//   (initialised to 0 by the caller: 0 is in range, the front end launches no kernel over a dim
+//   of size 0), so the launcher can report it instead of the device reading out of bounds.
 // copy_<width>(numel, ndim, info, src, dst): strided to strided copy by element width in bits
 //   (u8/u16/u32/u64), `info` = dims, src strides, dst strides; serves contiguous(), cat and
 //   writes into views without one kernel per dtype.
@@ -16,10 +16,11 @@
 
 template <typename I>
 __device__ __forceinline__ bool checked_index(I raw, size_t size, unsigned long long *bad, size_t *out) {
-    // Negative indices count from the end, as in PyTorch.
-    const long long v = (long long)raw < 0 ? (long long)raw + (long long)size : (long long)raw;
+    // A negative index is out of range, as in PyTorch's index_select and gather (only Python
+    // indexing counts from the end).
+    const long long v = (long long)raw;
     if (v < 0 || v >= (long long)size) {
-        atomicCAS(bad, ~0ULL, (unsigned long long)(long long)raw);
+        atomicCAS(bad, 0ULL, (unsigned long long)(long long)raw);
         return false;
     }
     *out = (size_t)v;

@@ -1,8 +1,10 @@
 """Runs devcheck's benchmark workloads in numpy and PyTorch and prints one table with ratios.
 
-Usage (scripts/bench-peers.sh drives both steps):
+Usage (scripts/bench-peers.sh drives both steps; scripts/gpu-check.sh the GPU ones):
   python scripts/bench_peers.py measure OUT_JSON [--no-torch]
       times the peers at 1 and 2 threads and writes their rates to OUT_JSON
+  python scripts/bench_peers.py measure-gpu OUT_JSON
+      times PyTorch on cuda:0 for the `gpu_*` workloads (cuBLAS for matmul), with CUDA events
   python scripts/bench_peers.py table DEVCHECK_JSON... --peers PEERS_JSON...
       prints the table; with several rounds of each, every cell is its best round
 DEVCHECK_JSON is the output of `cargo bench --bench bench -- --json`. Rates are higher-is-better
@@ -87,17 +89,17 @@ def torch_rows(threads):
     return rows
 
 
-def torch_mlp_step():
+def torch_mlp_step(device="cpu"):
     """The same train step as benches/workloads/mlp.rs: 784-256-10, ReLU, batch 64, AdamW
     (lr 1e-3, PyTorch's defaults otherwise), cross-entropy, zero_grad(set_to_none=True)."""
     import torch
     import torch.nn.functional as F
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x = torch.randn(64, 784)
-    y = torch.arange(64) * 7 % 10
+    x = torch.randn(64, 784).to(device)
+    y = (torch.arange(64) * 7 % 10).to(device)
 
     def step():
         optimizer.zero_grad()
@@ -107,6 +109,72 @@ def torch_mlp_step():
         return loss
 
     return step
+
+
+def gpu_timed(fn, budget=2.0, max_samples=15, min_sample=0.01):
+    """Median device seconds per call, as benches/bench.rs's `record_gpu` measures: a sample
+    queues `fn` repeatedly between two CUDA events."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def sample(inner):
+        start.record()
+        for _ in range(inner):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / inner
+
+    once = sample(1)
+    inner = max(1, int(min_sample / max(once, 1e-9)) + 1) if once < min_sample else 1
+    times = []
+    begin = time.perf_counter()
+    while len(times) < max_samples and (len(times) < 3 or time.perf_counter() - begin < budget):
+        times.append(sample(inner))
+    return statistics.median(times)
+
+
+def torch_gpu_rows():
+    """PyTorch on cuda:0 for the workloads of benches/bench.rs's `run_gpu`, same names."""
+    import torch
+
+    dev = torch.device("cuda:0")
+    # Full f32 products, as devcheck's cuBLAS calls compute (no TF32).
+    torch.backends.cuda.matmul.allow_tf32 = False
+    rows = {}
+    n = 1 << 24
+    x = torch.randn(n, device=dev)
+    y = torch.randn(n, device=dev)
+    rows["gpu_add_16M"] = 12 * n / gpu_timed(lambda: x + y) / 1e9
+    rows["gpu_exp_16M"] = 8 * n / gpu_timed(lambda: torch.exp(x)) / 1e9
+    rows["gpu_sum_all_16M"] = 4 * n / gpu_timed(lambda: x.sum()) / 1e9
+    m = x.view(4096, 4096)
+    rows["gpu_sum_dim0_4096x4096"] = 4 * n / gpu_timed(lambda: m.sum(0)) / 1e9
+    s = torch.randn(4096, 1024, device=dev)
+    rows["gpu_softmax_4096x1024"] = 8 * s.numel() / gpu_timed(lambda: torch.softmax(s, -1)) / 1e9
+    for size, dtype, name in ((1024, torch.float32, "f32"), (4096, torch.float32, "f32"), (4096, torch.bfloat16, "bf16")):
+        a = torch.randn(size, size, device=dev, dtype=dtype)
+        b = torch.randn(size, size, device=dev, dtype=dtype)
+        rows[f"gpu_matmul_{name}_{size}"] = 2 * size**3 / gpu_timed(lambda: a @ b) / 1e9
+    host = torch.randn(n).pin_memory()
+    rows["gpu_h2d_pinned_64M"] = 4 * n / gpu_timed(lambda: host.to(dev, non_blocking=True)) / 1e9
+    rows["gpu_mlp_784_256_10_step"] = 1 / gpu_timed(torch_mlp_step(dev))
+    return rows
+
+
+def measure_gpu(out_path):
+    import torch
+
+    peers = {
+        "numpy": {},
+        "torch": {"1": torch_gpu_rows()},
+        "info": [f"torch {torch.__version__} (CUDA {torch.version.cuda}) on {torch.cuda.get_device_name(0)}"],
+    }
+    with open(out_path, "w") as f:
+        json.dump(peers, f)
 
 
 def measure(out_path, with_torch):
@@ -165,6 +233,9 @@ def table(ours_paths, peer_paths):
         ratio = lambda v: "-" if not v else f"{(r / v if m['higher_is_better'] else v / r):.2f}x"
         print(fmt.format(m["workload"], m["threads"], cell(r), cell(n), cell(tt), ratio(n), ratio(tt), m["unit"]))
     for m in order:
+        if m["workload"].startswith("gpu_") and m.get("detail"):
+            print(f"{m['workload']}: {m['detail']}")
+    for m in order:
         floor = ours.get((m.get("floor"), m["threads"])) if m.get("floor") else None
         if floor:
             print(f"{m['workload']} takes {m['median_s'] / floor['median_s']:.2f}x the time of "
@@ -173,6 +244,8 @@ def table(ours_paths, peer_paths):
 
 def main():
     args = sys.argv[1:]
+    if len(args) >= 2 and args[0] == "measure-gpu":
+        return measure_gpu(args[1])
     if len(args) >= 2 and args[0] == "measure":
         return measure(args[1], "--no-torch" not in args)
     if len(args) >= 4 and args[0] == "table" and "--peers" in args:

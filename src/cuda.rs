@@ -54,6 +54,29 @@ pub fn device_name(index: usize) -> Option<String> {
     cudarc::driver::result::device::get_name(device).ok()
 }
 
+/// The theoretical peak memory bandwidth of CUDA device `index` in bytes per second: twice the
+/// memory clock times the bus width, as NVIDIA's bandwidth figures are computed. `None` when there
+/// is no such device or the driver does not report the numbers.
+pub fn device_memory_bandwidth(index: usize) -> Option<f64> {
+    use cudarc::driver::sys::CUdevice_attribute::{
+        CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE,
+    };
+    if index >= device_count() {
+        return None;
+    }
+    let device = cudarc::driver::result::device::get(i32::try_from(index).ok()?).ok()?;
+    // SAFETY: `device` is a valid handle (the driver is initialised and index < count); reading an
+    // attribute touches no other state.
+    let (clock_khz, bus_bits) = unsafe {
+        use cudarc::driver::result::device::get_attribute;
+        (
+            get_attribute(device, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE).ok()?,
+            get_attribute(device, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH).ok()?,
+        )
+    };
+    (clock_khz > 0 && bus_bits > 0).then(|| 2.0 * f64::from(clock_khz) * 1e3 * f64::from(bus_bits) / 8.0)
+}
+
 /// Why CUDA is not available, in words for an error message.
 pub(crate) fn unavailable_reason() -> String {
     probe().reason.clone().unwrap_or_else(|| "CUDA is available".to_string())
@@ -62,16 +85,20 @@ pub(crate) fn unavailable_reason() -> String {
 // ---- The CUDA backend's public surface ----
 
 pub use crate::backend::cuda::allocator::MemoryStats;
+pub use crate::backend::cuda::host_allocator::HostMemoryStats;
 pub use crate::backend::cuda::nvrtc::NvrtcInfo;
 pub use crate::backend::cuda::{
-    CudaDevice, CudaError, CudaResult, CudaStorage, DeviceBuffer, PinnedBuffer, allocator, kernels, nvrtc,
+    CudaDevice, CudaError, CudaResult, CudaStorage, DeviceBuffer, PinnedBuffer, allocator, host_allocator,
+    kernels, nvrtc,
 };
 
 use std::panic::Location;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::cuda::device::{device as cuda_device, device_if_initialised};
+use crate::backend::cuda::device::{
+    device as cuda_device, device_if_initialised, host_allocator_if_initialised,
+};
 use crate::device::Device;
 
 /// What NVRTC (the runtime compiler for devcheck's kernels) looks like in this process: found
@@ -231,6 +258,21 @@ pub fn empty_cache(device: &Device) -> CudaResult<usize> {
     stats_of(device, "empty_cache", Location::caller())?;
     match device.index().and_then(device_if_initialised) {
         Some(d) => d.empty_cache(),
+        None => Ok(0),
+    }
+}
+
+/// The counters of the caching allocator of pinned host memory (all zero before anything was
+/// pinned): what live pinned buffers hold, what waits for a copy to complete, what is cached.
+pub fn host_memory_stats() -> HostMemoryStats {
+    host_allocator_if_initialised().map(|a| a.stats()).unwrap_or_default()
+}
+
+/// Unpins the cached pinned blocks no buffer uses and no copy still reads or writes; returns
+/// the bytes released. Pinned buffers in use are never released.
+pub fn host_empty_cache() -> CudaResult<usize> {
+    match host_allocator_if_initialised() {
+        Some(mut a) => a.empty_cache(),
         None => Ok(0),
     }
 }

@@ -75,12 +75,14 @@ impl Device {
                         } else {
                             format!("only {count} CUDA device(s) are visible (cuda:0..cuda:{})", count - 1)
                         },
+                        location: None,
                     })
                 }
             }
             Device::Mps => Err(Error::DeviceUnavailable {
                 device: *self,
                 reason: "this build of devcheck has no MPS backend".to_string(),
+                location: None,
             }),
         }
     }

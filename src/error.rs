@@ -21,6 +21,12 @@ pub struct Operand {
     pub role: String,
     /// Its path in a module (`encoder.layers.0.mask`) or a name given with `Tensor::set_name`.
     pub name: Option<String>,
+    /// What it is to a model (a parameter, a buffer, a skipped field, a dry run's input); `None`
+    /// for a tensor no model holds (a helper made in forward, or a batch).
+    pub kind: Option<crate::tensor::TensorRole>,
+    /// A view of another tensor's data (`x.t()`, `x.narrow(..)`): name, kind and origin are its
+    /// source's.
+    pub view: bool,
     pub device: Device,
     pub dtype: DType,
     pub shape: Vec<usize>,
@@ -29,10 +35,26 @@ pub struct Operand {
 }
 
 impl fmt::Display for Operand {
+    /// `rhs \`fc.weight\` (a parameter, a view): cpu f32 [3, 2], made by \`Linear::new\` at ..`
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.role)?;
         if let Some(name) = &self.name {
             write!(f, " `{name}`")?;
+        }
+        let mut about: Vec<String> = match &self.kind {
+            // The skipped field itself, not a tensor inside a skipped submodule.
+            Some(crate::tensor::TensorRole::Skipped(field))
+                if self.name.as_deref() == Some(field.path.as_str()) =>
+            {
+                vec!["a `#[module(skip)]` field".to_string()]
+            }
+            kind => kind.iter().map(ToString::to_string).collect(),
+        };
+        if self.view {
+            about.push("a view".to_string());
+        }
+        if !about.is_empty() {
+            write!(f, " ({})", about.join(", "))?;
         }
         write!(
             f,
@@ -54,6 +76,11 @@ fn call_site(location: &&'static Location<'static>) -> String {
     format!("{}:{}:{}", location.file(), location.line(), location.column())
 }
 
+/// `\n  at file:line:col`, or nothing for an unknown location.
+fn at_line(location: &Option<&'static Location<'static>>) -> String {
+    location.as_ref().map(|l| format!("\n  at {}", call_site(l))).unwrap_or_default()
+}
+
 /// Everything that can go wrong in devcheck.
 #[derive(thiserror::Error, Diagnostic)]
 #[non_exhaustive]
@@ -71,7 +98,7 @@ pub enum Error {
     )]
     InvalidDType { input: String },
 
-    #[error("device {device} is not available: {reason}")]
+    #[error("device {device} is not available: {reason}{}", at_line(location))]
     #[diagnostic(
         code(devcheck::device_unavailable),
         help(
@@ -79,7 +106,12 @@ pub enum Error {
              or pass `cpu`; to check device placement without a GPU use a fake device (`devcheck::fake`)"
         )
     )]
-    DeviceUnavailable { device: Device, reason: String },
+    DeviceUnavailable {
+        device: Device,
+        reason: String,
+        /// The call that needed the device, when it is known.
+        location: Option<&'static Location<'static>>,
+    },
 
     #[error(
         "device mismatch in `{op}`: {}\n  at {}{}",
@@ -172,6 +204,24 @@ pub enum Error {
         reserved: usize,
     },
 
+    #[error(
+        "out of host memory in `{op}`: tried to allocate {}\n  at {}\n  this machine: {}",
+        crate::units::format_bytes(*requested, 1),
+        call_site(location),
+        host_capacity_line(*total, *available)
+    )]
+    #[diagnostic(code(devcheck::host_out_of_memory), help("{}", host_out_of_memory_help(*requested, *total)))]
+    HostOutOfMemory {
+        op: &'static str,
+        /// Bytes asked for.
+        requested: usize,
+        /// The machine's memory and what is available now (`/proc/meminfo`; `None` where it
+        /// cannot be read).
+        total: Option<usize>,
+        available: Option<usize>,
+        location: &'static Location<'static>,
+    },
+
     /// A module-wide problem: tensors on several devices, no tensors at all.
     #[error(transparent)]
     #[diagnostic(transparent)]
@@ -210,6 +260,53 @@ impl From<crate::backend::cuda::CudaError> for Error {
     }
 }
 
+impl Error {
+    /// The error for host memory that could not be had, with the machine's memory as it is now.
+    pub(crate) fn host_out_of_memory(
+        op: &'static str,
+        requested: usize,
+        location: &'static Location<'static>,
+    ) -> Error {
+        let memory = crate::backend::cpu::host_memory();
+        Error::HostOutOfMemory {
+            op,
+            requested,
+            total: memory.map(|m| m.total),
+            available: memory.map(|m| m.available),
+            location,
+        }
+    }
+}
+
+fn host_capacity_line(total: Option<usize>, available: Option<usize>) -> String {
+    match (total, available) {
+        (Some(total), Some(available)) => format!(
+            "{} of memory, {} available",
+            crate::units::format_bytes(total, 1),
+            crate::units::format_bytes(available, 1)
+        ),
+        _ => "its memory is unknown (no /proc/meminfo)".to_string(),
+    }
+}
+
+/// The fixes in the order to try them: a request beyond the whole machine is nearly always a
+/// shape that grew by mistake; one that nearly fits is a workload to make smaller.
+fn host_out_of_memory_help(requested: usize, total: Option<usize>) -> String {
+    let beyond_machine = total.is_some_and(|total| requested > total);
+    let shape = "check the shapes first: broadcasting and `expand` can make results far larger than their \
+                 inputs (`[N, 1] + [N]` is `[N, N]`), and an expanded view is copied in full by ops \
+                 that need its elements";
+    let workload = "lower the batch size (accumulate gradients over several smaller batches to keep the \
+                    effective batch size), drop tensors that are no longer needed (a loss kept for logging \
+                    without `.detach()` keeps its whole graph alive), and run evaluation under \
+                    `devcheck::no_grad()`";
+    if beyond_machine {
+        format!("this is more than the machine has in all, so {shape}. If the size is meant, {workload}")
+    } else {
+        format!("{workload}; {shape}")
+    }
+}
+
 fn mismatch_summary(operands: &[Operand]) -> String {
     let parts: Vec<String> = operands.iter().map(|o| format!("{} is on {}", o.role, o.device)).collect();
     parts.join(", ")
@@ -219,27 +316,229 @@ fn device_help(operands: &[Operand]) -> String {
     // The fix is nearly always to bring host tensors to the accelerator the rest lives on.
     let target = operands.iter().find(|o| !o.device.is_cpu()).or(operands.first());
     let Some(target) = target else { return String::new() };
-    let odd: Vec<String> = operands
-        .iter()
-        .filter(|o| o.device != target.device)
-        .map(|o| match &o.name {
-            Some(name) => format!("`{name}`"),
-            None => format!("{} (made at {})", o.role, o.origin.location_string()),
-        })
-        .collect();
-    format!(
-        "move {} to {} where it is created or loaded, e.g. `.to({}.device())`; create helper tensors \
-         from an input (`x.new_zeros(..)`, `Tensor::zeros_like(&x)`) so they follow it to every device",
-        odd.join(" and "),
-        target.device,
-        target.name.as_deref().unwrap_or(&target.role)
-    )
+    device_fixes(operands.iter().filter(|o| o.device != target.device), target.device, Unlabelled::Unknown)
+}
+
+/// The fixes for every operand off `target`, the model's own tensors in one sentence (one move of
+/// the model fixes them all), the others each with its own ([`operand_fix`]).
+pub(crate) fn device_fixes<'a>(
+    operands: impl IntoIterator<Item = &'a Operand>,
+    target: Device,
+    unlabelled: Unlabelled,
+) -> String {
+    use crate::tensor::TensorRole;
+    let (model, others): (Vec<&Operand>, Vec<&Operand>) = operands.into_iter().partition(|o| {
+        matches!(o.kind, Some(TensorRole::Parameter | TensorRole::Buffer | TensorRole::NonPersistentBuffer))
+    });
+    let mut fixes = Vec::new();
+    if let [first, rest @ ..] = model.as_slice() {
+        let names: Vec<String> = model.iter().map(|o| who(o)).collect();
+        let same_kind = rest.iter().all(|o| o.kind == first.kind);
+        let what = match (names.len(), same_kind) {
+            (1, _) => format!(
+                "is {} of the model",
+                first.kind.as_ref().map(ToString::to_string).unwrap_or_default()
+            ),
+            (_, true) => format!("are {} of the model", plural_role(first.kind.as_ref())),
+            (_, false) => "belong to the model".to_string(),
+        };
+        let devices: std::collections::BTreeSet<String> =
+            model.iter().map(|o| o.device.to_string()).collect();
+        fixes.push(format!(
+            "{} {what}, on {}: move the model once, after building or loading it, with `model.to(&{})?` \
+             (it moves every parameter and buffer)",
+            and_list(&names),
+            devices.into_iter().collect::<Vec<_>>().join(" and "),
+            crate::module::device_expr(&target)
+        ));
+    }
+    // Tensors inside one skipped submodule: one fix, the skip.
+    let mut inside_skipped: Vec<(&crate::tensor::SkippedField, Vec<String>)> = Vec::new();
+    for operand in others {
+        match &operand.kind {
+            Some(TensorRole::Skipped(field)) if operand.name.as_deref() != Some(field.path.as_str()) => {
+                match inside_skipped.iter_mut().find(|(f, _)| f.path == field.path) {
+                    Some((_, names)) => names.push(who(operand)),
+                    None => inside_skipped.push((field, vec![who(operand)])),
+                }
+            }
+            _ => fixes.push(operand_fix(operand, target, unlabelled)),
+        }
+    }
+    for (field, names) in inside_skipped {
+        let (verb, it) = if names.len() == 1 { ("is", "it") } else { ("are", "them") };
+        fixes.push(format!(
+            "{} {verb} inside `{}`, a submodule marked `#[module(skip)]`{}: `model.to(..)` does not move \
+             {it}, checkpoints do not save {it} and the optimizer never sees {it}; remove the skip",
+            and_list(&names),
+            field.path,
+            declared(field)
+        ));
+    }
+    fixes.join("; ")
+}
+
+/// ` (declared at file:line:col)`, when known.
+fn declared(field: &crate::tensor::SkippedField) -> String {
+    field
+        .declared_at
+        .map(|at| format!(" (declared at {}:{}:{})", at.file(), at.line(), at.column()))
+        .unwrap_or_default()
+}
+
+fn plural_role(role: Option<&crate::tensor::TensorRole>) -> &'static str {
+    use crate::tensor::TensorRole;
+    match role {
+        Some(TensorRole::Parameter) => "parameters",
+        Some(TensorRole::NonPersistentBuffer) => "non-persistent buffers",
+        _ => "buffers",
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+/// How an operand is named in a help line: its name, or its role and origin.
+fn who(operand: &Operand) -> String {
+    match &operand.name {
+        Some(name) => format!("`{name}`"),
+        // A dry run's creation finding is located where the tensor was made: "it" is enough.
+        None if operand.role == "tensor" => "it".to_string(),
+        None => format!("the {} made at {}", operand.role, operand.origin.location_string()),
+    }
+}
+
+/// What an operand without a [`Operand::kind`] is known to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unlabelled {
+    /// Made during a dry run's forward: a helper tensor.
+    Helper,
+    /// A real run: a helper or a batch the code made or loaded.
+    Unknown,
+}
+
+/// How to bring `operand` to `target`, by what it is: a model tensor is fixed by moving the model,
+/// a skipped field by dropping the skip, an input by moving the batch, a helper by making it on
+/// an input's device, a 0-dim constant by a Rust scalar. The one help text of device mismatches,
+/// in errors and in dry-run reports.
+pub(crate) fn operand_fix(operand: &Operand, target: Device, unlabelled: Unlabelled) -> String {
+    use crate::tensor::TensorRole;
+    let who = who(operand);
+    let device = crate::module::device_expr(&target);
+    match &operand.kind {
+        Some(TensorRole::Parameter | TensorRole::Buffer | TensorRole::NonPersistentBuffer) => {
+            device_fixes([operand], target, unlabelled)
+        }
+        Some(TensorRole::Skipped(field)) if operand.name.as_deref() == Some(field.path.as_str()) => format!(
+            "{who} is a field marked `#[module(skip)]`{}, which `model.to(..)` does not move: remove the \
+             skip (a `Tensor` field is a buffer, moved and saved with the model; \
+             `#[module(non_persistent)]` keeps it out of checkpoints)",
+            declared(field)
+        ),
+        Some(TensorRole::Skipped(_)) => device_fixes([operand], target, unlabelled),
+        Some(TensorRole::Input) => format!(
+            "move {who} to {target} right after the loader yields it (`let x = x.to(&device)?;`: `to` \
+             returns the moved tensor)"
+        ),
+        None if operand.shape.is_empty() && operand.device.is_cpu() && !target.is_cpu() => format!(
+            "{who} is a 0-dim CPU tensor. devcheck is stricter than PyTorch here on purpose: PyTorch lets a \
+             0-dim CPU tensor join an op on {target}, hiding a host-to-device copy in it; use a Rust scalar \
+             instead (`x.mul_scalar(2.0)`, `add_scalar`, `div_scalar`, `pow_scalar`, `masked_fill(&mask, v)`), \
+             or make it on the input's device (`x.new_tensor(..)`)"
+        ),
+        None => match unlabelled {
+            Unlabelled::Helper => format!(
+                "create {who} on an input's device so it follows the model everywhere: `x.new_zeros(..)`, \
+                 `x.new_tensor(..)`, `Tensor::zeros_like(&x)`, or pass `&x.device()`; a constant can be a \
+                 buffer (a `Tensor` field), which `model.to(&{device})` moves once"
+            ),
+            Unlabelled::Unknown => format!(
+                "bring {who} to {target}: a batch is moved once where it is loaded (`let x = \
+                 x.to(&device)?;`), a helper tensor is created on an input's device (`x.new_zeros(..)`, \
+                 `Tensor::zeros_like(&x)`, `&x.device()`) so it follows the model everywhere"
+            ),
+        },
+    }
 }
 
 impl Error {
     /// The full report, rendered without colour at `width` columns (what tests snapshot).
     pub fn render(&self, width: usize) -> String {
         render_diagnostic(self, width)
+    }
+
+    /// Where the error is to be fixed: the line in your code that made the failing call (an op,
+    /// a layer, a loss, a move, a load), or for a check report the line of its first finding.
+    /// `None` for errors about a file or the machine rather than a call (an unreadable file, a
+    /// CUDA driver failure).
+    pub fn location(&self) -> Option<&'static Location<'static>> {
+        match self {
+            Error::DeviceMismatch { location, .. }
+            | Error::ShapeMismatch { location, .. }
+            | Error::DTypeMismatch { location, .. }
+            | Error::InvalidArgument { location, .. }
+            | Error::NoData { location, .. }
+            | Error::NotOnHost { location, .. }
+            | Error::HostOutOfMemory { location, .. }
+            | Error::Unsupported { location, .. } => Some(location),
+            Error::DeviceUnavailable { location, .. } => *location,
+            Error::Module(error) => error.location(),
+            Error::Checkpoint(error) => error.location(),
+            Error::Check(report) => report.findings().iter().find_map(|f| f.location()),
+            Error::InvalidDevice { .. }
+            | Error::InvalidDType { .. }
+            | Error::OutOfMemory { .. }
+            | Error::Data(_)
+            | Error::Cuda(_) => None,
+        }
+    }
+
+    /// This error located at `at`, the user's call that devcheck's own work (a backward pass, an
+    /// optimizer step) failed under: whatever line inside devcheck it came from is not one to fix.
+    pub(crate) fn relocated(self, at: &'static Location<'static>) -> Error {
+        match self {
+            Error::DeviceMismatch { op, operands, .. } => {
+                Error::DeviceMismatch { op, operands, location: at }
+            }
+            Error::ShapeMismatch { op, detail, help, operands, .. } => {
+                Error::ShapeMismatch { op, detail, help, operands, location: at }
+            }
+            Error::DTypeMismatch { op, detail, help, operands, .. } => {
+                Error::DTypeMismatch { op, detail, help, operands, location: at }
+            }
+            Error::InvalidArgument { op, detail, help, .. } => {
+                Error::InvalidArgument { op, detail, help, location: at }
+            }
+            Error::NoData { op, operand, .. } => Error::NoData { op, operand, location: at },
+            Error::NotOnHost { op, operand, .. } => Error::NotOnHost { op, operand, location: at },
+            Error::HostOutOfMemory { op, requested, total, available, .. } => {
+                Error::HostOutOfMemory { op, requested, total, available, location: at }
+            }
+            Error::Unsupported { op, device, help, .. } => {
+                Error::Unsupported { op, device, help, location: at }
+            }
+            Error::DeviceUnavailable { device, reason, .. } => {
+                Error::DeviceUnavailable { device, reason, location: Some(at) }
+            }
+            other => other,
+        }
+    }
+
+    /// This error located at `location` when it has no location of its own (a device found
+    /// unavailable below the call that needed it).
+    pub(crate) fn located(self, at: &'static Location<'static>) -> Error {
+        match self {
+            Error::DeviceUnavailable { device, reason, location: None } => {
+                Error::DeviceUnavailable { device, reason, location: Some(at) }
+            }
+            other => other,
+        }
     }
 }
 

@@ -80,12 +80,38 @@
 //!
 //! # Parameters, gradients and optimizer state
 //!
-//! A [`Param`] is a shared cell: its clones are the same parameter. `model.to(&device)` replaces the
-//! tensor *inside* the cell, so an optimizer holding clones of the model's parameters sees the
-//! moved tensors without being rebuilt. The gradient and every optimizer state tensor stored on the
-//! parameter ([`Param::set_state`], e.g. Adam's `exp_avg`) move with it, in the same step. Each
-//! parameter also has a stable [`ParamId`] for optimizers that keep their own tables; such tables
-//! must move their tensors themselves (the id says which parameter, [`Param::device`] says where).
+//! A [`Param`] is a handle, like an `Rc`: its clones are the same parameter, with one value and
+//! one gradient. `model.to(&device)` moves the parameter in place, so an optimizer built from
+//! `model.parameters()` sees the moved tensors without being rebuilt. The gradient and every
+//! optimizer state tensor stored on the parameter ([`Param::set_state`], e.g. Adam's `exp_avg`)
+//! move with it, in the same step. Each parameter also has a stable [`ParamId`] for optimizers that
+//! keep their own tables; such tables must move their tensors themselves (the id says which
+//! parameter, [`Param::device`] says where).
+//!
+//! # Cloning a model
+//!
+//! `#[derive(Clone)]` on a model (every `nn` layer is `Clone`) gives a model that shares its
+//! parameters' values and its buffers' data with the original, as cloning any struct of `Rc`s does:
+//! cheap, tied weights stay tied, and a training step or a load through one is seen by the other.
+//! Moves are per model: [`Module::to`], [`Module::to_dtype`] and a load onto another device change
+//! the model they are called on, all of its parameters, gradients, optimizer state and buffers,
+//! and never another model, so a clone and its original are each always on one device. A
+//! parameter the moved model shares with a clone is copied for the moved model (which from then
+//! on has its own, with a new [`ParamId`]); the clone keeps the original where it was.
+//!
+//! ```
+//! use devcheck::nn::Linear;
+//! use devcheck::{Device, Module};
+//!
+//! # fn main() -> devcheck::Result<()> {
+//! let _fake = devcheck::fake::enter(); // cuda:1 without a GPU
+//! let model = Linear::new(4, 2, &Device::Cpu)?;
+//! let mut on_gpu = model.clone();
+//! on_gpu.to(&Device::Cuda(1))?;
+//! assert_eq!((model.device()?, on_gpu.device()?), (Device::Cpu, Device::Cuda(1)));
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! # Hand-written modules
 //!
@@ -118,13 +144,13 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::panic::Location;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::tensor::Tensor;
+use crate::tensor::{SkippedField, Tensor, TensorRole};
 
 /// `#[derive(Module)]`: see the [module docs](crate::module).
 pub use devcheck_macros::Module;
@@ -195,6 +221,7 @@ pub trait Module {
         let mut seen = HashSet::new();
         self.entries()
             .into_iter()
+            .filter(|e| e.kind == EntryKind::Parameter)
             .filter_map(|e| e.param.filter(|p| seen.insert(p.id())).map(|p| (e.path, p)))
             .collect()
     }
@@ -273,7 +300,9 @@ pub trait Module {
 
     /// The one device all parameters and buffers are on. When they are on several, the error
     /// lists which paths live where; when there are none, the error says so.
+    #[track_caller]
     fn device(&self) -> Result<Device> {
+        let location = Location::caller();
         let entries = self.entries();
         let mut groups: Vec<(Device, Vec<String>)> = Vec::new();
         let mut skipped = Vec::new();
@@ -290,7 +319,7 @@ pub trait Module {
         }
         match groups.len() {
             1 => Ok(groups[0].0),
-            0 => Err(ModuleError::NoTensors { module: short_type_name(self.module_name()) }.into()),
+            0 => Err(ModuleError::NoTensors { module: short_type_name(self.module_name()), location }.into()),
             _ => {
                 // Most populated device first: the rest are the stragglers.
                 groups.sort_by_key(|(_, paths)| std::cmp::Reverse(paths.len()));
@@ -298,7 +327,7 @@ pub trait Module {
                 let majority = groups[0].0;
                 skipped.retain(|(_, device)| *device != majority);
                 let module = short_type_name(self.module_name());
-                Err(ModuleError::MixedDevices { module, groups, skipped }.into())
+                Err(ModuleError::MixedDevices { module, groups, skipped, location }.into())
             }
         }
     }
@@ -363,8 +392,9 @@ pub trait Module {
         crate::checkpoint::state_dict(self)
     }
 
-    /// Saves [`Module::state_dict`] as a safetensors file, recording each tensor's device.
-    /// See [`crate::checkpoint::save`].
+    /// Saves [`Module::state_dict`] as a safetensors file, recording each tensor's device, and
+    /// replacing the file atomically. See [`crate::checkpoint::save`].
+    #[track_caller]
     fn save(&self, path: impl AsRef<std::path::Path>) -> Result<()>
     where
         Self: Sized,
@@ -375,6 +405,7 @@ pub trait Module {
     /// Loads a safetensors checkpoint onto `device` (PyTorch's `map_location`), strictly: every
     /// missing, unexpected, shape- or dtype-mismatched key is reported in one error and nothing is
     /// loaded. See [`crate::checkpoint::load_state_dict`].
+    #[track_caller]
     fn load_state_dict(&mut self, path: impl AsRef<std::path::Path>, device: &Device) -> Result<()>
     where
         Self: Sized,
@@ -384,6 +415,7 @@ pub trait Module {
 
     /// Loads with options (non-strict loading returns the mismatches instead of failing). See
     /// [`crate::checkpoint::load_state_dict_with`].
+    #[track_caller]
     fn load_state_dict_with(
         &mut self,
         path: impl AsRef<std::path::Path>,
@@ -401,18 +433,41 @@ pub trait Module {
 
 /// A trainable tensor: moved and saved with the model, with a gradient slot and optimizer state.
 ///
-/// `Param` is a shared cell: cloning it gives the same parameter (same [`ParamId`]), and a move of
-/// the model (`model.to(&device)`) replaces the tensor inside the cell for every clone. That is
-/// how an optimizer built before the move keeps working, and how tied weights stay tied.
-#[derive(Clone)]
-pub struct Param(Arc<ParamCell>);
+/// # Handles, clones and moves
+///
+/// A `Param` is a handle, like an `Rc`: cloning it is cheap and the clone is the same parameter
+/// (same [`ParamId`], same value and gradient): an optimizer step, `set_tensor` or a load through
+/// one handle is seen through every other. That is how tied weights work (`lm_head: wte.clone()`),
+/// and cloning a model (`#[derive(Clone)]`) gives a model that shares its parameters' values and
+/// its buffers' data with the original, the way cloning any struct of `Rc`s does.
+///
+/// A move or dtype conversion ([`Module::to`], [`Module::to_dtype`], [`Param::to`], a load onto
+/// another device) changes only the model (or handle) it is called on, never another one: the
+/// parameters, gradients, optimizer state and buffers it reaches move together, so a model is
+/// never left half on one device. A parameter that no other model or handle shares is moved in
+/// place; one that a clone of the model shares is copied for the moved model, which from then on
+/// has its own parameter (a new [`ParamId`]), and the clone keeps the original where it was.
+///
+/// Handles obtained from the model ([`Module::parameters`], [`Module::named_parameters`],
+/// [`Param::share`]) follow the model's moves: an optimizer built from `model.parameters()` before
+/// `model.to(&device)` keeps working after it. A handle made with `clone()` is a separate handle
+/// on the same parameter, which a move of the model does not re-point.
+pub struct Param(Arc<Binding>);
 
-/// The identity of a [`Param`], stable across moves and loads, unique within the process.
+/// The identity of a parameter, stable across moves and loads, unique within the process. A
+/// parameter shared with a clone of its model gets a new id in the model that moves away.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ParamId(u64);
 
+/// One handle's view of a parameter: the cell it currently points at. Moves re-point bindings.
+struct Binding {
+    cell: RwLock<Arc<ParamCell>>,
+}
+
 struct ParamCell {
     id: ParamId,
+    /// How many bindings point here: more than one model (or handle made with `clone`) shares it.
+    bindings: AtomicUsize,
     slot: RwLock<ParamSlot>,
 }
 
@@ -425,24 +480,101 @@ struct ParamSlot {
 
 static NEXT_PARAM_ID: AtomicU64 = AtomicU64::new(0);
 
+impl ParamCell {
+    fn new(slot: ParamSlot) -> Arc<ParamCell> {
+        Arc::new(ParamCell {
+            id: ParamId(NEXT_PARAM_ID.fetch_add(1, Ordering::Relaxed)),
+            bindings: AtomicUsize::new(0),
+            slot: RwLock::new(slot),
+        })
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, ParamSlot> {
+        // A poisoned lock means a panic elsewhere mid-write of whole handles: still consistent.
+        self.slot.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, ParamSlot> {
+        self.slot.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces the values (a move, a conversion, a load), naming the tensor `name`.
+    fn install(&self, values: ParamValues, name: Option<&str>) {
+        let mut slot = self.write();
+        let tensor = trainable(values.tensor, values.requires_grad);
+        match name {
+            Some(name) => tensor.set_label(name, TensorRole::Parameter),
+            None => tensor.copy_label_from(&slot.tensor),
+        }
+        // The gradient was transformed alongside the tensor: same shape, dtype and device.
+        let _ = tensor.set_grad(values.grad);
+        slot.tensor = tensor;
+        slot.state = values.state;
+    }
+}
+
+impl Binding {
+    fn new(cell: Arc<ParamCell>) -> Arc<Binding> {
+        cell.bindings.fetch_add(1, Ordering::AcqRel);
+        Arc::new(Binding { cell: RwLock::new(cell) })
+    }
+
+    fn cell(&self) -> Arc<ParamCell> {
+        self.cell.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Points this binding at `cell` (a moved copy of the parameter it pointed at).
+    fn rebind(&self, cell: &Arc<ParamCell>) {
+        let mut current = self.cell.write().unwrap_or_else(|e| e.into_inner());
+        if Arc::ptr_eq(&current, cell) {
+            return;
+        }
+        cell.bindings.fetch_add(1, Ordering::AcqRel);
+        current.bindings.fetch_sub(1, Ordering::AcqRel);
+        *current = cell.clone();
+    }
+}
+
+impl Drop for Binding {
+    fn drop(&mut self) {
+        self.cell.get_mut().unwrap_or_else(|e| e.into_inner()).bindings.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Clone for Param {
+    /// Another handle on the same parameter (see [the type docs](Param#handles-clones-and-moves)):
+    /// same value, gradient and state; a move of the model does not re-point it.
+    fn clone(&self) -> Param {
+        Param(Binding::new(self.0.cell()))
+    }
+}
+
 impl Param {
     /// A trainable parameter holding `tensor` (requires grad).
     pub fn new(tensor: Tensor) -> Param {
-        let id = ParamId(NEXT_PARAM_ID.fetch_add(1, Ordering::Relaxed));
-        Param(Arc::new(ParamCell {
-            id,
-            slot: RwLock::new(ParamSlot { tensor: trainable(tensor, true), state: BTreeMap::new() }),
-        }))
+        let cell = ParamCell::new(ParamSlot { tensor: trainable(tensor, true), state: BTreeMap::new() });
+        cell.read().tensor.set_role(TensorRole::Parameter);
+        Param(Binding::new(cell))
+    }
+
+    /// The same handle: a move through either one is seen by both (what [`Module::parameters`]
+    /// returns, and what an optimizer holds).
+    pub fn share(&self) -> Param {
+        Param(self.0.clone())
     }
 
     /// This parameter's identity: equal for clones, stable across moves.
     pub fn id(&self) -> ParamId {
-        self.0.id
+        self.cell().id
+    }
+
+    fn cell(&self) -> Arc<ParamCell> {
+        self.0.cell()
     }
 
     /// The current tensor (a cheap handle).
     pub fn tensor(&self) -> Tensor {
-        self.read().tensor.clone()
+        self.cell().read().tensor.clone()
     }
 
     /// Replaces the value (an optimizer step, a manual initialisation). The new tensor must have
@@ -450,7 +582,8 @@ impl Param {
     #[track_caller]
     pub fn set_tensor(&self, tensor: Tensor) -> Result<()> {
         let location = Location::caller();
-        let mut slot = self.write();
+        let cell = self.cell();
+        let mut slot = cell.write();
         if tensor.shape() != slot.tensor.shape() || tensor.device() != slot.tensor.device() {
             return Err(Error::InvalidArgument {
                 op: "Param::set_tensor",
@@ -468,39 +601,38 @@ impl Param {
             });
         }
         let tensor = trainable(tensor, slot.tensor.requires_grad());
-        if let Some(name) = slot.tensor.name() {
-            tensor.set_name(name);
-        }
+        tensor.copy_label_from(&slot.tensor);
         slot.tensor = tensor;
         Ok(())
     }
 
     pub fn device(&self) -> Device {
-        self.read().tensor.device()
+        self.cell().read().tensor.device()
     }
 
     pub fn dtype(&self) -> DType {
-        self.read().tensor.dtype()
+        self.cell().read().tensor.dtype()
     }
 
     pub fn shape(&self) -> Vec<usize> {
-        self.read().tensor.shape().to_vec()
+        self.cell().read().tensor.shape().to_vec()
     }
 
     pub fn numel(&self) -> usize {
-        self.read().tensor.numel()
+        self.cell().read().tensor.numel()
     }
 
     /// The accumulated gradient, if any.
     pub fn grad(&self) -> Option<Tensor> {
-        self.read().tensor.grad()
+        self.cell().read().tensor.grad()
     }
 
     /// Sets (or clears) the gradient. It must match the parameter's shape and device.
     #[track_caller]
     pub fn set_grad(&self, grad: Option<Tensor>) -> Result<()> {
         let location = Location::caller();
-        let slot = self.read();
+        let cell = self.cell();
+        let slot = cell.read();
         if let Some(g) = &grad {
             check_companion("Param::set_grad", "gradient", &slot.tensor, g, location)?;
         }
@@ -510,23 +642,24 @@ impl Param {
     /// Clears the gradient.
     pub fn zero_grad(&self) {
         // Clearing a leaf's gradient cannot fail.
-        let _ = self.read().tensor.set_grad(None);
+        let _ = self.cell().read().tensor.set_grad(None);
     }
 
     pub fn requires_grad(&self) -> bool {
-        self.read().tensor.requires_grad()
+        self.cell().read().tensor.requires_grad()
     }
 
     /// Freezes (`false`) or unfreezes the parameter. A frozen parameter is still moved and saved.
     pub fn set_requires_grad(&self, requires_grad: bool) {
-        let slot = self.read();
+        let cell = self.cell();
+        let slot = cell.read();
         // Only floating tensors can require grad; an integer parameter stays frozen.
         let _ = slot.tensor.set_requires_grad(requires_grad && slot.tensor.dtype().is_float());
     }
 
     /// An optimizer state tensor stored on this parameter (`exp_avg`, `momentum_buffer`, ...).
     pub fn state(&self, key: &str) -> Option<Tensor> {
-        self.read().state.get(key).cloned()
+        self.cell().read().state.get(key).cloned()
     }
 
     /// Stores an optimizer state tensor on this parameter. It must be on the parameter's device;
@@ -534,7 +667,8 @@ impl Param {
     #[track_caller]
     pub fn set_state(&self, key: impl Into<String>, tensor: Tensor) -> Result<()> {
         let location = Location::caller();
-        let mut slot = self.write();
+        let cell = self.cell();
+        let mut slot = cell.write();
         if tensor.device() != slot.tensor.device() {
             return Err(Error::InvalidArgument {
                 op: "Param::set_state",
@@ -555,20 +689,22 @@ impl Param {
 
     /// Removes and returns an optimizer state tensor.
     pub fn remove_state(&self, key: &str) -> Option<Tensor> {
-        self.write().state.remove(key)
+        self.cell().write().state.remove(key)
     }
 
     /// The keys of the stored optimizer state.
     pub fn state_keys(&self) -> Vec<String> {
-        self.read().state.keys().cloned().collect()
+        self.cell().read().state.keys().cloned().collect()
     }
 
-    /// Moves the tensor, gradient and optimizer state to `device`, all or nothing.
+    /// Moves the tensor, gradient and optimizer state to `device`, all or nothing, for this handle
+    /// and the handles [`shared`](Param::share) with it. To move a model, use [`Module::to`]: it
+    /// keeps tied parameters tied.
     #[track_caller]
     pub fn to(&self, device: &Device) -> Result<()> {
         let location = Location::caller();
         let moved = self.transformed(&|t: &Tensor| t.move_to(device, location))?;
-        self.install(moved, None);
+        ParamInstaller::default().install(self, moved, None);
         Ok(())
     }
 
@@ -578,20 +714,21 @@ impl Param {
         let converted = self.transformed(&|t: &Tensor| {
             if t.dtype().is_float() { t.to_dtype(dtype) } else { Ok(t.clone()) }
         })?;
-        self.install(converted, None);
+        ParamInstaller::default().install(self, converted, None);
         Ok(())
     }
 
-    /// Is `other` the same parameter (a clone of this handle)?
+    /// Is `other` the same parameter (a clone or a share of this handle)?
     pub fn same_param(&self, other: &Param) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Arc::ptr_eq(&self.cell(), &other.cell())
     }
 
-    /// Tensor, gradient and state with `f` applied, without touching the cell.
+    /// Tensor, gradient and state with `f` applied, without touching the parameter.
     fn transformed(&self, f: &dyn Fn(&Tensor) -> Result<Tensor>) -> Result<ParamValues> {
         // A move or conversion of a parameter is not part of any computation to differentiate.
         let _recording_off = crate::autograd::no_grad();
-        let slot = self.read();
+        let cell = self.cell();
+        let slot = cell.read();
         Ok(ParamValues {
             requires_grad: slot.tensor.requires_grad(),
             tensor: f(&slot.tensor)?,
@@ -600,54 +737,133 @@ impl Param {
         })
     }
 
-    fn install(&self, values: ParamValues, name: Option<&str>) {
-        let mut slot = self.write();
-        let tensor = trainable(values.tensor, values.requires_grad);
-        if let Some(name) = name {
-            tensor.set_name(name);
-        }
-        // The gradient was transformed alongside the tensor: same shape, dtype and device.
-        let _ = tensor.set_grad(values.grad);
-        slot.tensor = tensor;
-        slot.state = values.state;
-    }
-
-    fn read(&self) -> RwLockReadGuard<'_, ParamSlot> {
-        // A poisoned lock means a panic elsewhere mid-write of whole handles: still consistent.
-        self.0.slot.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn write(&self) -> RwLockWriteGuard<'_, ParamSlot> {
-        self.0.slot.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Load support: replaces the tensor (a checkpoint's value, possibly on another device),
-    /// drops the gradient (it belonged to the old value) and installs `state` (already moved).
-    pub(crate) fn install_loaded(&self, tensor: Tensor, state: BTreeMap<String, Tensor>, name: &str) {
-        let requires_grad = self.requires_grad();
-        self.install(ParamValues { tensor, grad: None, requires_grad, state }, Some(name));
+    /// Load support: the values to install for a checkpoint's `tensor` (possibly on another
+    /// device): no gradient (it belonged to the old value), `state` already moved.
+    pub(crate) fn loaded_values(&self, tensor: Tensor, state: BTreeMap<String, Tensor>) -> ParamValues {
+        ParamValues { tensor, grad: None, requires_grad: self.requires_grad(), state }
     }
 
     /// The optimizer state moved to `device` (for loads onto another device).
     pub(crate) fn state_on(&self, device: &Device) -> Result<BTreeMap<String, Tensor>> {
-        let slot = self.read();
+        let cell = self.cell();
+        let slot = cell.read();
         slot.state.iter().map(|(k, t)| Ok((k.clone(), t.to(device)?))).collect()
+    }
+
+    /// The binding's address: handles made with [`Param::share`] have the same one.
+    fn binding_address(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
     }
 }
 
-/// A parameter's tensors after a move or conversion, before they are installed.
-struct ParamValues {
+/// A parameter's tensors after a move, conversion or load, before they are installed.
+pub(crate) struct ParamValues {
     tensor: Tensor,
     grad: Option<Tensor>,
     requires_grad: bool,
     state: BTreeMap<String, Tensor>,
 }
 
+impl ParamValues {
+    /// Would installing these values change the parameter's device or dtype?
+    fn changes_placement(&self, cell: &ParamCell) -> bool {
+        let slot = cell.read();
+        (self.tensor.device(), self.tensor.dtype()) != (slot.tensor.device(), slot.tensor.dtype())
+    }
+
+    /// Nothing would change: every tensor is the handle the parameter already holds (a move to
+    /// the device it is on).
+    fn unchanged(&self, cell: &ParamCell) -> bool {
+        let slot = cell.read();
+        let same = |a: &Tensor, b: &Tensor| a.same_handle(b);
+        same(&self.tensor, &slot.tensor)
+            && match (&self.grad, slot.tensor.grad()) {
+                (None, None) => true,
+                (Some(a), Some(b)) => same(a, &b),
+                _ => false,
+            }
+            && self.state.len() == slot.state.len()
+            && self.state.iter().all(|(k, t)| slot.state.get(k).is_some_and(|s| same(t, s)))
+    }
+}
+
+/// Installs new values (a move, a conversion, a load) into the parameters of one model without
+/// moving any other model: a parameter whose cell only this model's handles point at is changed
+/// in place; a move or conversion of one shared with a clone of the model gives this model a new
+/// cell (its tied paths re-pointed to the same new cell), and the clone keeps the old one.
+#[derive(Default)]
+pub(crate) struct ParamInstaller {
+    /// Per parameter: the distinct bindings of the model being changed that point at it.
+    own: HashMap<ParamId, HashSet<usize>>,
+    /// Per parameter installed so far: the cell its handles in this model now point at.
+    done: HashMap<ParamId, Arc<ParamCell>>,
+}
+
+impl ParamInstaller {
+    /// An installer for `module`'s parameters.
+    pub(crate) fn for_module<M: Module + ?Sized>(module: &M) -> ParamInstaller {
+        struct Bindings(HashMap<ParamId, HashSet<usize>>);
+        impl Visitor for Bindings {
+            fn visit_param(&mut self, _: &ModulePath, param: &Param) -> Result<()> {
+                self.0.entry(param.id()).or_default().insert(param.binding_address());
+                Ok(())
+            }
+        }
+        let mut bindings = Bindings(HashMap::new());
+        let _ = module.walk(&mut bindings);
+        ParamInstaller { own: bindings.0, done: HashMap::new() }
+    }
+
+    /// A later path of a parameter installed already: points it where the first path went.
+    pub(crate) fn follow(&mut self, param: &Param) {
+        if let Some(installed) = self.done.get(&param.id()) {
+            param.0.rebind(installed);
+        }
+    }
+
+    /// Installs `values` for `param` (named `name` when given). A tied parameter's later paths
+    /// pass the values again: they are re-pointed to the cell the first path installed into.
+    pub(crate) fn install(&mut self, param: &Param, values: ParamValues, name: Option<&str>) {
+        let cell = param.cell();
+        if let Some(installed) = self.done.get(&cell.id) {
+            param.0.rebind(installed);
+            return;
+        }
+        if values.unchanged(&cell) {
+            if let Some(name) = name {
+                cell.read().tensor.set_label(name, TensorRole::Parameter);
+            }
+            self.done.insert(cell.id, cell);
+            return;
+        }
+        // Bindings pointing here from outside this model: a clone of it, or a handle made with
+        // `clone()`. A new value on the same device is theirs too (as an optimizer step is); a
+        // move or conversion in place would move the parameter under them, so this model gets its
+        // own copy instead.
+        let old_id = cell.id;
+        let own = self.own.get(&old_id).map_or(1, HashSet::len);
+        let shared = cell.bindings.load(Ordering::Acquire) > own;
+        let target = if shared && values.changes_placement(&cell) {
+            let fresh = ParamCell::new(ParamSlot { tensor: values.tensor.clone(), state: BTreeMap::new() });
+            fresh.install(values, name);
+            param.0.rebind(&fresh);
+            fresh
+        } else {
+            cell.install(values, name);
+            cell
+        };
+        // Later paths of a tied parameter still point at the old cell (or, shared, at the new one).
+        self.done.insert(old_id, target.clone());
+        self.done.insert(target.id, target);
+    }
+}
+
 impl fmt::Debug for Param {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let slot = self.read();
+        let cell = self.cell();
+        let slot = cell.read();
         f.debug_struct("Param")
-            .field("id", &self.0.id.0)
+            .field("id", &cell.id.0)
             .field("tensor", &slot.tensor)
             .field("requires_grad", &slot.tensor.requires_grad())
             .field("has_grad", &slot.tensor.grad().is_some())
@@ -741,7 +957,8 @@ pub trait VisitorMut {
         Ok(())
     }
 
-    /// A parameter. Its tensor is replaced through the shared cell (`Param::set_tensor`, `to`).
+    /// A parameter. Its tensor is replaced through the handle (`Param::set_tensor`, `to`), or the
+    /// handle itself is replaced.
     fn visit_param(&mut self, path: &ModulePath, param: &mut Param) -> Result<()> {
         let _ = (path, param);
         Ok(())
@@ -757,8 +974,9 @@ pub trait VisitorMut {
         Ok(())
     }
 
-    /// A field marked `#[module(skip)]` (read only: skipped fields are never changed).
-    fn visit_skipped(&mut self, path: &ModulePath, skipped: Skipped<'_>) -> Result<()> {
+    /// A field marked `#[module(skip)]`. Nothing in devcheck moves or saves it; a dry run puts
+    /// back what forward wrote into a skipped `Tensor` / `Option<Tensor>` field.
+    fn visit_skipped(&mut self, path: &ModulePath, skipped: SkippedMut<'_>) -> Result<()> {
         let _ = (path, skipped);
         Ok(())
     }
@@ -774,7 +992,7 @@ pub enum Persistence {
 }
 
 /// A field marked `#[module(skip)]`, as the derive records it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct Skipped<'a> {
     /// The field's type as written (`Tensor`, `Rc<RefCell<Tensor>>`, `Config`).
     pub type_name: &'static str,
@@ -783,6 +1001,98 @@ pub struct Skipped<'a> {
     pub tensor: Option<&'a Tensor>,
     /// False when the type is plain data (numbers, strings): nothing there could be left behind.
     pub may_hold_tensors: bool,
+    /// Where the field is declared (`#[derive(Module)]` records it).
+    pub declared_at: Option<&'static Location<'static>>,
+    /// The field as a module, when its type is one (a submodule marked `skip`): its parameters
+    /// and buffers are neither moved, saved nor optimized, and reports list them.
+    pub module: Option<&'a dyn Module>,
+}
+
+impl fmt::Debug for Skipped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Skipped")
+            .field("type_name", &self.type_name)
+            .field("tensor", &self.tensor)
+            .field("may_hold_tensors", &self.may_hold_tensors)
+            .field("declared_at", &self.declared_at)
+            .field("module", &self.module.map(|m| m.module_name()))
+            .finish()
+    }
+}
+
+/// A field marked `#[module(skip)]` in a mutable walk. Nothing in devcheck moves it; a dry run
+/// reads its tensor and puts back what forward wrote there.
+pub struct SkippedMut<'a> {
+    pub type_name: &'static str,
+    pub may_hold_tensors: bool,
+    pub declared_at: Option<&'static Location<'static>>,
+    pub value: SkippedValue<'a>,
+}
+
+/// What a skipped field holds, for a mutable walk.
+pub enum SkippedValue<'a> {
+    /// A `Tensor` field.
+    TensorField(&'a mut Tensor),
+    /// An `Option<Tensor>` field (a cache forward may fill).
+    OptionalTensorField(&'a mut Option<Tensor>),
+    /// A submodule.
+    Module(&'a dyn Module),
+    /// Anything else.
+    Other,
+}
+
+impl SkippedMut<'_> {
+    /// The read-only view a [`Visitor`] gets.
+    pub fn as_skipped(&self) -> Skipped<'_> {
+        let (tensor, module) = match &self.value {
+            SkippedValue::TensorField(t) => (Some(&**t), None),
+            SkippedValue::OptionalTensorField(t) => (t.as_ref(), None),
+            SkippedValue::Module(m) => (None, Some(*m)),
+            SkippedValue::Other => (None, None),
+        };
+        Skipped {
+            type_name: self.type_name,
+            tensor,
+            may_hold_tensors: self.may_hold_tensors,
+            declared_at: self.declared_at,
+            module,
+        }
+    }
+}
+
+impl fmt::Debug for SkippedMut<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.as_skipped(), f)
+    }
+}
+
+/// Generated code's probe for a skipped field: the field as a `&dyn Module` when its type is a
+/// module, `None` otherwise (a config, a tokenizer). Resolved at compile time by method lookup:
+/// `(&SkippedProbe(&field)).skipped_module()` picks [`ProbeModule`] when the type implements
+/// `Module`, [`ProbeOther`] when it does not.
+#[doc(hidden)]
+pub struct SkippedProbe<'a, T: ?Sized>(pub &'a T);
+
+#[doc(hidden)]
+pub trait ProbeModule<'a> {
+    fn skipped_module(&self) -> Option<&'a dyn Module>;
+}
+
+impl<'a, T: Module> ProbeModule<'a> for SkippedProbe<'a, T> {
+    fn skipped_module(&self) -> Option<&'a dyn Module> {
+        Some(self.0)
+    }
+}
+
+#[doc(hidden)]
+pub trait ProbeOther<'a> {
+    fn skipped_module(&self) -> Option<&'a dyn Module>;
+}
+
+impl<'a, T: ?Sized> ProbeOther<'a> for &SkippedProbe<'a, T> {
+    fn skipped_module(&self) -> Option<&'a dyn Module> {
+        None
+    }
 }
 
 /// A module as visitors see it.
@@ -876,11 +1186,107 @@ impl ModulePath {
     pub fn depth(&self) -> usize {
         self.marks.len()
     }
+
+    /// The segments in order (`["encoder", "layers", "0", "mask"]`). A segment may itself contain
+    /// `.` (a map key such as `"b.c"`), which the dotted text cannot show.
+    pub fn segments(&self) -> impl Iterator<Item = &str> {
+        self.marks.iter().enumerate().map(|(i, &start)| {
+            let end = self.marks.get(i + 1).copied().unwrap_or(self.text.len());
+            // A segment after a non-empty path starts with the `.` that joined it.
+            if start > 0 { &self.text[start + 1..end] } else { &self.text[start..end] }
+        })
+    }
 }
 
 impl fmt::Display for ModulePath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Containers of modules are modules
+
+/// A boxed module is the module (`Box<dyn Layer>`).
+impl<M: Module + ?Sized> Module for Box<M> {
+    fn visit(&self, visitor: &mut dyn Visitor, path: &mut ModulePath) -> Result<()> {
+        (**self).visit(visitor, path)
+    }
+
+    fn visit_mut(&mut self, visitor: &mut dyn VisitorMut, path: &mut ModulePath) -> Result<()> {
+        (**self).visit_mut(visitor, path)
+    }
+
+    fn module_name(&self) -> &'static str {
+        (**self).module_name()
+    }
+
+    fn own_training(&self) -> Option<bool> {
+        (**self).own_training()
+    }
+
+    fn set_own_training(&mut self, training: bool) {
+        (**self).set_own_training(training);
+    }
+}
+
+/// `None` holds nothing; `Some(m)` is `m` at the same path.
+impl<M: Module> Module for Option<M> {
+    fn visit(&self, visitor: &mut dyn Visitor, path: &mut ModulePath) -> Result<()> {
+        match self {
+            Some(module) => walk::submodule(visitor, path, module),
+            None => Ok(()),
+        }
+    }
+
+    fn visit_mut(&mut self, visitor: &mut dyn VisitorMut, path: &mut ModulePath) -> Result<()> {
+        match self {
+            Some(module) => walk::submodule_mut(visitor, path, module),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Elements at paths `0`, `1`, ... (as a `Vec` field of a derived module).
+impl<M: Module> Module for Vec<M> {
+    fn visit(&self, visitor: &mut dyn Visitor, path: &mut ModulePath) -> Result<()> {
+        walk::items(visitor, path, self)
+    }
+
+    fn visit_mut(&mut self, visitor: &mut dyn VisitorMut, path: &mut ModulePath) -> Result<()> {
+        walk::items_mut(visitor, path, self)
+    }
+}
+
+/// Elements at paths `0`, `1`, ...
+impl<M: Module, const N: usize> Module for [M; N] {
+    fn visit(&self, visitor: &mut dyn Visitor, path: &mut ModulePath) -> Result<()> {
+        walk::items(visitor, path, self)
+    }
+
+    fn visit_mut(&mut self, visitor: &mut dyn VisitorMut, path: &mut ModulePath) -> Result<()> {
+        walk::items_mut(visitor, path, self)
+    }
+}
+
+/// Entries at their keys' paths (`heads.query`).
+impl<K: fmt::Display + Ord, M: Module> Module for BTreeMap<K, M> {
+    fn visit(&self, visitor: &mut dyn Visitor, path: &mut ModulePath) -> Result<()> {
+        self.iter().try_for_each(|(key, module)| {
+            path.push_key(key);
+            walk::submodule(visitor, path, module)?;
+            path.pop();
+            Ok(())
+        })
+    }
+
+    fn visit_mut(&mut self, visitor: &mut dyn VisitorMut, path: &mut ModulePath) -> Result<()> {
+        self.iter_mut().try_for_each(|(key, module)| {
+            path.push_key(key);
+            walk::submodule_mut(visitor, path, module)?;
+            path.pop();
+            Ok(())
+        })
     }
 }
 
@@ -915,6 +1321,30 @@ pub mod walk {
         module.visit_mut(visitor, path)?;
         visitor.exit_module(path)
     }
+
+    /// The elements of a sequence of submodules, at paths `0`, `1`, ...
+    pub fn items<M: Module>(visitor: &mut dyn Visitor, path: &mut ModulePath, items: &[M]) -> Result<()> {
+        items.iter().enumerate().try_for_each(|(index, module)| {
+            path.push_index(index);
+            submodule(visitor, path, module)?;
+            path.pop();
+            Ok(())
+        })
+    }
+
+    /// [`items`], for a visitor that may change them.
+    pub fn items_mut<M: Module>(
+        visitor: &mut dyn VisitorMut,
+        path: &mut ModulePath,
+        items: &mut [M],
+    ) -> Result<()> {
+        items.iter_mut().enumerate().try_for_each(|(index, module)| {
+            path.push_index(index);
+            submodule_mut(visitor, path, module)?;
+            path.pop();
+            Ok(())
+        })
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -934,6 +1364,9 @@ pub struct Entry {
     pub type_name: Option<&'static str>,
     /// For [`EntryKind::Skipped`]: false when the type is plain data.
     pub may_hold_tensors: bool,
+    /// For [`EntryKind::Skipped`]: the field marked `#[module(skip)]` it is, or is inside (a
+    /// skipped submodule's tensors are listed at their paths, `encoder.weight`).
+    pub skipped_field: Option<SkippedField>,
 }
 
 /// What an [`Entry`] is.
@@ -972,15 +1405,20 @@ struct EntryCollector {
     entries: Vec<Entry>,
 }
 
+/// Lists every entry and labels every tensor it meets with its path and role, so that errors
+/// about them name them (see [`TensorRole`]).
 impl Visitor for EntryCollector {
     fn visit_param(&mut self, path: &ModulePath, param: &Param) -> Result<()> {
+        let tensor = param.tensor();
+        tensor.set_label(path.as_str(), TensorRole::Parameter);
         self.entries.push(Entry {
             path: path.to_string(),
             kind: EntryKind::Parameter,
-            tensor: Some(param.tensor()),
-            param: Some(param.clone()),
+            tensor: Some(tensor),
+            param: Some(param.share()),
             type_name: None,
             may_hold_tensors: true,
+            skipped_field: None,
         });
         Ok(())
     }
@@ -990,6 +1428,7 @@ impl Visitor for EntryCollector {
             Persistence::Persistent => EntryKind::Buffer,
             Persistence::NonPersistent => EntryKind::NonPersistentBuffer,
         };
+        tensor.set_label(path.as_str(), buffer_role(persistence));
         self.entries.push(Entry {
             path: path.to_string(),
             kind,
@@ -997,21 +1436,61 @@ impl Visitor for EntryCollector {
             param: None,
             type_name: None,
             may_hold_tensors: true,
+            skipped_field: None,
         });
         Ok(())
     }
 
     fn visit_skipped(&mut self, path: &ModulePath, skipped: Skipped<'_>) -> Result<()> {
+        let field = SkippedField { path: path.to_string(), declared_at: skipped.declared_at };
+        if let Some(tensor) = skipped.tensor {
+            tensor.set_label(path.as_str(), TensorRole::Skipped(field.clone()));
+        }
+        let inside = skipped.module.map(|module| skipped_module_entries(path, module, &skipped));
         self.entries.push(Entry {
             path: path.to_string(),
             kind: EntryKind::Skipped,
             tensor: skipped.tensor.cloned(),
             param: None,
             type_name: Some(skipped.type_name),
-            may_hold_tensors: skipped.may_hold_tensors,
+            // A skipped submodule is looked into: its tensors are listed after it.
+            may_hold_tensors: skipped.may_hold_tensors && inside.as_ref().is_none_or(|i| !i.is_empty()),
+            skipped_field: Some(field),
         });
+        self.entries.extend(inside.into_iter().flatten());
         Ok(())
     }
+}
+
+/// The parameters and buffers of a skipped submodule, as skipped entries at their full paths
+/// (`encoder.weight` for `weight` of the skipped field `encoder`), with the kind of tensor each
+/// would have been (`Param` or `Tensor`) as its type; each tensor is labelled so.
+fn skipped_module_entries(path: &ModulePath, module: &dyn Module, skipped: &Skipped<'_>) -> Vec<Entry> {
+    let field = SkippedField { path: path.to_string(), declared_at: skipped.declared_at };
+    let prefix = |inner: &str| if inner.is_empty() { path.to_string() } else { format!("{path}.{inner}") };
+    let entries: Vec<Entry> = module
+        .entries()
+        .into_iter()
+        .map(|inner| Entry {
+            path: prefix(&inner.path),
+            kind: EntryKind::Skipped,
+            type_name: Some(match inner.kind {
+                EntryKind::Parameter => "Param",
+                EntryKind::Skipped => inner.type_name.unwrap_or("?"),
+                _ => "Tensor",
+            }),
+            may_hold_tensors: inner.may_hold_tensors,
+            param: inner.param,
+            tensor: inner.tensor,
+            skipped_field: Some(field.clone()),
+        })
+        .collect();
+    for entry in &entries {
+        if let Some(tensor) = &entry.tensor {
+            tensor.set_label(&entry.path, TensorRole::Skipped(field.clone()));
+        }
+    }
+    entries
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1019,6 +1498,7 @@ impl Visitor for EntryCollector {
 
 /// Applies `f` to every parameter (with gradient and state, each parameter once) and buffer:
 /// first computes every new tensor, then installs them all, so a failure changes nothing.
+/// Parameters shared with another model are re-pointed rather than changed (see [`Param`]).
 fn transform<M: Module + ?Sized>(module: &mut M, f: &dyn Fn(&Tensor) -> Result<Tensor>) -> Result<()> {
     struct Compute<'f> {
         f: &'f dyn Fn(&Tensor) -> Result<Tensor>,
@@ -1040,36 +1520,64 @@ fn transform<M: Module + ?Sized>(module: &mut M, f: &dyn Fn(&Tensor) -> Result<T
 
     struct Install {
         params: HashMap<ParamId, ParamValues>,
+        installer: ParamInstaller,
         buffers: HashMap<String, Tensor>,
     }
     impl VisitorMut for Install {
         fn visit_param(&mut self, path: &ModulePath, param: &mut Param) -> Result<()> {
-            // A tied parameter is installed at its first path and named by it.
-            if let Some(values) = self.params.remove(&param.id()) {
-                param.install(values, Some(path.as_str()));
+            // A tied parameter's values are installed at its first path and named by it; its
+            // later paths are re-pointed to the same cell.
+            let id = param.id();
+            match self.params.remove(&id) {
+                Some(values) => self.installer.install(param, values, Some(path.as_str())),
+                None => self.installer.follow(param),
             }
             Ok(())
         }
-        fn visit_buffer(&mut self, path: &ModulePath, tensor: &mut Tensor, _: Persistence) -> Result<()> {
+        fn visit_buffer(
+            &mut self,
+            path: &ModulePath,
+            tensor: &mut Tensor,
+            persistence: Persistence,
+        ) -> Result<()> {
             if let Some(new) = self.buffers.remove(path.as_str()) {
-                new.set_name(path.as_str());
+                new.set_label(path.as_str(), buffer_role(persistence));
                 *tensor = new;
             }
             Ok(())
         }
-        fn visit_skipped(&mut self, path: &ModulePath, skipped: Skipped<'_>) -> Result<()> {
-            // Not moved, but named: a mismatch it causes later then says which field it is.
-            if let Some(tensor) = skipped.tensor {
-                tensor.set_name(path.as_str());
-            }
+        fn visit_skipped(&mut self, path: &ModulePath, skipped: SkippedMut<'_>) -> Result<()> {
+            // Not moved, but labelled: a mismatch it causes later then says which field it is.
+            label_skipped(path, &skipped.as_skipped());
             Ok(())
         }
     }
 
     let mut compute = Compute { f, params: HashMap::new(), buffers: HashMap::new() };
     module.walk(&mut compute)?;
-    let mut install = Install { params: compute.params, buffers: compute.buffers };
+    let installer = ParamInstaller::for_module(module);
+    let mut install = Install { params: compute.params, installer, buffers: compute.buffers };
     module.walk_mut(&mut install)
+}
+
+/// The role of a buffer with this persistence.
+pub(crate) fn buffer_role(persistence: Persistence) -> TensorRole {
+    match persistence {
+        Persistence::Persistent => TensorRole::Buffer,
+        Persistence::NonPersistent => TensorRole::NonPersistentBuffer,
+    }
+}
+
+/// Labels a skipped field's tensor, and the tensors of a skipped submodule, with their paths and
+/// the field they are in.
+pub(crate) fn label_skipped(path: &ModulePath, skipped: &Skipped<'_>) {
+    let role = TensorRole::Skipped(SkippedField { path: path.to_string(), declared_at: skipped.declared_at });
+    if let Some(tensor) = skipped.tensor {
+        tensor.set_label(path.as_str(), role.clone());
+    }
+    if let Some(module) = skipped.module {
+        skipped_module_entries(path, module, skipped);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1079,7 +1587,7 @@ fn transform<M: Module + ?Sized>(module: &mut M, f: &dyn Fn(&Tensor) -> Result<T
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 #[non_exhaustive]
 pub enum ModuleError {
-    #[error("`{module}` has tensors on {} devices: {}{}{}", groups.len(), device_counts(groups), straggler_lines(groups), skipped_lines(skipped))]
+    #[error("`{module}` has tensors on {} devices: {}{}{}\n  at {}", groups.len(), device_counts(groups), straggler_lines(groups), skipped_lines(skipped), location_string(location))]
     #[diagnostic(code(devcheck::mixed_devices), help("{}", mixed_help(groups)))]
     MixedDevices {
         module: String,
@@ -1087,9 +1595,14 @@ pub enum ModuleError {
         groups: Vec<(Device, Vec<String>)>,
         /// Skipped tensor fields (not moved by `to`) that are not on the most populated device.
         skipped: Vec<(String, Device)>,
+        /// The call that asked for the model's device.
+        location: &'static Location<'static>,
     },
 
-    #[error("`{module}` has no parameters or buffers, so it has no device")]
+    #[error(
+        "`{module}` has no parameters or buffers, so it has no device\n  at {}",
+        location_string(location)
+    )]
     #[diagnostic(
         code(devcheck::no_tensors),
         help(
@@ -1097,7 +1610,22 @@ pub enum ModuleError {
              module creates tensors (or take it from an input: `x.device()`)"
         )
     )]
-    NoTensors { module: String },
+    NoTensors { module: String, location: &'static Location<'static> },
+}
+
+impl ModuleError {
+    /// The call that asked.
+    pub fn location(&self) -> Option<&'static Location<'static>> {
+        match self {
+            ModuleError::MixedDevices { location, .. } | ModuleError::NoTensors { location, .. } => {
+                Some(location)
+            }
+        }
+    }
+}
+
+fn location_string(location: &Location<'_>) -> String {
+    format!("{}:{}:{}", location.file(), location.line(), location.column())
 }
 
 /// Stragglers listed one per line before the rest are counted.
@@ -1219,5 +1747,18 @@ mod tests {
         path.pop();
         path.pop();
         assert!(path.is_root() && path.as_str().is_empty());
+    }
+
+    #[test]
+    fn segments_keep_a_dotted_key_whole() {
+        let mut path = ModulePath::root();
+        path.push_key("");
+        path.push("heads");
+        path.push_key("b.c");
+        path.push_index(0);
+        assert_eq!(path.as_str(), "heads.b.c.0");
+        assert_eq!(path.segments().collect::<Vec<_>>(), ["", "heads", "b.c", "0"]);
+        path.pop();
+        assert_eq!(path.segments().collect::<Vec<_>>(), ["", "heads", "b.c"]);
     }
 }

@@ -18,20 +18,30 @@ pub fn manual_seed(seed: u64) {
     RNG.with(|r| *r.borrow_mut() = StdRng::seed_from_u64(seed));
 }
 
+/// Runs `f` with this thread's generator, to draw samples one at a time (straight into a
+/// tensor's elements, with no buffer of samples in between).
+pub(crate) fn with_rng<R>(f: impl FnOnce(&mut StdRng) -> R) -> R {
+    RNG.with(|r| f(&mut r.borrow_mut()))
+}
+
+/// One sample uniform in [0, 1).
+pub(crate) fn sample_uniform(rng: &mut StdRng) -> f64 {
+    rng.random::<f64>()
+}
+
+/// One sample from the standard normal distribution.
+pub(crate) fn sample_normal(rng: &mut StdRng) -> f64 {
+    StandardNormal.sample(rng)
+}
+
 /// `n` samples uniform in [0, 1).
 pub(crate) fn uniform(n: usize) -> Vec<f64> {
-    RNG.with(|r| {
-        let mut r = r.borrow_mut();
-        (0..n).map(|_| r.random::<f64>()).collect()
-    })
+    with_rng(|r| (0..n).map(|_| sample_uniform(r)).collect())
 }
 
 /// `n` samples from the standard normal distribution.
 pub(crate) fn normal(n: usize) -> Vec<f64> {
-    RNG.with(|r| {
-        let mut r = r.borrow_mut();
-        (0..n).map(|_| StandardNormal.sample(&mut *r)).collect()
-    })
+    with_rng(|r| (0..n).map(|_| sample_normal(r)).collect())
 }
 
 /// A random `u64`, e.g. to seed a data loader's shuffling.

@@ -11,6 +11,31 @@ pub fn checked_numel(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
 }
 
+/// The most bytes one allocation may take (Rust's limit, `isize::MAX`).
+pub const MAX_BYTES: usize = isize::MAX as usize;
+
+/// The bytes a tensor of `shape` with `element_size`-byte elements takes, when the shape is one a
+/// tensor can have; `None` when it is not.
+///
+/// A shape is valid when its elements, *with every dim of 0 counted as 1*, fit in [`MAX_BYTES`]:
+/// then its element count, byte size, contiguous strides and every offset into it are
+/// addressable, so no size computation on a valid layout overflows. (Counting 0 as 1 keeps an
+/// empty `[0, 2^62, 2^62]` out: it holds no elements, but its strides would overflow.) Every
+/// op that makes a shape from user input checks it with `check::valid_shape`.
+pub fn checked_nbytes(shape: &[usize], element_size: usize) -> Option<usize> {
+    let extent = shape.iter().try_fold(element_size, |acc, &d| acc.checked_mul(d.max(1)))?;
+    if extent > MAX_BYTES {
+        return None;
+    }
+    checked_numel(shape).map(|n| n * element_size)
+}
+
+/// The elements `shape` spans with dims of 0 counted as 1 (what [`checked_nbytes`] bounds), as a
+/// float: for messages about shapes too large to count in `usize`.
+pub fn approx_extent(shape: &[usize]) -> f64 {
+    shape.iter().map(|&d| d.max(1) as f64).product()
+}
+
 /// Row-major (C-contiguous) strides of a shape, in elements.
 pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
     let mut strides = vec![0; shape.len()];
@@ -58,13 +83,21 @@ impl Layout {
         self.shape.len()
     }
 
+    /// The element count. Layouts are made from valid shapes (see [`checked_nbytes`]), whose
+    /// count fits; should one slip through, the count saturates rather than wrapping to a small
+    /// number that a loop would silently run short of.
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        checked_numel(&self.shape).unwrap_or(usize::MAX)
     }
 
     /// Elements left after removing `dims`.
     pub fn numel_without(&self, dims: &[usize]) -> usize {
-        self.shape.iter().enumerate().filter(|(d, _)| !dims.contains(d)).map(|(_, n)| n).product()
+        self.shape
+            .iter()
+            .enumerate()
+            .filter(|(d, _)| !dims.contains(d))
+            .try_fold(1usize, |acc, (_, &n)| acc.checked_mul(n))
+            .unwrap_or(usize::MAX)
     }
 
     /// True when elements are laid out row-major without gaps (from `offset`). Dims of size 1 may
@@ -75,7 +108,7 @@ impl Layout {
             if dim != 1 && stride != expected {
                 return false;
             }
-            expected *= dim;
+            expected = expected.saturating_mul(dim);
         }
         true
     }

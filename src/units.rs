@@ -2,7 +2,7 @@
 
 /// `512 B`, `1.5 KiB`, `474.7 MiB` with `decimals` digits after the point (binary units).
 pub fn format_bytes(bytes: usize, decimals: usize) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     if bytes < 1024 {
         return format!("{bytes} B");
     }

@@ -66,17 +66,17 @@ fn on_device_fails_for_a_model_never_moved() {
 
 #[test]
 fn forward_clean_with_one_input_calls_forward() {
-    let model = pos_enc::EmbedderFixed::new(&Device::Cpu).unwrap();
+    let mut model = pos_enc::EmbedderFixed::new(&Device::Cpu).unwrap();
     assert_forward_clean!(model, Input::new("x", [2, 5, pos_enc::WIDTH], DType::F32), Device::Cuda(0));
     // An example tensor works as the input too.
     let x = devcheck::Tensor::zeros([1, 3, 4], &Device::Cpu).unwrap();
-    let attention = mask::SelfAttention::new(4, &Device::Cpu).unwrap();
+    let mut attention = mask::SelfAttention::new(4, &Device::Cpu).unwrap();
     assert_forward_clean!(attention, [Input::from(&x)], Device::Cuda(1), |m, x| m.forward_fixed(&x[0]));
 }
 
 #[test]
 fn forward_clean_panics_with_the_report() {
-    let model = mask::SelfAttention::new(4, &Device::Cpu).unwrap();
+    let mut model = mask::SelfAttention::new(4, &Device::Cpu).unwrap();
     let message = panic_message(|| {
         assert_forward_clean!(model, [Input::new("x", [2, 5, 4], DType::F32)], Device::Cuda(0), |m, x| {
             m.forward(&x[0])
@@ -89,7 +89,7 @@ fn forward_clean_panics_with_the_report() {
 
 #[test]
 fn forward_clean_runs_a_training_step() {
-    let model = Classifier::new(&Device::Cpu).unwrap();
+    let mut model = Classifier::new(&Device::Cpu).unwrap();
     assert_forward_clean!(model, loader_batch(), Device::Cuda(0), input_batch::step_fixed);
     let message =
         panic_message(|| assert_forward_clean!(model, loader_batch(), Device::Cuda(0), input_batch::step));

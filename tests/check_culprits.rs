@@ -48,67 +48,71 @@ fn snapshot(name: &str, report: &ForwardReport) {
 
 #[test]
 fn input_batch_still_on_the_cpu() -> Result<()> {
-    let model = Classifier::new(&Device::Cpu)?;
-    let report = devcheck::check_forward(&model, loader_batch(), &GPU, input_batch::step)?;
+    let mut model = Classifier::new(&Device::Cpu)?;
+    let report = devcheck::check_forward(&mut model, loader_batch(), &GPU, input_batch::step)?;
     assert_eq!(codes(&report), ["device-mismatch"], "{}", report.render(100));
     assert_names(&report, &["tests/culprits/common.rs:25:11", "`batch.x`", "`hidden.weight`"]);
     snapshot("input_batch", &report);
 
-    let fixed = devcheck::check_forward(&model, loader_batch(), &GPU, input_batch::step_fixed)?;
+    let fixed = devcheck::check_forward(&mut model, loader_batch(), &GPU, input_batch::step_fixed)?;
     assert_clean(&fixed);
     Ok(())
 }
 
 #[test]
 fn labels_still_on_the_cpu() -> Result<()> {
-    let model = Classifier::new(&Device::Cpu)?;
-    let report = devcheck::check_forward(&model, loader_batch(), &GPU, labels::step)?;
+    let mut model = Classifier::new(&Device::Cpu)?;
+    let report = devcheck::check_forward(&mut model, loader_batch(), &GPU, labels::step)?;
     assert_eq!(codes(&report), ["device-mismatch"], "{}", report.render(100));
-    assert_names(&report, &["tests/culprits/common.rs:47:42", "`batch.labels (a view)`"]);
+    assert_names(&report, &["tests/culprits/common.rs:47:42", "`batch.labels` (an input, a view)"]);
     snapshot("labels", &report);
 
-    assert_clean(&devcheck::check_forward(&model, loader_batch(), &GPU, labels::step_fixed)?);
+    assert_clean(&devcheck::check_forward(&mut model, loader_batch(), &GPU, labels::step_fixed)?);
     Ok(())
 }
 
 #[test]
 fn mask_created_in_forward_without_the_input_device() -> Result<()> {
-    let model = mask::SelfAttention::new(4, &Device::Cpu)?;
+    let mut model = mask::SelfAttention::new(4, &Device::Cpu)?;
     let x = [Input::new("x", [2, 5, 4], DType::F32)];
-    let report = devcheck::check_forward(&model, &x, &GPU, |m, x| m.forward(&x[0]))?;
+    let report = devcheck::check_forward(&mut model, &x, &GPU, |m, x| m.forward(&x[0]))?;
     assert_eq!(codes(&report), ["created-off-device", "device-mismatch"], "{}", report.render(100));
     assert_names(&report, &["tests/culprits/mask.rs:25:22", "tests/culprits/mask.rs:26:16", "`ones`"]);
     snapshot("mask", &report);
 
-    assert_clean(&devcheck::check_forward(&model, &x, &GPU, |m, x| m.forward_fixed(&x[0]))?);
+    assert_clean(&devcheck::check_forward(&mut model, &x, &GPU, |m, x| m.forward_fixed(&x[0]))?);
     Ok(())
 }
 
 #[test]
 fn positional_encoding_kept_as_a_skipped_field() -> Result<()> {
     let x = [Input::new("x", [2, 5, pos_enc::WIDTH], DType::F32)];
-    let model = pos_enc::Embedder::new(&Device::Cpu)?;
-    let report = devcheck::check_forward(&model, &x, &GPU, |m, x| m.forward(&x[0]))?;
+    let mut model = pos_enc::Embedder::new(&Device::Cpu)?;
+    let report = devcheck::check_forward(&mut model, &x, &GPU, |m, x| m.forward(&x[0]))?;
     assert_eq!(codes(&report), ["skipped-tensor", "device-mismatch"], "{}", report.render(100));
     assert_names(
         &report,
-        &["tests/culprits/pos_enc.rs:18:5", "tests/culprits/pos_enc.rs:47:40", "`pos_enc (a view)`"],
+        &[
+            "tests/culprits/pos_enc.rs:18:5",
+            "tests/culprits/pos_enc.rs:47:40",
+            "`pos_enc` (a `#[module(skip)]` field, a view)",
+        ],
     );
     snapshot("pos_enc", &report);
 
-    let fixed = pos_enc::EmbedderFixed::new(&Device::Cpu)?;
-    assert_clean(&devcheck::check_forward(&fixed, &x, &GPU, |m, x| m.forward(&x[0]))?);
+    let mut fixed = pos_enc::EmbedderFixed::new(&Device::Cpu)?;
+    assert_clean(&devcheck::check_forward(&mut fixed, &x, &GPU, |m, x| m.forward(&x[0]))?);
     Ok(())
 }
 
 #[test]
 fn loss_weight_created_on_the_cpu() -> Result<()> {
-    let model = Classifier::new(&Device::Cpu)?;
+    let mut model = Classifier::new(&Device::Cpu)?;
     let batch = [
         Input::new("batch.x", [BATCH, FEATURES], DType::F32).on(&Device::Cpu),
         Input::new("batch.targets", [BATCH, CLASSES], DType::F32).on(&Device::Cpu),
     ];
-    let report = devcheck::check_forward(&model, &batch, &GPU, loss_weight::step)?;
+    let report = devcheck::check_forward(&mut model, &batch, &GPU, loss_weight::step)?;
     assert_eq!(codes(&report), ["created-off-device", "device-mismatch"], "{}", report.render(100));
     assert_names(
         &report,
@@ -116,7 +120,7 @@ fn loss_weight_created_on_the_cpu() -> Result<()> {
     );
     snapshot("loss_weight", &report);
 
-    assert_clean(&devcheck::check_forward(&model, &batch, &GPU, loss_weight::step_fixed)?);
+    assert_clean(&devcheck::check_forward(&mut model, &batch, &GPU, loss_weight::step_fixed)?);
     Ok(())
 }
 
@@ -126,7 +130,7 @@ fn cached_hidden_state_from_a_previous_device() -> Result<()> {
     // A warm-up step on the CPU leaves a cached state there.
     let mut model = hidden_state::Recurrent::new(&Device::Cpu)?;
     let _ = model.forward(&x)?;
-    let report = devcheck::check_forward(&model, [Input::like("x", &x)], &GPU, |m, x| m.forward(&x[0]))?;
+    let report = devcheck::check_forward(&mut model, [Input::like("x", &x)], &GPU, |m, x| m.forward(&x[0]))?;
     assert_eq!(codes(&report), ["skipped-tensor", "device-mismatch"], "{}", report.render(100));
     assert_names(
         &report,
@@ -138,6 +142,8 @@ fn cached_hidden_state_from_a_previous_device() -> Result<()> {
 
     let mut fixed = hidden_state::RecurrentFixed::new(&Device::Cpu)?;
     let _ = fixed.forward(&x)?;
-    assert_clean(&devcheck::check_forward(&fixed, [Input::like("x", &x)], &GPU, |m, x| m.forward(&x[0]))?);
+    assert_clean(&devcheck::check_forward(&mut fixed, [Input::like("x", &x)], &GPU, |m, x| {
+        m.forward(&x[0])
+    })?);
     Ok(())
 }

@@ -31,8 +31,8 @@ fn x() -> [Input; 1] {
 
 #[test]
 fn a_value_read_in_forward_needs_data_and_the_run_goes_on() -> Result<()> {
-    let model = Gate::new(&Device::Cpu)?;
-    let report = devcheck::check_forward(&model, x(), &GPU, |m, x| m.forward_branching(&x[0]))?;
+    let mut model = Gate::new(&Device::Cpu)?;
+    let report = devcheck::check_forward(&mut model, x(), &GPU, |m, x| m.forward_branching(&x[0]))?;
     assert_eq!(codes(&report), ["skipped-tensor", "host-read"], "{}", report.render(100));
     assert!(report.completed());
     assert_eq!(report.data_bytes(), 0);
@@ -46,8 +46,8 @@ fn a_value_read_in_forward_needs_data_and_the_run_goes_on() -> Result<()> {
 
 #[test]
 fn a_model_tensor_copied_in_every_forward_is_a_warning() -> Result<()> {
-    let model = Gate::new(&Device::Cpu)?;
-    let report = devcheck::check_forward(&model, x(), &GPU, |m, x| m.forward_uploading(&x[0]))?;
+    let mut model = Gate::new(&Device::Cpu)?;
+    let report = devcheck::check_forward(&mut model, x(), &GPU, |m, x| m.forward_uploading(&x[0]))?;
     // The skipped table is copied where it is needed: no mismatch, but a copy per call.
     assert_eq!(codes(&report), ["skipped-tensor", "moved-in-forward"], "{}", report.render(100));
     let moved = &report.findings()[1];
@@ -58,8 +58,8 @@ fn a_model_tensor_copied_in_every_forward_is_a_warning() -> Result<()> {
 
 #[test]
 fn a_copy_off_the_device_in_forward_is_a_warning() -> Result<()> {
-    let model = Gate::new(&Device::Cpu)?;
-    let report = devcheck::check_forward(&model, x(), &GPU, |m, x| m.forward_to_host(&x[0]))?;
+    let mut model = Gate::new(&Device::Cpu)?;
+    let report = devcheck::check_forward(&mut model, x(), &GPU, |m, x| m.forward_to_host(&x[0]))?;
     assert_eq!(codes(&report), ["skipped-tensor", "moved-off-device"], "{}", report.render(100));
     assert_eq!(
         report.findings()[1].location_string().as_deref(),
@@ -70,8 +70,8 @@ fn a_copy_off_the_device_in_forward_is_a_warning() -> Result<()> {
 
 #[test]
 fn an_error_in_forward_ends_the_run_and_is_reported() -> Result<()> {
-    let model = Gate::new(&Device::Cpu)?;
-    let report = devcheck::check_forward(&model, [Input::new("x", [2, 5], DType::F32)], &GPU, |m, x| {
+    let mut model = Gate::new(&Device::Cpu)?;
+    let report = devcheck::check_forward(&mut model, [Input::new("x", [2, 5], DType::F32)], &GPU, |m, x| {
         m.forward_failing(&x[0])
     })?;
     assert!(!report.completed());
@@ -88,8 +88,8 @@ fn an_error_in_forward_ends_the_run_and_is_reported() -> Result<()> {
 
 #[test]
 fn a_panic_in_forward_ends_the_run_and_is_reported() -> Result<()> {
-    let model = Gate::new(&Device::Cpu)?;
-    let report = devcheck::check_forward(&model, [Input::new("x", [2, 3], DType::F32)], &GPU, |m, x| {
+    let mut model = Gate::new(&Device::Cpu)?;
+    let report = devcheck::check_forward(&mut model, [Input::new("x", [2, 3], DType::F32)], &GPU, |m, x| {
         m.forward_panicking(&x[0])
     })?;
     assert!(!report.completed());
@@ -109,10 +109,12 @@ fn a_panic_in_forward_ends_the_run_and_is_reported() -> Result<()> {
 
 #[test]
 fn a_dry_run_on_another_gpu_catches_a_hard_coded_cuda_0() -> Result<()> {
-    let model = Gate::new(&Device::Cpu)?;
-    let on_0 = devcheck::check_forward(&model, x(), &Device::Cuda(0), |m, x| m.forward_hard_coded(&x[0]))?;
+    let mut model = Gate::new(&Device::Cpu)?;
+    let on_0 =
+        devcheck::check_forward(&mut model, x(), &Device::Cuda(0), |m, x| m.forward_hard_coded(&x[0]))?;
     assert_eq!(codes(&on_0), ["skipped-tensor"]);
-    let on_1 = devcheck::check_forward(&model, x(), &Device::Cuda(1), |m, x| m.forward_hard_coded(&x[0]))?;
+    let on_1 =
+        devcheck::check_forward(&mut model, x(), &Device::Cuda(1), |m, x| m.forward_hard_coded(&x[0]))?;
     assert_eq!(codes(&on_1), ["skipped-tensor", "created-off-device", "device-mismatch"]);
     assert_eq!(
         on_1.findings()[1].message(),
@@ -123,11 +125,11 @@ fn a_dry_run_on_another_gpu_catches_a_hard_coded_cuda_0() -> Result<()> {
 
 #[test]
 fn the_callers_model_and_its_parameters_are_untouched() -> Result<()> {
-    let model = Classifier::new(&Device::Cpu)?;
+    let mut model = Classifier::new(&Device::Cpu)?;
     let held_by_an_optimizer: Vec<Param> = model.parameters();
     let before: Vec<Vec<f32>> =
         held_by_an_optimizer.iter().map(|p| p.tensor().to_vec()).collect::<Result<_>>()?;
-    let report = devcheck::check_forward(&model, loader_batch(), &GPU, |m, batch| {
+    let report = devcheck::check_forward(&mut model, loader_batch(), &GPU, |m, batch| {
         // Inside: a fake copy on the target, in new cells.
         assert_eq!(m.device()?, GPU);
         assert!(m.parameters().iter().all(|p| p.tensor().is_fake()));
@@ -152,11 +154,12 @@ struct Tied {
 #[test]
 fn tied_weights_stay_tied_in_the_fake_copy() -> Result<()> {
     let embed = Param::new(Tensor::randn([5, 4], &Device::Cpu)?);
-    let model = Tied { head: embed.clone(), embed };
-    let report = devcheck::check_forward(&model, [Input::new("ids", [3], DType::I64)], &GPU, |m, ids| {
-        assert!(m.embed.same_param(&m.head));
-        m.embed.tensor().index_select(0, &ids[0])?.matmul(&m.head.tensor().t()?)
-    })?;
+    let mut model = Tied { head: embed.clone(), embed };
+    let report =
+        devcheck::check_forward(&mut model, [Input::new("ids", [3], DType::I64)], &GPU, |m, ids| {
+            assert!(m.embed.same_param(&m.head));
+            m.embed.tensor().index_select(0, &ids[0])?.matmul(&m.head.tensor().t()?)
+        })?;
     assert!(report.is_clean(), "{}", report.render(100));
     Ok(())
 }
@@ -166,7 +169,7 @@ fn inputs_from_example_tensors_keep_shape_dtype_and_origin() -> Result<()> {
     let example = Tensor::zeros([2, 4], (DType::F64, &Device::Cpu))?;
     let input = Input::like("x", &example);
     assert_eq!((input.shape(), input.dtype()), (&[2, 4][..], DType::F64));
-    let report = devcheck::check_forward(&Gate::new(&Device::Cpu)?, [input], &GPU, |_, x| {
+    let report = devcheck::check_forward(&mut Gate::new(&Device::Cpu)?, [input], &GPU, |_, x| {
         assert_eq!((x[0].device(), x[0].dtype(), x[0].origin()), (GPU, DType::F64, example.origin()));
         assert_eq!(x[0].name().as_deref(), Some("x"));
         Ok(())
@@ -177,16 +180,18 @@ fn inputs_from_example_tensors_keep_shape_dtype_and_origin() -> Result<()> {
 
 #[test]
 fn an_impossible_input_shape_is_an_error() {
-    let model = Gate::new(&Device::Cpu).unwrap();
+    let mut model = Gate::new(&Device::Cpu).unwrap();
     let error =
-        devcheck::check_forward(&model, [Input::new("x", [usize::MAX, 4], DType::F32)], &GPU, |_, _| Ok(()))
-            .unwrap_err();
+        devcheck::check_forward(&mut model, [Input::new("x", [usize::MAX, 4], DType::F32)], &GPU, |_, _| {
+            Ok(())
+        })
+        .unwrap_err();
     assert!(matches!(error, Error::InvalidArgument { op: "check_forward", .. }), "{error:?}");
 }
 
 fn step_on_the_gpu() -> Result<()> {
-    let model = Classifier::new(&Device::Cpu)?;
-    devcheck::check_forward(&model, loader_batch(), &GPU, input_batch::step)?.ensure_clean()?;
+    let mut model = Classifier::new(&Device::Cpu)?;
+    devcheck::check_forward(&mut model, loader_batch(), &GPU, input_batch::step)?.ensure_clean()?;
     Ok(())
 }
 
@@ -201,8 +206,8 @@ fn a_failing_dry_run_through_question_mark_prints_the_full_report() {
 
 #[test]
 fn the_report_as_text_and_json() -> Result<()> {
-    let model = Classifier::new(&Device::Cpu)?;
-    let report = devcheck::check_forward(&model, loader_batch(), &GPU, input_batch::step)?;
+    let mut model = Classifier::new(&Device::Cpu)?;
+    let report = devcheck::check_forward(&mut model, loader_batch(), &GPU, input_batch::step)?;
     snapshot!("summary", report.to_string());
     let json = report.to_json();
     assert_eq!(json["target"], "cuda:0");
@@ -212,5 +217,69 @@ fn the_report_as_text_and_json() -> Result<()> {
     assert_eq!(json["findings"][0]["count"], 2);
     assert_eq!(json["inputs"][1]["name"], "batch.labels");
     assert_eq!(json["transfers"][0]["from"], "cpu");
+    Ok(())
+}
+
+/// A model with a cache in a skipped field, and a generic skipped field (the derive cannot tell
+/// there whether the type is a module, so it is not looked into).
+#[derive(Module)]
+struct Cached<M> {
+    weight: Param,
+    buffer: Tensor,
+    #[module(skip)]
+    cache: Option<Tensor>,
+    #[module(skip)]
+    extra: M,
+}
+
+impl<M> Cached<M> {
+    fn new(extra: M) -> Result<Cached<M>> {
+        Ok(Cached {
+            weight: Param::new(Tensor::ones([2, 2], &Device::Cpu)?),
+            buffer: Tensor::zeros([2], &Device::Cpu)?,
+            cache: None,
+            extra,
+        })
+    }
+
+    fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
+        let y = x.matmul(&self.weight.tensor())?.add(&self.buffer)?;
+        self.cache = Some(y.clone());
+        Ok(y)
+    }
+}
+
+/// Every tensor of the model is the one it had before the run: same handles, real data.
+fn assert_restored(model: &Cached<u8>, weight: &Param, buffer: &Tensor) {
+    assert!(model.weight.same_param(weight) && model.weight.id() == weight.id());
+    assert!(!model.weight.tensor().is_fake() && weight.grad().is_none());
+    assert!(model.buffer.same_storage(buffer) && !model.buffer.is_fake());
+    assert!(model.cache.is_none(), "what forward cached in a skipped field is put back");
+}
+
+#[test]
+fn the_model_gets_its_tensors_back_after_a_clean_run_an_error_and_a_panic() -> Result<()> {
+    let mut model = Cached::new(7u8)?;
+    let (weight, buffer) = (model.weight.clone(), model.buffer.clone());
+    let x = [Input::new("x", [3, 2], DType::F32)];
+
+    let clean = devcheck::check_forward(&mut model, &x, &GPU, |m, x| {
+        assert!(m.weight.tensor().is_fake() && m.weight.device() == GPU, "the run sees fakes on the target");
+        m.forward(&x[0])?.sum_all()?.backward()
+    })?;
+    assert!(clean.is_clean(), "{}", clean.render(100));
+    assert_restored(&model, &weight, &buffer);
+
+    let failed = devcheck::check_forward(&mut model, &x, &GPU, |m, x| m.forward(&x[0])?.reshape([7]))?;
+    assert!(!failed.completed());
+    assert_restored(&model, &weight, &buffer);
+
+    let panicked = devcheck::check_forward(&mut model, &x, &GPU, |m, x| -> Result<()> {
+        let _ = m.forward(&x[0])?;
+        panic!("a bug in the user's step")
+    })?;
+    assert_eq!(codes(&panicked), ["forward-failed"]);
+    assert_restored(&model, &weight, &buffer);
+    assert_eq!(model.extra, 7);
     Ok(())
 }

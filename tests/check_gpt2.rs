@@ -15,11 +15,12 @@ fn gpt2_on_cpu() -> Result<Gpt2> {
 
 #[test]
 fn gpt2_small_dry_runs_clean_on_a_fake_gpu_without_data() -> Result<()> {
-    let model = gpt2_on_cpu()?;
+    let mut model = gpt2_on_cpu()?;
     assert_eq!(model.num_parameters(), GPT2_SMALL_PARAMETERS);
     let ids = [Input::new("ids", [8, 1024], DType::I64)];
-    let (report, trace) =
-        devcheck::trace(|| devcheck::check_forward(&model, &ids, &Device::Cuda(0), |m, x| m.forward(&x[0])));
+    let (report, trace) = devcheck::trace(|| {
+        devcheck::check_forward(&mut model, &ids, &Device::Cuda(0), |m, x| m.forward(&x[0]))
+    });
     let report = report?;
     assert!(report.completed());
     assert!(report.is_clean(), "{}", report.render(100));

@@ -137,7 +137,7 @@ fn traces_nest_and_record_nothing_outside() -> Result<()> {
 
 #[test]
 fn outside_a_fake_scope_reading_a_fake_tensor_stays_an_error() {
-    let fake = Tensor::fake([2], devcheck::DType::F32, &GPU);
+    let fake = Tensor::fake([2], devcheck::DType::F32, &GPU).unwrap();
     let (read, report) = devcheck::trace(|| fake.to_vec::<f32>());
     assert!(matches!(read, Err(devcheck::Error::NoData { .. })), "{read:?}");
     // The attempt is still in the ledger.

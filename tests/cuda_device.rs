@@ -2,26 +2,20 @@
 //! error (checked here on any machine); with a GPU the kernels are compared with host results
 //! (those tests print "skipped: no CUDA device" when there is none).
 
-use std::sync::Arc;
+#[allow(dead_code)] // each GPU suite uses part of it
+#[path = "support/gpu.rs"]
+mod gpu;
 
-/// Written to stderr directly, past the test harness's output capture, so a skip is always seen.
-macro_rules! skip_note {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
+use std::sync::{Arc, RwLockReadGuard};
 
 use devcheck::cuda::{self, CudaDevice, CudaStorage, PinnedBuffer};
 use devcheck::shape::Layout;
 use devcheck::{DType, Device};
 
-fn gpu() -> Option<Arc<CudaDevice>> {
-    if !cuda::is_available() {
-        skip_note!("skipped: no CUDA device");
-        return None;
-    }
-    Some(cuda::cuda_device_for(&Device::Cuda(0)).expect("cuda:0 is available"))
+/// cuda:0 with the GPU lock held shared, or `None` (and a skip note) without a GPU.
+fn gpu(test: &str) -> Option<(RwLockReadGuard<'static, ()>, Arc<CudaDevice>)> {
+    let guard = gpu::shared(test)?;
+    Some((guard, cuda::cuda_device_for(&Device::Cuda(0)).expect("cuda:0 is available")))
 }
 
 fn upload_f32(dev: &Arc<CudaDevice>, values: &[f32]) -> CudaStorage {
@@ -44,7 +38,7 @@ fn close(a: &[f32], b: &[f32], tol: f32) {
 #[test]
 fn without_a_driver_every_entry_point_is_a_clear_error() {
     if cuda::is_available() {
-        skip_note!("skipped: a CUDA device is present (this test is for machines without one)");
+        gpu::skip_note("skipped: a CUDA device is present (this test is for machines without one)");
         return;
     }
     let cuda0 = Device::Cuda(0);
@@ -97,7 +91,7 @@ fn nvrtc_report_says_whether_nvrtc_was_found() {
 
 #[test]
 fn copies_fill_and_elementwise_kernels_match_the_host() {
-    let Some(dev) = gpu() else { return };
+    let Some((_gpu, dev)) = gpu("copies and elementwise") else { return };
     let xs: Vec<f32> = (0..1000).map(|i| (i as f32 - 500.0) / 100.0).collect();
     let x = upload_f32(&dev, &xs);
     let l = Layout::contiguous(&[10, 100]);
@@ -124,7 +118,7 @@ fn copies_fill_and_elementwise_kernels_match_the_host() {
 
 #[test]
 fn broadcast_binary_ops_casts_and_reductions_match_the_host() {
-    let Some(dev) = gpu() else { return };
+    let Some((_gpu, dev)) = gpu("binary ops, casts, reductions") else { return };
     let a: Vec<f32> = (0..12).map(|i| i as f32).collect();
     let b: Vec<f32> = vec![10.0, 20.0, 30.0, 40.0];
     let (sa, sb) = (upload_f32(&dev, &a), upload_f32(&dev, &b));
@@ -166,7 +160,7 @@ fn broadcast_binary_ops_casts_and_reductions_match_the_host() {
 
 #[test]
 fn index_errors_name_the_bad_index() {
-    let Some(dev) = gpu() else { return };
+    let Some((_gpu, dev)) = gpu("index errors") else { return };
     let x = upload_f32(&dev, &[1.0, 2.0, 3.0]);
     let ids =
         CudaStorage::from_host_bytes(&dev, DType::I64, &[7i64.to_le_bytes(), 0i64.to_le_bytes()].concat())
@@ -177,7 +171,7 @@ fn index_errors_name_the_bad_index() {
 
 #[test]
 fn matmul_uses_cublas_for_plain_and_transposed_operands() {
-    let Some(dev) = gpu() else { return };
+    let Some((_gpu, dev)) = gpu("matmul") else { return };
     let (m, k, n) = (3, 4, 2);
     let a: Vec<f32> = (0..m * k).map(|i| i as f32 * 0.5).collect();
     let b: Vec<f32> = (0..k * n).map(|i| 1.0 - i as f32 * 0.25).collect();
@@ -200,7 +194,9 @@ fn matmul_uses_cublas_for_plain_and_transposed_operands() {
 
 #[test]
 fn pinned_copies_events_and_allocator_stats() {
-    let Some(dev) = gpu() else { return };
+    // Asserts exact allocator statistics: no other GPU test of this binary runs meanwhile.
+    let Some(_alone) = gpu::exclusive("allocator stats") else { return };
+    let dev = cuda::cuda_device_for(&Device::Cuda(0)).unwrap();
     let device = Device::Cuda(0);
     let before = cuda::memory_allocated(&device).unwrap();
     let values: Vec<u8> = (0..4096u32).flat_map(|i| (i as f32).to_le_bytes()).collect();
@@ -223,8 +219,129 @@ fn pinned_copies_events_and_allocator_stats() {
 
 #[test]
 fn a_request_larger_than_the_device_is_out_of_memory() {
-    let Some(dev) = gpu() else { return };
+    let Some((_gpu, dev)) = gpu("out of memory") else { return };
     let err = CudaStorage::alloc(&dev, DType::F32, 1 << 40).unwrap_err();
     assert!(err.is_out_of_memory(), "{err:?}");
     assert!(err.render(100).contains("lower the batch size first"));
+}
+
+fn upload<T: Copy>(
+    dev: &Arc<CudaDevice>,
+    dtype: DType,
+    values: &[T],
+    to_bytes: fn(T) -> Vec<u8>,
+) -> CudaStorage {
+    let bytes: Vec<u8> = values.iter().flat_map(|&v| to_bytes(v)).collect();
+    CudaStorage::from_host_bytes(dev, dtype, &bytes).unwrap()
+}
+
+fn download_f64(s: &CudaStorage, n: usize) -> Vec<f64> {
+    let bytes = s.to_host_bytes(&Layout::contiguous(&[n])).unwrap();
+    bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+fn download_i64(s: &CudaStorage, n: usize) -> Vec<i64> {
+    let bytes = s.to_host_bytes(&Layout::contiguous(&[n])).unwrap();
+    bytes.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+#[test]
+fn copies_kernels_and_cublas_work_on_a_thread_that_did_not_create_the_device() {
+    let Some((_gpu, dev)) = gpu("another thread") else { return };
+    // Blocks freed here stay in the cache: the uploads below are served from it, without the
+    // allocator ever touching the driver on the new thread.
+    drop(upload_f32(&dev, &[0.0; 4096]));
+    let worker = std::thread::spawn(move || {
+        let xs: Vec<f32> = (0..4096).map(|i| i as f32 / 64.0).collect();
+        let x = upload_f32(&dev, &xs);
+        let l = Layout::contiguous(&[64, 64]);
+        assert_eq!(download_f32(&x, &l), xs, "upload and download");
+        let y = x.unary("neg", &l).unwrap();
+        assert_eq!(download_f32(&y, &l), xs.iter().map(|v| -v).collect::<Vec<_>>());
+        let c = x.matmul(&l, &y, &l, (1, 64, 64, 64)).unwrap();
+        let expected: Vec<f32> = (0..64 * 64)
+            .map(|ij| (0..64).map(|p| xs[ij / 64 * 64 + p] * -xs[p * 64 + ij % 64]).sum())
+            .collect();
+        close(&download_f32(&c, &l), &expected, 1e-4);
+        let pinned = PinnedBuffer::new(&dev, 16, Some(&[7u8; 16])).unwrap();
+        let p = CudaStorage::from_pinned(&dev, DType::U8, &pinned, true).unwrap();
+        assert_eq!(p.to_host_bytes(&Layout::contiguous(&[16])).unwrap(), vec![7u8; 16]);
+    });
+    worker.join().expect("the worker thread's GPU calls succeed");
+}
+
+#[test]
+fn long_rows_are_reduced_in_pieces_and_combined_exactly() {
+    let Some((_gpu, dev)) = gpu("multi-pass reductions") else { return };
+    // Past 2^24 elements: every piece and the combined total are exact in i64 and f64.
+    let n = (1 << 24) + 7;
+    let ones = upload(&dev, DType::I32, &vec![1i32; n], |v| v.to_le_bytes().to_vec());
+    let total = ones.reduce("sum", &Layout::contiguous(&[n]), 0, 0.0).unwrap();
+    assert_eq!(download_i64(&total, 1), vec![n as i64]);
+    let ramp: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    let x = upload(&dev, DType::F64, &ramp, |v| v.to_le_bytes().to_vec());
+    let l = Layout::contiguous(&[n]);
+    let sum = x.reduce("sum", &l, 0, 0.0).unwrap();
+    assert_eq!(download_f64(&sum, 1), vec![(n as f64) * (n as f64 - 1.0) / 2.0]);
+    let max = x.reduce("max", &l, 0, 0.0).unwrap();
+    assert_eq!(download_f64(&max, 1), vec![(n - 1) as f64]);
+    // Variance of 0..n (population): (n^2 - 1) / 12, through Welford and Chan's combination.
+    let var = x.reduce("var", &l, 0, 0.0).unwrap();
+    let expected = ((n as f64).powi(2) - 1.0) / 12.0;
+    let got = download_f64(&var, 1)[0];
+    assert!((got - expected).abs() <= 1e-7 * expected, "var {got} vs {expected}");
+    // The first of two equal maxima, one in an early piece and one in a late one.
+    let mut peaks = vec![0.0f64; n];
+    peaks[n - 3] = 5.0;
+    peaks[70_000] = 5.0;
+    let p = upload(&dev, DType::F64, &peaks, |v| v.to_le_bytes().to_vec());
+    assert_eq!(download_i64(&p.reduce("argmax", &l, 0, 0.0).unwrap(), 1), vec![70_000]);
+    let mut dip = vec![0.0f64; n];
+    dip[n - 2] = f64::NAN;
+    let d = upload(&dev, DType::F64, &dip, |v| v.to_le_bytes().to_vec());
+    assert!(download_f64(&d.reduce("max", &l, 0, 0.0).unwrap(), 1)[0].is_nan(), "NaN wins max");
+    assert_eq!(download_i64(&d.reduce("argmin", &l, 0, 0.0).unwrap(), 1), vec![(n - 2) as i64]);
+}
+
+#[test]
+fn reductions_over_a_leading_dim_read_columns_and_match_the_host() {
+    let Some((_gpu, dev)) = gpu("column reductions") else { return };
+    let (rows, cols) = (5000, 37);
+    let xs: Vec<f64> = (0..rows * cols).map(|i| ((i * 7919) % 1009) as f64 - 500.0).collect();
+    let x = upload(&dev, DType::F64, &xs, |v| v.to_le_bytes().to_vec());
+    let l = Layout::contiguous(&[rows, cols]);
+    let xs = &xs;
+    let column = |c: usize| (0..rows).map(move |r| xs[r * cols + c]);
+    let sums = download_f64(&x.reduce("sum", &l, 0, 0.0).unwrap(), cols);
+    let expected: Vec<f64> = (0..cols).map(|c| column(c).sum()).collect();
+    assert_eq!(sums, expected, "integers in f64 sum exactly in any order");
+    let argmins = download_i64(&x.reduce("argmin", &l, 0, 0.0).unwrap(), cols);
+    for (c, &got) in argmins.iter().enumerate() {
+        let min = column(c).fold(f64::INFINITY, f64::min);
+        let first = column(c).position(|v| v == min).unwrap();
+        assert_eq!(got, first as i64, "column {c}");
+    }
+    // The same columns seen through a transposed view: rows of the view, 37 apart in memory.
+    let t = Layout { shape: vec![cols, rows], strides: vec![1, cols], offset: 0 };
+    assert_eq!(download_f64(&x.reduce("sum", &t, 1, 0.0).unwrap(), cols), expected);
+}
+
+#[test]
+fn a_pinned_buffer_waits_for_the_copy_filling_it_before_it_is_read_or_uploaded() {
+    let Some((_gpu, dev)) = gpu("pinned hazards") else { return };
+    let n = 1 << 22;
+    let xs: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let x = upload_f32(&dev, &xs);
+    let l = Layout::contiguous(&[n]);
+    for _ in 0..3 {
+        let pinned = PinnedBuffer::new(&dev, n * 4, None).unwrap();
+        // Queued, not waited for: the reads below must wait for it themselves.
+        x.unary("neg", &l).unwrap().copy_to_pinned(&l, &pinned).unwrap();
+        let again = CudaStorage::from_pinned(&dev, DType::F32, &pinned, true).unwrap();
+        let host = pinned.to_vec().unwrap();
+        let host: Vec<f32> =
+            host.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_eq!(host, xs.iter().map(|v| -v).collect::<Vec<_>>());
+        assert_eq!(download_f32(&again, &l), host);
+    }
 }

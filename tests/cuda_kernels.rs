@@ -105,9 +105,12 @@ fn launcher_arguments(kernel: &str) -> Vec<nvrtc::PtxParam> {
         "index" | "gather" => b64(9),
         // n, param, grad, exp_avg, exp_avg_sq, then lr, beta1, beta2, eps, weight_decay, bc1, bc2
         "adamw" => with(b64(5), &[F64; 7]),
-        // n_out, reduce_size, reduce_stride, ndim, info, x, out (+ correction)
-        "sum" | "mean" | "max" | "min" | "argmax" | "argmin" => b64(7),
-        "var" => with(b64(7), &[F64]),
+        // n_out, splits, reduce_size, partials, out, correction
+        "sum" | "mean" | "var" | "max" | "min" | "argmax" | "argmin" if kernel.contains("_finish_") => {
+            with(b64(5), &[F64])
+        }
+        // n_out, reduce_size, reduce_stride, ndim, info, x, splits, partials, out, correction
+        "sum" | "mean" | "var" | "max" | "min" | "argmax" | "argmin" => with(b64(9), &[F64]),
         // n, seed, out
         "uniform" | "normal" => b64(3),
         // rows, cols, x, out

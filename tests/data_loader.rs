@@ -143,8 +143,8 @@ fn a_panic_in_the_worker_is_raised_in_the_loop() {
 #[test]
 fn a_dry_run_loader_makes_fake_batches() {
     let _fake = devcheck::fake::enter();
-    let x = Tensor::fake([12, 3], DType::F32, &Device::Cpu);
-    let y = Tensor::fake([12], DType::I64, &Device::Cpu);
+    let x = Tensor::fake([12, 3], DType::F32, &Device::Cpu).unwrap();
+    let y = Tensor::fake([12], DType::I64, &Device::Cpu).unwrap();
     let loader = DataLoader::new(TensorDataset::new((x, y)).unwrap(), 5).unwrap();
     let shapes: Vec<Vec<usize>> = loader.iter().map(|b| b.unwrap().0.shape().to_vec()).collect();
     assert_eq!(shapes, vec![vec![5, 3], vec![5, 3], vec![2, 3]]);

@@ -26,7 +26,7 @@ fn views_follow_strides_without_copying() {
 
 #[test]
 fn accelerator_tensors_must_come_to_the_host_first() {
-    let g = Tensor::fake([2], DType::F32, &Device::Cuda(0));
+    let g = Tensor::fake([2], DType::F32, &Device::Cuda(0)).unwrap();
     let err = g.with_ndarray::<f32, _>(|_| ()).unwrap_err();
     assert!(matches!(err, Error::NotOnHost { .. }));
     let text = err.render(100);

@@ -224,7 +224,7 @@ fn attention_buffers_move_with_the_model() {
     for (path, t) in model.named_tensors() {
         assert_eq!(t.device(), Device::Cuda(1), "{path}");
     }
-    let y = model.forward(&Tensor::fake([2, 5, 8], DType::F32, &Device::Cuda(1))).unwrap();
+    let y = model.forward(&Tensor::fake([2, 5, 8], DType::F32, &Device::Cuda(1)).unwrap()).unwrap();
     assert_eq!((y.device(), y.shape()), (Device::Cuda(1), &[2, 5, 8][..]));
 }
 
@@ -252,4 +252,28 @@ fn a_layer_of_the_wrong_width_says_which_sizes_disagree() {
     let layer = Linear::new(64, 10, &Device::Cpu).unwrap();
     let x = Tensor::zeros([8, 32], &Device::Cpu).unwrap();
     insta::assert_snapshot!(render(layer.forward(&x).unwrap_err()));
+}
+
+/// A view is the same tensor to reports: `fc.weight.t()` is still `fc.weight`, a parameter made by
+/// `Linear::new`, and says it is a view. A computed result is not.
+#[test]
+fn views_keep_their_sources_name_role_and_origin() {
+    #[derive(Module)]
+    struct Net {
+        fc: Linear,
+    }
+    let net = Net { fc: Linear::new(3, 2, &Device::Cpu).unwrap() };
+    let _ = net.parameters(); // a walk names the parameters by their paths
+    let weight = net.fc.weight.tensor();
+    let views = [weight.t().unwrap(), weight.reshape([6]).unwrap(), weight.narrow(0, 1, 1).unwrap()];
+    for view in &views {
+        assert_eq!(view.name().as_deref(), Some("fc.weight"));
+        assert_eq!(view.role(), Some(devcheck::TensorRole::Parameter));
+        assert_eq!(view.origin(), weight.origin());
+        assert_eq!(view.origin().op(), "Linear::new");
+        assert!(view.is_view() && !weight.is_view());
+    }
+    let computed = weight.mul_scalar(2.0).unwrap();
+    assert_eq!((computed.name(), computed.role(), computed.is_view()), (None, None, false));
+    assert_eq!(computed.origin().op(), "mul");
 }

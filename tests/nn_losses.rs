@@ -166,8 +166,8 @@ fn the_class_weight_of_a_loss_module_moves_with_it() {
     let mut loss = CrossEntropyLoss::new().with_weight(Tensor::ones([3], &Device::Cpu).unwrap());
     loss.to(&Device::Cuda(1)).unwrap();
     assert_eq!(loss.weight.as_ref().unwrap().device(), Device::Cuda(1));
-    let logits = Tensor::fake([4, 3], DType::F32, &Device::Cuda(1));
-    let target = Tensor::fake([4], DType::I64, &Device::Cuda(1));
+    let logits = Tensor::fake([4, 3], DType::F32, &Device::Cuda(1)).unwrap();
+    let target = Tensor::fake([4], DType::I64, &Device::Cuda(1)).unwrap();
     let value = loss.forward(&logits, &target).unwrap();
     assert_eq!((value.device(), value.shape()), (Device::Cuda(1), &[][..]));
 }

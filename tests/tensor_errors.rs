@@ -32,7 +32,7 @@ fn device_mismatch_shows_module_paths_when_named() {
 #[test]
 fn zero_dim_tensors_must_match_devices_too() {
     let (x, _) = support::x::pair().unwrap();
-    let s = Tensor::fake([], DType::F32, &Device::Cuda(0));
+    let s = Tensor::fake([], DType::F32, &Device::Cuda(0)).unwrap();
     assert!(matches!(x.add(&s), Err(Error::DeviceMismatch { .. })));
 }
 

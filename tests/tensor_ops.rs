@@ -141,6 +141,51 @@ fn casts_between_all_dtypes() {
     close(&v32(&t.to_dtype(DType::F16).unwrap()), &[-1.7, 0.0, 2.2, 300.0], 1e-3);
 }
 
+/// GELU in f64 against values computed with mpmath at 50 significant digits (mpmath 1.3, `mp.dps =
+/// 50`), rounded to 20 digits:
+///
+/// ```python
+/// exact = x / 2 * (1 + erf(x / sqrt(2)))
+/// tanh  = x / 2 * (1 + tanh(sqrt(2 / pi) * (x + mpf("0.044715") * x**3)))
+/// ```
+///
+/// Every value must agree to 1e-12 relative, the far negative tail included, where computing
+/// `1 + erf(..)` in floating point cancels to a few digits.
+#[test]
+fn gelu_in_f64_matches_the_exact_values() {
+    // mpmath's 20 digits as printed; the compiler rounds them to the nearest f64.
+    #[rustfmt::skip]
+    #[allow(clippy::excessive_precision)]
+    const CASES: [(f64, f64, f64); 12] = [
+        // x, gelu(x), gelu(x, approximate='tanh')
+        (-8.0, -4.9767684594174272988e-15, -3.107782937501111218e-21),
+        (-3.5, -0.00081420177662433762722, -0.00061619765537366330893),
+        (-1.0, -0.15865525393145705141, -0.15880800939172329522),
+        (-0.5, -0.15426876936299344818, -0.15428599017485607796),
+        (-1e-3, -0.00049960105778608893742, -0.0004996010577864180343),
+        (0.0, 0.0, 0.0),
+        (1e-8, 5.0000000398942280401e-9, 5.0000000398942280401e-9),
+        (0.25, 0.14967658142073093106, 0.14967535070168500023),
+        (0.7, 0.53062544344384888968, 0.5305701347051167512),
+        (1.0, 0.84134474606854294859, 0.84119199060827670478),
+        (2.5, 2.4844758366855596621, 2.4849157339100014179),
+        (6.0, 5.9999999940804741298, 5.999999999915603533),
+    ];
+    let xs: Vec<f64> = CASES.iter().map(|c| c.0).collect();
+    let t = Tensor::from_slice(&xs, [xs.len()], &CPU).unwrap();
+    let exact: Vec<f64> = t.gelu().unwrap().to_vec().unwrap();
+    let tanh: Vec<f64> = t.gelu_tanh().unwrap().to_vec().unwrap();
+    let module: Vec<f64> =
+        devcheck::nn::Forward::forward(&devcheck::nn::Gelu::tanh(), &t).unwrap().to_vec().unwrap();
+    for (i, &(x, want_exact, want_tanh)) in CASES.iter().enumerate() {
+        let relative =
+            |got: f64, want: f64| if want == 0.0 { got.abs() } else { ((got - want) / want).abs() };
+        assert!(relative(exact[i], want_exact) <= 1e-12, "gelu({x}) = {} not {want_exact}", exact[i]);
+        assert!(relative(tanh[i], want_tanh) <= 1e-12, "gelu_tanh({x}) = {} not {want_tanh}", tanh[i]);
+        assert_eq!(module[i], tanh[i], "nn::Gelu::tanh() is gelu_tanh");
+    }
+}
+
 #[test]
 fn unary_ops_match_std() {
     let xs = [-2.0f32, -0.5, 0.0, 0.5, 3.0];
@@ -279,10 +324,14 @@ fn cat_stack_index_select_gather() {
     let s = Tensor::stack(&[&a, &a.t().unwrap()], 0).unwrap();
     assert_eq!(s.shape(), &[2, 2, 2]);
     close(&v32(&s), &[0.0, 1.0, 2.0, 3.0, 0.0, 2.0, 1.0, 3.0], 0.0);
-    let idx = Tensor::from_slice(&[1i64, 0, -1], [3], &CPU).unwrap();
+    let idx = Tensor::from_slice(&[1i64, 0, 1], [3], &CPU).unwrap();
     close(&v32(&a.index_select(0, &idx).unwrap()), &[2.0, 3.0, 0.0, 1.0, 2.0, 3.0], 0.0);
-    let bad = Tensor::from_slice(&[2i64], [1], &CPU).unwrap();
-    assert!(a.index_select(0, &bad).is_err());
+    // As in PyTorch, a negative index is out of range (it does not count from the end).
+    for bad in [2i64, -1] {
+        let bad = Tensor::from_slice(&[bad], [1], &CPU).unwrap();
+        assert!(a.index_select(0, &bad).is_err());
+        assert!(a.gather(1, &bad.reshape([1, 1]).unwrap()).is_err());
+    }
     let g = Tensor::from_slice(&[1i64, 1, 0, 1], [2, 2], &CPU).unwrap();
     close(&v32(&a.gather(1, &g).unwrap()), &[1.0, 1.0, 2.0, 3.0], 0.0);
     let labels = Tensor::from_slice(&[1i64, 0], [2, 1], &CPU).unwrap();

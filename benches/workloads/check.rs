@@ -32,9 +32,10 @@ impl Gpt2DryRun {
         self.target
     }
 
-    /// Clone, fake placement on the target and forward, as `check_forward` does for a user.
-    pub fn dry_run(&self) -> Result<ForwardReport> {
-        devcheck::check_forward(&self.model, &self.inputs, &self.target, |m, x| m.forward(&x[0]))
+    /// Fake placement on the target, forward and restoring the model, as `check_forward` does for
+    /// a user.
+    pub fn dry_run(&mut self) -> Result<ForwardReport> {
+        devcheck::check_forward(&mut self.model, &self.inputs, &self.target, |m, x| m.forward(&x[0]))
     }
 
     pub fn inspect(&self) -> Inventory {

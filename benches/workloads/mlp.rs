@@ -18,16 +18,24 @@ pub struct MlpStep {
 
 impl MlpStep {
     pub fn new() -> Result<MlpStep> {
+        MlpStep::on(&Device::Cpu)
+    }
+
+    /// The same model, optimizer and batch on `device` (made on the CPU from the same seed, then
+    /// moved).
+    pub fn on(device: &Device) -> Result<MlpStep> {
         let cpu = Device::Cpu;
         devcheck::manual_seed(0);
         let model = Sequential::new()
             .append(Linear::new(SIZES[0], SIZES[1], &cpu)?)
             .append(Relu)
             .append(Linear::new(SIZES[1], SIZES[2], &cpu)?);
+        let mut model = model;
+        model.to(device)?;
         let optimizer = AdamW::new(model.parameters(), 1e-3)?;
-        let x = Tensor::randn([BATCH, SIZES[0]], &cpu)?;
+        let x = Tensor::randn([BATCH, SIZES[0]], &cpu)?.to(device)?;
         let labels: Vec<i64> = (0..BATCH as i64).map(|i| (i * 7) % SIZES[2] as i64).collect();
-        let y = Tensor::from_vec(labels, [BATCH], &cpu)?;
+        let y = Tensor::from_vec(labels, [BATCH], device)?;
         Ok(MlpStep { model, optimizer, x, y })
     }
 

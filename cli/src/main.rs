@@ -1,6 +1,7 @@
 //! The `devcheck` command line: `lint`, `inspect`, `explain`, `env`.
 //!
-//! Exit codes: 0 clean, 1 findings at the failing level, 2 usage, I/O or internal error.
+//! Exit codes: 0 clean, 1 findings at the failing level, 2 usage, I/O or internal error (a
+//! file `--fix` could not write included; every other file is still fixed and reported).
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -170,7 +171,7 @@ fn report_error(error: &dyn Diagnostic, color: bool) {
     if handler.render_report(&mut out, error).is_err() {
         out = error.to_string();
     }
-    eprint!("{out}");
+    print_err(&out);
 }
 
 fn print(text: &str) {
@@ -178,6 +179,12 @@ fn print(text: &str) {
     // A closed pipe (`devcheck lint | head`) is not an error worth a panic.
     let _ = stdout.write_all(text.as_bytes());
     let _ = stdout.flush();
+}
+
+/// Like [`print`], on stderr: a full disk or a closed stderr must not turn into a panic that
+/// hides the exit code.
+fn print_err(text: &str) {
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
 fn lint(args: LintArgs, color: bool) -> u8 {
@@ -200,22 +207,13 @@ fn lint(args: LintArgs, color: bool) -> u8 {
             return 2;
         }
     };
+    let mut fix_errors = false;
     if args.fix {
         let mode = if args.unsafe_fixes { FixMode::Unsafe } else { FixMode::Safe };
         match apply_fixes(&mut run, mode, &settings, true) {
             Ok(summary) => {
-                for path in &summary.rejected {
-                    eprintln!("devcheck: fixes for {path} were not applied: the fixed file did not parse");
-                }
-                if !summary.files.is_empty() {
-                    eprintln!(
-                        "devcheck: fixed {} finding{} in {} file{}",
-                        summary.fixed,
-                        if summary.fixed == 1 { "" } else { "s" },
-                        summary.files.len(),
-                        if summary.files.len() == 1 { "" } else { "s" }
-                    );
-                }
+                print_err(&summary.render());
+                fix_errors = summary.has_errors();
             }
             Err(e) => {
                 report_error(&e, color);
@@ -225,7 +223,7 @@ fn lint(args: LintArgs, color: bool) -> u8 {
     }
     let opts = RenderOptions { color, width: width(), summary: true };
     print(&render(&run, args.format, opts));
-    if run.has_internal_errors() {
+    if run.has_internal_errors() || fix_errors {
         2
     } else if run.fails_at(settings.fail_on) {
         1
@@ -434,7 +432,7 @@ fn kernels_check(archs: &[String], include: &[std::path::PathBuf]) -> u8 {
                 failed |= checks.iter().any(|m| !m.is_ok());
             }
             Err(e) => {
-                eprintln!("{}", e.render(width()));
+                print_err(&format!("{}\n", e.render(width())));
                 return 2;
             }
         }

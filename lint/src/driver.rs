@@ -1,6 +1,9 @@
 //! Runs the linter over paths: walks directories with the `ignore` crate (so `.gitignore` is
-//! respected), lints files in parallel, and collects one report per file in path order.
+//! respected, symbolic links are followed and loops detected), lints files in parallel, and
+//! collects one report per file in path order. What cannot be walked or read is reported as a
+//! `D000` for its path; every other file is still linted.
 
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -16,8 +19,10 @@ use super::source::{FileKind, Language};
 /// The result for one file.
 #[derive(Debug, Clone)]
 pub struct FileReport {
-    /// As shown in diagnostics (relative, `/`-separated).
+    /// As shown in diagnostics (relative, `/`-separated, odd bytes escaped): for people only.
     pub path: String,
+    /// The file itself, as walked or given: what is read and, by `--fix`, written.
+    pub disk_path: PathBuf,
     pub kind: FileKind,
     /// The APIs detected (or forced with `--api`).
     pub apis: ApiSet,
@@ -29,7 +34,8 @@ pub struct FileReport {
 /// The result of a run.
 #[derive(Debug, Default)]
 pub struct LintRun {
-    /// Every file linted, in path order (files without findings included).
+    /// Every file linted, in path order (files without findings included), and every path that
+    /// could not be walked or read.
     pub files: Vec<FileReport>,
 }
 
@@ -53,38 +59,43 @@ impl LintRun {
     }
 }
 
-/// Stack size of the lint threads: syn parses recursively.
-const STACK_BYTES: usize = 64 << 20;
-
 /// Lints every Rust and Python file under `paths` (files given explicitly are linted whatever
 /// their extension or ignore rules: as Python when they end in `.py`, as Rust otherwise).
 pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, LintError> {
-    let files = collect_files(paths, settings)?;
-    let pool = rayon::ThreadPoolBuilder::new()
-        .stack_size(STACK_BYTES)
-        .thread_name(|i| format!("devcheck-lint-{i}"))
-        .build()
-        .map_err(|e| LintError::Io { path: PathBuf::from("."), source: std::io::Error::other(e) })?;
-    let files: Vec<FileReport> = pool.install(|| files.par_iter().map(|p| lint_file(p, settings)).collect());
-    Ok(LintRun { files })
+    let (files, unwalkable) = collect_files(paths, settings)?;
+    let pool = super::stack::pool().map_err(|source| LintError::Io { path: PathBuf::from("."), source })?;
+    let mut reports: Vec<FileReport> =
+        pool.install(|| files.par_iter().map(|p| lint_file(p, settings)).collect());
+    reports.extend(unwalkable);
+    reports.sort_by(|a, b| a.disk_path.cmp(&b.disk_path));
+    Ok(LintRun { files: reports })
 }
 
-fn collect_files(paths: &[PathBuf], settings: &Settings) -> Result<Vec<PathBuf>, LintError> {
+/// The files to lint, and a `D000` report for each path the walk could not enter or read.
+fn collect_files(
+    paths: &[PathBuf],
+    settings: &Settings,
+) -> Result<(Vec<PathBuf>, Vec<FileReport>), LintError> {
     let mut files = Vec::new();
+    let mut unwalkable = Vec::new();
     for root in paths {
-        if !root.exists() {
-            return Err(LintError::NoSuchPath { path: root.clone() });
-        }
-        if root.is_file() {
+        let meta = std::fs::metadata(root).map_err(|e| missing_root(root, e))?;
+        if meta.is_file() {
             files.push(root.clone());
             continue;
         }
-        let walker = ignore::WalkBuilder::new(root).require_git(false).follow_links(false).build();
+        if !meta.is_dir() {
+            let source = std::io::Error::other("it is neither a file nor a directory");
+            return Err(LintError::Io { path: root.clone(), source });
+        }
+        let walker = ignore::WalkBuilder::new(root).require_git(false).follow_links(true).build();
         for entry in walker {
             let entry = match entry {
                 Ok(e) => e,
-                // An unreadable directory entry is skipped; files that fail to read are reported.
-                Err(_) => continue,
+                Err(e) => {
+                    unwalkable.extend(walk_error(root, &e, settings));
+                    continue;
+                }
             };
             let path = entry.path();
             if entry.file_type().is_some_and(|t| t.is_file())
@@ -97,18 +108,147 @@ fn collect_files(paths: &[PathBuf], settings: &Settings) -> Result<Vec<PathBuf>,
     }
     files.sort();
     files.dedup();
-    Ok(files)
+    Ok((dedup_same_file(files), unwalkable))
 }
 
-/// Reads and lints one file; a file that cannot be read or is not UTF-8 gets a `D000`.
+/// One path per file: a file reached both directly and through a symbolic link is linted (and
+/// fixed) once, under the first of its paths.
+fn dedup_same_file(files: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut seen = std::collections::HashSet::new();
+    files.into_iter().filter(|p| file_identity(p).is_none_or(|id| seen.insert(id))).collect()
+}
+
+#[cfg(unix)]
+fn file_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn file_identity(path: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(path).ok()
+}
+
+/// Why a path given on the command line cannot be linted: missing, or a symbolic link that
+/// points nowhere or back at itself.
+fn missing_root(root: &Path, error: std::io::Error) -> LintError {
+    match std::fs::symlink_metadata(root) {
+        Ok(link) if link.file_type().is_symlink() => {
+            let target = std::fs::read_link(root).unwrap_or_default();
+            if error.kind() == std::io::ErrorKind::NotFound {
+                LintError::DanglingLink { path: root.to_path_buf(), target }
+            } else {
+                LintError::UnfollowableLink { path: root.to_path_buf(), target, source: error }
+            }
+        }
+        Ok(_) => LintError::Io { path: root.to_path_buf(), source: error },
+        Err(_) if error.kind() == std::io::ErrorKind::NotFound => {
+            LintError::NoSuchPath { path: root.to_path_buf() }
+        }
+        Err(_) => LintError::Io { path: root.to_path_buf(), source: error },
+    }
+}
+
+/// A `D000` for a path the directory walk could not follow (a symbolic link loop, a directory
+/// it may not read, a path too long for the system, a broken link named `*.rs` or `*.py`). A broken link
+/// to something else would not have been linted anyway, and excluded paths are not reported.
+fn walk_error(root: &Path, error: &ignore::Error, settings: &Settings) -> Option<FileReport> {
+    let (path, message) = describe_walk_error(error);
+    let path = path.unwrap_or_else(|| root.to_path_buf());
+    let is_link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+    let loops = is_loop(error);
+    if settings.is_excluded(&path) || (is_link && !loops && Language::of_path(&path).is_none()) {
+        return None;
+    }
+    let shown = super::display_path(&path);
+    let help =
+        "fix or remove the path, or exclude it (`exclude` in devcheck.toml); the other files were linted";
+    Some(unreadable(&path, &shown, FileKind::of_path(&path), message, help, 0..0, "".into()))
+}
+
+fn is_loop(error: &ignore::Error) -> bool {
+    match error {
+        ignore::Error::Loop { .. } => true,
+        ignore::Error::WithPath { err, .. }
+        | ignore::Error::WithDepth { err, .. }
+        | ignore::Error::WithLineNumber { err, .. } => is_loop(err),
+        _ => false,
+    }
+}
+
+fn describe_walk_error(error: &ignore::Error) -> (Option<PathBuf>, String) {
+    match error {
+        ignore::Error::Loop { ancestor, child } => (
+            Some(child.clone()),
+            format!(
+                "not linted: a symbolic link loop (`{}` leads back to `{}`)",
+                super::display_path(child),
+                super::display_path(ancestor)
+            ),
+        ),
+        ignore::Error::WithPath { path, err } => {
+            let (inner, message) = describe_walk_error(err);
+            let path = inner.unwrap_or_else(|| path.clone());
+            let message = broken_link(&path).unwrap_or(message);
+            (Some(path), message)
+        }
+        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+            describe_walk_error(err)
+        }
+        // The path is the diagnostic's location; the system's reason alone says the rest.
+        ignore::Error::Io(e) => match system_reason(e) {
+            Some(reason) => (None, format!("could not be read: {reason}")),
+            None => (None, format!("could not be read: {e}")),
+        },
+        other => (None, format!("could not be read while walking the directory: {other}")),
+    }
+}
+
+/// What is wrong with `path` if it is a symbolic link that leads nowhere.
+fn broken_link(path: &Path) -> Option<String> {
+    let link = std::fs::symlink_metadata(path).ok()?;
+    if !link.file_type().is_symlink() {
+        return None;
+    }
+    let error = std::fs::metadata(path).err()?;
+    let target = super::display_path(&std::fs::read_link(path).unwrap_or_default());
+    Some(if error.kind() == std::io::ErrorKind::NotFound {
+        format!("not linted: a symbolic link to `{target}`, which does not exist")
+    } else {
+        format!("not linted: a symbolic link to `{target}` that cannot be followed ({error})")
+    })
+}
+
+/// The system's own words for an I/O error ("File name too long (os error 36)"), found in its
+/// chain of causes: the walker wraps them in messages that repeat the path.
+fn system_reason(error: &std::io::Error) -> Option<String> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(c) = cause {
+        if let Some(code) = c.downcast_ref::<std::io::Error>().and_then(std::io::Error::raw_os_error) {
+            return Some(std::io::Error::from_raw_os_error(code).to_string());
+        }
+        cause = match c.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            Some(inner) => Some(inner),
+            None => c.source(),
+        };
+    }
+    None
+}
+
+/// Reads and lints one file; a file that cannot be read, is too large or is not UTF-8 gets a
+/// `D000`.
 pub(crate) fn lint_file(path: &Path, settings: &Settings) -> FileReport {
     let shown = super::display_path(path);
     let kind = FileKind::of_path(path);
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
+    let bytes = match read_at_most(path, super::MAX_FILE_BYTES) {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            let size = std::fs::metadata(path).ok().map(|m| m.len());
+            return report_finding(path, &shown, kind, super::too_large(size), "".into());
+        }
         Err(e) => {
             let message = format!("could not read the file: {e}");
-            return unreadable(&shown, kind, message, "check the file's permissions", 0..0, "".into());
+            return unreadable(path, &shown, kind, message, "check the file's permissions", 0..0, "".into());
         }
     };
     match String::from_utf8(bytes) {
@@ -119,6 +259,7 @@ pub(crate) fn lint_file(path: &Path, settings: &Settings) -> FileReport {
             // The lossy text keeps the valid prefix byte for byte, so `at` still points there.
             let message = format!("file is not valid UTF-8 (invalid byte at offset {at})");
             unreadable(
+                path,
                 &shown,
                 kind,
                 message,
@@ -130,7 +271,18 @@ pub(crate) fn lint_file(path: &Path, settings: &Settings) -> FileReport {
     }
 }
 
+/// The file's bytes, or `None` if it holds more than `limit` (read no further than that, so a
+/// huge or endless file costs nothing).
+fn read_at_most(path: &Path, limit: usize) -> std::io::Result<Option<Vec<u8>>> {
+    let file = std::fs::File::open(path)?;
+    let cap = limit.saturating_add(1);
+    let mut bytes = Vec::new();
+    file.take(cap as u64).read_to_end(&mut bytes)?;
+    Ok((bytes.len() <= limit).then_some(bytes))
+}
+
 fn unreadable(
+    disk_path: &Path,
     shown: &str,
     kind: FileKind,
     message: String,
@@ -139,6 +291,17 @@ fn unreadable(
     text: Arc<str>,
 ) -> FileReport {
     let finding = Finding::new(&registry::PARSE_ERROR, range, message).help(help);
+    report_finding(disk_path, shown, kind, finding, text)
+}
+
+/// A report of one finding that is not a rule's (the file was not analysed).
+fn report_finding(
+    disk_path: &Path,
+    shown: &str,
+    kind: FileKind,
+    finding: Finding,
+    text: Arc<str>,
+) -> FileReport {
     let index = LineIndex::new(&text);
     let start = index.line_col(&text, finding.range.start);
     let diagnostic = Diagnostic {
@@ -155,5 +318,12 @@ fn unreadable(
         fix: None,
         related: Vec::new(),
     };
-    FileReport { path: shown.to_string(), kind, apis: ApiSet::EMPTY, text, diagnostics: vec![diagnostic] }
+    FileReport {
+        path: shown.to_string(),
+        disk_path: disk_path.to_path_buf(),
+        kind,
+        apis: ApiSet::EMPTY,
+        text,
+        diagnostics: vec![diagnostic],
+    }
 }

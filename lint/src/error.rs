@@ -15,6 +15,27 @@ pub enum LintError {
     )]
     NoSuchPath { path: PathBuf },
 
+    #[error("`{}` is a symbolic link to `{}`, which does not exist", path.display(), target.display())]
+    #[diagnostic(
+        code(devcheck_lint::dangling_link),
+        help("point the link at an existing file or directory, or pass its target instead")
+    )]
+    DanglingLink { path: PathBuf, target: PathBuf },
+
+    #[error("`{}` is a symbolic link to `{}` that cannot be followed", path.display(), target.display())]
+    #[diagnostic(
+        code(devcheck_lint::unfollowable_link),
+        help(
+            "a link that leads back to itself (directly or through other links) never reaches a file; fix the link or pass a real path"
+        )
+    )]
+    UnfollowableLink {
+        path: PathBuf,
+        target: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
     #[error("could not read `{}`: {source}", path.display())]
     #[diagnostic(code(devcheck_lint::io), help("check the path and its permissions"))]
     Io {
@@ -40,14 +61,6 @@ pub enum LintError {
         help("globs use `*`, `**`, `?` and `[..]`, e.g. `tests/**` or `examples/*.rs`")
     )]
     Glob { pattern: String, message: String },
-
-    #[error("could not write the fixed `{}`: {source}", path.display())]
-    #[diagnostic(code(devcheck_lint::write), help("check that the file is writable"))]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// A `devcheck.toml` that does not read as configuration, with the offending span.

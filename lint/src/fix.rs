@@ -1,12 +1,16 @@
 //! Applying fixes: only those at or below the chosen applicability, never two that overlap, and
-//! only when the fixed file still parses.
+//! only when the fixed file still parses. Each file is fixed on its own: it gets its own outcome,
+//! and a file that cannot be fixed or written never stops the others. Files are replaced
+//! atomically ([`crate::atomic`]); when a write fails, the file and its report stay as they were.
 
-use std::path::PathBuf;
+use rayon::prelude::*;
 
 use super::config::Settings;
 use super::diagnostic::{Applicability, Edit};
 use super::driver::{FileReport, LintRun};
 use super::error::LintError;
+use super::output::printable_line;
+use super::registry;
 
 /// Which fixes to apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,56 +31,169 @@ impl FixMode {
     }
 }
 
-/// What `--fix` did.
+/// What `--fix` did to one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FixOutcome {
+    /// Fixes were applied (and the file written, when writing): `findings` findings are gone.
+    Fixed { findings: usize },
+    /// There was nothing to fix.
+    Unchanged,
+    /// The fixed text did not parse (a bug in a fix): nothing was applied to this file.
+    Rejected,
+    /// The fixed text could not be written; the file is as it was, and so is its report.
+    Failed { reason: String },
+}
+
+/// One file's outcome.
+#[derive(Debug, Clone)]
+pub struct FileFix {
+    /// As shown in diagnostics.
+    pub path: String,
+    pub outcome: FixOutcome,
+}
+
+/// What `--fix` did: one outcome per file of the run, in the run's order.
 #[derive(Debug, Default)]
 pub struct FixSummary {
-    /// Findings removed by a fix.
-    pub fixed: usize,
-    /// Files rewritten.
-    pub files: Vec<String>,
-    /// Files whose fixed text did not parse, left untouched (a bug in a fix).
-    pub rejected: Vec<String>,
+    pub files: Vec<FileFix>,
+}
+
+impl FixSummary {
+    /// Findings removed by fixes.
+    pub fn fixed(&self) -> usize {
+        self.files
+            .iter()
+            .map(|f| match f.outcome {
+                FixOutcome::Fixed { findings } => findings,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// Files whose outcome matches.
+    pub fn with(&self, matches: impl Fn(&FixOutcome) -> bool) -> impl Iterator<Item = &FileFix> {
+        self.files.iter().filter(move |f| matches(&f.outcome))
+    }
+
+    /// Files rewritten (or, without writing, fixed in memory).
+    pub fn fixed_files(&self) -> impl Iterator<Item = &FileFix> {
+        self.with(|o| matches!(o, FixOutcome::Fixed { .. }))
+    }
+
+    /// Files whose fixes did not parse.
+    pub fn rejected(&self) -> impl Iterator<Item = &FileFix> {
+        self.with(|o| *o == FixOutcome::Rejected)
+    }
+
+    /// Files that could not be written.
+    pub fn failed(&self) -> impl Iterator<Item = &FileFix> {
+        self.with(|o| matches!(o, FixOutcome::Failed { .. }))
+    }
+
+    /// Did fixing go wrong for some file (a fix that did not parse, a file not written)?
+    pub fn has_errors(&self) -> bool {
+        self.rejected().chain(self.failed()).next().is_some()
+    }
+
+    /// What `devcheck lint --fix` prints: a line for each file fixed or not fixed, then the
+    /// counts (files with nothing to fix are only counted).
+    pub fn render(&self) -> String {
+        let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let mut out = String::new();
+        for file in &self.files {
+            let path = printable_line(&file.path);
+            let line = match &file.outcome {
+                FixOutcome::Fixed { findings } => {
+                    format!("{path}: fixed {}", plural(*findings, "finding", "findings"))
+                }
+                FixOutcome::Unchanged => continue,
+                FixOutcome::Rejected => format!(
+                    "{path}: not fixed: the fixed text did not parse (a bug in a fix; please report it); the file is unchanged"
+                ),
+                FixOutcome::Failed { reason } => {
+                    format!(
+                        "{path}: not fixed: could not write it: {}; the file is unchanged",
+                        printable_line(reason)
+                    )
+                }
+            };
+            out.push_str(&format!("devcheck: {line}\n"));
+        }
+        let fixed = self.fixed_files().count();
+        let not_fixed = self.rejected().count() + self.failed().count();
+        let unchanged = self.with(|o| *o == FixOutcome::Unchanged).count();
+        let mut parts = vec![format!(
+            "fixed {} in {}",
+            plural(self.fixed(), "finding", "findings"),
+            plural(fixed, "file", "files")
+        )];
+        if not_fixed > 0 {
+            parts.push(format!("{} not fixed", plural(not_fixed, "file", "files")));
+        }
+        if unchanged > 0 {
+            parts.push(format!("{} with nothing to fix", plural(unchanged, "file", "files")));
+        }
+        out.push_str(&format!("devcheck: {}\n", parts.join(", ")));
+        out
+    }
 }
 
 /// Applies fixes to every file of the run, writes the files (when `write`), and re-lints them so
-/// the run reports what is left.
+/// the run reports what is left. Files are fixed in parallel; `Err` only when no threads could
+/// be started.
 pub fn apply_fixes(
     run: &mut LintRun,
     mode: FixMode,
     settings: &Settings,
     write: bool,
 ) -> Result<FixSummary, LintError> {
-    let mut summary = FixSummary::default();
-    for report in &mut run.files {
-        let before = report.diagnostics.len();
-        let mut changed = false;
-        // Fixes can overlap; a few rounds apply the ones left out of the previous round.
-        for _ in 0..4 {
-            let fixable = count_fixable(report, mode);
-            let Some(text) = fixed_text(report, mode) else { break };
-            if !reparses(&report.path, &text) {
-                summary.rejected.push(report.path.clone());
-                break;
-            }
-            let path = PathBuf::from(&report.path);
-            *report = super::lint_text(&path, &report.path, report.kind, text.into(), settings);
-            changed = true;
-            // A round that removed nothing would only apply the same edits again.
-            if count_fixable(report, mode) >= fixable {
-                break;
-            }
+    let pool = super::stack::pool()
+        .map_err(|source| LintError::Io { path: std::path::PathBuf::from("."), source })?;
+    let files = pool.install(|| {
+        run.files
+            .par_iter_mut()
+            .map(|report| FileFix {
+                path: report.path.clone(),
+                outcome: fix_file(report, mode, settings, write),
+            })
+            .collect()
+    });
+    Ok(FixSummary { files })
+}
+
+/// Fixes one file: rounds of fixes (they can overlap; each round applies the ones left out of the
+/// previous one), each re-linted, then one atomic write.
+fn fix_file(report: &mut FileReport, mode: FixMode, settings: &Settings, write: bool) -> FixOutcome {
+    let original = report.clone();
+    let mut fixed = report.clone();
+    let mut changed = false;
+    for _ in 0..4 {
+        let fixable = count_fixable(&fixed, mode);
+        let Some(text) = fixed_text(&fixed, mode) else { break };
+        let next = super::lint_text(&fixed.disk_path, &fixed.path, fixed.kind, text.into(), settings);
+        // The original parsed (rules ran on it), so a parse error now is the fix's.
+        if next.diagnostics.iter().any(|d| d.code == registry::PARSE_ERROR.code) {
+            return FixOutcome::Rejected;
         }
-        if changed {
-            if write {
-                let path = PathBuf::from(&report.path);
-                std::fs::write(&path, report.text.as_bytes())
-                    .map_err(|source| LintError::Write { path, source })?;
-            }
-            summary.fixed += before.saturating_sub(report.diagnostics.len());
-            summary.files.push(report.path.clone());
+        fixed = next;
+        changed = true;
+        // A round that removed nothing would only apply the same edits again.
+        if count_fixable(&fixed, mode) >= fixable {
+            break;
         }
     }
-    Ok(summary)
+    if !changed {
+        return FixOutcome::Unchanged;
+    }
+    if write
+        && let Err(e) =
+            super::atomic::replace_file(&fixed.disk_path, original.text.as_bytes(), fixed.text.as_bytes())
+    {
+        return FixOutcome::Failed { reason: e.to_string() };
+    }
+    let findings = original.diagnostics.len().saturating_sub(fixed.diagnostics.len());
+    *report = fixed;
+    FixOutcome::Fixed { findings }
 }
 
 fn count_fixable(report: &FileReport, mode: FixMode) -> usize {
@@ -115,7 +232,11 @@ fn fixed_text(report: &FileReport, mode: FixMode) -> Option<String> {
     let mut out = String::with_capacity(text.len());
     let mut pos = 0;
     for e in chosen {
-        if e.range.start < pos || e.range.end > text.len() {
+        if e.range.start < pos
+            || e.range.end > text.len()
+            || !text.is_char_boundary(e.range.start)
+            || !text.is_char_boundary(e.range.end)
+        {
             continue;
         }
         out.push_str(&text[pos..e.range.start]);
@@ -124,16 +245,4 @@ fn fixed_text(report: &FileReport, mode: FixMode) -> Option<String> {
     }
     out.push_str(&text[pos..]);
     Some(out)
-}
-
-/// Does the fixed text still parse, in the file's language?
-fn reparses(path: &str, text: &str) -> bool {
-    match super::Language::of_named_file(std::path::Path::new(path)) {
-        super::Language::Python => super::python::parses(text),
-        super::Language::Rust => {
-            let ok = syn::parse_file(&text[super::stripped_prefix(text)..]).is_ok();
-            proc_macro2::extra::invalidate_current_thread_spans();
-            ok
-        }
-    }
 }

@@ -10,17 +10,20 @@ use std::fmt::Write as _;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
 use serde::Serialize;
 use syn::Item;
 
 use super::config::Settings;
 use super::diagnostic::{Diagnostic, LineIndex};
+use super::driver::FileReport;
 use super::error::LintError;
 use super::facts::Facts;
 use super::fields::{FieldFate, burn_fields, devcheck_fields, plain_struct_fields};
+use super::output::printable_line;
 use super::profile::{self, Api, ApiSet};
 use super::registry::Severity;
-use super::source::{FileCx, FileKind, Language};
+use super::source::{FileCx, Language};
 use super::syntax::{is_cfg_test, mentions_tensor, type_name};
 
 /// One struct and what a device move does to it.
@@ -84,49 +87,66 @@ impl InspectRun {
 /// Inspects every Rust file under `paths`.
 pub fn inspect_paths(paths: &[PathBuf], settings: &Settings) -> Result<InspectRun, LintError> {
     let run = super::driver::lint_paths(paths, settings)?;
-    let mut out = InspectRun { files: run.files.len(), ..InspectRun::default() };
-    for report in run.files {
-        if report.diagnostics.iter().any(|d| d.code == super::registry::PARSE_ERROR.code) {
-            out.unparsed.extend(
-                report.diagnostics.into_iter().filter(|d| d.code == super::registry::PARSE_ERROR.code),
-            );
-            continue;
-        }
-        let path = Path::new(&report.path);
-        let structs = match Language::of_named_file(path) {
-            Language::Python => {
-                crate::python::inspect::classes_in(path, &report.text, report.kind, &report.diagnostics)
-            }
-            Language::Rust => structs_in(path, &report.text, report.kind, settings, &report.diagnostics),
-        };
-        out.structs.extend(structs);
+    let pool = super::stack::pool().map_err(|source| LintError::Io { path: PathBuf::from("."), source })?;
+    let per_file: Vec<InspectRun> =
+        pool.install(|| run.files.into_par_iter().map(|r| inspect_report(r, settings)).collect());
+    let mut out = InspectRun::default();
+    for one in per_file {
+        out.files += one.files;
+        out.structs.extend(one.structs);
+        out.unparsed.extend(one.unparsed);
     }
     Ok(out)
 }
 
 /// Inspects one file's text (lints it too, for the findings).
 pub fn inspect_source(path: impl AsRef<Path>, text: &str, settings: &Settings) -> InspectRun {
-    let path = path.as_ref();
-    let report = super::lint_source(path, text, settings);
+    inspect_report(super::lint_source(path, text, settings), settings)
+}
+
+/// The structs of a linted file, or its `D000` when it could not be analysed.
+fn inspect_report(report: FileReport, settings: &Settings) -> InspectRun {
     let mut out = InspectRun { files: 1, ..InspectRun::default() };
-    if report.diagnostics.iter().any(|d| d.code == super::registry::PARSE_ERROR.code) {
-        out.unparsed = report.diagnostics;
+    let parse_error = |d: &Diagnostic| d.code == super::registry::PARSE_ERROR.code;
+    if report.diagnostics.iter().any(parse_error) {
+        out.unparsed = report.diagnostics.into_iter().filter(parse_error).collect();
         return out;
     }
-    out.structs = match Language::of_named_file(path) {
-        Language::Python => crate::python::inspect::classes_in(path, text, report.kind, &report.diagnostics),
-        Language::Rust => structs_in(path, text, report.kind, settings, &report.diagnostics),
-    };
+    // The file is parsed again here, on a large stack like every syntax tree.
+    let structs = super::stack::run(|| match Language::of_named_file(&report.disk_path) {
+        Language::Python => crate::python::inspect::classes_in(&report),
+        Language::Rust => structs_in(&report, settings),
+    });
+    match structs {
+        Ok(structs) => out.structs = structs,
+        Err(e) => out.unparsed.push(not_inspected(&report, &e)),
+    }
     out
 }
 
-fn structs_in(
-    path: &Path,
-    text: &str,
-    kind: FileKind,
-    settings: &Settings,
-    diagnostics: &[Diagnostic],
-) -> Vec<StructReport> {
+/// A `D000` for a file whose structs could not be read because no thread could be started.
+fn not_inspected(report: &FileReport, error: &std::io::Error) -> Diagnostic {
+    let start = super::diagnostic::LineCol { line: 1, column: 1 };
+    Diagnostic {
+        code: super::registry::PARSE_ERROR.code,
+        name: super::registry::PARSE_ERROR.name,
+        severity: super::registry::PARSE_ERROR.default_severity(),
+        message: format!("file not inspected: no thread could be started to analyse it ({error})"),
+        path: report.path.clone(),
+        range: 0..0,
+        start,
+        end: start,
+        label: None,
+        help: Some(
+            "the system is out of threads or memory; run again with fewer other processes".to_string(),
+        ),
+        fix: None,
+        related: Vec::new(),
+    }
+}
+
+fn structs_in(report: &FileReport, settings: &Settings) -> Vec<StructReport> {
+    let (text, kind, diagnostics) = (&*report.text, report.kind, &report.diagnostics[..]);
     let base = super::stripped_prefix(text);
     let Ok(ast) = syn::parse_file(&text[base..]) else {
         proc_macro2::extra::invalidate_current_thread_spans();
@@ -140,7 +160,7 @@ fn structs_in(
     let mut impls: Vec<(String, Range<usize>)> = Vec::new();
     impl_ranges(&file, &ast.items, &mut impls);
     let index = LineIndex::new(text);
-    let shown = super::display_path(path);
+    let shown = report.path.clone();
     let reports = found
         .into_iter()
         .filter_map(|s| {
@@ -311,7 +331,12 @@ pub fn render_inspect(run: &InspectRun, json: bool, color: bool) -> String {
         let _ = writeln!(
             out,
             "{bold}{}:{}:{}: {} {}{reset} ({})",
-            s.path, s.line, s.column, s.kind, s.name, s.api
+            printable_line(&s.path),
+            s.line,
+            s.column,
+            s.kind,
+            s.name,
+            s.api
         );
         let _ = writeln!(out, "  moved by {}", s.mover);
         let moves = s.count("moves");
@@ -364,19 +389,26 @@ pub fn render_inspect(run: &InspectRun, json: bool, color: bool) -> String {
                 let _ = writeln!(
                     out,
                     "    {}:{}:{}: {} [{}] {}",
-                    d.path,
+                    printable_line(&d.path),
                     d.start.line,
                     d.start.column,
                     d.code,
                     d.severity.as_str(),
-                    d.message
+                    printable_line(&d.message)
                 );
             }
         }
         out.push('\n');
     }
     for d in &run.unparsed {
-        let _ = writeln!(out, "{}:{}:{}: not inspected: {}", d.path, d.start.line, d.start.column, d.message);
+        let _ = writeln!(
+            out,
+            "{}:{}:{}: not inspected: {}",
+            printable_line(&d.path),
+            d.start.line,
+            d.start.column,
+            printable_line(&d.message)
+        );
     }
     let behind: usize = run.structs.iter().map(|s| s.count("left behind")).sum();
     let _ = writeln!(

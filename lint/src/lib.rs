@@ -3,8 +3,11 @@
 //! parser and flags the same hazards, and a few of its own, in PyTorch code ([`python`]).
 //!
 //! Each file is parsed once and all rules run in a single pass over its tree ([`walker`]);
-//! files are linted in parallel. A file that does not parse is reported as `D000` and the run goes
-//! on; a rule that panics is reported as `D999` for that file only.
+//! files are linted in parallel. A file that cannot be analysed (it does not parse, cannot be
+//! read, is too large or nests too deeply) is reported as `D000` and the run goes on; a rule that
+//! panics is reported as `D999` for that file only. Syntax trees are only ever built, visited
+//! and dropped on threads with large stacks ([`stack`]), and [`depth`] keeps any file's tree
+//! within them, so no input file can end the run.
 //!
 //! ```no_run
 //! use devcheck_lint::{Settings, lint_source};
@@ -12,7 +15,9 @@
 //! assert!(report.diagnostics.is_empty());
 //! ```
 
+mod atomic;
 mod config;
+mod depth;
 mod device;
 mod diagnostic;
 mod driver;
@@ -27,6 +32,7 @@ pub mod python;
 pub mod registry;
 pub mod rules;
 mod source;
+mod stack;
 mod suppress;
 mod syntax;
 mod walker;
@@ -36,10 +42,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use config::{CONFIG_FILE, LintTable, Overrides, Settings};
+pub use depth::MAX_DEPTH;
 pub use diagnostic::{Applicability, Diagnostic, Edit, Fix, LineCol, LineIndex};
 pub use driver::{FileReport, LintRun, lint_paths};
 pub use error::{ConfigError, LintError};
-pub use fix::{FixMode, FixSummary, apply_fixes};
+pub use fix::{FileFix, FixMode, FixOutcome, FixSummary, apply_fixes};
 pub use inspect::{FieldReport, InspectRun, StructReport, inspect_paths, inspect_source, render_inspect};
 pub use profile::{Api, ApiSet};
 pub use registry::{RuleMeta, Severity};
@@ -52,10 +59,6 @@ use suppress::Suppressions;
 /// Files larger than this are reported (`D000`) instead of parsed.
 pub const MAX_FILE_BYTES: usize = 8 << 20;
 
-/// Bracket nesting deeper than this is reported (`D000`) instead of parsed: syn parses
-/// recursively, and such files are generated, not written.
-pub const MAX_NESTING: usize = 200;
-
 /// Lints one file's text. `path` decides the file kind (library, test, example, ...) and is
 /// what diagnostics name. Never panics: a failing rule becomes a `D999` diagnostic.
 pub fn lint_source(path: impl AsRef<Path>, text: &str, settings: &Settings) -> FileReport {
@@ -63,10 +66,34 @@ pub fn lint_source(path: impl AsRef<Path>, text: &str, settings: &Settings) -> F
     lint_text(path, &display_path(path), FileKind::of_path(path), Arc::from(text), settings)
 }
 
-/// The path as diagnostics show it: relative, with `/`, without a leading `./`.
+/// The path as diagnostics show it: without a leading `./`, with `/` between folders on every
+/// system, and bytes that are not UTF-8 written as `\xNN`. Only for showing: files are read and
+/// written through their `Path` (a `\` in a Unix file name is a name, not a separator).
 pub(crate) fn display_path(path: &Path) -> String {
-    let s = path.to_string_lossy().replace('\\', "/");
-    s.strip_prefix("./").map(str::to_string).unwrap_or(s)
+    let shown = os_str_display(path.as_os_str());
+    let shown = if cfg!(windows) { shown.replace('\\', "/") } else { shown };
+    match shown.strip_prefix("./") {
+        Some(rest) if !rest.is_empty() => rest.to_string(),
+        _ => shown,
+    }
+}
+
+#[cfg(unix)]
+fn os_str_display(s: &std::ffi::OsStr) -> String {
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut out = String::new();
+    for chunk in s.as_bytes().utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(not(unix))]
+fn os_str_display(s: &std::ffi::OsStr) -> String {
+    s.to_string_lossy().into_owned()
 }
 
 pub(crate) fn lint_text(
@@ -78,15 +105,27 @@ pub(crate) fn lint_text(
 ) -> FileReport {
     let enabled = settings.enabled_for(path);
     let lang = Language::of_named_file(path);
-    let result = catch_unwind(AssertUnwindSafe(|| match lang {
-        Language::Rust => check_text(kind, &text, settings, &|c| enabled.contains(c)),
-        Language::Python => (python::check(path, kind, &text, &|c| enabled.contains(c)), ApiSet::EMPTY),
-    }));
-    // Spans of this file are no longer needed; free the thread's source map before the next one.
-    proc_macro2::extra::invalidate_current_thread_spans();
-    let (findings, apis) = match result {
-        Ok(r) => r,
-        Err(payload) => {
+    let analysed = stack::run(|| {
+        let result = catch_unwind(AssertUnwindSafe(|| match lang {
+            Language::Rust => check_text(kind, &text, settings, &|c| enabled.contains(c)),
+            Language::Python => (python::check(path, kind, &text, &|c| enabled.contains(c)), ApiSet::EMPTY),
+        }));
+        // Spans of this file are no longer needed; free the thread's source map before the next one.
+        proc_macro2::extra::invalidate_current_thread_spans();
+        result
+    });
+    let (findings, apis) = match analysed {
+        Ok(Ok(r)) => r,
+        Err(e) => {
+            let finding = Finding::new(
+                &registry::PARSE_ERROR,
+                0..0,
+                format!("file not linted: no thread could be started to analyse it ({e})"),
+            )
+            .help("the system is out of threads or memory; run again with fewer other processes");
+            (vec![finding], ApiSet::EMPTY)
+        }
+        Ok(Err(payload)) => {
             let what = payload
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
@@ -132,7 +171,7 @@ pub(crate) fn lint_text(
     diagnostics
         .sort_by(|a, b| (a.range.start, a.code, a.range.end).cmp(&(b.range.start, b.code, b.range.end)));
     diagnostics.dedup_by(|a, b| a.code == b.code && a.range == b.range);
-    FileReport { path: shown.to_string(), kind, apis, text, diagnostics }
+    FileReport { path: shown.to_string(), disk_path: path.to_path_buf(), kind, apis, text, diagnostics }
 }
 
 /// Parses and runs the rules. Returns the findings and the detected APIs.
@@ -174,29 +213,17 @@ fn check_text(
     (findings, apis)
 }
 
-/// A reason not to parse the text at all.
+/// A reason not to parse the text at all: too large, or nested too deeply for the stack.
 fn unparseable(text: &str) -> Option<Finding> {
     if text.len() > MAX_FILE_BYTES {
-        return Some(
-            Finding::new(
-                &registry::PARSE_ERROR,
-                0..0,
-                format!(
-                    "file not linted: it is {} bytes, more than the limit of {} bytes",
-                    text.len(),
-                    MAX_FILE_BYTES
-                ),
-            )
-            .help("generated files this large are best excluded (`exclude` in devcheck.toml)"),
-        );
+        return Some(too_large(u64::try_from(text.len()).ok()));
     }
-    if let Some(at) = too_deep(text.as_bytes()) {
+    if let Err(deep) = depth::check(text, depth::MAX_DEPTH) {
         return Some(
-            Finding::new(
-                &registry::PARSE_ERROR,
-                at..at + 1,
-                format!("file not linted: brackets nest deeper than {MAX_NESTING} levels"),
-            )
+            Finding::new(&registry::PARSE_ERROR, deep.at..deep.at + deep.len, format!(
+                "file not linted: it is too deeply nested to analyse (more than {} levels of brackets, operators or keywords)",
+                depth::MAX_DEPTH
+            ))
             .label("too deep")
             .help("such files are generated; exclude them (`exclude` in devcheck.toml)"),
         );
@@ -204,70 +231,14 @@ fn unparseable(text: &str) -> Option<Finding> {
     None
 }
 
-/// The offset where bracket nesting first exceeds [`MAX_NESTING`], skipping strings, chars and
-/// comments well enough for real code.
-fn too_deep(b: &[u8]) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'(' | b'[' | b'{' => {
-                depth += 1;
-                if depth > MAX_NESTING {
-                    return Some(i);
-                }
-            }
-            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
-                    i += 1;
-                }
-                i += 1;
-            }
-            b'"' => {
-                // A raw string's closing quote must be followed by as many `#` as it opened with.
-                let mut hashes = 0;
-                let mut j = i;
-                while j > 0 && b[j - 1] == b'#' {
-                    hashes += 1;
-                    j -= 1;
-                }
-                let raw = j > 0 && b[j - 1] == b'r';
-                let hashes = if raw { hashes } else { 0 };
-                i += 1;
-                while i < b.len() {
-                    if !raw && b[i] == b'\\' {
-                        i += 2;
-                        continue;
-                    }
-                    if b[i] == b'"'
-                        && b[i + 1..].iter().take(hashes).filter(|&&c| c == b'#').count() == hashes
-                    {
-                        i += hashes;
-                        break;
-                    }
-                    i += 1;
-                }
-            }
-            b'\'' => {
-                // A char literal such as '(' or '\'' (a lifetime has no closing quote nearby).
-                if b.get(i + 2) == Some(&b'\'') {
-                    i += 2;
-                } else if b.get(i + 1) == Some(&b'\\') && b.get(i + 3) == Some(&b'\'') {
-                    i += 3;
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    None
+/// The `D000` of a file larger than [`MAX_FILE_BYTES`] (`bytes` when its size is known).
+pub(crate) fn too_large(bytes: Option<u64>) -> Finding {
+    let message = match bytes {
+        Some(b) => format!("file not linted: it is {b} bytes, more than the limit of {MAX_FILE_BYTES} bytes"),
+        None => format!("file not linted: it is larger than the limit of {MAX_FILE_BYTES} bytes"),
+    };
+    Finding::new(&registry::PARSE_ERROR, 0..0, message)
+        .help("generated files this large are best excluded (`exclude` in devcheck.toml)")
 }
 
 /// Bytes syn would skip: a byte-order mark and a shebang line (not an inner attribute `#![..]`).
@@ -346,10 +317,16 @@ mod tests {
     }
 
     #[test]
-    fn deep_nesting_is_measured_outside_strings_and_comments() {
-        let text = format!("// {}\nfn f() -> &'static str {{ \"{}\" }}\n", "(".repeat(500), "[".repeat(500));
-        assert!(too_deep(text.as_bytes()).is_none());
-        let deep = format!("fn f() {{ {} }}", "(".repeat(MAX_NESTING + 1));
-        assert!(too_deep(deep.as_bytes()).is_some());
+    fn paths_are_shown_as_they_are_named() {
+        assert_eq!(display_path(Path::new("./src/a.rs")), "src/a.rs");
+        // On Unix a backslash is part of a name.
+        #[cfg(unix)]
+        assert_eq!(display_path(Path::new("src/a\\b.rs")), "src/a\\b.rs");
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt as _;
+            let name = std::ffi::OsStr::from_bytes(b"caf\xe9.rs");
+            assert_eq!(display_path(Path::new(name)), "caf\\xE9.rs");
+        }
     }
 }

@@ -307,7 +307,7 @@ pub(crate) fn is_cfg_test(attrs: &[Attribute]) -> bool {
         let syn::Meta::List(list) = &a.meta else { return false };
         let mut has_test = false;
         let mut has_not = false;
-        scan_idents(list.tokens.clone(), &mut |i| {
+        for_each_token_ident(list.tokens.clone(), &mut |i| {
             if i == "test" {
                 has_test = true;
             } else if i == "not" || i == "any" {
@@ -318,11 +318,12 @@ pub(crate) fn is_cfg_test(attrs: &[Attribute]) -> bool {
     })
 }
 
-fn scan_idents(tokens: proc_macro2::TokenStream, f: &mut dyn FnMut(&proc_macro2::Ident)) {
+/// Every identifier in a token stream, inside groups too (a macro's arguments).
+pub(crate) fn for_each_token_ident(tokens: proc_macro2::TokenStream, f: &mut dyn FnMut(&proc_macro2::Ident)) {
     for tt in tokens {
         match tt {
             TokenTree::Ident(i) => f(&i),
-            TokenTree::Group(g) => scan_idents(g.stream(), f),
+            TokenTree::Group(g) => for_each_token_ident(g.stream(), f),
             _ => {}
         }
     }

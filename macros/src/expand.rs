@@ -138,7 +138,9 @@ impl Walk<'_> {
     fn field(&self, field: &FieldEntry, access: Access) -> TokenStream {
         let body = match &field.class {
             FieldClass::Plain => return quote!(),
-            FieldClass::Skipped { type_name, underlying } => self.skipped(type_name, underlying, &access),
+            FieldClass::Skipped { type_name, underlying } => {
+                self.skipped(type_name, underlying, &access, field_span(field))
+            }
             class => self.node(class, &access, &field.ty),
         };
         match &field.segment {
@@ -151,22 +153,67 @@ impl Walk<'_> {
         }
     }
 
-    fn skipped(&self, type_name: &str, underlying: &FieldClass, access: &Access) -> TokenStream {
+    /// A skipped field: reported to the visitor with its type, where it is declared, its tensor
+    /// (read walk) or a handle to put a tensor back (mutable walk), and itself as a module when
+    /// its type is one (a skipped submodule, whose parameters reports must list).
+    fn skipped(&self, type_name: &str, underlying: &FieldClass, access: &Access, span: Span) -> TokenStream {
         let krate = self.krate;
-        let tensor = match underlying {
-            FieldClass::Buffer => {
-                let shared = access.shared();
-                quote!(::core::option::Option::Some(#shared))
-            }
-            FieldClass::Container { kind: ContainerKind::Option, element }
-                if matches!(**element, FieldClass::Buffer) =>
-            {
-                let place = access.place();
-                quote!(#place.as_ref())
-            }
-            _ => quote!(::core::option::Option::None),
-        };
         let may_hold_tensors = !matches!(underlying, FieldClass::Plain);
+        // `Location::caller()` outside a `#[track_caller]` function is the location of the call
+        // itself: spanned at the field, it is where the field is declared.
+        let declared_at = respan(quote!(::core::panic::Location::caller()), span);
+        let is_optional_tensor = matches!(
+            underlying,
+            FieldClass::Container { kind: ContainerKind::Option, element } if matches!(**element, FieldClass::Buffer)
+        );
+        let module = matches!(underlying.leaf(), FieldClass::Submodule).then(|| {
+            let shared = access.shared();
+            quote! {
+                {
+                    #[allow(unused_imports)]
+                    use #krate::module::{ProbeModule as _, ProbeOther as _};
+                    (&#krate::module::SkippedProbe(#shared)).skipped_module()
+                }
+            }
+        });
+        if self.mutable {
+            let reference = access.reference(true);
+            let value = if matches!(underlying, FieldClass::Buffer) {
+                quote!(#krate::module::SkippedValue::TensorField(#reference))
+            } else if is_optional_tensor {
+                quote!(#krate::module::SkippedValue::OptionalTensorField(#reference))
+            } else if let Some(module) = module {
+                quote! {
+                    match #module {
+                        ::core::option::Option::Some(module) => #krate::module::SkippedValue::Module(module),
+                        ::core::option::Option::None => #krate::module::SkippedValue::Other,
+                    }
+                }
+            } else {
+                quote!(#krate::module::SkippedValue::Other)
+            };
+            return quote! {
+                visitor.visit_skipped(
+                    path,
+                    #krate::module::SkippedMut {
+                        type_name: #type_name,
+                        may_hold_tensors: #may_hold_tensors,
+                        declared_at: ::core::option::Option::Some(#declared_at),
+                        value: #value,
+                    },
+                )?;
+            };
+        }
+        let tensor = if matches!(underlying, FieldClass::Buffer) {
+            let shared = access.shared();
+            quote!(::core::option::Option::Some(#shared))
+        } else if is_optional_tensor {
+            let place = access.place();
+            quote!(#place.as_ref())
+        } else {
+            quote!(::core::option::Option::None)
+        };
+        let module = module.unwrap_or_else(|| quote!(::core::option::Option::None));
         quote! {
             visitor.visit_skipped(
                 path,
@@ -174,6 +221,8 @@ impl Walk<'_> {
                     type_name: #type_name,
                     tensor: #tensor,
                     may_hold_tensors: #may_hold_tensors,
+                    declared_at: ::core::option::Option::Some(#declared_at),
+                    module: #module,
                 },
             )?;
         }
@@ -268,6 +317,11 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
             tree
         })
         .collect()
+}
+
+/// The field's name (or index), where reports say it is declared.
+fn field_span(field: &FieldEntry) -> Span {
+    syn::spanned::Spanned::span(&field.member)
 }
 
 fn type_span(ty: &Type) -> Span {

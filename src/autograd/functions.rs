@@ -153,7 +153,7 @@ impl GradFn {
                 UnaryOp::Rsqrt => "RsqrtBackward",
                 UnaryOp::Tanh => "TanhBackward",
                 UnaryOp::Sigmoid => "SigmoidBackward",
-                UnaryOp::Gelu => "GeluBackward",
+                UnaryOp::Gelu | UnaryOp::GeluTanh => "GeluBackward",
                 UnaryOp::Silu => "SiluBackward",
                 UnaryOp::Sin => "SinBackward",
                 UnaryOp::Cos => "CosBackward",
@@ -444,6 +444,18 @@ fn unary(op: UnaryOp, x: &Tensor, out: Option<&Tensor>, g: &Tensor) -> Result<Te
             let pdf =
                 x.mul(x)?.mul_scalar(-0.5)?.exp()?.mul_scalar(1.0 / (2.0 * std::f64::consts::PI).sqrt())?;
             g.mul(&cdf.add(&x.mul(&pdf)?)?)
+        }
+        UnaryOp::GeluTanh => {
+            // y = x s(2u) with s the sigmoid and u = k (x + c x³):
+            // dy/dx = s + 2 x s (1 - s) k (1 + 3 c x²)
+            let k = (2.0 / std::f64::consts::PI).sqrt();
+            let c = crate::tensor::GELU_TANH_CUBIC;
+            let x2 = x.mul(x)?;
+            let u = x2.mul_scalar(c)?.add_scalar(1.0)?.mul(x)?.mul_scalar(k)?;
+            let s = u.mul_scalar(2.0)?.sigmoid()?;
+            let du = x2.mul_scalar(3.0 * c)?.add_scalar(1.0)?.mul_scalar(2.0 * k)?;
+            let slope = x.mul(&s)?.mul(&s.rsub_scalar(1.0)?)?.mul(&du)?;
+            g.mul(&s.add(&slope)?)
         }
         UnaryOp::Silu => {
             // d/dx x s(x) = s + x s (1 - s)

@@ -25,6 +25,7 @@ pub(crate) fn relu_backward(x: &Tensor, g: &Tensor) -> Result<Tensor> {
         "relu_backward",
         Location::caller(),
         &[x, g],
+        (g.shape(), g.dtype()),
         |s| {
             fn run<T: Float>(x: &[T], lx: &Layout, g: &[T], lg: &Layout) -> CpuStorage {
                 CpuStorage::from_vec(cpu::binary_map(x, lx, g, lg, &lg.shape, |x: T, g: T| {
@@ -63,6 +64,7 @@ pub(crate) fn softmax_backward(y: &Tensor, g: &Tensor, dim: usize, log: bool) ->
         "softmax_backward",
         Location::caller(),
         &[y, g],
+        (g.shape(), g.dtype()),
         |s| {
             fn run<T: Float>(y: &[T], g: &[T], row: usize, log: bool) -> CpuStorage {
                 let mut out = vec![T::ZERO; y.len()];
@@ -124,6 +126,7 @@ pub(crate) fn sum_keepdim(g: &Tensor, dims: &[isize]) -> Result<Tensor> {
         "sum",
         Location::caller(),
         &[g],
+        (&shape, g.dtype()),
         |s| {
             fn run<T: Float>(v: &[T], rows: usize, cols: usize) -> CpuStorage {
                 let mut out = vec![T::ZERO; cols];
@@ -166,6 +169,7 @@ pub(crate) fn index_add(shape: &[usize], dim: usize, index: &Tensor, g: &Tensor)
         "index_add",
         Location::caller(),
         &[index, g],
+        (shape, g.dtype()),
         |s| {
             let CpuStorage::I64(idx) = s[0] else { unreachable!("index_select checks an i64 index") };
             let idx = cpu::contiguous(idx, index.layout());
@@ -184,7 +188,7 @@ pub(crate) fn index_add(shape: &[usize], dim: usize, index: &Tensor, g: &Tensor)
                 let mut out = vec![T::ZERO; outer * size as usize * inner];
                 for o in 0..outer {
                     for (k, &i) in idx.iter().enumerate() {
-                        let i = if i < 0 { i + size } else { i };
+                        // The forward op checked the range; a GPU index was checked by its kernel.
                         if !(0..size).contains(&i) {
                             continue;
                         }
@@ -221,6 +225,7 @@ pub(crate) fn scatter_add(shape: &[usize], dim: usize, index: &Tensor, g: &Tenso
         "scatter_add",
         Location::caller(),
         &[index, g],
+        (shape, g.dtype()),
         |s| {
             let CpuStorage::I64(idx) = s[0] else { unreachable!("gather checks an i64 index") };
             let idx = cpu::contiguous(idx, index.layout());
@@ -232,7 +237,6 @@ pub(crate) fn scatter_add(shape: &[usize], dim: usize, index: &Tensor, g: &Tenso
                 let index_shape = &lg.shape;
                 let mut pos = vec![0usize; index_shape.len()];
                 for (&i, &x) in idx.iter().zip(g.iter()) {
-                    let i = if i < 0 { i + size } else { i };
                     if (0..size).contains(&i) {
                         let at: usize = pos
                             .iter()

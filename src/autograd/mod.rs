@@ -200,12 +200,10 @@ impl Tensor {
     }
 
     /// A handle to the same data outside the graph: it does not require grad, and nothing done to
-    /// it flows back. Keeps this tensor's origin and name (it is the same tensor to reports).
+    /// it flows back. Keeps this tensor's origin, name and role (it is the same tensor to reports).
     pub fn detach(&self) -> Tensor {
         let detached = self.view(self.layout().clone(), self.origin());
-        if let Some(name) = self.name() {
-            detached.set_name(name);
-        }
+        detached.copy_label_from(self);
         detached
     }
 
@@ -259,7 +257,9 @@ impl Tensor {
             });
         }
         let _recording_off = no_grad();
-        graph::run_backward(self, seed, location)
+        // The gradient ops run inside devcheck: what they report belongs to this call.
+        let _user_call = crate::check::recorder::internal_work(location, true);
+        graph::run_backward(self, seed, location).map_err(|e| e.relocated(location))
     }
 }
 

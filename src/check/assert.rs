@@ -30,7 +30,8 @@ macro_rules! assert_on_device {
 }
 
 /// Dry-runs forward on a fake `device` (see [`crate::check_forward`]) and panics with the report
-/// unless it is clean.
+/// unless it is clean. `model` is borrowed mutably for the run (its tensors are swapped for fakes
+/// and put back afterwards), so it must be a mutable place: `let mut model = ..`.
 ///
 /// * `assert_forward_clean!(model, input, device)` calls `model.forward(&x)` with one fake input
 ///   (`input` is an [`Input`](crate::check::Input) or an example `&Tensor`);
@@ -41,7 +42,7 @@ macro_rules! assert_on_device {
 /// use devcheck::check::Input;
 /// use devcheck::{DType, Device, Module, Param, Tensor};
 ///
-/// #[derive(Module, Clone)]
+/// #[derive(Module)]
 /// struct Scale { weight: Param }
 ///
 /// impl Scale {
@@ -50,21 +51,21 @@ macro_rules! assert_on_device {
 ///     }
 /// }
 ///
-/// let model = Scale { weight: Param::new(Tensor::ones([4], &Device::Cpu).unwrap()) };
+/// let mut model = Scale { weight: Param::new(Tensor::ones([4], &Device::Cpu).unwrap()) };
 /// devcheck::assert_forward_clean!(model, Input::new("x", [2, 4], DType::F32), Device::Cuda(0));
 /// ```
 #[macro_export]
 macro_rules! assert_forward_clean {
     ($model:expr, $input:expr, $device:expr $(,)?) => {
         $crate::check::assert::forward_clean(
-            &$model,
+            &mut $model,
             [$crate::check::Input::from($input)],
             &$device,
             |model, inputs| model.forward(&inputs[0]),
         )
     };
     ($model:expr, $inputs:expr, $device:expr, $forward:expr $(,)?) => {
-        $crate::check::assert::forward_clean(&$model, $inputs, &$device, $forward)
+        $crate::check::assert::forward_clean(&mut $model, $inputs, &$device, $forward)
     };
 }
 
@@ -79,12 +80,12 @@ pub fn on_device<M: Module + ?Sized>(model: &M, device: &Device) {
 /// What `assert_forward_clean!` calls.
 #[track_caller]
 pub fn forward_clean<M, R>(
-    model: &M,
+    model: &mut M,
     inputs: impl AsRef<[Input]>,
     device: &Device,
     forward: impl FnOnce(&mut M, &[Tensor]) -> Result<R>,
 ) where
-    M: Module + Clone,
+    M: Module + ?Sized,
 {
     match check_forward(model, inputs, device, forward) {
         Ok(report) if report.is_clean() => {}

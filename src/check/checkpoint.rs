@@ -5,12 +5,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use safetensors::tensor::Metadata;
-
-use crate::checkpoint::{CheckpointError, DEVICES_METADATA_KEY, saved_devices};
+use crate::checkpoint::{DEVICES_METADATA_KEY, saved_devices};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;
@@ -19,9 +16,6 @@ use crate::shape::fmt_shape;
 use super::report::{
     CheckError, Finding, Severity, Table, any_problem, count_by_severity, fmt_bytes, fmt_count, plural,
 };
-
-/// safetensors' own limit on the header size.
-const MAX_HEADER: u64 = 100_000_000;
 
 /// One tensor of a checkpoint file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,7 +59,8 @@ pub struct CheckpointInventory {
 /// A file that cannot be read or is not valid safetensors is an error that says what is wrong.
 pub fn inspect_checkpoint(path: impl AsRef<Path>) -> Result<CheckpointInventory> {
     let path = path.as_ref();
-    let metadata = read_header(path)?;
+    let file = crate::checkpoint::CheckpointFile::open(path)?;
+    let metadata = file.metadata();
     let saved_from: BTreeMap<String, Device> = saved_devices(metadata.metadata().as_ref());
     let records_devices = metadata.metadata().as_ref().is_some_and(|m| m.contains_key(DEVICES_METADATA_KEY));
 
@@ -222,46 +217,6 @@ impl fmt::Display for CheckpointInventory {
 }
 
 /// The header alone: length, JSON, and a check that the file holds all the data it describes.
-fn read_header(path: &Path) -> Result<Metadata> {
-    let io_error = |source| CheckpointError::Io { action: "read", path: path.to_path_buf(), source };
-    let malformed = |detail: String| CheckpointError::Malformed { path: path.to_path_buf(), detail };
-    let mut file = std::fs::File::open(path).map_err(io_error)?;
-    let file_len = file.metadata().map_err(io_error)?.len();
-    let mut len_bytes = [0u8; 8];
-    if file_len < 8 {
-        return Err(malformed(
-            "it is shorter than the 8-byte header length (truncated, or not a safetensors file)".into(),
-        )
-        .into());
-    }
-    file.read_exact(&mut len_bytes).map_err(io_error)?;
-    let header_len = u64::from_le_bytes(len_bytes);
-    if header_len > MAX_HEADER {
-        return Err(malformed("its header length field claims more than 100 MB".into()).into());
-    }
-    if 8 + header_len > file_len {
-        return Err(malformed(
-            "its header length field points past the end of the file (truncated or corrupted)".into(),
-        )
-        .into());
-    }
-    let mut header = vec![0u8; header_len as usize];
-    file.read_exact(&mut header).map_err(io_error)?;
-    let metadata: Metadata = serde_json::from_slice(&header)
-        .map_err(|e| malformed(format!("its header is not valid safetensors JSON: {e}")))?;
-    let data_len = file_len - 8 - header_len;
-    if metadata.data_len() as u64 != data_len {
-        return Err(malformed(format!(
-            "the header describes {} of tensor data but the file holds {} (truncated, or extra bytes at \
-             the end)",
-            fmt_bytes(metadata.data_len()),
-            fmt_bytes(data_len as usize)
-        ))
-        .into());
-    }
-    Ok(metadata)
-}
-
 /// The CPU, every visible CUDA device and every saved-from device, each with whether it loads.
 fn load_targets(tensors: &[CheckpointTensor]) -> Vec<LoadTarget> {
     let mut devices: BTreeMap<Device, usize> = BTreeMap::from([(Device::Cpu, 0)]);

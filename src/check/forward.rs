@@ -3,21 +3,24 @@
 //!
 //! See [`check_forward`] for how the fake model is made and what happens during the run.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::panic::{AssertUnwindSafe, Location};
 use std::time::{Duration, Instant};
 
 use crate::device::Device;
 use crate::dtype::DType;
-use crate::error::{Error, Operand, Result};
-use crate::module::{Module, ModulePath, Param, ParamId, Persistence, Skipped, VisitorMut, short_type_name};
-use crate::shape::{Layout, checked_numel, fmt_shape};
-use crate::tensor::{Origin, Storage, Tensor};
+use crate::error::{Error, Operand, Result, Unlabelled, device_fixes, operand_fix};
+use crate::module::{
+    Module, ModulePath, Param, ParamId, Persistence, SkippedMut, SkippedValue, VisitorMut, buffer_role,
+    label_skipped, short_type_name,
+};
+use crate::shape::{Layout, checked_nbytes, fmt_shape};
+use crate::tensor::{Origin, Storage, Tensor, TensorRole};
 
 use super::inventory::inspect;
 use super::ledger::{Allocations, HostRead, Transfer};
-use super::recorder::{CreationSite, MismatchSite, Mode, Provenance, Recording};
+use super::recorder::{CreationSite, MismatchSite, Mode, Recording};
 use super::report::{CheckError, Finding, Severity, any_problem, count_by_severity, fmt_bytes, plural};
 
 /// An example input for a dry run: a name (used in reports), a shape and a dtype; by default it
@@ -97,30 +100,39 @@ pub struct ForwardReport {
     elapsed: Duration,
 }
 
-/// Dry-runs `forward` with a fake copy of `model` on `target` (any `cuda:N`, no GPU needed) and
-/// fake `inputs`, and reports every tensor created off the target (with the line and op that made
-/// it), every device mismatch (each operand with its module path and origin), every host read
-/// inside forward ("needs data at file:line"), and skipped tensor fields left off the target.
+/// Dry-runs `forward` with `model`'s parameters and buffers replaced by fake tensors on `target`
+/// (any `cuda:N`, no GPU needed) and fake `inputs`, and reports every tensor created off the target
+/// (with the line and op that made it), every device mismatch (each operand with its module path
+/// and origin), every host read inside forward ("needs data at file:line"), skipped tensor fields
+/// left off the target, and submodules marked `#[module(skip)]` whose parameters would be left
+/// behind.
 ///
-/// `forward` gets the fake model and the fake inputs, in the order given; it can be a bare
+/// `forward` gets the model and the fake inputs, in the order given; it can be a bare
 /// `|model, x| model.forward(&x[0])` or a whole training step (give the batch
-/// `Input::new(..).on(&Device::Cpu)` to check that the step moves it). An error or panic inside
-/// it ends the run and is reported as a finding. The caller's model is not changed.
+/// `Input::new(..).on(&Device::Cpu)` to check that the step moves it; build the optimizer inside
+/// the closure from `model.parameters()` to check its step too). An error or panic inside it
+/// ends the run and is reported as a finding.
 ///
 /// Returns `Err` only when the inputs themselves are invalid. Use
 /// [`ForwardReport::ensure_clean`] to turn problems into an error for `?`.
 ///
 /// Tip: a dry run on `cuda:1` also catches code that hard-codes `cuda:0`.
 ///
-/// # How the fake model is made
+/// # What happens to the model
 ///
-/// The model is cloned, and in the clone every parameter is replaced by a *new* parameter (a new
-/// [`Param`] cell, tied weights kept tied) holding a fake tensor on the target, and every buffer by
-/// a fake tensor on the target: what `model.to(&target)` would give, without data. Skipped fields
-/// are left as they are, exactly as `to` leaves them. Replacing the cells (rather than moving the
-/// model in place and restoring it) leaves the caller's model, and every optimizer holding its
-/// parameters, untouched, even when forward writes to the model (a cache, running statistics).
-/// Cloning a model clones handles, not data; hence `M: Clone`.
+/// Any [`Module`] can be dry-run; it does not need to be `Clone`. For the run, every parameter
+/// handle in the model is swapped for a *new* parameter (tied weights kept tied) holding a fake
+/// tensor on the target, with fake copies of its gradient and optimizer state, and every buffer
+/// for a fake tensor on the target: what `model.to(&target)` would give, without data. Skipped
+/// fields are left as they are, exactly as `to` leaves them. Afterwards, also when forward
+/// failed or panicked, the original handles are put back, and so is what forward wrote into a
+/// skipped `Tensor` or `Option<Tensor>` field (a cached state). The original parameters are never
+/// touched: an optimizer holding them sees nothing of the run.
+///
+/// Other state that forward changes stays changed (a step counter in a plain field, a tensor
+/// pushed onto a `Vec` field, which would hold a fake tensor); to dry-run such a forward without
+/// side effects, dry-run a clone: `check_forward(&mut model.clone(), ..)` (a clone shares
+/// parameters, so it is cheap).
 ///
 /// # What happens during the run
 ///
@@ -138,7 +150,7 @@ pub struct ForwardReport {
 /// use devcheck::check::Input;
 /// use devcheck::{DType, Device, Module, Param, Tensor};
 ///
-/// #[derive(Module, Clone)]
+/// #[derive(Module)]
 /// struct Scale { weight: Param }
 ///
 /// impl Scale {
@@ -149,9 +161,9 @@ pub struct ForwardReport {
 /// }
 ///
 /// # fn main() -> devcheck::Result<()> {
-/// let model = Scale { weight: Param::new(Tensor::ones([4], &Device::Cpu)?) };
+/// let mut model = Scale { weight: Param::new(Tensor::ones([4], &Device::Cpu)?) };
 /// let report = devcheck::check_forward(
-///     &model,
+///     &mut model,
 ///     &[Input::new("x", [2, 4], DType::F32)],
 ///     &Device::Cuda(0),
 ///     |model, x| model.forward(&x[0]),
@@ -159,18 +171,20 @@ pub struct ForwardReport {
 /// let codes: Vec<&str> = report.findings().iter().map(|f| f.code()).collect();
 /// assert_eq!(codes, ["created-off-device", "device-mismatch"]);
 /// assert_eq!(report.data_bytes(), 0);
+/// // The model is as it was.
+/// assert!(!model.weight.tensor().is_fake());
 /// # Ok(())
 /// # }
 /// ```
 #[track_caller]
 pub fn check_forward<M, R>(
-    model: &M,
+    model: &mut M,
     inputs: impl AsRef<[Input]>,
     target: &Device,
     forward: impl FnOnce(&mut M, &[Tensor]) -> Result<R>,
 ) -> Result<ForwardReport>
 where
-    M: Module + Clone,
+    M: Module + ?Sized,
 {
     let started = Instant::now();
     let location = Location::caller();
@@ -180,20 +194,30 @@ where
         inputs.iter().map(|input| fake_input(input, target, location)).collect::<Result<Vec<_>>>()?;
 
     let _fake = crate::fake::enter();
-    let mut fake_model = model.clone();
-    fake_model.walk_mut(&mut FakePlacement { target, params: Default::default() })?;
-    let placed = inspect(&fake_model);
-
-    let recording = Recording::start(Mode::DryRun { target });
-    recording.name_storages(fake_model.entries().into_iter().filter_map(|e| Some((e.path, e.tensor?))), true);
-    recording.name_storages(inputs.iter().zip(&fake_inputs).map(|(i, t)| (i.name.clone(), t.clone())), false);
-    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| forward(&mut fake_model, &fake_inputs)));
-    let recorder = *recording.finish();
+    let mut swap = FakePlacement::new(target);
+    let placed = std::panic::catch_unwind(AssertUnwindSafe(|| model.walk_mut(&mut swap)));
+    let run = match placed {
+        Ok(Ok(())) => std::panic::catch_unwind(AssertUnwindSafe(|| {
+            dry_run(model, inputs, &fake_inputs, target, forward)
+        })),
+        Ok(Err(error)) => Ok(Err(error)),
+        Err(panic) => Err(panic),
+    };
+    // The model gets its own tensors back whatever happened above.
+    swap.restore(model);
+    let (placed, recorder, outcome) = match run {
+        Ok(Ok(run)) => run,
+        Ok(Err(error)) => return Err(error),
+        Err(panic) => std::panic::resume_unwind(panic),
+    };
 
     let mut findings: Vec<Finding> = placed
         .findings()
         .iter()
-        .filter(|f| f.code() == "skipped-tensor" && f.severity() == Severity::Error)
+        .filter(|f| {
+            (f.code() == "skipped-tensor" && f.severity() == Severity::Error)
+                || f.code() == "skipped-submodule"
+        })
         .cloned()
         .collect();
     findings.extend(recorder.creations.iter().map(|c| creation_finding(c, target)));
@@ -201,9 +225,9 @@ where
     findings.extend(recorder.reads.iter().map(|r| read_finding(r, target)));
     findings.extend(recorder.transfers.iter().filter_map(|t| transfer_finding(t, target)));
     match outcome {
-        Ok(Ok(_)) => {}
-        Ok(Err(error)) => findings.push(stopped_by_error(&error)),
-        Err(panic) => findings.push(stopped_by_panic(&panic_message(&*panic))),
+        Ok(()) => {}
+        Err(Stopped::Error(error)) => findings.push(stopped_by_error(&error)),
+        Err(Stopped::Panic(message)) => findings.push(stopped_by_panic(&message)),
     }
     let completed = !findings.iter().any(|f| f.code() == "forward-failed");
 
@@ -218,6 +242,37 @@ where
         completed,
         elapsed: started.elapsed(),
     })
+}
+
+/// Why forward did not finish.
+enum Stopped {
+    Error(Error),
+    Panic(String),
+}
+
+/// The run itself, on the model with its fakes in place: the inventory of the placed model, what
+/// the recorder saw, and how forward ended.
+fn dry_run<M, R>(
+    model: &mut M,
+    inputs: &[Input],
+    fake_inputs: &[Tensor],
+    target: Device,
+    forward: impl FnOnce(&mut M, &[Tensor]) -> Result<R>,
+) -> Result<(super::inventory::Inventory, super::recorder::Recorder, std::result::Result<(), Stopped>)>
+where
+    M: Module + ?Sized,
+{
+    let placed = inspect(&*model);
+    let recording = Recording::start(Mode::DryRun { target });
+    recording.name_storages(model.entries().into_iter().filter_map(|e| Some((e.path, e.tensor?))), true);
+    recording.name_storages(inputs.iter().zip(fake_inputs).map(|(i, t)| (i.name.clone(), t.clone())), false);
+    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| forward(model, fake_inputs))) {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(Stopped::Error(error)),
+        Err(panic) => Err(Stopped::Panic(panic_message(&*panic))),
+    };
+    let recorder = *recording.finish();
+    Ok((placed, recorder, outcome))
 }
 
 impl ForwardReport {
@@ -360,12 +415,7 @@ fn creation_finding(creation: &CreationSite, target: Device) -> Finding {
     )
     .at(c.origin.location(), format!("made on {} here", c.device))
     .detail(format!("{} {} {}", c.tensor.device, c.tensor.dtype, fmt_shape(&c.tensor.shape)))
-    .help(format!(
-        "create it on an input's device so it follows the model everywhere: `x.new_zeros(..)`, \
-         `x.new_tensor(..)`, `Tensor::ones_like(&x)`, or pass `&x.device()`; a constant can be a \
-         buffer (a `Tensor` field), which `model.to(&{})` moves once",
-        crate::module::device_expr(&target)
-    ))
+    .help(operand_fix(&c.tensor, target, Unlabelled::Helper))
     .times(c.count)
 }
 
@@ -459,36 +509,10 @@ fn transfer_finding(transfer: &Transfer, target: Device) -> Option<Finding> {
     )
 }
 
-/// The fix for each operand off the target, by where it comes from.
+/// The fix for each operand off the target, by what it is (the same text as a real run's error).
 fn mismatch_help(site: &MismatchSite, target: Device) -> String {
-    let mut fixes = Vec::new();
-    for (operand, provenance) in site.operands.iter().zip(&site.provenance) {
-        if operand.device == target {
-            continue;
-        }
-        let who = match &operand.name {
-            Some(name) => format!("`{name}`"),
-            None => format!("the {} made at {}", operand.role, operand.origin.location_string()),
-        };
-        fixes.push(match provenance {
-            Provenance::Input => format!(
-                "move {who} to {target} right after the loader yields it (`let x = x.to(&device)?;`: `to` \
-                 returns the moved tensor)"
-            ),
-            Provenance::Model => format!(
-                "{who} belongs to the model but `model.to(..)` does not move it: make the field a buffer \
-                 (drop `#[module(skip)]`; `#[module(non_persistent)]` keeps it out of checkpoints)"
-            ),
-            Provenance::Forward => format!(
-                "create {who} on an input's device: `x.new_zeros(..)`, `x.new_tensor(..)`, \
-                 `Tensor::zeros_like(&x)`, or pass `&x.device()`"
-            ),
-        });
-    }
-    if fixes.is_empty() {
-        fixes.push(format!("bring every operand to {target}"));
-    }
-    fixes.join("; ")
+    let fixes = device_fixes(site.operands.iter().filter(|o| o.device != target), target, Unlabelled::Helper);
+    if fixes.is_empty() { format!("bring every operand to {target}") } else { fixes }
 }
 
 fn stopped_by_error(error: &Error) -> Finding {
@@ -499,7 +523,7 @@ fn stopped_by_error(error: &Error) -> Finding {
         Severity::Error,
         format!("forward returned an error: {}", lines.next().unwrap_or_default()),
     );
-    let location = error_location(error);
+    let location = error.location();
     let at = location.map(|l| format!("at {}:{}:{}", l.file(), l.line(), l.column()));
     for line in lines.map(str::trim).filter(|l| Some(*l) != at.as_deref()) {
         finding = finding.detail(line);
@@ -509,20 +533,6 @@ fn stopped_by_error(error: &Error) -> Finding {
     }
     let help = miette::Diagnostic::help(error).map(|h| h.to_string()).unwrap_or_default();
     finding.help(format!("the dry run stopped here; everything before it was checked. {help}"))
-}
-
-/// The failing call of an op error.
-fn error_location(error: &Error) -> Option<&'static Location<'static>> {
-    match error {
-        Error::DeviceMismatch { location, .. }
-        | Error::ShapeMismatch { location, .. }
-        | Error::DTypeMismatch { location, .. }
-        | Error::InvalidArgument { location, .. }
-        | Error::NoData { location, .. }
-        | Error::NotOnHost { location, .. }
-        | Error::Unsupported { location, .. } => Some(location),
-        _ => None,
-    }
 }
 
 /// A panic's message is often a rendered report itself (operator sugar panics with one): its
@@ -551,7 +561,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// A fake input on its device (the target unless the input says otherwise), named and with the
 /// input's origin.
 fn fake_input(input: &Input, target: Device, location: &'static Location<'static>) -> Result<Tensor> {
-    if checked_numel(&input.shape).is_none() {
+    if checked_nbytes(&input.shape, input.dtype.size_in_bytes()).is_none() {
         return Err(Error::InvalidArgument {
             op: "check_forward",
             detail: format!(
@@ -564,7 +574,7 @@ fn fake_input(input: &Input, target: Device, location: &'static Location<'static
         });
     }
     let tensor = fake_tensor(&input.shape, input.dtype, input.device.unwrap_or(target), input.origin);
-    tensor.set_name(input.name.as_str());
+    tensor.set_label(&input.name, TensorRole::Input);
     Ok(tensor)
 }
 
@@ -573,49 +583,132 @@ fn fake_tensor(shape: &[usize], dtype: DType, device: Device, origin: Origin) ->
     Tensor::from_parts(Storage::Fake, Layout::contiguous(shape), dtype, device, origin)
 }
 
-fn fake_copy(tensor: &Tensor, device: Device, name: &str) -> Tensor {
+/// A fake copy of a model tensor on `device`, labelled with its path and role.
+fn fake_copy(tensor: &Tensor, device: Device, name: &str, role: TensorRole) -> Tensor {
     let copy = fake_tensor(tensor.shape(), tensor.dtype(), device, tensor.origin());
-    copy.set_name(name);
+    copy.set_label(name, role);
     copy
 }
 
-/// Gives the cloned model fake tensors on the target in new cells (see the module docs).
+/// Swaps fake tensors on the target into a model, keeping every original to put back (see
+/// [`check_forward`]).
 struct FakePlacement {
     target: Device,
-    params: std::collections::HashMap<ParamId, Param>,
+    /// The fake parameter standing in for each original one (tied weights share it).
+    fakes: HashMap<ParamId, Param>,
+    params: HashMap<String, Param>,
+    buffers: HashMap<String, Tensor>,
+    skipped: HashMap<String, SkippedOriginal>,
+}
+
+/// What a skipped tensor field held before the run.
+enum SkippedOriginal {
+    Field(Tensor),
+    OptionalField(Option<Tensor>),
+}
+
+impl FakePlacement {
+    fn new(target: Device) -> FakePlacement {
+        FakePlacement {
+            target,
+            fakes: HashMap::new(),
+            params: HashMap::new(),
+            buffers: HashMap::new(),
+            skipped: HashMap::new(),
+        }
+    }
+
+    /// Puts every original back. Paths forward added are left as forward made them; paths it
+    /// removed have nothing to restore.
+    fn restore<M: Module + ?Sized>(self, model: &mut M) {
+        let mut restore = Restore { params: self.params, buffers: self.buffers, skipped: self.skipped };
+        // The visitor never fails; a hand-written `visit_mut` that does cannot be helped here.
+        let _ = model.walk_mut(&mut restore);
+    }
+
+    fn fake_param(&self, original: &Param, path: &str) -> Result<Param> {
+        let fake = Param::new(fake_copy(&original.tensor(), self.target, path, TensorRole::Parameter));
+        fake.set_requires_grad(original.requires_grad());
+        if let Some(grad) = original.grad() {
+            fake.set_grad(Some(fake_copy(&grad, self.target, path, TensorRole::Parameter)))?;
+        }
+        for key in original.state_keys() {
+            if let Some(state) = original.state(&key) {
+                fake.set_state(key, fake_copy(&state, self.target, path, TensorRole::Parameter))?;
+            }
+        }
+        Ok(fake)
+    }
 }
 
 impl VisitorMut for FakePlacement {
     fn visit_param(&mut self, path: &ModulePath, param: &mut Param) -> Result<()> {
-        if let Some(placed) = self.params.get(&param.id()) {
-            // A tied parameter: the same new cell under every path.
-            *param = placed.clone();
-            return Ok(());
-        }
-        let placed = Param::new(fake_copy(&param.tensor(), self.target, path.as_str()));
-        placed.set_requires_grad(param.requires_grad());
-        if let Some(grad) = param.grad() {
-            placed.set_grad(Some(fake_copy(&grad, self.target, path.as_str())))?;
-        }
-        for key in param.state_keys() {
-            if let Some(state) = param.state(&key) {
-                placed.set_state(key, fake_copy(&state, self.target, path.as_str()))?;
+        let fake = match self.fakes.get(&param.id()) {
+            // A tied parameter: the same fake under every path.
+            Some(fake) => fake.share(),
+            None => {
+                let fake = self.fake_param(param, path.as_str())?;
+                self.fakes.insert(param.id(), fake.share());
+                fake
             }
+        };
+        self.params.insert(path.to_string(), std::mem::replace(param, fake));
+        Ok(())
+    }
+
+    fn visit_buffer(
+        &mut self,
+        path: &ModulePath,
+        tensor: &mut Tensor,
+        persistence: Persistence,
+    ) -> Result<()> {
+        let fake = fake_copy(tensor, self.target, path.as_str(), buffer_role(persistence));
+        self.buffers.insert(path.to_string(), std::mem::replace(tensor, fake));
+        Ok(())
+    }
+
+    fn visit_skipped(&mut self, path: &ModulePath, skipped: SkippedMut<'_>) -> Result<()> {
+        // Not moved, as `to` would not move it; labelled, so mismatches it causes say which field.
+        label_skipped(path, &skipped.as_skipped());
+        let original = match skipped.value {
+            SkippedValue::TensorField(tensor) => SkippedOriginal::Field(tensor.clone()),
+            SkippedValue::OptionalTensorField(tensor) => SkippedOriginal::OptionalField(tensor.clone()),
+            SkippedValue::Module(_) | SkippedValue::Other => return Ok(()),
+        };
+        self.skipped.insert(path.to_string(), original);
+        Ok(())
+    }
+}
+
+/// Puts a model's own tensors back after a dry run.
+struct Restore {
+    params: HashMap<String, Param>,
+    buffers: HashMap<String, Tensor>,
+    skipped: HashMap<String, SkippedOriginal>,
+}
+
+impl VisitorMut for Restore {
+    fn visit_param(&mut self, path: &ModulePath, param: &mut Param) -> Result<()> {
+        if let Some(original) = self.params.remove(path.as_str()) {
+            *param = original;
         }
-        self.params.insert(param.id(), placed.clone());
-        *param = placed;
         Ok(())
     }
 
     fn visit_buffer(&mut self, path: &ModulePath, tensor: &mut Tensor, _: Persistence) -> Result<()> {
-        *tensor = fake_copy(tensor, self.target, path.as_str());
+        if let Some(original) = self.buffers.remove(path.as_str()) {
+            *tensor = original;
+        }
         Ok(())
     }
 
-    fn visit_skipped(&mut self, path: &ModulePath, skipped: Skipped<'_>) -> Result<()> {
-        // Not moved, as `to` would not move it; named, so mismatches it causes say which field.
-        if let Some(tensor) = skipped.tensor {
-            tensor.set_name(path.as_str());
+    fn visit_skipped(&mut self, path: &ModulePath, skipped: SkippedMut<'_>) -> Result<()> {
+        match (skipped.value, self.skipped.remove(path.as_str())) {
+            (SkippedValue::TensorField(tensor), Some(SkippedOriginal::Field(original))) => *tensor = original,
+            (SkippedValue::OptionalTensorField(tensor), Some(SkippedOriginal::OptionalField(original))) => {
+                *tensor = original
+            }
+            _ => {}
         }
         Ok(())
     }

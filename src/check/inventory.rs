@@ -10,7 +10,7 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::module::{EntryKind, Module, ParamId, short_type_name};
 use crate::shape::fmt_shape;
-use crate::tensor::{Origin, Tensor};
+use crate::tensor::{Origin, SkippedField, Tensor};
 
 use super::report::{
     CheckError, Finding, Severity, Table, any_problem, count_by_severity, fmt_bytes, fmt_count,
@@ -42,6 +42,16 @@ pub struct InventoryRow {
     pub type_name: Option<&'static str>,
     /// For a skipped field: false when its type is plain data that cannot hold tensors.
     pub may_hold_tensors: bool,
+    /// For a skipped field, and for a tensor inside a skipped submodule: the field marked
+    /// `#[module(skip)]`.
+    pub skipped_field: Option<SkippedField>,
+}
+
+impl InventoryRow {
+    /// A tensor inside a skipped submodule (not the skipped field itself).
+    pub fn is_inside_skipped(&self) -> bool {
+        self.skipped_field.as_ref().is_some_and(|field| field.path != self.path)
+    }
 }
 
 /// What the inventory shows of a tensor.
@@ -123,6 +133,7 @@ pub fn inspect<M: Module + ?Sized>(model: &M) -> Inventory {
             tied_to,
             type_name: entry.type_name.filter(|_| entry.kind == EntryKind::Skipped),
             may_hold_tensors: entry.may_hold_tensors,
+            skipped_field: entry.skipped_field,
         });
     }
     let totals = totals(&rows);
@@ -298,10 +309,18 @@ impl Inventory {
             }
         }
 
-        for row in self.rows.iter().filter(|r| r.kind == EntryKind::Skipped) {
+        for row in self.rows.iter().filter(|r| r.kind == EntryKind::Skipped && !r.is_inside_skipped()) {
             let type_name = row.type_name.unwrap_or("?");
+            let inside: Vec<&InventoryRow> = self
+                .rows
+                .iter()
+                .filter(|r| {
+                    r.is_inside_skipped() && r.skipped_field.as_ref().is_some_and(|f| f.path == row.path)
+                })
+                .collect();
             match &row.tensor {
                 Some(tensor) => findings.push(skipped_tensor(row, tensor, main)),
+                None if !inside.is_empty() => findings.push(skipped_submodule(row, &inside)),
                 None if row.may_hold_tensors => findings.push(
                     Finding::new(
                         "skipped-opaque",
@@ -383,6 +402,55 @@ fn off_device(row: &InventoryRow, device: Device) -> Finding {
     .help(format!(
         "a tensor assigned to the model after `model.to(..)` stays where it was made: assign it before \
          the move, or make it on the model's device (`Tensor::zeros(shape, &model.device()?)`, here {device})"
+    ))
+}
+
+/// A submodule marked `#[module(skip)]` that holds tensors: its parameters are invisible to the
+/// optimizer, and neither moved nor saved. Located at the field's declaration.
+fn skipped_submodule(row: &InventoryRow, inside: &[&InventoryRow]) -> Finding {
+    let parameters = inside.iter().filter(|r| r.type_name == Some("Param")).count();
+    let tensors = inside.iter().filter(|r| r.tensor.is_some()).count();
+    let (severity, what) = if parameters > 0 {
+        (Severity::Error, super::report::plural(parameters, "parameter"))
+    } else {
+        (Severity::Warning, super::report::plural(tensors, "tensor"))
+    };
+    let names: Vec<String> = inside.iter().take(LISTED).map(|r| format!("`{}`", r.path)).collect();
+    let more =
+        if inside.len() > LISTED { format!(", ... {} more", inside.len() - LISTED) } else { String::new() };
+    let mut finding = Finding::new(
+        "skipped-submodule",
+        severity,
+        format!(
+            "skipped field `{}: {}` holds {what} ({}{more}): `to` does not move them, checkpoints do not save \
+             them{}",
+            row.path,
+            row.type_name.unwrap_or("?"),
+            names.join(", "),
+            if parameters > 0 { ", and `model.parameters()` (so the optimizer) never sees them" } else { "" }
+        ),
+    );
+    if let Some(at) = row.skipped_field.as_ref().and_then(|f| f.declared_at) {
+        finding = finding.at(at, "marked `#[module(skip)]`");
+    }
+    for inner in inside.iter().take(LISTED) {
+        if let Some(t) = &inner.tensor {
+            finding = finding.detail(format!(
+                "`{}` ({}) {} {} {}, made by `{}` at {}",
+                inner.path,
+                if inner.type_name == Some("Param") { "parameter" } else { "buffer" },
+                t.device,
+                t.dtype,
+                fmt_shape(&t.shape),
+                t.origin.op(),
+                t.origin.location_string()
+            ));
+        }
+    }
+    finding.help(format!(
+        "remove `#[module(skip)]` from `{}`: a submodule field is walked, so its parameters and buffers move, \
+         save and train with the model (to freeze it, call `set_requires_grad(false)` on its parameters)",
+        row.path
     ))
 }
 
@@ -482,6 +550,11 @@ impl fmt::Display for Inventory {
         for row in &self.rows {
             let kind = match (&row.tied_to, row.type_name) {
                 (Some(first), _) => format!("{} (tied to {first})", row.kind),
+                (None, _) if row.is_inside_skipped() => format!(
+                    "{} (in `{}`)",
+                    row.kind,
+                    row.skipped_field.as_ref().map_or("?", |f| f.path.as_str())
+                ),
                 (None, Some(type_name)) if row.tensor.is_none() => format!("{} ({type_name})", row.kind),
                 _ => row.kind.to_string(),
             };

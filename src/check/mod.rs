@@ -19,12 +19,12 @@
 //! use devcheck::check::Input;
 //! use devcheck::{DType, Device, Module, Param, Tensor};
 //!
-//! #[derive(Module, Clone)]
+//! #[derive(Module)]
 //! struct Net { weight: Param }
 //!
 //! fn dry_run() -> devcheck::Result<()> {
-//!     let net = Net { weight: Param::new(Tensor::ones([3, 2], &Device::Cpu)?) };
-//!     devcheck::check_forward(&net, &[Input::new("x", [4, 3], DType::F32)], &Device::Cuda(0), |net, x| {
+//!     let mut net = Net { weight: Param::new(Tensor::ones([3, 2], &Device::Cpu)?) };
+//!     devcheck::check_forward(&mut net, &[Input::new("x", [4, 3], DType::F32)], &Device::Cuda(0), |net, x| {
 //!         x[0].matmul(&net.weight.tensor())
 //!     })?
 //!     .ensure_clean()?;

@@ -23,6 +23,38 @@ type Loc = &'static Location<'static>;
 thread_local! {
     static RECORDING: Cell<bool> = const { Cell::new(false) };
     static RECORDER: RefCell<Option<Box<Recorder>>> = const { RefCell::new(None) };
+    static INTERNAL: Cell<Option<Internal>> = const { Cell::new(None) };
+}
+
+/// devcheck's own work on behalf of one call of the user's (`loss.backward()`, an optimizer
+/// step): what it does is reported at that call, never at a line inside devcheck.
+#[derive(Clone, Copy)]
+struct Internal {
+    call_site: Loc,
+    /// The backward pass: a device mismatch there only repeats one forward already reported (its
+    /// gradients meet the tensors forward mixed), and the tensors it makes are gradients.
+    echoes_only: bool,
+}
+
+/// While alive, the recorder attributes what happens on this thread to `call_site` (see
+/// [`Internal`]); `echoes_only` for the backward pass.
+pub(crate) struct InternalWork {
+    previous: Option<Internal>,
+}
+
+pub(crate) fn internal_work(call_site: Loc, echoes_only: bool) -> InternalWork {
+    let previous = INTERNAL.with(|i| i.replace(Some(Internal { call_site, echoes_only })));
+    InternalWork { previous }
+}
+
+impl Drop for InternalWork {
+    fn drop(&mut self) {
+        INTERNAL.with(|i| i.set(self.previous));
+    }
+}
+
+fn internal() -> Option<Internal> {
+    INTERNAL.with(Cell::get)
 }
 
 /// What a recorder is for.
@@ -44,25 +76,12 @@ pub(crate) struct CreationSite {
     pub tensor: Operand,
 }
 
-/// Where an operand of a dry run comes from, for the help line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Provenance {
-    /// One of the inputs given to the dry run (or a view of one).
-    Input,
-    /// A parameter, buffer or skipped field of the model (or a view of one).
-    Model,
-    /// Made during forward.
-    Forward,
-}
-
 /// A device mismatch tolerated during a dry run.
 #[derive(Clone, Debug)]
 pub(crate) struct MismatchSite {
     pub op: &'static str,
     pub call_site: Loc,
     pub operands: Vec<Operand>,
-    /// Where each operand comes from.
-    pub provenance: Vec<Provenance>,
     pub count: usize,
     /// The index of the earlier mismatch whose result is one of these operands: this one only
     /// repeats it further down the same computation.
@@ -104,12 +123,11 @@ pub(crate) struct Recorder {
     pub mismatches: Vec<MismatchSite>,
     pub round_trips: Vec<RoundTrip>,
     pub repeated: Vec<RepeatedMove>,
-    /// Dry run: the storages of the model's tensors and inputs with their names, to name views.
-    pub storage_names: HashMap<usize, String>,
+    /// Dry run: the storages of the model's tensors and inputs with their names and roles, to
+    /// name other handles on their data.
+    pub storage_names: HashMap<usize, (String, Option<crate::tensor::TensorRole>)>,
     /// Dry run: the storages of the model's tensors (parameters, buffers, skipped fields).
     pub model_storages: HashSet<usize>,
-    /// Dry run: the storages of the inputs.
-    pub input_storages: HashSet<usize>,
     /// Dry run: results computed from a tolerated mismatch, with the index of that mismatch. Their
     /// device is wrong only because of it, so later mismatches they take part in are its echoes.
     tainted: HashMap<usize, (Weak<dyn Any + Send + Sync>, usize)>,
@@ -157,7 +175,6 @@ impl Recorder {
             repeated: Vec::new(),
             storage_names: HashMap::new(),
             model_storages: HashSet::new(),
-            input_storages: HashSet::new(),
             tainted: HashMap::new(),
             pending_taint: None,
             transfer_index: HashMap::new(),
@@ -173,14 +190,16 @@ impl Recorder {
         }
     }
 
-    /// The tensor as reports show it, named by its module path when it shares storage with one
-    /// of the model's tensors (a view such as `self.pos_enc.narrow(..)` has no name of its own).
+    /// The tensor as reports show it. A tensor without a name of its own that shares storage with
+    /// one of the model's tensors or inputs is reported as a view of it, with its name and role.
     fn describe(&self, tensor: &Tensor, role: &str) -> Operand {
         let mut operand = tensor.operand(role);
         if operand.name.is_none()
-            && let Some(path) = self.storage_names.get(&storage_address(&tensor.storage_handle()))
+            && let Some((path, kind)) = self.storage_names.get(&storage_address(&tensor.storage_handle()))
         {
-            operand.name = Some(format!("{path} (a view)"));
+            operand.name = Some(path.clone());
+            operand.kind = kind.clone();
+            operand.view = true;
         }
         operand
     }
@@ -201,17 +220,6 @@ impl Recorder {
         }
     }
 
-    fn provenance(&self, tensor: &Tensor) -> Provenance {
-        let address = storage_address(&tensor.storage_handle());
-        if self.model_storages.contains(&address) {
-            Provenance::Model
-        } else if self.input_storages.contains(&address) {
-            Provenance::Input
-        } else {
-            Provenance::Forward
-        }
-    }
-
     fn allocation(&mut self, tensor: &Tensor) {
         let totals = self.allocations.entry(tensor.device()).or_default();
         if tensor.is_fake() {
@@ -223,14 +231,14 @@ impl Recorder {
         }
     }
 
-    fn created(&mut self, tensor: &Tensor) {
+    /// A constructor made `tensor`, reported as made at `origin`.
+    fn created_at(&mut self, tensor: &Tensor, origin: Origin) {
         self.allocation(tensor);
         self.last_creation = None;
         let Mode::DryRun { target } = self.mode else { return };
         if tensor.device() == target {
             return;
         }
-        let origin = tensor.origin();
         let key = (origin.location(), tensor.device());
         let index = match self.creation_index.get(&key) {
             Some(&index) => {
@@ -390,10 +398,9 @@ impl Recorder {
                 index
             }
             None => {
-                let provenance = operands.iter().map(|(_, t)| self.provenance(t)).collect();
                 let operands: Vec<Operand> =
                     operands.iter().map(|(role, t)| self.describe(t, role)).collect();
-                self.mismatches.push(MismatchSite { op, call_site, operands, provenance, count: 1, follows });
+                self.mismatches.push(MismatchSite { op, call_site, operands, count: 1, follows });
                 self.mismatch_index.insert((call_site, op), self.mismatches.len() - 1);
                 self.mismatches.len() - 1
             }
@@ -433,10 +440,8 @@ impl Recording {
                 let address = storage_address(&tensor.storage_handle());
                 if model {
                     r.model_storages.insert(address);
-                } else {
-                    r.input_storages.insert(address);
                 }
-                r.storage_names.entry(address).or_insert(path);
+                r.storage_names.entry(address).or_insert((path, tensor.role()));
             }
         });
     }
@@ -487,7 +492,17 @@ fn recording() -> bool {
 #[inline]
 pub(crate) fn created(tensor: &Tensor) {
     if recording() {
-        with_recorder(|r| r.created(tensor));
+        match internal() {
+            Some(Internal { echoes_only: true, .. }) => {
+                with_recorder(|r| r.allocation(tensor));
+            }
+            Some(Internal { call_site, .. }) => {
+                with_recorder(|r| r.created_at(tensor, Origin::new(tensor.origin().op(), call_site)));
+            }
+            None => {
+                with_recorder(|r| r.created_at(tensor, tensor.origin()));
+            }
+        }
     }
 }
 
@@ -512,6 +527,7 @@ pub(crate) fn computed(source: &Tensor, result: &Tensor) {
 #[inline]
 pub(crate) fn moved(source: &Tensor, moved: &Tensor, call_site: Loc) {
     if recording() {
+        let call_site = internal().map_or(call_site, |i| i.call_site);
         with_recorder(|r| r.moved(source, moved, call_site));
     }
 }
@@ -524,6 +540,7 @@ pub(crate) fn host_read(tensor: &Tensor, op: &'static str, call_site: Loc) -> bo
     if !recording() {
         return false;
     }
+    let call_site = internal().map_or(call_site, |i| i.call_site);
     let mode = with_recorder(|r| {
         r.read(tensor, op, call_site);
         r.mode
@@ -547,7 +564,12 @@ pub(crate) fn device_mismatch(op: &'static str, operands: &[(&str, &Tensor)], ca
         if !matches!(r.mode, Mode::DryRun { .. }) {
             return false;
         }
-        r.mismatch(op, operands, call_site);
+        match internal() {
+            // Tolerated, not reported again.
+            Some(Internal { echoes_only: true, .. }) => {}
+            Some(Internal { call_site, .. }) => r.mismatch(op, operands, call_site),
+            None => r.mismatch(op, operands, call_site),
+        }
         true
     })
     .unwrap_or(false)

@@ -6,13 +6,13 @@ use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::module::Module;
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, on_one_device};
 
 use super::{Forward, Linear};
 
 /// Multi-head self-attention that only looks backwards (GPT-style), with its causal mask kept as
 /// a non-persistent buffer (it is rebuilt from the config, so checkpoints do not carry it).
-#[derive(Module, Debug)]
+#[derive(Module, Clone, Debug)]
 pub struct CausalSelfAttention {
     /// Projects `[.., dim]` to queries, keys and values at once: `[.., 3 * dim]`.
     pub qkv: Linear,
@@ -64,30 +64,45 @@ impl Forward for CausalSelfAttention {
                 location,
             });
         }
+        // The input against the mask here, at the caller's line; the projections check their own
+        // weights.
+        let [x, mask] =
+            on_one_device("CausalSelfAttention", &[("input", x), ("mask", &self.mask)], location)?
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("one tensor per operand"));
         let (b, t, d) = (x.shape()[0], x.shape()[1], x.shape()[2]);
         let hd = d / self.heads;
-        let qkv = self.qkv.forward(x)?;
-        let split = |i: usize| -> Result<Tensor> {
-            qkv.narrow(2, i * d, d)?.reshape([b, t, self.heads, hd])?.transpose(1, 2)
-        };
-        let (q, k, v) = (split(0)?, split(1)?, split(2)?);
+        let qkv = self.qkv.forward(&x)?;
+        // No closure here: a closure cannot pass the caller's location on to the ops inside it.
+        let q = heads(&qkv, 0, [b, t, self.heads, hd])?;
+        let k = heads(&qkv, 1, [b, t, self.heads, hd])?;
+        let v = heads(&qkv, 2, [b, t, self.heads, hd])?;
         let scores = q.matmul(&k.transpose(-2, -1)?)?.mul_scalar(1.0 / (hd as f64).sqrt())?;
-        let mask = self.mask.narrow(0, 0, t)?.narrow(1, 0, t)?;
+        let mask = mask.narrow(0, 0, t)?.narrow(1, 0, t)?;
         let weights = scores.masked_fill(&mask, f64::NEG_INFINITY)?.softmax(-1)?;
         let out = weights.matmul(&v)?.transpose(1, 2)?.reshape([b, t, d])?;
         self.proj.forward(&out)
     }
 }
 
+/// Part `i` (queries 0, keys 1, values 2) of the fused projection `qkv` (`[b, t, 3 * d]`), split
+/// into heads: `[b, heads, t, head_dim]`.
+#[track_caller]
+fn heads(qkv: &Tensor, i: usize, [b, t, heads, head_dim]: [usize; 4]) -> Result<Tensor> {
+    let d = heads * head_dim;
+    qkv.narrow(2, i * d, d)?.reshape([b, t, heads, head_dim])?.transpose(1, 2)
+}
+
 /// Adds the fixed sine/cosine position signal of "Attention Is All You Need" to `[batch, tokens,
 /// dim]` inputs. The table is a persistent buffer: saved, and moved with the model.
-#[derive(Module, Debug)]
+#[derive(Module, Clone, Debug)]
 pub struct SinusoidalPositionalEncoding {
     /// `[max_len, dim]`.
     pub table: Tensor,
 }
 
 impl SinusoidalPositionalEncoding {
+    #[track_caller]
     pub fn new(dim: usize, max_len: usize, device: &Device) -> Result<SinusoidalPositionalEncoding> {
         let mut values = vec![0f32; max_len * dim];
         for pos in 0..max_len {

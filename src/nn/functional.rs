@@ -8,7 +8,7 @@ use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::shape::fmt_shape;
-use crate::tensor::{CmpOp, Tensor};
+use crate::tensor::{CmpOp, Tensor, on_one_device};
 
 type Loc = &'static Location<'static>;
 
@@ -40,11 +40,32 @@ pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tens
             location,
         ));
     }
+    let [x, weight, bias] =
+        aligned("linear", [("input", Some(x)), ("weight", Some(weight)), ("bias", bias)], location)?;
+    let (x, weight) = (expect(x), expect(weight));
     let out = x.matmul(&weight.t()?)?;
     match bias {
-        Some(b) => out.add(b),
+        Some(b) => out.add(&b),
         None => Ok(out),
     }
+}
+
+/// `operands` checked to be on one device at the caller's line ([`on_one_device`]), `None`s kept
+/// in place: the tensors an op of optional arguments computes with.
+#[track_caller]
+fn aligned<const N: usize>(
+    op: &'static str,
+    operands: [(&str, Option<&Tensor>); N],
+    location: Loc,
+) -> Result<[Option<Tensor>; N]> {
+    let given: Vec<(&str, &Tensor)> = operands.iter().filter_map(|(role, t)| Some((*role, (*t)?))).collect();
+    let mut on_device = on_one_device(op, &given, location)?.into_iter();
+    Ok(operands.map(|(_, t)| t.and_then(|_| on_device.next())))
+}
+
+/// An operand [`aligned`] was given (`Some` in, `Some` out).
+fn expect(t: Option<Tensor>) -> Tensor {
+    t.unwrap_or_else(|| unreachable!("aligned keeps every given operand"))
 }
 
 /// Rows of `weight` (`[num_embeddings, dim]`) picked by the i64 `ids` of any shape; the result is
@@ -70,6 +91,8 @@ pub fn embedding(ids: &Tensor, weight: &Tensor) -> Result<Tensor> {
             location,
         });
     }
+    let [ids, weight] = aligned("embedding", [("ids", Some(ids)), ("weight", Some(weight))], location)?;
+    let (ids, weight) = (expect(ids), expect(weight));
     let flat = ids.reshape([ids.numel()])?;
     let rows = weight.index_select(0, &flat)?;
     let mut shape = ids.shape().to_vec();
@@ -102,18 +125,40 @@ pub fn layer_norm(
             location,
         ));
     }
+    let [x, weight, bias] =
+        aligned("layer_norm", [("input", Some(x)), ("weight", weight), ("bias", bias)], location)?;
+    let x = expect(x);
     let dims: Vec<isize> = (x.rank() - n..x.rank()).map(|d| d as isize).collect();
     let mean = x.mean(dims.clone(), true)?;
     let centered = x.sub(&mean)?;
     let var = centered.mul(&centered)?.mean(dims, true)?;
     let mut out = centered.mul(&var.add_scalar(eps)?.rsqrt()?)?;
     if let Some(w) = weight {
-        out = out.mul(w)?;
+        out = out.mul(&w)?;
     }
     if let Some(b) = bias {
-        out = out.add(b)?;
+        out = out.add(&b)?;
     }
     Ok(out)
+}
+
+/// Which GELU: PyTorch's `approximate` argument.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GeluApproximate {
+    /// The exact form `x Φ(x)` (`approximate='none'`, the default).
+    #[default]
+    None,
+    /// `x/2 (1 + tanh(√(2/π) (x + 0.044715 x³)))` (`approximate='tanh'`).
+    Tanh,
+}
+
+/// GELU (PyTorch's `F.gelu(x, approximate=..)`): [`Tensor::gelu`] or [`Tensor::gelu_tanh`].
+#[track_caller]
+pub fn gelu(x: &Tensor, approximate: GeluApproximate) -> Result<Tensor> {
+    match approximate {
+        GeluApproximate::None => x.gelu(),
+        GeluApproximate::Tanh => x.gelu_tanh(),
+    }
 }
 
 /// Zeroes each element with probability `p` and scales the rest by `1 / (1 - p)` when
@@ -188,8 +233,11 @@ pub fn conv2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, options: Conv2
             location,
         ));
     }
-    let window = Window::new(op, x, [kh, kw], options, location)?;
-    let cols = window.columns(x, 0.0)?; // [N, C, kh*kw*L]
+    let [x, weight, bias] =
+        aligned(op, [("input", Some(x)), ("weight", Some(weight)), ("bias", bias)], location)?;
+    let (x, weight) = (expect(x), expect(weight));
+    let window = Window::new(op, &x, [kh, kw], options, location)?;
+    let cols = window.columns(&x, 0.0)?; // [N, C, kh*kw*L]
     let k = cg * kh * kw;
     let cols = cols.reshape([n, g, k, window.positions()])?;
     let out = weight.reshape([g, o / g, k])?.matmul(&cols)?; // [N, g, O/g, L]
@@ -266,6 +314,7 @@ impl Window {
 
     /// `[N, C, kh*kw*L]`: for every kernel offset (row-major), the input value under it at each of
     /// the `L` output positions. One gather, so its gradient is one scatter.
+    #[track_caller]
     fn columns(&self, x: &Tensor, pad_value: f64) -> Result<Tensor> {
         let [ph, pw] = self.options.padding;
         let padded = pad2d(x, ph, pw, pad_value)?;
@@ -291,6 +340,7 @@ impl Window {
 
 /// `x` (`[N, C, H, W]`) with `ph` rows above and below and `pw` columns left and right of
 /// `value`.
+#[track_caller]
 fn pad2d(x: &Tensor, ph: usize, pw: usize, value: f64) -> Result<Tensor> {
     let mut out = x.clone();
     for (dim, amount) in [(2usize, ph), (3, pw)] {
@@ -344,19 +394,31 @@ pub fn cross_entropy(logits: &Tensor, target: &Tensor, options: &ClassLossOption
             location,
         ));
     }
+    let [logits, target, weight] = aligned(
+        "cross_entropy",
+        [("logits", Some(logits)), ("target", Some(target)), ("weight", options.weight.as_ref())],
+        location,
+    )?;
+    let (logits, target) = (expect(logits), expect(target));
     if target.dtype().is_float() {
-        return soft_cross_entropy(logits, target, class_dim, options, location);
+        return soft_cross_entropy(&logits, &target, class_dim, weight.as_ref(), options, location);
     }
-    check_class_target("cross_entropy", logits, target, location)?;
+    check_class_target("cross_entropy", &logits, &target, location)?;
     let logp = logits.log_softmax(class_dim as isize)?;
-    class_loss("cross_entropy", &logp, target, options, location)
+    class_loss("cross_entropy", &logp, &target, weight.as_ref(), options, location)
 }
 
 /// Negative log-likelihood of class indices under log-probabilities `log_probs` (the output of
 /// `log_softmax`); shapes as in [`cross_entropy`].
 #[track_caller]
 pub fn nll_loss(log_probs: &Tensor, target: &Tensor, options: &ClassLossOptions) -> Result<Tensor> {
-    class_loss("nll_loss", log_probs, target, options, Location::caller())
+    let location = Location::caller();
+    let [log_probs, target, weight] = aligned(
+        "nll_loss",
+        [("log_probs", Some(log_probs)), ("target", Some(target)), ("weight", options.weight.as_ref())],
+        location,
+    )?;
+    class_loss("nll_loss", &expect(log_probs), &expect(target), weight.as_ref(), options, location)
 }
 
 /// The mean (or sum, or each) of `(input - target)^2`.
@@ -372,10 +434,12 @@ pub fn mse_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result
             location,
         ));
     }
-    let diff = input.sub(target)?;
+    let [input, target] = aligned("mse_loss", [("input", Some(input)), ("target", Some(target))], location)?;
+    let diff = expect(input).sub(&expect(target))?;
     reduce(&diff.mul(&diff)?, reduction)
 }
 
+#[track_caller]
 fn reduce(t: &Tensor, reduction: Reduction) -> Result<Tensor> {
     match reduction {
         Reduction::Mean => t.mean_all(),
@@ -420,6 +484,7 @@ fn check_class_target(op: &'static str, input: &Tensor, target: &Tensor, locatio
 
 /// `logp` with the class dim last and every other dim flattened into rows (`[rows, C]`), the
 /// target flattened to `[rows]`, and the per-sample shape. The caller checked the shapes.
+#[track_caller]
 fn rows_and_classes(logp: &Tensor, target: &Tensor) -> Result<(Tensor, Tensor, Vec<usize>)> {
     match logp.rank() {
         1 => Ok((logp.unsqueeze(0)?, target.reshape([1])?, vec![])),
@@ -434,17 +499,21 @@ fn rows_and_classes(logp: &Tensor, target: &Tensor) -> Result<(Tensor, Tensor, V
     }
 }
 
+/// The class-index loss of `logp` (log-probabilities), with the class `weight` the caller aligned
+/// with it. `#[track_caller]`: every step is located at the user's call.
+#[track_caller]
 fn class_loss(
     op: &'static str,
     logp: &Tensor,
     target: &Tensor,
+    weight: Option<&Tensor>,
     options: &ClassLossOptions,
     location: Loc,
 ) -> Result<Tensor> {
     check_class_target(op, logp, target, location)?;
     let (logp, target, sample_shape) = rows_and_classes(logp, target)?;
     let classes = logp.shape()[1];
-    if let Some(w) = &options.weight
+    if let Some(w) = weight
         && (w.rank() != 1 || w.shape()[0] != classes)
     {
         return Err(shape_error(
@@ -466,10 +535,12 @@ fn class_loss(
     check_targets(op, &target, classes, options.ignore_index, location)?;
 
     let valid = target.cmp_scalar(CmpOp::Ne, options.ignore_index as f64)?;
-    let safe_target = valid.where_cond(&target, &target.new_zeros([])?)?;
+    // Ignored rows point at class 0 (their loss is weighted 0): no tensor is made for it, so
+    // nothing here can be on another device than the user's target.
+    let safe_target = target.mul(&valid.to_dtype(DType::I64)?)?;
     let valid = valid.to_dtype(logp.dtype())?;
     // Weight of each row's target class, 0 for ignored rows.
-    let row_weight = match &options.weight {
+    let row_weight = match weight {
         Some(w) => w.index_select(0, &safe_target)?.mul(&valid)?,
         None => valid.clone(),
     };
@@ -477,7 +548,7 @@ fn class_loss(
     let mut per_row = picked.mul(&row_weight)?.neg()?;
     let s = options.label_smoothing;
     if s > 0.0 {
-        let all = match &options.weight {
+        let all = match weight {
             Some(w) => logp.mul(&w.unsqueeze(0)?)?,
             None => logp.clone(),
         };
@@ -492,10 +563,12 @@ fn class_loss(
 }
 
 /// Cross-entropy with class probabilities as the target.
+#[track_caller]
 fn soft_cross_entropy(
     logits: &Tensor,
     target: &Tensor,
     class_dim: usize,
+    weight: Option<&Tensor>,
     options: &ClassLossOptions,
     location: Loc,
 ) -> Result<Tensor> {
@@ -517,7 +590,7 @@ fn soft_cross_entropy(
     let target =
         if s > 0.0 { target.mul_scalar(1.0 - s)?.add_scalar(s / classes as f64)? } else { target.clone() };
     let mut terms = logits.log_softmax(class_dim as isize)?.mul(&target)?;
-    if let Some(w) = &options.weight {
+    if let Some(w) = weight {
         let mut shape = vec![1; logits.rank()];
         shape[class_dim] = classes;
         terms = terms.mul(&w.reshape(shape)?)?;
@@ -528,6 +601,7 @@ fn soft_cross_entropy(
 
 /// Every target is a class index or the ignore index. Read only when the targets are on the host
 /// (reading them from an accelerator would stall it every step).
+#[track_caller]
 fn check_targets(
     op: &'static str,
     target: &Tensor,

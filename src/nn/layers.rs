@@ -11,7 +11,7 @@ use crate::module::{Module, ModulePath, Param, Visitor, VisitorMut};
 use crate::tensor::{Tensor, TensorOptions};
 
 use super::Forward;
-use super::functional::{self as f, Conv2dOptions};
+use super::functional::{self as f, Conv2dOptions, GeluApproximate};
 
 type Loc = &'static Location<'static>;
 
@@ -41,7 +41,7 @@ fn constant(value: f64) -> impl FnOnce(usize) -> Vec<f64> {
 }
 
 /// `y = x @ weight.t() + bias` (PyTorch's `nn.Linear`): `weight` `[out, in]`, `bias` `[out]`.
-#[derive(Module, Debug)]
+#[derive(Module, Clone, Debug)]
 pub struct Linear {
     pub weight: Param,
     pub bias: Option<Param>,
@@ -79,7 +79,7 @@ impl Forward for Linear {
 
 /// A lookup table of `dim`-sized rows, one per id (PyTorch's `nn.Embedding`), initialised from
 /// `N(0, 1)`. Its input is an i64 tensor of ids.
-#[derive(Module, Debug)]
+#[derive(Module, Clone, Debug)]
 pub struct Embedding {
     pub weight: Param,
 }
@@ -102,7 +102,7 @@ impl Forward for Embedding {
 
 /// Normalises the last dims to zero mean and unit variance, then scales and shifts (PyTorch's
 /// `nn.LayerNorm` with `elementwise_affine=True`).
-#[derive(Module, Debug)]
+#[derive(Module, Clone, Debug)]
 pub struct LayerNorm {
     pub weight: Param,
     pub bias: Param,
@@ -179,7 +179,7 @@ impl Forward for Dropout {
 }
 
 /// 2-D convolution over `[N, C, H, W]` inputs (PyTorch's `nn.Conv2d`).
-#[derive(Module, Debug)]
+#[derive(Module, Clone, Debug)]
 pub struct Conv2d {
     /// `[out_channels, in_channels / groups, kh, kw]`.
     pub weight: Param,
@@ -295,14 +295,49 @@ macro_rules! activation {
 activation! {
     /// `max(x, 0)`.
     Relu => relu,
-    /// The exact (erf) GELU, PyTorch's default.
-    Gelu => gelu,
     /// `tanh(x)`.
     Tanh => tanh,
     /// `1 / (1 + exp(-x))`.
     Sigmoid => sigmoid,
     /// `x * sigmoid(x)`.
     Silu => silu,
+}
+
+/// GELU (PyTorch's `nn.GELU`): the exact erf form by default, or its tanh approximation
+/// (`Gelu::tanh()`, PyTorch's `nn.GELU(approximate='tanh')`, GPT-2's activation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gelu {
+    pub approximate: GeluApproximate,
+}
+
+/// No tensors: the approximation is a setting.
+impl Module for Gelu {
+    fn visit(&self, _: &mut dyn Visitor, _: &mut ModulePath) -> Result<()> {
+        Ok(())
+    }
+
+    fn visit_mut(&mut self, _: &mut dyn VisitorMut, _: &mut ModulePath) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl Gelu {
+    /// The exact form, `x Φ(x)`.
+    pub fn new() -> Gelu {
+        Gelu::default()
+    }
+
+    /// The tanh approximation.
+    pub fn tanh() -> Gelu {
+        Gelu { approximate: GeluApproximate::Tanh }
+    }
+}
+
+impl Forward for Gelu {
+    #[track_caller]
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        f::gelu(x, self.approximate)
+    }
 }
 
 /// Flattens every dim after the first (PyTorch's `nn.Flatten()`).

@@ -9,7 +9,7 @@ use super::functional::{self as f, ClassLossOptions, Reduction};
 
 /// Cross-entropy over class logits (PyTorch's `nn.CrossEntropyLoss`): see
 /// [`functional::cross_entropy`](f::cross_entropy) for the shapes.
-#[derive(Module, Debug, Default)]
+#[derive(Module, Clone, Debug, Default)]
 pub struct CrossEntropyLoss {
     /// One weight per class, `[C]`.
     pub weight: Option<Tensor>,
@@ -63,7 +63,7 @@ impl CrossEntropyLoss {
 }
 
 /// Mean squared error (PyTorch's `nn.MSELoss`).
-#[derive(Module, Debug, Default)]
+#[derive(Module, Clone, Debug, Default)]
 pub struct MseLoss {
     #[module(skip)]
     pub reduction: Reduction,

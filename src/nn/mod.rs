@@ -27,7 +27,7 @@ mod layers;
 mod loss;
 
 pub use attention::{CausalSelfAttention, SinusoidalPositionalEncoding};
-pub use functional::{ClassLossOptions, Conv2dOptions, Reduction};
+pub use functional::{ClassLossOptions, Conv2dOptions, GeluApproximate, Reduction};
 pub use layers::{
     Conv2d, Dropout, Embedding, Flatten, Gelu, LayerNorm, Linear, MaxPool2d, Relu, Sigmoid, Silu, Tanh,
 };
@@ -38,21 +38,55 @@ use crate::module::{Module, ModulePath, Visitor, VisitorMut, walk};
 use crate::tensor::Tensor;
 
 /// Runs a layer or model on an input (PyTorch's `forward`, called as `model(x)` there).
+///
+/// Errors and dry-run findings are located at the line to fix. devcheck's own layers mark their
+/// `forward` `#[track_caller]`, so what goes wrong inside them is reported at the line that called
+/// them (`self.fc.forward(&h)?` in your model). Your own layers need nothing: a tensor made inside
+/// your `forward` is reported at the line in your `forward` that made it. (Mark your `forward`
+/// `#[track_caller]` only if you want your layer to report at its callers' lines too.)
 pub trait Forward {
-    #[track_caller]
     fn forward(&self, x: &Tensor) -> Result<Tensor>;
 }
 
-/// A [`Module`] that maps one tensor to another: what [`Sequential`] holds.
-pub trait Layer: Module + Forward + Send + Sync {}
+/// A [`Module`] that maps one tensor to another and can be cloned behind a `Box`: what
+/// [`Sequential`] holds. Every `Module + Forward + Clone + Send + Sync` type is a `Layer`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `Layer`, so it cannot go into a `Sequential`",
+    note = "a layer is `Module + Forward + Clone + Send + Sync + 'static`: derive `Module` and `Clone`, and \
+            implement `Forward`"
+)]
+pub trait Layer: Module + Forward + Send + Sync {
+    /// [`Forward::forward`] through a `dyn Layer`, keeping the caller's location for layers
+    /// whose `forward` is `#[track_caller]` (a call through a trait object otherwise reports the
+    /// line of the layer's `forward` itself).
+    #[track_caller]
+    fn forward_layer(&self, x: &Tensor) -> Result<Tensor>;
 
-impl<T: Module + Forward + Send + Sync> Layer for T {}
+    /// A clone in a new box ([`Sequential`] is `Clone`).
+    fn clone_layer(&self) -> Box<dyn Layer>;
+}
+
+impl<T: Module + Forward + Clone + Send + Sync + 'static> Layer for T {
+    fn forward_layer(&self, x: &Tensor) -> Result<Tensor> {
+        self.forward(x)
+    }
+
+    fn clone_layer(&self) -> Box<dyn Layer> {
+        Box::new(self.clone())
+    }
+}
 
 /// Layers applied in order (PyTorch's `nn.Sequential`); paths are the layer's index, as in
 /// PyTorch checkpoints: `0.weight`, `2.bias`.
 #[derive(Default)]
 pub struct Sequential {
     layers: Vec<Box<dyn Layer>>,
+}
+
+impl Clone for Sequential {
+    fn clone(&self) -> Sequential {
+        Sequential { layers: self.layers.iter().map(|layer| layer.clone_layer()).collect() }
+    }
 }
 
 impl Module for Sequential {
@@ -97,10 +131,11 @@ impl Sequential {
 }
 
 impl Forward for Sequential {
+    #[track_caller]
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let mut x = x.clone();
         for layer in &self.layers {
-            x = layer.forward(&x)?;
+            x = layer.forward_layer(&x)?;
         }
         Ok(x)
     }

@@ -62,6 +62,12 @@ impl Core {
     }
 
     fn step(&mut self, name: &'static str, location: &'static Location<'static>) -> Result<()> {
+        // The update's ops run inside devcheck: what they report belongs to the user's call.
+        let _user_call = crate::check::recorder::internal_work(location, false);
+        self.step_at(name, location).map_err(|e| e.relocated(location))
+    }
+
+    fn step_at(&mut self, name: &'static str, location: &'static Location<'static>) -> Result<()> {
         let _recording_off = crate::no_grad();
         for (i, p) in self.params.iter().enumerate() {
             let Some(Slot { value, grad }) = slot(name, p, location)? else { continue };

@@ -83,9 +83,12 @@ pub trait Optimizer {
     /// Restores [`Optimizer::state_dict`]: every state tensor lands on its parameter's current
     /// device. Strict: the optimizer kind, the parameter count and every shape must match, or
     /// nothing is loaded.
+    #[track_caller]
     fn load_state_dict(&mut self, state: &BTreeMap<String, Tensor>) -> Result<()>;
 
-    /// Writes [`Optimizer::state_dict`] as a safetensors file.
+    /// Writes [`Optimizer::state_dict`] as a safetensors file, replacing it atomically (see
+    /// [`crate::checkpoint::save`]).
+    #[track_caller]
     fn save(&self, path: impl AsRef<Path>) -> Result<()>
     where
         Self: Sized,
@@ -94,6 +97,7 @@ pub trait Optimizer {
     }
 
     /// Reads a file written by [`Optimizer::save`] and loads it (onto the parameters' devices).
+    #[track_caller]
     fn load(&mut self, path: impl AsRef<Path>) -> Result<()>
     where
         Self: Sized,
@@ -316,26 +320,23 @@ fn install_state(params: &[Param], tensor_keys: &[&str], loaded: Vec<Vec<(String
 }
 
 /// Reads every tensor of a safetensors file onto the host.
+#[track_caller]
 fn read_tensors(path: &Path) -> Result<BTreeMap<String, Tensor>> {
-    use crate::checkpoint::CheckpointError;
-    use safetensors::tensor::SafeTensors;
-    let bytes = std::fs::read(path).map_err(|source| CheckpointError::Io {
-        action: "read",
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let malformed = |detail: String| CheckpointError::Malformed { path: path.to_path_buf(), detail };
-    let file = SafeTensors::deserialize(&bytes).map_err(|e| malformed(e.to_string()))?;
+    use crate::checkpoint::{CheckpointError, CheckpointFile};
+    let location = Location::caller();
+    let file = CheckpointFile::open(path)?;
     let mut out = BTreeMap::new();
-    for (name, view) in file.tensors() {
-        let Some(dtype) = crate::checkpoint::model_dtype(view.dtype()) else {
-            return Err(malformed(format!(
-                "tensor `{name}` has dtype {:?}, which devcheck does not use",
-                view.dtype()
-            ))
+    for name in file.names() {
+        let Some(info) = file.info(&name) else { continue };
+        let Some(dtype) = crate::checkpoint::model_dtype(info.dtype) else {
+            return Err(CheckpointError::Malformed {
+                path: path.to_path_buf(),
+                detail: format!("tensor `{name}` has dtype {:?}, which devcheck does not use", info.dtype),
+            }
             .into());
         };
-        out.insert(name, Tensor::from_raw_bytes(view.data(), dtype, view.shape(), &Device::Cpu)?);
+        let tensor = file.read_tensor(&name, dtype, &Device::Cpu, "Optimizer::load", location)?;
+        out.insert(name, tensor);
     }
     Ok(out)
 }

@@ -72,12 +72,9 @@ impl Sgd {
     pub fn config(&self) -> &SgdConfig {
         &self.config
     }
-}
 
-impl Optimizer for Sgd {
-    #[track_caller]
-    fn step(&mut self) -> Result<()> {
-        let location = Location::caller();
+    /// One update of every parameter that has a gradient.
+    fn step_at(&mut self, location: &'static Location<'static>) -> Result<()> {
         let _recording_off = crate::no_grad();
         let c = self.config;
         for (i, p) in self.params.iter().enumerate() {
@@ -106,6 +103,16 @@ impl Optimizer for Sgd {
             }
         }
         Ok(())
+    }
+}
+
+impl Optimizer for Sgd {
+    #[track_caller]
+    fn step(&mut self) -> Result<()> {
+        let location = Location::caller();
+        // The update's ops run inside devcheck: what they report belongs to this call.
+        let _user_call = crate::check::recorder::internal_work(location, false);
+        self.step_at(location).map_err(|e| e.relocated(location))
     }
 
     fn params(&self) -> &[Param] {

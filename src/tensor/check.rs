@@ -12,7 +12,7 @@ use std::panic::Location;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::shape::{broadcast_shapes, fmt_shape};
+use crate::shape::{approx_extent, broadcast_shapes, checked_nbytes, fmt_shape};
 
 use super::Tensor;
 
@@ -33,6 +33,23 @@ pub(crate) fn same_device(op: &'static str, operands: &[(&str, &Tensor)], locati
         operands: operands.iter().map(|(role, t)| t.operand(*role)).collect(),
         location,
     })
+}
+
+/// The operands of a composite op (a layer, a loss) on one device, checked once at the caller's
+/// line so that the error names what the caller passed (`target`, `weight`) rather than a
+/// temporary made from it inside the op. In a dry run the mismatch is recorded and each operand
+/// off the first operand's device is replaced by a data-less stand-in on it, so the op's inner
+/// steps run on one device and do not report the same problem again.
+pub(crate) fn on_one_device(
+    op: &'static str,
+    operands: &[(&str, &Tensor)],
+    location: Loc,
+) -> Result<Vec<Tensor>> {
+    let device = same_device(op, operands, location)?;
+    Ok(operands
+        .iter()
+        .map(|(_, t)| if t.device() == device { (*t).clone() } else { t.stand_in_on(device) })
+        .collect())
 }
 
 /// All operands of one dtype; returns it. devcheck does not promote silently: a mixed-dtype op
@@ -102,9 +119,9 @@ fn dtype_path(d: DType) -> String {
     format!("DType::{d:?}")
 }
 
-/// The broadcast shape of two operands.
+/// The broadcast shape of two operands (a valid shape for the lhs's dtype).
 pub(crate) fn broadcast(op: &'static str, lhs: &Tensor, rhs: &Tensor, location: Loc) -> Result<Vec<usize>> {
-    broadcast_shapes(lhs.shape(), rhs.shape()).ok_or_else(|| Error::ShapeMismatch {
+    let shape = broadcast_shapes(lhs.shape(), rhs.shape()).ok_or_else(|| Error::ShapeMismatch {
         op,
         detail: format!(
             "shapes {} and {} cannot be broadcast together",
@@ -116,6 +133,33 @@ pub(crate) fn broadcast(op: &'static str, lhs: &Tensor, rhs: &Tensor, location: 
             .to_string(),
         operands: vec![lhs.operand("lhs"), rhs.operand("rhs")],
         location,
+    })?;
+    // Comparisons make bool results, smaller than the operands: the lhs's dtype bounds them.
+    valid_shape(op, &shape, lhs.dtype(), location)?;
+    Ok(shape)
+}
+
+/// The element count of `shape`, when a tensor of `dtype` can have it (see
+/// [`crate::shape::checked_nbytes`]); otherwise an error naming the op. Every op that makes a
+/// shape from user input (creation, `expand`, broadcasting, `matmul`, `cat`, `index_select`)
+/// checks it here, so every layout's sizes, strides and offsets are addressable.
+pub(crate) fn valid_shape(op: &'static str, shape: &[usize], dtype: DType, location: Loc) -> Result<usize> {
+    if let Some(bytes) = checked_nbytes(shape, dtype.size_in_bytes()) {
+        return Ok(bytes / dtype.size_in_bytes());
+    }
+    Err(Error::InvalidArgument {
+        op,
+        detail: format!(
+            "shape {} spans about {:.3e} elements: as {dtype} that is more than {}, beyond what any \
+             process can address",
+            fmt_shape(shape),
+            approx_extent(shape),
+            crate::units::format_bytes(crate::shape::MAX_BYTES, 0)
+        ),
+        help: "check the shape for a misplaced or corrupted dim (a negative size converted to `usize` \
+               becomes a huge number); no machine holds a tensor this large"
+            .to_string(),
+        location,
     })
 }
 
@@ -124,12 +168,30 @@ pub(crate) fn dim(op: &'static str, t: &Tensor, dim: isize, location: Loc) -> Re
     dim_in(op, t.rank(), dim, location)
 }
 
+/// A dim the op indexes the shape with: like [`dim`], except that a 0-dim tensor (a scalar) has
+/// none. PyTorch lets dim 0 and -1 stand for "no dim" on a scalar only where that means
+/// something (reductions, `squeeze`, `transpose`, `softmax`); `size`, `narrow`, `cat`,
+/// `index_select` and `gather` need a real dim, as PyTorch's do.
+pub(crate) fn shape_dim(op: &'static str, t: &Tensor, dim: isize, location: Loc) -> Result<usize> {
+    if t.rank() > 0 {
+        return self::dim(op, t, dim, location);
+    }
+    Err(Error::InvalidArgument {
+        op,
+        detail: format!("dim {dim} of a 0-dim tensor (a scalar): it has no dims"),
+        help: "make it a 1-element tensor first: `x.reshape([1])?`".to_string(),
+        location,
+    })
+}
+
 /// Like [`dim`] for a rank that is not a tensor's (e.g. `unsqueeze` allows `rank + 1` positions).
 pub(crate) fn dim_in(op: &'static str, rank: usize, dim: isize, location: Loc) -> Result<usize> {
-    let r = rank as isize;
+    // A 0-dim tensor counts as having one dim here, so that 0 and -1 name it (PyTorch's
+    // `maybe_wrap_dim` with `wrap_scalar`).
+    let r = rank.max(1) as isize;
     let d = if dim < 0 { dim + r } else { dim };
-    if (0..r.max(1)).contains(&d) && (r > 0 || dim == 0 || dim == -1) {
-        return Ok(d.max(0) as usize);
+    if (0..r).contains(&d) {
+        return Ok(d as usize);
     }
     Err(Error::InvalidArgument {
         op,

@@ -24,9 +24,14 @@ impl Tensor {
         location: Loc,
         data: impl FnOnce(usize) -> CpuStorage,
     ) -> Result<Tensor> {
-        let numel = numel_of(shape, op, location)?;
-        let storage =
-            if fake::is_active() { Storage::Fake } else { upload(data(numel), &opts.device, op, location)? };
+        let numel = check::valid_shape(op, shape, opts.dtype, location)?;
+        let storage = if fake::is_active() {
+            Storage::Fake
+        } else {
+            // The elements are made on the host first, whatever the device.
+            super::ensure_host_room(op, location, numel * opts.dtype.size_in_bytes())?;
+            upload(data(numel), &opts.device, op, location)?
+        };
         let tensor = Tensor::from_parts(
             storage,
             Layout::contiguous(shape),
@@ -39,42 +44,54 @@ impl Tensor {
     }
 
     /// A dry-run tensor: device, dtype and shape, no element data. Works on any device, GPU or not.
+    /// A shape no tensor can have (one whose size overflows) is an error, as for real tensors.
     #[track_caller]
-    pub fn fake(shape: impl AsRef<[usize]>, dtype: DType, device: &Device) -> Tensor {
-        Tensor::from_parts(
+    pub fn fake(shape: impl AsRef<[usize]>, dtype: DType, device: &Device) -> Result<Tensor> {
+        let location = Location::caller();
+        check::valid_shape("fake", shape.as_ref(), dtype, location)?;
+        Ok(Tensor::from_parts(
             Storage::Fake,
             Layout::contiguous(shape.as_ref()),
             dtype,
             *device,
-            Origin::new("fake", Location::caller()),
-        )
+            Origin::new("fake", location),
+        ))
     }
 
     #[track_caller]
     pub fn zeros(shape: impl AsRef<[usize]>, opts: impl Into<TensorOptions>) -> Result<Tensor> {
-        Self::full(shape, 0.0, opts).map(|t| t.renamed_op("zeros"))
+        Self::full_at(shape.as_ref(), 0.0, opts.into(), "zeros", Location::caller())
     }
 
     #[track_caller]
     pub fn ones(shape: impl AsRef<[usize]>, opts: impl Into<TensorOptions>) -> Result<Tensor> {
-        Self::full(shape, 1.0, opts).map(|t| t.renamed_op("ones"))
+        Self::full_at(shape.as_ref(), 1.0, opts.into(), "ones", Location::caller())
     }
 
     /// Every element `value` (converted to the dtype).
     #[track_caller]
     pub fn full(shape: impl AsRef<[usize]>, value: f64, opts: impl Into<TensorOptions>) -> Result<Tensor> {
-        let opts = opts.into();
-        let location = Location::caller();
+        Self::full_at(shape.as_ref(), value, opts.into(), "full", Location::caller())
+    }
+
+    /// The constructors that fill with one value, each made (and reporting errors) as `op`.
+    fn full_at(
+        shape: &[usize],
+        value: f64,
+        opts: TensorOptions,
+        op: &'static str,
+        location: Loc,
+    ) -> Result<Tensor> {
         if opts.device.is_cuda() && !fake::is_active() {
             // Filled on the device: no host buffer, no copy.
-            let numel = numel_of(shape.as_ref(), "full", location)?;
-            opts.device.ensure_available()?;
+            let numel = check::valid_shape(op, shape, opts.dtype, location)?;
+            opts.device.ensure_available().map_err(|e| e.located(location))?;
             let storage = crate::cuda::cuda_device_for(&opts.device)
                 .and_then(|d| CudaStorage::full(&d, opts.dtype, numel, value))
                 .map_err(|e| super::cuda_error(e, location))?;
-            return Ok(Tensor::on_device(storage, shape.as_ref(), opts, "full", location));
+            return Ok(Tensor::on_device(storage, shape, opts, op, location));
         }
-        Self::create(shape.as_ref(), opts, "full", location, |n| CpuStorage::full(value, n, opts.dtype))
+        Self::create(shape, opts, op, location, |n| CpuStorage::full(value, n, opts.dtype))
     }
 
     /// `start, start + step, ...` below `end` (`torch.arange(start, end, step)`).
@@ -89,7 +106,18 @@ impl Tensor {
                 location,
             ));
         }
-        let n = ((end - start) / step).ceil().max(0.0) as usize;
+        let count = ((end - start) / step).ceil().max(0.0);
+        // `as usize` would saturate a count past usize::MAX (or an infinite one) silently. The
+        // bounds and step are finite, so the count is not NaN.
+        if count >= usize::MAX as f64 {
+            return Err(check::invalid(
+                "arange",
+                format!("start={start}, end={end}, step={step} gives {count:.3e} values"),
+                "no machine holds that many values; check the bounds and the step",
+                location,
+            ));
+        }
+        let n = count as usize;
         let opts = opts.into();
         Self::create(&[n], opts, "arange", location, |n| {
             from_f64s((0..n).map(|i| start + i as f64 * step), opts.dtype)
@@ -131,7 +159,9 @@ impl Tensor {
             return on_device;
         }
         Self::create(shape.as_ref(), opts, "rand", location, |n| {
-            from_f64s(crate::random::uniform(n).into_iter(), opts.dtype)
+            crate::random::with_rng(|rng| {
+                from_f64s((0..n).map(|_| crate::random::sample_uniform(rng)), opts.dtype)
+            })
         })
     }
 
@@ -145,7 +175,9 @@ impl Tensor {
             return on_device;
         }
         Self::create(shape.as_ref(), opts, "randn", location, |n| {
-            from_f64s(crate::random::normal(n).into_iter(), opts.dtype)
+            crate::random::with_rng(|rng| {
+                from_f64s((0..n).map(|_| crate::random::sample_normal(rng)), opts.dtype)
+            })
         })
     }
 
@@ -161,8 +193,8 @@ impl Tensor {
             return None;
         }
         let made = || -> Result<Tensor> {
-            let numel = numel_of(shape, op, location)?;
-            opts.device.ensure_available()?;
+            let numel = check::valid_shape(op, shape, opts.dtype, location)?;
+            opts.device.ensure_available().map_err(|e| e.located(location))?;
             let seed = crate::random::next_u64();
             let storage = crate::cuda::cuda_device_for(&opts.device)
                 .and_then(|d| CudaStorage::random(&d, opts.dtype, numel, normal, seed))
@@ -234,12 +266,23 @@ impl Tensor {
         shape: impl AsRef<[usize]>,
         device: &Device,
     ) -> Result<Tensor> {
-        let location = Location::caller();
-        let shape = shape.as_ref();
+        Self::from_raw_bytes_at(bytes, dtype, shape.as_ref(), device, "from_raw_bytes", Location::caller())
+    }
+
+    /// [`Tensor::from_raw_bytes`] on behalf of `op` (a checkpoint load names the user's line, and
+    /// the tensors it makes are made there).
+    pub(crate) fn from_raw_bytes_at(
+        bytes: &[u8],
+        dtype: DType,
+        shape: &[usize],
+        device: &Device,
+        op: &'static str,
+        location: Loc,
+    ) -> Result<Tensor> {
         let numel = checked_numel(shape).and_then(|n| n.checked_mul(dtype.size_in_bytes()));
         if numel != Some(bytes.len()) {
             return Err(check::invalid(
-                "from_raw_bytes",
+                op,
                 format!("{} bytes do not hold a {dtype} tensor of shape {}", bytes.len(), fmt_shape(shape)),
                 format!(
                     "a {dtype} element takes {} bytes; the shape and the data disagree",
@@ -249,23 +292,23 @@ impl Tensor {
             ));
         }
         let opts = TensorOptions { dtype, device: *device };
-        Self::create(shape, opts, "from_raw_bytes", location, |_| CpuStorage::from_le_bytes(bytes, dtype))
+        Self::create(shape, opts, op, location, |_| CpuStorage::from_le_bytes(bytes, dtype))
     }
 
     /// Zeros with `like`'s shape, dtype and device.
     #[track_caller]
     pub fn zeros_like(like: &Tensor) -> Result<Tensor> {
-        Self::zeros(like.shape(), like.options()).map(|t| t.renamed_op("zeros_like"))
+        Self::full_at(like.shape(), 0.0, like.options(), "zeros_like", Location::caller())
     }
 
     #[track_caller]
     pub fn ones_like(like: &Tensor) -> Result<Tensor> {
-        Self::ones(like.shape(), like.options()).map(|t| t.renamed_op("ones_like"))
+        Self::full_at(like.shape(), 1.0, like.options(), "ones_like", Location::caller())
     }
 
     #[track_caller]
     pub fn full_like(like: &Tensor, value: f64) -> Result<Tensor> {
-        Self::full(like.shape(), value, like.options()).map(|t| t.renamed_op("full_like"))
+        Self::full_at(like.shape(), value, like.options(), "full_like", Location::caller())
     }
 
     #[track_caller]
@@ -281,17 +324,17 @@ impl Tensor {
     /// Zeros of `shape` with this tensor's dtype and device (`x.new_zeros(shape)`).
     #[track_caller]
     pub fn new_zeros(&self, shape: impl AsRef<[usize]>) -> Result<Tensor> {
-        Self::zeros(shape, self.options()).map(|t| t.renamed_op("new_zeros"))
+        Self::full_at(shape.as_ref(), 0.0, self.options(), "new_zeros", Location::caller())
     }
 
     #[track_caller]
     pub fn new_ones(&self, shape: impl AsRef<[usize]>) -> Result<Tensor> {
-        Self::ones(shape, self.options()).map(|t| t.renamed_op("new_ones"))
+        Self::full_at(shape.as_ref(), 1.0, self.options(), "new_ones", Location::caller())
     }
 
     #[track_caller]
     pub fn new_full(&self, shape: impl AsRef<[usize]>, value: f64) -> Result<Tensor> {
-        Self::full(shape, value, self.options()).map(|t| t.renamed_op("new_full"))
+        Self::full_at(shape.as_ref(), value, self.options(), "new_full", Location::caller())
     }
 
     /// `data` with `shape`, converted to this tensor's dtype, on its device (`x.new_tensor(..)`).
@@ -311,7 +354,7 @@ impl Tensor {
         TensorOptions { dtype: self.dtype(), device: self.device() }
     }
 
-    /// The same tensor reported as made by `op` (constructors built on `full` keep their own name).
+    /// The same tensor reported as made by `op` (`rand_like` is built on `rand`).
     fn renamed_op(self, op: &'static str) -> Tensor {
         let origin = Origin::new(op, self.origin().location());
         let renamed = self.view(self.layout().clone(), origin);
@@ -320,23 +363,12 @@ impl Tensor {
     }
 }
 
-fn numel_of(shape: &[usize], op: &'static str, location: Loc) -> Result<usize> {
-    checked_numel(shape).ok_or_else(|| {
-        check::invalid(
-            op,
-            format!("shape {} has more elements than fit in memory", fmt_shape(shape)),
-            "check the shape for a misplaced dim",
-            location,
-        )
-    })
-}
-
 /// Puts host elements on `device`.
 pub(crate) fn upload(data: CpuStorage, device: &Device, op: &'static str, location: Loc) -> Result<Storage> {
     match device {
         Device::Cpu => Ok(Storage::Cpu(data)),
         Device::Cuda(_) => {
-            device.ensure_available()?;
+            device.ensure_available().map_err(|e| e.located(location))?;
             let on_device = crate::cuda::cuda_device_for(device)
                 .and_then(|d| {
                     let len = crate::backend::cpu::with_storage!(&data, v => v.len());
@@ -347,7 +379,7 @@ pub(crate) fn upload(data: CpuStorage, device: &Device, op: &'static str, locati
             Ok(Storage::Cuda(on_device))
         }
         Device::Mps => {
-            device.ensure_available()?;
+            device.ensure_available().map_err(|e| e.located(location))?;
             Err(Error::Unsupported {
                 op,
                 device: *device,

@@ -7,6 +7,7 @@ mod check;
 mod create;
 #[cfg(feature = "ndarray")]
 mod interop;
+mod label;
 mod moves;
 mod ops;
 mod origin;
@@ -17,8 +18,13 @@ use std::fmt;
 use std::panic::Location;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
+pub use label::{SkippedField, TensorRole};
+pub(crate) use ops::GELU_TANH_CUBIC;
 pub use ops::{BinaryOp, CmpOp, UnaryOp};
 pub use origin::Origin;
+
+pub(crate) use check::on_one_device;
+pub(crate) use label::Label;
 
 use crate::autograd::GradMeta;
 use crate::backend::cpu::CpuStorage;
@@ -81,8 +87,8 @@ impl From<(DType, &Device)> for TensorOptions {
 }
 
 /// An n-dimensional array on a [`Device`]. Cloning is cheap (a reference count); views share
-/// storage. Every tensor records its [`Origin`], and may carry a name (its module path) that
-/// errors and reports show.
+/// storage. Every tensor records its [`Origin`], and may carry a name (its module path) and a
+/// [`TensorRole`] that errors and reports show; views keep their source's origin, name and role.
 #[derive(Clone)]
 #[must_use = "tensor ops and moves return a new tensor and leave `self` unchanged (`.to()` is not in place): bind the result, e.g. `let x = x.to(&device)?;`"]
 pub struct Tensor(Arc<Inner>);
@@ -93,7 +99,10 @@ struct Inner {
     dtype: DType,
     device: Device,
     origin: Origin,
-    name: RwLock<Option<Arc<str>>>,
+    /// Name and role (see [`label`]); shared with the views and moved copies made from it.
+    label: RwLock<Option<Arc<Label>>>,
+    /// A view of another tensor's data (`transpose`, `narrow`, ...), reported as such.
+    is_view: bool,
     /// How gradients reach this tensor (see [`crate::autograd`]); empty unless tracked.
     autograd: GradMeta,
 }
@@ -122,7 +131,8 @@ impl Tensor {
             dtype,
             device,
             origin,
-            name: RwLock::new(None),
+            label: RwLock::new(None),
+            is_view: false,
             autograd: GradMeta::default(),
         }))
     }
@@ -145,14 +155,30 @@ impl Tensor {
             dtype: inner.dtype,
             device: inner.device,
             origin: inner.origin,
-            name: RwLock::new(inner.name.read().unwrap_or_else(|e| e.into_inner()).clone()),
+            label: RwLock::new(self.label()),
+            is_view: inner.is_view,
             autograd: GradMeta::with_grad_fn(node),
         }))
     }
 
-    /// A new view of the same storage.
+    /// A new handle on the same storage with `origin`, unlabelled.
     pub(crate) fn view(&self, layout: Layout, origin: Origin) -> Tensor {
         Self::from_shared(self.0.storage.clone(), layout, self.0.dtype, self.0.device, origin)
+    }
+
+    /// A view of this tensor's data (`transpose`, `narrow`, ...): the same tensor to reports, so it
+    /// keeps this tensor's origin, name and role, and says it is a view.
+    pub(crate) fn shape_view(&self, layout: Layout) -> Tensor {
+        Tensor(Arc::new(Inner {
+            storage: self.0.storage.clone(),
+            layout,
+            dtype: self.0.dtype,
+            device: self.0.device,
+            origin: self.0.origin,
+            label: RwLock::new(self.label()),
+            is_view: true,
+            autograd: GradMeta::default(),
+        }))
     }
 
     /// The device this tensor lives on (for a fake tensor: the device it stands for).
@@ -176,7 +202,7 @@ impl Tensor {
     /// The size of one dim (negative dims count from the end).
     #[track_caller]
     pub fn size(&self, dim: isize) -> Result<usize> {
-        let d = check::dim("size", self, dim, Location::caller())?;
+        let d = check::shape_dim("size", self, dim, Location::caller())?;
         Ok(self.shape()[d])
     }
 
@@ -192,7 +218,8 @@ impl Tensor {
 
     /// Bytes the elements take (`numel * dtype size`), whether or not they exist (fake).
     pub fn nbytes(&self) -> usize {
-        self.numel() * self.dtype().size_in_bytes()
+        // A valid layout's byte size fits (see `shape::checked_nbytes`); saturate regardless.
+        self.numel().saturating_mul(self.dtype().size_in_bytes())
     }
 
     pub fn is_contiguous(&self) -> bool {
@@ -204,20 +231,88 @@ impl Tensor {
         self.0.origin
     }
 
-    /// The name given with [`Tensor::set_name`] (module inventories set the module path).
+    /// The name given with [`Tensor::set_name`], or the module path a module walk found it at
+    /// (`model.to(..)`, `model.parameters()`, `inspect`, a dry run, a load). A view has its
+    /// source's name.
     pub fn name(&self) -> Option<String> {
-        self.0.name.read().unwrap_or_else(|e| e.into_inner()).as_deref().map(str::to_string)
+        self.label().and_then(|label| label.name.as_deref().map(str::to_string))
     }
 
     /// Names this tensor (and every clone of this handle) for errors and reports, e.g. its path
-    /// `encoder.layers.0.mask`.
+    /// `encoder.layers.0.mask`. Its role is kept.
     pub fn set_name(&self, name: impl Into<Arc<str>>) {
-        *self.0.name.write().unwrap_or_else(|e| e.into_inner()) = Some(name.into());
+        let role = self.role();
+        self.set_label_parts(Some(name.into()), role);
+    }
+
+    /// What this tensor is to a model (a parameter, a buffer, a skipped field, a dry run's input),
+    /// as the last module walk that reached it found it; `None` for tensors no model holds.
+    pub fn role(&self) -> Option<TensorRole> {
+        self.label().and_then(|label| label.role.clone())
+    }
+
+    /// Is this a view of another tensor's data (`transpose`, `narrow`, `reshape` of contiguous
+    /// data, ...)? Reports say so next to the source's name.
+    pub fn is_view(&self) -> bool {
+        self.0.is_view
+    }
+
+    pub(crate) fn label(&self) -> Option<Arc<Label>> {
+        self.0.label.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Labels this tensor `name` with `role` (a module walk found it there); cheap when it already
+    /// is.
+    /// A walk from a submodule (`model.attn.parameters()`) sees paths relative to it: a name that
+    /// already ends with that path is the same tensor's path from the root, and is kept.
+    pub(crate) fn set_label(&self, name: &str, role: TensorRole) {
+        let current = self.label();
+        if let Some(label) = current.as_deref()
+            && label.role.as_ref() == Some(&role)
+            && let Some(current) = label.name.as_deref()
+            && (current == name || current.strip_suffix(name).is_some_and(|root| root.ends_with('.')))
+        {
+            return;
+        }
+        self.set_label_parts(Some(name.into()), Some(role));
+    }
+
+    /// Only the role (a `Param` labels its tensor before any walk names it).
+    pub(crate) fn set_role(&self, role: TensorRole) {
+        let name = self.label().and_then(|l| l.name.clone());
+        self.set_label_parts(name, Some(role));
+    }
+
+    /// Gives this (new) tensor `source`'s label: a moved copy, a pinned copy, a detached handle,
+    /// an optimizer's updated value is the same tensor to reports.
+    pub(crate) fn copy_label_from(&self, source: &Tensor) {
+        let label = source.label();
+        *self.0.label.write().unwrap_or_else(|e| e.into_inner()) = label;
+    }
+
+    fn set_label_parts(&self, name: Option<Arc<str>>, role: Option<TensorRole>) {
+        *self.0.label.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(Label { name, role }));
+    }
+
+    /// A data-less copy on `device` with this tensor's origin, label and requires-grad flag: what a
+    /// dry run computes with in place of an operand it found on the wrong device.
+    pub(crate) fn stand_in_on(&self, device: Device) -> Tensor {
+        let stand_in =
+            Tensor::from_parts(Storage::Fake, self.layout().clone(), self.dtype(), device, self.origin());
+        stand_in.copy_label_from(self);
+        // A fake leaf of a floating dtype can require grad.
+        let _ = stand_in.set_requires_grad(self.requires_grad());
+        stand_in
     }
 
     /// True for a dry-run tensor with no element data.
     pub fn is_fake(&self) -> bool {
         matches!(*self.storage(), Storage::Fake)
+    }
+
+    /// Are these the same handle (clones of one `Tensor`)?
+    pub(crate) fn same_handle(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     /// Do two handles share storage (views of each other, or clones)?
@@ -243,6 +338,8 @@ impl Tensor {
         Operand {
             role: role.into(),
             name: self.name(),
+            kind: self.role(),
+            view: self.is_view(),
             device: self.device(),
             dtype: self.dtype(),
             shape: self.shape().to_vec(),
@@ -252,7 +349,8 @@ impl Tensor {
 
     /// The elements on the host with the layout to read them by: the storage itself on the CPU, a
     /// contiguous download from a GPU (a synchronisation point), or the error for a tensor that
-    /// has no data (fake).
+    /// has no data (fake). Host memory for a download is checked here; what `f` allocates is the
+    /// caller's to check.
     pub(crate) fn with_host<R>(
         &self,
         op: &'static str,
@@ -263,10 +361,14 @@ impl Tensor {
         match &*guard {
             Storage::Cpu(s) => Ok(f(s, self.layout())),
             Storage::Pinned { buffer, dtype } => {
+                // The bytes, and the storage made of them.
+                ensure_host_room(op, location, buffer.len().saturating_mul(2))?;
                 let host = Storage::pinned_to_cpu(buffer, *dtype).map_err(|e| cuda_error(e, location))?;
                 Ok(f(&host, self.layout()))
             }
             Storage::Cuda(s) => {
+                // The download, and the storage made of it.
+                ensure_host_room(op, location, self.nbytes().saturating_mul(2))?;
                 let bytes = s.to_host_bytes(self.layout()).map_err(|e| cuda_error(e, location))?;
                 let host = CpuStorage::from_le_bytes(&bytes, self.dtype());
                 Ok(f(&host, &Layout::contiguous(self.shape())))
@@ -280,10 +382,15 @@ impl Tensor {
 /// read through a copy), `cuda` launches on the inputs' device. Fake inputs, or fake mode, give
 /// fake storage and run nothing. The op front end has checked devices, dtypes and shapes; the
 /// CUDA backend's own argument errors are reported at the op's call site.
+///
+/// `result` is the shape and dtype the op makes. Before a CPU kernel runs, host memory for it is
+/// checked (see [`ensure_host_room`]): CPU kernels allocate infallibly, and an allocation that
+/// fails there would abort the process.
 pub(crate) fn compute(
     op: &'static str,
     location: &'static Location<'static>,
     inputs: &[&Tensor],
+    result: (&[usize], DType),
     cpu: impl FnOnce(&[&CpuStorage]) -> CpuStorage,
     cuda: impl FnOnce(&[&CudaStorage]) -> CudaResult<CudaStorage>,
 ) -> Result<Storage> {
@@ -320,6 +427,12 @@ pub(crate) fn compute(
             _ => {}
         }
     }
+    // Kernels gather a strided input (a transposed or expanded view) into a contiguous copy
+    // first: an expanded view can be far larger than the storage behind it.
+    let gathered = inputs.iter().filter(|t| !t.is_contiguous()).map(|t| t.nbytes());
+    let (shape, dtype) = result;
+    let result_bytes = crate::shape::checked_nbytes(shape, dtype.size_in_bytes()).unwrap_or(usize::MAX);
+    ensure_host_room(op, location, gathered.fold(result_bytes, usize::saturating_add))?;
     let mut copies = copies.iter();
     let mut cpu_inputs = Vec::with_capacity(guards.len());
     for g in &guards {
@@ -329,6 +442,31 @@ pub(crate) fn compute(
         }
     }
     Ok(Storage::Cpu(cpu(&cpu_inputs)))
+}
+
+/// Checks host memory for what a CPU kernel needs besides its result and its gathered inputs
+/// (which [`compute`] checks): a copy it makes of a contiguous input. Nothing for data elsewhere
+/// (a GPU, fake tensors) or in a dry run.
+pub(crate) fn ensure_host_scratch(
+    op: &'static str,
+    location: &'static Location<'static>,
+    inputs: &[&Tensor],
+    bytes: usize,
+) -> Result<()> {
+    if fake::is_active() || !inputs.iter().all(|t| matches!(*t.storage(), Storage::Cpu(_))) {
+        return Ok(());
+    }
+    ensure_host_room(op, location, bytes)
+}
+
+/// Checks that `bytes` of host memory can be allocated before code that allocates them
+/// infallibly runs; the error names the op and the user's line.
+pub(crate) fn ensure_host_room(
+    op: &'static str,
+    location: &'static Location<'static>,
+    bytes: usize,
+) -> Result<()> {
+    crate::backend::cpu::ensure_room(bytes).map_err(|e| Error::host_out_of_memory(op, e.requested, location))
 }
 
 /// The `cuda` kernel of an op that has none on the GPU (callers only reach it for host data).
@@ -352,7 +490,7 @@ pub(crate) fn cuda_error(e: CudaError, location: &'static Location<'static>) -> 
             Error::InvalidArgument { op, detail, help, location }
         }
         Error::Unsupported { op, device, help, .. } => Error::Unsupported { op, device, help, location },
-        other => other,
+        other => other.located(location),
     }
 }
 
@@ -361,6 +499,12 @@ impl fmt::Debug for Tensor {
         write!(f, "Tensor[{}, {}, {}", crate::shape::fmt_shape(self.shape()), self.dtype(), self.device())?;
         if let Some(name) = self.name() {
             write!(f, ", name: {name}")?;
+        }
+        if let Some(role) = self.role() {
+            write!(f, ", {role}")?;
+        }
+        if self.is_view() {
+            f.write_str(", a view")?;
         }
         if self.is_fake() {
             f.write_str(", fake")?;

@@ -78,6 +78,7 @@ impl Tensor {
         let storage = if fake::is_active() || self.is_fake() {
             Storage::Fake
         } else {
+            super::ensure_host_room("pin_memory", location, self.nbytes())?;
             let bytes = self.with_host("pin_memory", location, |s, l| s.to_le_bytes(l))?;
             let device =
                 crate::cuda::cuda_device_for(&Device::Cuda(0)).map_err(|e| cuda_error(e, location))?;
@@ -92,9 +93,7 @@ impl Tensor {
             Device::Cpu,
             self.origin(),
         );
-        if let Some(name) = self.name() {
-            pinned.set_name(name);
-        }
+        pinned.copy_label_from(self);
         Ok(record(pinned, &[self], |_| GradFn::Identity))
     }
 
@@ -124,9 +123,7 @@ impl Tensor {
             *device,
             self.origin(),
         );
-        if let Some(name) = self.name() {
-            moved.set_name(name);
-        }
+        moved.copy_label_from(self);
         crate::check::recorder::moved(self, &moved, location);
         Ok(record(moved, &[self], |_| GradFn::ToDevice { device: self.device() }))
     }
@@ -151,7 +148,7 @@ impl Tensor {
             (Storage::Pinned { buffer, dtype }, Device::Cuda(_))
                 if self.is_contiguous() && self.layout().offset == 0 =>
             {
-                device.ensure_available()?;
+                device.ensure_available().map_err(|e| e.located(location))?;
                 let target = on_cuda(device)?;
                 return CudaStorage::from_pinned(&target, *dtype, buffer, non_blocking)
                     .map(Storage::Cuda)
@@ -159,6 +156,9 @@ impl Tensor {
             }
             _ => {}
         }
+        // A contiguous copy, and its bytes on the way to a device.
+        let copies = if device.is_cpu() { 1 } else { 2 };
+        super::ensure_host_room("to", location, self.nbytes().saturating_mul(copies))?;
         let host = self.with_host("to", location, |s, l| s.gather(l))?;
         upload(host, device, "to", location)
     }
@@ -175,6 +175,7 @@ impl Tensor {
             "to_dtype",
             location,
             &[self],
+            (self.shape(), dtype),
             |s| s[0].cast(self.layout(), dtype),
             |s| s[0].cast(self.layout(), dtype),
         )?;
@@ -187,6 +188,10 @@ impl Tensor {
     #[track_caller]
     pub fn to_vec<T: WithDType>(&self) -> Result<Vec<T>> {
         let location = Location::caller();
+        // The vector, and the converted copy it is taken from when the dtype differs.
+        let converted = if T::DTYPE == self.dtype() { 0 } else { self.numel() };
+        let bytes = self.numel().saturating_add(converted).saturating_mul(T::DTYPE.size_in_bytes());
+        super::ensure_host_room("to_vec", location, bytes)?;
         if crate::check::recorder::host_read(self, "to_vec", location) {
             return Ok(vec![T::from_f64(0.0); self.numel()]);
         }
@@ -224,11 +229,16 @@ impl Tensor {
     /// Little-endian element bytes in row-major order (the safetensors layout).
     #[track_caller]
     pub fn to_raw_bytes(&self) -> Result<Vec<u8>> {
-        let location = Location::caller();
-        if crate::check::recorder::host_read(self, "to_raw_bytes", location) {
+        self.raw_bytes_at("to_raw_bytes", Location::caller())
+    }
+
+    /// [`Tensor::to_raw_bytes`] on behalf of `op` (a checkpoint save names the user's line).
+    pub(crate) fn raw_bytes_at(&self, op: &'static str, location: Loc) -> Result<Vec<u8>> {
+        super::ensure_host_room(op, location, self.nbytes())?;
+        if crate::check::recorder::host_read(self, op, location) {
             return Ok(vec![0; self.nbytes()]);
         }
-        self.with_host("to_raw_bytes", location, |s, l| s.to_le_bytes(l))
+        self.with_host(op, location, |s, l| s.to_le_bytes(l))
     }
 
     /// Contiguous host copy of the elements.

@@ -75,8 +75,10 @@ pub enum UnaryOp {
     Rsqrt,
     Tanh,
     Sigmoid,
-    /// The exact (erf) GELU, PyTorch's default.
+    /// The exact (erf) GELU, PyTorch's default (`approximate='none'`).
     Gelu,
+    /// GELU's tanh approximation (PyTorch's `approximate='tanh'`).
+    GeluTanh,
     Silu,
     Sin,
     Cos,
@@ -95,6 +97,7 @@ impl UnaryOp {
             UnaryOp::Tanh => "tanh",
             UnaryOp::Sigmoid => "sigmoid",
             UnaryOp::Gelu => "gelu",
+            UnaryOp::GeluTanh => "gelu_tanh",
             UnaryOp::Silu => "silu",
             UnaryOp::Sin => "sin",
             UnaryOp::Cos => "cos",
@@ -106,6 +109,9 @@ impl UnaryOp {
         matches!(self, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu)
     }
 }
+
+/// The cubic coefficient of GELU's tanh approximation.
+pub(crate) const GELU_TANH_CUBIC: f64 = 0.044715;
 
 fn binary_kernel<T: Arith>(op: BinaryOp) -> fn(T, T) -> T {
     match op {
@@ -259,9 +265,20 @@ fn unary_kernel<T: Float>(op: UnaryOp, data: &[T], layout: &Layout) -> Vec<T> {
         UnaryOp::Rsqrt => cpu::unary_map(data, layout, |x: T| T::ONE.div(x.sqrt())),
         UnaryOp::Tanh => cpu::unary_map(data, layout, |x: T| x.tanh()),
         UnaryOp::Sigmoid => cpu::unary_map(data, layout, |x: T| T::ONE.div(T::ONE.add(x.neg().exp()))),
+        // x Φ(x) = x/2 erfc(-x/√2): `1 + erf(..)` would cancel to a few digits for x << 0.
         UnaryOp::Gelu => {
-            let inv_sqrt2 = T::from_f32(std::f32::consts::FRAC_1_SQRT_2);
-            cpu::unary_map(data, layout, move |x: T| half.mul(x).mul(T::ONE.add(x.mul(inv_sqrt2).erf())))
+            let minus_inv_sqrt2 = T::from_f64(-std::f64::consts::FRAC_1_SQRT_2);
+            cpu::unary_map(data, layout, move |x: T| half.mul(x).mul(x.mul(minus_inv_sqrt2).erfc()))
+        }
+        // x/2 (1 + tanh(u)) = x / (1 + e^(-2u)), u = √(2/π) (x + 0.044715 x³): the same
+        // cancellation-free rewrite.
+        UnaryOp::GeluTanh => {
+            let minus_two_k = T::from_f64(-2.0 * (2.0 / std::f64::consts::PI).sqrt());
+            let cubic = T::from_f64(GELU_TANH_CUBIC);
+            cpu::unary_map(data, layout, move |x: T| {
+                let inner = x.add(cubic.mul(x).mul(x).mul(x));
+                x.div(T::ONE.add(minus_two_k.mul(inner).exp()))
+            })
         }
         UnaryOp::Silu => cpu::unary_map(data, layout, |x: T| x.div(T::ONE.add(x.neg().exp()))),
         UnaryOp::Sin => cpu::unary_map(data, layout, |x: T| x.sin()),
@@ -393,6 +410,7 @@ impl Tensor {
             name,
             location,
             &[self, rhs],
+            (&shape, dtype),
             |s| float_binary(op, s[0], self.layout(), s[1], rhs.layout(), &shape),
             |s| {
                 gpu_has_kernel(op, dtype, self.device(), location)?;
@@ -611,7 +629,7 @@ impl Tensor {
                 CpuStorage::Bool(_) => unreachable!("bool arithmetic is rejected by the front end"),
             }
         };
-        let storage = compute(name, location, &[self], cpu, |s| {
+        let storage = compute(name, location, &[self], (self.shape(), self.dtype()), cpu, |s| {
             gpu_has_kernel(op, self.dtype(), self.device(), location)?;
             s[0].binary_scalar(name, self.layout(), value, cuda_reversed)
         })?;
@@ -665,6 +683,7 @@ impl Tensor {
             op.name(),
             location,
             &[self],
+            (self.shape(), DType::Bool),
             |s| {
                 with_storage!(s[0], v => {
                     let c = WithDType::from_f64(value);
@@ -696,7 +715,7 @@ impl Tensor {
             }
             run!(F32, F64, F16, BF16, I64, I32, U8, Bool)
         };
-        let storage = compute(name, location, &[self, rhs], cpu, |s| {
+        let storage = compute(name, location, &[self, rhs], (&shape, DType::Bool), cpu, |s| {
             s[0].binary(name, self.layout(), s[1], rhs.layout(), &shape)
         })?;
         Ok(self.derived(storage, &shape, DType::Bool, name, location))
@@ -723,6 +742,7 @@ impl Tensor {
             "logical_not",
             location,
             &[self],
+            (self.shape(), DType::Bool),
             |s| match s[0] {
                 CpuStorage::Bool(v) => CpuStorage::Bool(cpu::unary_map(v, self.layout(), |x: bool| !x)),
                 _ => unreachable!("dtype checked"),
@@ -748,6 +768,7 @@ impl Tensor {
             name,
             location,
             &[self, rhs],
+            (&shape, DType::Bool),
             |s| match (s[0], s[1]) {
                 (CpuStorage::Bool(a), CpuStorage::Bool(b)) => {
                     CpuStorage::Bool(cpu::binary_map(a, self.layout(), b, rhs.layout(), &shape, f))
@@ -803,6 +824,12 @@ impl Tensor {
     pub fn gelu(&self) -> Result<Tensor> {
         self.unary(UnaryOp::Gelu, Location::caller())
     }
+    /// GELU's tanh approximation, `x/2 (1 + tanh(√(2/π) (x + 0.044715 x³)))` (PyTorch's
+    /// `gelu(x, approximate='tanh')`, GPT-2's activation).
+    #[track_caller]
+    pub fn gelu_tanh(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::GeluTanh, Location::caller())
+    }
     #[track_caller]
     pub fn silu(&self) -> Result<Tensor> {
         self.unary(UnaryOp::Silu, Location::caller())
@@ -841,16 +868,18 @@ impl Tensor {
                 CpuStorage::Bool(_) => unreachable!("dtype checked"),
             }
         };
-        let storage = compute(op.name(), location, &[self], cpu, |s| match (op, self.dtype()) {
-            // Every u8 value is its own absolute value and relu (a fresh copy, not an alias).
-            (UnaryOp::Abs | UnaryOp::Relu, DType::U8) => s[0].cast(self.layout(), DType::U8),
-            (UnaryOp::Neg, DType::U8) => Err(gpu_unsupported(
-                "neg",
-                "u8 has no negative values and its GPU kernels do not wrap around; cast to i32 or a float first",
-                self.device(),
-                location,
-            )),
-            _ => s[0].unary(op.name(), self.layout()),
+        let storage = compute(op.name(), location, &[self], (self.shape(), self.dtype()), cpu, |s| {
+            match (op, self.dtype()) {
+                // Every u8 value is its own absolute value and relu (a fresh copy, not an alias).
+                (UnaryOp::Abs | UnaryOp::Relu, DType::U8) => s[0].cast(self.layout(), DType::U8),
+                (UnaryOp::Neg, DType::U8) => Err(gpu_unsupported(
+                    "neg",
+                    "u8 has no negative values and its GPU kernels do not wrap around; cast to i32 or a float first",
+                    self.device(),
+                    location,
+                )),
+                _ => s[0].unary(op.name(), self.layout()),
+            }
         })?;
         let out = self.derived(storage, self.shape(), self.dtype(), op.name(), location);
         Ok(record(out, &[self], |out| GradFn::Unary {
@@ -924,14 +953,24 @@ impl Tensor {
         if rhs.rank() > 1 {
             out_shape.push(n);
         }
+        // Broadcast batch dims can multiply into a result (or operand view) no machine can hold.
+        for shape in [&out_shape, &full_a, &full_b] {
+            check::valid_shape(op, shape, dtype, location)?;
+        }
         let la =
             Layout { shape: a.clone(), strides: promoted_strides(self, 1), offset: self.layout().offset };
         let lb = Layout { shape: b.clone(), strides: promoted_strides(rhs, 2), offset: rhs.layout().offset };
         let (la, lb) = (la.broadcast_to(&full_a), lb.broadcast_to(&full_b));
+        if dtype == DType::BF16 {
+            // gemm has no bf16 kernel: the CPU one computes on f32 copies of both operand views.
+            let f32_copies = la.numel().saturating_add(lb.numel()).saturating_mul(4);
+            super::ensure_host_scratch(op, location, &[self, rhs], f32_copies)?;
+        }
         let storage = compute(
             op,
             location,
             &[self, rhs],
+            (&out_shape, dtype),
             |s| cpu::matmul(s[0], &la, s[1], &lb),
             |s| s[0].matmul(&la, s[1], &lb, (batch.iter().product(), m, n, k)),
         )?;
@@ -1016,7 +1055,11 @@ impl Tensor {
 
     fn reduce(&self, kind: Reduce, dims: &[isize], keepdim: bool, location: Loc) -> Result<Tensor> {
         let op = kind.name();
-        let dims = check::dims(op, self, dims, location)?;
+        let mut dims = check::dims(op, self, dims, location)?;
+        if self.rank() == 0 {
+            // PyTorch: dim 0 (or -1) of a scalar is a reduction over no dim, which leaves the value.
+            dims.clear();
+        }
         let out_dtype = match kind {
             Reduce::Sum if !self.dtype().is_float() => DType::I64,
             Reduce::Mean | Reduce::Var(_) => check::float(op, self, location)?,
@@ -1037,6 +1080,11 @@ impl Tensor {
                 location,
             ));
         }
+        if self.is_contiguous() && !cpu::reduction_layout(self.layout(), &dims).is_contiguous() {
+            // The CPU kernel moves the reduced dims last, copying the input (a strided input is
+            // a copy `compute` checks already).
+            super::ensure_host_scratch(op, location, &[self], self.nbytes())?;
+        }
         let mut shape = Vec::with_capacity(self.rank());
         for (d, &n) in self.shape().iter().enumerate() {
             if !dims.contains(&d) {
@@ -1049,6 +1097,7 @@ impl Tensor {
             op,
             location,
             &[self],
+            (&shape, out_dtype),
             |s| reduce_kernel(kind, s[0], self.layout(), &dims),
             |s| {
                 let correction = if let Reduce::Var(c) = kind { c as f64 } else { 0.0 };
@@ -1089,18 +1138,19 @@ impl Tensor {
     fn softmax_impl(&self, dim: isize, log: bool, location: Loc) -> Result<Tensor> {
         let op = if log { "log_softmax" } else { "softmax" };
         check::float(op, self, location)?;
+        let d = check::dim(op, self, dim, location)?;
         if self.rank() == 0 {
             return self.reshape([1])?.softmax_impl(0, log, location)?.reshape_at([], location);
         }
-        let d = check::dim(op, self, dim, location)?;
         let last = self.rank() - 1;
         // Rows along `dim`: move it last, compute on contiguous rows, move it back.
-        let moved = if d == last { self.clone() } else { self.transpose_at(d, last, location)? };
+        let moved = if d == last { self.clone() } else { self.transpose_at(d, last)? };
         let row = self.shape()[d];
         let storage = compute(
             op,
             location,
             &[&moved],
+            (moved.shape(), self.dtype()),
             |s| {
                 let l = moved.layout();
                 with_float_storage!(s[0], v => CpuStorage::from_vec(cpu::softmax_rows(&cpu::contiguous(v, l), row, log)),
@@ -1110,7 +1160,7 @@ impl Tensor {
         )?;
         let out = moved.derived(storage, moved.shape(), self.dtype(), op, location);
         let out = record(out, &[&moved], |out| GradFn::Softmax { out: out.detach(), dim: last, log });
-        if d == last { Ok(out) } else { out.transpose_at(d, last, location) }
+        if d == last { Ok(out) } else { out.transpose_at(d, last) }
     }
 
     // ---- selection ------------------------------------------------------------------------
@@ -1140,6 +1190,7 @@ impl Tensor {
                 )
             })
         })?;
+        check::valid_shape(op, &shape, dtype, location)?;
         let cpu = |s: &[&CpuStorage]| {
             let cl = self.layout().broadcast_to(&shape);
             let tl = on_true.layout().broadcast_to(&shape);
@@ -1158,7 +1209,7 @@ impl Tensor {
             }
             run!(F32, F64, F16, BF16, I64, I32, U8, Bool)
         };
-        let storage = compute(op, location, &[self, on_true, on_false], cpu, |s| {
+        let storage = compute(op, location, &[self, on_true, on_false], (&shape, dtype), cpu, |s| {
             s[1].where_cond(on_true.layout(), s[0], self.layout(), s[2], on_false.layout(), &shape)
         })?;
         let out = on_true.derived(storage, &shape, dtype, op, location);
@@ -1201,7 +1252,7 @@ impl Tensor {
                     .map(|(i, j)| if m[j] { fill } else { v[i] }).collect())
             })
         };
-        let storage = compute(op, location, &[self, mask], cpu, |s| {
+        let storage = compute(op, location, &[self, mask], (self.shape(), self.dtype()), cpu, |s| {
             s[0].masked_fill(self.layout(), s[1], mask.layout(), value)
         })?;
         let out = self.derived(storage, self.shape(), self.dtype(), op, location);
@@ -1242,7 +1293,9 @@ impl Tensor {
                 }).collect())
             })
         };
-        let storage = compute(op, location, &[self], cpu, |s| s[0].triangle(self.layout(), diagonal, upper))?;
+        let result = (self.shape(), self.dtype());
+        let storage =
+            compute(op, location, &[self], result, cpu, |s| s[0].triangle(self.layout(), diagonal, upper))?;
         let out = self.derived(storage, self.shape(), self.dtype(), op, location);
         Ok(record(out, &[self], |_| GradFn::Triangle { diagonal, upper }))
     }

@@ -4,7 +4,7 @@
 
 use std::panic::Location;
 
-use super::{Origin, Tensor, check, compute};
+use super::{Tensor, check, compute};
 use crate::autograd::{GradFn, record};
 use crate::backend::cpu::{self, CpuStorage, with_storage};
 use crate::backend::cuda::CudaStorage;
@@ -37,13 +37,15 @@ impl Tensor {
                 location,
             ));
         }
+        // An empty tensor reshapes to any shape with a 0, also to one whose strides overflow.
+        check::valid_shape("reshape", shape, self.dtype(), location)?;
         let base = if self.is_contiguous() { self.clone() } else { self.contiguous_at(location)? };
         let layout = Layout {
             shape: shape.to_vec(),
             strides: contiguous_strides(shape),
             offset: base.layout().offset,
         };
-        let out = base.view(layout, Origin::new("reshape", location));
+        let out = base.shape_view(layout);
         Ok(record(out, &[&base], |_| GradFn::Reshape { shape: base.shape().to_vec() }))
     }
 
@@ -51,10 +53,10 @@ impl Tensor {
     #[track_caller]
     pub fn flatten_from(&self, start: isize) -> Result<Tensor> {
         let location = Location::caller();
+        let d = check::dim("flatten", self, start, location)?;
         if self.rank() == 0 {
             return self.reshape_at([1], location);
         }
-        let d = check::dim("flatten", self, start, location)?;
         let mut shape = self.shape()[..d].to_vec();
         shape.push(self.shape()[d..].iter().product());
         self.reshape_at(shape, location)
@@ -66,14 +68,18 @@ impl Tensor {
         let location = Location::caller();
         let a = check::dim("transpose", self, dim0, location)?;
         let b = check::dim("transpose", self, dim1, location)?;
-        self.transpose_at(a, b, location)
+        self.transpose_at(a, b)
     }
 
-    pub(crate) fn transpose_at(&self, a: usize, b: usize, location: Loc) -> Result<Tensor> {
+    pub(crate) fn transpose_at(&self, a: usize, b: usize) -> Result<Tensor> {
+        if self.rank() == 0 {
+            // A scalar's dim 0 (or -1) stands for no dim: nothing to swap, as in PyTorch.
+            return Ok(self.clone());
+        }
         let mut layout = self.layout().clone();
         layout.shape.swap(a, b);
         layout.strides.swap(a, b);
-        let out = self.view(layout, Origin::new("transpose", location));
+        let out = self.shape_view(layout);
         Ok(record(out, &[self], |_| GradFn::Transpose { dim0: a, dim1: b }))
     }
 
@@ -83,7 +89,7 @@ impl Tensor {
         let location = Location::caller();
         match self.rank() {
             0 | 1 => Ok(self.clone()),
-            2 => self.transpose_at(0, 1, location),
+            2 => self.transpose_at(0, 1),
             _ => Err(check::shape_error(
                 "t",
                 format!("`t` expects at most 2 dims, got shape {}", fmt_shape(self.shape())),
@@ -120,7 +126,7 @@ impl Tensor {
             strides: dims.iter().map(|&d| l.strides[d]).collect(),
             offset: l.offset,
         };
-        let out = self.view(layout, Origin::new("permute", location));
+        let out = self.shape_view(layout);
         Ok(record(out, &[self], |_| GradFn::Permute { dims: dims.to_vec() }))
     }
 
@@ -138,6 +144,7 @@ impl Tensor {
             "contiguous",
             location,
             &[self],
+            (self.shape(), self.dtype()),
             |s| s[0].gather(self.layout()),
             |s| s[0].contiguous(self.layout()),
         )?;
@@ -149,7 +156,7 @@ impl Tensor {
     #[track_caller]
     pub fn narrow(&self, dim: isize, start: usize, len: usize) -> Result<Tensor> {
         let location = Location::caller();
-        let d = check::dim("narrow", self, dim, location)?;
+        let d = check::shape_dim("narrow", self, dim, location)?;
         let size = self.shape()[d];
         if start.checked_add(len).is_none_or(|end| end > size) {
             return Err(check::shape_error(
@@ -163,7 +170,7 @@ impl Tensor {
         let mut layout = self.layout().clone();
         layout.offset += start * layout.strides[d];
         layout.shape[d] = len;
-        let out = self.view(layout, Origin::new("narrow", location));
+        let out = self.shape_view(layout);
         Ok(record(out, &[self], |_| GradFn::Narrow { shape: self.shape().to_vec(), dim: d, start }))
     }
 
@@ -178,7 +185,7 @@ impl Tensor {
         let mut layout = self.layout().clone();
         layout.shape.remove(d);
         layout.strides.remove(d);
-        let out = self.view(layout, Origin::new("squeeze", location));
+        let out = self.shape_view(layout);
         Ok(record(out, &[self], |_| GradFn::Squeeze { dim: d }))
     }
 
@@ -191,7 +198,7 @@ impl Tensor {
         let stride = if d < self.rank() { layout.strides[d] * layout.shape[d] } else { 1 };
         layout.shape.insert(d, 1);
         layout.strides.insert(d, stride);
-        let out = self.view(layout, Origin::new("unsqueeze", location));
+        let out = self.shape_view(layout);
         Ok(record(out, &[self], |_| GradFn::Unsqueeze { dim: d }))
     }
 
@@ -210,7 +217,9 @@ impl Tensor {
                 location,
             ));
         }
-        let out = self.view(self.layout().broadcast_to(shape), Origin::new("expand", location));
+        // A view of stride 0 takes no memory, but its element count must still be countable.
+        check::valid_shape("expand", shape, self.dtype(), location)?;
+        let out = self.shape_view(self.layout().broadcast_to(shape));
         Ok(record(out, &[self], |_| GradFn::Expand { shape: self.shape().to_vec() }))
     }
 
@@ -253,7 +262,7 @@ impl Tensor {
             roles.iter().map(String::as_str).zip(tensors.iter().copied()).collect();
         check::same_device(op, &operands, location)?;
         let dtype = check::same_dtype(op, &operands, location)?;
-        let d = check::dim(op, first, dim, location)?;
+        let d = check::shape_dim(op, first, dim, location)?;
         for (role, t) in &operands {
             let same_rest = t.rank() == first.rank()
                 && t.shape().iter().zip(first.shape()).enumerate().all(|(i, (a, b))| i == d || a == b);
@@ -272,7 +281,9 @@ impl Tensor {
             }
         }
         let mut shape = first.shape().to_vec();
-        shape[d] = tensors.iter().map(|t| t.shape()[d]).sum();
+        shape[d] =
+            tensors.iter().try_fold(0usize, |sum, t| sum.checked_add(t.shape()[d])).unwrap_or(usize::MAX);
+        check::valid_shape(op, &shape, dtype, location)?;
         // Each input's place in the output: its shape, the output's strides, offset along `d`.
         let strides = contiguous_strides(&shape);
         let mut start = 0;
@@ -303,7 +314,7 @@ impl Tensor {
             }
             out
         };
-        let storage = compute(op, location, tensors, cpu, |s| {
+        let storage = compute(op, location, tensors, (&shape, dtype), cpu, |s| {
             let out = CudaStorage::alloc(s[0].device(), dtype, shape.iter().product())?;
             for ((t, src), slot) in tensors.iter().zip(s).zip(&slots) {
                 out.copy_from(src, t.layout(), slot)?;
@@ -317,7 +328,9 @@ impl Tensor {
         }))
     }
 
-    /// Picks the entries `index` (1-D, i64) along `dim`.
+    /// Picks the entries `index` (1-D, i64) along `dim`. Every index lies in `0..size` of that dim;
+    /// as in PyTorch, a negative index is an error (it does not count from the end). On a GPU the
+    /// kernel checks the range, and in a dry run (fake tensors) the values are not known.
     #[track_caller]
     pub fn index_select(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
         let location = Location::caller();
@@ -325,7 +338,7 @@ impl Tensor {
         let operands = [("input", self), ("index", index)];
         check::same_device(op, &operands, location)?;
         check::dtype_is(op, "index", index, DType::I64, location)?;
-        let d = check::dim(op, self, dim, location)?;
+        let d = check::shape_dim(op, self, dim, location)?;
         if index.rank() != 1 {
             return Err(check::shape_error(
                 op,
@@ -337,8 +350,9 @@ impl Tensor {
         }
         let mut shape = self.shape().to_vec();
         shape[d] = index.numel();
+        check::valid_shape(op, &shape, self.dtype(), location)?;
         let size = self.shape()[d];
-        let indices = read_indices(op, index, size, location)?;
+        let indices = read_indices(op, index, d, size, location)?;
         // The index is an input too: a fake index makes a fake result.
         let cpu = |s: &[&CpuStorage]| {
             let l = self.layout();
@@ -355,7 +369,7 @@ impl Tensor {
                 CpuStorage::from_vec(out)
             })
         };
-        let storage = compute(op, location, &[self, index], cpu, |s| {
+        let storage = compute(op, location, &[self, index], (&shape, self.dtype()), cpu, |s| {
             s[0].index_select(self.layout(), d, s[1], index.layout())
         })?;
         let out = self.derived(storage, &shape, self.dtype(), op, location);
@@ -366,7 +380,8 @@ impl Tensor {
         }))
     }
 
-    /// `out[i][j] = self[i][index[i][j]]` along `dim` (PyTorch's `gather`); `index` is i64 with
+    /// `out[i][j] = self[i][index[i][j]]` along `dim` (PyTorch's `gather`); every index lies in
+    /// `0..size` of `dim` (negative ones are an error, as in PyTorch); `index` is i64 with
     /// this tensor's rank and no dim larger than this tensor's, except along `dim`.
     #[track_caller]
     pub fn gather(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
@@ -375,7 +390,7 @@ impl Tensor {
         let operands = [("input", self), ("index", index)];
         check::same_device(op, &operands, location)?;
         check::dtype_is(op, "index", index, DType::I64, location)?;
-        let d = check::dim(op, self, dim, location)?;
+        let d = check::shape_dim(op, self, dim, location)?;
         let fits = index.rank() == self.rank()
             && index.shape().iter().zip(self.shape()).enumerate().all(|(i, (a, b))| i == d || a <= b);
         if !fits {
@@ -392,7 +407,7 @@ impl Tensor {
             ));
         }
         let size = self.shape()[d];
-        let indices = read_indices(op, index, size, location)?;
+        let indices = read_indices(op, index, d, size, location)?;
         let out_shape = index.shape().to_vec();
         let cpu = |s: &[&CpuStorage]| {
             let l = self.layout();
@@ -415,7 +430,7 @@ impl Tensor {
                 CpuStorage::from_vec(out)
             })
         };
-        let storage = compute(op, location, &[self, index], cpu, |s| {
+        let storage = compute(op, location, &[self, index], (&out_shape, self.dtype()), cpu, |s| {
             s[0].gather(self.layout(), d, s[1], index.layout())
         })?;
         let out = self.derived(storage, &out_shape, self.dtype(), op, location);
@@ -433,9 +448,25 @@ fn first_of<'a>(op: &'static str, tensors: &[&'a Tensor], location: Loc) -> Resu
     })
 }
 
-/// The index values, each checked against `size` (negative ones count from the end). `None`
-/// for a fake index (no data to check; the dry run needs only shapes).
-fn read_indices(op: &'static str, index: &Tensor, size: usize, location: Loc) -> Result<Option<Vec<usize>>> {
+/// The index values, each checked against `size` of dim `dim`. `None` for a fake index (no data
+/// to check; the dry run needs only shapes).
+fn read_indices(
+    op: &'static str,
+    index: &Tensor,
+    dim: usize,
+    size: usize,
+    location: Loc,
+) -> Result<Option<Vec<usize>>> {
+    if size == 0 && index.numel() > 0 {
+        // Known without reading a value, so also on a GPU and in a dry run (and a GPU kernel
+        // over an empty dim would have no in-range index to start its error word at).
+        return Err(check::invalid(
+            op,
+            format!("dim {dim} has size 0, so none of the {} indices is in range", index.numel()),
+            "select from a tensor that has elements along this dim, or pass an empty index",
+            location,
+        ));
+    }
     // On a GPU the kernels check the range themselves: reading the index to the host here would
     // be a host round trip in every embedding lookup.
     if index.is_fake() || crate::backend::fake::is_active() || !index.device().is_cpu() {
@@ -443,18 +474,19 @@ fn read_indices(op: &'static str, index: &Tensor, size: usize, location: Loc) ->
     }
     let raw: Vec<i64> = index.to_vec()?;
     raw.iter()
-        .map(|&i| {
-            let j = if i < 0 { i + size as i64 } else { i };
-            if (0..size as i64).contains(&j) {
-                Ok(j as usize)
-            } else {
-                Err(check::invalid(
+        .enumerate()
+        .map(|(at, &i)| {
+            usize::try_from(i).ok().filter(|&i| i < size).ok_or_else(|| {
+                check::invalid(
                     op,
-                    format!("index {i} is out of range for a dim of size {size}"),
-                    format!("indices must lie in -{size}..{size}"),
+                    format!("index[{at}] = {i} is out of range for dim {dim} of size {size}"),
+                    format!(
+                        "indices must lie in 0..{size}; unlike Python indexing, `{op}` does not count \
+                         negative indices from the end (nor does PyTorch's)"
+                    ),
                     location,
-                ))
-            }
+                )
+            })
         })
         .collect::<Result<Vec<_>>>()
         .map(Some)

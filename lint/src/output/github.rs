@@ -27,9 +27,10 @@ pub(super) fn render(run: &LintRun) -> String {
     out
 }
 
-/// Escapes a command's message.
+/// Escapes a command's message: control characters as everywhere, then what the workflow
+/// command syntax reserves.
 fn data(s: &str) -> String {
-    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+    super::printable(s).replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
 }
 
 /// Escapes a command's property value.

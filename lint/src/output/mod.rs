@@ -1,10 +1,14 @@
 //! Output formats of `devcheck lint`: human (miette reports), concise (one line each), JSON,
-//! SARIF 2.1.0 and GitHub Actions annotations.
+//! SARIF 2.1.0 and GitHub Actions annotations. Text taken from the linted files is escaped in
+//! every format ([`printable`]; JSON and SARIF by their own escaping).
 
 mod github;
 mod human;
 mod json;
+mod printable;
 mod sarif;
+
+pub use printable::{printable, printable_line};
 
 use std::fmt::Write as _;
 
@@ -59,12 +63,12 @@ pub fn render(run: &LintRun, format: Format, opts: RenderOptions) -> String {
                 let _ = writeln!(
                     out,
                     "{}:{}:{}: {} [{}] {}",
-                    d.path,
+                    printable_line(&d.path),
                     d.start.line,
                     d.start.column,
                     d.code,
                     d.severity.as_str(),
-                    d.message
+                    printable_line(&d.message)
                 );
             }
             if opts.summary {

@@ -3,13 +3,11 @@
 //! leaves behind (plain tensor attributes, modules and tensors in plain containers), with the
 //! line that assigns each, from the same classification D004 reads ([`super::fields`]).
 
-use std::path::Path;
-
 use ruff_text_size::Ranged;
 
-use crate::diagnostic::{Diagnostic, LineIndex};
+use crate::diagnostic::LineIndex;
+use crate::driver::FileReport;
 use crate::inspect::{FieldReport, StructReport};
-use crate::source::FileKind;
 
 use super::checker::Checker;
 use super::fields::{Fate, Holds, module_fields};
@@ -18,22 +16,18 @@ use super::model::Model;
 use super::typing::Truth;
 
 /// The module classes of one Python file, with the lint findings inside each.
-pub(crate) fn classes_in(
-    path: &Path,
-    text: &str,
-    kind: FileKind,
-    diagnostics: &[Diagnostic],
-) -> Vec<StructReport> {
+pub(crate) fn classes_in(report: &FileReport) -> Vec<StructReport> {
+    let (text, kind, diagnostics) = (&*report.text, report.kind, &report.diagnostics[..]);
     let Ok(parsed) = ruff_python_parser::parse_module(text) else { return Vec::new() };
     let body = &parsed.syntax().body;
     let model = Model::build(text, body);
     if !model.imports_torch {
         return Vec::new();
     }
-    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let file_name = report.disk_path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let cx = Checker::new(&model, kind, file_name);
     let index = LineIndex::new(text);
-    let shown = crate::display_path(path);
+    let shown = report.path.clone();
     let line = |offset: usize| index.line_col(text, offset).line;
     let mut reports = Vec::new();
     for (class, c) in model.classes() {

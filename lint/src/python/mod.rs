@@ -10,6 +10,7 @@
 
 mod api;
 mod checker;
+mod depth;
 mod fields;
 pub(crate) mod inspect;
 mod model;
@@ -50,87 +51,20 @@ pub(crate) fn check(path: &Path, kind: FileKind, text: &str, enabled: &dyn Fn(&s
     checker::Checker::new(&model, kind, file_name).run(body, rules)
 }
 
-/// Does the text parse as Python (for fixes, which must leave a file that still parses)?
-pub(crate) fn parses(text: &str) -> bool {
-    unparseable(text).is_none() && ruff_python_parser::parse_module(text).is_ok()
-}
-
-/// Brackets nested deeper than this are a `D000` instead of parsed: CPython itself refuses more
-/// than 200 (`too many nested parentheses`), and such files are generated.
-const MAX_NESTING: usize = crate::MAX_NESTING;
-
-/// A reason not to parse the text at all.
+/// A reason not to parse the text at all: too large, or nested too deeply for the stack.
 fn unparseable(text: &str) -> Option<Finding> {
     if text.len() > crate::MAX_FILE_BYTES {
-        return Some(
-            Finding::new(
-                &registry::PARSE_ERROR,
-                0..0,
-                format!(
-                    "file not linted: it is {} bytes, more than the limit of {} bytes",
-                    text.len(),
-                    crate::MAX_FILE_BYTES
-                ),
-            )
-            .help("generated files this large are best excluded (`exclude` in devcheck.toml)"),
-        );
+        return Some(crate::too_large(u64::try_from(text.len()).ok()));
     }
-    let at = too_deep(text.as_bytes())?;
+    let deep = depth::check(text, depth::MAX_DEPTH).err()?;
     Some(
-        Finding::new(
-            &registry::PARSE_ERROR,
-            at..at + 1,
-            format!("file not linted: brackets nest deeper than {MAX_NESTING} levels"),
-        )
+        Finding::new(&registry::PARSE_ERROR, deep.at..deep.at + deep.len, format!(
+            "file not linted: it is too deeply nested to analyse (more than {} levels of brackets, operators, keywords or blocks)",
+            depth::MAX_DEPTH
+        ))
         .label("too deep")
         .help("such files are generated; exclude them (`exclude` in devcheck.toml)"),
     )
-}
-
-/// The offset where bracket nesting first exceeds [`MAX_NESTING`], outside strings and comments.
-fn too_deep(b: &[u8]) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'(' | b'[' | b'{' => {
-                depth += 1;
-                if depth > MAX_NESTING {
-                    return Some(i);
-                }
-            }
-            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
-            b'#' => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            quote @ (b'"' | b'\'') => {
-                let triple = b.get(i + 1) == Some(&quote) && b.get(i + 2) == Some(&quote);
-                i += if triple { 3 } else { 1 };
-                while i < b.len() {
-                    if b[i] == b'\\' {
-                        i += 2;
-                        continue;
-                    }
-                    if b[i] == quote
-                        && (!triple || (b.get(i + 1) == Some(&quote) && b.get(i + 2) == Some(&quote)))
-                    {
-                        i += if triple { 2 } else { 0 };
-                        break;
-                    }
-                    // A single-quoted string ends at the line's end (an error the parser reports).
-                    if !triple && b[i] == b'\n' {
-                        break;
-                    }
-                    i += 1;
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    None
 }
 
 fn parse_error(text: &str, e: &ruff_python_parser::ParseError) -> Finding {
@@ -147,16 +81,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nesting_is_measured_outside_strings_and_comments() {
-        let text = format!(
-            "# {}\ns = '{}'\nt = \"\"\"{}\"\"\"\n",
-            "(".repeat(500),
-            "[".repeat(500),
-            "{".repeat(500)
-        );
-        assert!(too_deep(text.as_bytes()).is_none());
-        let deep = format!("x = {}", "[".repeat(MAX_NESTING + 1));
-        assert!(too_deep(deep.as_bytes()).is_some());
+    fn a_file_nested_too_deeply_is_a_parse_error_at_the_place() {
+        let text = format!("import torch\nx = {}1{}\n", "(".repeat(5000), ")".repeat(5000));
+        let findings = check(Path::new("m.py"), FileKind::Library, &text, &|_| true);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].rule.code, "D000");
+        assert!(findings[0].message.contains("too deeply nested"), "{}", findings[0].message);
+        assert_eq!(&text[findings[0].range.clone()], "(");
     }
 
     #[test]

@@ -288,11 +288,20 @@ impl<'m, 'a> Types<'m, 'a> {
     }
 
     fn attribute_kind(&self, a: &ast::ExprAttribute) -> Kind {
+        if let Some(class) = self.receiver_class(&a.value) {
+            return self.attr_kind(class, a.attr.as_str());
+        }
+        self.attribute_kind_given(a, self.kind(&a.value))
+    }
+
+    /// The kind of `value.attr` when `value`'s kind is known (a method call has just asked for it:
+    /// asking again at every level of `x.to(..).to(..) ..` would take exponential time).
+    fn attribute_kind_given(&self, a: &ast::ExprAttribute, value: Kind) -> Kind {
         let attr = a.attr.as_str();
         if let Some(class) = self.receiver_class(&a.value) {
             return self.attr_kind(class, attr);
         }
-        match self.kind(&a.value) {
+        match value {
             Kind::Tensor => match attr {
                 "T" | "mT" | "H" | "mH" | "data" | "grad" | "real" | "imag" => Kind::Tensor,
                 "shape" | "ndim" | "requires_grad" | "is_cuda" | "dtype" => Kind::Other,
@@ -368,9 +377,13 @@ impl<'m, 'a> Types<'m, 'a> {
     }
 
     fn call_kind(&self, c: &ast::ExprCall) -> Kind {
-        if let Expr::Attribute(a) = &*c.func {
+        let receiver = match &*c.func {
+            Expr::Attribute(a) => Some((a, self.kind(&a.value))),
+            _ => None,
+        };
+        if let Some((a, value)) = receiver {
             let method = a.attr.as_str();
-            match self.kind(&a.value) {
+            match value {
                 Kind::Tensor => {
                     return match method {
                         "item" => Kind::Scalar,
@@ -443,7 +456,11 @@ impl<'m, 'a> Types<'m, 'a> {
             None => {}
         }
         // Calling a module runs its forward.
-        if self.kind(&c.func) == Kind::Module {
+        let func = match receiver {
+            Some((a, value)) => self.attribute_kind_given(a, value),
+            None => self.kind(&c.func),
+        };
+        if func == Kind::Module {
             return self.module_output(&c.func);
         }
         Kind::Unknown

@@ -8,7 +8,7 @@ use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::profile::{Api, CtorDevice, is_transfer_method};
 use crate::registry::declare_rule;
 use crate::source::FileCx;
-use crate::syntax::{Ctor, ParamKind, as_ident, chain_root, pat_ident, peel_result};
+use crate::syntax::{Ctor, ParamKind, as_ident, chain_root, pat_ident, pat_idents, peel_result};
 use crate::walker::{Check, Cx, FnCx};
 
 declare_rule! {
@@ -60,6 +60,9 @@ declare_rule! {
     /// only differs when the input is not on the fixed device, which is the bug. When the input
     /// is taken by value (burn's `input: Tensor<B, 3>`), it may have been moved before the line,
     /// so the fix is unsafe; inside a closure, whose parameters may shadow the input, too.
+    /// When the input's name is bound again anywhere in the function before the line (a `let`,
+    /// a pattern, a closure parameter, or a macro that is handed the name), it may no longer
+    /// denote the input (`let xs = vec![..]`), so the fix is unsafe too.
     /// There is no fix when the function has no tensor input.
     pub struct D001TensorOnFixedDevice {
         code: "D001",
@@ -73,6 +76,13 @@ declare_rule! {
 #[derive(Default)]
 pub(crate) struct Check001 {
     stack: Vec<FnState>,
+}
+
+/// A node that may bind names.
+#[derive(Clone, Copy)]
+enum Binder<'a> {
+    Stmt(&'a syn::Stmt),
+    Expr(&'a Expr),
 }
 
 #[derive(Default)]
@@ -94,6 +104,9 @@ struct FnState {
     /// Helpers that are not `forward*` may build a result on the host for their caller.
     may_return_host: bool,
     candidates: Vec<Candidate>,
+    /// Every name bound in the function, with where: a fix may only name the input where
+    /// nothing before has bound its name again.
+    bindings: Vec<(String, usize)>,
 }
 
 struct Candidate {
@@ -103,6 +116,81 @@ struct Candidate {
 }
 
 impl FnState {
+    /// Notes the names a pattern binds.
+    fn note_pattern(&mut self, file: &FileCx<'_>, pat: &syn::Pat) {
+        let mut names = Vec::new();
+        pat_idents(pat, &mut names);
+        let at = file.range(pat.span()).start;
+        self.bindings.extend(names.into_iter().map(|n| (n, at)));
+    }
+
+    /// Notes what a node may bind: patterns of `let`, `if let`, `for`, `match` and closures, items,
+    /// and any name handed to a macro that is not known to only evaluate its arguments.
+    fn note_bindings(&mut self, file: &FileCx<'_>, node: Binder<'_>) {
+        match node {
+            Binder::Stmt(syn::Stmt::Local(l)) => self.note_pattern(file, &l.pat),
+            Binder::Stmt(syn::Stmt::Item(item)) => {
+                let ident = match item {
+                    syn::Item::Const(c) => Some(&c.ident),
+                    syn::Item::Static(s) => Some(&s.ident),
+                    syn::Item::Fn(f) => Some(&f.sig.ident),
+                    _ => None,
+                };
+                if let Some(ident) = ident {
+                    self.bindings.push((ident.to_string(), file.range(ident.span()).start));
+                }
+            }
+            Binder::Stmt(syn::Stmt::Macro(m)) => self.note_macro(file, &m.mac),
+            Binder::Stmt(_) => {}
+            Binder::Expr(Expr::Let(l)) => self.note_pattern(file, &l.pat),
+            Binder::Expr(Expr::ForLoop(f)) => self.note_pattern(file, &f.pat),
+            Binder::Expr(Expr::Match(m)) => m.arms.iter().for_each(|a| self.note_pattern(file, &a.pat)),
+            Binder::Expr(Expr::Closure(c)) => c.inputs.iter().for_each(|p| self.note_pattern(file, p)),
+            Binder::Expr(Expr::Macro(m)) => self.note_macro(file, &m.mac),
+            Binder::Expr(_) => {}
+        }
+    }
+
+    fn note_macro(&mut self, file: &FileCx<'_>, mac: &syn::Macro) {
+        let evaluates_only = mac.path.segments.last().is_some_and(|s| {
+            matches!(
+                s.ident.to_string().as_str(),
+                "println"
+                    | "print"
+                    | "eprintln"
+                    | "eprint"
+                    | "format"
+                    | "format_args"
+                    | "write"
+                    | "writeln"
+                    | "panic"
+                    | "assert"
+                    | "assert_eq"
+                    | "assert_ne"
+                    | "debug_assert"
+                    | "debug_assert_eq"
+                    | "debug_assert_ne"
+                    | "vec"
+                    | "dbg"
+                    | "todo"
+                    | "unimplemented"
+                    | "unreachable"
+            )
+        });
+        if evaluates_only {
+            return;
+        }
+        let at = file.range(mac.path.span()).start;
+        crate::syntax::for_each_token_ident(mac.tokens.clone(), &mut |i| {
+            self.bindings.push((i.to_string(), at))
+        });
+    }
+
+    /// Is `name` bound again in the function before `offset`?
+    fn rebound_before(&self, name: &str, offset: usize) -> bool {
+        self.bindings.iter().any(|(n, at)| n == name && *at < offset)
+    }
+
     /// A value leaving the function: remember it, whether a constructor or a variable.
     fn note_returned(&mut self, e: &Expr) {
         let e = peel_result(e);
@@ -174,6 +262,7 @@ impl Check for Check001 {
 
     fn stmt(&mut self, cx: &Cx<'_, '_>, s: &syn::Stmt, _out: &mut Vec<Finding>) {
         let Some(state) = self.stack.last_mut() else { return };
+        state.note_bindings(cx.file, Binder::Stmt(s));
         let syn::Stmt::Local(local) = s else { return };
         let Some(name) = pat_ident(&local.pat) else { return };
         let name = name.to_string();
@@ -199,6 +288,7 @@ impl Check for Check001 {
 
     fn expr(&mut self, cx: &Cx<'_, '_>, e: &Expr, _out: &mut Vec<Finding>) {
         let Some(state) = self.stack.last_mut() else { return };
+        state.note_bindings(cx.file, Binder::Expr(e));
         if !state.active {
             return;
         }
@@ -254,7 +344,7 @@ impl Check for Check001 {
                 let Some(f) = cx.fun() else { return };
                 let binding = state.bound.get(&addr(e)).cloned();
                 let fields = |name: &str| cx.facts.field_device(cx.self_ty(), name);
-                let finding = match ctor.device {
+                let mut finding = match ctor.device {
                     CtorDevice::ImplicitCpu => implicit_cpu(cx.file, f, e, &ctor, cx.scope.closures > 0),
                     CtorDevice::LastArg => {
                         let Some(arg) = ctor.device_arg() else { return };
@@ -266,6 +356,12 @@ impl Check for Check001 {
                         fixed_arg(cx, f, e, &ctor, arg, kind, at)
                     }
                 };
+                // The fix names the input: safe only where that name surely still denotes it.
+                if let (Some(fix), Some((input, _))) = (finding.fix.as_mut(), f.input_tensor())
+                    && state.rebound_before(input, cx.file.range(e.span()).start)
+                {
+                    fix.applicability = fix.applicability.max(Applicability::Unsafe);
+                }
                 state.candidates.push(Candidate { finding, binding, call: addr(e) });
             }
             _ => {}

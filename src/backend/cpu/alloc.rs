@@ -2,6 +2,11 @@
 //! pages, which dominates a memory-bound op; large buffers are therefore advised to use
 //! transparent huge pages (one fault per 2 MiB), as numpy does for its large arrays. Results are
 //! not zeroed before the kernel writes them.
+//!
+//! Running out of host memory is an error, not an abort: Rust aborts the process when an
+//! infallible allocation (`Vec::with_capacity`, `collect`) fails, so every allocation whose size
+//! a user controls is first checked with [`ensure_room`] (or made with [`try_vec`]), and fails as
+//! [`HostAllocError`] instead.
 
 use std::alloc::Layout as AllocLayout;
 use std::mem::{ManuallyDrop, MaybeUninit};
@@ -35,6 +40,82 @@ impl Drop for Pooled {
 }
 
 static POOL: Mutex<Vec<Pooled>> = Mutex::new(Vec::new());
+
+/// Requests below this size are not checked: they cannot fail on a machine that still runs, and
+/// checking costs a system call. Above glibc's largest dynamic mmap threshold (32 MiB), so the
+/// trial allocation of [`ensure_room`] does not change where later buffers are placed.
+const CHECKED_BYTES: usize = 64 << 20;
+
+/// Host memory could not be had for a request of `requested` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HostAllocError {
+    pub(crate) requested: usize,
+}
+
+/// Checks that `bytes` of host memory can be allocated now, before a kernel allocates them
+/// infallibly. A request larger than the machine's memory and swap together is refused outright:
+/// with Linux's overcommit it might be granted and then kill the process (the OOM killer) once
+/// written. One that fits is tried with `try_reserve` and given back at once; the kernel's own
+/// allocation, right after, then gets the same answer (unless another thread takes the memory
+/// in between).
+pub(crate) fn ensure_room(bytes: usize) -> Result<(), HostAllocError> {
+    if bytes < CHECKED_BYTES {
+        return Ok(());
+    }
+    let refused = HostAllocError { requested: bytes };
+    if machine_limit().is_some_and(|limit| bytes > limit) {
+        return Err(refused);
+    }
+    let mut trial: Vec<u8> = Vec::new();
+    // The trial is never written, so its pages are never faulted in: it costs an mmap and an
+    // munmap, not the memory.
+    trial.try_reserve_exact(bytes).map_err(|_| refused)
+}
+
+/// An empty vector with room for exactly `n` elements, or the error when the memory cannot be had
+/// (for buffers devcheck fills itself, such as tensors read from a checkpoint).
+pub(crate) fn try_vec<U>(n: usize) -> Result<Vec<U>, HostAllocError> {
+    let bytes = n.saturating_mul(std::mem::size_of::<U>());
+    ensure_room(bytes)?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| HostAllocError { requested: bytes })?;
+    Ok(v)
+}
+
+/// The machine's memory as the kernel reports it (`/proc/meminfo`), in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HostMemory {
+    pub(crate) total: usize,
+    /// What can be allocated without swapping (`MemAvailable`).
+    pub(crate) available: usize,
+    pub(crate) swap_total: usize,
+}
+
+/// The machine's memory now; `None` where `/proc/meminfo` cannot be read (not Linux).
+pub(crate) fn host_memory() -> Option<HostMemory> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_meminfo(&text)
+}
+
+fn parse_meminfo(text: &str) -> Option<HostMemory> {
+    let field = |name: &str| -> Option<usize> {
+        let line = text.lines().find(|l| l.split(':').next() == Some(name))?;
+        let kib: usize = line.split(':').nth(1)?.trim().trim_end_matches("kB").trim().parse().ok()?;
+        kib.checked_mul(1024)
+    };
+    Some(HostMemory {
+        total: field("MemTotal")?,
+        available: field("MemAvailable")?,
+        swap_total: field("SwapTotal").unwrap_or(0),
+    })
+}
+
+/// More than this many bytes can never be backed: the machine's memory plus swap. Read once (it
+/// changes only when swap is added); `None` where unknown, and then only the allocator decides.
+fn machine_limit() -> Option<usize> {
+    static LIMIT: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| host_memory().map(|m| m.total.saturating_add(m.swap_total)))
+}
 
 /// Takes back the allocation of a result being freed, if it is large; small ones are freed.
 pub(crate) fn recycle<T>(v: Vec<T>) {
@@ -145,6 +226,25 @@ mod tests {
                 }
             })
         }
+    }
+
+    #[test]
+    fn meminfo_is_read_in_bytes_and_swap_may_be_missing() {
+        let text = "MemTotal:       24684096 kB\nMemFree:  1 kB\nMemAvailable:   22470372 kB\n";
+        assert_eq!(
+            parse_meminfo(text),
+            Some(HostMemory { total: 24684096 * 1024, available: 22470372 * 1024, swap_total: 0 })
+        );
+        assert_eq!(parse_meminfo("MemTotal: 1 kB\n"), None, "no MemAvailable: unknown, not zero");
+    }
+
+    #[test]
+    fn requests_beyond_memory_and_swap_fail_and_small_ones_are_not_checked() {
+        let huge = 1usize << 62;
+        assert_eq!(ensure_room(huge), Err(HostAllocError { requested: huge }));
+        assert_eq!(try_vec::<f32>(1 << 61).unwrap_err(), HostAllocError { requested: 1 << 63 });
+        assert!(ensure_room(CHECKED_BYTES - 1).is_ok());
+        assert_eq!(try_vec::<u8>(100).unwrap().capacity(), 100);
     }
 
     #[test]

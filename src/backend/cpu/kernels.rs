@@ -234,16 +234,18 @@ pub(crate) trait Float: Arith {
     fn tanh(self) -> Self;
     fn sin(self) -> Self;
     fn cos(self) -> Self;
-    fn erf(self) -> Self;
+    /// `1 - erf(x)` without the cancellation of computing it so: accurate in the far tail.
+    fn erfc(self) -> Self;
 }
 
 macro_rules! float_native {
-    ($t:ty, $erf:path, $exp:path) => {
+    ($t:ty, $erfc:path, $exp:path) => {
         impl Float for $t {
             #[inline(always)]
             fn from_f32(v: f32) -> Self {
                 v as $t
             }
+
             #[inline(always)]
             fn div(self, o: Self) -> Self {
                 self / o
@@ -273,14 +275,14 @@ macro_rules! float_native {
                 self.cos()
             }
             #[inline(always)]
-            fn erf(self) -> Self {
-                $erf(self)
+            fn erfc(self) -> Self {
+                $erfc(self)
             }
         }
     };
 }
-float_native!(f32, libm::erff, exp_f32);
-float_native!(f64, libm::erf, f64::exp);
+float_native!(f32, libm::erfcf, exp_f32);
+float_native!(f64, libm::erfc, f64::exp);
 
 /// e^x for f32 without branches or libm calls, so loops over it vectorise (std's `expf` is a
 /// libm call per element). Cephes' range reduction and degree-6 polynomial: within 2 ulp of the
@@ -325,7 +327,7 @@ macro_rules! float_half {
             #[inline(always)] fn tanh(self) -> Self { Self::from_f32(self.to_f32().tanh()) }
             #[inline(always)] fn sin(self) -> Self { Self::from_f32(self.to_f32().sin()) }
             #[inline(always)] fn cos(self) -> Self { Self::from_f32(self.to_f32().cos()) }
-            #[inline(always)] fn erf(self) -> Self { Self::from_f32(libm::erff(self.to_f32())) }
+            #[inline(always)] fn erfc(self) -> Self { Self::from_f32(libm::erfcf(self.to_f32())) }
         }
     )*};
 }
@@ -354,15 +356,20 @@ pub(crate) fn reduction_input<'a, T: Copy>(
     layout: &Layout,
     reduce: &[usize],
 ) -> (std::borrow::Cow<'a, [T]>, usize) {
+    let group = reduce.iter().map(|&d| layout.shape[d]).product();
+    (contiguous(data, &reduction_layout(layout, reduce)), group)
+}
+
+/// The view a reduction reads: `layout` with the dims in `reduce` moved last. When it is not
+/// contiguous, the kernel copies the elements first.
+pub(crate) fn reduction_layout(layout: &Layout, reduce: &[usize]) -> Layout {
     let kept: Vec<usize> = (0..layout.rank()).filter(|d| !reduce.contains(d)).collect();
     let order: Vec<usize> = kept.iter().chain(reduce).copied().collect();
-    let permuted = Layout {
+    Layout {
         shape: order.iter().map(|&d| layout.shape[d]).collect(),
         strides: order.iter().map(|&d| layout.strides[d]).collect(),
         offset: layout.offset,
-    };
-    let group = reduce.iter().map(|&d| layout.shape[d]).product();
-    (contiguous(data, &permuted), group)
+    }
 }
 
 /// Sum in f64 (exact for every integer up to 2^53, and stable for floats).

@@ -14,7 +14,7 @@ use half::{bf16, f16};
 use crate::dtype::{DType, WithDType};
 use crate::shape::Layout;
 
-pub(crate) use alloc::{as_uninit, filled, recycle};
+pub(crate) use alloc::{as_uninit, ensure_room, filled, host_memory, recycle, try_vec};
 pub(crate) use kernels::*;
 pub(crate) use matmul::matmul;
 

@@ -21,8 +21,15 @@ pub(crate) struct MatrixView {
     pub batch_stride: usize,
 }
 
-/// The cuBLAS view of `layout`, or `None` when it needs a contiguous copy first (batch dims that
-/// do not collapse to one stride, or neither matrix dim with stride 1).
+/// The cuBLAS view of `layout`, or `None` when it needs a contiguous copy first.
+///
+/// cuBLAS reads a matrix as columns `ld` elements apart with unit stride inside a column, and
+/// wants `ld` at least the column's length. So one matrix dim of size > 1 must have stride 1 and
+/// the other, if its size is > 1, a stride of at least the first one's size (its dense extent).
+/// Anything else is copied: a stride-0 (expanded) dim, as the gradient of `sum` is, would
+/// otherwise be read as dense rows (wrong values, and reads past the buffer); so are batch dims
+/// that do not collapse to one stride. A stride-0 batch dim is fine: cuBLAS reads the same matrix
+/// for every batch.
 pub(crate) fn matrix_view(layout: &Layout) -> Option<MatrixView> {
     let r = layout.rank();
     if r < 2 {
@@ -30,10 +37,13 @@ pub(crate) fn matrix_view(layout: &Layout) -> Option<MatrixView> {
     }
     let (rows, cols) = (layout.shape[r - 2], layout.shape[r - 1]);
     let (rs, cs) = (layout.strides[r - 2], layout.strides[r - 1]);
-    let (transpose, ld) = if cs == 1 || cols == 1 {
-        (false, rs.max(cols))
-    } else if rs == 1 || rows == 1 {
-        (true, cs.max(rows))
+    // Row-major: rows `rs` apart, each dense. Column-major (a transposed view): the reverse.
+    let row_major = (cols == 1 || cs == 1) && (rows == 1 || rs >= cols);
+    let column_major = (rows == 1 || rs == 1) && (cols == 1 || cs >= rows);
+    let (transpose, ld) = if row_major {
+        (false, if rows == 1 { cols } else { rs.max(cols) })
+    } else if column_major {
+        (true, if cols == 1 { rows } else { cs.max(rows) })
     } else {
         return None;
     };
@@ -92,11 +102,8 @@ impl CudaStorage {
             out.fill(0.0)?;
             return Ok(out);
         }
-        let (lhs, lhs_layout) = viewable(self, layout)?;
-        let (rhs, rhs_layout) = viewable(rhs, rhs_layout)?;
-        let (Some(a), Some(bm)) = (matrix_view(&lhs_layout), matrix_view(&rhs_layout)) else {
-            unreachable!("contiguous layouts always have a matrix view");
-        };
+        let (lhs, lhs_layout, a) = viewable(self, layout, location)?;
+        let (rhs, rhs_layout, bm) = viewable(rhs, rhs_layout, location)?;
         let to_int = |v: usize| i32::try_from(v).map_err(|_| too_big(device.device(), v, location));
         let elem = self.dtype().size_in_bytes() as u64;
         let lhs_ptr = lhs.ptr() + lhs_layout.offset as u64 * elem;
@@ -118,6 +125,8 @@ impl CudaStorage {
             ((&alpha32 as *const f32).cast(), (&beta32 as *const f32).cast())
         };
         let blas = device.blas()?;
+        // cuBLAS launches in the thread's current context: make it this device's.
+        device.bind()?;
         // SAFETY: the pointers are live device allocations laid out as the views describe (ld,
         // batch stride, transposition checked by `matrix_view`); alpha and beta point at host
         // values of the compute type that outlive the call; the handle's stream is the device's.
@@ -157,12 +166,25 @@ impl CudaStorage {
     }
 }
 
-/// The operand itself when cuBLAS can read it in place, else a contiguous copy.
-fn viewable(s: &CudaStorage, layout: &Layout) -> CudaResult<(CudaStorage, Layout)> {
-    if matrix_view(layout).is_some() {
-        Ok((s.clone(), layout.clone()))
-    } else {
-        Ok((s.contiguous(layout)?, Layout::contiguous(&layout.shape)))
+/// The operand itself when cuBLAS can read it in place, else a contiguous copy; with its view.
+fn viewable(
+    s: &CudaStorage,
+    layout: &Layout,
+    location: &'static Location<'static>,
+) -> CudaResult<(CudaStorage, Layout, MatrixView)> {
+    if let Some(view) = matrix_view(layout) {
+        return Ok((s.clone(), layout.clone(), view));
+    }
+    let dense = Layout::contiguous(&layout.shape);
+    match matrix_view(&dense) {
+        Some(view) => Ok((s.contiguous(layout)?, dense, view)),
+        None => Err(Error::Unsupported {
+            op: "matmul",
+            device: s.device().device(),
+            help: format!("cuBLAS multiplies operands of at least 2 dims, got shape {:?}", layout.shape),
+            location,
+        }
+        .into()),
     }
 }
 
@@ -208,5 +230,82 @@ mod tests {
         assert_eq!(matrix_view(&layout(&[2, 5, 4, 3], &[100, 12, 3, 1])), None);
         assert_eq!(matrix_view(&layout(&[4, 3], &[6, 2])), None);
         assert_eq!(matrix_view(&layout(&[3], &[1])), None);
+        // A single row or column may have any stride along its one dim of size 1.
+        assert_eq!(
+            matrix_view(&layout(&[1, 5], &[0, 3])),
+            Some(MatrixView { transpose: true, ld: 3, batch_stride: 0 })
+        );
+        assert_eq!(
+            matrix_view(&layout(&[5, 1], &[1, 0])),
+            Some(MatrixView { transpose: false, ld: 1, batch_stride: 0 })
+        );
+    }
+
+    #[test]
+    fn expanded_matrix_dims_are_copied_never_read_as_dense() {
+        // The gradient of `sum` for Linear(k, 1): a [batch, 1] of ones expanded from one element.
+        assert_eq!(matrix_view(&layout(&[8, 1], &[0, 0])), None);
+        // A row broadcast down the rows, a column broadcast across the columns.
+        assert_eq!(matrix_view(&layout(&[4, 3], &[0, 1])), None);
+        assert_eq!(matrix_view(&layout(&[4, 3], &[1, 0])), None);
+        assert_eq!(matrix_view(&layout(&[2, 4, 3], &[12, 0, 1])), None);
+        // Rows that overlap (stride below the row length) cannot be a leading dimension either.
+        assert_eq!(matrix_view(&layout(&[4, 3], &[2, 1])), None);
+        assert_eq!(matrix_view(&layout(&[3, 4], &[1, 2])), None);
+    }
+
+    /// Every (batch, row, column) element, as the layout places it.
+    fn layout_offsets(l: &Layout) -> Vec<usize> {
+        (0..l.numel())
+            .map(|mut i| {
+                let mut offset = 0;
+                for d in (0..l.rank()).rev() {
+                    offset += (i % l.shape[d]) * l.strides[d];
+                    i /= l.shape[d];
+                }
+                offset
+            })
+            .collect()
+    }
+
+    /// The same elements as cuBLAS addresses them through `view`.
+    fn cublas_offsets(l: &Layout, v: &MatrixView) -> Vec<usize> {
+        let r = l.rank();
+        let (rows, cols) = (l.shape[r - 2], l.shape[r - 1]);
+        let batch: usize = l.shape[..r - 2].iter().product();
+        let mut out = Vec::new();
+        for b in 0..batch {
+            for i in 0..rows {
+                for j in 0..cols {
+                    let inside = if v.transpose { i + j * v.ld } else { i * v.ld + j };
+                    out.push(b * v.batch_stride + inside);
+                }
+            }
+        }
+        out
+    }
+
+    fn any_layout() -> impl proptest::strategy::Strategy<Value = Layout> {
+        use proptest::prelude::*;
+        (2usize..=4)
+            .prop_flat_map(|rank| {
+                (proptest::collection::vec(1usize..=4, rank), proptest::collection::vec(0usize..=13, rank))
+            })
+            .prop_map(|(shape, strides)| Layout { shape, strides, offset: 0 })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_view_cublas_accepts_reads_exactly_the_layouts_elements(l in any_layout()) {
+            let r = l.rank();
+            let dense = Layout::contiguous(&l.shape);
+            proptest::prop_assert!(matrix_view(&dense).is_some(), "a contiguous operand needs no copy");
+            if let Some(v) = matrix_view(&l) {
+                proptest::prop_assert_eq!(cublas_offsets(&l, &v), layout_offsets(&l));
+                // cuBLAS's own argument check: ld at least the length of a column.
+                let column = if v.transpose { l.shape[r - 2] } else { l.shape[r - 1] };
+                proptest::prop_assert!(v.ld >= column.max(1));
+            }
+        }
     }
 }

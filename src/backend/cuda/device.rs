@@ -5,10 +5,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
+};
 
 use super::allocator::{Allocation, CachingAllocator, RawAllocError, RawAllocator};
 use super::error::{CudaError, CudaResult};
+use super::host_allocator::{CachingHostAllocator, RawHostAllocator, UseEvent};
 use super::kernels::{self, KernelModule};
 use super::nvrtc::{self, Arch, PtxParam};
 use crate::device::Device;
@@ -94,6 +97,130 @@ impl CudaDevice {
         &self.stream
     }
 
+    /// Makes this device's context current on the calling thread.
+    ///
+    /// The driver keeps the current context per thread, and cudarc's safe calls bind it but its
+    /// raw ones do not: a raw copy or a cuBLAS call on a thread that never bound this context (a
+    /// test thread, a data loader worker, any user thread), or that last bound another device's,
+    /// fails with `CUDA_ERROR_INVALID_CONTEXT` or runs in the wrong context. So every raw driver
+    /// and cuBLAS call of the backend lives in a method that calls this first (a unit test reads
+    /// the backend's sources and holds every such function to it).
+    pub fn bind(&self) -> CudaResult<()> {
+        self.ctx.bind_to_thread().map_err(|e| CudaError::driver(self.device(), "cuCtxSetCurrent", e))
+    }
+
+    /// Queues a copy of pageable host bytes to device address `dst` on the device's stream. The
+    /// driver stages pageable memory before returning, so `src` may be reused at once.
+    pub(crate) fn copy_from_host(&self, dst: u64, src: &[u8]) -> CudaResult<()> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.bind()?;
+        // SAFETY: callers pass a live allocation of at least `src.len()` bytes at `dst`; the
+        // context of the stream is current; a pageable source is read before the call returns.
+        unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, self.stream.cu_stream()) }
+            .map_err(|e| CudaError::driver(self.device(), "cuMemcpyHtoDAsync", e))
+    }
+
+    /// Copies `dst.len()` bytes from device address `src` into pageable host memory, after the
+    /// work queued before it, and waits for the device.
+    pub(crate) fn copy_to_host(&self, dst: &mut [u8], src: u64) -> CudaResult<()> {
+        if !dst.is_empty() {
+            self.bind()?;
+            // SAFETY: callers pass a live allocation of at least `dst.len()` bytes at `src`; into
+            // pageable memory the copy has finished when the call returns.
+            unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, self.stream.cu_stream()) }
+                .map_err(|e| CudaError::driver(self.device(), "cuMemcpyDtoHAsync", e))?;
+        }
+        self.synchronize()
+    }
+
+    /// Queues a copy of `len` bytes from page-locked host memory at `src` to `dst`.
+    ///
+    /// # Safety
+    /// `src` must be page-locked memory of at least `len` bytes that nobody frees or writes
+    /// before the copy has run (record an event after it); `dst` a live allocation of `len` bytes.
+    pub(crate) unsafe fn copy_from_pinned(&self, dst: u64, src: *const u8, len: usize) -> CudaResult<()> {
+        self.bind()?;
+        // SAFETY: as the caller promises; the stream's context is current.
+        unsafe { cudarc::driver::sys::cuMemcpyHtoDAsync_v2(dst, src.cast(), len, self.stream.cu_stream()) }
+            .result()
+            .map_err(|e| CudaError::driver(self.device(), "cuMemcpyHtoDAsync", e))
+    }
+
+    /// Queues a copy of `len` bytes from `src` into page-locked host memory at `dst`.
+    ///
+    /// # Safety
+    /// `dst` must be page-locked memory of at least `len` bytes that nobody frees, reads or
+    /// writes before the copy has run; `src` a live allocation of `len` bytes.
+    pub(crate) unsafe fn copy_to_pinned(&self, dst: *mut u8, src: u64, len: usize) -> CudaResult<()> {
+        self.bind()?;
+        // SAFETY: as the caller promises; the stream's context is current.
+        unsafe { cudarc::driver::sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, len, self.stream.cu_stream()) }
+            .result()
+            .map_err(|e| CudaError::driver(self.device(), "cuMemcpyDtoHAsync", e))
+    }
+
+    /// Copies `bytes` bytes from `src` on device `source` to `dst` on this device, without
+    /// blocking the host, ordered on both streams as PyTorch orders its copies between devices:
+    /// this stream waits for the work queued on the source's stream (which produced `src`), the
+    /// copy runs on this stream, and then the source's stream waits for the copy. The last wait
+    /// is what lets the caller drop `src` at once: its block goes back to the source's cache and
+    /// whatever reuses it (or writes to it in place) is queued on the source's stream, after the
+    /// copy has read it.
+    pub(crate) fn copy_from_peer(
+        &self,
+        dst: u64,
+        source: &CudaDevice,
+        src: u64,
+        bytes: usize,
+    ) -> CudaResult<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let source_ready = source.record_event()?;
+        self.wait_for(&source_ready)?;
+        self.bind()?;
+        // SAFETY: both allocations are live and hold `bytes` bytes; the contexts are theirs; this
+        // stream's context is current; the source has been produced (the wait above).
+        unsafe {
+            cudarc::driver::result::memcpy_peer_async(
+                self.ctx.cu_ctx(),
+                dst,
+                source.ctx.cu_ctx(),
+                src,
+                bytes,
+                self.stream.cu_stream(),
+            )
+        }
+        .map_err(|e| CudaError::driver(self.device(), "cuMemcpyPeerAsync", e))?;
+        let copied = self.record_event()?;
+        source.wait_for(&copied)
+    }
+
+    /// An event marking the work queued on this device's stream so far.
+    pub(crate) fn record_event(&self) -> CudaResult<CudaEvent> {
+        self.stream.record_event(None).map_err(|e| CudaError::driver(self.device(), "cuEventRecord", e))
+    }
+
+    /// Makes this device's stream wait (on the device, not the host) for `event`, which may have
+    /// been recorded on another device.
+    pub(crate) fn wait_for(&self, event: &CudaEvent) -> CudaResult<()> {
+        self.stream.wait(event).map_err(|e| CudaError::driver(self.device(), "cuStreamWaitEvent", e))
+    }
+
+    /// Has the work before `event` finished? Does not wait. A driver error counts as not
+    /// finished: a context in an error state never finishes anything, and memory guarded by the
+    /// event is better leaked than reused under a copy.
+    pub(crate) fn event_done(&self, event: &CudaEvent) -> bool {
+        self.bind().is_ok() && event.try_is_complete().unwrap_or(false)
+    }
+
+    /// Waits on the host until the work before `event` has finished.
+    pub(crate) fn wait_on_host(&self, event: &CudaEvent) -> CudaResult<()> {
+        event.synchronize().map_err(|e| CudaError::driver(self.device(), "cuEventSynchronize", e))
+    }
+
     /// Waits until everything queued on the device's stream has finished.
     pub fn synchronize(&self) -> CudaResult<()> {
         self.stream.synchronize().map_err(|e| CudaError::driver(self.device(), "cuStreamSynchronize", e))
@@ -125,6 +252,7 @@ impl CudaDevice {
         }
         let module_def = kernels::module_for_kernel(name)?;
         let module = self.module(module_def)?;
+        self.bind()?;
         let function = module.load_function(name).map_err(|e| CudaError::KernelNotFound {
             module: module_def.name,
             kernel: name.to_string(),
@@ -312,6 +440,80 @@ impl RawAllocator for DriverAllocator {
     }
 }
 
+/// An event recorded on a device's stream after a copy that used a pinned buffer.
+#[derive(Debug)]
+pub struct DeviceEvent {
+    pub(crate) device: Arc<CudaDevice>,
+    pub(crate) event: CudaEvent,
+}
+
+impl DeviceEvent {
+    pub(crate) fn wait_on_host(&self) -> CudaResult<()> {
+        self.device.wait_on_host(&self.event)
+    }
+}
+
+impl UseEvent for DeviceEvent {
+    fn is_done(&self) -> bool {
+        self.device.event_done(&self.event)
+    }
+}
+
+/// The driver's pinning calls, made in the context of the device that first asked for pinned
+/// memory. The blocks are portable: pinned for every context, so any device copies from them
+/// asynchronously.
+#[derive(Debug)]
+pub struct DriverHostAllocator {
+    device: Arc<CudaDevice>,
+}
+
+impl RawHostAllocator for DriverHostAllocator {
+    type Event = DeviceEvent;
+
+    fn device(&self) -> Device {
+        self.device.device()
+    }
+
+    fn allocate(&mut self, size: usize) -> Result<u64, RawAllocError> {
+        self.device.bind().map_err(|e| RawAllocError::Driver(e.to_string()))?;
+        let flags = cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: the context is current; the size is a non-zero size class.
+        match unsafe { cudarc::driver::result::malloc_host(size, flags) } {
+            Ok(ptr) => Ok(ptr as u64),
+            Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                Err(RawAllocError::OutOfMemory)
+            }
+            Err(e) => Err(RawAllocError::Driver(e.to_string())),
+        }
+    }
+
+    fn free(&mut self, ptr: u64, _size: usize) -> Result<(), RawAllocError> {
+        self.device.bind().map_err(|e| RawAllocError::Driver(e.to_string()))?;
+        // SAFETY: `ptr` came from cuMemHostAlloc and is unpinned once, when no buffer holds it
+        // and every copy that used it has completed (the caching host allocator's contract).
+        unsafe { cudarc::driver::result::free_host(ptr as *mut std::ffi::c_void) }
+            .map_err(|e| RawAllocError::Driver(e.to_string()))
+    }
+}
+
+/// The caching allocator of pinned host memory.
+pub(crate) type HostAllocator = CachingHostAllocator<DriverHostAllocator>;
+
+static HOST_ALLOCATOR: OnceLock<Mutex<HostAllocator>> = OnceLock::new();
+
+/// The process's one caching allocator of pinned host memory (pinned memory belongs to no
+/// device), made at first use with `device`'s context.
+pub(crate) fn host_allocator(device: &Arc<CudaDevice>) -> MutexGuard<'static, HostAllocator> {
+    lock(HOST_ALLOCATOR.get_or_init(|| {
+        Mutex::new(CachingHostAllocator::new(DriverHostAllocator { device: device.clone() }))
+    }))
+}
+
+/// The allocator, if anything has been pinned in this process.
+pub(crate) fn host_allocator_if_initialised() -> Option<MutexGuard<'static, HostAllocator>> {
+    HOST_ALLOCATOR.get().map(lock)
+}
+
 /// The image of `def` for `arch`, compiled once per process and architecture.
 /// A module compiled for one architecture: the image the driver loads, and each kernel's
 /// parameter list.
@@ -333,4 +535,68 @@ fn compiled_image(def: &'static KernelModule, arch: &Arch) -> CudaResult<Image> 
 /// usable, so poisoning is ignored.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use syn::spanned::Spanned;
+
+    /// Raw driver and cuBLAS calls: they run in whatever context is current on the thread.
+    const RAW_CALLS: [&str; 3] = ["driver::result::", "driver::sys::cu", "cublas::result::"];
+
+    /// Every function of the CUDA backend that makes a raw driver or cuBLAS call binds its
+    /// device's context first (`bind()`, or cudarc's `bind_to_thread()`): a call without one fails
+    /// on any thread that did not create the device, or runs on the wrong device.
+    #[test]
+    fn every_raw_driver_call_binds_the_context_first() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backend/cuda");
+        let mut checked = 0;
+        let mut unbound = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let source = std::fs::read_to_string(&path).unwrap();
+            let file = syn::parse_file(&source).unwrap();
+            let mut functions = Vec::new();
+            collect_functions(&file.items, &mut functions);
+            for (name, range) in functions {
+                let body: String = source[range.clone()].split_whitespace().collect();
+                let first_raw = RAW_CALLS.iter().filter_map(|c| body.find(c)).min();
+                let Some(first_raw) = first_raw else { continue };
+                checked += 1;
+                let bound_before = [".bind()?", ".bind().", "bind_to_thread()"]
+                    .iter()
+                    .filter_map(|b| body.find(b))
+                    .any(|at| at < first_raw);
+                if !bound_before {
+                    unbound.push(format!("{}: fn {name}", path.file_name().unwrap().to_string_lossy()));
+                }
+            }
+        }
+        assert!(checked >= 8, "the raw calls were found ({checked} functions)");
+        assert!(unbound.is_empty(), "raw driver calls without binding the context first: {unbound:?}");
+    }
+
+    fn collect_functions(items: &[syn::Item], out: &mut Vec<(String, std::ops::Range<usize>)>) {
+        for item in items {
+            match item {
+                syn::Item::Fn(f) => out.push((f.sig.ident.to_string(), f.span().byte_range())),
+                syn::Item::Impl(i) => {
+                    for inner in &i.items {
+                        if let syn::ImplItem::Fn(f) = inner {
+                            out.push((f.sig.ident.to_string(), f.span().byte_range()));
+                        }
+                    }
+                }
+                syn::Item::Mod(m) => {
+                    if let Some((_, items)) = &m.content {
+                        collect_functions(items, out);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
 }

@@ -97,6 +97,19 @@ pub enum CudaError {
     )]
     Driver { device: Device, call: &'static str, message: String },
 
+    #[error(
+        "could not pin {requested} of host memory: {message} (pinned buffers in use or in flight hold {held})"
+    )]
+    #[diagnostic(
+        code(devcheck::cuda::pinned_out_of_memory),
+        help(
+            "page-locked memory is limited by the machine's RAM and the locked-memory limit (`ulimit -l`); \
+             devcheck already released its cached pinned blocks and tried again. Pin fewer or smaller \
+             batches (a smaller batch size or `DataLoader::prefetch`), or keep fewer pinned tensors alive"
+        )
+    )]
+    PinnedOutOfMemory { requested: String, held: String, message: String },
+
     #[error("launch of kernel `{kernel}` with arguments {given}, but the kernel takes {expected}")]
     #[diagnostic(
         code(devcheck::cuda::launch_arguments),

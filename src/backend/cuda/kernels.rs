@@ -313,11 +313,18 @@ fn cast() -> Vec<String> {
 }
 
 fn reduce() -> Vec<String> {
-    let mut v = names(&["sum", "mean", "var"], FLOATS);
-    v.extend(names(&["sum"], INTS));
-    v.push("sum_bool".to_string());
-    v.extend(names(&["max", "min", "argmax", "argmin"], &numeric()));
+    let mut v = two_pass(&["sum", "mean", "var"], FLOATS);
+    v.extend(two_pass(&["sum"], INTS));
+    v.extend(two_pass(&["sum"], &["bool"]));
+    v.extend(two_pass(&["max", "min", "argmax", "argmin"], &numeric()));
     v
+}
+
+/// A reduction's first pass `<op>_<dtype>` and its second, `<op>_finish_<dtype>`.
+fn two_pass(ops: &[&str], dtypes: &[&str]) -> Vec<String> {
+    ops.iter()
+        .flat_map(|op| dtypes.iter().flat_map(move |d| [format!("{op}_{d}"), format!("{op}_finish_{d}")]))
+        .collect()
 }
 
 fn softmax() -> Vec<String> {
@@ -399,7 +406,7 @@ mod tests {
                 ("unary", 103),
                 ("binary", 193),
                 ("cast", 64),
-                ("reduce", 44),
+                ("reduce", 88),
                 ("softmax", 8),
                 ("select", 32),
                 ("indexing", 40),

@@ -6,17 +6,22 @@
 //!   and [`kernels::check_all`], which compiles all of them for an architecture without a GPU;
 //! - [`nvrtc`]: finding NVRTC and compiling one module;
 //! - [`allocator`]: the caching allocator, generic over the driver's allocation calls;
+//! - [`host_allocator`]: the caching allocator of pinned host memory, and what may still use a
+//!   pinned buffer;
 //! - `device`: per-device context, stream, kernel cache, allocator and cuBLAS;
 //! - `storage`: [`CudaStorage`], host↔device copies, pinned memory, kernel launchers;
-//! - `blas`: matmul through cuBLAS.
+//! - `blas`: matmul through cuBLAS;
+//! - `reduce`: reductions and their launch plan.
 
 pub mod allocator;
+pub mod host_allocator;
 pub mod kernels;
 pub mod nvrtc;
 
 mod blas;
 pub(crate) mod device;
 mod error;
+mod reduce;
 mod storage;
 
 pub use device::{CudaDevice, DeviceBuffer};

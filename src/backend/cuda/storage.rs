@@ -9,8 +9,12 @@ use std::sync::{Arc, Mutex};
 
 use half::{bf16, f16};
 
-use super::device::{Arg, CudaDevice, DeviceBuffer, elementwise_config, row_config};
+use super::device::{
+    Arg, CudaDevice, DeviceBuffer, DeviceEvent, elementwise_config, host_allocator,
+    host_allocator_if_initialised, row_config,
+};
 use super::error::{CudaError, CudaResult};
+use super::host_allocator::{HostBlock, PendingUses, UseKind};
 use super::kernels::kernel_name;
 use crate::device::Device;
 use crate::dtype::DType;
@@ -66,20 +70,14 @@ impl CudaStorage {
     pub fn from_host_bytes(device: &Arc<CudaDevice>, dtype: DType, bytes: &[u8]) -> CudaResult<CudaStorage> {
         let len = bytes.len() / dtype.size_in_bytes();
         let out = Self::alloc(device, dtype, len)?;
-        if !bytes.is_empty() {
-            // SAFETY: the destination holds at least `bytes.len()` bytes; the source is a live
-            // host slice, and from pageable memory the call returns after it has been read.
-            unsafe {
-                cudarc::driver::result::memcpy_htod_async(out.ptr(), bytes, device.stream().cu_stream())
-            }
-            .map_err(|e| CudaError::driver(device.device(), "cuMemcpyHtoDAsync", e))?;
-        }
+        device.copy_from_host(out.ptr(), &bytes[..len * dtype.size_in_bytes()])?;
         Ok(out)
     }
 
     /// A copy of pinned host memory on `device`. With `non_blocking` the call returns as soon as
-    /// the copy is queued (the pinned buffer stays alive until it completes); otherwise it waits
-    /// for the copy, like PyTorch's `to(device, non_blocking=False)`.
+    /// the copy is queued (the pinned block is not reused before it completes); otherwise it
+    /// waits for the copy, like PyTorch's `to(device, non_blocking=False)`. A copy still filling
+    /// the buffer from another device is waited for on the device first.
     pub fn from_pinned(
         device: &Arc<CudaDevice>,
         dtype: DType,
@@ -87,21 +85,14 @@ impl CudaStorage {
         non_blocking: bool,
     ) -> CudaResult<CudaStorage> {
         let len = pinned.len() / dtype.size_in_bytes();
+        let bytes = len * dtype.size_in_bytes();
         let out = Self::alloc(device, dtype, len)?;
-        if len > 0 {
-            // SAFETY: the destination holds `pinned.len()` bytes; the source is page-locked memory
-            // of that size that is kept alive (see `PinnedBuffer::keep_until`) until the copy ends.
-            unsafe {
-                cudarc::driver::sys::cuMemcpyHtoDAsync_v2(
-                    out.ptr(),
-                    pinned.as_ptr().cast(),
-                    pinned.len(),
-                    device.stream().cu_stream(),
-                )
-            }
-            .result()
-            .map_err(|e| CudaError::driver(device.device(), "cuMemcpyHtoDAsync", e))?;
-            pinned.keep_until_done(device)?;
+        if bytes > 0 {
+            pinned.with_use(device, UseKind::DeviceReads, || {
+                // SAFETY: the destination holds `bytes` bytes; the source is page-locked memory of
+                // at least that size, not reused before the event `with_use` records after it.
+                unsafe { device.copy_from_pinned(out.ptr(), pinned.as_ptr(), bytes) }
+            })?;
         }
         if !non_blocking {
             device.synchronize()?;
@@ -114,24 +105,13 @@ impl CudaStorage {
     pub fn to_host_bytes(&self, layout: &Layout) -> CudaResult<Vec<u8>> {
         let contiguous = self.contiguous(layout)?;
         let mut host = vec![0u8; contiguous.len * self.dtype.size_in_bytes()];
-        if !host.is_empty() {
-            let device = self.device();
-            // SAFETY: `host` has room for every byte of the contiguous copy, which is live.
-            unsafe {
-                cudarc::driver::result::memcpy_dtoh_async(
-                    &mut host,
-                    contiguous.ptr(),
-                    device.stream().cu_stream(),
-                )
-            }
-            .map_err(|e| CudaError::driver(device.device(), "cuMemcpyDtoHAsync", e))?;
-        }
-        self.device().synchronize()?;
+        self.device().copy_to_host(&mut host, contiguous.ptr())?;
         Ok(host)
     }
 
-    /// Copies the elements of `layout` into pinned host memory without waiting; call
-    /// `synchronize` (or record and wait for an event) before reading it.
+    /// Copies the elements of `layout` into pinned host memory without waiting. Reading the
+    /// buffer ([`PinnedBuffer::to_vec`]) waits for the copy; copies from it to a device wait for
+    /// it on that device.
     pub fn copy_to_pinned(&self, layout: &Layout, pinned: &Arc<PinnedBuffer>) -> CudaResult<()> {
         let contiguous = self.contiguous(layout)?;
         let bytes = contiguous.len * self.dtype.size_in_bytes();
@@ -142,45 +122,27 @@ impl CudaStorage {
                 "allocate the pinned buffer with the tensor's size in bytes",
             ));
         }
-        let device = self.device();
-        // SAFETY: `pinned` is page-locked and has room for `bytes`; it and the source stay
-        // alive until the copy is done (`keep_until_done`, and `contiguous` is held by the event
-        // below through the stream order: its block is only reused by later work on this stream).
-        unsafe {
-            cudarc::driver::sys::cuMemcpyDtoHAsync_v2(
-                pinned.as_ptr().cast(),
-                contiguous.ptr(),
-                bytes,
-                device.stream().cu_stream(),
-            )
+        if bytes == 0 {
+            return Ok(());
         }
-        .result()
-        .map_err(|e| CudaError::driver(device.device(), "cuMemcpyDtoHAsync", e))?;
-        pinned.keep_until_done(device)
+        let device = self.device();
+        pinned.with_use(device, UseKind::DeviceWrites, || {
+            // SAFETY: `pinned` is page-locked with room for `bytes`, and is neither reused nor
+            // read by the host before the event `with_use` records after the copy. `contiguous`
+            // may go back to the cache when this returns: only later work on this device's
+            // stream can reuse its block, and that runs after the copy.
+            unsafe { device.copy_to_pinned(pinned.as_ptr(), contiguous.ptr(), bytes) }
+        })
     }
 
-    /// A copy on another CUDA device (peer copy through the driver).
+    /// A copy on another CUDA device (a peer copy through the driver), queued without blocking
+    /// the host and ordered on both devices' streams ([`CudaDevice::copy_from_peer`]), so the
+    /// source, or its temporary contiguous copy, may be dropped or overwritten at once.
     pub fn to_device(&self, layout: &Layout, target: &Arc<CudaDevice>) -> CudaResult<CudaStorage> {
         let contiguous = self.contiguous(layout)?;
         let out = Self::alloc(target, self.dtype, contiguous.len)?;
         let bytes = contiguous.len * self.dtype.size_in_bytes();
-        if bytes > 0 {
-            let source = self.device();
-            // The target stream must not start before the source has produced the data.
-            source.synchronize()?;
-            // SAFETY: both allocations are live and hold `bytes` bytes; the contexts are theirs.
-            unsafe {
-                cudarc::driver::result::memcpy_peer_async(
-                    target.context().cu_ctx(),
-                    out.ptr(),
-                    source.context().cu_ctx(),
-                    contiguous.ptr(),
-                    bytes,
-                    target.stream().cu_stream(),
-                )
-            }
-            .map_err(|e| CudaError::driver(target.device(), "cuMemcpyPeerAsync", e))?;
-        }
+        target.copy_from_peer(out.ptr(), self.device(), contiguous.ptr(), bytes)?;
         Ok(out)
     }
 
@@ -206,7 +168,7 @@ impl CudaStorage {
         self.buffer.ptr()
     }
 
-    fn ptr_at(&self, layout: &Layout) -> u64 {
+    pub(super) fn ptr_at(&self, layout: &Layout) -> u64 {
         self.ptr() + (layout.offset * self.dtype.size_in_bytes()) as u64
     }
 
@@ -348,76 +310,6 @@ impl CudaStorage {
         Ok(out)
     }
 
-    /// Reduces dimension `dim` (`"sum"`, `"mean"`, `"max"`, `"min"`, `"argmax"`, `"argmin"`,
-    /// `"var"` with `correction`). The output is contiguous over the kept dimensions (the
-    /// front end decides about keepdim). Integer and bool sums and arg-reductions give i64.
-    pub fn reduce(&self, op: &str, layout: &Layout, dim: usize, correction: f64) -> CudaResult<CudaStorage> {
-        if dim >= layout.rank() {
-            return Err(invalid(
-                "reduce",
-                format!("`{op}` over dimension {dim}: out of range for a tensor of rank {}", layout.rank()),
-                "pass a dimension below the tensor's rank",
-            ));
-        }
-        let out_dtype = match op {
-            "argmax" | "argmin" => DType::I64,
-            "sum" if !self.dtype.is_float() => DType::I64,
-            _ => self.dtype,
-        };
-        let mut kept = layout.clone();
-        let reduce_size = kept.shape.remove(dim);
-        let reduce_stride = kept.strides.remove(dim);
-        let n_out = kept.numel();
-        let out = Self::alloc(self.device(), out_dtype, n_out)?;
-        if n_out == 0 || reduce_size == 0 {
-            // PyTorch: the sum of nothing is 0, its mean and variance NaN; max of nothing is an
-            // error the front end raises.
-            out.fill(if matches!(op, "mean" | "var") { f64::NAN } else { 0.0 })?;
-            return Ok(out);
-        }
-        let info = self.upload_info(&kept.shape, &[&kept.strides])?;
-        let mut args = vec![
-            Arg::U64(n_out as u64),
-            Arg::U64(reduce_size as u64),
-            Arg::U64(reduce_stride as u64),
-            Arg::U64(kept.rank() as u64),
-            Arg::U64(info.ptr()),
-            Arg::U64(self.ptr_at(layout)),
-            Arg::U64(out.ptr()),
-        ];
-        if op == "var" {
-            args.push(Arg::F64(correction));
-        }
-        self.device().launch(&kernel_name(op, self.dtype), row_config(n_out, reduce_size), &args)?;
-        Ok(out)
-    }
-
-    /// Reduces every dimension in `dims` (distinct, ascending) with one kernel: the reduced
-    /// dimensions are moved last and flattened into one (a copy unless there is only one). The
-    /// output is contiguous over the kept dimensions, in order.
-    pub fn reduce_dims(
-        &self,
-        op: &str,
-        layout: &Layout,
-        dims: &[usize],
-        correction: f64,
-    ) -> CudaResult<CudaStorage> {
-        if let [dim] = dims {
-            return self.reduce(op, layout, *dim, correction);
-        }
-        let kept: Vec<usize> = (0..layout.rank()).filter(|d| !dims.contains(d)).collect();
-        let order: Vec<usize> = kept.iter().chain(dims).copied().collect();
-        let permuted = Layout {
-            shape: order.iter().map(|&d| layout.shape[d]).collect(),
-            strides: order.iter().map(|&d| layout.strides[d]).collect(),
-            offset: layout.offset,
-        };
-        let x = self.contiguous(&permuted)?;
-        let mut shape: Vec<usize> = kept.iter().map(|&d| layout.shape[d]).collect();
-        shape.push(dims.iter().map(|&d| layout.shape[d]).product());
-        x.reduce(op, &Layout::contiguous(&shape), kept.len(), correction)
-    }
-
     /// softmax (or log_softmax) over the last dimension.
     pub fn softmax(&self, layout: &Layout, log: bool) -> CudaResult<CudaStorage> {
         let x = self.contiguous(layout)?;
@@ -497,8 +389,8 @@ impl CudaStorage {
         Ok(out)
     }
 
-    /// `index_select(dim, ids)`: rows of `dim` picked by `ids` (i64 or i32, negative counts
-    /// from the end). An index out of range is an error naming it; checking costs one
+    /// `index_select(dim, ids)`: rows of `dim` picked by `ids` (i64 or i32, each in `0..size`).
+    /// An index out of range is an error naming it; checking costs one
     /// synchronisation, as PyTorch's device-side assert does.
     pub fn index_select(
         &self,
@@ -651,7 +543,7 @@ impl CudaStorage {
         self.upload_info(shape, &strides).map(Some)
     }
 
-    fn upload_info(&self, dims: &[usize], strides: &[&[usize]]) -> CudaResult<DeviceBuffer> {
+    pub(super) fn upload_info(&self, dims: &[usize], strides: &[&[usize]]) -> CudaResult<DeviceBuffer> {
         let mut words: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
         for s in strides {
             words.extend(s.iter().map(|&x| x as u64));
@@ -662,30 +554,29 @@ impl CudaStorage {
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         let device = self.device();
         let buffer = device.alloc(bytes.len())?;
-        // SAFETY: the buffer holds `bytes.len()` bytes; pageable source, read before return.
-        unsafe {
-            cudarc::driver::result::memcpy_htod_async(buffer.ptr(), &bytes, device.stream().cu_stream())
-        }
-        .map_err(|e| CudaError::driver(device.device(), "cuMemcpyHtoDAsync", e))?;
+        device.copy_from_host(buffer.ptr(), &bytes)?;
         Ok(buffer)
     }
 }
 
 /// Page-locked host memory: copies from it to a device can run while the host goes on
-/// (`pin_memory()` + `to_non_blocking`); copies from ordinary (pageable) memory cannot.
+/// (`pin_memory()` + `to_non_blocking`); copies from ordinary (pageable) memory cannot. The block
+/// comes from the process's caching host allocator and goes back to it on drop, without waiting:
+/// it is reused only once every device copy that used it has completed.
 pub struct PinnedBuffer {
     ptr: *mut u8,
     len: usize,
+    block: HostBlock,
     device: Device,
-    /// Set while an asynchronous copy may still read or write the buffer.
-    pending: Mutex<Option<(Arc<CudaDevice>, cudarc::driver::CudaEvent)>>,
+    /// The device copies that may still read or write the buffer.
+    uses: Mutex<PendingUses<DeviceEvent>>,
 }
 
-// SAFETY: the buffer is plain host memory owned by this value; the pending event is behind a
+// SAFETY: the buffer is plain host memory owned by this value; the pending uses are behind a
 // mutex.
 unsafe impl Send for PinnedBuffer {}
-// SAFETY: shared access only reads the pointer and length; the memory is written through the
-// driver's copies, which callers order with events.
+// SAFETY: shared access reads the pointer and length; the memory is written only by the driver's
+// copies, which `with_use` orders against each other and host reads wait for.
 unsafe impl Sync for PinnedBuffer {}
 
 impl std::fmt::Debug for PinnedBuffer {
@@ -695,22 +586,25 @@ impl std::fmt::Debug for PinnedBuffer {
 }
 
 impl PinnedBuffer {
-    /// `len` bytes of page-locked memory registered with `device`'s context, copied from `bytes`
-    /// when given.
+    /// `len` bytes of page-locked memory (usable by every device), holding `bytes` (the rest
+    /// zeroed) when given; without, the contents are unspecified until a copy fills them.
     pub fn new(device: &Arc<CudaDevice>, len: usize, bytes: Option<&[u8]>) -> CudaResult<Arc<PinnedBuffer>> {
-        device
-            .context()
-            .bind_to_thread()
-            .map_err(|e| CudaError::driver(device.device(), "cuCtxSetCurrent", e))?;
-        // SAFETY: the context is current; a zero-length request is rounded up to one byte.
-        let ptr = unsafe { cudarc::driver::result::malloc_host(len.max(1), 0) }
-            .map_err(|e| CudaError::driver(device.device(), "cuMemHostAlloc", e))?
-            .cast::<u8>();
-        let buffer = PinnedBuffer { ptr, len, device: device.device(), pending: Mutex::new(None) };
+        let block = host_allocator(device).allocate(len)?;
+        let buffer = PinnedBuffer {
+            ptr: block.ptr as *mut u8,
+            len,
+            block,
+            device: device.device(),
+            uses: Mutex::new(PendingUses::default()),
+        };
         if let Some(src) = bytes {
             let n = src.len().min(len);
-            // SAFETY: `ptr` is a fresh allocation of `len` bytes; `src` does not overlap it.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), buffer.ptr, n) };
+            // SAFETY: `ptr` is a block of at least `len` bytes that no copy uses (the allocator
+            // hands out only blocks whose copies have completed); `src` does not overlap it.
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.as_ptr(), buffer.ptr, n);
+                std::ptr::write_bytes(buffer.ptr.add(n), 0, len - n);
+            }
         }
         Ok(Arc::new(buffer))
     }
@@ -727,57 +621,83 @@ impl PinnedBuffer {
         self.ptr
     }
 
-    /// The bytes, after waiting for any copy still in flight.
+    /// The bytes, after waiting for the device copies still writing them.
     pub fn to_vec(&self) -> CudaResult<Vec<u8>> {
-        self.wait()?;
-        // SAFETY: `ptr` holds `len` initialised-or-copied bytes and no copy is in flight.
+        let mut uses = self.lock_uses();
+        for event in uses.writes() {
+            event.wait_on_host()?;
+        }
+        uses.writes_done();
+        // SAFETY: `ptr` holds `len` bytes and no device copy writes them any more; the lock keeps
+        // a new copy from starting while they are read.
         Ok(unsafe { std::slice::from_raw_parts(self.ptr, self.len) }.to_vec())
     }
 
-    /// Waits for the last asynchronous copy that used this buffer.
+    /// Waits on the host for every device copy still reading or writing the buffer.
     pub fn wait(&self) -> CudaResult<()> {
-        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some((device, event)) = pending {
-            event.synchronize().map_err(|e| CudaError::driver(device.device(), "cuEventSynchronize", e))?;
+        let mut uses = self.lock_uses();
+        // Forgotten only once all have been waited for: after an error the rest stay pending,
+        // and the block is not reused under them.
+        for event in uses.events() {
+            event.wait_on_host()?;
         }
+        *uses = PendingUses::default();
         Ok(())
     }
 
-    fn keep_until_done(&self, device: &Arc<CudaDevice>) -> CudaResult<()> {
-        let event = device
-            .stream()
-            .record_event(None)
-            .map_err(|e| CudaError::driver(device.device(), "cuEventRecord", e))?;
-        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = Some((device.clone(), event));
+    /// Queues `copy` (which reads or writes the buffer, as `kind` says) on `device`'s stream:
+    /// first that stream waits for the copies on other devices it must not overtake, then `copy`
+    /// is queued, then an event after it is kept. The lock keeps the three steps together when
+    /// several threads use one buffer.
+    pub(crate) fn with_use(
+        &self,
+        device: &Arc<CudaDevice>,
+        kind: UseKind,
+        copy: impl FnOnce() -> CudaResult<()>,
+    ) -> CudaResult<()> {
+        let mut uses = self.lock_uses();
+        for hazard in uses.hazards(device.ordinal(), kind) {
+            device.wait_for(&hazard.event)?;
+        }
+        copy()?;
+        let event = match device.record_event() {
+            Ok(event) => event,
+            Err(e) => {
+                // Without an event nothing would keep the block from reuse under the copy just
+                // queued: wait for it here instead.
+                let _ = device.synchronize();
+                return Err(e);
+            }
+        };
+        uses.record(device.ordinal(), kind, DeviceEvent { device: device.clone(), event });
         Ok(())
+    }
+
+    fn lock_uses(&self) -> std::sync::MutexGuard<'_, PendingUses<DeviceEvent>> {
+        self.uses.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 impl Drop for PinnedBuffer {
     fn drop(&mut self) {
-        // A copy may still be reading or writing: wait for it before the memory goes away. A
-        // failure here has nobody to report to; freeing then is still the right thing.
-        let _ = self.wait();
-        // SAFETY: `ptr` came from cuMemHostAlloc and is freed once, with no copy in flight.
-        let _ = unsafe { cudarc::driver::result::free_host(self.ptr.cast()) };
+        // Back to the cache with the events of the copies that may still use it: it is reused
+        // once they have completed, and nothing waits here.
+        let uses = std::mem::take(self.uses.get_mut().unwrap_or_else(|e| e.into_inner()));
+        if let Some(mut allocator) = host_allocator_if_initialised() {
+            allocator.release(self.block, uses.into_events());
+        }
     }
 }
 
-/// A device word where index kernels record the first out-of-range index.
+/// A device word where index kernels record the first out-of-range index. It starts at 0, which
+/// is never out of range when a kernel runs: the front end rejects every index into a dim of size
+/// 0 before launching (any other start value is an index some kernel could record).
 struct BadIndex(DeviceBuffer);
 
 impl BadIndex {
     fn new(device: &Arc<CudaDevice>) -> CudaResult<BadIndex> {
         let buffer = device.alloc(8)?;
-        // SAFETY: the buffer holds 8 bytes; pageable source read before return.
-        unsafe {
-            cudarc::driver::result::memcpy_htod_async(
-                buffer.ptr(),
-                &u64::MAX.to_le_bytes(),
-                device.stream().cu_stream(),
-            )
-        }
-        .map_err(|e| CudaError::driver(device.device(), "cuMemcpyHtoDAsync", e))?;
+        device.copy_from_host(buffer.ptr(), &0u64.to_le_bytes())?;
         Ok(BadIndex(buffer))
     }
 
@@ -788,20 +708,16 @@ impl BadIndex {
     fn check(&self, op: &'static str, size: usize) -> CudaResult<()> {
         let device = self.0.device();
         let mut word = [0u8; 8];
-        // SAFETY: 8 bytes from a live 8-byte buffer into an 8-byte host array.
-        unsafe {
-            cudarc::driver::result::memcpy_dtoh_async(&mut word, self.0.ptr(), device.stream().cu_stream())
-        }
-        .map_err(|e| CudaError::driver(device.device(), "cuMemcpyDtoHAsync", e))?;
-        device.synchronize()?;
+        device.copy_to_host(&mut word, self.0.ptr())?;
         let raw = u64::from_le_bytes(word);
-        if raw == u64::MAX {
+        if raw == 0 {
             return Ok(());
         }
         Err(invalid(
             op,
             format!("index {} is out of range for a dimension of size {size}", raw as i64),
-            "indices must lie in -size..size; check how the index tensor was built",
+            "indices must lie in 0..size (a negative index is out of range, as in PyTorch); check how \
+             the index tensor was built",
         ))
     }
 }
@@ -811,7 +727,7 @@ fn is_predicate(op: &str) -> bool {
 }
 
 #[track_caller]
-fn invalid(op: &'static str, detail: String, help: &str) -> CudaError {
+pub(super) fn invalid(op: &'static str, detail: String, help: &str) -> CudaError {
     Error::InvalidArgument { op, detail, help: help.to_string(), location: Location::caller() }.into()
 }
 

@@ -1,0 +1,96 @@
+//! Where syntax trees live. syn parses, the walker visits and `Drop` frees a tree recursively,
+//! so every parse, visit and drop of a tree runs on a thread with a stack of [`STACK_BYTES`]:
+//! a worker of [`pool`], or a thread [`run`] starts for the purpose. [`crate::depth`] keeps
+//! every file it lets through within that stack.
+
+use std::cell::Cell;
+
+/// Stack size of the threads that hold syntax trees. Only the pages a thread touches are
+/// backed by memory, so a large size costs address space, not RAM.
+pub(crate) const STACK_BYTES: usize = 64 << 20;
+
+thread_local! {
+    /// Is this thread one with a stack of `STACK_BYTES`?
+    static LARGE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A thread pool whose workers have large stacks, for linting, inspecting and fixing files in
+/// parallel.
+pub(crate) fn pool() -> std::io::Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .stack_size(STACK_BYTES)
+        .thread_name(|i| format!("devcheck-lint-{i}"))
+        .start_handler(|_| LARGE.with(|l| l.set(true)))
+        .build()
+        .map_err(std::io::Error::other)
+}
+
+/// Runs `f` on a thread with a large stack: this one if it is such a thread, else a new one
+/// that ends with `f`. A panic in `f` goes on in the caller. `Err` only when no thread could be
+/// started.
+pub(crate) fn run<T: Send>(f: impl FnOnce() -> T + Send) -> std::io::Result<T> {
+    if LARGE.with(Cell::get) {
+        return Ok(f());
+    }
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("devcheck-syntax".to_string())
+            .stack_size(STACK_BYTES)
+            .spawn_scoped(scope, || {
+                LARGE.with(|l| l.set(true));
+                f()
+            })?;
+        match worker.join() {
+            Ok(value) => Ok(value),
+            Err(payload) => std::panic::resume_unwind(payload),
+        }
+    })
+}
+
+/// Runs `f` on a new thread with a stack of `bytes`, counted as large: for tests that hold the
+/// depth limit to a smaller stack than the real one.
+#[cfg(test)]
+pub(crate) fn run_with_stack<T: Send>(bytes: usize, f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .stack_size(bytes)
+            .spawn_scoped(scope, || {
+                LARGE.with(|l| l.set(true));
+                f()
+            })
+            .expect("a thread starts");
+        match worker.join() {
+            Ok(value) => value,
+            Err(payload) => std::panic::resume_unwind(payload),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_moves_to_a_large_stack_once() {
+        let outer = std::thread::current().id();
+        let (inner, nested) = run(|| {
+            let inner = std::thread::current().id();
+            // Already on a large stack: no second thread.
+            let nested = run(|| std::thread::current().id()).expect("runs");
+            (inner, nested)
+        })
+        .expect("a thread starts");
+        assert_ne!(outer, inner);
+        assert_eq!(inner, nested);
+    }
+
+    #[test]
+    fn pool_workers_count_as_large() {
+        let pool = pool().expect("a pool");
+        let same = pool.install(|| {
+            let worker = std::thread::current().id();
+            run(|| std::thread::current().id()).expect("runs") == worker
+        });
+        assert!(same);
+    }
+}
