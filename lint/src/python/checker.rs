@@ -888,8 +888,9 @@ fn loop_is_over_epochs(l: &super::model::Loop<'_>) -> bool {
 }
 
 /// A script: its name says what it runs (`train.py`, `eval_imagenet.py`, `demo.py`, ...), or it
-/// has an `if __name__ == "__main__":` block or parses a command line and defines no module (a
-/// model file's self-test block is not enough to make the model an application).
+/// defines no module and has an `if __name__ == "__main__":` block, parses a command line or
+/// loops at its top level (a library runs no loop when imported; a model file's self-test block
+/// is not enough to make the model an application).
 fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str) -> bool {
     const SCRIPT_NAMES: [&str; 21] = [
         "cli",
@@ -926,5 +927,6 @@ fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str) -> bool 
         .calls
         .iter()
         .any(|s| model.canonical_name(&s.call.func).is_some_and(|q| q == "argparse.ArgumentParser"));
-    !defines_module && (parses_args || model.source.contains("__main__"))
+    let loops_at_top = model.loops().any(|(_, l)| l.function.is_none());
+    !defines_module && (parses_args || loops_at_top || model.source.contains("__main__"))
 }

@@ -243,7 +243,9 @@ pub(crate) fn holds_of(cx: &Checker<'_, '_>, v: &Expr) -> Holds {
         }
         Expr::List(_) | Expr::Tuple(_) | Expr::Dict(_) | Expr::ListComp(_) | Expr::DictComp(_) => {
             let container = container_name(v);
-            let elements = elements(v);
+            // `[self.lin0, self.lin1]` only names attributes the module holds (and registers)
+            // on their own: each is judged where it is assigned.
+            let elements: Vec<&Expr> = elements(v).into_iter().filter(|e| !is_own_attribute(e)).collect();
             if elements.iter().any(|e| is_parameter_call(cx, e)) {
                 Holds::ModulesInPlain { container, parameters: true }
             } else if elements.iter().any(|e| cx.kind_of(e) == Kind::Module) {
@@ -292,6 +294,11 @@ pub(crate) fn elements(e: &Expr) -> Vec<&Expr> {
         Expr::DictComp(c) => vec![&*c.value],
         _ => Vec::new(),
     }
+}
+
+/// `self.name`: another attribute of the same object.
+fn is_own_attribute(e: &Expr) -> bool {
+    matches!(e, Expr::Attribute(a) if matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "self"))
 }
 
 fn container_name(e: &Expr) -> &'static str {

@@ -6,7 +6,7 @@ use crate::python::checker::{Checker, Node, Rule};
 use crate::rules::D002HardcodedAccelerator;
 
 use super::helpers::{accelerator, checks_for_accelerator, method_call, range, str_lit};
-use super::{NOT_MEASURED, python_side};
+use super::python_side;
 
 python_side! {
     /// ### What it does
@@ -48,7 +48,6 @@ python_side! {
     /// caller.
     pub struct D002Torch {
         code: "D002",
-        preview: NOT_MEASURED,
     }
 }
 

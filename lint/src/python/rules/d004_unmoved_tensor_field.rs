@@ -11,7 +11,7 @@ use crate::python::typing::{Kind, Truth};
 use crate::rules::D004UnmovedTensorField;
 
 use super::helpers::{Fixed, fixed_creation, keyword, name_binding, provenance, range};
-use super::{NOT_MEASURED, python_side};
+use super::python_side;
 
 python_side! {
     /// ### What it does
@@ -68,7 +68,7 @@ python_side! {
     /// modules' parameters join `state_dict()`, so older checkpoints no longer load strictly.
     pub struct D004Torch {
         code: "D004",
-        preview: NOT_MEASURED,
+        preview: "Precision 0.00 on 24 public PyTorch repositories: its one finding there is a false alarm (a dict of candidate backbones whose chosen one is registered elsewhere); it found none of the 3 known hazards.",
     }
 }
 

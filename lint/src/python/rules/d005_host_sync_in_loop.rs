@@ -9,7 +9,7 @@ use crate::python::typing::Kind;
 use crate::rules::D005HostRoundTripInLoop;
 
 use super::helpers::{any_subexpr, each_stmt, method_call, provenance, range};
-use super::{NOT_MEASURED, python_side};
+use super::python_side;
 
 python_side! {
     /// ### What it does
@@ -58,7 +58,6 @@ python_side! {
     /// There is no automatic fix: keeping the value on the device changes the code around it.
     pub struct D005Torch {
         code: "D005",
-        preview: NOT_MEASURED,
     }
 }
 
