@@ -102,7 +102,8 @@ fn main() {
     }
     let bytes: usize = files.iter().map(|(_, t)| t.len()).sum();
     let overrides = Overrides { preview: true, ..Overrides::default() };
-    let Ok(settings) = Settings::from_table(LintTable::default(), PathBuf::from("."), None, &overrides) else {
+    let Ok(settings) = Settings::from_table(LintTable::default(), PathBuf::from("."), None, &overrides)
+    else {
         eprintln!("settings could not be built");
         std::process::exit(2);
     };
@@ -126,8 +127,16 @@ fn main() {
         );
     } else {
         println!("{} files, {mb:.1} MB, {exprs} expressions, {findings} findings", files.len());
-        println!("bare ruff parse + visit  {:>8.3} s  {:>7.1} MB/s", t_bare.as_secs_f64(), mb / t_bare.as_secs_f64());
-        println!("devcheck lint (Python)   {:>8.3} s  {:>7.1} MB/s", t_lint.as_secs_f64(), mb / t_lint.as_secs_f64());
+        println!(
+            "bare ruff parse + visit  {:>8.3} s  {:>7.1} MB/s",
+            t_bare.as_secs_f64(),
+            mb / t_bare.as_secs_f64()
+        );
+        println!(
+            "devcheck lint (Python)   {:>8.3} s  {:>7.1} MB/s",
+            t_lint.as_secs_f64(),
+            mb / t_lint.as_secs_f64()
+        );
         println!("lint / bare              {ratio:>8.2}x");
     }
 }

@@ -213,13 +213,11 @@ pub(crate) fn check(text: &str, max: usize) -> Result<(), TooDeep> {
                 i += if b.get(i + 1) == Some(&b'\r') && b.get(i + 2) == Some(&b'\n') { 3 } else { 2 };
                 continue;
             }
-            b'\n' => {
-                if at_top {
-                    line_start = true;
-                    lambdas.clear();
-                    if let Frame::Code { run, .. } = &mut frames[0] {
-                        *run = 0;
-                    }
+            b'\n' if at_top => {
+                line_start = true;
+                lambdas.clear();
+                if let Frame::Code { run, .. } = &mut frames[0] {
+                    *run = 0;
                 }
             }
             b',' | b';' => {

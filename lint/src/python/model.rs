@@ -389,10 +389,10 @@ impl<'a> Model<'a> {
         while let Some(id) = at {
             let s = self.scope(id);
             // A function does not see the names of the class bodies around it.
-            if first || !matches!(s.kind, ScopeKind::Class(_)) {
-                if let Some(b) = s.names.get(name) {
-                    return Some(*b);
-                }
+            if (first || !matches!(s.kind, ScopeKind::Class(_)))
+                && let Some(b) = s.names.get(name)
+            {
+                return Some(*b);
             }
             first = false;
             at = s.parent;
@@ -732,8 +732,7 @@ impl<'a> Builder<'a> {
     }
 
     fn bind_parameters(&mut self, parameters: &'a Parameters, function: Option<FunctionId>) {
-        let mut position = 0;
-        for p in parameters.posonlyargs.iter().chain(&parameters.args) {
+        for (position, p) in parameters.posonlyargs.iter().chain(&parameters.args).enumerate() {
             self.bind(
                 p.parameter.name.as_str(),
                 p.parameter.name.range,
@@ -745,7 +744,6 @@ impl<'a> Builder<'a> {
                     variadic: false,
                 },
             );
-            position += 1;
         }
         for p in parameters.vararg.iter().chain(&parameters.kwarg) {
             self.bind(
