@@ -51,6 +51,8 @@ const NO_ROW: &[(&str, &str)] = &[
     ("Module::walk_mut", "returns only the visitor's own errors"),
     ("walk::submodule", "returns only the visitor's own errors"),
     ("walk::submodule_mut", "returns only the visitor's own errors"),
+    ("walk::items", "returns only the visitor's own errors"),
+    ("walk::items_mut", "returns only the visitor's own errors"),
     ("Visitor::enter_module", "a callback for walks to call, not an entry point"),
     ("Visitor::exit_module", "a callback for walks to call, not an entry point"),
     ("Visitor::visit_param", "a callback for walks to call, not an entry point"),
