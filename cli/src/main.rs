@@ -19,7 +19,7 @@ use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme};
 #[command(
     name = "devcheck",
     version,
-    about = "Device-placement linter and checker for Rust deep-learning code"
+    about = "Device-placement linter and checker for deep-learning code in Rust and PyTorch"
 )]
 struct Cli {
     /// When to colour the output.
@@ -38,7 +38,7 @@ enum Color {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Lint Rust files for device hazards (D001-D007).
+    /// Lint Rust and Python (PyTorch) files for device hazards (D001-D010).
     Lint(LintArgs),
     /// Show what a device move carries in each module struct, and what it leaves behind.
     Inspect(InspectArgs),
@@ -81,7 +81,7 @@ enum EnvFormat {
 
 #[derive(Args)]
 struct InspectArgs {
-    /// Rust files or directories to inspect, or `.safetensors` checkpoints.
+    /// Rust or Python files or directories to inspect, or `.safetensors` checkpoints.
     #[arg(default_value = ".")]
     paths: Vec<PathBuf>,
     /// Output format.
@@ -100,7 +100,8 @@ struct InspectArgs {
 
 #[derive(Args)]
 struct LintArgs {
-    /// Files or directories to lint (directories are walked, respecting .gitignore).
+    /// Files or directories to lint (directories are walked for `.rs` and `.py` files, respecting
+    /// .gitignore).
     #[arg(default_value = ".")]
     paths: Vec<PathBuf>,
     /// Output format.
@@ -295,11 +296,14 @@ fn list_rules(format: Format) -> String {
         let rules: Vec<serde_json::Value> = registry::all()
             .iter()
             .map(|r| {
+                let languages: serde_json::Map<String, serde_json::Value> =
+                    r.languages().map(|(l, s)| (l.as_str().to_string(), s.as_str().into())).collect();
                 serde_json::json!({
                     "code": r.code,
                     "name": r.name,
                     "group": r.group.as_str(),
                     "status": r.status.as_str(),
+                    "languages": languages,
                     "severity": r.default_severity().as_str(),
                     "fix": r.fix.as_str(),
                     "summary": r.summary,
@@ -310,12 +314,19 @@ fn list_rules(format: Format) -> String {
     }
     let mut out = String::new();
     for r in registry::all() {
+        // `rs:stable py:preview`: a rule's status in each language it checks.
+        let status: Vec<String> = r
+            .languages()
+            .map(|(l, s)| {
+                format!("{}:{}", if l == devcheck_lint::Language::Rust { "rs" } else { "py" }, s.as_str())
+            })
+            .collect();
         out.push_str(&format!(
-            "{}  {:<24} {:<12} {:<8} {:<8} fix: {:<15} {}\n",
+            "{}  {:<32} {:<12} {:<21} {:<8} fix: {:<15} {}\n",
             r.code,
             r.name,
             r.group.as_str(),
-            r.status.as_str(),
+            status.join(" "),
             r.default_severity().as_str(),
             r.fix.as_str(),
             r.summary

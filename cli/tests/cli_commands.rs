@@ -47,7 +47,14 @@ fn list_rules() {
     let json: serde_json::Value =
         serde_json::from_str(&stdout(&devcheck(&["lint", "--list-rules", "--format", "json"])))
             .expect("JSON");
-    assert_eq!(json.as_array().map(Vec::len), Some(9));
+    let rules = json.as_array().expect("an array of rules");
+    assert_eq!(rules.len(), 12);
+    // Each rule says which languages it checks, with its status in each.
+    let d001 = rules.iter().find(|r| r["code"] == "D001").expect("D001");
+    assert_eq!(d001["languages"]["rust"], "stable");
+    assert_eq!(d001["languages"]["python"], "preview");
+    let d008 = rules.iter().find(|r| r["code"] == "D008").expect("D008");
+    assert!(d008["languages"].get("rust").is_none());
 }
 
 #[test]

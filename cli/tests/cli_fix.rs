@@ -1,10 +1,10 @@
 //! `devcheck lint --fix`: safe fixes only by default, unsafe ones on request, and the fixed files
 //! always parse.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use devcheck_lint::{FixMode, Settings, apply_fixes, lint_paths};
+use devcheck_lint::{FixMode, LintTable, Overrides, Settings, apply_fixes, lint_paths};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root")
@@ -21,15 +21,23 @@ fn devcheck(args: &[&str], cwd: &Path) -> Output {
 
 /// Copies a fixture into a fresh directory as `src/model.rs` (library code).
 fn copy_fixture(fixture: &str) -> (tempfile::TempDir, String) {
+    copy_fixture_as(fixture, "src/model.rs")
+}
+
+fn copy_fixture_as(fixture: &str, name: &str) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir_all(dir.path().join("src")).expect("mkdir");
     let text = std::fs::read_to_string(root().join(fixture)).expect("fixture");
-    std::fs::write(dir.path().join("src/model.rs"), &text).expect("write");
+    std::fs::write(dir.path().join(name), &text).expect("write");
     (dir, text)
 }
 
 fn read(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("src/model.rs")).expect("read back")
+    read_as(dir, "src/model.rs")
+}
+
+fn read_as(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).expect("read back")
 }
 
 /// A unified diff of the fix, for a readable snapshot.
@@ -93,10 +101,19 @@ fn fix_removes_empty_cache_in_loop() {
 
 #[test]
 fn every_fix_of_every_fixture_leaves_code_that_parses() {
-    let mut run = lint_paths(&[root().join("fixtures/lint")], &Settings::default()).expect("lint");
+    // With preview, so that the Python rules' fixes are applied too.
+    let preview = Overrides { preview: true, ..Overrides::default() };
+    let settings =
+        Settings::from_table(LintTable::default(), PathBuf::from("."), None, &preview).expect("settings");
+    let mut run = lint_paths(&[root().join("fixtures/lint")], &settings).expect("lint");
     let fixable = run.diagnostics().filter(|d| d.fix.is_some()).count();
-    assert!(fixable >= 20, "expected fixes to test, found {fixable}");
-    let summary = apply_fixes(&mut run, FixMode::Unsafe, &Settings::default(), false).expect("fix in memory");
+    let fixable_py = run.diagnostics().filter(|d| d.fix.is_some() && d.path.ends_with(".py")).count();
+    assert!(
+        fixable >= 20 && fixable_py >= 10,
+        "expected fixes to test, found {fixable} ({fixable_py} in Python)"
+    );
+    let summary = apply_fixes(&mut run, FixMode::Unsafe, &settings, false).expect("fix in memory");
+    // A fixed file is re-parsed in its language before it is kept: none may be rejected.
     let rejected: Vec<&str> = summary.rejected().map(|f| f.path.as_str()).collect();
     assert!(rejected.is_empty(), "fixed files that did not parse: {rejected:?}");
     // A fix may remove more than its own finding (a D001 fix replacing a D002 device literal).
@@ -106,12 +123,38 @@ fn every_fix_of_every_fixture_leaves_code_that_parses() {
         summary.fixed()
     );
     for file in &run.files {
-        if file.path.ends_with("parse_error.rs") {
+        if file.path.contains("parse_error.") {
             continue;
         }
-        assert!(syn::parse_file(&file.text).is_ok(), "{} no longer parses", file.path);
+        if file.path.ends_with(".rs") {
+            assert!(syn::parse_file(&file.text).is_ok(), "{} no longer parses", file.path);
+        }
         assert!(file.diagnostics.iter().all(|d| d.fix.is_none()), "{} still has fixable findings", file.path);
     }
+}
+
+#[test]
+fn fix_python_numpy_on_the_gpu_safely() {
+    let (dir, before) = copy_fixture_as("fixtures/lint/d008/torch.py", "src/model.py");
+    let out = devcheck(&["--preview", "--fix", "src/model.py"], dir.path());
+    let after = read_as(dir.path(), "src/model.py");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "devcheck: src/model.py: fixed 4 findings\ndevcheck: fixed 4 findings in 1 file\n"
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    insta::assert_snapshot!("fix_d008_torch", changes(&before, &after));
+}
+
+#[test]
+fn fix_python_module_state_registers_it() {
+    let (dir, before) = copy_fixture_as("fixtures/lint/d004/torch.py", "src/model.py");
+    devcheck(&["--preview", "--fix", "--unsafe-fixes", "src/model.py"], dir.path());
+    let after = read_as(dir.path(), "src/model.py");
+    let out = devcheck(&["--preview", "--select", "D004", "src/model.py"], dir.path());
+    // What has no fix is left: the unregistered parameter and the criterion never moved.
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(" D004 ")).count(), 2);
+    insta::assert_snapshot!("fix_d004_torch", changes(&before, &after));
 }
 
 #[test]

@@ -26,6 +26,7 @@ use serde::Deserialize;
 use super::error::{ConfigError, LintError};
 use super::profile::Api;
 use super::registry::{self, RuleMeta, Severity};
+use super::source::Language;
 
 /// The name of the configuration file, looked up from the current directory upwards.
 pub const CONFIG_FILE: &str = "devcheck.toml";
@@ -54,7 +55,10 @@ pub struct LintTable {
 /// Settings for a run: the configuration file merged with the command line.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// The rules that run on Rust files and on Python files (a rule can be stable in one
+    /// language and preview in the other).
     enabled: HashSet<&'static str>,
+    enabled_python: HashSet<&'static str>,
     severity: BTreeMap<&'static str, Severity>,
     per_file_ignores: Vec<(GlobSet, HashSet<&'static str>)>,
     exclude: GlobSet,
@@ -71,7 +75,8 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            enabled: default_rules(false).collect(),
+            enabled: default_rules(false, Language::Rust).collect(),
+            enabled_python: default_rules(false, Language::Python).collect(),
             severity: BTreeMap::new(),
             per_file_ignores: Vec::new(),
             exclude: GlobSet::empty(),
@@ -142,27 +147,29 @@ impl Settings {
         let context = config_path.as_ref().map(|p| p.display().to_string());
         let preview = overrides.preview || table.preview.unwrap_or(false);
         let select = overrides.select.clone().or(table.select);
-        let mut enabled: HashSet<&'static str> = match select {
-            None => default_rules(preview).collect(),
-            Some(list) => {
-                let mut set: HashSet<&'static str> =
-                    [registry::PARSE_ERROR.code, registry::INTERNAL_ERROR.code].into_iter().collect();
-                for code in &list {
-                    if code.eq_ignore_ascii_case("ALL") {
-                        set.extend(default_rules(preview));
-                    } else {
-                        // A rule named on its own runs, preview or not: the user asked for it.
-                        set.extend(resolve(code, context.as_deref())?.iter().map(|r| r.code));
-                    }
+        let selected = |lang: Language| -> Result<HashSet<&'static str>, LintError> {
+            let Some(list) = &select else { return Ok(default_rules(preview, lang).collect()) };
+            let mut set: HashSet<&'static str> =
+                [registry::PARSE_ERROR.code, registry::INTERNAL_ERROR.code].into_iter().collect();
+            for code in list {
+                if code.eq_ignore_ascii_case("ALL") {
+                    set.extend(default_rules(preview, lang));
+                } else {
+                    // A rule named on its own runs, preview or not: the user asked for it.
+                    let rules = resolve(code, context.as_deref())?;
+                    set.extend(rules.iter().filter(|r| r.status_in(lang).is_some()).map(|r| r.code));
                 }
-                set
             }
+            Ok(set)
         };
+        let mut enabled = selected(Language::Rust)?;
+        let mut enabled_python = selected(Language::Python)?;
         for code in table.ignore.iter().flatten().chain(&overrides.ignore) {
             for rule in resolve(code, context.as_deref())? {
                 // An internal error is never silenced: it means the results are incomplete.
                 if rule.code != registry::INTERNAL_ERROR.code {
                     enabled.remove(rule.code);
+                    enabled_python.remove(rule.code);
                 }
             }
         }
@@ -183,6 +190,7 @@ impl Settings {
         let exclude = glob_set(table.exclude.as_deref().unwrap_or(&[]))?;
         Ok(Settings {
             enabled,
+            enabled_python,
             severity,
             per_file_ignores,
             exclude,
@@ -196,12 +204,24 @@ impl Settings {
 
     /// Whether a rule runs on some file (before per-file ignores).
     pub fn is_enabled(&self, code: &str) -> bool {
-        self.enabled.contains(code)
+        self.enabled.contains(code) || self.enabled_python.contains(code)
+    }
+
+    /// Whether a rule runs on files of `lang` (before per-file ignores).
+    pub fn is_enabled_in(&self, code: &str, lang: Language) -> bool {
+        self.language_set(lang).contains(code)
+    }
+
+    fn language_set(&self, lang: Language) -> &HashSet<&'static str> {
+        match lang {
+            Language::Rust => &self.enabled,
+            Language::Python => &self.enabled_python,
+        }
     }
 
     /// The rules enabled for this file (after `select`, `ignore` and per-file ignores).
     pub fn enabled_for(&self, path: &Path) -> HashSet<&'static str> {
-        let mut enabled = self.enabled.clone();
+        let mut enabled = self.language_set(Language::of_named_file(path)).clone();
         if !self.per_file_ignores.is_empty() {
             let rel = self.relative(path);
             for (glob, codes) in &self.per_file_ignores {
@@ -229,9 +249,13 @@ impl Settings {
     }
 }
 
-/// The rules that run when none are selected: the stable ones, and the preview ones with preview.
-fn default_rules(preview: bool) -> impl Iterator<Item = &'static str> {
-    registry::all().iter().filter(move |r| preview || !r.status.is_preview()).map(|r| r.code)
+/// The rules that run on `lang` when none are selected: the stable ones, and the preview ones
+/// with preview.
+fn default_rules(preview: bool, lang: Language) -> impl Iterator<Item = &'static str> {
+    registry::all()
+        .iter()
+        .filter(move |r| r.status_in(lang).is_some_and(|s| preview || !s.is_preview()))
+        .map(|r| r.code)
 }
 
 /// Matches a path, or for patterns without a `/`, its file name.
@@ -292,19 +316,32 @@ mod tests {
 
     #[test]
     fn default_and_all_run_only_stable_rules_without_preview_and_every_rule_with_it() {
-        let stable: Vec<&str> =
-            registry::all().iter().filter(|r| !r.status.is_preview()).map(|r| r.code).collect();
         let without = settings(LintTable::default(), Overrides::default());
         let all = settings(
             LintTable::default(),
             Overrides { select: Some(vec!["ALL".into()]), ..Overrides::default() },
         );
         let with = settings(LintTable::default(), Overrides { preview: true, ..Overrides::default() });
-        for r in registry::all() {
-            assert_eq!(without.is_enabled(r.code), stable.contains(&r.code), "{}", r.code);
-            assert_eq!(all.is_enabled(r.code), stable.contains(&r.code), "{}", r.code);
-            assert!(with.is_enabled(r.code), "{}", r.code);
+        for lang in Language::ALL {
+            for r in registry::all() {
+                let status = r.status_in(lang);
+                let stable = status.is_some_and(|s| !s.is_preview());
+                assert_eq!(without.is_enabled_in(r.code, lang), stable, "{} {lang:?}", r.code);
+                assert_eq!(all.is_enabled_in(r.code, lang), stable, "{} {lang:?}", r.code);
+                assert_eq!(with.is_enabled_in(r.code, lang), status.is_some(), "{} {lang:?}", r.code);
+            }
         }
+    }
+
+    #[test]
+    fn a_python_file_gets_the_python_rules_and_a_rust_file_the_rust_ones() {
+        let with = settings(LintTable::default(), Overrides { preview: true, ..Overrides::default() });
+        let py = with.enabled_for(Path::new("model.py"));
+        let rs = with.enabled_for(Path::new("model.rs"));
+        assert!(py.contains("D008") && py.contains("D001") && py.contains("D000"));
+        assert!(!rs.contains("D008") && rs.contains("D001"));
+        // A file named on the command line with another extension is linted as Rust.
+        assert_eq!(with.enabled_for(Path::new("model.txt")), rs);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::diagnostic::{Diagnostic, Finding, LineIndex};
 use super::error::LintError;
 use super::profile::ApiSet;
 use super::registry::{self, Severity};
-use super::source::FileKind;
+use super::source::{FileKind, Language};
 
 /// The result for one file.
 #[derive(Debug, Clone)]
@@ -61,8 +61,8 @@ impl LintRun {
     }
 }
 
-/// Lints every Rust file under `paths` (files given explicitly are linted whatever their
-/// extension or ignore rules).
+/// Lints every Rust and Python file under `paths` (files given explicitly are linted whatever
+/// their extension or ignore rules: as Python when they end in `.py`, as Rust otherwise).
 pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, LintError> {
     let (files, unwalkable) = collect_files(paths, settings)?;
     let pool = super::stack::pool().map_err(|source| LintError::Io { path: PathBuf::from("."), source })?;
@@ -102,7 +102,7 @@ fn collect_files(
             };
             let path = entry.path();
             if entry.file_type().is_some_and(|t| t.is_file())
-                && path.extension().is_some_and(|e| e == "rs")
+                && Language::of_path(path).is_some()
                 && !settings.is_excluded(path)
             {
                 files.push(path.to_path_buf());
@@ -153,14 +153,14 @@ fn missing_root(root: &Path, error: std::io::Error) -> LintError {
 }
 
 /// A `D000` for a path the directory walk could not follow (a symbolic link loop, a directory
-/// it may not read, a path too long for the system, a broken link named `*.rs`). A broken link
+/// it may not read, a path too long for the system, a broken link named `*.rs` or `*.py`). A broken link
 /// to something else would not have been linted anyway, and excluded paths are not reported.
 fn walk_error(root: &Path, error: &ignore::Error, settings: &Settings) -> Option<FileReport> {
     let (path, message) = describe_walk_error(error);
     let path = path.unwrap_or_else(|| root.to_path_buf());
     let is_link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
     let loops = is_loop(error);
-    if settings.is_excluded(&path) || (is_link && !loops && path.extension().is_none_or(|e| e != "rs")) {
+    if settings.is_excluded(&path) || (is_link && !loops && Language::of_path(&path).is_none()) {
         return None;
     }
     let shown = super::display_path(&path);
@@ -266,7 +266,7 @@ pub(crate) fn lint_file(path: &Path, settings: &Settings) -> FileReport {
                 &shown,
                 kind,
                 message,
-                "Rust source must be UTF-8; the file was skipped",
+                "source files must be UTF-8; the file was skipped",
                 at..at,
                 lossy,
             )

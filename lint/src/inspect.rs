@@ -1,6 +1,7 @@
 //! `devcheck inspect`: for every module struct in the source, what a device move carries
 //! (parameters, buffers, submodules) and what it leaves behind, with the lint findings in the
-//! struct and its impls.
+//! struct and its impls. Python files get the same report for each `nn.Module` class
+//! ([`crate::python::inspect`]).
 //!
 //! devcheck structs are read with the derive's own classification (`devcheck-classify`); burn,
 //! tch and candle structs with what the linter knows of those APIs (see [`super::fields`]).
@@ -22,7 +23,7 @@ use super::fields::{FieldFate, burn_fields, devcheck_fields, plain_struct_fields
 use super::output::printable_line;
 use super::profile::{self, Api, ApiSet};
 use super::registry::Severity;
-use super::source::FileCx;
+use super::source::{FileCx, Language};
 use super::syntax::{is_cfg_test, mentions_tensor, type_name};
 
 /// One struct and what a device move does to it.
@@ -31,6 +32,8 @@ pub struct StructReport {
     pub path: String,
     pub line: usize,
     pub column: usize,
+    /// `struct` (Rust) or `class` (Python).
+    pub kind: &'static str,
     pub name: String,
     /// The API the struct is read with: `devcheck`, `burn`, `tch` or `candle`.
     pub api: &'static str,
@@ -110,7 +113,10 @@ fn inspect_report(report: FileReport, settings: &Settings) -> InspectRun {
         return out;
     }
     // The file is parsed again here, on a large stack like every syntax tree.
-    let structs = super::stack::run(|| structs_in(&report, settings));
+    let structs = super::stack::run(|| match Language::of_named_file(&report.disk_path) {
+        Language::Python => crate::python::inspect::classes_in(&report),
+        Language::Rust => structs_in(&report, settings),
+    });
     match structs {
         Ok(structs) => out.structs = structs,
         Err(e) => out.unparsed.push(not_inspected(&report, &e)),
@@ -175,6 +181,7 @@ fn structs_in(report: &FileReport, settings: &Settings) -> Vec<StructReport> {
                 path: shown.clone(),
                 line: at.line,
                 column: at.column,
+                kind: "struct",
                 name,
                 api: api.as_str(),
                 mover,
@@ -323,10 +330,11 @@ pub fn render_inspect(run: &InspectRun, json: bool, color: bool) -> String {
     for s in &run.structs {
         let _ = writeln!(
             out,
-            "{bold}{}:{}:{}: struct {}{reset} ({})",
+            "{bold}{}:{}:{}: {} {}{reset} ({})",
             printable_line(&s.path),
             s.line,
             s.column,
+            s.kind,
             s.name,
             s.api
         );
@@ -375,7 +383,8 @@ pub fn render_inspect(run: &InspectRun, json: bool, color: bool) -> String {
             let _ = writeln!(out, "  {red}rejected by the derive{reset}: {e}");
         }
         if !s.findings.is_empty() {
-            let _ = writeln!(out, "  findings in `{}` and its impls:", s.name);
+            let scope = if s.kind == "struct" { " and its impls" } else { "" };
+            let _ = writeln!(out, "  findings in `{}`{scope}:", s.name);
             for d in &s.findings {
                 let _ = writeln!(
                     out,
@@ -404,13 +413,24 @@ pub fn render_inspect(run: &InspectRun, json: bool, color: bool) -> String {
     let behind: usize = run.structs.iter().map(|s| s.count("left behind")).sum();
     let _ = writeln!(
         out,
-        "Inspected {} struct{} in {} file{}: {} field{} left behind by a device move.",
-        run.structs.len(),
-        if run.structs.len() == 1 { "" } else { "s" },
+        "Inspected {} in {} file{}: {} field{} left behind by a device move.",
+        inspected(run),
         run.files,
         if run.files == 1 { "" } else { "s" },
         behind,
         if behind == 1 { "" } else { "s" }
     );
     out
+}
+
+/// "3 structs", "1 class", "2 structs and 1 class".
+fn inspected(run: &InspectRun) -> String {
+    let count = |kind: &str| run.structs.iter().filter(|s| s.kind == kind).count();
+    let (structs, classes) = (count("struct"), count("class"));
+    let words = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    match (structs, classes) {
+        (_, 0) => words(structs, "struct", "structs"),
+        (0, _) => words(classes, "class", "classes"),
+        _ => format!("{} and {}", words(structs, "struct", "structs"), words(classes, "class", "classes")),
+    }
 }

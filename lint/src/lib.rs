@@ -1,5 +1,6 @@
 //! The static device linter: reads Rust source with `syn` (it never compiles it) and flags device
-//! hazards in code written against devcheck, candle, tch or burn.
+//! hazards in code written against devcheck, candle, tch or burn; reads Python source with ruff's
+//! parser and flags the same hazards, and a few of its own, in PyTorch code ([`python`]).
 //!
 //! Each file is parsed once and all rules run in a single pass over its tree ([`walker`]);
 //! files are linted in parallel. A file that cannot be analysed (it does not parse, cannot be
@@ -28,6 +29,7 @@ mod fix;
 mod inspect;
 pub mod output;
 mod profile;
+pub mod python;
 pub mod registry;
 pub mod rules;
 mod source;
@@ -49,7 +51,7 @@ pub use fix::{FileFix, FixMode, FixOutcome, FixSummary, apply_fixes};
 pub use inspect::{FieldReport, InspectRun, StructReport, inspect_paths, inspect_source, render_inspect};
 pub use profile::{Api, ApiSet};
 pub use registry::{RuleMeta, Severity};
-pub use source::FileKind;
+pub use source::{FileKind, Language};
 
 use diagnostic::Finding;
 use source::FileCx;
@@ -112,9 +114,13 @@ pub(crate) fn lint_text(
     let backend = path.parent().is_some_and(|dir| {
         dir.components().any(|c| c.as_os_str().to_str().is_some_and(walker::is_backend_name))
     });
+    let lang = Language::of_named_file(path);
     let analysed = stack::run(|| {
-        let result = catch_unwind(AssertUnwindSafe(|| {
-            check_text(kind, backend, &text, settings, &|c| enabled.contains(c))
+        let result = catch_unwind(AssertUnwindSafe(|| match lang {
+            Language::Rust => check_text(kind, backend, &text, settings, &|c| enabled.contains(c)),
+            Language::Python => {
+                (python::check(path, kind, &text, &|c| enabled.contains(c)), ApiSet::EMPTY, None)
+            }
         }));
         // Spans of this file are no longer needed; free the thread's source map before the next one.
         proc_macro2::extra::invalidate_current_thread_spans();
@@ -142,7 +148,10 @@ pub(crate) fn lint_text(
             (vec![finding], ApiSet::EMPTY, None)
         }
     };
-    let suppressions = Suppressions::parse(&text);
+    let suppressions = match lang {
+        Language::Rust => Suppressions::parse(&text),
+        Language::Python => Suppressions::parse_python(&text),
+    };
     let index = LineIndex::new(&text);
     let mut pending = Vec::new();
     let mut diagnostics: Vec<Diagnostic> = findings
@@ -280,7 +289,7 @@ fn stripped_prefix(text: &str) -> usize {
     base
 }
 
-fn lowercase_first(s: &str) -> String {
+pub(crate) fn lowercase_first(s: &str) -> String {
     let mut chars = s.chars();
     match chars.next() {
         Some(c) if c.is_uppercase() && chars.clone().next().is_some_and(|n| n.is_lowercase()) => {
@@ -290,25 +299,34 @@ fn lowercase_first(s: &str) -> String {
     }
 }
 
-/// The documentation of a rule, as `devcheck explain` prints it.
+/// The documentation of a rule, as `devcheck explain` prints it: its status in each language it
+/// checks, its docs, and for a rule shared with Rust, its PyTorch docs.
 pub fn explain(code_or_name: &str) -> Option<String> {
     let rule = registry::lookup(code_or_name)?;
-    let mut status = match rule.status {
-        registry::Status::Stable => {
-            "\n\nGroup: stable, on by default: a precision of at least 0.9 wherever the ecosystem check \
-             (`scripts/ecosystem.sh`) has findings of it."
-                .to_string()
+    let mut status = String::new();
+    for (lang, s) in rule.languages() {
+        match s {
+            registry::Status::Stable => status.push_str(&format!(
+                "\n{}: stable, on by default: a precision of at least 0.9 wherever the ecosystem check \
+                 (`scripts/ecosystem.sh`) has findings of it.",
+                lang.title()
+            )),
+            registry::Status::Preview(why) => status.push_str(&format!(
+                "\n{}: preview, off unless `--preview` (or `preview = true` in devcheck.toml). {why}",
+                lang.title()
+            )),
         }
-        registry::Status::Preview(why) => {
-            format!(
-                "\n\nGroup: preview, off unless `--preview` (or `preview = true` in devcheck.toml). {why}"
-            )
-        }
-    };
+    }
     if let Some(what) = rule.preview_patterns {
         status.push_str(&format!("\nPreview patterns, only with `--preview`: {what}"));
     }
-    Some(format!("{} ({}): {}{status}\n\n{}", rule.code, rule.name, rule.summary, rule.docs()))
+    let mut out = format!("{} ({}): {}\n{status}\n\n{}", rule.code, rule.name, rule.summary, rule.docs());
+    if let Some(python) = rule.python() {
+        out.truncate(out.trim_end().len());
+        out.push_str("\n\n## In PyTorch code\n\n");
+        out.push_str(&python.docs());
+    }
+    Some(out)
 }
 
 #[cfg(test)]

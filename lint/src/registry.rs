@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::source::Language;
+
 /// How loud a finding is. `--fail-on` picks the level that makes the run exit with 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
@@ -107,7 +109,11 @@ pub struct RuleMeta {
     pub code: &'static str,
     pub name: &'static str,
     pub group: Group,
+    /// The status in its first language: Rust, or Python for a Python-only rule. A rule that
+    /// checks both has its Python status on its [`PythonSide`]; see [`RuleMeta::status_in`].
     pub status: Status,
+    /// Only Python code has this hazard (D008..D010).
+    python_only: bool,
     /// One line for tables, `--list-rules` and SARIF's short description.
     pub summary: &'static str,
     pub fix: FixKind,
@@ -127,7 +133,39 @@ impl RuleMeta {
         fix: FixKind,
         docs_raw: &'static str,
     ) -> Self {
-        RuleMeta { code, name, group, status: Status::Stable, summary, fix, preview_patterns: None, docs_raw }
+        RuleMeta {
+            code,
+            name,
+            group,
+            status: Status::Stable,
+            python_only: false,
+            summary,
+            fix,
+            preview_patterns: None,
+            docs_raw,
+        }
+    }
+
+    /// Marks a rule about a PyTorch-only hazard: it checks Python files and no others.
+    pub const fn python_only(mut self) -> Self {
+        self.python_only = true;
+        self
+    }
+
+    /// The rule's status for files of `lang`; `None` when the rule does not check that language.
+    pub fn status_in(&self, lang: Language) -> Option<Status> {
+        match (lang, self.python_only) {
+            (Language::Rust, true) => None,
+            (Language::Rust, false) | (Language::Python, true) => Some(self.status),
+            // Parse errors and internal errors are about files of either language.
+            (Language::Python, false) if self.group == Group::Meta => Some(self.status),
+            (Language::Python, false) => python_side(self.code).map(|p| p.status),
+        }
+    }
+
+    /// The languages the rule checks, with its status in each.
+    pub fn languages(&self) -> impl Iterator<Item = (Language, Status)> + '_ {
+        Language::ALL.into_iter().filter_map(|l| self.status_in(l).map(|s| (l, s)))
     }
 
     /// Marks the rule `Preview`, with the reason `devcheck explain` prints.
@@ -149,18 +187,60 @@ impl RuleMeta {
     /// The rule's documentation as Markdown: What it does / Why is this bad? / Example /
     /// Use instead / Fix safety. The same text rustdoc shows for the rule's type.
     pub fn docs(&self) -> String {
-        let mut out = String::with_capacity(self.docs_raw.len());
-        for line in self.docs_raw.lines() {
-            let line = line.strip_prefix(' ').unwrap_or(line);
-            // Examples are `ignore` for rustdoc (they need a framework); to a reader they are Rust.
-            out.push_str(if line == "```ignore" { "```rust" } else { line });
-            out.push('\n');
-        }
-        while out.ends_with("\n\n") {
-            out.pop();
-        }
-        out
+        doc_text(self.docs_raw)
     }
+
+    /// The PyTorch part of a rule that checks both languages (its own docs, for a Python-only
+    /// rule, are already about PyTorch).
+    pub fn python(&self) -> Option<&'static PythonSide> {
+        if self.python_only { None } else { python_side(self.code) }
+    }
+}
+
+/// A doc comment as Markdown: one source line per line, without the space rustdoc keeps.
+fn doc_text(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for line in raw.lines() {
+        let line = line.strip_prefix(' ').unwrap_or(line);
+        // Examples are `ignore` for rustdoc (they need a framework); to a reader they are Rust.
+        out.push_str(if line == "```ignore" { "```rust" } else { line });
+        out.push('\n');
+    }
+    while out.ends_with("\n\n") {
+        out.pop();
+    }
+    out
+}
+
+/// What a rule shared with Rust does on PyTorch code: its status there (a Python pattern can be
+/// less precise than the Rust one) and its docs (What it does / Why is this bad? / Example /
+/// Use instead / Fix safety, about PyTorch). Declared beside the Python rule
+/// (`python/rules/`).
+#[derive(Debug)]
+pub struct PythonSide {
+    pub code: &'static str,
+    pub status: Status,
+    docs_raw: &'static str,
+}
+
+impl PythonSide {
+    pub(crate) const fn new(code: &'static str, docs_raw: &'static str) -> Self {
+        PythonSide { code, status: Status::Stable, docs_raw }
+    }
+
+    pub const fn preview(mut self, why: &'static str) -> Self {
+        self.status = Status::Preview(why);
+        self
+    }
+
+    pub fn docs(&self) -> String {
+        doc_text(self.docs_raw)
+    }
+}
+
+/// The Python side of a rule shared with Rust.
+pub fn python_side(code: &str) -> Option<&'static PythonSide> {
+    super::python::rules::SIDES.iter().copied().find(|s| s.code == code)
 }
 
 /// Declares a rule type whose doc comment is also its `devcheck explain` text, so the two can
@@ -174,8 +254,9 @@ macro_rules! declare_rule {
             group: $group:ident,
             summary: $summary:literal,
             fix: $fix:ident
-            $(, preview: $why:literal)?
-            $(, preview_patterns: $what:literal)? $(,)?
+            $(, preview: $why:expr)?
+            $(, preview_patterns: $what:literal)?
+            $(, only: $only:ident)? $(,)?
         }
     ) => {
         $(#[doc = $doc])+
@@ -189,7 +270,7 @@ macro_rules! declare_rule {
                 $summary,
                 $crate::registry::FixKind::$fix,
                 concat!($($doc, "\n"),+),
-            )$(.preview($why))?$(.preview_patterns($what))?;
+            )$(.preview($why))?$(.preview_patterns($what))?$(.$only())?;
         }
     };
 }
@@ -200,13 +281,13 @@ pub static PARSE_ERROR: RuleMeta = RuleMeta::new(
     "D000",
     "parse-error",
     Group::Meta,
-    "a file that could not be read or parsed as Rust (the run goes on with the other files)",
+    "a file that could not be read or parsed as Rust or Python (the run goes on with the other files)",
     FixKind::None,
-    " ### What it does\n Reports a file the linter could not read as Rust source: a syntax error, a file \
-     that is not UTF-8, or one that is too large or too deeply nested to lint safely.\n\n \
+    " ### What it does\n Reports a file the linter could not read as Rust or Python source: a syntax \
+     error, a file that is not UTF-8, or one that is too large or too deeply nested to lint safely.\n\n \
      ### Why is this bad?\n Nothing in that file was checked.\n\n ### Example\n ```ignore\n fn forward(&self) -> Tensor {\n ```\n\n \
-     ### Use instead\n Fix the syntax error (`cargo check` shows it too), or exclude generated files with \
-     `exclude` in devcheck.toml.\n\n ### Fix safety\n There is no automatic fix.\n",
+     ### Use instead\n Fix the syntax error (`cargo check` or `python -m py_compile` shows it too), or \
+     exclude generated files with `exclude` in devcheck.toml.\n\n ### Fix safety\n There is no automatic fix.\n",
 );
 
 /// A rule that panicked on a file. Never expected: it is a bug in devcheck, reported instead of
@@ -226,7 +307,7 @@ pub static INTERNAL_ERROR: RuleMeta = RuleMeta::new(
 
 /// All rules in code order, then the meta codes.
 pub fn all() -> &'static [&'static RuleMeta] {
-    static ALL: [&RuleMeta; 9] = [
+    static ALL: [&RuleMeta; 12] = [
         &PARSE_ERROR,
         &super::rules::D001TensorOnFixedDevice::META,
         &super::rules::D002HardcodedAccelerator::META,
@@ -235,6 +316,9 @@ pub fn all() -> &'static [&'static RuleMeta] {
         &super::rules::D005HostRoundTripInLoop::META,
         &super::rules::D006EmptyCacheInLoop::META,
         &super::rules::D007UnsynchronizedTiming::META,
+        &super::python::rules::D008HostConversionOfDeviceTensor::META,
+        &super::python::rules::D009IneffectiveNonBlocking::META,
+        &super::python::rules::D010LoadWithoutMapLocation::META,
         &INTERNAL_ERROR,
     ];
     &ALL

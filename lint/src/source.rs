@@ -30,6 +30,11 @@ impl FileKind {
         if file_name == "build.rs" {
             return FileKind::BuildScript;
         }
+        if Language::of_path(path) == Some(Language::Python)
+            && let Some(kind) = python_kind(path, file_name, stem)
+        {
+            return kind;
+        }
         let dirs: Vec<&str> = path
             .parent()
             .map(|p| p.components().filter_map(|c| c.as_os_str().to_str()).collect())
@@ -60,6 +65,74 @@ impl FileKind {
     pub fn is_test_like(self) -> bool {
         matches!(self, FileKind::Test | FileKind::Bench)
     }
+}
+
+/// The languages devcheck lints, told apart by the file's extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Language {
+    Rust,
+    Python,
+}
+
+impl Language {
+    pub const ALL: [Language; 2] = [Language::Rust, Language::Python];
+
+    /// `.rs` is Rust, `.py` is Python; anything else is neither (a directory walk skips it).
+    pub fn of_path(path: &Path) -> Option<Language> {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("rs") => Some(Language::Rust),
+            Some("py") => Some(Language::Python),
+            _ => None,
+        }
+    }
+
+    /// A file named on the command line is linted whatever its extension: as Rust, unless `.py`.
+    pub fn of_named_file(path: &Path) -> Language {
+        Language::of_path(path).unwrap_or(Language::Rust)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Language::Rust => "rust",
+            Language::Python => "python",
+        }
+    }
+
+    /// As people write it in prose.
+    pub fn title(self) -> &'static str {
+        match self {
+            Language::Rust => "Rust",
+            Language::Python => "Python",
+        }
+    }
+}
+
+/// Python's conventions: pytest files (`test_*.py`, `*_test.py`, `conftest.py`), packaging
+/// (`setup.py`), and scripts (`__main__.py`, `main.py`, `scripts/`, `tools/`), where choosing a
+/// device is the script's job. `None`: decided by the rules shared with Rust.
+fn python_kind(path: &Path, file_name: &str, stem: &str) -> Option<FileKind> {
+    if stem.starts_with("test_") || file_name == "conftest.py" {
+        return Some(FileKind::Test);
+    }
+    if file_name == "setup.py" {
+        return Some(FileKind::BuildScript);
+    }
+    if matches!(file_name, "__main__.py" | "main.py") {
+        return Some(FileKind::Binary);
+    }
+    let in_dir = |names: &[&str]| {
+        path.parent().is_some_and(|p| {
+            p.components().any(|c| c.as_os_str().to_str().is_some_and(|c| names.contains(&c)))
+        })
+    };
+    if in_dir(&["tests", "test"]) {
+        return Some(FileKind::Test);
+    }
+    if in_dir(&["scripts", "tools", "bin"]) {
+        return Some(FileKind::Binary);
+    }
+    None
 }
 
 /// A parsed file as the rules see it.

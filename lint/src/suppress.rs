@@ -1,7 +1,8 @@
 //! Suppression comments, read from the raw text line by line (syn drops comments):
 //! `// devcheck: ignore[D001]` on the finding's line or the line above,
 //! `// devcheck: ignore` for every rule there, and `//! devcheck: ignore-file[D001, D005]`
-//! anywhere in the file.
+//! anywhere in the file. In Python the same comments start with `#`
+//! (`# devcheck: ignore[D001]`, `# devcheck: ignore-file[D005]`).
 
 use std::collections::HashMap;
 
@@ -16,13 +17,21 @@ pub(crate) struct Suppressions {
 
 impl Suppressions {
     pub fn parse(text: &str) -> Self {
+        Self::parse_with(text, rust_comment)
+    }
+
+    /// The suppression comments of a Python file.
+    pub fn parse_python(text: &str) -> Self {
+        Self::parse_with(text, python_comment)
+    }
+
+    fn parse_with(text: &str, comment_of: fn(&str) -> Option<&str>) -> Self {
         let mut s = Suppressions::default();
         if !text.contains("devcheck:") {
             return s;
         }
         for (i, line) in text.lines().enumerate() {
-            let Some(pos) = line.find("//") else { continue };
-            let comment = line[pos + 2..].trim_start_matches(['/', '!']).trim();
+            let Some(comment) = comment_of(line) else { continue };
             let Some(rest) = comment.strip_prefix("devcheck:") else { continue };
             let rest = rest.trim();
             let (file_wide, rest) = match rest.strip_prefix("ignore-file") {
@@ -55,6 +64,19 @@ impl Suppressions {
         }
         [line, line.saturating_sub(1)].iter().any(|l| self.lines.get(l).is_some_and(covers))
     }
+}
+
+/// The text of a `//`, `///` or `//!` comment on the line.
+fn rust_comment(line: &str) -> Option<&str> {
+    let pos = line.find("//")?;
+    Some(line[pos + 2..].trim_start_matches(['/', '!']).trim())
+}
+
+/// The text of the `#` comment that holds `devcheck:` (an earlier `#` may sit in a string).
+fn python_comment(line: &str) -> Option<&str> {
+    let at = line.find("devcheck:")?;
+    let hash = line[..at].rfind('#')?;
+    line[hash + 1..at].trim().is_empty().then(|| line[at..].trim())
 }
 
 /// `[D001, tensor-on-fixed-device]` → codes; nothing → all codes; anything else → not a

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use devcheck_lint::output::{Format, RenderOptions, render};
-use devcheck_lint::{LintRun, Overrides, Settings, lint_source};
+use devcheck_lint::{Language, LintRun, LintTable, Overrides, Settings, lint_source};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_path_buf()
@@ -21,7 +21,7 @@ fn fixtures() -> Vec<PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "rs") {
+            } else if p.extension().is_some_and(|x| x == "rs" || x == "py") {
                 out.push(p);
             }
         }
@@ -31,12 +31,15 @@ fn fixtures() -> Vec<PathBuf> {
     out.into_iter().map(|p| p.strip_prefix(root()).expect("under the crate root").to_path_buf()).collect()
 }
 
-/// `//! expect: D001 at 3, 7` lines → {(D001, 3), (D001, 7)}; `//! expect: none` → {}.
+/// `//! expect: D001 at 3, 7` lines (`# expect:` in Python) → {(D001, 3), (D001, 7)};
+/// `//! expect: none` → {}.
 fn expected(text: &str) -> Option<BTreeSet<(String, usize)>> {
     let mut set = BTreeSet::new();
     let mut seen = false;
     for line in text.lines() {
-        let Some(rest) = line.strip_prefix("//! expect:") else { continue };
+        let Some(rest) = line.strip_prefix("//! expect:").or_else(|| line.strip_prefix("# expect:")) else {
+            continue;
+        };
         seen = true;
         let rest = rest.trim();
         if rest == "none" {
@@ -50,12 +53,14 @@ fn expected(text: &str) -> Option<BTreeSet<(String, usize)>> {
     seen.then_some(set)
 }
 
-/// `// <- D001 D002` markers on flagged lines, for readers; they must agree with the header.
+/// `// <- D001 D002` markers (`# <- D001` in Python) on flagged lines, for readers; they must
+/// agree with the header.
 fn markers(text: &str) -> BTreeSet<(String, usize)> {
     let mut set = BTreeSet::new();
     for (i, line) in text.lines().enumerate() {
-        if let Some(pos) = line.find("// <- ") {
-            for code in line[pos + 6..].split_whitespace() {
+        if let Some(pos) = line.find("// <- ").or_else(|| line.find("# <- ")) {
+            let marker = if line[pos..].starts_with("//") { 6 } else { 5 };
+            for code in line[pos + marker..].split_whitespace() {
                 set.insert((code.to_string(), i + 1));
             }
         }
@@ -63,14 +68,20 @@ fn markers(text: &str) -> BTreeSet<(String, usize)> {
     set
 }
 
-/// A fixture with a `//! preview: true` line is linted with the preview rules and patterns.
 fn lint(path: &Path) -> (String, devcheck_lint::FileReport) {
     let text = std::fs::read_to_string(root().join(path)).expect("fixture is UTF-8");
-    let preview = text.lines().any(|l| l.trim() == "//! preview: true");
-    let settings = Settings::load(None, &Overrides { preview, ..Overrides::default() })
-        .expect("settings without a file");
-    let report = lint_source(path, &text, &settings);
+    let report = lint_source(path, &text, &settings_for(path, &text));
     (text, report)
+}
+
+/// The default settings; for Python, with preview on (every Python rule starts in preview).
+/// Python fixtures, and a fixture with a `//! preview: true` line, are linted with the preview
+/// rules and patterns.
+fn settings_for(path: &Path, text: &str) -> Settings {
+    let preview = Language::of_path(path) == Some(Language::Python)
+        || text.lines().any(|l| l.trim() == "//! preview: true");
+    let overrides = Overrides { preview, ..Overrides::default() };
+    Settings::from_table(LintTable::default(), PathBuf::from("."), None, &overrides).expect("valid settings")
 }
 
 #[test]
@@ -81,7 +92,7 @@ fn every_fixture_flags_exactly_the_lines_its_header_names() {
     for path in &files {
         let (text, report) = lint(path);
         let Some(want) = expected(&text) else {
-            problems.push(format!("{}: no `//! expect:` header", path.display()));
+            problems.push(format!("{}: no `//! expect:` (`# expect:`) header", path.display()));
             continue;
         };
         if markers(&text) != want {
@@ -113,6 +124,7 @@ fn every_fixture_flags_exactly_the_lines_its_header_names() {
 
 #[test]
 fn rendered_reports_match_snapshots() {
+    let mut names = std::collections::HashSet::new();
     for path in fixtures() {
         let (_, report) = lint(&path);
         let run = LintRun { files: vec![report] };
@@ -123,6 +135,8 @@ fn rendered_reports_match_snapshots() {
             .with_extension("")
             .to_string_lossy()
             .replace(['/', '\\'], "__");
+        // `model.rs` and `model.py` would share a snapshot: Python fixtures are `torch*.py`.
+        assert!(names.insert(name.clone()), "two fixtures map to the snapshot name {name}");
         insta::assert_snapshot!(name, human);
     }
 }

@@ -1,10 +1,10 @@
 //! Every rule has its docs (with the fixed sections), fixtures, snapshots, and well-formed
 //! messages.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use devcheck_lint::registry::{self, Group};
-use devcheck_lint::{LintRun, Settings, lint_paths};
+use devcheck_lint::{Language, LintRun, LintTable, Overrides, Settings, lint_paths};
 
 const SECTIONS: [&str; 5] =
     ["### What it does", "### Why is this bad?", "### Example", "### Use instead", "### Fix safety"];
@@ -32,6 +32,91 @@ fn every_rule_has_docs_with_the_fixed_sections_in_order() {
 }
 
 #[test]
+fn every_python_side_has_docs_with_the_fixed_sections_in_order() {
+    for rule in registry::rules() {
+        let Some(python) = rule.python() else { continue };
+        let docs = python.docs();
+        let mut at = 0;
+        for section in SECTIONS {
+            let Some(pos) = docs[at..].find(section) else {
+                panic!("{} PyTorch docs lack `{section}` (after the previous section)", rule.code);
+            };
+            at += pos + section.len();
+        }
+        assert!(docs.contains("```python"), "{}: the PyTorch docs have no Python example", rule.code);
+        let explained = devcheck_lint::explain(rule.code).unwrap_or_default();
+        assert!(explained.contains(&docs), "{}: `explain` does not print the PyTorch docs", rule.code);
+    }
+}
+
+/// Per rule, the labelled findings (true, false) of the Python repositories of the ecosystem check.
+fn python_ecosystem_labels() -> std::collections::HashMap<String, (usize, usize)> {
+    let read =
+        |name: &str| std::fs::read_to_string(root().join("fixtures/ecosystem").join(name)).expect("readable");
+    let rows = |text: &str| -> Vec<Vec<String>> {
+        text.lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .skip(1)
+            .map(|l| l.split('\t').map(str::to_string).collect())
+            .collect()
+    };
+    let python: std::collections::HashSet<String> =
+        rows(&read("repos.tsv")).into_iter().filter(|r| r[2] == "python").map(|r| r[0].clone()).collect();
+    let mut counts = std::collections::HashMap::new();
+    for r in rows(&read("findings.tsv")).into_iter().filter(|r| python.contains(&r[0])) {
+        let entry: &mut (usize, usize) = counts.entry(r[4].clone()).or_default();
+        match r[5].as_str() {
+            "TRUE" => entry.0 += 1,
+            "FALSE" => entry.1 += 1,
+            _ => {}
+        }
+    }
+    counts
+}
+
+#[test]
+fn every_rule_says_which_languages_it_checks_and_python_status_follows_the_ecosystem() {
+    let labels = python_ecosystem_labels();
+    for rule in registry::rules() {
+        let langs: Vec<Language> = rule.languages().map(|(l, _)| l).collect();
+        assert!(langs.contains(&Language::Python), "{} does not check Python", rule.code);
+        // Stable in Python only at a precision of 0.9 or more on the labelled PyTorch repositories;
+        // a preview rule with findings there states its measured precision.
+        let (tp, fp) = labels.get(rule.code).copied().unwrap_or_default();
+        let precision = (tp + fp > 0).then(|| tp as f64 / (tp + fp) as f64);
+        match rule.status_in(Language::Python) {
+            Some(registry::Status::Stable) => {
+                assert!(
+                    precision.is_some_and(|p| p >= 0.9),
+                    "{} is stable at precision {precision:?}",
+                    rule.code
+                );
+            }
+            Some(registry::Status::Preview(why)) => match precision {
+                Some(p) if p < 0.9 => {
+                    assert!(
+                        why.contains(&format!("Precision {p:.2}")),
+                        "{}: {why} (measured {p:.2})",
+                        rule.code
+                    )
+                }
+                None => assert!(why.contains("reported nothing"), "{}: {why}", rule.code),
+                Some(_) => {}
+            },
+            None => panic!("{} has no Python status", rule.code),
+        }
+        let explained = devcheck_lint::explain(rule.code).unwrap_or_default();
+        for lang in langs {
+            assert!(
+                explained.contains(&format!("\n{}: ", lang.title())),
+                "{}: no {lang:?} status in explain",
+                rule.code
+            );
+        }
+    }
+}
+
+#[test]
 fn codes_and_names_are_unique_and_well_formed() {
     let all = registry::all();
     for (i, a) in all.iter().enumerate() {
@@ -44,38 +129,49 @@ fn codes_and_names_are_unique_and_well_formed() {
             assert_ne!(a.name, b.name);
         }
     }
-    assert_eq!(registry::rules().count(), 7);
+    assert_eq!(registry::rules().count(), 10);
 }
 
 #[test]
-fn every_rule_has_fixtures_for_positives_and_a_snapshot() {
+fn every_rule_has_fixtures_for_positives_and_a_snapshot_in_each_language() {
     for rule in registry::rules() {
         let dir = root().join("fixtures/lint").join(rule.code.to_ascii_lowercase());
-        let fixtures: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|_| panic!("{} has no fixture directory {}", rule.code, dir.display()))
-            .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
-            .collect();
-        assert!(!fixtures.is_empty(), "{} has no fixtures", rule.code);
-        let flagged = fixtures.iter().any(|f| {
-            std::fs::read_to_string(f.path())
-                .is_ok_and(|t| t.lines().any(|l| l.starts_with(&format!("//! expect: {} at", rule.code))))
-        });
-        assert!(flagged, "no fixture of {} expects a finding", rule.code);
-        for f in &fixtures {
-            let stem = f.path().file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            let snap = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/snapshots")
-                .join(format!("lint_fixtures__{}__{stem}.snap", rule.code.to_ascii_lowercase()));
-            assert!(snap.is_file(), "{} has no snapshot {}", rule.code, snap.display());
+        for (lang, _) in rule.languages() {
+            // Rust fixtures are `*.rs`; Python ones `torch*.py`.
+            let (ext, expect) = match lang {
+                Language::Rust => ("rs", "//! expect:"),
+                Language::Python => ("py", "# expect:"),
+            };
+            let fixtures: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap_or_else(|_| panic!("{} has no fixture directory {}", rule.code, dir.display()))
+                .flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == ext))
+                .filter(|e| lang == Language::Rust || e.file_name().to_string_lossy().starts_with("torch"))
+                .collect();
+            assert!(!fixtures.is_empty(), "{} has no {lang:?} fixtures", rule.code);
+            let flagged = fixtures.iter().any(|f| {
+                std::fs::read_to_string(f.path())
+                    .is_ok_and(|t| t.lines().any(|l| l.starts_with(&format!("{expect} {} at", rule.code))))
+            });
+            assert!(flagged, "no {lang:?} fixture of {} expects a finding", rule.code);
+            for f in &fixtures {
+                let stem = f.path().file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                let snap = Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/snapshots")
+                    .join(format!("lint_fixtures__{}__{stem}.snap", rule.code.to_ascii_lowercase()));
+                assert!(snap.is_file(), "{} has no snapshot {}", rule.code, snap.display());
+            }
         }
     }
 }
 
 #[test]
 fn every_message_starts_lowercase_without_a_trailing_period() {
-    let run: LintRun =
-        lint_paths(&[root().join("fixtures/lint")], &Settings::default()).expect("fixtures lint");
+    // With preview, so that the Python rules (all preview for now) speak too.
+    let preview = Overrides { preview: true, ..Overrides::default() };
+    let settings =
+        Settings::from_table(LintTable::default(), PathBuf::from("."), None, &preview).expect("settings");
+    let run: LintRun = lint_paths(&[root().join("fixtures/lint")], &settings).expect("fixtures lint");
     let mut seen = std::collections::HashSet::new();
     for d in run.diagnostics() {
         seen.insert(d.code);

@@ -78,7 +78,9 @@ pub(super) fn render(run: &LintRun) -> String {
             });
         }
     }
-    let mut out = serde_json::to_string_pretty(&all).unwrap_or_else(|_| "[]".to_string());
+    let mut out = super::printable::json_escaped(
+        serde_json::to_string_pretty(&all).unwrap_or_else(|_| "[]".to_string()),
+    );
     out.push('\n');
     out
 }

@@ -18,6 +18,26 @@ pub fn printable_line(text: &str) -> Cow<'_, str> {
     escape(text, true)
 }
 
+/// Serialised JSON with the characters serde leaves raw (DEL, C1 controls, bidirectional
+/// overrides, line separators) written as `\uXXXX` escapes: the same strings to a JSON reader,
+/// harmless to a terminal. They can only occur inside strings, so the document's own line breaks
+/// are kept.
+pub(crate) fn json_escaped(json: String) -> String {
+    if !json.chars().any(|c| needs_escape(c, false)) {
+        return json;
+    }
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if needs_escape(c, false) {
+            // All of them are in the Basic Multilingual Plane: one `\uXXXX` each.
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Must `c` be escaped? Tabs and (unless `one_line`) line feeds are shown as they are.
 pub(crate) fn needs_escape(c: char, one_line: bool) -> bool {
     match c {
@@ -54,6 +74,15 @@ fn escape(text: &str, one_line: bool) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_keeps_its_meaning_and_loses_raw_overrides() {
+        let json = serde_json::to_string_pretty(&["a\u{202e}b\u{7f}\u{1b}"]).expect("serialises");
+        let escaped = json_escaped(json);
+        assert_eq!(escaped, "[\n  \"a\\u202eb\\u007f\\u001b\"\n]");
+        let back: Vec<String> = serde_json::from_str(&escaped).expect("still JSON");
+        assert_eq!(back, ["a\u{202e}b\u{7f}\u{1b}"]);
+    }
 
     #[test]
     fn terminal_controls_are_escaped() {

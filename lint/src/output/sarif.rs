@@ -72,7 +72,9 @@ pub(super) fn render(run: &LintRun) -> String {
             "results": results,
         }]
     });
-    let mut out = serde_json::to_string_pretty(&sarif).unwrap_or_else(|_| "{}".to_string());
+    let mut out = super::printable::json_escaped(
+        serde_json::to_string_pretty(&sarif).unwrap_or_else(|_| "{}".to_string()),
+    );
     out.push('\n');
     out
 }

@@ -1,0 +1,142 @@
+//! Python lint time against the floor it cannot beat: a bare parse with the same parser
+//! (`ruff_python_parser`) and a full visit of every statement and expression of the same files.
+//! Both run single-threaded on texts already in memory, with every rule enabled (preview
+//! included), so the ratio is the Python front end's own overhead: the semantic model, the rules,
+//! and the depth estimate and large-stack thread each file is analysed on.
+//!
+//! `cargo bench --bench lint_python` (defaults to the ecosystem check's exported trees, the
+//! folder `ECOSYSTEM_DIR` or `../ecosystem`), or
+//! `cargo bench --bench lint_python -- [--json] [--repeat N] PATH...`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use devcheck_lint::{LintTable, Overrides, Settings};
+use ruff_python_ast::visitor::{self, Visitor};
+use ruff_python_ast::{Expr, Stmt};
+
+struct Args {
+    json: bool,
+    repeat: usize,
+    paths: Vec<PathBuf>,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args { json: false, repeat: 5, paths: Vec::new() };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--json" => args.json = true,
+            "--repeat" => args.repeat = it.next().and_then(|n| n.parse().ok()).unwrap_or(5).max(1),
+            // `cargo bench` passes `--bench`; other flags are libtest's and mean nothing here.
+            s if s.starts_with('-') => {}
+            s => args.paths.push(PathBuf::from(s)),
+        }
+    }
+    if args.paths.is_empty() {
+        let dir = std::env::var_os("ECOSYSTEM_DIR").map(PathBuf::from).unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new("..")).join("ecosystem")
+        });
+        args.paths.push(dir);
+    }
+    args
+}
+
+/// Every `.py` file under `roots` that the linter would read, sorted by path.
+fn collect(roots: &[PathBuf]) -> Vec<(PathBuf, String)> {
+    let mut files = Vec::new();
+    for root in roots {
+        for entry in ignore::WalkBuilder::new(root).build().flatten() {
+            let p = entry.path();
+            if p.extension().is_some_and(|e| e == "py")
+                && let Ok(text) = std::fs::read_to_string(p)
+                && text.len() <= devcheck_lint::MAX_FILE_BYTES
+            {
+                files.push((p.to_path_buf(), text));
+            }
+        }
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    files
+}
+
+/// The floor: parse, and visit every node once. Returns the number of expressions seen.
+fn bare(text: &str) -> usize {
+    struct Count(usize);
+    impl<'a> Visitor<'a> for Count {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            visitor::walk_stmt(self, s);
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            self.0 += 1;
+            visitor::walk_expr(self, e);
+        }
+    }
+    match ruff_python_parser::parse_module(text) {
+        Ok(parsed) => {
+            let mut c = Count(0);
+            c.visit_body(&parsed.syntax().body);
+            c.0
+        }
+        Err(_) => 0,
+    }
+}
+
+fn best_of(repeat: usize, mut f: impl FnMut() -> usize) -> (Duration, usize) {
+    let mut best = Duration::MAX;
+    let mut out = 0;
+    for _ in 0..repeat {
+        let start = Instant::now();
+        out = std::hint::black_box(f());
+        best = best.min(start.elapsed());
+    }
+    (best, out)
+}
+
+fn main() {
+    let args = parse_args();
+    let files = collect(&args.paths);
+    if files.is_empty() {
+        eprintln!("no .py files under {:?} (run scripts/ecosystem.py first, or name a folder)", args.paths);
+        std::process::exit(2);
+    }
+    let bytes: usize = files.iter().map(|(_, t)| t.len()).sum();
+    let overrides = Overrides { preview: true, ..Overrides::default() };
+    let Ok(settings) = Settings::from_table(LintTable::default(), PathBuf::from("."), None, &overrides)
+    else {
+        eprintln!("settings could not be built");
+        std::process::exit(2);
+    };
+    let lint = |p: &Path, t: &str| devcheck_lint::lint_source(p, t, &settings).diagnostics.len();
+    // Warm up allocator and caches once.
+    for (p, t) in files.iter().take(50) {
+        bare(t);
+        lint(p, t);
+    }
+    let (t_bare, exprs) = best_of(args.repeat, || files.iter().map(|(_, t)| bare(t)).sum());
+    let (t_lint, findings) = best_of(args.repeat, || files.iter().map(|(p, t)| lint(p, t)).sum());
+    let ratio = t_lint.as_secs_f64() / t_bare.as_secs_f64();
+    let mb = bytes as f64 / 1e6;
+    if args.json {
+        println!(
+            "{{\"files\":{},\"bytes\":{bytes},\"expressions\":{exprs},\"findings\":{findings},\
+             \"bare_parse_visit_s\":{:.4},\"lint_s\":{:.4},\"ratio\":{ratio:.3}}}",
+            files.len(),
+            t_bare.as_secs_f64(),
+            t_lint.as_secs_f64(),
+        );
+    } else {
+        println!("{} files, {mb:.1} MB, {exprs} expressions, {findings} findings", files.len());
+        println!(
+            "bare ruff parse + visit  {:>8.3} s  {:>7.1} MB/s",
+            t_bare.as_secs_f64(),
+            mb / t_bare.as_secs_f64()
+        );
+        println!(
+            "devcheck lint (Python)   {:>8.3} s  {:>7.1} MB/s",
+            t_lint.as_secs_f64(),
+            mb / t_lint.as_secs_f64()
+        );
+        println!("lint / bare              {ratio:>8.2}x");
+    }
+}

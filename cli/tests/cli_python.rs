@@ -1,0 +1,170 @@
+//! `devcheck lint` and `devcheck inspect` on PyTorch code, as a user runs them: preview, output
+//! formats, mixed trees, suppressions, configuration, files that do not parse.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn devcheck(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_devcheck"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("NO_COLOR")
+        .env("COLUMNS", "100")
+        .output()
+        .expect("the devcheck binary runs")
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn fixture(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).expect("fixture")
+}
+
+/// Lints `args` from the workspace root without any devcheck.toml.
+fn lint(args: &[&str]) -> Output {
+    let mut all = vec!["--color", "never", "lint", "--isolated"];
+    all.extend_from_slice(args);
+    devcheck(&all, root())
+}
+
+#[test]
+fn python_rules_are_preview_and_run_with_the_flag() {
+    let out = lint(&["--format", "concise", "fixtures/lint/d003/torch.py"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(stdout(&out), "No findings in 1 file.\n");
+    let out = lint(&["--format", "concise", "--preview", "fixtures/lint/d003/torch.py"]);
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("concise_d003_torch", stdout(&out));
+    // A rule selected by its code runs without `--preview`.
+    let out = lint(&["--format", "concise", "--select", "D003", "fixtures/lint/d003/torch.py"]);
+    assert_eq!(stdout(&out).matches(" D003 ").count(), 5, "{}", stdout(&out));
+}
+
+#[test]
+fn json_findings_have_the_documented_fields_and_relative_paths() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("models")).expect("mkdir");
+    std::fs::write(d.join("models/attention.py"), fixture("fixtures/lint/d001/torch.py")).expect("write");
+    // As the ecosystem check runs it: from inside the tree, on `.`.
+    let out = devcheck(&["--color", "never", "lint", "--format", "json", "--isolated", "--preview", "."], d);
+    assert_eq!(out.status.code(), Some(1));
+    let value: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("valid JSON");
+    let items = value.as_array().expect("an array");
+    assert_eq!(items.len(), 5);
+    for item in items {
+        for key in [
+            "code",
+            "name",
+            "severity",
+            "message",
+            "path",
+            "line",
+            "column",
+            "end_line",
+            "end_column",
+            "help",
+        ] {
+            assert!(item.get(key).is_some(), "missing `{key}` in {item}");
+        }
+        assert_eq!(item["path"], "models/attention.py");
+    }
+    assert_eq!(items[0]["code"], "D001");
+    assert_eq!((items[0]["line"].as_u64(), items[0]["column"].as_u64()), (Some(20), Some(15)));
+}
+
+#[test]
+fn a_mixed_tree_lints_rust_and_python_in_one_run() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("src")).expect("mkdir");
+    std::fs::create_dir_all(d.join("python")).expect("mkdir");
+    std::fs::write(d.join("src/model.rs"), fixture("fixtures/lint/d006/devcheck.rs")).expect("write");
+    std::fs::write(d.join("python/train.py"), fixture("fixtures/lint/d006/torch.py")).expect("write");
+    std::fs::write(d.join("python/broken.py"), "import torch\ndef f(:\n").expect("write");
+    std::fs::write(d.join("notes.txt"), "torch.cuda.empty_cache()\n").expect("write");
+    let out = devcheck(&["--color", "never", "lint", "--isolated", "--preview", "--format", "concise"], d);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("src/model.rs:") && l.contains(" D006 ")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("python/train.py:") && l.contains(" D006 ")), "{text}");
+    // The file that does not parse is reported, and the others are still linted.
+    assert!(text.contains("python/broken.py:2:7: D000 [error]"), "{text}");
+    assert!(text.contains(" in 3 of 3 files."), "{text}");
+}
+
+#[test]
+fn suppression_comments_and_per_file_ignores_work_in_python() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("pkg")).expect("mkdir");
+    let code = "import torch\n\n\ndef shift(x: torch.Tensor, y: torch.Tensor):\n    \
+                x.cpu()  # devcheck: ignore[D003]\n    # devcheck: ignore[discarded-transfer]\n    \
+                y.cpu()\n    x.cuda()  # a string with # devcheck: in it does not count\n    return x\n";
+    std::fs::write(d.join("pkg/ops.py"), code).expect("write");
+    let text = stdout(&devcheck(
+        &["--color", "never", "lint", "--isolated", "--select", "D003", "--format", "concise"],
+        d,
+    ));
+    assert_eq!(text.lines().filter(|l| l.contains(" D003 ")).count(), 1, "{text}");
+    assert!(text.contains("pkg/ops.py:8:5: D003"), "{text}");
+    // A file-wide suppression, and a glob in devcheck.toml.
+    std::fs::write(d.join("pkg/ops.py"), format!("# devcheck: ignore-file[D003]\n{code}")).expect("write");
+    let out = devcheck(&["--color", "never", "lint", "--isolated", "--select", "D003"], d);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    std::fs::write(d.join("pkg/ops.py"), code).expect("write");
+    std::fs::write(
+        d.join("devcheck.toml"),
+        "[lint]\nselect = [\"D003\"]\n[lint.per-file-ignores]\n\"pkg/*.py\" = [\"D003\"]\n",
+    )
+    .expect("write");
+    let out = devcheck(&["--color", "never", "lint"], d);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+#[test]
+fn inspect_python_modules() {
+    let out = devcheck(
+        &["--color", "never", "inspect", "--isolated", "fixtures/lint/inspect/torch_model.py"],
+        root(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    insta::assert_snapshot!("inspect_torch", stdout(&out));
+    let out = devcheck(
+        &[
+            "--color",
+            "never",
+            "inspect",
+            "--isolated",
+            "--format",
+            "json",
+            "fixtures/lint/inspect/torch_model.py",
+        ],
+        root(),
+    );
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    let classes = json.as_array().expect("an array of classes");
+    assert_eq!(classes.len(), 2);
+    let t = &classes[1];
+    assert_eq!(
+        (t["name"].as_str(), t["kind"].as_str(), t["api"].as_str()),
+        (Some("Transformer"), Some("class"), Some("torch"))
+    );
+    let field = |name: &str| {
+        t["fields"].as_array().and_then(|f| f.iter().find(|x| x["name"] == name)).cloned().unwrap_or_default()
+    };
+    assert_eq!(field("scale")["class"], "parameter");
+    assert_eq!(field("positions")["class"], "buffer");
+    assert_eq!(field("positions")["saved"], true);
+    assert_eq!(field("rotary")["fate"], "left behind");
+    assert_eq!(field("rotary")["line"], 25);
+    assert_eq!(field("heads")["class"], "modules in a plain list");
+    assert_eq!(field("cache")["class"], "tensors in a plain dict");
+    assert_eq!(field("dropout")["fate"], "-");
+}

@@ -1,0 +1,932 @@
+//! The rules' pass: one walk over the tree in source order, with the finished model at hand and
+//! the context of each node (the function, the loops, the branch, the `with` blocks around it).
+//! The walk only matches on node kinds and calls the enabled rules; rules read the model and the
+//! context, report, and never change either.
+//!
+//! Before the walk, whole-file facts are computed once: the call graph between functions of the
+//! file, which functions run inside a hot loop of their callers (the loop context carried into
+//! same-file callees), which run as part of a forward pass, and whether the file is an
+//! application (a script) rather than library code.
+
+use ruff_python_ast::{self as ast, Expr, Stmt};
+use ruff_text_size::{Ranged, TextRange};
+
+use crate::diagnostic::Finding;
+use crate::source::FileKind;
+
+use super::model::{Callee, FunctionId, LoopId, MAX_DEPTH, Model};
+use super::typing::{Kind, Truth, Types};
+
+/// A rule of the Python front end.
+pub(crate) trait Rule {
+    fn stmt(&mut self, _cx: &Checker<'_, '_>, _stmt: &Stmt, _out: &mut Vec<Finding>) {}
+    fn expr(&mut self, _cx: &Checker<'_, '_>, _expr: &Expr, _out: &mut Vec<Finding>) {}
+    /// After the walk: rules about the whole file (classes, data loaders).
+    fn finish(&mut self, _cx: &Checker<'_, '_>, _out: &mut Vec<Finding>) {}
+}
+
+/// A node on the path from the module to the one being checked.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Node<'a> {
+    Stmt(&'a Stmt),
+    Expr(&'a Expr),
+}
+
+/// Why a function's body runs again and again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hot {
+    /// It is `forward` of a module, or called from one: it runs at every step and every layer.
+    Forward,
+    /// It is called inside an inner loop (per step, per token, per layer) of a function of this
+    /// file; the range is that call.
+    CalledInLoop(TextRange),
+}
+
+/// What is known about the whole file before the rules run.
+pub(crate) struct Facts {
+    /// Per function: whether it is a forward pass (or called from one).
+    forward: Vec<bool>,
+    /// Per function: why its body runs in a hot loop, if it does.
+    hot: Vec<Option<Hot>>,
+    /// Per loop: an iteration queues device work (here or in a function it calls).
+    loop_work: Vec<bool>,
+    /// Per loop: the loop runs a working loop inside (directly or through a call): an outer loop,
+    /// such as one over epochs.
+    outer_loop: Vec<bool>,
+    /// The file is a script, a test or an example: where choosing a device is fine.
+    pub application: bool,
+    /// `torch.set_default_device(..)` is called somewhere: tensors made with no device follow it.
+    pub sets_default_device: bool,
+    /// The file mentions an accelerator (`cuda`, `mps`, ...): tensors may be on one.
+    pub uses_accelerator: bool,
+}
+
+/// The rules' view of the file and of the node being checked.
+pub(crate) struct Checker<'m, 'a> {
+    pub model: &'m Model<'a>,
+    pub types: Types<'m, 'a>,
+    pub kind: FileKind,
+    pub facts: Facts,
+    /// The function whose body holds the node (innermost).
+    pub function: Option<FunctionId>,
+    /// The loops around the node, innermost last, in the same function.
+    pub loops: Vec<LoopId>,
+    /// The path from the module to the node (the node itself not included).
+    pub parents: Vec<Node<'a>>,
+    /// Inside an `except` clause.
+    pub in_except: usize,
+    /// Inside a branch taken only now and then: `if step % 100 == 0`, `if args.verbose`.
+    pub gated: usize,
+    /// Inside `with torch.device(..)`: tensors made without a device land there.
+    pub device_block: usize,
+    /// Inside `with torch.no_grad()` / `inference_mode()` or a function decorated with one.
+    pub no_grad: usize,
+    /// Inside `if __name__ == "__main__":`.
+    pub main_block: usize,
+    /// The module's statements.
+    pub module_body: &'a [Stmt],
+    depth: usize,
+}
+
+impl<'m, 'a> Checker<'m, 'a> {
+    pub fn new(model: &'m Model<'a>, kind: FileKind, file_name: &str) -> Self {
+        let types = Types::new(model);
+        let facts = Facts::gather(model, &types, kind, file_name);
+        Checker {
+            model,
+            types,
+            kind,
+            facts,
+            function: None,
+            loops: Vec::new(),
+            parents: Vec::new(),
+            in_except: 0,
+            gated: 0,
+            device_block: 0,
+            no_grad: 0,
+            main_block: 0,
+            module_body: &[],
+            depth: 0,
+        }
+    }
+
+    /// Runs the rules over the module.
+    pub fn run(mut self, body: &'a [Stmt], mut rules: Vec<Box<dyn Rule>>) -> Vec<Finding> {
+        let mut out = Vec::new();
+        self.module_body = body;
+        self.body(body, &mut rules, &mut out);
+        for r in &mut rules {
+            r.finish(&self, &mut out);
+        }
+        out
+    }
+
+    // ---- questions the rules ask -------------------------------------------------------------
+
+    pub fn kind_of(&self, e: &Expr) -> Kind {
+        self.types.kind(e)
+    }
+
+    /// The text of a node, on one line and shortened, for messages.
+    pub fn short(&self, range: TextRange) -> String {
+        let one_line: String = self.model.text(range).split_whitespace().collect::<Vec<_>>().join(" ");
+        if one_line.chars().count() > 60 {
+            let cut: String = one_line.chars().take(57).collect();
+            format!("{cut}...")
+        } else {
+            one_line
+        }
+    }
+
+    pub fn text(&self, range: TextRange) -> &'a str {
+        self.model.text(range)
+    }
+
+    /// Is the function a forward pass (or called from one)?
+    pub fn is_forward(&self, f: FunctionId) -> bool {
+        self.facts.forward[f.index()]
+    }
+
+    /// Is the current function a forward pass (or called from one)?
+    pub fn in_forward(&self) -> bool {
+        self.function.is_some_and(|f| self.facts.forward[f.index()])
+    }
+
+    /// The name of the current function, for messages.
+    pub fn function_name(&self) -> Option<&'a str> {
+        self.function.map(|f| self.model.function(f).def.name.as_str())
+    }
+
+    /// Does the node run again and again, once per step, token or layer: inside an inner loop
+    /// here, in a forward pass, or in a function called from such a loop? Outer loops (over
+    /// epochs: loops that run another loop) do not count, nor do branches taken now and then.
+    pub fn hot(&self) -> Option<Hot> {
+        if self.gated > 0 {
+            return None;
+        }
+        if let Some(&l) = self.loops.last() {
+            let hot = self.facts.hot_loop(self.model, l)?;
+            return Some(Hot::CalledInLoop(self.model.loop_(hot).stmt.range()));
+        }
+        let f = self.function?;
+        if self.facts.forward[f.index()] {
+            return Some(Hot::Forward);
+        }
+        self.facts.hot[f.index()]
+    }
+
+    /// Is the code a script's, a test's or an example's rather than a library's?
+    pub fn in_application(&self) -> bool {
+        self.facts.application
+            || self.main_block > 0
+            || self.enclosing_functions().any(|f| {
+                let name = self.model.function(f).name();
+                matches!(name, "main" | "cli" | "run" | "parse_args" | "get_args" | "get_parser")
+                    || name.starts_with("test_")
+            })
+    }
+
+    /// The current function and the ones around it, innermost first.
+    pub fn enclosing_functions(&self) -> impl Iterator<Item = FunctionId> + '_ {
+        std::iter::successors(self.function, |f| self.model.function(*f).parent)
+    }
+
+    /// Is the current function a method of an `nn.Module`?
+    pub fn in_module_method(&self) -> bool {
+        self.function
+            .and_then(|f| self.model.function(f).class)
+            .is_some_and(|c| self.types.is_module_class(c) == Truth::Yes)
+    }
+
+    /// The parent of the current node.
+    pub fn parent(&self) -> Option<Node<'a>> {
+        self.parents.last().copied()
+    }
+
+    /// The statement the current node is part of.
+    pub fn statement(&self) -> Option<&'a Stmt> {
+        self.parents.iter().rev().find_map(|n| match n {
+            Node::Stmt(s) => Some(*s),
+            Node::Expr(_) => None,
+        })
+    }
+
+    // ---- the walk ------------------------------------------------------------------------------
+
+    fn body(&mut self, body: &'a [Stmt], rules: &mut [Box<dyn Rule>], out: &mut Vec<Finding>) {
+        for s in body {
+            self.stmt(s, rules, out);
+        }
+    }
+
+    fn stmt(&mut self, stmt: &'a Stmt, rules: &mut [Box<dyn Rule>], out: &mut Vec<Finding>) {
+        if self.depth > MAX_DEPTH {
+            return;
+        }
+        self.depth += 1;
+        for r in rules.iter_mut() {
+            r.stmt(self, stmt, out);
+        }
+        self.parents.push(Node::Stmt(stmt));
+        match stmt {
+            Stmt::FunctionDef(def) => self.function_def(def, rules, out),
+            Stmt::ClassDef(def) => {
+                for d in &def.decorator_list {
+                    self.expr(&d.expression, rules, out);
+                }
+                if let Some(args) = &def.arguments {
+                    self.arguments(args, rules, out);
+                }
+                self.body(&def.body, rules, out);
+            }
+            Stmt::For(f) => {
+                self.expr(&f.iter, rules, out);
+                self.expr(&f.target, rules, out);
+                self.in_loop(stmt, &f.body, rules, out);
+                self.body(&f.orelse, rules, out);
+            }
+            Stmt::While(w) => {
+                self.expr(&w.test, rules, out);
+                self.in_loop(stmt, &w.body, rules, out);
+                self.body(&w.orelse, rules, out);
+            }
+            Stmt::If(i) => {
+                self.expr(&i.test, rules, out);
+                let main = is_main_guard(&i.test);
+                let gate = !main && is_gate(&i.test);
+                self.main_block += usize::from(main);
+                self.gated += usize::from(gate);
+                self.body(&i.body, rules, out);
+                self.main_block -= usize::from(main);
+                self.gated -= usize::from(gate);
+                for clause in &i.elif_else_clauses {
+                    let gate = clause.test.as_ref().is_some_and(is_gate);
+                    if let Some(t) = &clause.test {
+                        self.expr(t, rules, out);
+                    }
+                    self.gated += usize::from(gate);
+                    self.body(&clause.body, rules, out);
+                    self.gated -= usize::from(gate);
+                }
+            }
+            Stmt::With(w) => {
+                let mut device = 0;
+                let mut no_grad = 0;
+                for item in &w.items {
+                    self.expr(&item.context_expr, rules, out);
+                    if let Some(v) = &item.optional_vars {
+                        self.expr(v, rules, out);
+                    }
+                    match self.context_manager(&item.context_expr) {
+                        Some(ContextManager::Device) => device += 1,
+                        Some(ContextManager::NoGrad) => no_grad += 1,
+                        None => {}
+                    }
+                }
+                self.device_block += device;
+                self.no_grad += no_grad;
+                self.body(&w.body, rules, out);
+                self.device_block -= device;
+                self.no_grad -= no_grad;
+            }
+            Stmt::Try(t) => {
+                self.body(&t.body, rules, out);
+                for h in &t.handlers {
+                    let ast::ExceptHandler::ExceptHandler(h) = h;
+                    if let Some(ty) = &h.type_ {
+                        self.expr(ty, rules, out);
+                    }
+                    self.in_except += 1;
+                    self.body(&h.body, rules, out);
+                    self.in_except -= 1;
+                }
+                self.body(&t.orelse, rules, out);
+                self.body(&t.finalbody, rules, out);
+            }
+            _ => self.stmt_children(stmt, rules, out),
+        }
+        self.parents.pop();
+        self.depth -= 1;
+    }
+
+    /// The expressions and bodies of statements with no context of their own.
+    fn stmt_children(&mut self, stmt: &'a Stmt, rules: &mut [Box<dyn Rule>], out: &mut Vec<Finding>) {
+        match stmt {
+            Stmt::Return(r) => {
+                if let Some(v) = &r.value {
+                    self.expr(v, rules, out);
+                }
+            }
+            Stmt::Delete(d) => {
+                for t in &d.targets {
+                    self.expr(t, rules, out);
+                }
+            }
+            Stmt::Assign(a) => {
+                self.expr(&a.value, rules, out);
+                for t in &a.targets {
+                    self.expr(t, rules, out);
+                }
+            }
+            Stmt::AugAssign(a) => {
+                self.expr(&a.value, rules, out);
+                self.expr(&a.target, rules, out);
+            }
+            Stmt::AnnAssign(a) => {
+                if let Some(v) = &a.value {
+                    self.expr(v, rules, out);
+                }
+                self.expr(&a.target, rules, out);
+            }
+            Stmt::Match(m) => {
+                self.expr(&m.subject, rules, out);
+                for case in &m.cases {
+                    if let Some(g) = &case.guard {
+                        self.expr(g, rules, out);
+                    }
+                    self.body(&case.body, rules, out);
+                }
+            }
+            Stmt::Raise(r) => {
+                for e in r.exc.iter().chain(&r.cause) {
+                    self.expr(e, rules, out);
+                }
+            }
+            Stmt::Assert(a) => {
+                self.expr(&a.test, rules, out);
+                if let Some(m) = &a.msg {
+                    self.expr(m, rules, out);
+                }
+            }
+            Stmt::Expr(e) => self.expr(&e.value, rules, out),
+            _ => {}
+        }
+    }
+
+    fn function_def(
+        &mut self,
+        def: &'a ast::StmtFunctionDef,
+        rules: &mut [Box<dyn Rule>],
+        out: &mut Vec<Finding>,
+    ) {
+        for d in &def.decorator_list {
+            self.expr(&d.expression, rules, out);
+        }
+        for p in def.parameters.iter_non_variadic_params() {
+            if let Some(d) = &p.default {
+                self.expr(d, rules, out);
+            }
+        }
+        let no_grad = def
+            .decorator_list
+            .iter()
+            .any(|d| self.context_manager(&d.expression) == Some(ContextManager::NoGrad));
+        // A body runs when it is called, not inside the blocks around its `def`.
+        let saved = Saved {
+            function: self.function,
+            loops: std::mem::take(&mut self.loops),
+            in_except: std::mem::take(&mut self.in_except),
+            gated: std::mem::take(&mut self.gated),
+            device_block: std::mem::take(&mut self.device_block),
+            no_grad: std::mem::replace(&mut self.no_grad, usize::from(no_grad)),
+        };
+        self.function = self.model.function_of_def(def);
+        self.body(&def.body, rules, out);
+        self.function = saved.function;
+        self.loops = saved.loops;
+        self.in_except = saved.in_except;
+        self.gated = saved.gated;
+        self.device_block = saved.device_block;
+        self.no_grad = saved.no_grad;
+    }
+
+    fn in_loop(
+        &mut self,
+        stmt: &'a Stmt,
+        body: &'a [Stmt],
+        rules: &mut [Box<dyn Rule>],
+        out: &mut Vec<Finding>,
+    ) {
+        let id = self.model.loop_of_stmt(stmt);
+        if let Some(id) = id {
+            self.loops.push(id);
+        }
+        // A gate outside the loop says nothing about how often the loop's body runs.
+        let gated = std::mem::take(&mut self.gated);
+        self.body(body, rules, out);
+        self.gated = gated;
+        if id.is_some() {
+            self.loops.pop();
+        }
+    }
+
+    fn arguments(&mut self, args: &'a ast::Arguments, rules: &mut [Box<dyn Rule>], out: &mut Vec<Finding>) {
+        for a in &args.args {
+            self.expr(a, rules, out);
+        }
+        for k in &args.keywords {
+            self.expr(&k.value, rules, out);
+        }
+    }
+
+    fn expr(&mut self, expr: &'a Expr, rules: &mut [Box<dyn Rule>], out: &mut Vec<Finding>) {
+        if self.depth > MAX_DEPTH {
+            return;
+        }
+        self.depth += 1;
+        for r in rules.iter_mut() {
+            r.expr(self, expr, out);
+        }
+        self.parents.push(Node::Expr(expr));
+        match expr {
+            Expr::BoolOp(b) => b.values.iter().for_each(|v| self.expr(v, rules, out)),
+            Expr::Named(n) => {
+                self.expr(&n.value, rules, out);
+                self.expr(&n.target, rules, out);
+            }
+            Expr::BinOp(b) => {
+                self.expr(&b.left, rules, out);
+                self.expr(&b.right, rules, out);
+            }
+            Expr::UnaryOp(u) => self.expr(&u.operand, rules, out),
+            Expr::Lambda(l) => self.expr(&l.body, rules, out),
+            Expr::If(i) => {
+                self.expr(&i.test, rules, out);
+                self.expr(&i.body, rules, out);
+                self.expr(&i.orelse, rules, out);
+            }
+            Expr::Dict(d) => {
+                for item in &d.items {
+                    if let Some(k) = &item.key {
+                        self.expr(k, rules, out);
+                    }
+                    self.expr(&item.value, rules, out);
+                }
+            }
+            Expr::Set(s) => s.elts.iter().for_each(|e| self.expr(e, rules, out)),
+            Expr::List(s) => s.elts.iter().for_each(|e| self.expr(e, rules, out)),
+            Expr::Tuple(s) => s.elts.iter().for_each(|e| self.expr(e, rules, out)),
+            Expr::ListComp(c) => self.comprehension(&c.generators, &[&c.elt], rules, out),
+            Expr::SetComp(c) => self.comprehension(&c.generators, &[&c.elt], rules, out),
+            Expr::Generator(c) => self.comprehension(&c.generators, &[&c.elt], rules, out),
+            Expr::DictComp(c) => {
+                let elts: Vec<&Expr> = c.key.as_deref().into_iter().chain([&*c.value]).collect();
+                self.comprehension(&c.generators, &elts, rules, out);
+            }
+            Expr::Await(a) => self.expr(&a.value, rules, out),
+            Expr::Yield(y) => {
+                if let Some(v) = &y.value {
+                    self.expr(v, rules, out);
+                }
+            }
+            Expr::YieldFrom(y) => self.expr(&y.value, rules, out),
+            Expr::Compare(c) => {
+                self.expr(&c.left, rules, out);
+                c.comparators.iter().for_each(|e| self.expr(e, rules, out));
+            }
+            Expr::Call(c) => {
+                self.expr(&c.func, rules, out);
+                self.arguments(&c.arguments, rules, out);
+            }
+            Expr::FString(f) => {
+                for e in f.value.elements() {
+                    if let ast::InterpolatedStringElement::Interpolation(i) = e {
+                        self.expr(&i.expression, rules, out);
+                    }
+                }
+            }
+            Expr::Attribute(a) => self.expr(&a.value, rules, out),
+            Expr::Subscript(s) => {
+                self.expr(&s.value, rules, out);
+                self.expr(&s.slice, rules, out);
+            }
+            Expr::Starred(s) => self.expr(&s.value, rules, out),
+            Expr::Slice(s) => {
+                for e in s.lower.iter().chain(&s.upper).chain(&s.step) {
+                    self.expr(e, rules, out);
+                }
+            }
+            _ => {}
+        }
+        self.parents.pop();
+        self.depth -= 1;
+    }
+
+    fn comprehension(
+        &mut self,
+        generators: &'a [ast::Comprehension],
+        elts: &[&'a Expr],
+        rules: &mut [Box<dyn Rule>],
+        out: &mut Vec<Finding>,
+    ) {
+        for g in generators {
+            self.expr(&g.iter, rules, out);
+            self.expr(&g.target, rules, out);
+            for c in &g.ifs {
+                self.expr(c, rules, out);
+            }
+        }
+        for e in elts {
+            self.expr(e, rules, out);
+        }
+    }
+
+    /// `torch.device(..)` and `torch.no_grad()` as context managers (also as decorators).
+    fn context_manager(&self, e: &Expr) -> Option<ContextManager> {
+        let func = match e {
+            Expr::Call(c) => &*c.func,
+            other => other,
+        };
+        match self.model.canonical_name(func)?.as_ref() {
+            "torch.device" => Some(ContextManager::Device),
+            q if super::model::is_no_grad_name(q) => Some(ContextManager::NoGrad),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ContextManager {
+    Device,
+    NoGrad,
+}
+
+struct Saved {
+    function: Option<FunctionId>,
+    loops: Vec<LoopId>,
+    in_except: usize,
+    gated: usize,
+    device_block: usize,
+    no_grad: usize,
+}
+
+/// `if __name__ == "__main__":`
+fn is_main_guard(test: &Expr) -> bool {
+    let Expr::Compare(c) = test else { return false };
+    let is_name = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == "__name__");
+    let is_main = |e: &Expr| matches!(e, Expr::StringLiteral(s) if s.value.to_str() == "__main__");
+    c.comparators.len() == 1
+        && ((is_name(&c.left) && is_main(&c.comparators[0]))
+            || (is_main(&c.left) && is_name(&c.comparators[0])))
+}
+
+/// A branch taken now and then, not at every step: a modulo (`step % 100 == 0`), a comparison
+/// with a number (`if i == 0`), or a flag or counter about logging, debugging, evaluation or
+/// checkpoints (`if args.verbose`, `if step % log_every`, `if should_log`).
+pub(crate) fn is_gate(test: &Expr) -> bool {
+    match test {
+        Expr::BinOp(b) => b.op == ast::Operator::Mod || is_gate(&b.left) || is_gate(&b.right),
+        Expr::BoolOp(b) => b.values.iter().any(is_gate),
+        Expr::UnaryOp(u) => is_gate(&u.operand),
+        Expr::Compare(c) => {
+            let number = |e: &Expr| matches!(e, Expr::NumberLiteral(_));
+            let eq = c.ops.iter().all(|op| matches!(op, ast::CmpOp::Eq));
+            (eq && (number(&c.left) || c.comparators.iter().any(number)))
+                || is_gate(&c.left)
+                || c.comparators.iter().any(is_gate)
+        }
+        Expr::Name(n) => is_gate_word(n.id.as_str()),
+        Expr::Attribute(a) => is_gate_word(a.attr.as_str()) || is_gate(&a.value),
+        Expr::Call(c) => is_gate(&c.func) || c.arguments.args.iter().any(is_gate),
+        _ => false,
+    }
+}
+
+fn is_gate_word(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    [
+        "log",
+        "verbose",
+        "debug",
+        "print",
+        "display",
+        "interval",
+        "freq",
+        "every",
+        "report",
+        "eval",
+        "valid",
+        "save",
+        "checkpoint",
+        "ckpt",
+        "visual",
+        "vis_",
+        "plot",
+        "monitor",
+        "is_main",
+        "rank",
+        "master",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
+}
+
+impl Facts {
+    fn gather(model: &Model<'_>, types: &Types<'_, '_>, kind: FileKind, file_name: &str) -> Facts {
+        let n = model.functions().count();
+        let loops = model.loops().count();
+        let mut forward = vec![false; n];
+        for (id, f) in model.functions() {
+            forward[id.index()] = f.class.is_some_and(|c| types.is_module_class(c) == Truth::Yes)
+                && (f.name() == "forward" || f.name().starts_with("forward_"));
+        }
+        // Which calls queue device work, and which call functions of this file.
+        let mut function_work = vec![false; n];
+        let mut loop_work = vec![false; loops];
+        let mark_loops = |loop_work: &mut Vec<bool>, from: Option<LoopId>| {
+            let mut at = from;
+            while let Some(l) = at {
+                loop_work[l.index()] = true;
+                at = model.loop_(l).parent;
+            }
+        };
+        let mut edges: Vec<Edge> = Vec::new();
+        let mut sets_default_device = false;
+        for site in &model.calls {
+            if let Some(q) = model.canonical_name(&site.call.func)
+                && matches!(q.as_ref(), "torch.set_default_device" | "torch.set_default_tensor_type")
+            {
+                sets_default_device = true;
+            }
+            if queues_device_work(model, types, site.call) {
+                if let Some(f) = site.function {
+                    function_work[f.index()] = true;
+                }
+                mark_loops(&mut loop_work, site.in_loop);
+            }
+            let callee = match model.callee(site.call, site.function) {
+                Some(Callee::Function(f)) => Some(f),
+                Some(Callee::Class(_)) => None,
+                // Calling a module of this file runs its `forward`.
+                None if types.kind(&site.call.func) == Kind::Module => types.forward_of(&site.call.func),
+                None => None,
+            };
+            if let Some(callee) = callee {
+                edges.push(Edge {
+                    caller: site.function,
+                    callee,
+                    in_loop: site.in_loop,
+                    at: site.call.range(),
+                });
+            }
+        }
+        // A call to a function that queues work queues work; a loop whose body runs a loop that
+        // queues work (here or in a function it calls) is an outer loop.
+        let mut work_loop_inside = vec![false; n];
+        let mut outer_loop = vec![false; loops];
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for e in &edges {
+                if function_work[e.callee.index()] {
+                    if let Some(c) = e.caller
+                        && !function_work[c.index()]
+                    {
+                        function_work[c.index()] = true;
+                        changed = true;
+                    }
+                    let mut at = e.in_loop;
+                    while let Some(l) = at {
+                        if !loop_work[l.index()] {
+                            loop_work[l.index()] = true;
+                            changed = true;
+                        }
+                        at = model.loop_(l).parent;
+                    }
+                }
+            }
+            for (id, l) in model.loops() {
+                if loop_work[id.index()] {
+                    // Every loop around a working loop is an outer loop, and its function runs one.
+                    let mut at = l.parent;
+                    while let Some(p) = at {
+                        if !outer_loop[p.index()] {
+                            outer_loop[p.index()] = true;
+                            changed = true;
+                        }
+                        at = model.loop_(p).parent;
+                    }
+                    if let Some(f) = l.function
+                        && !work_loop_inside[f.index()]
+                    {
+                        work_loop_inside[f.index()] = true;
+                        changed = true;
+                    }
+                }
+            }
+            for e in &edges {
+                if !work_loop_inside[e.callee.index()] {
+                    continue;
+                }
+                if let Some(c) = e.caller
+                    && !work_loop_inside[c.index()]
+                {
+                    work_loop_inside[c.index()] = true;
+                    changed = true;
+                }
+                let mut at = e.in_loop;
+                while let Some(l) = at {
+                    if !outer_loop[l.index()] {
+                        outer_loop[l.index()] = true;
+                        changed = true;
+                    }
+                    at = model.loop_(l).parent;
+                }
+            }
+        }
+        for (id, l) in model.loops() {
+            if loop_is_over_epochs(l) {
+                outer_loop[id.index()] = true;
+            }
+        }
+        // Forward passes reach the functions they call.
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for e in &edges {
+                if let Some(c) = e.caller
+                    && forward[c.index()]
+                    && !forward[e.callee.index()]
+                {
+                    forward[e.callee.index()] = true;
+                    changed = true;
+                }
+            }
+        }
+        let mut facts = Facts {
+            forward,
+            hot: vec![None; n],
+            loop_work,
+            outer_loop,
+            application: !kind.is_library() || is_script(model, types, file_name),
+            sets_default_device,
+            uses_accelerator: model.calls.iter().any(|s| moves_to_accelerator(model, s.call)),
+        };
+        // Hot loops reach the functions called inside them, and through them, their callees.
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for e in &edges {
+                if facts.hot[e.callee.index()].is_some() || facts.forward[e.callee.index()] {
+                    continue;
+                }
+                let caller_hot = match e.in_loop {
+                    Some(l) => facts.hot_loop(model, l).is_some(),
+                    None => e.caller.is_some_and(|c| facts.hot[c.index()].is_some()),
+                };
+                if caller_hot {
+                    facts.hot[e.callee.index()] = Some(Hot::CalledInLoop(e.at));
+                    changed = true;
+                }
+            }
+        }
+        facts
+    }
+
+    /// The loop (from `innermost` outwards) that makes code in `innermost` run at every step: the
+    /// first one that queues device work at each iteration, unless an outer loop (over epochs) comes
+    /// first. Loops that only post-process results (no module calls, no `backward()`) do not count.
+    fn hot_loop(&self, model: &Model<'_>, innermost: LoopId) -> Option<LoopId> {
+        let mut at = Some(innermost);
+        while let Some(l) = at {
+            if self.outer_loop[l.index()] {
+                return None;
+            }
+            if self.loop_work[l.index()] {
+                return Some(l);
+            }
+            at = model.loop_(l).parent;
+        }
+        None
+    }
+}
+
+/// A call in the call graph: who calls whom, inside which loop, where.
+struct Edge {
+    caller: Option<FunctionId>,
+    callee: FunctionId,
+    in_loop: Option<LoopId>,
+    at: TextRange,
+}
+
+/// A call that queues work on the device at every iteration of its loop: a module (or a value
+/// holding one, such as a `model` parameter) called, `loss.backward()`, `optimizer.step()`.
+fn queues_device_work(model: &Model<'_>, types: &Types<'_, '_>, call: &ast::ExprCall) -> bool {
+    if let Expr::Attribute(a) = &*call.func
+        && matches!(a.attr.as_str(), "backward" | "step" | "forward" | "generate")
+        && call.arguments.args.len() <= 1
+    {
+        return true;
+    }
+    types.kind(&call.func) == Kind::Module || calls_a_value(model, types, call)
+}
+
+/// Is the callee a value rather than a function or class named by a `def`, `class` or import: a
+/// parameter or variable (`model(x)`), an attribute of `self` (`self.net(x)`)? Such a callable
+/// is almost always a module.
+pub(crate) fn calls_a_value(model: &Model<'_>, types: &Types<'_, '_>, c: &ast::ExprCall) -> bool {
+    match &*c.func {
+        Expr::Name(n) => model.binding_of(n).is_some_and(|b| match model.binding(b).kind {
+            // A parameter of unknown kind (`def train(model, ..)`), or a loop over layers.
+            super::model::BindingKind::Parameter { .. } => types.binding_kind(b).may_be_tensor(),
+            super::model::BindingKind::LoopVar { .. } | super::model::BindingKind::Assignment { .. } => {
+                types.binding_kind(b) == Kind::Module
+            }
+            _ => false,
+        }),
+        // `self.net(x)`: an attribute assigned a module (or something unknown), not a method.
+        Expr::Attribute(a) => types.receiver_class(&a.value).is_some_and(|class| {
+            let name = a.attr.as_str();
+            model.method(class, name).is_none()
+                && !types.class_attrs(class, name).is_empty()
+                && matches!(types.attr_kind(class, name), Kind::Module | Kind::Unknown)
+        }),
+        _ => false,
+    }
+}
+
+/// A call that shows the file puts things on an accelerator: `.cuda()`, `torch.cuda.*`,
+/// `torch.device(..)`, `.to(device)` with a device that is not the CPU, `device=..` that is not
+/// the CPU.
+fn moves_to_accelerator(model: &Model<'_>, call: &ast::ExprCall) -> bool {
+    let cpu = |e: &Expr| matches!(e, Expr::StringLiteral(s) if s.value.to_str() == "cpu");
+    if let Some(q) = model.canonical_name(&call.func) {
+        let q = q.as_ref();
+        if q == "torch.device" {
+            return !call.arguments.args.first().is_some_and(cpu);
+        }
+        if ["torch.cuda.", "torch.mps.", "torch.xpu.", "torch.backends.mps.", "torch_xla."]
+            .iter()
+            .any(|p| q.starts_with(p))
+        {
+            return true;
+        }
+    }
+    if let Some(k) = call.arguments.find_keyword("device") {
+        return !cpu(&k.value) && !matches!(k.value, Expr::NoneLiteral(_));
+    }
+    match &*call.func {
+        Expr::Attribute(a) if a.attr.as_str() == "cuda" => true,
+        Expr::Attribute(a) if a.attr.as_str() == "to" => {
+            call.arguments.args.first().is_some_and(|t| match t {
+                Expr::StringLiteral(s) => s.value.to_str() != "cpu",
+                Expr::Name(n) => n.id.as_str().to_ascii_lowercase().contains("dev"),
+                Expr::Attribute(d) => d.attr.as_str().to_ascii_lowercase().contains("dev"),
+                _ => false,
+            })
+        }
+        _ => false,
+    }
+}
+
+/// `for epoch in range(..)`: once per epoch, not per step.
+fn loop_is_over_epochs(l: &super::model::Loop<'_>) -> bool {
+    let Some((target, _)) = l.for_parts() else { return false };
+    let mut names = Vec::new();
+    super::rules::helpers::target_names(target, &mut names);
+    names.iter().any(|n| n.to_ascii_lowercase().contains("epoch"))
+}
+
+/// A script: its name says what it runs (`train.py`, `eval_imagenet.py`, `demo.py`, ...), or it
+/// defines no module and has an `if __name__ == "__main__":` block, parses a command line or
+/// loops at its top level (a library runs no loop when imported; a model file's self-test block
+/// is not enough to make the model an application).
+fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str) -> bool {
+    const SCRIPT_NAMES: [&str; 21] = [
+        "cli",
+        "train",
+        "eval",
+        "test",
+        "demo",
+        "run",
+        "main",
+        "inference",
+        "infer",
+        "predict",
+        "sample",
+        "generate",
+        "finetune",
+        "fine_tune",
+        "pretrain",
+        "benchmark",
+        "bench",
+        "export",
+        "app",
+        "evaluate",
+        "launch",
+    ];
+    let stem = file_name.strip_suffix(".py").unwrap_or(file_name).to_ascii_lowercase();
+    if SCRIPT_NAMES
+        .iter()
+        .any(|n| stem == *n || stem.starts_with(&format!("{n}_")) || stem.ends_with(&format!("_{n}")))
+    {
+        return true;
+    }
+    let defines_module = model.classes().any(|(c, _)| types.is_module_class(c) == Truth::Yes);
+    let parses_args = model
+        .calls
+        .iter()
+        .any(|s| model.canonical_name(&s.call.func).is_some_and(|q| q == "argparse.ArgumentParser"));
+    let loops_at_top = model.loops().any(|(_, l)| l.function.is_none());
+    !defines_module && (parses_args || loops_at_top || model.source.contains("__main__"))
+}

@@ -1,0 +1,543 @@
+//! How deep a Python file's syntax tree can be, read before ruff's parser sees the file.
+//!
+//! ruff's parser descends recursively (a call chain per bracket, prefix operator, conditional,
+//! lambda, right-associative `**`, nested f-string and nested block), and syntax trees are
+//! visited and dropped recursively, so a file nested deep enough would end the process with a
+//! stack overflow. Brackets are not the only way to nest: `not not not x`, `a + a + a ..`,
+//! `x.a.a.a ..`, `x()()() ..`, `a if b else a if b else ..`, `lambda: lambda: ..`,
+//! `f"{f"{f"{x}"}"}"` (nested f-strings may reuse their quotes since Python 3.12) and indented
+//! blocks all build levels. [`check`] scans the file (comments and plain strings skipped,
+//! f-strings' replacement fields read as code) and computes an over-estimate of the depth; a file
+//! above [`MAX_DEPTH`] is not parsed.
+//!
+//! The estimate: every open bracket (and f-string, and replacement field) adds a level; inside
+//! each, every operator character and keyword since the last `,` (or `;`, or the end of a
+//! logical line) adds one more; each level of indentation adds [`BLOCK_LEVELS`]. Commas,
+//! statement ends and names do not nest, so long lists and long files stay shallow. The tests
+//! hold the estimate above the real nesting for every construct that nests, and hold the
+//! deepest file it lets through within half the analysis threads' stack.
+
+use crate::depth::TooDeep;
+
+/// The largest estimated depth analysed. CPython itself refuses more than 200 nested brackets
+/// and 100 levels of indentation, so real code is far below this.
+pub(crate) const MAX_DEPTH: usize = 1000;
+
+/// Levels one indented block counts for: a statement and its body.
+const BLOCK_LEVELS: usize = 2;
+
+/// Where the scanner is.
+#[derive(Clone, Copy, Debug)]
+enum Frame {
+    /// Code inside a bracket (or at the top), or inside an f-string's `{..}` (`field`).
+    Code { base: usize, run: usize, field: bool },
+    /// The literal part of an f-string (or t-string) opened with `quote`.
+    Str { base: usize, quote: u8, triple: bool },
+    /// The format spec of a replacement field (`{x:>{width}}`): text until the field's `}`.
+    Spec { base: usize },
+}
+
+impl Frame {
+    fn depth(&self) -> usize {
+        match *self {
+            Frame::Code { base, run, .. } => base + run,
+            Frame::Str { base, .. } | Frame::Spec { base } => base,
+        }
+    }
+}
+
+/// Keywords that start or continue an expression or statement a level deeper.
+fn nests(word: &[u8]) -> bool {
+    matches!(
+        word,
+        b"and"
+            | b"as"
+            | b"assert"
+            | b"async"
+            | b"await"
+            | b"case"
+            | b"class"
+            | b"def"
+            | b"del"
+            | b"elif"
+            | b"else"
+            | b"except"
+            | b"for"
+            | b"from"
+            | b"if"
+            | b"import"
+            | b"in"
+            | b"is"
+            | b"lambda"
+            | b"match"
+            | b"not"
+            | b"or"
+            | b"raise"
+            | b"return"
+            | b"try"
+            | b"while"
+            | b"with"
+            | b"yield"
+    )
+}
+
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
+}
+
+/// A string prefix (`r`, `b`, `f`, `rb`, `Rf`, `t`, ..): `Some(interpolated)`.
+fn string_prefix(word: &[u8]) -> Option<bool> {
+    if word.len() > 2 || !word.iter().all(|c| b"rRbBuUfFtT".contains(c)) {
+        return None;
+    }
+    Some(word.iter().any(|c| b"fFtT".contains(c)))
+}
+
+/// `Err` with the first byte past `max` if the file may nest deeper than `max` levels.
+pub(crate) fn check(text: &str, max: usize) -> Result<(), TooDeep> {
+    let b = text.as_bytes();
+    let mut frames = vec![Frame::Code { base: 0, run: 0, field: false }];
+    // Indentation widths of the open blocks (the tokenizer's stack).
+    let mut indents: Vec<usize> = vec![0];
+    let mut line_start = true;
+    // Open `lambda` parameter lists: (frame, run at the `lambda`). Their commas do not end the
+    // nesting; their `:` ends the list.
+    let mut lambdas: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    let too_deep = |frames: &[Frame], at: usize| -> Result<(), TooDeep> {
+        match frames.last() {
+            Some(f) if f.depth() > max => Err(TooDeep { at, len: 1 }),
+            _ => Ok(()),
+        }
+    };
+    while i < b.len() {
+        let top = frames.len() - 1;
+        while lambdas.last().is_some_and(|&(f, _)| f > top) {
+            lambdas.pop();
+        }
+        match frames[top] {
+            Frame::Str { quote, triple, .. } => {
+                let c = b[i];
+                if c == b'\\' {
+                    // An escaped character, but never a brace: `\{` still opens a field.
+                    i += if matches!(b.get(i + 1), Some(b'{' | b'}')) { 1 } else { 2 };
+                    continue;
+                }
+                if c == quote {
+                    if !triple {
+                        frames.pop();
+                    } else if b.get(i + 1) == Some(&quote) && b.get(i + 2) == Some(&quote) {
+                        frames.pop();
+                        i += 2;
+                    }
+                } else if c == b'\n' && !triple {
+                    // Unterminated: the parser reports it; the line ends the string here.
+                    frames.pop();
+                    continue;
+                } else if c == b'{' {
+                    if b.get(i + 1) == Some(&b'{') {
+                        i += 1;
+                    } else {
+                        let base = frames[top].depth() + 1;
+                        frames.push(Frame::Code { base, run: 0, field: true });
+                        too_deep(&frames, i)?;
+                    }
+                }
+                i += 1;
+                continue;
+            }
+            Frame::Spec { base } => {
+                match b[i] {
+                    b'{' => {
+                        frames.push(Frame::Code { base: base + 1, run: 0, field: true });
+                        too_deep(&frames, i)?;
+                    }
+                    b'}' => {
+                        // The spec ends with its field.
+                        frames.pop();
+                        frames.pop();
+                    }
+                    b'\n' => {
+                        frames.pop();
+                        frames.pop();
+                        continue;
+                    }
+                    _ => {}
+                }
+                i += 1;
+                continue;
+            }
+            Frame::Code { .. } => {}
+        }
+        let at_top = frames.len() == 1;
+        if line_start && at_top {
+            // The indentation of a logical line that holds code sets the block depth.
+            let mut col = 0;
+            let mut j = i;
+            while j < b.len() && matches!(b[j], b' ' | b'\t' | b'\x0c') {
+                col = match b[j] {
+                    b'\t' => (col / 8 + 1) * 8,
+                    b'\x0c' => 0,
+                    _ => col + 1,
+                };
+                j += 1;
+            }
+            if j < b.len() && !matches!(b[j], b'\n' | b'\r' | b'#') {
+                while indents.len() > 1 && indents.last().is_some_and(|&w| col < w) {
+                    indents.pop();
+                }
+                if indents.last().is_some_and(|&w| col > w) {
+                    indents.push(col);
+                }
+                let base = (indents.len() - 1) * BLOCK_LEVELS;
+                frames[0] = Frame::Code { base, run: 0, field: false };
+                line_start = false;
+                too_deep(&frames, j)?;
+            }
+            i = j;
+            if i >= b.len() {
+                break;
+            }
+        }
+        let top = frames.len() - 1;
+        let c = b[i];
+        match c {
+            b'#' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'\\' if matches!(b.get(i + 1), Some(b'\n' | b'\r')) => {
+                // A line continuation: the logical line goes on.
+                i += if b.get(i + 1) == Some(&b'\r') && b.get(i + 2) == Some(&b'\n') { 3 } else { 2 };
+                continue;
+            }
+            b'\n' if at_top => {
+                line_start = true;
+                lambdas.clear();
+                if let Frame::Code { run, .. } = &mut frames[0] {
+                    *run = 0;
+                }
+            }
+            b',' | b';' => {
+                let mark = lambdas.last().filter(|&&(f, _)| f == top && c == b',').map_or(0, |&(_, r)| r);
+                if let Frame::Code { run, .. } = &mut frames[top] {
+                    *run = mark;
+                }
+            }
+            b'(' | b'[' | b'{' => {
+                if let Frame::Code { run, .. } = &mut frames[top] {
+                    // `f()()()` and `x[0][0][0]` nest one level per pair.
+                    *run += 1;
+                }
+                let base = frames[top].depth() + 1;
+                frames.push(Frame::Code { base, run: 0, field: false });
+                too_deep(&frames, i)?;
+            }
+            b')' | b']' | b'}' => {
+                if let Frame::Code { field, .. } = frames[top] {
+                    // A field ends only at its `}`; a stray closer elsewhere is the parser's error.
+                    if top > 0 && (!field || c == b'}') {
+                        frames.pop();
+                    }
+                }
+            }
+            b':' => {
+                if lambdas.last().is_some_and(|&(f, _)| f == top) {
+                    lambdas.pop();
+                } else if let Frame::Code { field: true, .. } = frames[top] {
+                    let base = frames[top].depth() + 1;
+                    frames.push(Frame::Spec { base });
+                    too_deep(&frames, i)?;
+                }
+            }
+            b'\'' | b'"' => {
+                i = skip_string(b, i, false, &mut frames)?;
+                too_deep(&frames, i)?;
+                continue;
+            }
+            b'+' | b'-' | b'*' | b'/' | b'%' | b'@' | b'&' | b'|' | b'^' | b'~' | b'<' | b'>' | b'='
+            | b'!' | b'.' => {
+                if let Frame::Code { run, .. } = &mut frames[top] {
+                    *run += 1;
+                }
+                too_deep(&frames, i)?;
+            }
+            _ if is_word_byte(c) => {
+                let start = i;
+                while i < b.len() && is_word_byte(b[i]) {
+                    i += 1;
+                }
+                let word = &b[start..i];
+                if let (Some(b'\'' | b'"'), Some(interpolated)) = (b.get(i), string_prefix(word)) {
+                    i = skip_string(b, i, interpolated, &mut frames)?;
+                    too_deep(&frames, start)?;
+                } else if nests(word)
+                    && let Frame::Code { run, .. } = &mut frames[top]
+                {
+                    *run += 1;
+                    if word == b"lambda" {
+                        lambdas.push((top, *run));
+                    }
+                    too_deep(&frames, start)?;
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// Past the string whose quote is at `i`; an interpolated one opens a [`Frame::Str`] instead.
+fn skip_string(
+    b: &[u8],
+    mut i: usize,
+    interpolated: bool,
+    frames: &mut Vec<Frame>,
+) -> Result<usize, TooDeep> {
+    let quote = b[i];
+    let triple = b.get(i + 1) == Some(&quote) && b.get(i + 2) == Some(&quote);
+    i += if triple { 3 } else { 1 };
+    if interpolated {
+        let base = frames.last().map_or(0, Frame::depth) + 1;
+        frames.push(Frame::Str { base, quote, triple });
+        return Ok(i);
+    }
+    while i < b.len() {
+        match b[i] {
+            b'\\' => {
+                i += 2;
+                continue;
+            }
+            c if c == quote => {
+                if !triple {
+                    return Ok(i + 1);
+                }
+                if b.get(i + 1) == Some(&quote) && b.get(i + 2) == Some(&quote) {
+                    return Ok(i + 3);
+                }
+            }
+            // Unterminated: the parser reports it.
+            b'\n' if !triple => return Ok(i),
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(i.min(b.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn depth_of(text: &str) -> usize {
+        let (mut lo, mut hi) = (0, 100_000);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if check(text, mid).is_ok() { hi = mid } else { lo = mid + 1 }
+        }
+        lo
+    }
+
+    #[test]
+    fn strings_and_comments_do_not_nest() {
+        let text = format!(
+            "# {}\ns = '{}'\nt = \"\"\"{}\"\"\"\nu = rb'\\'{}'\n",
+            "(".repeat(5000),
+            "[".repeat(5000),
+            "{".repeat(5000),
+            "(".repeat(5000)
+        );
+        assert!(depth_of(&text) < 5, "{}", depth_of(&text));
+    }
+
+    #[test]
+    fn f_string_fields_are_code() {
+        let nested = format!("x = {}x{}\n", "f\"{".repeat(100), "}\"".repeat(100));
+        assert!(depth_of(&nested) > 200);
+        let spec = format!("x = f\"{{x:{}w{}}}\"\n", "{w:".repeat(100), "}".repeat(100));
+        assert!(depth_of(&spec) > 100);
+        // Doubled braces are text.
+        assert!(depth_of(&format!("x = f\"{}\"\n", "{{".repeat(1000))) < 5);
+    }
+
+    #[test]
+    fn runs_of_operators_nest_and_separators_end_them() {
+        assert!(depth_of(&format!("x = {}y\n", "not ".repeat(100))) > 100);
+        assert!(depth_of(&format!("x = {}\n", ["a"; 100].join(" + "))) > 99);
+        assert!(depth_of(&format!("x = y{}\n", ".a".repeat(100))) > 100);
+        assert!(depth_of(&["x = a + b\n"; 1000].concat()) < 10);
+        assert!(depth_of(&format!("x = f({})\n", ["a + 1"; 1000].join(", "))) < 10);
+        assert!(depth_of(&format!("x = (\n{})\n", ["    a,\n"; 1000].concat())) < 10);
+        // A continued line goes on counting.
+        assert!(depth_of(&format!("x = {}y\n", "-\\\n".repeat(100))) > 100);
+    }
+
+    #[test]
+    fn indentation_nests_blocks() {
+        let mut text = String::new();
+        for level in 0..100 {
+            text.push_str(&format!("{}if x:\n", " ".repeat(level)));
+        }
+        text.push_str(&format!("{}pass\n", " ".repeat(100)));
+        assert!(depth_of(&text) >= 200);
+        // Blocks closed again do not add up.
+        let flat = ["def f():\n    if x:\n        return 1\n"; 1000].concat();
+        assert!(depth_of(&flat) < 10);
+    }
+
+    type Nest = fn(usize) -> String;
+
+    /// Deep nesting of every kind ruff's parser builds recursively, as a forward pass's
+    /// statement (so every rule looks at it).
+    const NESTINGS: &[(&str, Nest)] = &[
+        ("paren", |n| format!("{}x{}", "(".repeat(n), ")".repeat(n))),
+        ("list", |n| format!("{}x{}", "[".repeat(n), "]".repeat(n))),
+        ("dict", |n| format!("{}x{}", "{1: ".repeat(n), "}".repeat(n))),
+        ("set", |n| format!("{}x{}", "{".repeat(n), "}".repeat(n))),
+        ("tuple", |n| format!("{}x{}", "(x, ".repeat(n), ")".repeat(n))),
+        ("call-args", |n| format!("{}x{}", "f(x, ".repeat(n), ")".repeat(n))),
+        ("torch-call", |n| format!("{}x{}", "torch.zeros(".repeat(n), ")".repeat(n))),
+        ("subscript-arg", |n| format!("{}x{}", "x[".repeat(n), "]".repeat(n))),
+        ("add", |n| vec!["x"; n].join(" + ")),
+        ("power", |n| vec!["x"; n].join(" ** ")),
+        ("compare", |n| vec!["x"; n].join(" < ")),
+        ("and", |n| vec!["x"; n].join(" and ")),
+        ("neg", |n| format!("{}x", "-".repeat(n))),
+        ("invert", |n| format!("{}x", "~".repeat(n))),
+        ("not", |n| format!("{}x", "not ".repeat(n))),
+        ("await", |n| format!("{}x", "await ".repeat(n))),
+        ("field", |n| format!("x{}", ".a".repeat(n))),
+        ("method", |n| format!("x{}", ".to(x)".repeat(n))),
+        ("call", |n| format!("x{}", "()".repeat(n))),
+        ("index", |n| format!("x{}", "[0]".repeat(n))),
+        ("ternary", |n| format!("{}x", "x if x else ".repeat(n))),
+        ("ternary-test", |n| format!("{}x{}", "(x if ".repeat(n), " else x)".repeat(n))),
+        ("lambda", |n| format!("{}x", "lambda: ".repeat(n))),
+        ("lambda-args", |n| format!("{}x", "lambda a, b=1: ".repeat(n))),
+        ("walrus", |n| format!("{}x{}", "(a := ".repeat(n), ")".repeat(n))),
+        ("starred", |n| format!("{}x{}", "[*".repeat(n), "]".repeat(n))),
+        ("comprehension", |n| format!("{}x{}", "[x for x in ".repeat(n), "]".repeat(n))),
+        ("generator", |n| format!("{}x{}", "(x for x in ".repeat(n), ")".repeat(n))),
+        ("slice", |n| format!("{}x{}", "x[1:".repeat(n), "]".repeat(n))),
+        ("f-string", |n| format!("{}x{}", "f\"{".repeat(n), "}\"".repeat(n))),
+        ("f-string-spec", |n| format!("f\"{{x:{}w{}}}\"", "{w:".repeat(n), "}".repeat(n))),
+        ("string-concat", |n| vec!["'a'"; n].join(" + ")),
+        ("yield", |n| format!("{}x{}", "(yield ".repeat(n), ")".repeat(n))),
+    ];
+
+    /// Nestings of statements, as whole files.
+    const BLOCKS: &[(&str, Nest)] = &[
+        ("if", |n| {
+            (0..n).map(|l| format!("{}if x:\n", " ".repeat(l))).collect::<String>() + &" ".repeat(n) + "x\n"
+        }),
+        ("def", |n| {
+            (0..n).map(|l| format!("{}def f(x):\n", " ".repeat(l))).collect::<String>()
+                + &" ".repeat(n)
+                + "x\n"
+        }),
+        ("class", |n| {
+            (0..n).map(|l| format!("{}class A(nn.Module):\n", " ".repeat(l))).collect::<String>()
+                + &" ".repeat(n)
+                + "x\n"
+        }),
+        ("for-with", |n| {
+            (0..n)
+                .map(|l| {
+                    format!("{}{}\n", " ".repeat(l), if l % 2 == 0 { "for x in y:" } else { "with x as y:" })
+                })
+                .collect::<String>()
+                + &" ".repeat(n)
+                + "x.item()\n"
+        }),
+        ("try", |n| {
+            (0..n).map(|l| format!("{}try:\n", " ".repeat(2 * l))).collect::<String>()
+                + &" ".repeat(2 * n)
+                + "x\n"
+                + &(0..n)
+                    .rev()
+                    .map(|l| format!("{}finally:\n{}x\n", " ".repeat(2 * l), " ".repeat(2 * l + 1)))
+                    .collect::<String>()
+        }),
+        ("tabs", |n| {
+            (0..n).map(|l| format!("{}if x:\n", "\t".repeat(l))).collect::<String>() + &"\t".repeat(n) + "x\n"
+        }),
+    ];
+
+    fn nested_forward(body: &str) -> String {
+        format!(
+            "import torch\nimport torch.nn as nn\n\nclass M(nn.Module):\n    def forward(self, x):\n        \
+             y = {body}\n        return torch.zeros(3) + x\n"
+        )
+    }
+
+    fn as_file(nest: Nest, blocks: bool, n: usize) -> String {
+        if blocks { format!("import torch\n{}", nest(n)) } else { nested_forward(&nest(n)) }
+    }
+
+    /// The most levels of a nesting whose file stays within `max` (searched up to `4 * max`, so an
+    /// estimate that missed levels would show).
+    fn levels_within(nest: Nest, blocks: bool, max: usize) -> usize {
+        let (mut lo, mut hi) = (0, 4 * max);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if check(&as_file(nest, blocks, mid), max).is_ok() { lo = mid } else { hi = mid - 1 }
+        }
+        lo
+    }
+
+    fn all() -> impl Iterator<Item = (&'static str, Nest, bool)> {
+        NESTINGS.iter().map(|(n, f)| (*n, *f, false)).chain(BLOCKS.iter().map(|(n, f)| (*n, *f, true)))
+    }
+
+    #[test]
+    fn the_estimate_counts_every_level_of_every_nesting() {
+        for (name, nest, blocks) in all() {
+            let n = levels_within(nest, blocks, 400);
+            assert!(n < 400, "{name}: {n} levels estimated within 400");
+        }
+    }
+
+    /// The guarantee: whatever a Python file holds, if the estimate lets it through, parsing,
+    /// linting and dropping it fits in half the analysis threads' stack (in this unoptimised
+    /// build, where frames are largest).
+    #[test]
+    fn every_nesting_at_the_limit_fits_in_half_the_stack() {
+        let settings = crate::Settings::from_table(
+            crate::LintTable::default(),
+            std::path::PathBuf::from("."),
+            None,
+            &crate::Overrides { preview: true, ..crate::Overrides::default() },
+        )
+        .expect("settings");
+        for (name, nest, blocks) in all() {
+            let n = levels_within(nest, blocks, MAX_DEPTH);
+            let text = as_file(nest, blocks, n);
+            let report = crate::stack::run_with_stack(crate::stack::STACK_BYTES / 2, || {
+                crate::lint_source("model.py", &text, &settings)
+            });
+            assert!(!report.diagnostics.iter().any(|d| d.message.contains("too deeply")), "{name}");
+            // One level more is refused, not parsed.
+            let deeper = crate::lint_source("model.py", &as_file(nest, blocks, n + 1), &settings);
+            assert!(
+                deeper
+                    .diagnostics
+                    .iter()
+                    .any(|d| d.code == "D000" && d.message.contains("too deeply nested")),
+                "{name}: {:?}",
+                deeper.diagnostics
+            );
+        }
+    }
+
+    #[test]
+    fn the_offending_byte_is_located() {
+        let text = "x = ((((y))))\n";
+        let e = check(text, 4).expect_err("too deep");
+        assert_eq!(&text[e.at..e.at + e.len], "(");
+        assert_eq!(e.at, 5);
+    }
+}

@@ -1,0 +1,380 @@
+//! What `module.to(device)` does to each attribute of an `nn.Module` class: the one
+//! classification that D004 and `devcheck inspect` both read, so they always agree.
+//!
+//! PyTorch moves what a module registered: parameters (`nn.Parameter` attributes,
+//! `register_parameter`), buffers (`register_buffer`), submodules (any `nn.Module` attribute,
+//! `nn.ModuleList`/`ModuleDict`/`Sequential`, `ParameterList`/`ParameterDict`). Anything else —
+//! a plain tensor attribute, modules or tensors in a plain `list`, `tuple` or `dict` — stays where
+//! it was made, and is not in `state_dict()`.
+
+use ruff_python_ast::Expr;
+use ruff_text_size::{Ranged, TextRange};
+
+use super::api;
+use super::checker::Checker;
+use super::model::{AttrAssign, AttrHow, ClassId, FunctionId};
+use super::typing::{Kind, Truth};
+
+/// What an attribute is, as far as a move is concerned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Holds {
+    Parameter,
+    Buffer {
+        persistent: bool,
+    },
+    Submodule,
+    /// `nn.ModuleList`, `nn.ModuleDict`, `nn.Sequential`, `nn.ParameterList`, `nn.ParameterDict`.
+    Container(&'static str),
+    /// A tensor that is neither a parameter nor a buffer.
+    PlainTensor,
+    /// `nn.Parameter(x).to(device)`: the move returns a plain tensor, so nothing is registered.
+    UnregisteredParameter,
+    /// Modules (or parameters) kept in a plain `list`, `tuple` or `dict`.
+    ModulesInPlain {
+        container: &'static str,
+        parameters: bool,
+    },
+    /// Tensors kept in a plain `list`, `tuple` or `dict`.
+    TensorsInPlain {
+        container: &'static str,
+    },
+    /// Numbers, strings, configuration: nothing to move.
+    Data,
+    Unknown,
+}
+
+/// Where an attribute ends up when the module moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fate {
+    Moves,
+    LeftBehind,
+    /// Plain data: a move has nothing to do with it.
+    NotApplicable,
+    Unknown,
+}
+
+impl Fate {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fate::Moves => "moves",
+            Fate::LeftBehind => "left behind",
+            Fate::NotApplicable => "-",
+            Fate::Unknown => "unknown",
+        }
+    }
+}
+
+/// One attribute of a module class.
+pub(crate) struct Field<'a> {
+    pub name: &'a str,
+    pub holds: Holds,
+    /// The expression that makes it, shortened (`nn.Linear(..)`, `torch.zeros(..)`, `[..]`).
+    pub made_by: String,
+    /// The assignment (or registration) that decides what it is.
+    pub at: TextRange,
+    pub method: FunctionId,
+    /// The value assigned there, when there is one.
+    pub value: Option<&'a Expr>,
+    /// Where modules or tensors are put into a plain container later (`self.heads.append(..)`).
+    pub filled_at: Option<TextRange>,
+}
+
+impl Field<'_> {
+    pub fn fate(&self) -> Fate {
+        match self.holds {
+            Holds::Parameter | Holds::Buffer { .. } | Holds::Submodule | Holds::Container(_) => Fate::Moves,
+            Holds::PlainTensor
+            | Holds::UnregisteredParameter
+            | Holds::ModulesInPlain { .. }
+            | Holds::TensorsInPlain { .. } => Fate::LeftBehind,
+            Holds::Data => Fate::NotApplicable,
+            Holds::Unknown => Fate::Unknown,
+        }
+    }
+
+    /// Is it in `state_dict()`?
+    pub fn saved(&self) -> Option<bool> {
+        match self.holds {
+            Holds::Parameter | Holds::Submodule | Holds::Container(_) => Some(true),
+            Holds::Buffer { persistent } => Some(persistent),
+            Holds::PlainTensor
+            | Holds::UnregisteredParameter
+            | Holds::ModulesInPlain { .. }
+            | Holds::TensorsInPlain { .. } => Some(false),
+            Holds::Data | Holds::Unknown => None,
+        }
+    }
+
+    /// What it is, in words.
+    pub fn class(&self) -> String {
+        match &self.holds {
+            Holds::Parameter => "parameter".to_string(),
+            Holds::Buffer { persistent: true } => "buffer".to_string(),
+            Holds::Buffer { persistent: false } => "buffer (non-persistent)".to_string(),
+            Holds::Submodule => "submodule".to_string(),
+            Holds::Container(c) => format!("{c} (registers what it holds)"),
+            Holds::PlainTensor => "plain tensor attribute".to_string(),
+            Holds::UnregisteredParameter => {
+                "plain tensor (`nn.Parameter(..).to(..)` unregistered it)".to_string()
+            }
+            Holds::ModulesInPlain { container, parameters: false } => {
+                format!("modules in a plain {container}")
+            }
+            Holds::ModulesInPlain { container, parameters: true } => {
+                format!("parameters in a plain {container}")
+            }
+            Holds::TensorsInPlain { container } => format!("tensors in a plain {container}"),
+            Holds::Data => "plain data".to_string(),
+            Holds::Unknown => "not known here".to_string(),
+        }
+    }
+}
+
+/// Every attribute of a module class (and the same-file classes it derives from), once each,
+/// in the order they are first assigned.
+pub(crate) fn module_fields<'a>(cx: &Checker<'_, 'a>, class: ClassId) -> Vec<Field<'a>> {
+    let mut names: Vec<&'a str> = Vec::new();
+    for c in lineage(cx, class) {
+        for a in &cx.model.class(c).attrs {
+            if !names.contains(&a.name) {
+                names.push(a.name);
+            }
+        }
+    }
+    names.into_iter().filter_map(|name| field(cx, class, name)).collect()
+}
+
+/// The class and its same-file base classes, most derived first.
+fn lineage(cx: &Checker<'_, '_>, class: ClassId) -> Vec<ClassId> {
+    let mut out = vec![class];
+    while out.len() < 32 {
+        let Some(base) = cx
+            .model
+            .class(*out.last().unwrap_or(&class))
+            .bases()
+            .iter()
+            .find_map(|b| cx.model.local_class(b))
+        else {
+            break;
+        };
+        if out.contains(&base) {
+            break;
+        }
+        out.push(base);
+    }
+    out
+}
+
+fn field<'a>(cx: &Checker<'_, 'a>, class: ClassId, name: &'a str) -> Option<Field<'a>> {
+    let attrs: Vec<AttrAssign<'a>> = lineage(cx, class)
+        .into_iter()
+        .flat_map(|c| cx.model.class(c).attr(name).copied().collect::<Vec<_>>())
+        .collect();
+    let filled_at = filled(cx, class, name);
+    // A registration decides; otherwise the first assignment that says something.
+    if let Some(r) =
+        attrs.iter().find(|a| !matches!(a.how, AttrHow::Assign | AttrHow::Update | AttrHow::SetAttr))
+    {
+        let holds = match r.how {
+            AttrHow::Buffer { persistent } => Holds::Buffer { persistent },
+            AttrHow::Parameter => Holds::Parameter,
+            _ => Holds::Submodule,
+        };
+        let made_by = r.value.map(|v| shorten(cx, v)).unwrap_or_default();
+        return Some(Field {
+            name,
+            holds,
+            made_by,
+            at: r.range,
+            method: r.method,
+            value: r.value,
+            filled_at,
+        });
+    }
+    let assigns: Vec<&AttrAssign<'a>> =
+        attrs.iter().filter(|a| matches!(a.how, AttrHow::Assign | AttrHow::SetAttr)).collect();
+    let first = assigns.iter().find(|a| !matches!(a.value, Some(Expr::NoneLiteral(_)))).or(assigns.first())?;
+    let value = first.value;
+    let mut holds = match value {
+        Some(v) => holds_of(cx, v),
+        None => Holds::Unknown,
+    };
+    // An empty list or dict filled with modules or tensors later.
+    if let Some(v) = value
+        && filled_at.is_some()
+        && is_empty_display(v)
+    {
+        let container = container_name(v);
+        holds = match filled_with(cx, class, name) {
+            Some(Kind::Module) => Holds::ModulesInPlain { container, parameters: false },
+            Some(Kind::Tensor) => Holds::TensorsInPlain { container },
+            // Filled with values of unknown kind: not plain data for sure.
+            _ => Holds::Unknown,
+        };
+    }
+    let made_by = value.map(|v| shorten(cx, v)).unwrap_or_default();
+    Some(Field { name, holds, made_by, at: first.range, method: first.method, value, filled_at })
+}
+
+/// What a value assigned to an attribute holds.
+pub(crate) fn holds_of(cx: &Checker<'_, '_>, v: &Expr) -> Holds {
+    match v {
+        Expr::Call(c) => {
+            if let Expr::Attribute(m) = &*c.func
+                && matches!(m.attr.as_str(), "to" | "cuda" | "cpu" | "half" | "float" | "double")
+                && is_parameter_call(cx, &m.value)
+            {
+                return Holds::UnregisteredParameter;
+            }
+            if let Some(q) = cx.model.canonical_name(&c.func) {
+                if api::is_parameter_class(&q) {
+                    return Holds::Parameter;
+                }
+                match q.as_ref() {
+                    "torch.nn.ModuleList" => return Holds::Container("nn.ModuleList"),
+                    "torch.nn.ModuleDict" => return Holds::Container("nn.ModuleDict"),
+                    "torch.nn.Sequential" => return Holds::Container("nn.Sequential"),
+                    "torch.nn.ParameterList" => return Holds::Container("nn.ParameterList"),
+                    "torch.nn.ParameterDict" => return Holds::Container("nn.ParameterDict"),
+                    _ => {}
+                }
+            }
+            kind_holds(cx, v)
+        }
+        Expr::List(_) | Expr::Tuple(_) | Expr::Dict(_) | Expr::ListComp(_) | Expr::DictComp(_) => {
+            let container = container_name(v);
+            // `[self.lin0, self.lin1]` only names attributes the module holds (and registers)
+            // on their own: each is judged where it is assigned.
+            let elements: Vec<&Expr> = elements(v).into_iter().filter(|e| !is_own_attribute(e)).collect();
+            if elements.iter().any(|e| is_parameter_call(cx, e)) {
+                Holds::ModulesInPlain { container, parameters: true }
+            } else if elements.iter().any(|e| cx.kind_of(e) == Kind::Module) {
+                Holds::ModulesInPlain { container, parameters: false }
+            } else if elements.iter().any(|e| cx.kind_of(e) == Kind::Tensor) {
+                Holds::TensorsInPlain { container }
+            } else {
+                Holds::Data
+            }
+        }
+        _ => kind_holds(cx, v),
+    }
+}
+
+fn kind_holds(cx: &Checker<'_, '_>, v: &Expr) -> Holds {
+    match cx.kind_of(v) {
+        Kind::Tensor => Holds::PlainTensor,
+        Kind::Module => Holds::Submodule,
+        Kind::Scalar | Kind::Other | Kind::Device | Kind::Numpy => Holds::Data,
+        Kind::Unknown => match v {
+            // A class of this file that is not a module: data.
+            Expr::Call(c)
+                if cx
+                    .model
+                    .local_class(&c.func)
+                    .is_some_and(|k| cx.types.is_module_class(k) == Truth::No) =>
+            {
+                Holds::Data
+            }
+            _ => Holds::Unknown,
+        },
+    }
+}
+
+fn is_parameter_call(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    matches!(e, Expr::Call(c) if cx.model.canonical_name(&c.func).is_some_and(|q| api::is_parameter_class(&q)))
+}
+
+/// The elements of a display or comprehension.
+pub(crate) fn elements(e: &Expr) -> Vec<&Expr> {
+    match e {
+        Expr::List(l) => l.elts.iter().collect(),
+        Expr::Tuple(t) => t.elts.iter().collect(),
+        Expr::Dict(d) => d.items.iter().map(|i| &i.value).collect(),
+        Expr::ListComp(c) => vec![&*c.elt],
+        Expr::DictComp(c) => vec![&*c.value],
+        _ => Vec::new(),
+    }
+}
+
+/// `self.name`: another attribute of the same object.
+fn is_own_attribute(e: &Expr) -> bool {
+    matches!(e, Expr::Attribute(a) if matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "self"))
+}
+
+fn container_name(e: &Expr) -> &'static str {
+    match e {
+        Expr::Dict(_) | Expr::DictComp(_) => "dict",
+        Expr::Tuple(_) => "tuple",
+        _ => "list",
+    }
+}
+
+fn is_empty_display(e: &Expr) -> bool {
+    match e {
+        Expr::List(l) => l.elts.is_empty(),
+        Expr::Dict(d) => d.items.is_empty(),
+        Expr::Tuple(t) => t.elts.is_empty(),
+        // `list()`, `dict()`
+        Expr::Call(c) => {
+            c.arguments.is_empty()
+                && matches!(&*c.func, Expr::Name(n) if matches!(n.id.as_str(), "list" | "dict"))
+        }
+        _ => false,
+    }
+}
+
+/// The first place a method of the class puts something into `self.name`:
+/// `self.name.append(v)`, `self.name[k] = v`.
+fn filled(cx: &Checker<'_, '_>, class: ClassId, name: &str) -> Option<TextRange> {
+    puts(cx, class, name).into_iter().next().map(|(at, _)| at)
+}
+
+/// The kind of what is put into `self.name` (modules win over tensors).
+fn filled_with(cx: &Checker<'_, '_>, class: ClassId, name: &str) -> Option<Kind> {
+    let kinds: Vec<Kind> = puts(cx, class, name).into_iter().map(|(_, v)| cx.kind_of(v)).collect();
+    [Kind::Module, Kind::Tensor].into_iter().find(|k| kinds.contains(k))
+}
+
+fn puts<'a>(cx: &Checker<'_, 'a>, class: ClassId, name: &str) -> Vec<(TextRange, &'a Expr)> {
+    let mut out: Vec<(TextRange, &'a Expr)> = Vec::new();
+    for site in &cx.model.calls {
+        let Expr::Attribute(m) = &*site.call.func else { continue };
+        if !matches!(m.attr.as_str(), "append" | "extend" | "insert" | "update" | "setdefault") {
+            continue;
+        }
+        let Expr::Attribute(list) = &*m.value else { continue };
+        if list.attr.as_str() != name || cx.types.receiver_class(&list.value) != Some(class) {
+            continue;
+        }
+        // `insert(i, v)`, `setdefault(k, v)`: the value is the last argument.
+        if let Some(v) = site.call.arguments.args.last() {
+            out.push((site.call.range(), v));
+        }
+    }
+    for c in lineage(cx, class) {
+        for a in cx.model.class(c).attr(name) {
+            if let (AttrHow::Update, Some(v)) = (a.how, a.value) {
+                out.push((a.range, v));
+            }
+        }
+    }
+    out.sort_by_key(|(r, _)| r.start());
+    out
+}
+
+/// A value, shortened for a table: `nn.Linear(..)`, `torch.zeros(..)`, `[nn.Linear(..) ..]`.
+fn shorten(cx: &Checker<'_, '_>, v: &Expr) -> String {
+    match v {
+        Expr::Call(c) => match &*c.func {
+            // `nn.Parameter(torch.ones(d)).cuda()` → `nn.Parameter(..).cuda(..)`
+            Expr::Attribute(a) if matches!(&*a.value, Expr::Call(_)) => {
+                format!("{}.{}(..)", shorten(cx, &a.value), a.attr.as_str())
+            }
+            func => format!("{}(..)", cx.short(func.range())),
+        },
+        Expr::List(_) | Expr::ListComp(_) => "[..]".to_string(),
+        Expr::Tuple(_) => "(..)".to_string(),
+        Expr::Dict(_) | Expr::DictComp(_) => "{..}".to_string(),
+        other => cx.short(other.range()),
+    }
+}

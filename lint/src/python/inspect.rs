@@ -1,0 +1,93 @@
+//! `devcheck inspect model.py`: for each `nn.Module` subclass, what `model.to(device)` moves
+//! (parameters, buffers, submodules, `nn.ModuleList`/`ModuleDict`/`ParameterList`) and what it
+//! leaves behind (plain tensor attributes, modules and tensors in plain containers), with the
+//! line that assigns each, from the same classification D004 reads ([`super::fields`]).
+
+use ruff_text_size::Ranged;
+
+use crate::diagnostic::LineIndex;
+use crate::driver::FileReport;
+use crate::inspect::{FieldReport, StructReport};
+
+use super::checker::Checker;
+use super::fields::{Fate, Holds, module_fields};
+use super::model::AttrHow;
+use super::model::Model;
+use super::typing::Truth;
+
+/// The module classes of one Python file, with the lint findings inside each.
+pub(crate) fn classes_in(report: &FileReport) -> Vec<StructReport> {
+    let (text, kind, diagnostics) = (&*report.text, report.kind, &report.diagnostics[..]);
+    let Ok(parsed) = ruff_python_parser::parse_module(text) else { return Vec::new() };
+    let body = &parsed.syntax().body;
+    let model = Model::build(text, body);
+    if !model.imports_torch {
+        return Vec::new();
+    }
+    let file_name = report.disk_path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let cx = Checker::new(&model, kind, file_name);
+    let index = LineIndex::new(text);
+    let shown = report.path.clone();
+    let line = |offset: usize| index.line_col(text, offset).line;
+    let mut reports = Vec::new();
+    for (class, c) in model.classes() {
+        if cx.types.is_module_class(class) != Truth::Yes {
+            continue;
+        }
+        // `.to()` and `.cuda()` go through `_apply`: a class that overrides it moves what it keeps.
+        let own_move = ["_apply", "to", "cuda"].into_iter().find(|m| model.method(class, m).is_some());
+        let at = index.line_col(text, c.def.name.start().to_usize());
+        let span = c.def.range().to_std_range();
+        let fields = module_fields(&cx, class)
+            .into_iter()
+            .map(|f| {
+                let rehomed = cx.types.class_attrs(class, f.name).into_iter().find(|a| {
+                    matches!(a.how, AttrHow::Assign | AttrHow::SetAttr)
+                        && a.range != f.at
+                        && cx.is_forward(a.method)
+                });
+                let mut fate = f.fate();
+                let note = match (&f.holds, own_move) {
+                    (_, Some(m)) if fate == Fate::LeftBehind => {
+                        fate = Fate::Unknown;
+                        Some(format!("the class overrides `{m}`, which may move it"))
+                    }
+                    (_, _) if rehomed.is_some() && fate == Fate::LeftBehind => {
+                        let at = rehomed.map(|a| line(a.range.start().to_usize())).unwrap_or(0);
+                        Some(format!("assigned again in the forward pass, line {at}"))
+                    }
+                    (Holds::ModulesInPlain { .. } | Holds::TensorsInPlain { .. }, _) => {
+                        f.filled_at.map(|r| format!("filled at line {}", line(r.start().to_usize())))
+                    }
+                    (Holds::UnregisteredParameter, _) => {
+                        Some("move the data before wrapping it in `nn.Parameter`".to_string())
+                    }
+                    _ => None,
+                };
+                FieldReport {
+                    name: f.name.to_string(),
+                    ty: f.made_by.clone(),
+                    class: f.class(),
+                    fate: fate.as_str(),
+                    saved: f.saved(),
+                    note,
+                    line: line(f.at.start().to_usize()),
+                }
+            })
+            .collect();
+        let name = c.def.name.as_str().to_string();
+        reports.push(StructReport {
+            path: shown.clone(),
+            line: at.line,
+            column: at.column,
+            kind: "class",
+            mover: format!("`{name}.to(device)` (nn.Module: its parameters, buffers and submodules)"),
+            name,
+            api: "torch",
+            fields,
+            errors: Vec::new(),
+            findings: diagnostics.iter().filter(|d| span.contains(&d.range.start)).cloned().collect(),
+        });
+    }
+    reports
+}

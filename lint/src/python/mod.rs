@@ -1,0 +1,101 @@
+//! The Python front end: PyTorch code read with ruff's parser (`ruff_python_parser`), checked
+//! for the same device hazards as the Rust rules (same codes where the hazard is the same) and
+//! for three of PyTorch's own (D008..D010).
+//!
+//! A file goes through three steps: parse (a syntax error is `D000` and the run goes on), build
+//! the semantic model in one traversal ([`model`]: scopes, bindings, imports resolved to
+//! qualified names, classes and their attributes, loops and calls), then one walk in which the
+//! enabled rules read the model ([`checker`]). A file that never imports `torch` stops after
+//! parsing: every rule is about PyTorch.
+
+mod api;
+mod checker;
+mod depth;
+mod fields;
+pub(crate) mod inspect;
+mod model;
+pub mod rules;
+mod typing;
+
+use std::path::Path;
+
+use ruff_text_size::Ranged;
+
+use crate::diagnostic::Finding;
+use crate::registry;
+use crate::source::FileKind;
+
+/// Parses and checks one Python file: the findings of the enabled rules.
+pub(crate) fn check(path: &Path, kind: FileKind, text: &str, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
+    if let Some(problem) = unparseable(text) {
+        return vec![problem];
+    }
+    let parsed = match ruff_python_parser::parse_module(text) {
+        Ok(p) => p,
+        Err(e) => return vec![parse_error(text, &e)],
+    };
+    // The cheap gate: no rule has anything to say about a file that never names torch.
+    if !text.contains("torch") {
+        return Vec::new();
+    }
+    let body = &parsed.syntax().body;
+    let model = model::Model::build(text, body);
+    if !model.imports_torch {
+        return Vec::new();
+    }
+    let rules = rules::enabled(enabled);
+    if rules.is_empty() {
+        return Vec::new();
+    }
+    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    checker::Checker::new(&model, kind, file_name).run(body, rules)
+}
+
+/// A reason not to parse the text at all: too large, or nested too deeply for the stack.
+fn unparseable(text: &str) -> Option<Finding> {
+    if text.len() > crate::MAX_FILE_BYTES {
+        return Some(crate::too_large(u64::try_from(text.len()).ok()));
+    }
+    let deep = depth::check(text, depth::MAX_DEPTH).err()?;
+    Some(
+        Finding::new(&registry::PARSE_ERROR, deep.at..deep.at + deep.len, format!(
+            "file not linted: it is too deeply nested to analyse (more than {} levels of brackets, operators, keywords or blocks)",
+            depth::MAX_DEPTH
+        ))
+        .label("too deep")
+        .help("such files are generated; exclude them (`exclude` in devcheck.toml)"),
+    )
+}
+
+fn parse_error(text: &str, e: &ruff_python_parser::ParseError) -> Finding {
+    let r = e.range().to_std_range();
+    let start = r.start.min(text.len());
+    let end = r.end.clamp(start, text.len());
+    Finding::new(&registry::PARSE_ERROR, start..end, crate::lowercase_first(&e.error.to_string()))
+        .label("here")
+        .help("the file was skipped; `python -m py_compile` shows the same error")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_nested_too_deeply_is_a_parse_error_at_the_place() {
+        let text = format!("import torch\nx = {}1{}\n", "(".repeat(5000), ")".repeat(5000));
+        let findings = check(Path::new("m.py"), FileKind::Library, &text, &|_| true);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].rule.code, "D000");
+        assert!(findings[0].message.contains("too deeply nested"), "{}", findings[0].message);
+        assert_eq!(&text[findings[0].range.clone()], "(");
+    }
+
+    #[test]
+    fn a_syntax_error_is_a_parse_error_at_its_place() {
+        let text = "import torch\ndef f(:\n    pass\n";
+        let findings = check(Path::new("m.py"), FileKind::Library, text, &|_| true);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].rule.code, "D000");
+        assert_eq!(&text[..findings[0].range.start].matches('\n').count(), &1);
+    }
+}

@@ -1,0 +1,1141 @@
+//! The semantic model of one Python file: scopes, bindings, references, functions, classes and
+//! loops in arenas addressed by small `Copy` ids, built in one traversal in evaluation order.
+//!
+//! A binding records how a name was bound (import, assignment, parameter, loop variable, ...) and
+//! is never overwritten: a new binding of the same name shadows the old one and remembers it.
+//! Every name that is read is resolved, at the moment it is read, to the binding it sees; the
+//! rules later look the answer up by the name's offset ([`Model::binding_of`]). Imports carry
+//! the full qualified name, so `import torch as t; t.ones`, `from torch import ones; ones` and
+//! `torch.ones` all resolve to `torch.ones` ([`Model::qualified_name`]).
+//!
+//! Function bodies are deferred: they are visited after the code that defines them, so a name
+//! defined later in the module (a helper below its caller, a global set in `main`) still
+//! resolves, as it does when Python runs the function.
+
+use std::borrow::Cow;
+
+use ruff_python_ast::{
+    self as ast, Expr, ExprContext, Parameters, Stmt,
+    visitor::{self, Visitor},
+};
+use ruff_text_size::{Ranged, TextRange, TextSize};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub(crate) struct $name(u32);
+
+        impl $name {
+            fn new(index: usize) -> Self {
+                // Arenas hold at most one entry per byte of a file under the size limit.
+                $name(u32::try_from(index).unwrap_or(u32::MAX))
+            }
+
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+    };
+}
+
+id_type!(
+    /// A scope: the module, a class body, a function, a lambda or a comprehension.
+    ScopeId
+);
+id_type!(
+    /// A binding of a name.
+    BindingId
+);
+id_type!(
+    /// A `def`.
+    FunctionId
+);
+id_type!(
+    /// A `class`.
+    ClassId
+);
+id_type!(
+    /// A `for` or `while` loop.
+    LoopId
+);
+
+impl ScopeId {
+    /// The module's own scope.
+    pub const MODULE: ScopeId = ScopeId(0);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ScopeKind {
+    Module,
+    Class(ClassId),
+    Function(FunctionId),
+    Lambda,
+    Comprehension,
+}
+
+#[derive(Debug)]
+pub(crate) struct Scope<'a> {
+    pub kind: ScopeKind,
+    pub parent: Option<ScopeId>,
+    /// The binding each name has now; older ones hang off [`Binding::shadowed`].
+    names: FxHashMap<&'a str, BindingId>,
+    /// Names declared `global` (or `nonlocal`) here: assignments bind them outside.
+    outer: FxHashSet<&'a str>,
+}
+
+impl<'a> Scope<'a> {
+    /// The names bound in this scope with their current bindings.
+    pub fn bound_names(&self) -> impl Iterator<Item = (&'a str, BindingId)> + '_ {
+        self.names.iter().map(|(n, b)| (*n, *b))
+    }
+}
+
+/// Which part of the assigned value a target takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// `x = value`
+    Whole,
+    /// `a, b = value`: element `i` (counting from the front, before any starred target).
+    Element(usize),
+    /// A starred target, or an element after one, or a nested pattern.
+    Unknown,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum BindingKind<'a> {
+    /// `import a.b as c`, `from a import b`: the module or object's full dotted name, by its
+    /// index in the model's list of import names ([`Model::import_name`]).
+    Import {
+        name: usize,
+    },
+    /// `import a.b` binds `a`.
+    ImportRoot,
+    /// `x = value`, `x: T = value`, `(x := value)`, `a, b = value`.
+    Assignment {
+        value: &'a Expr,
+        part: Part,
+        annotation: Option<&'a Expr>,
+    },
+    /// `x: T` without a value.
+    Declaration {
+        annotation: &'a Expr,
+    },
+    /// `x += value`: the new value depends on the old one.
+    AugAssignment {
+        value: &'a Expr,
+        op: ast::Operator,
+    },
+    /// A parameter of a function or lambda: its position and its annotation and default.
+    Parameter {
+        function: Option<FunctionId>,
+        position: usize,
+        annotation: Option<&'a Expr>,
+        default: Option<&'a Expr>,
+        variadic: bool,
+    },
+    /// A `for` target (also in comprehensions): an element of `iter`.
+    LoopVar {
+        iter: &'a Expr,
+        part: Part,
+    },
+    /// `with expr as name`.
+    WithItem,
+    ClassDef(ClassId),
+    FunctionDef(FunctionId),
+    /// `except E as e`, `match` captures, `del`, `global`: nothing the rules reason about.
+    Other,
+}
+
+#[derive(Debug)]
+pub(crate) struct Binding<'a> {
+    pub name: &'a str,
+    pub kind: BindingKind<'a>,
+    /// The binding of the same name in the same scope that this one replaced.
+    pub shadowed: Option<BindingId>,
+    /// Bound inside `with torch.no_grad():` (or `inference_mode`, or a function decorated with
+    /// one): the value does not require grad.
+    pub in_no_grad: bool,
+}
+
+/// `self.name = value` (or a registration: `self.register_buffer("name", value)`) in a method.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AttrAssign<'a> {
+    pub name: &'a str,
+    /// `None` when the value is not known (an unpacked tuple, an augmented assignment).
+    pub value: Option<&'a Expr>,
+    pub how: AttrHow,
+    pub method: FunctionId,
+    /// Where to point: the target `self.name`, or the registration call.
+    pub range: TextRange,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AttrHow {
+    /// `self.name = value`
+    Assign,
+    /// `self.name += value`, `self.name[i] = value` (the value is what goes in): changes the
+    /// attribute in place.
+    Update,
+    /// `self.register_buffer("name", value)` (persistent unless `persistent=False`).
+    Buffer { persistent: bool },
+    /// `self.register_parameter("name", value)`
+    Parameter,
+    /// `self.add_module("name", value)`, `self.register_module(..)`
+    Module,
+    /// `setattr(self, "name", value)`
+    SetAttr,
+}
+
+#[derive(Debug)]
+pub(crate) struct Function<'a> {
+    pub def: &'a ast::StmtFunctionDef,
+    /// Its own scope, once its body has been visited.
+    pub scope: Option<ScopeId>,
+    /// The class whose body holds the `def`: a method.
+    pub class: Option<ClassId>,
+    /// The function whose body holds the `def`.
+    pub parent: Option<FunctionId>,
+    /// `self` of a method (`None` for static methods); `cls` for class methods.
+    pub receiver: Option<&'a str>,
+    pub is_classmethod: bool,
+    /// `return` values (not those of nested functions).
+    pub returns: Vec<&'a Expr>,
+}
+
+impl Function<'_> {
+    pub fn name(&self) -> &str {
+        self.def.name.as_str()
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Class<'a> {
+    pub def: &'a ast::StmtClassDef,
+    pub scope: Option<ScopeId>,
+    pub methods: FxHashMap<&'a str, FunctionId>,
+    pub attrs: Vec<AttrAssign<'a>>,
+}
+
+impl<'a> Class<'a> {
+    pub fn bases(&self) -> &[Expr] {
+        self.def.arguments.as_deref().map(|a| &*a.args).unwrap_or(&[])
+    }
+
+    /// Every assignment or registration of attribute `name`, in source order.
+    pub fn attr<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s AttrAssign<'a>> + 's {
+        self.attrs.iter().filter(move |a| a.name == name)
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Loop<'a> {
+    pub stmt: &'a Stmt,
+    pub function: Option<FunctionId>,
+    pub parent: Option<LoopId>,
+    /// Another loop runs inside this one (in the same function): this is an outer loop, such as
+    /// one over epochs.
+    pub has_inner_loop: bool,
+}
+
+impl<'a> Loop<'a> {
+    /// The `for` target and iterable; `None` for a `while` loop.
+    pub fn for_parts(&self) -> Option<(&'a Expr, &'a Expr)> {
+        match self.stmt {
+            Stmt::For(f) => Some((&f.target, &f.iter)),
+            _ => None,
+        }
+    }
+}
+
+/// A call as the model saw it: where it is, for the call graph.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallSite<'a> {
+    pub call: &'a ast::ExprCall,
+    pub function: Option<FunctionId>,
+    pub in_loop: Option<LoopId>,
+}
+
+/// The model of one file.
+pub(crate) struct Model<'a> {
+    pub source: &'a str,
+    scopes: Vec<Scope<'a>>,
+    bindings: Vec<Binding<'a>>,
+    functions: Vec<Function<'a>>,
+    classes: Vec<Class<'a>>,
+    loops: Vec<Loop<'a>>,
+    pub calls: Vec<CallSite<'a>>,
+    /// Start offset of a name that is read → the binding it saw.
+    references: FxHashMap<TextSize, BindingId>,
+    /// Start offset of a bound name → its binding.
+    definitions: FxHashMap<TextSize, BindingId>,
+    functions_by_start: FxHashMap<TextSize, FunctionId>,
+    classes_by_start: FxHashMap<TextSize, ClassId>,
+    loops_by_start: FxHashMap<TextSize, LoopId>,
+    /// Qualified names of imports (`from a import b` makes `a.b`).
+    imports: Vec<String>,
+    /// Some import is from `torch` (or a library built on it).
+    pub imports_torch: bool,
+}
+
+impl<'a> Model<'a> {
+    /// Builds the model of a parsed module.
+    pub fn build(source: &'a str, body: &'a [Stmt]) -> Self {
+        let mut b = Builder {
+            model: Model {
+                source,
+                scopes: Vec::new(),
+                bindings: Vec::new(),
+                functions: Vec::new(),
+                classes: Vec::new(),
+                loops: Vec::new(),
+                calls: Vec::new(),
+                references: FxHashMap::default(),
+                definitions: FxHashMap::default(),
+                functions_by_start: FxHashMap::default(),
+                classes_by_start: FxHashMap::default(),
+                loops_by_start: FxHashMap::default(),
+                imports: Vec::new(),
+                imports_torch: false,
+            },
+            scope: ScopeId(0),
+            function: None,
+            class_body: None,
+            loop_stack: Vec::new(),
+            deferred: Vec::new(),
+            no_grad: 0,
+            depth: 0,
+        };
+        b.model.scopes.push(Scope {
+            kind: ScopeKind::Module,
+            parent: None,
+            names: FxHashMap::default(),
+            outer: FxHashSet::default(),
+        });
+        b.visit_body(body);
+        // Function bodies run after the code that defines them.
+        while let Some(f) = b.deferred.pop() {
+            b.visit_function_body(f);
+        }
+        // Methods are visited in no particular order: keep each class's attributes in source order.
+        for c in &mut b.model.classes {
+            c.attrs.sort_by_key(|a| a.range.start());
+        }
+        b.model
+    }
+
+    /// The dotted name of an import binding.
+    pub fn import_name(&self, index: usize) -> &str {
+        self.imports.get(index).map(String::as_str).unwrap_or("")
+    }
+
+    pub fn binding(&self, id: BindingId) -> &Binding<'a> {
+        &self.bindings[id.index()]
+    }
+
+    pub fn function(&self, id: FunctionId) -> &Function<'a> {
+        &self.functions[id.index()]
+    }
+
+    pub fn functions(&self) -> impl Iterator<Item = (FunctionId, &Function<'a>)> {
+        self.functions.iter().enumerate().map(|(i, f)| (FunctionId::new(i), f))
+    }
+
+    pub fn class(&self, id: ClassId) -> &Class<'a> {
+        &self.classes[id.index()]
+    }
+
+    pub fn classes(&self) -> impl Iterator<Item = (ClassId, &Class<'a>)> {
+        self.classes.iter().enumerate().map(|(i, c)| (ClassId::new(i), c))
+    }
+
+    pub fn loops(&self) -> impl Iterator<Item = (LoopId, &Loop<'a>)> {
+        self.loops.iter().enumerate().map(|(i, l)| (LoopId::new(i), l))
+    }
+
+    pub fn loop_(&self, id: LoopId) -> &Loop<'a> {
+        &self.loops[id.index()]
+    }
+
+    pub fn scope(&self, id: ScopeId) -> &Scope<'a> {
+        &self.scopes[id.index()]
+    }
+
+    /// The function a `def` statement defines.
+    pub fn function_of_def(&self, def: &ast::StmtFunctionDef) -> Option<FunctionId> {
+        self.functions_by_start.get(&def.name.start()).copied()
+    }
+
+    pub fn loop_of_stmt(&self, stmt: &Stmt) -> Option<LoopId> {
+        self.loops_by_start.get(&stmt.start()).copied()
+    }
+
+    /// The binding a name that is read saw when it was read.
+    pub fn binding_of(&self, name: &ast::ExprName) -> Option<BindingId> {
+        self.references.get(&name.start()).copied()
+    }
+
+    /// The binding a bound name (an assignment target, a parameter) made.
+    pub fn definition_at(&self, start: TextSize) -> Option<BindingId> {
+        self.definitions.get(&start).copied()
+    }
+
+    /// The binding `name` has at the end of `scope` (or an enclosing scope), as a function body
+    /// defined there sees it.
+    pub fn lookup(&self, scope: ScopeId, name: &str) -> Option<BindingId> {
+        let mut at = Some(scope);
+        let mut first = true;
+        while let Some(id) = at {
+            let s = self.scope(id);
+            // A function does not see the names of the class bodies around it.
+            if (first || !matches!(s.kind, ScopeKind::Class(_)))
+                && let Some(b) = s.names.get(name)
+            {
+                return Some(*b);
+            }
+            first = false;
+            at = s.parent;
+        }
+        None
+    }
+
+    /// The full dotted name an expression refers to, following imports: `t.nn.Linear` with
+    /// `import torch as t` is `torch.nn.Linear`. Names bound to nothing are builtins
+    /// (`builtins.float`). `None` for local values and anything that is not a dotted name.
+    pub fn qualified_name(&self, e: &Expr) -> Option<Cow<'_, str>> {
+        match e {
+            Expr::Name(n) => match self.binding_of(n) {
+                Some(id) => match self.binding(id).kind {
+                    BindingKind::Import { name } => Some(Cow::Borrowed(self.import_name(name))),
+                    BindingKind::ImportRoot => Some(Cow::Borrowed(self.binding(id).name)),
+                    _ => None,
+                },
+                None => Some(Cow::Owned(format!("builtins.{}", n.id.as_str()))),
+            },
+            Expr::Attribute(a) => {
+                let base = self.qualified_name(&a.value)?;
+                if base.starts_with("builtins.") {
+                    return None;
+                }
+                Some(Cow::Owned(format!("{base}.{}", a.attr.as_str())))
+            }
+            _ => None,
+        }
+    }
+
+    /// Like [`Model::qualified_name`], with the spellings of one object reduced to one:
+    /// `torch.nn.modules.linear.Linear` is `torch.nn.Linear`.
+    pub fn canonical_name(&self, e: &Expr) -> Option<Cow<'_, str>> {
+        let q = self.qualified_name(e)?;
+        Some(canonical(q))
+    }
+
+    /// The same-file function or class a call's callee names, through names and `self.method`.
+    pub fn callee(&self, call: &ast::ExprCall, caller: Option<FunctionId>) -> Option<Callee> {
+        match &*call.func {
+            Expr::Name(n) => match self.binding(self.binding_of(n)?).kind {
+                BindingKind::FunctionDef(f) => Some(Callee::Function(f)),
+                BindingKind::ClassDef(c) => Some(Callee::Class(c)),
+                _ => None,
+            },
+            Expr::Attribute(a) => {
+                let Expr::Name(recv) = &*a.value else { return None };
+                let f = self.function(caller?);
+                let class = f.class?;
+                if f.receiver != Some(recv.id.as_str()) {
+                    return None;
+                }
+                self.method(class, a.attr.as_str()).map(Callee::Function)
+            }
+            _ => None,
+        }
+    }
+
+    /// Method `name` of a class, or of a base class defined in the same file.
+    pub fn method(&self, class: ClassId, name: &str) -> Option<FunctionId> {
+        let mut seen = 0;
+        let mut at = Some(class);
+        while let Some(c) = at {
+            if let Some(m) = self.class(c).methods.get(name) {
+                return Some(*m);
+            }
+            seen += 1;
+            if seen > 32 {
+                return None;
+            }
+            at = self.class(c).bases().iter().find_map(|b| self.local_class(b));
+        }
+        None
+    }
+
+    /// The class defined in this file that an expression names.
+    pub fn local_class(&self, e: &Expr) -> Option<ClassId> {
+        let Expr::Name(n) = e else { return None };
+        match self.binding(self.binding_of(n)?).kind {
+            BindingKind::ClassDef(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The source text of a range.
+    pub fn text(&self, range: TextRange) -> &'a str {
+        self.source.get(range.to_std_range()).unwrap_or("")
+    }
+}
+
+/// The context managers (and decorators) that turn autograd off.
+pub(crate) fn is_no_grad_name(q: &str) -> bool {
+    matches!(
+        q,
+        "torch.no_grad"
+            | "torch.inference_mode"
+            | "torch.autograd.no_grad"
+            | "torch.autograd.grad_mode.no_grad"
+    )
+}
+
+/// What a call calls, when it is defined in the same file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Callee {
+    Function(FunctionId),
+    Class(ClassId),
+}
+
+/// One spelling per object: re-exports and aliases of the objects the rules look for.
+pub(crate) fn canonical(q: Cow<'_, str>) -> Cow<'_, str> {
+    const PREFIXES: [(&str, &str); 5] = [
+        ("torch.nn.modules.", "torch.nn."),
+        ("torch.utils.data.dataloader.", "torch.utils.data."),
+        ("torch.nn.parameter.", "torch.nn."),
+        ("torch.serialization.", "torch."),
+        ("torch._C._nn.", "torch.nn.functional."),
+    ];
+    for (long, short) in PREFIXES {
+        if let Some(rest) = q.strip_prefix(long) {
+            // `torch.nn.modules.linear.Linear` → `torch.nn.Linear`: keep the object's own name.
+            let name =
+                if long == "torch.nn.modules." { rest.rsplit('.').next().unwrap_or(rest) } else { rest };
+            return Cow::Owned(format!("{short}{name}"));
+        }
+    }
+    q
+}
+
+/// A function whose body waits to be visited, with what it sees.
+struct Deferred {
+    function: FunctionId,
+    scope: ScopeId,
+    /// The function is decorated with `@torch.no_grad()` (or runs inside such a function).
+    no_grad: bool,
+}
+
+struct Builder<'a> {
+    model: Model<'a>,
+    scope: ScopeId,
+    function: Option<FunctionId>,
+    /// The class whose body is being visited (not its methods).
+    class_body: Option<ClassId>,
+    loop_stack: Vec<LoopId>,
+    deferred: Vec<Deferred>,
+    /// Inside `with torch.no_grad()` blocks (and `@torch.no_grad()` functions).
+    no_grad: usize,
+    /// Nesting of statements and expressions: past [`MAX_DEPTH`] the builder stops descending.
+    depth: usize,
+}
+
+/// Deeper than this, code is generated; the builder (and the checker) skip what is below.
+pub(crate) const MAX_DEPTH: usize = 400;
+
+/// Where a bound name's value comes from, before the target's shape says which part it takes.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Assign { value: &'a Expr, annotation: Option<&'a Expr> },
+    Aug { value: &'a Expr, op: ast::Operator },
+    Loop { iter: &'a Expr },
+    With,
+}
+
+impl<'a> Source<'a> {
+    fn kind(self, part: Part) -> BindingKind<'a> {
+        match self {
+            Source::Assign { value, annotation } => BindingKind::Assignment { value, part, annotation },
+            Source::Aug { value, op } => BindingKind::AugAssignment { value, op },
+            Source::Loop { iter } => BindingKind::LoopVar { iter, part },
+            Source::With => BindingKind::WithItem,
+        }
+    }
+
+    fn value(self) -> Option<&'a Expr> {
+        match self {
+            Source::Assign { value, .. } => Some(value),
+            _ => None,
+        }
+    }
+}
+
+impl<'a> Builder<'a> {
+    fn push_scope(&mut self, kind: ScopeKind) -> ScopeId {
+        let id = ScopeId::new(self.model.scopes.len());
+        self.model.scopes.push(Scope {
+            kind,
+            parent: Some(self.scope),
+            names: FxHashMap::default(),
+            outer: FxHashSet::default(),
+        });
+        self.scope = id;
+        id
+    }
+
+    fn pop_scope(&mut self) {
+        if let Some(parent) = self.model.scopes[self.scope.index()].parent {
+            self.scope = parent;
+        }
+    }
+
+    /// The scope an assignment to `name` binds in: here, unless declared `global`/`nonlocal`.
+    fn binding_scope(&self, name: &str) -> ScopeId {
+        let here = &self.model.scopes[self.scope.index()];
+        if !here.outer.contains(name) {
+            return self.scope;
+        }
+        // `nonlocal` binds in the nearest enclosing function that has the name; `global` (and a
+        // `nonlocal` that finds none) in the module.
+        let mut at = here.parent;
+        while let Some(id) = at {
+            let s = &self.model.scopes[id.index()];
+            if matches!(s.kind, ScopeKind::Function(_)) && s.names.contains_key(name) {
+                return id;
+            }
+            at = s.parent;
+        }
+        ScopeId(0)
+    }
+
+    fn bind(&mut self, name: &'a str, range: TextRange, kind: BindingKind<'a>) -> BindingId {
+        let scope = self.binding_scope(name);
+        let id = BindingId::new(self.model.bindings.len());
+        let shadowed = self.model.scopes[scope.index()].names.insert(name, id);
+        self.model.bindings.push(Binding { name, kind, shadowed, in_no_grad: self.no_grad > 0 });
+        self.model.definitions.insert(range.start(), id);
+        id
+    }
+
+    fn resolve(&mut self, name: &ast::ExprName) {
+        if let Some(b) = self.model.lookup(self.scope, name.id.as_str()) {
+            self.model.references.insert(name.start(), b);
+        }
+    }
+
+    /// The method (and its class and receiver name) whose body the builder is in, through
+    /// nested functions.
+    fn method(&self) -> Option<(FunctionId, ClassId, &'a str)> {
+        let mut at = self.function;
+        while let Some(f) = at {
+            let fun = &self.model.functions[f.index()];
+            if let (Some(class), Some(receiver)) = (fun.class, fun.receiver) {
+                return Some((f, class, receiver));
+            }
+            at = fun.parent;
+        }
+        None
+    }
+
+    fn note_attr(&mut self, target: &'a ast::ExprAttribute, value: Option<&'a Expr>, how: AttrHow) {
+        let Some((method, class, receiver)) = self.method() else { return };
+        let Expr::Name(n) = &*target.value else { return };
+        if n.id.as_str() != receiver {
+            return;
+        }
+        self.model.classes[class.index()].attrs.push(AttrAssign {
+            name: target.attr.as_str(),
+            value,
+            how,
+            method,
+            range: target.range,
+        });
+    }
+
+    /// `self.register_buffer("name", value)` and its kin, `setattr(self, "name", value)`.
+    fn note_registration(&mut self, call: &'a ast::ExprCall) {
+        let Some((method, class, receiver)) = self.method() else { return };
+        let args = &call.arguments;
+        let (how, name_at, value_key) = match &*call.func {
+            Expr::Attribute(a) if matches!(&*a.value, Expr::Name(n) if n.id.as_str() == receiver) => {
+                match a.attr.as_str() {
+                    "register_buffer" => {
+                        let persistent = !args
+                            .find_keyword("persistent")
+                            .is_some_and(|k| matches!(k.value, Expr::BooleanLiteral(ref b) if !b.value));
+                        (AttrHow::Buffer { persistent }, 0, "tensor")
+                    }
+                    "register_parameter" => (AttrHow::Parameter, 0, "param"),
+                    "add_module" | "register_module" => (AttrHow::Module, 0, "module"),
+                    _ => return,
+                }
+            }
+            Expr::Name(f) if f.id.as_str() == "setattr" => {
+                if !matches!(args.args.first(), Some(Expr::Name(n)) if n.id.as_str() == receiver) {
+                    return;
+                }
+                (AttrHow::SetAttr, 1, "value")
+            }
+            _ => return,
+        };
+        let Some(Expr::StringLiteral(name)) = args.find_argument_value("name", name_at) else { return };
+        let value = args.find_argument_value(value_key, name_at + 1);
+        let name = name.value.to_str();
+        self.model.classes[class.index()].attrs.push(AttrAssign {
+            name,
+            value,
+            how,
+            method,
+            range: call.range(),
+        });
+    }
+
+    fn bind_target(&mut self, target: &'a Expr, source: Source<'a>, part: Part) {
+        match target {
+            Expr::Name(n) => {
+                self.bind(n.id.as_str(), n.range, source.kind(part));
+            }
+            Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => {
+                let star = elts.iter().position(Expr::is_starred_expr);
+                for (i, e) in elts.iter().enumerate() {
+                    let p = if part != Part::Whole || star.is_some_and(|s| i >= s) {
+                        Part::Unknown
+                    } else {
+                        Part::Element(i)
+                    };
+                    self.bind_target(e, source, p);
+                }
+            }
+            Expr::Starred(s) => self.bind_target(&s.value, source, Part::Unknown),
+            Expr::Attribute(a) => {
+                self.visit_expr(&a.value);
+                let value = if part == Part::Whole { source.value() } else { None };
+                let how =
+                    if matches!(source, Source::Aug { .. }) { AttrHow::Update } else { AttrHow::Assign };
+                self.note_attr(a, value, how);
+            }
+            Expr::Subscript(s) => {
+                self.visit_expr(&s.value);
+                self.visit_expr(&s.slice);
+                // `self.heads[name] = nn.Linear(..)`: an update that puts a value in.
+                if let Expr::Attribute(a) = &*s.value {
+                    let value = if part == Part::Whole { source.value() } else { None };
+                    self.note_attr(a, value, AttrHow::Update);
+                }
+            }
+            _ => self.visit_expr(target),
+        }
+    }
+
+    fn bind_parameters(&mut self, parameters: &'a Parameters, function: Option<FunctionId>) {
+        for (position, p) in parameters.posonlyargs.iter().chain(&parameters.args).enumerate() {
+            self.bind(
+                p.parameter.name.as_str(),
+                p.parameter.name.range,
+                BindingKind::Parameter {
+                    function,
+                    position,
+                    annotation: p.parameter.annotation.as_deref(),
+                    default: p.default.as_deref(),
+                    variadic: false,
+                },
+            );
+        }
+        for p in parameters.vararg.iter().chain(&parameters.kwarg) {
+            self.bind(
+                p.name.as_str(),
+                p.name.range,
+                BindingKind::Parameter {
+                    function,
+                    position: usize::MAX,
+                    annotation: p.annotation.as_deref(),
+                    default: None,
+                    variadic: true,
+                },
+            );
+        }
+        for p in &parameters.kwonlyargs {
+            self.bind(
+                p.parameter.name.as_str(),
+                p.parameter.name.range,
+                BindingKind::Parameter {
+                    function,
+                    position: usize::MAX,
+                    annotation: p.parameter.annotation.as_deref(),
+                    default: p.default.as_deref(),
+                    variadic: false,
+                },
+            );
+        }
+    }
+
+    /// Defaults and annotations are evaluated where the `def` or `lambda` is.
+    fn visit_parameter_exprs(&mut self, parameters: &'a Parameters) {
+        for p in parameters.iter_non_variadic_params() {
+            if let Some(d) = &p.default {
+                self.visit_expr(d);
+            }
+            if let Some(a) = &p.parameter.annotation {
+                self.visit_expr(a);
+            }
+        }
+        for p in parameters.vararg.iter().chain(&parameters.kwarg) {
+            if let Some(a) = &p.annotation {
+                self.visit_expr(a);
+            }
+        }
+    }
+
+    fn function_def(&mut self, def: &'a ast::StmtFunctionDef) {
+        for d in &def.decorator_list {
+            self.visit_expr(&d.expression);
+        }
+        self.visit_parameter_exprs(&def.parameters);
+        if let Some(r) = &def.returns {
+            self.visit_expr(r);
+        }
+        let decorated = |name: &str| {
+            def.decorator_list.iter().any(|d| match &d.expression {
+                Expr::Name(n) => n.id.as_str() == name,
+                _ => false,
+            })
+        };
+        let class = match self.model.scopes[self.scope.index()].kind {
+            ScopeKind::Class(c) => Some(c),
+            _ => None,
+        };
+        let is_staticmethod = decorated("staticmethod");
+        let is_classmethod = decorated("classmethod");
+        let receiver = if class.is_some() && !is_staticmethod {
+            let p = &def.parameters;
+            p.posonlyargs.first().or(p.args.first()).map(|p| p.parameter.name.as_str())
+        } else {
+            None
+        };
+        let id = FunctionId::new(self.model.functions.len());
+        self.model.functions.push(Function {
+            def,
+            scope: None,
+            class,
+            parent: self.function,
+            receiver,
+            is_classmethod,
+            returns: Vec::new(),
+        });
+        self.model.functions_by_start.insert(def.name.start(), id);
+        if let Some(c) = class {
+            self.model.classes[c.index()].methods.insert(def.name.as_str(), id);
+        }
+        self.bind(def.name.as_str(), def.name.range, BindingKind::FunctionDef(id));
+        let no_grad = self.no_grad > 0 || def.decorator_list.iter().any(|d| self.is_no_grad(&d.expression));
+        self.deferred.push(Deferred { function: id, scope: self.scope, no_grad });
+    }
+
+    fn visit_function_body(&mut self, d: Deferred) {
+        let def = self.model.functions[d.function.index()].def;
+        self.scope = d.scope;
+        let scope = self.push_scope(ScopeKind::Function(d.function));
+        self.model.functions[d.function.index()].scope = Some(scope);
+        self.function = Some(d.function);
+        self.class_body = None;
+        self.loop_stack.clear();
+        self.no_grad = usize::from(d.no_grad);
+        // `global` and `nonlocal` apply to the whole body, wherever they are written.
+        collect_outer_names(&def.body, &mut self.model.scopes[scope.index()].outer);
+        self.bind_parameters(&def.parameters, Some(d.function));
+        self.visit_body(&def.body);
+    }
+
+    fn class_def(&mut self, def: &'a ast::StmtClassDef) {
+        for d in &def.decorator_list {
+            self.visit_expr(&d.expression);
+        }
+        if let Some(args) = &def.arguments {
+            self.visit_arguments(args);
+        }
+        let id = ClassId::new(self.model.classes.len());
+        self.model.classes.push(Class { def, scope: None, methods: FxHashMap::default(), attrs: Vec::new() });
+        self.model.classes_by_start.insert(def.name.start(), id);
+        let scope = self.push_scope(ScopeKind::Class(id));
+        self.model.classes[id.index()].scope = Some(scope);
+        let saved = self.class_body.replace(id);
+        self.visit_body(&def.body);
+        self.class_body = saved;
+        self.pop_scope();
+        self.bind(def.name.as_str(), def.name.range, BindingKind::ClassDef(id));
+    }
+
+    fn loop_stmt(&mut self, stmt: &'a Stmt) {
+        let id = LoopId::new(self.model.loops.len());
+        let parent = self.loop_stack.last().copied();
+        if let Some(p) = parent {
+            self.model.loops[p.index()].has_inner_loop = true;
+        }
+        self.model.loops.push(Loop { stmt, function: self.function, parent, has_inner_loop: false });
+        self.model.loops_by_start.insert(stmt.start(), id);
+        match stmt {
+            Stmt::For(f) => {
+                self.visit_expr(&f.iter);
+                self.loop_stack.push(id);
+                self.bind_target(&f.target, Source::Loop { iter: &f.iter }, Part::Whole);
+                self.visit_body(&f.body);
+                self.loop_stack.pop();
+                self.visit_body(&f.orelse);
+            }
+            Stmt::While(w) => {
+                self.loop_stack.push(id);
+                self.visit_expr(&w.test);
+                self.visit_body(&w.body);
+                self.loop_stack.pop();
+                self.visit_body(&w.orelse);
+            }
+            _ => {}
+        }
+    }
+
+    fn import(&mut self, stmt: &'a Stmt) {
+        match stmt {
+            Stmt::Import(i) => {
+                for alias in &i.names {
+                    let full = alias.name.as_str();
+                    self.note_library(full);
+                    match &alias.asname {
+                        Some(as_name) => {
+                            let name = self.intern(full.to_string());
+                            self.bind(as_name.as_str(), as_name.range, BindingKind::Import { name });
+                        }
+                        None => {
+                            let root = full.split('.').next().unwrap_or(full);
+                            // `import a.b` binds `a`; its range is the start of the dotted name.
+                            let range = TextRange::at(alias.name.start(), TextSize::of(root));
+                            self.bind(root, range, BindingKind::ImportRoot);
+                        }
+                    }
+                }
+            }
+            Stmt::ImportFrom(i) => {
+                let dots = ".".repeat(i.level as usize);
+                let module = i.module.as_ref().map(|m| m.as_str()).unwrap_or("");
+                let base = format!("{dots}{module}");
+                if i.level == 0 {
+                    self.note_library(module);
+                }
+                for alias in &i.names {
+                    if alias.name.as_str() == "*" {
+                        continue;
+                    }
+                    let bound = alias.asname.as_ref().unwrap_or(&alias.name);
+                    let full = if base.is_empty() || base.ends_with('.') {
+                        format!("{base}{}", alias.name.as_str())
+                    } else {
+                        format!("{base}.{}", alias.name.as_str())
+                    };
+                    let name = self.intern(full);
+                    self.bind(bound.as_str(), bound.range, BindingKind::Import { name });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// `torch.no_grad()` or `torch.inference_mode()`, called or not (as a decorator).
+    fn is_no_grad(&self, e: &Expr) -> bool {
+        let func = match e {
+            Expr::Call(c) => &*c.func,
+            other => other,
+        };
+        self.model.canonical_name(func).is_some_and(|q| is_no_grad_name(&q))
+    }
+
+    fn intern(&mut self, full: String) -> usize {
+        self.model.imports.push(full);
+        self.model.imports.len() - 1
+    }
+
+    fn note_library(&mut self, module: &str) {
+        let root = module.split('.').next().unwrap_or(module);
+        if matches!(root, "torch" | "torchvision" | "torchaudio") {
+            self.model.imports_torch = true;
+        }
+    }
+
+    fn comprehension(&mut self, generators: &'a [ast::Comprehension], elts: &[&'a Expr]) {
+        let Some(first) = generators.first() else { return };
+        self.visit_expr(&first.iter);
+        self.push_scope(ScopeKind::Comprehension);
+        for (i, g) in generators.iter().enumerate() {
+            if i > 0 {
+                self.visit_expr(&g.iter);
+            }
+            self.bind_target(&g.target, Source::Loop { iter: &g.iter }, Part::Whole);
+            for cond in &g.ifs {
+                self.visit_expr(cond);
+            }
+        }
+        for e in elts {
+            self.visit_expr(e);
+        }
+        self.pop_scope();
+    }
+}
+
+/// Names a function body declares `global` or `nonlocal` (not inside nested functions).
+fn collect_outer_names<'a>(body: &'a [Stmt], out: &mut FxHashSet<&'a str>) {
+    use ruff_python_ast::statement_visitor::{StatementVisitor, walk_stmt};
+    struct Outer<'a, 'o>(&'o mut FxHashSet<&'a str>);
+    impl<'a> StatementVisitor<'a> for Outer<'a, '_> {
+        fn visit_stmt(&mut self, stmt: &'a Stmt) {
+            match stmt {
+                Stmt::Global(g) => self.0.extend(g.names.iter().map(|n| n.as_str())),
+                Stmt::Nonlocal(g) => self.0.extend(g.names.iter().map(|n| n.as_str())),
+                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
+                _ => walk_stmt(self, stmt),
+            }
+        }
+    }
+    let mut v = Outer(out);
+    v.visit_body(body);
+}
+
+impl<'a> Visitor<'a> for Builder<'a> {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        if self.depth > MAX_DEPTH {
+            return;
+        }
+        self.depth += 1;
+        match stmt {
+            Stmt::FunctionDef(def) => self.function_def(def),
+            Stmt::ClassDef(def) => self.class_def(def),
+            Stmt::Import(_) | Stmt::ImportFrom(_) => self.import(stmt),
+            Stmt::Assign(a) => {
+                self.visit_expr(&a.value);
+                for t in &a.targets {
+                    self.bind_target(t, Source::Assign { value: &a.value, annotation: None }, Part::Whole);
+                }
+            }
+            Stmt::AnnAssign(a) => {
+                if let Some(v) = &a.value {
+                    self.visit_expr(v);
+                }
+                self.visit_expr(&a.annotation);
+                match (&*a.target, &a.value) {
+                    (Expr::Name(n), None) => {
+                        self.bind(
+                            n.id.as_str(),
+                            n.range,
+                            BindingKind::Declaration { annotation: &a.annotation },
+                        );
+                    }
+                    (_, Some(v)) => self.bind_target(
+                        &a.target,
+                        Source::Assign { value: v, annotation: Some(&a.annotation) },
+                        Part::Whole,
+                    ),
+                    (t, None) => self.visit_expr(t),
+                }
+            }
+            Stmt::AugAssign(a) => {
+                self.visit_expr(&a.value);
+                if let Expr::Name(n) = &*a.target {
+                    self.resolve(n);
+                }
+                self.bind_target(&a.target, Source::Aug { value: &a.value, op: a.op }, Part::Whole);
+            }
+            Stmt::For(_) | Stmt::While(_) => self.loop_stmt(stmt),
+            Stmt::With(w) => {
+                let mut no_grad = 0;
+                for item in &w.items {
+                    self.visit_expr(&item.context_expr);
+                    if let Some(vars) = &item.optional_vars {
+                        self.bind_target(vars, Source::With, Part::Whole);
+                    }
+                    no_grad += usize::from(self.is_no_grad(&item.context_expr));
+                }
+                self.no_grad += no_grad;
+                self.visit_body(&w.body);
+                self.no_grad -= no_grad;
+            }
+            Stmt::Try(t) => {
+                self.visit_body(&t.body);
+                for h in &t.handlers {
+                    let ast::ExceptHandler::ExceptHandler(h) = h;
+                    if let Some(ty) = &h.type_ {
+                        self.visit_expr(ty);
+                    }
+                    if let Some(name) = &h.name {
+                        self.bind(name.as_str(), name.range, BindingKind::Other);
+                    }
+                    self.visit_body(&h.body);
+                }
+                self.visit_body(&t.orelse);
+                self.visit_body(&t.finalbody);
+            }
+            Stmt::Return(r) => {
+                if let Some(v) = &r.value {
+                    self.visit_expr(v);
+                    if let Some(f) = self.function {
+                        self.model.functions[f.index()].returns.push(v);
+                    }
+                }
+            }
+            Stmt::Global(_) | Stmt::Nonlocal(_) => {}
+            _ => visitor::walk_stmt(self, stmt),
+        }
+        self.depth -= 1;
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if self.depth > MAX_DEPTH {
+            return;
+        }
+        self.depth += 1;
+        match expr {
+            Expr::Name(n) => {
+                if n.ctx == ExprContext::Load {
+                    self.resolve(n);
+                }
+            }
+            Expr::Call(call) => {
+                self.model.calls.push(CallSite {
+                    call,
+                    function: self.function,
+                    in_loop: self.loop_stack.last().copied(),
+                });
+                self.note_registration(call);
+                visitor::walk_expr(self, expr);
+            }
+            Expr::Named(n) => {
+                self.visit_expr(&n.value);
+                self.bind_target(
+                    &n.target,
+                    Source::Assign { value: &n.value, annotation: None },
+                    Part::Whole,
+                );
+            }
+            Expr::Lambda(l) => {
+                if let Some(p) = &l.parameters {
+                    self.visit_parameter_exprs(p);
+                }
+                self.push_scope(ScopeKind::Lambda);
+                if let Some(p) = &l.parameters {
+                    self.bind_parameters(p, None);
+                }
+                self.visit_expr(&l.body);
+                self.pop_scope();
+            }
+            Expr::ListComp(c) => self.comprehension(&c.generators, &[&c.elt]),
+            Expr::SetComp(c) => self.comprehension(&c.generators, &[&c.elt]),
+            Expr::Generator(c) => self.comprehension(&c.generators, &[&c.elt]),
+            Expr::DictComp(c) => {
+                let elts: Vec<&Expr> = c.key.as_deref().into_iter().chain([&*c.value]).collect();
+                self.comprehension(&c.generators, &elts);
+            }
+            _ => visitor::walk_expr(self, expr),
+        }
+        self.depth -= 1;
+    }
+}

@@ -1,0 +1,432 @@
+use ruff_python_ast::{self as ast, Expr, Stmt};
+use ruff_text_size::{Ranged, TextSize};
+use rustc_hash::FxHashSet;
+
+use crate::diagnostic::{Applicability, Edit, Finding, Fix};
+use crate::python::api;
+use crate::python::checker::{Checker, Node, Rule};
+use crate::python::model::{AttrHow, BindingKind, Part};
+use crate::python::typing::Kind;
+use crate::rules::D001TensorOnFixedDevice;
+
+use super::helpers::{
+    Fixed, checks_for_accelerator, fixed_creation, is_dtype, keyword, literal_device, range,
+};
+use super::{NOT_MEASURED, python_side};
+
+python_side! {
+    /// ### What it does
+    /// Flags a tensor made on a fixed device — `torch.zeros/ones/full/empty/arange/linspace/eye/
+    /// rand/randn/randint/tensor/as_tensor/from_numpy` with no `device=`, or with
+    /// `device="cpu"` — inside `forward` (or a function it calls in the same file, or a function
+    /// whose parameters are annotated `torch.Tensor`) and then combined with a tensor on the
+    /// inputs' device: in arithmetic, in a `torch` op, as an argument of a tensor method, or
+    /// passed to a module (`self.pos_emb(torch.arange(t))`).
+    ///
+    /// Not flagged: `device=x.device` (any device that is not a literal), `x.new_zeros(..)`,
+    /// `torch.zeros_like(x)`, a 0-dim tensor from a Python scalar (`torch.tensor(0.5)`: PyTorch
+    /// lets a CUDA op take it from the CPU), a tensor moved before it is used (at once, or by a
+    /// later `mask = mask.to(x.device)`), a tensor used only as an index or mask of a tensor on
+    /// the device (`x[torch.arange(n)]` is allowed), code under `with torch.device(..)` or in a
+    /// file that calls `torch.set_default_device`, branches chosen by the device
+    /// (`if x.is_cuda:`), and tests.
+    ///
+    /// ### Why is this bad?
+    /// The model works on the CPU and fails the first time it runs on a GPU: the new tensor stays
+    /// on the CPU while the inputs and weights moved, and the op reports "Expected all tensors to
+    /// be on the same device". This is the most common device bug in model code.
+    ///
+    /// ### Example
+    /// ```python
+    /// def forward(self, idx):
+    ///     b, t = idx.size()
+    ///     pos = torch.arange(0, t, dtype=torch.long)
+    ///     return self.tok_emb(idx) + self.pos_emb(pos)
+    /// ```
+    ///
+    /// ### Use instead
+    /// ```python
+    /// def forward(self, idx):
+    ///     b, t = idx.size()
+    ///     pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+    ///     return self.tok_emb(idx) + self.pos_emb(pos)
+    /// ```
+    ///
+    /// ### Fix safety
+    /// The fix passes `device=x.device`, where `x` is the function's first tensor parameter. It
+    /// is safe when that parameter is annotated `torch.Tensor`; otherwise it is unsafe (the
+    /// parameter may not be a tensor). There is no fix when the function has no such parameter.
+    pub struct D001Torch {
+        code: "D001",
+        preview: NOT_MEASURED,
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Check {
+    reported: FxHashSet<TextSize>,
+}
+
+/// Chains of bindings deeper than this are not followed.
+const MAX_DEPTH: usize = 16;
+
+impl Rule for Check {
+    fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
+        if !matches!(e, Expr::BinOp(_) | Expr::Compare(_) | Expr::Call(_) | Expr::Subscript(_)) || !active(cx)
+        {
+            return;
+        }
+        for (fixed, other) in combined(cx, e) {
+            let Some((origin, how)) = fixed_origin(cx, fixed, 0) else { continue };
+            if !device_side(cx, other, 0) || !self.reported.insert(origin.start()) {
+                continue;
+            }
+            out.push(finding(cx, origin, how, e));
+        }
+    }
+}
+
+/// In a forward pass (or a function taking tensors), where the default device is not set and
+/// not chosen by a branch.
+fn active(cx: &Checker<'_, '_>) -> bool {
+    let Some(f) = cx.function else { return false };
+    if cx.kind.is_test_like() || cx.facts.sets_default_device || cx.device_block > 0 {
+        return false;
+    }
+    let fun = cx.model.function(f);
+    // Methods of a module that take tensors; other functions only when a forward pass calls them.
+    let takes_tensors = cx.in_module_method()
+        && fun.def.parameters.iter_non_variadic_params().any(|p| {
+            p.parameter.annotation.as_deref().is_some_and(|a| cx.types.annotation_kind(a) == Kind::Tensor)
+        });
+    if !(cx.in_forward() || (takes_tensors && !fun.name().starts_with("__"))) {
+        return false;
+    }
+    !cx.parents.iter().any(|n| match n {
+        Node::Stmt(Stmt::If(i)) => checks_for_accelerator(cx, &i.test),
+        Node::Expr(Expr::If(i)) => checks_for_accelerator(cx, &i.test),
+        _ => false,
+    })
+}
+
+/// Pairs (a, b) that an expression combines so that both must be on one device.
+fn combined<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Vec<(&'e Expr, &'e Expr)> {
+    let mut pairs = Vec::new();
+    let both = |pairs: &mut Vec<(&'e Expr, &'e Expr)>, a: &'e Expr, b: &'e Expr| {
+        pairs.push((a, b));
+        pairs.push((b, a));
+    };
+    match e {
+        Expr::BinOp(b) => both(&mut pairs, &b.left, &b.right),
+        Expr::Compare(c) => {
+            for r in c.comparators.iter() {
+                both(&mut pairs, &c.left, r);
+            }
+        }
+        // A CUDA index into a CPU tensor fails (the reverse is allowed).
+        Expr::Subscript(s) => pairs.push((&*s.value, &*s.slice)),
+        Expr::Call(call) => {
+            let args: Vec<&Expr> = call
+                .arguments
+                .args
+                .iter()
+                .chain(call.arguments.keywords.iter().filter(|k| k.arg.is_some()).map(|k| &k.value))
+                .flat_map(|a| match a {
+                    Expr::List(l) => l.elts.iter().collect::<Vec<_>>(),
+                    Expr::Tuple(t) => t.elts.iter().collect(),
+                    Expr::Starred(s) => vec![&*s.value],
+                    other => vec![other],
+                })
+                .collect();
+            if let Some(q) = cx.model.canonical_name(&call.func) {
+                if api::returns_tensor(&q) && !api::is_creation(&q) && !q.ends_with("_like") {
+                    for (i, a) in args.iter().enumerate() {
+                        for b in &args[i + 1..] {
+                            both(&mut pairs, a, b);
+                        }
+                    }
+                }
+                return pairs;
+            }
+            if let Expr::Attribute(a) = &*call.func {
+                let allowed = matches!(
+                    a.attr.as_str(),
+                    "to" | "copy_"
+                        | "type_as"
+                        | "expand_as"
+                        | "view_as"
+                        | "reshape_as"
+                        | "new_zeros"
+                        | "new_ones"
+                        | "new_full"
+                        | "new_empty"
+                        | "new_tensor"
+                        | "size"
+                        | "index_put_"
+                        | "__setitem__"
+                );
+                if !allowed && cx.kind_of(&a.value) == Kind::Tensor {
+                    for arg in &args {
+                        both(&mut pairs, arg, &a.value);
+                    }
+                }
+            }
+            // A module's weights are on the model's device.
+            if cx.kind_of(&call.func) == Kind::Module {
+                for arg in args {
+                    pairs.push((arg, &*call.func));
+                }
+            }
+        }
+        _ => {}
+    }
+    pairs
+}
+
+/// The creation call a tensor comes from, when it was made on a fixed device and not moved
+/// since.
+fn fixed_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<(&'e ast::ExprCall, Fixed)> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let next = |e: &'e Expr| fixed_origin(cx, e, depth + 1);
+    match e {
+        Expr::Call(c) => {
+            if let Some(q) = cx.model.canonical_name(&c.func) {
+                if api::is_creation(&q) {
+                    return fixed_creation(cx, c, &q).map(|how| (c, how));
+                }
+                if api::returns_tensor(&q) && !q.ends_with("_like") {
+                    let args = &c.arguments.args;
+                    if args.iter().any(|a| device_side(cx, a, depth + 1)) {
+                        return None;
+                    }
+                    return args.iter().find_map(next);
+                }
+                return None;
+            }
+            let Expr::Attribute(a) = &*c.func else { return None };
+            match a.attr.as_str() {
+                "to" => {
+                    let target = c.arguments.args.first().or_else(|| keyword(c, "device"));
+                    match target {
+                        None => next(&a.value),
+                        Some(t) if is_dtype(cx, t) || literal_device(cx, t).is_some_and(|d| d == "cpu") => {
+                            next(&a.value)
+                        }
+                        Some(_) => None,
+                    }
+                }
+                // `type_as(x)` takes `x`'s type, which includes its device.
+                "cuda" | "type_as" | "new_zeros" | "new_ones" | "new_full" | "new_empty" | "new_tensor" => {
+                    None
+                }
+                m if api::tensor_method_returns_tensor(m) => next(&a.value),
+                _ => None,
+            }
+        }
+        Expr::Name(n) => {
+            let b = cx.model.binding(cx.model.binding_of(n)?);
+            match b.kind {
+                BindingKind::Assignment { value, part: Part::Whole, .. } => next(value),
+                _ => None,
+            }
+        }
+        Expr::BinOp(b) => {
+            if b.op == ast::Operator::Mod {
+                return None;
+            }
+            let (l, r) = (&*b.left, &*b.right);
+            if device_side(cx, l, depth + 1) || device_side(cx, r, depth + 1) {
+                return None;
+            }
+            next(l).or_else(|| next(r))
+        }
+        Expr::Compare(c) => {
+            if c.comparators.iter().any(|r| device_side(cx, r, depth + 1)) {
+                return None;
+            }
+            next(&c.left)
+        }
+        Expr::UnaryOp(u) => next(&u.operand),
+        Expr::Subscript(s) => next(&s.value),
+        _ => None,
+    }
+}
+
+/// Is `e` a tensor on the inputs' device: an input, a module's output, a parameter or buffer of
+/// the module, or computed from those?
+fn device_side(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
+    if depth > MAX_DEPTH || matches!(cx.kind_of(e), Kind::Scalar | Kind::Other | Kind::Device | Kind::Numpy) {
+        return false;
+    }
+    let next = |e: &Expr| device_side(cx, e, depth + 1);
+    match e {
+        Expr::Name(n) => {
+            let Some(id) = cx.model.binding_of(n) else { return false };
+            let b = cx.model.binding(id);
+            match b.kind {
+                BindingKind::Parameter { function: Some(f), position, variadic: false, default, .. } => {
+                    let fun = cx.model.function(f);
+                    let is_receiver = position == 0 && fun.receiver == Some(b.name);
+                    let scalar_default =
+                        matches!(default, Some(Expr::NumberLiteral(_) | Expr::BooleanLiteral(_) | Expr::StringLiteral(_)));
+                    !is_receiver && !scalar_default && callers_pass_device_tensors(cx, f, position, b.name, depth)
+                }
+                BindingKind::Assignment { value, .. } => next(value),
+                BindingKind::AugAssignment { value, .. } => {
+                    next(value) || b.shadowed.is_some_and(|s| matches!(cx.model.binding(s).kind, BindingKind::Assignment { value, .. } if next(value)))
+                }
+                _ => false,
+            }
+        }
+        Expr::Attribute(a) => {
+            if let Some(class) = cx.types.receiver_class(&a.value) {
+                return cx.types.class_attrs(class, a.attr.as_str()).iter().any(|x| match x.how {
+                    AttrHow::Buffer { .. } | AttrHow::Parameter | AttrHow::Module => true,
+                    AttrHow::Assign => x.value.is_some_and(|v| match v {
+                        Expr::Call(c) => cx
+                            .model
+                            .canonical_name(&c.func)
+                            .is_some_and(|q| api::is_parameter_class(&q) || api::is_module_class(&q)),
+                        _ => false,
+                    }),
+                    _ => false,
+                });
+            }
+            matches!(a.attr.as_str(), "T" | "mT" | "data" | "real" | "imag") && next(&a.value)
+        }
+        Expr::Call(c) => {
+            if cx.kind_of(&c.func) == Kind::Module {
+                return true;
+            }
+            if let Some(q) = cx.model.canonical_name(&c.func) {
+                if api::is_creation(&q) {
+                    return keyword(c, "device").is_some_and(|d| literal_device(cx, d).is_none());
+                }
+                if api::returns_tensor(&q) {
+                    return c.arguments.args.iter().any(|a| match a {
+                        Expr::List(l) => l.elts.iter().any(next),
+                        Expr::Tuple(t) => t.elts.iter().any(next),
+                        other => next(other),
+                    });
+                }
+                return false;
+            }
+            let Expr::Attribute(a) = &*c.func else { return false };
+            match a.attr.as_str() {
+                "cpu" | "numpy" | "item" | "tolist" => false,
+                "cuda" => true,
+                "type_as" => c.arguments.args.first().is_some_and(next),
+                "to" => match c.arguments.args.first().or_else(|| keyword(c, "device")) {
+                    Some(t) if is_dtype(cx, t) => next(&a.value),
+                    Some(t) => literal_device(cx, t).is_none_or(|d| d != "cpu"),
+                    None => next(&a.value),
+                },
+                m if api::tensor_method_returns_tensor(m) => next(&a.value),
+                _ => false,
+            }
+        }
+        Expr::BinOp(b) => next(&b.left) || next(&b.right),
+        Expr::UnaryOp(u) => next(&u.operand),
+        Expr::Subscript(s) => next(&s.value),
+        Expr::If(i) => next(&i.body) || next(&i.orelse),
+        _ => false,
+    }
+}
+
+fn finding(cx: &Checker<'_, '_>, origin: &ast::ExprCall, how: Fixed, used: &Expr) -> Finding {
+    let callee = cx
+        .model
+        .canonical_name(&origin.func)
+        .map(|q| q.into_owned())
+        .unwrap_or_else(|| cx.short(origin.func.range()));
+    let function = cx.function_name().unwrap_or("forward");
+    let (place, label) = match how {
+        Fixed::Default => ("the default device (no `device=`)", "made on the default device"),
+        Fixed::Cpu => ("the CPU", "made on the CPU"),
+    };
+    let input = first_tensor_parameter(cx);
+    let help = match &input {
+        Some((x, _)) => format!(
+            "pass `device={x}.device`, or build it from the input (`{x}.new_zeros(..)`, `torch.zeros_like({x})`)"
+        ),
+        None => "pass the device of the tensor it is used with (`device=x.device`)".to_string(),
+    };
+    let fix = input.map(|(x, annotated)| {
+        let edit = match keyword(origin, "device") {
+            Some(d) => Edit { range: range(d.range()), replacement: format!("{x}.device") },
+            None => {
+                let close = origin.arguments.end().to_usize().saturating_sub(1);
+                let between = cx.model.source.get(origin.arguments.start().to_usize()..close).unwrap_or("");
+                let separator = if between.trim_end().ends_with([',', '(']) { " " } else { ", " };
+                let separator = if between.trim() == "(" { "" } else { separator };
+                Edit { range: close..close, replacement: format!("{separator}device={x}.device") }
+            }
+        };
+        let applicability = if annotated { Applicability::Safe } else { Applicability::Unsafe };
+        Fix::new(applicability, format!("make it on `{x}.device`"), vec![edit])
+    });
+    Finding::new(
+        &D001TensorOnFixedDevice::META,
+        range(origin.range()),
+        format!("`{callee}` in `{function}` makes a tensor on {place}, not on the device of its inputs"),
+    )
+    .label(label)
+    .related(range(used.range()), "used with a tensor on the inputs' device here")
+    .help(help)
+    .fix(fix)
+}
+
+/// The function's first parameter that may be a tensor, and whether it is annotated as one.
+fn first_tensor_parameter(cx: &Checker<'_, '_>) -> Option<(String, bool)> {
+    let fun = cx.model.function(cx.function?);
+    fun.def.parameters.posonlyargs.iter().chain(&fun.def.parameters.args).find_map(|p| {
+        let name = p.parameter.name.as_str();
+        if Some(name) == fun.receiver {
+            return None;
+        }
+        let kind = p.parameter.annotation.as_deref().map(|a| cx.types.annotation_kind(a));
+        match kind {
+            Some(Kind::Tensor) => Some((name.to_string(), true)),
+            None | Some(Kind::Unknown) if p.default.is_none() => Some((name.to_string(), false)),
+            _ => None,
+        }
+    })
+}
+
+/// Does some caller pass a tensor on the inputs' device for this parameter? A forward pass's
+/// inputs are; a helper's parameter is when a caller in this file passes one, or when no caller
+/// in this file is known (its callers are elsewhere).
+fn callers_pass_device_tensors(
+    cx: &Checker<'_, '_>,
+    f: crate::python::model::FunctionId,
+    position: usize,
+    name: &str,
+    depth: usize,
+) -> bool {
+    let fun = cx.model.function(f);
+    if fun.name() == "forward" {
+        return true;
+    }
+    let mut called = false;
+    for site in &cx.model.calls {
+        if cx.model.callee(site.call, site.function) != Some(crate::python::model::Callee::Function(f)) {
+            continue;
+        }
+        called = true;
+        // `self.helper(x)` passes `self` implicitly.
+        let shift = usize::from(matches!(&*site.call.func, Expr::Attribute(_)) && fun.receiver.is_some());
+        let arg = position
+            .checked_sub(shift)
+            .and_then(|p| site.call.arguments.args.get(p))
+            .or_else(|| site.call.arguments.find_keyword(name).map(|k| &k.value));
+        match arg {
+            Some(a) if device_side(cx, a, depth + 1) => return true,
+            Some(_) => {}
+            // Not passed here (a default, `*args`): unknown.
+            None => return true,
+        }
+    }
+    !called
+}

@@ -1,0 +1,161 @@
+use ruff_python_ast::{Expr, Stmt};
+use ruff_text_size::Ranged;
+
+use crate::diagnostic::Finding;
+use crate::python::checker::{Checker, Node, Rule};
+use crate::rules::D002HardcodedAccelerator;
+
+use super::helpers::{accelerator, checks_for_accelerator, method_call, range, str_lit};
+use super::python_side;
+
+python_side! {
+    /// ### What it does
+    /// Flags an accelerator written into library or model code: `x.cuda()` (which always means
+    /// the current CUDA device), `.to("cuda")`, `torch.device("cuda:0")`, `device="cuda"` in a
+    /// call.
+    ///
+    /// Scripts are where a device is chosen, so these are not checked: files named for what they
+    /// run (`train.py`, `eval_*.py`, `demo.py`, `main.py`, ...), files under `scripts/`, `tools/`,
+    /// `examples/` and tests, files with an `if __name__ == "__main__":` block or a command
+    /// line parser that define no `nn.Module`, the `__main__` block of any file, and functions
+    /// called `main`. Nor are a parameter's default (`def load(device="cuda")`: the caller
+    /// chooses), comparisons (`x.device.type == "cuda"`), and placements that depend on a check
+    /// (`"cuda" if torch.cuda.is_available() else "cpu"`, a branch under `if args.cuda:`).
+    ///
+    /// ### Why is this bad?
+    /// The library only works on a machine whose first GPU is free and usable. It cannot run on
+    /// the CPU (or on Apple's MPS), on another GPU, or under `DistributedDataParallel` with one
+    /// process per GPU, and the caller cannot change that without editing the library.
+    ///
+    /// ### Example
+    /// ```python
+    /// class Attention(nn.Module):
+    ///     def forward(self, x):
+    ///         mask = torch.tril(torch.ones(x.size(1), x.size(1))).cuda()
+    ///         ...
+    /// ```
+    ///
+    /// ### Use instead
+    /// ```python
+    /// class Attention(nn.Module):
+    ///     def forward(self, x):
+    ///         mask = torch.tril(torch.ones(x.size(1), x.size(1), device=x.device))
+    ///         ...
+    /// ```
+    ///
+    /// ### Fix safety
+    /// There is no automatic fix: the device has to come from an input, a parameter or the
+    /// caller.
+    pub struct D002Torch {
+        code: "D002",
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Check;
+
+impl Rule for Check {
+    fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
+        let Expr::Call(call) = e else { return };
+        if cx.in_application() || !cx.kind.is_library() {
+            return;
+        }
+        let (what, at, shown) = if let Some((_, _, "cuda")) = method_call(e) {
+            // `.cuda(rank)` picks a device from a variable; `.cuda()` and `.cuda(0)` do not.
+            let shown = cx.short(call.range());
+            match call.arguments.args.first() {
+                None if call
+                    .arguments
+                    .keywords
+                    .iter()
+                    .all(|k| k.arg.as_ref().is_some_and(|a| a.as_str() != "device")) =>
+                {
+                    ("the current CUDA device".to_string(), call.range(), shown)
+                }
+                Some(Expr::NumberLiteral(n)) => (format!("cuda:{}", cx.text(n.range)), call.range(), shown),
+                _ => return,
+            }
+        } else {
+            let Some((literal, shown)) = device_argument(cx, call) else { return };
+            let Some(device) = str_lit(literal).and_then(accelerator) else { return };
+            (device, literal.range(), shown)
+        };
+        if placement_is_checked(cx) || uses_collectives(cx) || defines_a_move(cx) || checked_before(cx, at) {
+            return;
+        }
+        out.push(
+            Finding::new(&D002HardcodedAccelerator::META, range(at), format!("`{shown}` hard-codes {what} in library code"))
+                .label(format!("always {what}"))
+                .help("take the device from the inputs (`x.device`) or the module's weights, or as a parameter; let the script choose it"),
+        );
+    }
+}
+
+/// The device a call is given, and how to show it: `.to("cuda")`, `torch.device("cuda:0")`,
+/// `device="cuda"`.
+fn device_argument<'e>(
+    cx: &Checker<'_, '_>,
+    call: &'e ruff_python_ast::ExprCall,
+) -> Option<(&'e Expr, String)> {
+    if let Some(k) = call.arguments.find_keyword("device") {
+        return Some((&k.value, cx.short(k.range())));
+    }
+    let first = call.arguments.args.first()?;
+    if let Expr::Attribute(a) = &*call.func
+        && a.attr.as_str() == "to"
+    {
+        return Some((first, format!(".to({})", cx.short(first.range()))));
+    }
+    cx.model
+        .canonical_name(&call.func)
+        .is_some_and(|q| q == "torch.device")
+        .then(|| (first, format!("torch.device({})", cx.short(first.range()))))
+}
+
+/// Is the placement chosen by a check around it: a conditional expression or an `if` whose
+/// condition asks about the accelerator, a parameter default, or a comparison?
+fn placement_is_checked(cx: &Checker<'_, '_>) -> bool {
+    cx.parents.iter().rev().any(|n| match n {
+        Node::Expr(Expr::If(i)) => checks_for_accelerator(cx, &i.test),
+        Node::Expr(Expr::Compare(_)) => true,
+        Node::Stmt(Stmt::If(i)) => {
+            checks_for_accelerator(cx, &i.test)
+                || i.elif_else_clauses
+                    .iter()
+                    .filter_map(|c| c.test.as_ref())
+                    .any(|t| checks_for_accelerator(cx, t))
+        }
+        // Defaults of a `def` are visited with the `def` as their parent: the caller chooses.
+        Node::Stmt(Stmt::FunctionDef(_)) => false,
+        _ => false,
+    }) || matches!(cx.parent(), Some(Node::Stmt(Stmt::FunctionDef(_))))
+}
+
+/// Does the function call `torch.distributed` collectives? With NCCL they need CUDA tensors, so
+/// `"cuda"` there is the backend's requirement, not a choice.
+fn uses_collectives(cx: &Checker<'_, '_>) -> bool {
+    let Some(f) = cx.function else { return false };
+    let def = cx.model.function(f).def;
+    cx.model.calls.iter().any(|s| {
+        def.range().contains_range(s.call.range())
+            && cx.model.canonical_name(&s.call.func).is_some_and(|q| q.starts_with("torch.distributed."))
+    })
+}
+
+/// A method that implements a move (`def cuda(self): self.model.cuda()`): it is what the caller
+/// asked for.
+fn defines_a_move(cx: &Checker<'_, '_>) -> bool {
+    cx.function_name().is_some_and(|n| matches!(n, "cuda" | "to" | "_apply" | "to_gpu" | "gpu"))
+}
+
+/// A function that asks whether CUDA is there before this point (`if not
+/// torch.cuda.is_available(): return False`) has checked the placement.
+fn checked_before(cx: &Checker<'_, '_>, at: ruff_text_size::TextRange) -> bool {
+    let Some(f) = cx.function else { return false };
+    let def = cx.model.function(f).def;
+    cx.model.calls.iter().any(|s| {
+        def.range().contains_range(s.call.range())
+            && s.call.range().end() <= at.start()
+            && cx.model.canonical_name(&s.call.func).is_some_and(|q| q.ends_with(".is_available"))
+    })
+}

@@ -1,0 +1,134 @@
+use ruff_python_ast::{Expr, Stmt};
+use ruff_text_size::Ranged;
+
+use crate::diagnostic::{Applicability, Edit, Finding, Fix};
+use crate::python::api;
+use crate::python::checker::{Checker, Rule};
+use crate::python::typing::Kind;
+use crate::rules::D003DiscardedTransfer;
+
+use super::helpers::{is_batch_element, is_dtype, method_call, range};
+use super::{NOT_MEASURED, python_side};
+
+python_side! {
+    /// ### What it does
+    /// Flags a statement that moves or converts a **tensor** and throws the result away:
+    /// `x.to(device)`, `x.cuda()`, `x.cpu()`, `x.to(torch.float16)`, `x.half()` as a statement.
+    ///
+    /// Only receivers known to be tensors are flagged: a name bound to a tensor (a `torch`
+    /// function's result, a tensor method's result, a parameter annotated `torch.Tensor`), a
+    /// tensor attribute of a module (`self.pe` built with `torch.zeros(..)` or registered as a
+    /// buffer), or a part of a batch drawn from a DataLoader (`for x, y in loader`).
+    /// `model.to(device)`, `criterion.cuda()` and `self.to(device)` are never flagged:
+    /// `nn.Module.to` moves the module in place. A receiver whose kind is unknown (a value from
+    /// another file, a `BatchEncoding`, whose `.to` also works in place) is not flagged either.
+    ///
+    /// ### Why is this bad?
+    /// Unlike `nn.Module.to`, `Tensor.to`, `.cuda()`, `.cpu()` and the dtype conversions return
+    /// a new tensor and leave the original as it was. The statement makes the copy and drops it;
+    /// the code after it uses the tensor on the old device (or with the old dtype), and the next
+    /// op with the model's weights fails with a device mismatch.
+    ///
+    /// ### Example
+    /// ```python
+    /// for images, labels in train_loader:
+    ///     images.to(device)
+    ///     labels.to(device)
+    ///     loss = criterion(model(images), labels)
+    /// ```
+    ///
+    /// ### Use instead
+    /// ```python
+    /// for images, labels in train_loader:
+    ///     images = images.to(device)
+    ///     labels = labels.to(device)
+    ///     loss = criterion(model(images), labels)
+    /// ```
+    ///
+    /// ### Fix safety
+    /// The fix assigns the result back (`images = images.to(device)`, `self.pe = self.pe.to(..)`).
+    /// It is unsafe: every later use now sees the moved tensor, which is the intent but changes
+    /// behaviour, and a name that was global or a parameter becomes local to the function.
+    pub struct D003Torch {
+        code: "D003",
+        preview: NOT_MEASURED,
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Check;
+
+impl Rule for Check {
+    fn stmt(&mut self, cx: &Checker<'_, '_>, stmt: &Stmt, out: &mut Vec<Finding>) {
+        let Stmt::Expr(s) = stmt else { return };
+        let Some((call, receiver, method)) = method_call(&s.value) else { return };
+        if !api::is_move_or_convert(method) {
+            return;
+        }
+        // `x.type()` with no argument returns the type's name; `x.to()` does nothing.
+        if matches!(method, "type" | "to") && call.arguments.is_empty() {
+            return;
+        }
+        let tensor = match cx.kind_of(receiver) {
+            Kind::Tensor => true,
+            Kind::Module => false,
+            _ => is_batch_element(cx, receiver),
+        };
+        if !tensor {
+            return;
+        }
+        let recv_text = cx.text(receiver.range());
+        let call_text =
+            if call.arguments.is_empty() { format!(".{method}()") } else { format!(".{method}(..)") };
+        let dtype = changes_dtype(cx, method, call);
+        let what = if dtype { "keeps its old dtype" } else { "stays on its old device" };
+        let assignable = matches!(receiver, Expr::Name(_))
+            || matches!(receiver, Expr::Attribute(a) if matches!(&*a.value, Expr::Name(_)));
+        let help = if assignable {
+            format!(
+                "tensor moves are not in place (unlike `nn.Module.to`); assign the result: `{recv_text} = {recv_text}{call_text}`"
+            )
+        } else {
+            "tensor moves are not in place (unlike `nn.Module.to`); use the returned tensor".to_string()
+        };
+        let fix = assignable.then(|| {
+            Fix::new(
+                Applicability::Unsafe,
+                format!("assign the result back to `{recv_text}`"),
+                vec![Edit {
+                    range: stmt.start().to_usize()..stmt.start().to_usize(),
+                    replacement: format!("{recv_text} = "),
+                }],
+            )
+        });
+        out.push(
+            Finding::new(
+                &D003DiscardedTransfer::META,
+                range(stmt.range()),
+                format!(
+                    "the result of `{call_text}` is thrown away: `{}` {what}",
+                    cx.short(receiver.range())
+                ),
+            )
+            .label(if dtype {
+                "the converted copy is dropped here"
+            } else {
+                "the moved copy is dropped here"
+            })
+            .help(help)
+            .fix(fix),
+        );
+    }
+}
+
+/// `.half()`, `.float()`, `.to(torch.float16)`, `.to(dtype=..)`: a dtype change, not a move.
+fn changes_dtype(cx: &Checker<'_, '_>, method: &str, call: &ruff_python_ast::ExprCall) -> bool {
+    match method {
+        "half" | "float" | "double" | "bfloat16" | "type" => true,
+        "to" => {
+            call.arguments.find_keyword("dtype").is_some()
+                || call.arguments.args.first().is_some_and(|a| is_dtype(cx, a))
+        }
+        _ => false,
+    }
+}

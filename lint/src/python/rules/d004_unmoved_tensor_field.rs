@@ -1,0 +1,436 @@
+use ruff_python_ast::{self as ast, Expr, ExprContext, Stmt};
+use ruff_text_size::{Ranged, TextRange};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::diagnostic::{Applicability, Edit, Finding, Fix};
+use crate::python::api;
+use crate::python::checker::{Checker, Node, Rule};
+use crate::python::fields::{Field, Holds, module_fields};
+use crate::python::model::{AttrHow, BindingId, BindingKind, ClassId, FunctionId, Model, Part, ScopeId};
+use crate::python::typing::{Kind, Truth};
+use crate::rules::D004UnmovedTensorField;
+
+use super::helpers::{Fixed, fixed_creation, keyword, name_binding, provenance, range};
+use super::python_side;
+
+python_side! {
+    /// ### What it does
+    /// Flags state of an `nn.Module` that `model.to(device)` does not move:
+    ///
+    /// - a plain tensor attribute set in a method such as `__init__` (`self.pe = torch.zeros(..)`:
+    ///   not an `nn.Parameter`, not registered with `register_buffer`) and used in `forward`
+    ///   other than as an index or mask, or after moving it (`self.pe.to(x.device)`);
+    /// - submodules or parameters kept in a plain `list`, `tuple` or `dict`
+    ///   (`self.layers = [nn.Linear(d, d) for _ in range(n)]`, or `self.heads = []` filled with
+    ///   `self.heads.append(nn.Linear(..))`);
+    /// - a loss module built with a CPU tensor argument (`nn.CrossEntropyLoss(weight=w)`,
+    ///   `pos_weight=`) in a file that uses an accelerator, bound to a name that is never moved.
+    ///
+    /// Classes that override `_apply` (which `.to()` and `.cuda()` go through) are not checked:
+    /// they move what they keep themselves. Nor are attributes that `forward` assigns again.
+    ///
+    /// ### Why is this bad?
+    /// `Module.to(device)` moves what the module registered: parameters, buffers and submodules
+    /// (also inside `nn.ModuleList`/`ModuleDict`/`ParameterList`). A plain tensor attribute stays
+    /// on the CPU and the first forward pass on a GPU fails with a device mismatch; modules in a
+    /// plain list are also missing from `model.parameters()` — **the optimizer never trains them**
+    /// — and from `state_dict()`, so checkpoints silently lose them.
+    ///
+    /// ### Example
+    /// ```python
+    /// class Encoder(nn.Module):
+    ///     def __init__(self, d, n):
+    ///         super().__init__()
+    ///         self.layers = [nn.Linear(d, d) for _ in range(n)]
+    ///         self.scale = torch.ones(d)
+    ///
+    ///     def forward(self, x):
+    ///         for layer in self.layers:
+    ///             x = layer(x)
+    ///         return x * self.scale
+    /// ```
+    ///
+    /// ### Use instead
+    /// ```python
+    /// class Encoder(nn.Module):
+    ///     def __init__(self, d, n):
+    ///         super().__init__()
+    ///         self.layers = nn.ModuleList([nn.Linear(d, d) for _ in range(n)])
+    ///         self.register_buffer("scale", torch.ones(d), persistent=False)
+    /// ```
+    ///
+    /// ### Fix safety
+    /// For a plain tensor attribute, the fix registers it as a non-persistent buffer
+    /// (`self.register_buffer("scale", torch.ones(d), persistent=False)`): it then moves with the
+    /// module and checkpoints stay as they were. It is safe when `super().__init__()` comes first
+    /// (a buffer cannot be registered before), unsafe otherwise. For a list of modules, the fix
+    /// wraps it in `nn.ModuleList` (`nn.ModuleDict`, `nn.ParameterList`); it is unsafe: the
+    /// modules' parameters join `state_dict()`, so older checkpoints no longer load strictly.
+    pub struct D004Torch {
+        code: "D004",
+        preview: "Precision 0.00 on 24 public PyTorch repositories: its one finding there is a false alarm (a dict of candidate backbones whose chosen one is registered elsewhere); it found none of the 3 known hazards.",
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Check {
+    /// Reads of `self.name` in forward passes, per class and name: where, and how.
+    uses: FxHashMap<(ClassId, String), Vec<(TextRange, Read)>>,
+    /// Names that are moved somewhere (`criterion.to(device)`, `criterion.cuda()`).
+    moved: FxHashSet<BindingId>,
+    /// Loss modules built with a CPU tensor: the binding, and the argument.
+    criteria: Vec<(BindingId, TextRange, String)>,
+}
+
+/// How `forward` reads an attribute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Read {
+    /// In a computation that needs it on the inputs' device.
+    Computes,
+    /// Moved where it is read (`self.pe.to(x.device)`), or only its metadata
+    /// (`self.pe.shape`), or as an index or mask (`x[self.idx]`): fine on the CPU.
+    Harmless,
+}
+
+impl Rule for Check {
+    fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, _out: &mut Vec<Finding>) {
+        match e {
+            Expr::Attribute(a) => self.attribute(cx, e, a),
+            Expr::Call(c) => self.call(cx, c),
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, cx: &Checker<'_, '_>, out: &mut Vec<Finding>) {
+        for (class, _) in cx.model.classes() {
+            if cx.types.is_module_class(class) != Truth::Yes || overrides_apply(cx.model, class) {
+                continue;
+            }
+            for field in module_fields(cx, class) {
+                let finding = match field.holds {
+                    Holds::PlainTensor => self.plain_tensor(cx, class, &field),
+                    Holds::UnregisteredParameter => Some(unregistered(&field)),
+                    Holds::ModulesInPlain { container, parameters } => {
+                        plain_container(cx, &field, container, parameters)
+                    }
+                    _ => None,
+                };
+                out.extend(finding);
+            }
+        }
+        if cx.facts.uses_accelerator {
+            for (binding, at, class) in &self.criteria {
+                if !self.moved.contains(binding) {
+                    let name = cx.model.binding(*binding).name;
+                    out.push(
+                        Finding::new(
+                            &D004UnmovedTensorField::META,
+                            range(*at),
+                            format!("`{class}` keeps this tensor on the CPU, and `{name}` is never moved to the device"),
+                        )
+                        .label("made on the CPU")
+                        .help(format!(
+                            "move the criterion with the model (`{name} = {name}.to(device)`), or make the tensor on the device"
+                        )),
+                    );
+                }
+            }
+        }
+    }
+}
+
+impl Check {
+    fn attribute(&mut self, cx: &Checker<'_, '_>, e: &Expr, a: &ast::ExprAttribute) {
+        if a.ctx != ExprContext::Load || !cx.in_forward() {
+            return;
+        }
+        let Some(class) = cx.types.receiver_class(&a.value) else { return };
+        let read = read_of(cx, e);
+        self.uses.entry((class, a.attr.to_string())).or_default().push((a.range(), read));
+    }
+
+    fn call(&mut self, cx: &Checker<'_, '_>, c: &ast::ExprCall) {
+        // `criterion.to(device)` / `criterion.cuda()`.
+        if let Expr::Attribute(m) = &*c.func
+            && matches!(m.attr.as_str(), "to" | "cuda")
+            && let Some(b) = name_binding(cx, &m.value)
+        {
+            self.moved.insert(b);
+        }
+        // `criterion = nn.CrossEntropyLoss(weight=torch.tensor([..]))`
+        let Some(q) = cx.model.canonical_name(&c.func) else { return };
+        if !api::is_loss_class(&q) {
+            return;
+        }
+        let weight = keyword(c, "weight").or_else(|| keyword(c, "pos_weight")).or_else(|| {
+            c.arguments.args.first().filter(|_| q.ends_with("CrossEntropyLoss") || q.ends_with("NLLLoss"))
+        });
+        let Some(weight) = weight else { return };
+        if cx.kind_of(weight) != Kind::Tensor
+            || provenance(cx, weight).on_accelerator
+            || !made_on_host(cx, weight)
+        {
+            return;
+        }
+        let Some(Node::Stmt(Stmt::Assign(assign))) = cx.parent() else { return };
+        let [Expr::Name(target)] = assign.targets.as_slice() else { return };
+        if let Some(b) = cx.model.definition_at(target.start()) {
+            let class = q.rsplit('.').next().unwrap_or(&q).to_string();
+            self.criteria.push((b, weight.range(), format!("nn.{class}")));
+        }
+    }
+
+    /// `self.name = torch.zeros(..)` made on the host, never assigned again in a forward pass,
+    /// and computed with there.
+    fn plain_tensor(&self, cx: &Checker<'_, '_>, class: ClassId, field: &Field<'_>) -> Option<Finding> {
+        if !field.value.is_some_and(|v| made_on_host(cx, v)) {
+            return None;
+        }
+        // Assigned again in a forward pass: re-homed there (or a cache it rebuilds).
+        let reassigned = cx
+            .types
+            .class_attrs(class, field.name)
+            .iter()
+            .any(|a| matches!(a.how, AttrHow::Assign | AttrHow::SetAttr) && cx.is_forward(a.method));
+        if reassigned {
+            return None;
+        }
+        let uses = self.uses.get(&(class, field.name.to_string()))?;
+        let (used_at, _) = uses.iter().find(|(_, r)| *r == Read::Computes)?;
+        Some(
+            Finding::new(
+                &D004UnmovedTensorField::META,
+                range(field.at),
+                format!("`self.{}` is a plain tensor attribute: `model.to(device)` does not move it", field.name),
+            )
+            .label("not a parameter or buffer")
+            .related(range(*used_at), "used in the forward pass here")
+            .help(format!(
+                "register it as a buffer: `self.register_buffer(\"{}\", ..., persistent=False)` (or wrap it in `nn.Parameter` if it is trained)",
+                field.name
+            ))
+            .fix(buffer_fix(cx, field)),
+        )
+    }
+}
+
+/// How `forward` reads `self.name` (the attribute expression `e`).
+fn read_of(cx: &Checker<'_, '_>, e: &Expr) -> Read {
+    // `x[:, self.idx]`: the attribute is (part of) an index.
+    let mut child = e;
+    for p in cx.parents.iter().rev() {
+        match p {
+            Node::Expr(t @ (Expr::Tuple(_) | Expr::Slice(_))) => child = t,
+            Node::Expr(Expr::Subscript(s)) if std::ptr::eq(&*s.slice, child) => return Read::Harmless,
+            _ => break,
+        }
+    }
+    // `self.table[idx].to(x.device)`, `self.w.type_as(x)`: moved where it is read.
+    let mut value = e;
+    for p in cx.parents.iter().rev() {
+        match p {
+            Node::Expr(Expr::Attribute(m)) if matches!(m.attr.as_str(), "to" | "cuda" | "type_as") => {
+                return Read::Harmless;
+            }
+            Node::Expr(s @ Expr::Subscript(sub)) if std::ptr::eq(&*sub.value, value) => value = s,
+            Node::Expr(c @ Expr::Call(call)) if std::ptr::eq(&*call.func, value) => value = c,
+            Node::Expr(at @ Expr::Attribute(m)) if std::ptr::eq(&*m.value, value) => value = at,
+            _ => break,
+        }
+    }
+    match cx.parent() {
+        Some(Node::Expr(Expr::Attribute(p))) => match p.attr.as_str() {
+            "shape" | "device" | "dtype" | "ndim" | "size" | "numel" | "dim" | "is_cuda" => Read::Harmless,
+            _ => Read::Computes,
+        },
+        Some(Node::Expr(Expr::Call(c)))
+            if cx.model.canonical_name(&c.func).is_some_and(|q| q == "builtins.len") =>
+        {
+            Read::Harmless
+        }
+        _ => Read::Computes,
+    }
+}
+
+/// `self.w = nn.Parameter(x).to(device)`
+fn unregistered(field: &Field<'_>) -> Finding {
+    let method = match field.value {
+        Some(Expr::Call(c)) => match &*c.func {
+            Expr::Attribute(m) => m.attr.as_str(),
+            _ => "to",
+        },
+        _ => "to",
+    };
+    Finding::new(
+        &D004UnmovedTensorField::META,
+        range(field.at),
+        format!(
+            "`nn.Parameter(..).{method}()` returns a plain tensor: `self.{}` is not a registered parameter, so it is neither trained nor saved",
+            field.name
+        ),
+    )
+    .label("the move returns a plain tensor")
+    .help("move the data before wrapping it (`nn.Parameter(x.to(device))`), or move the whole module later")
+}
+
+/// `self.name = torch.zeros(..)` → `self.register_buffer("name", torch.zeros(..), persistent=False)`.
+fn buffer_fix(cx: &Checker<'_, '_>, field: &Field<'_>) -> Option<Fix> {
+    let method = cx.model.function(field.method);
+    let stmt =
+        method.def.body.iter().find(
+            |s| matches!(s, Stmt::Assign(a) if a.targets.len() == 1 && a.targets[0].range() == field.at),
+        )?;
+    let Stmt::Assign(assign) = stmt else { return None };
+    let Expr::Attribute(target) = &assign.targets[0] else { return None };
+    let receiver = cx.text(target.value.range());
+    let value = cx.text(assign.value.range());
+    let after_init = method.def.body.iter().take_while(|s| s.start() < stmt.start()).any(|s| {
+        let text = cx.text(s.range());
+        text.contains("super(") && text.contains("__init__")
+    });
+    let applicability = if after_init { Applicability::Safe } else { Applicability::Unsafe };
+    Some(Fix::new(
+        applicability,
+        "register it as a non-persistent buffer",
+        vec![Edit {
+            range: range(stmt.range()),
+            replacement: format!("{receiver}.register_buffer(\"{}\", {value}, persistent=False)", field.name),
+        }],
+    ))
+}
+
+/// `self.layers = [nn.Linear(..), ..]`, or a list filled with modules later.
+fn plain_container(
+    cx: &Checker<'_, '_>,
+    field: &Field<'_>,
+    container: &str,
+    parameters: bool,
+) -> Option<Finding> {
+    // The same modules registered another way too (`nn.Sequential(*layers)`).
+    if let Some(Expr::Name(n)) = field.value
+        && registered_elsewhere(cx, field.method, n.id.as_str())
+    {
+        return None;
+    }
+    let wrapper = match (container, parameters) {
+        ("dict", false) => "ModuleDict",
+        ("dict", true) => "ParameterDict",
+        (_, false) => "ModuleList",
+        (_, true) => "ParameterList",
+    };
+    let kind = if parameters { "parameters" } else { "modules" };
+    let name = field.name;
+    let mut finding = Finding::new(
+        &D004UnmovedTensorField::META,
+        range(field.at),
+        format!("`self.{name}` keeps {kind} in a plain {container}: they are not moved by `.to(device)`, not saved and not trained"),
+    )
+    .label(format!("a plain {container}, not `nn.{wrapper}`"))
+    .help(format!("use `nn.{wrapper}(..)`: it registers what it holds, so moves, `state_dict()` and the optimizer reach it"));
+    if let Some(at) = field.filled_at {
+        finding = finding.related(range(at), format!("{kind} added here"));
+    }
+    if let (Some(prefix), Some(value)) = (nn_prefix(cx.model), field.value)
+        && !matches!(value, Expr::Name(_))
+        && container != "tuple"
+    {
+        let r = range(value.range());
+        finding = finding.fix(Some(Fix::new(
+            Applicability::Unsafe,
+            format!("wrap it in `{prefix}{wrapper}`"),
+            vec![
+                Edit { range: r.start..r.start, replacement: format!("{prefix}{wrapper}(") },
+                Edit { range: r.end..r.end, replacement: ")".to_string() },
+            ],
+        )));
+    }
+    Some(finding)
+}
+
+/// A tensor made on the host in this expression: a creation call with no device (or the CPU),
+/// possibly reshaped or converted (`torch.tril(torch.ones(n, n)).unsqueeze(0)`), or a name bound
+/// to one.
+fn made_on_host(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    made_on_host_at(cx, e, 0)
+}
+
+fn made_on_host_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
+    if depth > 12 {
+        return false;
+    }
+    let next = |e: &Expr| made_on_host_at(cx, e, depth + 1);
+    match e {
+        Expr::Call(c) => {
+            if let Some(q) = cx.model.canonical_name(&c.func) {
+                if api::is_creation(&q) {
+                    return fixed_creation(cx, c, &q)
+                        .is_some_and(|f| matches!(f, Fixed::Default | Fixed::Cpu));
+                }
+                if api::is_parameter_class(&q) {
+                    return false;
+                }
+                return api::returns_tensor(&q)
+                    && !q.ends_with("_like")
+                    && c.arguments.args.first().is_some_and(next);
+            }
+            match &*c.func {
+                Expr::Attribute(a) => match a.attr.as_str() {
+                    "to" | "cuda" => false,
+                    m if api::tensor_method_returns_tensor(m) => next(&a.value),
+                    _ => false,
+                },
+                _ => false,
+            }
+        }
+        Expr::Name(_) => match name_binding(cx, e).map(|b| cx.model.binding(b).kind) {
+            Some(BindingKind::Assignment { value, part: Part::Whole, .. }) => next(value),
+            _ => false,
+        },
+        Expr::BinOp(b) => next(&b.left) || next(&b.right),
+        Expr::Subscript(s) => next(&s.value),
+        Expr::UnaryOp(u) => next(&u.operand),
+        _ => false,
+    }
+}
+
+/// Is the list named `list` also handed to a registering container or `add_module` in the method?
+fn registered_elsewhere(cx: &Checker<'_, '_>, method: FunctionId, list: &str) -> bool {
+    let mut found = false;
+    super::helpers::each_stmt(&cx.model.function(method).def.body, &mut |s| {
+        let text = cx.text(s.range());
+        if text.contains(list)
+            && ["Sequential(", "ModuleList(", "ModuleDict(", "add_module(", "ParameterList("]
+                .iter()
+                .any(|w| text.contains(w))
+        {
+            found = true;
+        }
+    });
+    found
+}
+
+/// Does the class (or a base class of this file) override `_apply`, `to` or `cuda`?
+fn overrides_apply(model: &Model<'_>, class: ClassId) -> bool {
+    ["_apply", "to", "cuda"].iter().any(|m| model.method(class, m).is_some())
+}
+
+/// How this file spells `torch.nn.`: `nn.` after `from torch import nn`, `torch.nn.` after
+/// `import torch`.
+fn nn_prefix(model: &Model<'_>) -> Option<String> {
+    let scope = model.scope(ScopeId::MODULE);
+    scope
+        .bound_names()
+        .find_map(|(name, b)| match model.binding(b).kind {
+            BindingKind::Import { name: i } if model.import_name(i) == "torch.nn" => Some(format!("{name}.")),
+            _ => None,
+        })
+        .or_else(|| {
+            scope.bound_names().find_map(|(name, b)| match model.binding(b).kind {
+                BindingKind::ImportRoot if name == "torch" => Some("torch.nn.".to_string()),
+                BindingKind::Import { name: i } if model.import_name(i) == "torch" => {
+                    Some(format!("{name}.nn."))
+                }
+                _ => None,
+            })
+        })
+}

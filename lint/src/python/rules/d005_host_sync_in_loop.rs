@@ -1,0 +1,426 @@
+use ruff_python_ast::{self as ast, Expr, Stmt};
+use ruff_text_size::{Ranged, TextRange};
+
+use crate::diagnostic::Finding;
+use crate::python::api;
+use crate::python::checker::{Checker, Hot, Node, Rule};
+use crate::python::model::BindingId;
+use crate::python::typing::Kind;
+use crate::rules::D005HostRoundTripInLoop;
+
+use super::helpers::{any_subexpr, each_stmt, method_call, provenance, range};
+use super::python_side;
+
+python_side! {
+    /// ### What it does
+    /// Flags a host sync on a tensor that may be on an accelerator — `.item()`, `.tolist()`,
+    /// `.numpy()`, `.cpu()`, `.to("cpu")`, `float(t)`, `int(t)`, `bool(t)`, `if t:` — where it
+    /// runs at every step: in an inner loop (over batches, tokens or layers; a loop over epochs
+    /// that runs another loop is an outer loop), in `forward`, or in a function of the same file
+    /// called from such a loop.
+    ///
+    /// Not flagged: reads in branches taken now and then (`if step % 100 == 0:`,
+    /// `if args.verbose:`), once-per-epoch reads in the outer loop, and inherent decisions: a
+    /// value the host needs to go on (a condition that breaks, continues, returns or raises, such
+    /// as an early-stop or end-of-sequence check; a sampled action handed to an environment; an
+    /// index into a Python list). A tensor needs evidence that it may be on an accelerator: it
+    /// was moved there or computed by a module, in a file that uses one.
+    ///
+    /// ### Why is this bad?
+    /// CUDA kernels run asynchronously. A host read waits for every queued kernel to finish and
+    /// copies the value back, so the GPU runs dry at each step while Python catches up:
+    /// `running_loss += loss.item()` in the training loop costs a full pipeline stall per batch.
+    /// In `forward`, data-dependent Python control flow (`if mask.any():`) also stalls every
+    /// layer and breaks CUDA graphs and `torch.compile`.
+    ///
+    /// ### Example
+    /// ```python
+    /// for step, (x, y) in enumerate(loader):
+    ///     loss = criterion(model(x.to(device)), y.to(device))
+    ///     loss.backward()
+    ///     optimizer.step()
+    ///     running_loss += loss.item()
+    /// ```
+    ///
+    /// ### Use instead
+    /// ```python
+    /// running_loss = torch.zeros((), device=device)
+    /// for step, (x, y) in enumerate(loader):
+    ///     loss = criterion(model(x.to(device)), y.to(device))
+    ///     loss.backward()
+    ///     optimizer.step()
+    ///     running_loss += loss.detach()
+    ///     if step % 100 == 0:
+    ///         print(running_loss.item() / (step + 1))
+    /// ```
+    ///
+    /// ### Fix safety
+    /// There is no automatic fix: keeping the value on the device changes the code around it.
+    pub struct D005Torch {
+        code: "D005",
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Check;
+
+/// A host read and what it reads.
+struct Sync<'a> {
+    /// A whole tensor copied to the host (`.cpu()`, `.numpy()`, `.tolist()`) rather than one
+    /// value (`.item()`, `float(t)`, `if t:`): collecting it is the point, not a deferrable read.
+    bulk: bool,
+    /// What is shown: `.item()`, `float(..)`, `if loss:`.
+    what: String,
+    /// The tensor read.
+    tensor: &'a Expr,
+    /// The whole expression whose value the host gets (the outermost call of the chain).
+    value: &'a Expr,
+    at: TextRange,
+}
+
+impl Rule for Check {
+    fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
+        let Some(hot) = cx.hot() else { return };
+        if !cx.facts.uses_accelerator || cx.in_except > 0 {
+            return;
+        }
+        let Some(sync) = host_read(cx, e) else { return };
+        if !cx.kind_of(sync.tensor).may_be_tensor() || !provenance(cx, sync.tensor).on_accelerator {
+            return;
+        }
+        if needed_on_host(cx, sync.value, sync.bulk) {
+            return;
+        }
+        let (message, help) = match hot {
+            Hot::Forward => (
+                format!(
+                    "`{}` in `{}` waits for the device at every forward pass",
+                    sync.what,
+                    cx.function_name().unwrap_or("forward")
+                ),
+                "keep the value on the device (`torch.where`, masking) or move the check out of the forward pass",
+            ),
+            Hot::CalledInLoop(_) => (
+                format!("`{}` in a loop waits for the device at every step", sync.what),
+                "accumulate on the device (`total += loss.detach()`) and read once per epoch, or read every N steps (`if step % 100 == 0:`)",
+            ),
+        };
+        let mut finding = Finding::new(&D005HostRoundTripInLoop::META, range(sync.at), message)
+            .label("host read")
+            .help(help);
+        if let (Hot::CalledInLoop(at), true) = (hot, cx.loops.is_empty()) {
+            finding = finding.related(range(at), "called in a loop here");
+        }
+        out.push(finding);
+    }
+}
+
+/// The host read `e` is, if it is one: the innermost one of a chain (`x.cpu().numpy()` is read
+/// once, at `.cpu()`).
+fn host_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
+    if let Some((call, receiver, method)) = method_call(e) {
+        let reads = match method {
+            "item" | "tolist" | "numpy" | "cpu" => true,
+            "to" => call
+                .arguments
+                .args
+                .first()
+                .or_else(|| call.arguments.find_keyword("device").map(|k| &k.value))
+                .and_then(|t| super::helpers::literal_device(cx, t))
+                .is_some_and(|d| d == "cpu"),
+            _ => false,
+        };
+        if reads {
+            // A chain is read once, at its first read: `x.cpu().numpy()` at `.cpu()`.
+            if super::helpers::chain_methods(receiver)
+                .iter()
+                .any(|m| matches!(*m, "item" | "tolist" | "numpy" | "cpu"))
+            {
+                return None;
+            }
+            let what =
+                if call.arguments.is_empty() { format!(".{method}()") } else { format!(".{method}(..)") };
+            let bulk = method != "item";
+            return Some(Sync {
+                bulk,
+                what,
+                tensor: receiver,
+                value: outermost_chain(cx, e),
+                at: call.range(),
+            });
+        }
+    }
+    if let Expr::Call(call) = e
+        && let Some(q) = cx.model.canonical_name(&call.func)
+        && matches!(q.as_ref(), "builtins.float" | "builtins.int" | "builtins.bool")
+        && call.arguments.args.len() == 1
+    {
+        let name = q.trim_start_matches("builtins.");
+        let tensor = &call.arguments.args[0];
+        if cx.kind_of(tensor) != Kind::Tensor {
+            return None;
+        }
+        return Some(Sync { bulk: false, what: format!("{name}(..)"), tensor, value: e, at: call.range() });
+    }
+    // `if t:` and `while t:` read the tensor's truth on the host.
+    if let Some(Node::Stmt(Stmt::If(ast::StmtIf { test, .. }) | Stmt::While(ast::StmtWhile { test, .. }))) =
+        cx.parent()
+        && std::ptr::eq(&**test, e)
+        && matches!(e, Expr::Name(_) | Expr::Call(_) | Expr::Attribute(_) | Expr::Compare(_))
+    {
+        if cx.kind_of(e) != Kind::Tensor {
+            return None;
+        }
+        let what = format!("if {}:", cx.short(e.range()));
+        return Some(Sync { bulk: false, what, tensor: e, value: e, at: e.range() });
+    }
+    None
+}
+
+/// The outermost expression of the chain `e` is part of: `x.cpu()` in `x.cpu().numpy()[0]`.
+fn outermost_chain<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> &'a Expr {
+    let mut value = e;
+    for parent in cx.parents.iter().rev() {
+        match parent {
+            Node::Expr(p @ (Expr::Attribute(_) | Expr::Subscript(_))) => value = p,
+            Node::Expr(p @ Expr::Call(c)) if std::ptr::eq(&*c.func, value) => value = p,
+            _ => break,
+        }
+    }
+    value
+}
+
+/// How a value read on the host is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Use {
+    /// Printed, logged, accumulated, collected, or sent back to the device: the read could be
+    /// batched or kept on the device.
+    Deferrable,
+    /// The host needs it to go on: a condition that leaves the loop or the function, an action
+    /// for an environment, an index into a Python container.
+    Needed,
+}
+
+/// Does the host need this value at this step (an inherent decision, or the data itself)?
+fn needed_on_host(cx: &Checker<'_, '_>, value: &Expr, bulk: bool) -> bool {
+    use_from_parents(cx, value, bulk) == Use::Needed
+}
+
+/// Classifies the use of `value` by walking up from it to its statement.
+fn use_from_parents(cx: &Checker<'_, '_>, value: &Expr, bulk: bool) -> Use {
+    let mut child: &Expr = value;
+    for parent in cx.parents.iter().rev() {
+        match *parent {
+            Node::Expr(p) => match p {
+                Expr::Call(call) if !std::ptr::eq(&*call.func, child) => {
+                    return classify_call(cx, call, bulk);
+                }
+                Expr::Subscript(s) if std::ptr::eq(&*s.slice, child) => return Use::Needed,
+                Expr::FString(_) => return Use::Deferrable,
+                Expr::BinOp(_)
+                | Expr::UnaryOp(_)
+                | Expr::Compare(_)
+                | Expr::BoolOp(_)
+                | Expr::If(_)
+                | Expr::Tuple(_)
+                | Expr::List(_)
+                | Expr::Dict(_)
+                | Expr::Attribute(_)
+                | Expr::Subscript(_)
+                | Expr::Call(_)
+                | Expr::Named(_) => child = p,
+                _ => return Use::Needed,
+            },
+            Node::Stmt(s) => return classify_statement(cx, s, child, bulk),
+        }
+    }
+    Use::Deferrable
+}
+
+fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) -> Use {
+    let targets: Vec<&Expr> = match s {
+        Stmt::If(i) if std::ptr::eq(&*i.test, child) => return decision(&i.body),
+        Stmt::While(w) if std::ptr::eq(&*w.test, child) => return Use::Needed,
+        // Returned to a caller, which may need it (an all-to-all's split sizes) or not.
+        Stmt::Assert(_) | Stmt::Raise(_) | Stmt::Return(_) => return Use::Needed,
+        Stmt::Assign(a) => a.targets.iter().collect(),
+        Stmt::AnnAssign(a) => vec![&*a.target],
+        _ => return Use::Deferrable,
+    };
+    let mut names: Vec<BindingId> = Vec::new();
+    for t in targets {
+        any_subexpr(t, &mut |sub| {
+            if let Expr::Name(n) = sub
+                && let Some(b) = cx.model.definition_at(n.start())
+            {
+                names.push(b);
+            }
+            true
+        });
+    }
+    // A whole tensor kept on the host (a list of ids, an array of predictions) is the data the
+    // code is after; a value kept (`self.best = loss.item()`, `stats["loss"] = ..`) is
+    // bookkeeping unless what follows needs it.
+    if bulk {
+        return Use::Needed;
+    }
+    if names.is_empty() {
+        return Use::Deferrable;
+    }
+    names_use(cx, &names, s.end(), bulk)
+}
+
+/// A condition whose branch leaves the loop or the function decides the control flow.
+fn decision(body: &[Stmt]) -> Use {
+    let leaves = body
+        .iter()
+        .any(|s| matches!(s, Stmt::Break(_) | Stmt::Continue(_) | Stmt::Return(_) | Stmt::Raise(_)));
+    if leaves { Use::Needed } else { Use::Deferrable }
+}
+
+/// What a call does with a value read on the host.
+fn classify_call(cx: &Checker<'_, '_>, call: &ast::ExprCall, bulk: bool) -> Use {
+    if let Some(q) = cx.model.canonical_name(&call.func) {
+        // Back to the device as data (`torch.tensor(v)`): a round trip. As a size or an index
+        // (`F.interpolate(x, size=(h, w))`), the host needs it.
+        if api::creation_takes_data(&q) {
+            return Use::Deferrable;
+        }
+        if api::returns_tensor(&q) {
+            return Use::Needed;
+        }
+        if matches!(
+            q.as_ref(),
+            "builtins.print"
+                | "builtins.float"
+                | "builtins.int"
+                | "builtins.round"
+                | "builtins.str"
+                | "builtins.abs"
+                | "builtins.sum"
+                | "builtins.max"
+                | "builtins.min"
+        ) || q.starts_with("logging.")
+            || q.starts_with("wandb.")
+            || q.starts_with("mlflow.")
+        {
+            return Use::Deferrable;
+        }
+        if matches!(q.as_ref(), "builtins.range" | "builtins.len") {
+            return Use::Needed;
+        }
+    }
+    if let Expr::Attribute(a) = &*call.func {
+        let method = a.attr.as_str();
+        let logging = [
+            "append",
+            "extend",
+            "add",
+            "update",
+            "log",
+            "info",
+            "debug",
+            "warning",
+            "write",
+            "format",
+            "add_scalar",
+            "add_scalars",
+            "add_histogram",
+            "log_metrics",
+            "log_dict",
+            "set_postfix",
+            "set_postfix_str",
+            "set_description",
+            "record",
+            "push",
+            "put",
+            "setdefault",
+        ];
+        // Collected or stored, a whole tensor's data is what the host is after.
+        let collects = ["append", "extend", "add", "update", "push", "put", "setdefault", "write", "record"];
+        if bulk && collects.contains(&method) {
+            return Use::Needed;
+        }
+        if logging.contains(&method) || method.starts_with("log") {
+            return Use::Deferrable;
+        }
+    }
+    Use::Needed
+}
+
+/// How the names a value was assigned to are used afterwards in the same function.
+fn names_use(cx: &Checker<'_, '_>, names: &[BindingId], after: ruff_text_size::TextSize, bulk: bool) -> Use {
+    let body: &[Stmt] = match cx.function {
+        Some(f) => &cx.model.function(f).def.body,
+        None => cx.module_body,
+    };
+    let mut result = Use::Deferrable;
+    each_stmt(body, &mut |s| {
+        if result == Use::Needed || s.end() <= after {
+            return;
+        }
+        // A name that decides a branch leaving the loop, or the loop's own condition.
+        let (test, branch): (Option<&Expr>, Option<&[Stmt]>) = match s {
+            Stmt::If(i) => (Some(&i.test), Some(&i.body)),
+            Stmt::While(w) => (Some(&w.test), None),
+            _ => (None, None),
+        };
+        if let Some(test) = test
+            && mentions(cx, test, names)
+        {
+            let needed = branch.is_none_or(|b| decision(b) == Use::Needed);
+            if needed {
+                result = Use::Needed;
+            }
+        }
+        // A name handed to a call that is not logging or bookkeeping, or used as an index.
+        let exprs = statement_exprs(s);
+        for e in exprs {
+            any_subexpr(e, &mut |sub| {
+                match sub {
+                    Expr::Call(c) => {
+                        let args_mention = c
+                            .arguments
+                            .args
+                            .iter()
+                            .chain(c.arguments.keywords.iter().map(|k| &k.value))
+                            .any(|a| mentions(cx, a, names));
+                        if args_mention && classify_call(cx, c, bulk) == Use::Needed {
+                            result = Use::Needed;
+                        }
+                    }
+                    Expr::Subscript(s) if is_one_of(cx, &s.slice, names) => result = Use::Needed,
+                    _ => {}
+                }
+                result != Use::Needed
+            });
+        }
+    });
+    result
+}
+
+/// The expressions a statement evaluates itself (not those of the blocks it holds).
+fn statement_exprs(s: &Stmt) -> Vec<&Expr> {
+    match s {
+        Stmt::Expr(e) => vec![&e.value],
+        Stmt::Assign(a) => vec![&a.value],
+        Stmt::AugAssign(a) => vec![&a.value],
+        Stmt::AnnAssign(a) => a.value.as_deref().into_iter().collect(),
+        Stmt::Return(r) => r.value.as_deref().into_iter().collect(),
+        Stmt::For(f) => vec![&f.iter],
+        _ => Vec::new(),
+    }
+}
+
+fn is_one_of(cx: &Checker<'_, '_>, e: &Expr, names: &[BindingId]) -> bool {
+    matches!(e, Expr::Name(n) if cx.model.binding_of(n).is_some_and(|b| names.contains(&b)))
+}
+
+fn mentions(cx: &Checker<'_, '_>, e: &Expr, names: &[BindingId]) -> bool {
+    let mut found = false;
+    any_subexpr(e, &mut |sub| {
+        found |= is_one_of(cx, sub, names);
+        !found
+    });
+    found
+}

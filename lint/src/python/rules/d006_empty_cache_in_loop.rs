@@ -1,0 +1,113 @@
+use ruff_python_ast::{Expr, Stmt};
+use ruff_text_size::Ranged;
+
+use crate::diagnostic::{Applicability, Finding, Fix};
+use crate::python::checker::{Checker, Hot, Node, Rule};
+use crate::rules::D006EmptyCacheInLoop;
+
+use super::helpers::{range, remove_statement};
+use super::{NOT_MEASURED, python_side};
+
+python_side! {
+    /// ### What it does
+    /// Flags `torch.cuda.empty_cache()` (also `torch.mps.empty_cache()`, `torch.xpu.empty_cache()`,
+    /// under any import alias) that runs at every step: inside an inner loop (a loop over
+    /// batches, tokens or layers, not one over epochs that runs another loop), in `forward`, or
+    /// in a function of the same file called from such a loop. Calls in `except` clauses
+    /// (out-of-memory recovery) and in branches taken now and then (`if step % 100 == 0`) are
+    /// not flagged.
+    ///
+    /// ### Why is this bad?
+    /// PyTorch's caching allocator keeps freed blocks so the next step can reuse them without
+    /// asking the driver. Emptying the cache every step hands them back, and every allocation of
+    /// the next step becomes a `cudaMalloc` (which synchronises the device). It frees no memory
+    /// held by live tensors, so it does not prevent out-of-memory errors either.
+    ///
+    /// ### Example
+    /// ```python
+    /// for batch in loader:
+    ///     loss = train_step(model, batch)
+    ///     torch.cuda.empty_cache()
+    /// ```
+    ///
+    /// ### Use instead
+    /// ```python
+    /// for batch in loader:
+    ///     loss = train_step(model, batch)
+    /// # once, between phases that need the memory for something else:
+    /// torch.cuda.empty_cache()
+    /// ```
+    ///
+    /// ### Fix safety
+    /// The fix deletes the statement (or leaves `pass` where it was alone in its block). It is
+    /// unsafe: results do not change, but the memory the process holds between steps does, which
+    /// matters when another process shares the GPU.
+    pub struct D006Torch {
+        code: "D006",
+        preview: NOT_MEASURED,
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Check;
+
+impl Rule for Check {
+    fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
+        let Expr::Call(call) = e else { return };
+        let Some(q) = cx.model.canonical_name(&call.func) else { return };
+        if !matches!(q.as_ref(), "torch.cuda.empty_cache" | "torch.mps.empty_cache" | "torch.xpu.empty_cache")
+        {
+            return;
+        }
+        if cx.in_except > 0 || in_memory_branch(cx) {
+            return;
+        }
+        let Some(hot) = cx.hot() else { return };
+        let whole_statement = matches!(cx.parent(), Some(Node::Stmt(Stmt::Expr(_))));
+        let fix = whole_statement
+            .then(|| cx.statement())
+            .flatten()
+            .map(|stmt| Fix::new(Applicability::Unsafe, "remove the call", vec![remove_statement(cx, stmt)]));
+        let (message, label) = match hot {
+            Hot::Forward => (
+                format!(
+                    "`empty_cache()` in `{}` hands cached memory back to the driver at every forward pass",
+                    cx.function_name().unwrap_or("forward")
+                ),
+                "called at every forward pass",
+            ),
+            Hot::CalledInLoop(_) => (
+                "`empty_cache()` in a loop hands cached memory back to the driver every iteration"
+                    .to_string(),
+                "called every iteration",
+            ),
+        };
+        let mut finding = Finding::new(&D006EmptyCacheInLoop::META, range(call.range()), message)
+            .label(label)
+            .help("let the caching allocator reuse its blocks; empty it once, between phases (after training, before evaluation)")
+            .fix(fix);
+        if let (Hot::CalledInLoop(at), true) = (hot, cx.loops.is_empty()) {
+            finding = finding.related(range(at), "called in a loop here");
+        }
+        out.push(finding);
+    }
+}
+
+/// Inside a branch about running out of memory (`if has_oom:`, `if out_of_memory:`): recovery.
+fn in_memory_branch(cx: &Checker<'_, '_>) -> bool {
+    cx.parents.iter().any(|n| {
+        let Node::Stmt(Stmt::If(i)) = n else { return false };
+        let mut hit = false;
+        super::helpers::any_subexpr(&i.test, &mut |e| {
+            let name = match e {
+                Expr::Name(n) => n.id.as_str(),
+                Expr::Attribute(a) => a.attr.as_str(),
+                _ => "",
+            };
+            let lower = name.to_ascii_lowercase();
+            hit |= lower.contains("oom") || lower.contains("out_of_memory") || lower.contains("memory");
+            !hit
+        });
+        hit
+    })
+}

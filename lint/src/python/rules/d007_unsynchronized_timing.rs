@@ -1,0 +1,350 @@
+use ruff_python_ast::{self as ast, Expr, Stmt};
+use ruff_text_size::{Ranged, TextRange, TextSize};
+use rustc_hash::FxHashSet;
+
+use crate::diagnostic::Finding;
+use crate::python::api;
+use crate::python::checker::{Checker, Rule};
+use crate::python::model::{BindingId, BindingKind, Callee, FunctionId, Part};
+use crate::python::typing::Kind;
+use crate::rules::D007UnsynchronizedTiming;
+
+use super::helpers::{any_subexpr, calls_a_value, each_stmt, range};
+use super::{NOT_MEASURED, python_side};
+
+python_side! {
+    /// ### What it does
+    /// Flags a wall-clock timing (`t0 = time.time()` ... `time.time() - t0`, also
+    /// `time.perf_counter()`, `time.monotonic()`) around CUDA work — a module call, `backward()`,
+    /// a tensor op — with nothing between the two clock reads that waits for the device: no
+    /// `torch.cuda.synchronize()`, no host read (`.item()`, `.cpu()`, `.tolist()`, `float(t)`,
+    /// printing a tensor), and no call that hands tensors to code this file cannot see (which may
+    /// read them). When the timer is read inside a loop and started outside it, a sync anywhere in
+    /// the loop counts: each iteration waits for the previous one's work. Functions that use
+    /// `torch.cuda.Event` are not checked.
+    ///
+    /// ### Why is this bad?
+    /// CUDA kernels run asynchronously: the calls return once the work is queued. The timer then
+    /// measures how long Python took to launch the kernels, not how long the GPU took to run
+    /// them, and the cost shows up later, wherever the next synchronisation happens.
+    ///
+    /// ### Example
+    /// ```python
+    /// start = time.time()
+    /// output = model(images)
+    /// print(f"inference took {time.time() - start:.3f}s")
+    /// ```
+    ///
+    /// ### Use instead
+    /// ```python
+    /// torch.cuda.synchronize()
+    /// start = time.time()
+    /// output = model(images)
+    /// torch.cuda.synchronize()
+    /// print(f"inference took {time.time() - start:.3f}s")
+    /// ```
+    ///
+    /// ### Fix safety
+    /// There is no automatic fix: where the synchronisation belongs depends on what is measured.
+    pub struct D007Torch {
+        code: "D007",
+        preview: NOT_MEASURED,
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Check;
+
+impl Rule for Check {
+    fn stmt(&mut self, cx: &Checker<'_, '_>, stmt: &Stmt, out: &mut Vec<Finding>) {
+        if let Stmt::FunctionDef(def) = stmt
+            && cx.facts.uses_accelerator
+        {
+            check_body(cx, &def.body, cx.model.function_of_def(def), out);
+        }
+    }
+
+    fn finish(&mut self, cx: &Checker<'_, '_>, out: &mut Vec<Finding>) {
+        if cx.facts.uses_accelerator {
+            check_body(cx, cx.module_body, None, out);
+        }
+    }
+}
+
+/// A timer start: `t0 = time.time()`.
+struct Start<'a> {
+    binding: BindingId,
+    stmt: &'a Stmt,
+}
+
+fn check_body(cx: &Checker<'_, '_>, body: &[Stmt], function: Option<FunctionId>, out: &mut Vec<Finding>) {
+    let mut statements: Vec<&Stmt> = Vec::new();
+    each_stmt(body, &mut |s| statements.push(s));
+    let mut starts: Vec<Start<'_>> = Vec::new();
+    let mut uses_events = false;
+    for s in &statements {
+        for e in own_exprs(s) {
+            any_subexpr(e, &mut |sub| {
+                if let Expr::Call(c) = sub
+                    && cx.model.canonical_name(&c.func).is_some_and(|q| q == "torch.cuda.Event")
+                {
+                    uses_events = true;
+                }
+                !uses_events
+            });
+        }
+        if let Stmt::Assign(a) = s
+            && let [Expr::Name(n)] = a.targets.as_slice()
+            && is_clock_call(cx, &a.value)
+            && let Some(binding) = cx.model.definition_at(n.start())
+        {
+            starts.push(Start { binding, stmt: s });
+        }
+    }
+    if starts.is_empty() || uses_events {
+        return;
+    }
+    let mut reported: FxHashSet<TextSize> = FxHashSet::default();
+    for s in &statements {
+        for e in own_exprs(s) {
+            any_subexpr(e, &mut |sub| {
+                if let Expr::BinOp(b) = sub
+                    && b.op == ast::Operator::Sub
+                    && let Some(start) = start_of(cx, &b.right, &starts)
+                    && let Some(end_at) = clock_read(cx, &b.left)
+                    && end_at > start.stmt.end()
+                    && reported.insert(b.start())
+                {
+                    check_timing(cx, &statements, start, end_at, sub, function, out);
+                }
+                true
+            });
+        }
+    }
+}
+
+/// The expressions a statement evaluates itself: its value, a loop's iterable, a condition,
+/// a `with` item (not the blocks it holds, which [`each_stmt`] visits).
+fn own_exprs(s: &Stmt) -> Vec<&Expr> {
+    match s {
+        Stmt::Expr(e) => vec![&e.value],
+        Stmt::Assign(a) => vec![&a.value],
+        Stmt::AugAssign(a) => vec![&a.value],
+        Stmt::AnnAssign(a) => a.value.as_deref().into_iter().collect(),
+        Stmt::Return(r) => r.value.as_deref().into_iter().collect(),
+        Stmt::For(f) => vec![&f.iter],
+        Stmt::While(w) => vec![&w.test],
+        Stmt::If(i) => std::iter::once(&*i.test)
+            .chain(i.elif_else_clauses.iter().filter_map(|c| c.test.as_ref()))
+            .collect(),
+        Stmt::With(w) => w.items.iter().map(|i| &i.context_expr).collect(),
+        Stmt::Assert(a) => vec![&a.test],
+        _ => Vec::new(),
+    }
+}
+
+fn is_clock_call(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    matches!(e, Expr::Call(c) if c.arguments.is_empty() && cx.model.canonical_name(&c.func).is_some_and(|q| api::is_clock(&q)))
+}
+
+/// The timer start a name refers to.
+fn start_of<'s, 'a>(cx: &Checker<'_, '_>, e: &Expr, starts: &'s [Start<'a>]) -> Option<&'s Start<'a>> {
+    let Expr::Name(n) = e else { return None };
+    let b = cx.model.binding_of(n)?;
+    starts.iter().find(|s| s.binding == b)
+}
+
+/// Where the clock is read: a clock call, or a name bound to one.
+fn clock_read(cx: &Checker<'_, '_>, e: &Expr) -> Option<TextSize> {
+    if is_clock_call(cx, e) {
+        return Some(e.start());
+    }
+    let Expr::Name(n) = e else { return None };
+    match cx.model.binding(cx.model.binding_of(n)?).kind {
+        BindingKind::Assignment { value, part: Part::Whole, .. } if is_clock_call(cx, value) => {
+            Some(value.start())
+        }
+        _ => None,
+    }
+}
+
+fn check_timing(
+    cx: &Checker<'_, '_>,
+    statements: &[&Stmt],
+    start: &Start<'_>,
+    end_at: TextSize,
+    read: &Expr,
+    function: Option<FunctionId>,
+    out: &mut Vec<Finding>,
+) {
+    // The code that runs between the two reads: what lies between them in the source, and when
+    // the timer is read in a loop it was started outside of, the whole loop.
+    let mut regions = vec![TextRange::new(start.stmt.end(), end_at)];
+    let wrapping_loop = cx
+        .model
+        .loops()
+        .filter(|(_, l)| l.function == function)
+        .filter(|(_, l)| {
+            l.stmt.range().contains(end_at) && !l.stmt.range().contains_range(start.stmt.range())
+        })
+        .map(|(_, l)| l.stmt.range())
+        .min_by_key(|r| r.len());
+    if let Some(r) = wrapping_loop {
+        regions.push(r);
+    }
+    let inside = |r: TextRange| regions.iter().any(|region| region.contains_range(r));
+    let mut scan = Scan { work: None, waits: false, depth: 0, function };
+    for s in statements {
+        if inside(s.range()) {
+            scan.condition(cx, s);
+        }
+        for e in own_exprs(s) {
+            if inside(e.range()) {
+                scan.expr(cx, e);
+            }
+        }
+    }
+    let Some(work) = scan.work else { return };
+    if scan.waits {
+        return;
+    }
+    let timer = cx.short(read.range());
+    out.push(
+        Finding::new(
+            &D007UnsynchronizedTiming::META,
+            range(read.range()),
+            format!("`{timer}` times CUDA work without waiting for it: it measures the launch, not the work"),
+        )
+        .label("read before the device has finished")
+        .related(range(start.stmt.range()), "timer started here")
+        .related(range(work), "device work queued here")
+        .help("call `torch.cuda.synchronize()` before reading the clock, or time with `torch.cuda.Event(enable_timing=True)`"),
+    );
+}
+
+/// What the timed code does: the first device work it queues, and whether anything waits.
+struct Scan {
+    work: Option<TextRange>,
+    waits: bool,
+    depth: usize,
+    /// The function whose body is being read (for `self.method(..)` calls).
+    function: Option<FunctionId>,
+}
+
+impl Scan {
+    /// `if t:` and `while t:` on a tensor read it on the host.
+    fn condition(&mut self, cx: &Checker<'_, '_>, s: &Stmt) {
+        let test = match s {
+            Stmt::If(i) => &*i.test,
+            Stmt::While(w) => &*w.test,
+            _ => return,
+        };
+        if cx.kind_of(test) == Kind::Tensor {
+            self.waits = true;
+        }
+    }
+
+    fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr) {
+        any_subexpr(e, &mut |sub| {
+            if let Expr::Call(c) = sub {
+                self.call(cx, c);
+            }
+            !self.waits
+        });
+    }
+
+    fn call(&mut self, cx: &Checker<'_, '_>, c: &ast::ExprCall) {
+        let q = cx.model.canonical_name(&c.func);
+        let q = q.as_deref();
+        if q.is_some_and(|q| q.ends_with(".synchronize")) {
+            self.waits = true;
+            return;
+        }
+        if let Expr::Attribute(a) = &*c.func {
+            let (receiver, method) = (&*a.value, a.attr.as_str());
+            match method {
+                "synchronize" | "item" | "tolist" | "numpy" | "cpu" | "wait" => {
+                    self.waits = true;
+                    return;
+                }
+                "backward" => {
+                    self.work.get_or_insert(c.range());
+                    return;
+                }
+                _ => {}
+            }
+            if cx.kind_of(receiver) == Kind::Tensor && api::tensor_method_returns_tensor(method) {
+                self.work.get_or_insert(c.range());
+                return;
+            }
+        }
+        if let Some(q) = q {
+            if matches!(
+                q,
+                "builtins.float"
+                    | "builtins.int"
+                    | "builtins.bool"
+                    | "builtins.print"
+                    | "builtins.str"
+                    | "builtins.repr"
+            ) && c.arguments.args.iter().any(|a| cx.kind_of(a) == Kind::Tensor)
+            {
+                self.waits = true;
+                return;
+            }
+            if api::returns_tensor(q) && !api::is_creation(q) {
+                self.work.get_or_insert(c.range());
+                return;
+            }
+            if q.starts_with("builtins.") || q.starts_with("time.") || q.starts_with("torch.") {
+                return;
+            }
+        }
+        if cx.kind_of(&c.func) == Kind::Module || calls_a_value(cx, c) {
+            self.work.get_or_insert(c.range());
+            if let Some(forward) = cx.types.forward_of(&c.func) {
+                self.function(cx, forward);
+            }
+            return;
+        }
+        match cx.model.callee(c, self.function) {
+            Some(Callee::Function(f)) => self.function(cx, f),
+            Some(Callee::Class(_)) => {}
+            None => {
+                // Code this file cannot see may read the tensors it is given.
+                let gives_tensors = c
+                    .arguments
+                    .args
+                    .iter()
+                    .chain(c.arguments.keywords.iter().map(|k| &k.value))
+                    .any(|a| matches!(cx.kind_of(a), Kind::Tensor | Kind::Module | Kind::Unknown));
+                if gives_tensors {
+                    self.waits = true;
+                }
+            }
+        }
+    }
+
+    /// A call into a function of this file: what its body does counts.
+    fn function(&mut self, cx: &Checker<'_, '_>, f: FunctionId) {
+        if self.depth > 3 {
+            // Too deep to know: assume it may wait.
+            self.waits = true;
+            return;
+        }
+        self.depth += 1;
+        let caller = self.function.replace(f);
+        let body = &cx.model.function(f).def.body;
+        each_stmt(body, &mut |s| {
+            if self.waits {
+                return;
+            }
+            self.condition(cx, s);
+            for e in own_exprs(s) {
+                self.expr(cx, e);
+            }
+        });
+        self.function = caller;
+        self.depth -= 1;
+    }
+}

@@ -1,0 +1,597 @@
+//! What several Python rules need: reading calls and literals, following a batch back to its
+//! DataLoader, finding where a value is used, and building edits that keep the file valid.
+
+use std::ops::Range;
+
+use ruff_python_ast::{self as ast, Expr, Stmt};
+use ruff_text_size::{Ranged, TextRange};
+
+use crate::diagnostic::Edit;
+use crate::python::api;
+use crate::python::checker::{Checker, Node};
+use crate::python::model::{BindingId, BindingKind, Part};
+use crate::python::typing::Kind;
+
+/// A byte range for a finding.
+pub(crate) fn range(r: TextRange) -> Range<usize> {
+    r.to_std_range()
+}
+
+/// The value of a plain string literal.
+pub(crate) fn str_lit(e: &Expr) -> Option<&str> {
+    match e {
+        Expr::StringLiteral(s) => Some(s.value.to_str()),
+        _ => None,
+    }
+}
+
+/// `recv.method(..)`: the call, its receiver and the method's name.
+pub(crate) fn method_call(e: &Expr) -> Option<(&ast::ExprCall, &Expr, &str)> {
+    let Expr::Call(c) = e else { return None };
+    let Expr::Attribute(a) = &*c.func else { return None };
+    Some((c, &a.value, a.attr.as_str()))
+}
+
+/// Every name a `for` or assignment target binds.
+pub(crate) fn target_names<'a>(target: &'a Expr, out: &mut Vec<&'a str>) {
+    match target {
+        Expr::Name(n) => out.push(n.id.as_str()),
+        Expr::Tuple(t) => t.elts.iter().for_each(|e| target_names(e, out)),
+        Expr::List(t) => t.elts.iter().for_each(|e| target_names(e, out)),
+        Expr::Starred(s) => target_names(&s.value, out),
+        _ => {}
+    }
+}
+
+/// A string that names an accelerator (`"cuda"`, `"cuda:1"`, `"mps"`), as the device it means.
+pub(crate) fn accelerator(s: &str) -> Option<String> {
+    let s = s.trim();
+    if s == "cuda" {
+        return Some("the current CUDA device".to_string());
+    }
+    if s == "mps"
+        || s.strip_prefix("cuda:").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Some(s.to_string());
+    }
+    None
+}
+
+/// A device written as a literal: `"cpu"`, `"cuda:0"`, `torch.device("cpu")`.
+pub(crate) fn literal_device(cx: &Checker<'_, '_>, e: &Expr) -> Option<String> {
+    if let Some(s) = str_lit(e) {
+        let s = s.trim();
+        return (s == "cpu" || accelerator(s).is_some()).then(|| s.to_string());
+    }
+    let Expr::Call(c) = e else { return None };
+    if cx.model.canonical_name(&c.func)?.as_ref() != "torch.device" {
+        return None;
+    }
+    let first = c.arguments.args.first()?;
+    let s = str_lit(first)?.trim();
+    match c.arguments.args.get(1) {
+        Some(Expr::NumberLiteral(n)) => Some(format!("{s}:{}", cx.text(n.range))),
+        Some(_) => None,
+        None => (s == "cpu" || accelerator(s).is_some()).then(|| s.to_string()),
+    }
+}
+
+/// Does an expression (a condition) ask whether an accelerator is there or in use:
+/// `torch.cuda.is_available()`, `args.cuda`, `use_gpu`, `device.type == "cuda"`?
+pub(crate) fn checks_for_accelerator(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    let mut found = false;
+    any_subexpr(e, &mut |sub| {
+        let hit = match sub {
+            Expr::Name(n) => is_accelerator_word(n.id.as_str()),
+            Expr::Attribute(a) => is_accelerator_word(a.attr.as_str()),
+            Expr::StringLiteral(s) => accelerator(s.value.to_str()).is_some() || s.value.to_str() == "cpu",
+            Expr::Call(c) => cx.model.canonical_name(&c.func).is_some_and(|q| q.ends_with("is_available")),
+            _ => false,
+        };
+        found |= hit;
+        !found
+    });
+    found
+}
+
+fn is_accelerator_word(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    ["cuda", "gpu", "device", "mps", "cpu", "accelerat"].iter().any(|w| lower.contains(w))
+}
+
+/// Calls `f` on `e` and every expression inside it, in source order, while `f` returns true.
+pub(crate) fn any_subexpr(e: &Expr, f: &mut dyn FnMut(&Expr) -> bool) {
+    use ruff_python_ast::visitor::{Visitor, walk_expr};
+    struct Walk<'f> {
+        f: &'f mut dyn FnMut(&Expr) -> bool,
+        stop: bool,
+        depth: usize,
+    }
+    impl<'a> Visitor<'a> for Walk<'_> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if self.stop || self.depth > crate::python::model::MAX_DEPTH {
+                return;
+            }
+            if !(self.f)(e) {
+                self.stop = true;
+                return;
+            }
+            self.depth += 1;
+            walk_expr(self, e);
+            self.depth -= 1;
+        }
+    }
+    Walk { f, stop: false, depth: 0 }.visit_expr(e);
+}
+
+/// Calls `f` on every statement of a body and the bodies inside it (not nested functions or
+/// classes), in source order.
+pub(crate) fn each_stmt<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
+    use ruff_python_ast::statement_visitor::{StatementVisitor, walk_stmt};
+    struct Walk<'f, 'a> {
+        f: &'f mut dyn FnMut(&'a Stmt),
+        depth: usize,
+    }
+    impl<'a> StatementVisitor<'a> for Walk<'_, 'a> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if self.depth > crate::python::model::MAX_DEPTH {
+                return;
+            }
+            (self.f)(s);
+            if matches!(s, Stmt::FunctionDef(_) | Stmt::ClassDef(_)) {
+                return;
+            }
+            self.depth += 1;
+            walk_stmt(self, s);
+            self.depth -= 1;
+        }
+    }
+    Walk { f, depth: 0 }.visit_body(body);
+}
+
+/// The root of a chain of calls, attributes and subscripts: `x` in `x.float().to(d)[0]`.
+pub(crate) fn chain_root(e: &Expr) -> &Expr {
+    let mut e = e;
+    loop {
+        e = match e {
+            Expr::Call(c) => match &*c.func {
+                Expr::Attribute(a) => &a.value,
+                _ => return e,
+            },
+            Expr::Attribute(a) => &a.value,
+            Expr::Subscript(s) => &s.value,
+            _ => return e,
+        };
+    }
+}
+
+/// The methods called along a chain, outermost first: `["numpy", "detach"]` for
+/// `x.detach().numpy()`.
+pub(crate) fn chain_methods(e: &Expr) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut e = e;
+    loop {
+        e = match e {
+            Expr::Call(c) => match &*c.func {
+                Expr::Attribute(a) => {
+                    out.push(a.attr.as_str());
+                    &a.value
+                }
+                _ => return out,
+            },
+            Expr::Attribute(a) => &a.value,
+            Expr::Subscript(s) => &s.value,
+            _ => return out,
+        };
+    }
+}
+
+/// The binding a plain name reads.
+pub(crate) fn name_binding(cx: &Checker<'_, '_>, e: &Expr) -> Option<BindingId> {
+    let Expr::Name(n) = e else { return None };
+    cx.model.binding_of(n)
+}
+
+/// Is `e` part of a batch drawn from a DataLoader: `x` in `for x, y in loader`, in
+/// `for i, (x, y) in enumerate(train_loader)`, or in `x, y = batch` inside such a loop? Such a
+/// value is a tensor (or a structure of them) as the loader's collate made it, on the host.
+pub(crate) fn is_batch_element(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    let Some(b) = name_binding(cx, e) else { return false };
+    match cx.model.binding(b).kind {
+        BindingKind::LoopVar { iter, part, .. } => part != Part::Whole && iterates_loader(cx, iter),
+        BindingKind::Assignment { value, part: Part::Element(_), .. } => {
+            let Some(batch) = name_binding(cx, value) else { return false };
+            matches!(cx.model.binding(batch).kind, BindingKind::LoopVar { iter, part: Part::Whole, .. } if iterates_loader(cx, iter))
+        }
+        _ => false,
+    }
+}
+
+/// Does a `for` loop's iterable draw batches from a DataLoader: the loader itself, a name bound
+/// to one or called `*loader*`, or either wrapped in `enumerate`, `tqdm` or `iter`?
+pub(crate) fn iterates_loader(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
+    loader_of(cx, iter).is_some() || {
+        let inner = unwrap_iteration(cx, iter);
+        match inner {
+            Expr::Name(n) => n.id.as_str().to_ascii_lowercase().contains("loader"),
+            Expr::Attribute(a) => a.attr.as_str().to_ascii_lowercase().contains("loader"),
+            Expr::Call(c) => {
+                matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str().ends_with("dataloader"))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// `enumerate(x)`, `tqdm(x)`, `iter(x)`, `zip(x, ..)` → `x`.
+pub(crate) fn unwrap_iteration<'e>(cx: &Checker<'_, '_>, iter: &'e Expr) -> &'e Expr {
+    let mut e = iter;
+    for _ in 0..4 {
+        let Expr::Call(c) = e else { break };
+        let wrapper = cx.model.canonical_name(&c.func).is_some_and(|q| {
+            matches!(q.as_ref(), "builtins.enumerate" | "builtins.iter" | "builtins.zip")
+                || q.starts_with("tqdm.")
+                || q == "tqdm"
+        });
+        match c.arguments.args.first() {
+            Some(first) if wrapper => e = first,
+            _ => break,
+        }
+    }
+    e
+}
+
+/// The `DataLoader(..)` call that an iterable comes from, in this file.
+pub(crate) fn loader_of<'e>(cx: &Checker<'_, 'e>, iter: &Expr) -> Option<&'e ast::ExprCall> {
+    let inner = unwrap_iteration(cx, iter);
+    let b = name_binding(cx, inner)?;
+    let BindingKind::Assignment { value: Expr::Call(c), part: Part::Whole, .. } = cx.model.binding(b).kind
+    else {
+        return None;
+    };
+    cx.model.canonical_name(&c.func).is_some_and(|q| api::is_data_loader(&q)).then_some(c)
+}
+
+/// The keyword argument `name` of a call.
+pub(crate) fn keyword<'e>(call: &'e ast::ExprCall, name: &str) -> Option<&'e Expr> {
+    call.arguments.find_keyword(name).map(|k| &k.value)
+}
+
+/// Does the call pass `**kwargs` (which may hold any keyword)?
+pub(crate) fn has_splat(call: &ast::ExprCall) -> bool {
+    call.arguments.keywords.iter().any(|k| k.arg.is_none())
+}
+
+/// Is the literal `True`?
+pub(crate) fn is_true(e: &Expr) -> bool {
+    matches!(e, Expr::BooleanLiteral(b) if b.value)
+}
+
+/// Removing a statement, or replacing it with `pass` when it is alone in its block (a block
+/// cannot be empty in Python). The whole lines go when nothing else is on them.
+pub(crate) fn remove_statement(cx: &Checker<'_, '_>, stmt: &Stmt) -> Edit {
+    let alone = cx.parents.iter().rev().find_map(|n| match n {
+        Node::Stmt(parent) => Some(block_of(parent, stmt).is_some_and(|b| b.len() == 1)),
+        Node::Expr(_) => None,
+    });
+    let r = range(stmt.range());
+    if alone.unwrap_or(false) {
+        return Edit { range: r, replacement: "pass".to_string() };
+    }
+    let text = cx.model.source;
+    let line_start = text[..r.start].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let line_end = text[r.end..].find('\n').map(|i| r.end + i + 1).unwrap_or(text.len());
+    let before_blank = text[line_start..r.start].trim().is_empty();
+    let after = text[r.end..line_end].trim();
+    if before_blank && (after.is_empty() || after.starts_with('#')) {
+        Edit { range: line_start..line_end, replacement: String::new() }
+    } else {
+        Edit { range: r, replacement: "pass".to_string() }
+    }
+}
+
+/// The block of `parent` that holds `stmt` directly.
+fn block_of<'a>(parent: &'a Stmt, stmt: &Stmt) -> Option<&'a [Stmt]> {
+    let holds = |b: &[Stmt]| b.iter().any(|s| s.range() == stmt.range());
+    let blocks: Vec<&'a [Stmt]> = match parent {
+        Stmt::FunctionDef(f) => vec![&f.body],
+        Stmt::ClassDef(c) => vec![&c.body],
+        Stmt::For(f) => vec![&f.body, &f.orelse],
+        Stmt::While(w) => vec![&w.body, &w.orelse],
+        Stmt::If(i) => {
+            std::iter::once(&*i.body).chain(i.elif_else_clauses.iter().map(|c| &*c.body)).collect()
+        }
+        Stmt::With(w) => vec![&w.body],
+        Stmt::Try(t) => std::iter::once(&*t.body)
+            .chain(t.handlers.iter().map(|h| {
+                let ast::ExceptHandler::ExceptHandler(h) = h;
+                &*h.body
+            }))
+            .chain([&*t.orelse, &*t.finalbody])
+            .collect(),
+        Stmt::Match(m) => m.cases.iter().map(|c| &*c.body).collect(),
+        _ => Vec::new(),
+    };
+    blocks.into_iter().find(|b| holds(b))
+}
+
+/// Where a tensor's value may be, as far as the code says: on an accelerator, and attached to
+/// the autograd graph (requiring grad).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Provenance {
+    pub on_accelerator: bool,
+    pub requires_grad: bool,
+}
+
+impl Provenance {
+    fn union(self, other: Provenance) -> Provenance {
+        Provenance {
+            on_accelerator: self.on_accelerator || other.on_accelerator,
+            requires_grad: self.requires_grad || other.requires_grad,
+        }
+    }
+}
+
+/// Where the value of `e` may be: moved to an accelerator (`.cuda()`, `.to(device)`), the output
+/// of a module (whose weights follow the model to its device, and require grad), a module's
+/// parameter or buffer, an input of a forward pass, or computed from any of those. Values of
+/// unknown origin are neither: a finding needs evidence.
+pub(crate) fn provenance(cx: &Checker<'_, '_>, e: &Expr) -> Provenance {
+    let p = provenance_at(cx, e, 0);
+    Provenance {
+        on_accelerator: p.on_accelerator && cx.facts.uses_accelerator,
+        requires_grad: p.requires_grad && cx.no_grad == 0,
+    }
+}
+
+fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
+    const NONE: Provenance = Provenance { on_accelerator: false, requires_grad: false };
+    if depth > 24 || matches!(cx.kind_of(e), Kind::Scalar | Kind::Other | Kind::Device | Kind::Numpy) {
+        return NONE;
+    }
+    let next = |e: &Expr| provenance_at(cx, e, depth + 1);
+    match e {
+        Expr::Call(c) => {
+            if let Expr::Attribute(a) = &*c.func {
+                let recv = || next(&a.value);
+                match a.attr.as_str() {
+                    "cpu" | "numpy" | "tolist" | "item" => {
+                        return Provenance { on_accelerator: false, ..recv() };
+                    }
+                    "cuda" => return Provenance { on_accelerator: true, ..recv() },
+                    "to" => {
+                        let target = c.arguments.args.first().or_else(|| keyword(c, "device"));
+                        let on = match target {
+                            Some(t) if literal_device(cx, t).is_some_and(|d| d == "cpu") => false,
+                            Some(t) if cx.kind_of(t) == crate::python::typing::Kind::Tensor => {
+                                next(t).on_accelerator
+                            }
+                            Some(t) if is_dtype(cx, t) => recv().on_accelerator,
+                            Some(_) => true,
+                            None => recv().on_accelerator,
+                        };
+                        return Provenance { on_accelerator: on, ..recv() };
+                    }
+                    "detach" => return Provenance { requires_grad: false, ..recv() },
+                    // Integer and boolean results are not part of the autograd graph.
+                    "argmax" | "argmin" | "argsort" | "long" | "int" | "bool" | "byte" | "short" | "eq"
+                    | "ne" | "lt" | "le" | "gt" | "ge" | "nonzero" | "isnan" | "isinf" | "logical_not"
+                    | "any" | "all" => {
+                        return Provenance { requires_grad: false, ..recv() };
+                    }
+                    _ => {}
+                }
+                if api::tensor_method_returns_tensor(a.attr.as_str()) && cx.kind_of(&a.value).may_be_tensor()
+                {
+                    return c.arguments.args.iter().fold(recv(), |p, arg| p.union(next(arg)));
+                }
+            }
+            if let Some(q) = cx.model.canonical_name(&c.func) {
+                if api::is_creation(&q) {
+                    let device =
+                        keyword(c, "device").map(|d| literal_device(cx, d).is_none_or(|d| d != "cpu"));
+                    let from_tensor = api::creation_takes_data(&q)
+                        && c.arguments.args.first().is_some_and(|a| next(a).on_accelerator);
+                    return Provenance {
+                        on_accelerator: device.unwrap_or(cx.facts.sets_default_device) || from_tensor,
+                        requires_grad: keyword(c, "requires_grad").is_some_and(is_true),
+                    };
+                }
+                if api::returns_tensor(&q) {
+                    return c.arguments.args.iter().fold(NONE, |p, arg| p.union(next(arg)));
+                }
+            }
+            // Calling a module: its output is where its weights are, and carries their grad.
+            if cx.kind_of(&c.func) == crate::python::typing::Kind::Module {
+                return Provenance { on_accelerator: true, requires_grad: true };
+            }
+            // Calling a value (a model passed in, `self.net`): its output is where its inputs are.
+            if calls_a_value(cx, c) {
+                let on = c.arguments.args.iter().any(|a| next(a).on_accelerator);
+                return Provenance { on_accelerator: on, requires_grad: false };
+            }
+            NONE
+        }
+        Expr::Attribute(a) => {
+            if matches!(a.attr.as_str(), "data" | "grad") {
+                return Provenance { requires_grad: false, ..next(&a.value) };
+            }
+            // A layer's weights follow the model and are trained.
+            if matches!(a.attr.as_str(), "weight" | "bias")
+                && cx.kind_of(&a.value) == crate::python::typing::Kind::Module
+            {
+                return Provenance { on_accelerator: true, requires_grad: true };
+            }
+            if let Some(class) = cx.types.receiver_class(&a.value) {
+                // A parameter or buffer of a module moves with the model.
+                let attrs = cx.types.class_attrs(class, a.attr.as_str());
+                let registered = attrs.iter().any(|x| {
+                    matches!(x.how, crate::python::model::AttrHow::Buffer { .. } | crate::python::model::AttrHow::Parameter)
+                        || x.value.is_some_and(|v| {
+                            matches!(v, Expr::Call(c) if cx.model.canonical_name(&c.func).is_some_and(|q| api::is_parameter_class(&q)))
+                        })
+                });
+                let parameter = attrs.iter().any(|x| {
+                    x.how == crate::python::model::AttrHow::Parameter
+                        || x.value.is_some_and(|v| {
+                            matches!(v, Expr::Call(c) if cx.model.canonical_name(&c.func).is_some_and(|q| api::is_parameter_class(&q)))
+                        })
+                });
+                return Provenance { on_accelerator: registered, requires_grad: parameter };
+            }
+            NONE
+        }
+        Expr::Subscript(s) => next(&s.value),
+        Expr::BinOp(b) => next(&b.left).union(next(&b.right)),
+        Expr::Compare(c) => {
+            let p = c.comparators.iter().fold(next(&c.left), |p, r| p.union(next(r)));
+            Provenance { requires_grad: false, ..p }
+        }
+        Expr::UnaryOp(u) => next(&u.operand),
+        Expr::Name(_) => {
+            let Some(b) = name_binding(cx, e) else { return NONE };
+            let binding = cx.model.binding(b);
+            let p = binding_value_provenance(cx, e, b, depth, next);
+            // Made under `torch.no_grad()`: not part of the autograd graph.
+            if binding.in_no_grad { Provenance { requires_grad: false, ..p } } else { p }
+        }
+        _ => NONE,
+    }
+}
+
+fn binding_value_provenance(
+    cx: &Checker<'_, '_>,
+    e: &Expr,
+    b: BindingId,
+    depth: usize,
+    next: impl Fn(&Expr) -> Provenance,
+) -> Provenance {
+    const NONE: Provenance = Provenance { on_accelerator: false, requires_grad: false };
+    let binding = cx.model.binding(b);
+    match binding.kind {
+        BindingKind::Assignment { value, part: Part::Whole, .. } => next(value),
+        BindingKind::Assignment { value, part: Part::Element(i), .. } => match value {
+            // `x, y = x.to(device), y.to(device)`
+            Expr::Tuple(t) => t.elts.get(i).map(next).unwrap_or(NONE),
+            _ if cx.kind_of(e).may_be_tensor() => next(value),
+            _ => NONE,
+        },
+        BindingKind::AugAssignment { value, .. } => {
+            let old = binding.shadowed.map(|s| binding_provenance(cx, s, depth + 1)).unwrap_or_default();
+            old.union(next(value))
+        }
+        BindingKind::Parameter { function: Some(f), position, .. } => {
+            // The inputs of a forward pass are on the model's device.
+            let fun = cx.model.function(f);
+            let is_self = position == 0 && fun.receiver == Some(binding.name);
+            let forward = fun.name() == "forward" && fun.class.is_some();
+            Provenance { on_accelerator: forward && !is_self, requires_grad: false }
+        }
+        _ => NONE,
+    }
+}
+
+fn binding_provenance(cx: &Checker<'_, '_>, b: BindingId, depth: usize) -> Provenance {
+    match cx.model.binding(b).kind {
+        BindingKind::Assignment { value, part: Part::Whole, .. } => provenance_at(cx, value, depth),
+        _ => Provenance::default(),
+    }
+}
+
+/// A dtype (`torch.float16`), which `.to(..)` takes for a conversion rather than a move.
+pub(crate) fn is_dtype(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    cx.model.canonical_name(e).is_some_and(|q| {
+        q.strip_prefix("torch.").is_some_and(|d| {
+            matches!(
+                d,
+                "float16"
+                    | "half"
+                    | "float32"
+                    | "float"
+                    | "float64"
+                    | "double"
+                    | "bfloat16"
+                    | "int64"
+                    | "long"
+                    | "int32"
+                    | "int"
+                    | "int16"
+                    | "short"
+                    | "bool"
+                    | "uint8"
+                    | "int8"
+                    | "complex64"
+                    | "complex128"
+            )
+        })
+    })
+}
+
+/// The DataLoader a value drawn from a loop over one comes from: `x` in `for x, y in loader`,
+/// `batch` in `for batch in loader`, `x` in `x, y = batch`, `batch["x"]`.
+pub(crate) fn batch_loader<'e>(cx: &Checker<'_, 'e>, e: &Expr) -> Option<&'e ast::ExprCall> {
+    let root = chain_root(e);
+    let b = name_binding(cx, root)?;
+    match cx.model.binding(b).kind {
+        BindingKind::LoopVar { iter, .. } => loader_of(cx, iter),
+        BindingKind::Assignment { value, part: Part::Element(_), .. } => {
+            let batch = name_binding(cx, chain_root(value))?;
+            match cx.model.binding(batch).kind {
+                BindingKind::LoopVar { iter, .. } => loader_of(cx, iter),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// How a tensor's device was fixed when it was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fixed {
+    /// No `device=`: the default device.
+    Default,
+    /// `device="cpu"`.
+    Cpu,
+}
+
+/// A creation call that makes a tensor with more than 0 dimensions on a fixed device.
+pub(crate) fn fixed_creation(cx: &Checker<'_, '_>, c: &ast::ExprCall, q: &str) -> Option<Fixed> {
+    let how = match keyword(c, "device") {
+        None => Fixed::Default,
+        Some(d) if literal_device(cx, d).is_some_and(|d| d == "cpu") => Fixed::Cpu,
+        Some(_) => return None,
+    };
+    if api::creation_takes_data(q) && q != "torch.from_numpy" {
+        let data = c.arguments.args.first().or_else(|| keyword(c, "data"))?;
+        match data {
+            // A list of values makes a 1-dim tensor or more.
+            Expr::List(_) | Expr::Tuple(_) | Expr::ListComp(_) => {}
+            _ => match cx.kind_of(data) {
+                // `as_tensor(x)` of a tensor keeps it where it is; a Python scalar makes a 0-dim
+                // tensor, which CUDA ops accept from the CPU.
+                Kind::Numpy | Kind::Other => {}
+                _ => return None,
+            },
+        }
+    } else {
+        // `torch.zeros(())` and `torch.zeros([])` are 0-dim; `torch.empty(0)` and
+        // `torch.empty([0])` hold nothing (placeholders).
+        let shape = c.arguments.args.first();
+        let zero = |e: &Expr| matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ast::Number::Int(i) if i.as_u64() == Some(0)));
+        let empty_or_zero = match shape {
+            Some(Expr::Tuple(t)) => t.elts.is_empty() || (t.elts.len() == 1 && zero(&t.elts[0])),
+            Some(Expr::List(l)) => l.elts.is_empty() || (l.elts.len() == 1 && zero(&l.elts[0])),
+            Some(e) => zero(e) && c.arguments.args.len() == 1,
+            None => false,
+        };
+        if empty_or_zero {
+            return None;
+        }
+    }
+    Some(how)
+}
+
+/// Is the callee a value (`model(x)`, `self.net(x)`), almost always a module?
+pub(crate) fn calls_a_value(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
+    crate::python::checker::calls_a_value(cx.model, &cx.types, c)
+}

@@ -1,0 +1,640 @@
+//! What kind of value an expression holds — a tensor, an `nn.Module`, a numpy array, a Python
+//! scalar — decided without types, from bindings: an assignment's right-hand side, a parameter's
+//! annotation, a loop's iterable, a class's base classes and the attributes its methods assign.
+//! The answer may be [`Kind::Unknown`]; rules act only on what is known.
+
+use std::cell::{Cell, RefCell};
+
+use ruff_python_ast::{self as ast, Expr, Operator};
+use rustc_hash::FxHashMap;
+
+use super::api;
+use super::model::{AttrHow, BindingId, BindingKind, Callee, ClassId, FunctionId, Model, Part};
+
+/// What a value is, as far as the rules care.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Tensor,
+    /// An `nn.Module` (a model, a layer, a loss criterion): `.to()` moves it in place.
+    Module,
+    Numpy,
+    /// A Python number, bool or string.
+    Scalar,
+    /// A `torch.device`.
+    Device,
+    /// Something else that is known: a list, a class, a module object, `None`.
+    Other,
+    Unknown,
+}
+
+impl Kind {
+    /// Not known to be something other than a tensor.
+    pub fn may_be_tensor(self) -> bool {
+        matches!(self, Kind::Tensor | Kind::Unknown)
+    }
+}
+
+/// A yes/no question the model may not be able to answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Truth {
+    Yes,
+    No,
+    Unknown,
+}
+
+/// Deeper chains of bindings than this are not followed.
+const MAX_FOLLOW: usize = 48;
+
+/// The type inference of one file, with its memos.
+pub(crate) struct Types<'m, 'a> {
+    pub model: &'m Model<'a>,
+    bindings: RefCell<FxHashMap<BindingId, Kind>>,
+    classes: RefCell<FxHashMap<ClassId, Truth>>,
+    returns: RefCell<FxHashMap<FunctionId, Kind>>,
+    /// Attribute kinds per class and name: `self.data = self.data.filter(..)` refers to itself.
+    attrs: RefCell<FxHashMap<(ClassId, String), Kind>>,
+    depth: Cell<usize>,
+}
+
+impl<'m, 'a> Types<'m, 'a> {
+    pub fn new(model: &'m Model<'a>) -> Self {
+        Types {
+            model,
+            bindings: RefCell::default(),
+            classes: RefCell::default(),
+            returns: RefCell::default(),
+            attrs: RefCell::default(),
+            depth: Cell::new(0),
+        }
+    }
+
+    /// The kind of value `e` holds.
+    pub fn kind(&self, e: &Expr) -> Kind {
+        let depth = self.depth.get();
+        if depth > MAX_FOLLOW {
+            return Kind::Unknown;
+        }
+        self.depth.set(depth + 1);
+        let k = self.kind_inner(e);
+        self.depth.set(depth);
+        k
+    }
+
+    fn kind_inner(&self, e: &Expr) -> Kind {
+        match e {
+            Expr::Name(n) => match self.model.binding_of(n) {
+                Some(b) => self.binding_kind(b),
+                None => Kind::Unknown,
+            },
+            Expr::Attribute(a) => self.attribute_kind(a),
+            Expr::Call(c) => self.call_kind(c),
+            Expr::BinOp(b) => {
+                let (l, r) = (self.kind(&b.left), self.kind(&b.right));
+                combine(l, r, b.op)
+            }
+            Expr::UnaryOp(u) => match u.op {
+                ast::UnaryOp::Not => Kind::Scalar,
+                _ => self.kind(&u.operand),
+            },
+            Expr::Compare(c) => {
+                if c.ops.iter().any(|op| {
+                    matches!(op, ast::CmpOp::Is | ast::CmpOp::IsNot | ast::CmpOp::In | ast::CmpOp::NotIn)
+                }) {
+                    return Kind::Scalar;
+                }
+                let operands = std::iter::once(&*c.left).chain(c.comparators.iter());
+                let kinds: Vec<Kind> = operands.map(|o| self.kind(o)).collect();
+                if kinds.contains(&Kind::Tensor) {
+                    Kind::Tensor
+                } else if kinds.iter().all(|k| matches!(k, Kind::Scalar | Kind::Other | Kind::Device)) {
+                    Kind::Scalar
+                } else {
+                    Kind::Unknown
+                }
+            }
+            Expr::Subscript(s) => match self.kind(&s.value) {
+                Kind::Tensor => Kind::Tensor,
+                Kind::Numpy => Kind::Numpy,
+                _ => Kind::Unknown,
+            },
+            Expr::If(i) => {
+                let (a, b) = (self.kind(&i.body), self.kind(&i.orelse));
+                if a == b { a } else { Kind::Unknown }
+            }
+            Expr::Named(n) => self.kind(&n.value),
+            Expr::NumberLiteral(_)
+            | Expr::BooleanLiteral(_)
+            | Expr::StringLiteral(_)
+            | Expr::FString(_)
+            | Expr::BytesLiteral(_) => Kind::Scalar,
+            Expr::List(_)
+            | Expr::Tuple(_)
+            | Expr::Dict(_)
+            | Expr::Set(_)
+            | Expr::ListComp(_)
+            | Expr::DictComp(_)
+            | Expr::SetComp(_)
+            | Expr::NoneLiteral(_)
+            | Expr::Lambda(_) => Kind::Other,
+            _ => Kind::Unknown,
+        }
+    }
+
+    /// The kind of the value a binding holds.
+    pub fn binding_kind(&self, id: BindingId) -> Kind {
+        if let Some(k) = self.bindings.borrow().get(&id) {
+            return *k;
+        }
+        // A cycle (`x = x + 1` through shadowed bindings) answers Unknown.
+        self.bindings.borrow_mut().insert(id, Kind::Unknown);
+        let k = self.binding_kind_inner(id);
+        self.bindings.borrow_mut().insert(id, k);
+        k
+    }
+
+    fn binding_kind_inner(&self, id: BindingId) -> Kind {
+        let b = self.model.binding(id);
+        match b.kind {
+            BindingKind::Assignment { value, part, annotation } => {
+                if let Some(k) = annotation.map(|a| self.annotation_kind(a)).filter(|k| *k != Kind::Unknown) {
+                    return k;
+                }
+                match part {
+                    Part::Whole => self.kind(value),
+                    Part::Element(i) => self.element_kind(value, i),
+                    Part::Unknown => Kind::Unknown,
+                }
+            }
+            BindingKind::Declaration { annotation } => self.annotation_kind(annotation),
+            BindingKind::AugAssignment { value, op } => {
+                let old = b.shadowed.map(|s| self.binding_kind(s)).unwrap_or(Kind::Unknown);
+                combine(old, self.kind(value), op)
+            }
+            BindingKind::Parameter { function, position, annotation, default, variadic } => {
+                if let Some(k) = annotation.map(|a| self.annotation_kind(a)).filter(|k| *k != Kind::Unknown) {
+                    return k;
+                }
+                if variadic {
+                    return Kind::Other;
+                }
+                if let Some(f) = function {
+                    let fun = self.model.function(f);
+                    if position == 0 && fun.receiver == Some(b.name) {
+                        return match fun.class {
+                            Some(c) if !fun.is_classmethod => match self.is_module_class(c) {
+                                Truth::Yes => Kind::Module,
+                                Truth::No => Kind::Other,
+                                Truth::Unknown => Kind::Unknown,
+                            },
+                            _ => Kind::Other,
+                        };
+                    }
+                }
+                match default {
+                    Some(Expr::NumberLiteral(_) | Expr::BooleanLiteral(_) | Expr::StringLiteral(_)) => {
+                        Kind::Scalar
+                    }
+                    _ => Kind::Unknown,
+                }
+            }
+            BindingKind::LoopVar { iter, part, .. } => self.loop_var_kind(iter, part),
+            BindingKind::Import { .. } | BindingKind::ImportRoot => Kind::Other,
+            BindingKind::ClassDef(_) | BindingKind::FunctionDef(_) => Kind::Other,
+            BindingKind::WithItem { .. } | BindingKind::Other => Kind::Unknown,
+        }
+    }
+
+    /// Element `i` of an unpacked value: `a, b = x.max(dim=1)`, `q, k, v = qkv.chunk(3)`.
+    fn element_kind(&self, value: &Expr, i: usize) -> Kind {
+        match value {
+            Expr::Tuple(t) => t.elts.get(i).map(|e| self.kind(e)).unwrap_or(Kind::Unknown),
+            Expr::List(t) => t.elts.get(i).map(|e| self.kind(e)).unwrap_or(Kind::Unknown),
+            Expr::Call(c) => {
+                let tuple_of_tensors = match &*c.func {
+                    Expr::Attribute(a) if self.kind(&a.value) == Kind::Tensor => matches!(
+                        a.attr.as_str(),
+                        "max"
+                            | "min"
+                            | "sort"
+                            | "topk"
+                            | "chunk"
+                            | "split"
+                            | "unbind"
+                            | "std_mean"
+                            | "var_mean"
+                    ),
+                    func => self
+                        .model
+                        .canonical_name(func)
+                        .is_some_and(|q| api::returns_tensor(&q) && !matches!(&*q, "torch.unique")),
+                };
+                if tuple_of_tensors { Kind::Tensor } else { Kind::Unknown }
+            }
+            _ => Kind::Unknown,
+        }
+    }
+
+    fn loop_var_kind(&self, iter: &Expr, part: Part) -> Kind {
+        if let Expr::Call(c) = iter {
+            match self.model.canonical_name(&c.func).as_deref() {
+                Some("builtins.range") => {
+                    return if part == Part::Whole { Kind::Scalar } else { Kind::Unknown };
+                }
+                Some("builtins.enumerate") if part == Part::Element(0) => return Kind::Scalar,
+                _ => {}
+            }
+        }
+        if part != Part::Whole {
+            return Kind::Unknown;
+        }
+        // `for layer in self.layers` over an `nn.ModuleList`.
+        if let Expr::Attribute(a) = iter
+            && let Some(class) = self.receiver_class(&a.value)
+            && self.attr_is_module_container(class, a.attr.as_str())
+        {
+            return Kind::Module;
+        }
+        Kind::Unknown
+    }
+
+    /// An attribute that holds an `nn.ModuleList`, `nn.Sequential` or `nn.ModuleDict`.
+    fn attr_is_module_container(&self, class: ClassId, name: &str) -> bool {
+        let mut found = false;
+        for a in self.class_attrs(class, name) {
+            let is_container = a.value.and_then(|v| self.constructed_class(v)).is_some_and(|q| {
+                matches!(q.as_str(), "torch.nn.ModuleList" | "torch.nn.Sequential" | "torch.nn.ModuleDict")
+            });
+            if a.how == AttrHow::Assign && !is_container {
+                return false;
+            }
+            found |= is_container;
+        }
+        found
+    }
+
+    /// The qualified name of the class a call constructs (`nn.Linear(..)` → `torch.nn.Linear`).
+    pub fn constructed_class(&self, e: &Expr) -> Option<String> {
+        let Expr::Call(c) = e else { return None };
+        self.model.canonical_name(&c.func).map(|q| q.into_owned())
+    }
+
+    /// The class whose method has `e` as its receiver (`self`).
+    pub fn receiver_class(&self, e: &Expr) -> Option<ClassId> {
+        let Expr::Name(n) = e else { return None };
+        let b = self.model.binding(self.model.binding_of(n)?);
+        let BindingKind::Parameter { function: Some(f), position: 0, .. } = b.kind else { return None };
+        let fun = self.model.function(f);
+        (fun.receiver == Some(b.name) && !fun.is_classmethod).then_some(fun.class).flatten()
+    }
+
+    fn attribute_kind(&self, a: &ast::ExprAttribute) -> Kind {
+        if let Some(class) = self.receiver_class(&a.value) {
+            return self.attr_kind(class, a.attr.as_str());
+        }
+        self.attribute_kind_given(a, self.kind(&a.value))
+    }
+
+    /// The kind of `value.attr` when `value`'s kind is known (a method call has just asked for it:
+    /// asking again at every level of `x.to(..).to(..) ..` would take exponential time).
+    fn attribute_kind_given(&self, a: &ast::ExprAttribute, value: Kind) -> Kind {
+        let attr = a.attr.as_str();
+        if let Some(class) = self.receiver_class(&a.value) {
+            return self.attr_kind(class, attr);
+        }
+        match value {
+            Kind::Tensor => match attr {
+                "T" | "mT" | "H" | "mH" | "data" | "grad" | "real" | "imag" => Kind::Tensor,
+                "shape" | "ndim" | "requires_grad" | "is_cuda" | "dtype" => Kind::Other,
+                "device" => Kind::Device,
+                _ => Kind::Unknown,
+            },
+            Kind::Module => match attr {
+                "weight" | "bias" => Kind::Tensor,
+                // `model.pe` of a module class of this file.
+                _ => match self.module_local_class(&a.value) {
+                    Some(class) => self.attr_kind(class, attr),
+                    None => Kind::Unknown,
+                },
+            },
+            _ => Kind::Unknown,
+        }
+    }
+
+    /// Every assignment of attribute `name` in a class and the same-file classes it derives from.
+    pub fn class_attrs<'s>(&'s self, class: ClassId, name: &'s str) -> Vec<&'s super::model::AttrAssign<'a>>
+    where
+        'm: 's,
+    {
+        let mut out = Vec::new();
+        let mut at = Some(class);
+        let mut seen = 0;
+        while let Some(c) = at {
+            out.extend(self.model.class(c).attrs.iter().filter(|a| a.name == name));
+            seen += 1;
+            if seen > 32 {
+                break;
+            }
+            at = self.model.class(c).bases().iter().find_map(|b| self.model.local_class(b));
+        }
+        out
+    }
+
+    /// The kind of `self.name` in a method of `class`: what every assignment to it agrees on.
+    pub fn attr_kind(&self, class: ClassId, name: &str) -> Kind {
+        let key = (class, name.to_string());
+        if let Some(k) = self.attrs.borrow().get(&key) {
+            return *k;
+        }
+        // A cycle answers Unknown.
+        self.attrs.borrow_mut().insert(key.clone(), Kind::Unknown);
+        let k = self.attr_kind_inner(class, name);
+        self.attrs.borrow_mut().insert(key, k);
+        k
+    }
+
+    fn attr_kind_inner(&self, class: ClassId, name: &str) -> Kind {
+        let mut kind = None;
+        for a in self.class_attrs(class, name) {
+            let k = match a.how {
+                AttrHow::Buffer { .. } | AttrHow::Parameter => Kind::Tensor,
+                AttrHow::Module => Kind::Module,
+                AttrHow::Update => continue,
+                AttrHow::Assign | AttrHow::SetAttr => match a.value {
+                    Some(v) => self.kind(v),
+                    None => Kind::Unknown,
+                },
+            };
+            if matches!(a.value, Some(Expr::NoneLiteral(_))) {
+                continue;
+            }
+            match kind {
+                None => kind = Some(k),
+                Some(old) if old == k => {}
+                Some(_) => return Kind::Unknown,
+            }
+        }
+        kind.unwrap_or(Kind::Unknown)
+    }
+
+    fn call_kind(&self, c: &ast::ExprCall) -> Kind {
+        let receiver = match &*c.func {
+            Expr::Attribute(a) => Some((a, self.kind(&a.value))),
+            _ => None,
+        };
+        if let Some((a, value)) = receiver {
+            let method = a.attr.as_str();
+            match value {
+                Kind::Tensor => {
+                    return match method {
+                        "item" => Kind::Scalar,
+                        // `x.type()` names the type; `x.type(torch.float16)` converts.
+                        "type" if c.arguments.is_empty() => Kind::Scalar,
+                        "numpy" => Kind::Numpy,
+                        "tolist" | "size" | "dim" | "numel" | "element_size" | "stride" | "data_ptr"
+                        | "get_device" | "is_contiguous" | "nelement" => Kind::Other,
+                        m if api::tensor_method_returns_tensor(m) => Kind::Tensor,
+                        _ => Kind::Unknown,
+                    };
+                }
+                Kind::Module if api::module_method_returns_self(method) => return Kind::Module,
+                Kind::Module if method == "forward" => return self.module_output(&a.value),
+                // Otherwise `self.fc(x)`: an attribute holding a submodule, called below.
+                Kind::Numpy => {
+                    return match method {
+                        "item" => Kind::Scalar,
+                        "tolist" => Kind::Other,
+                        _ => Kind::Numpy,
+                    };
+                }
+                _ => {}
+            }
+        }
+        if let Some(q) = self.model.canonical_name(&c.func) {
+            if api::is_parameter_class(&q) || api::returns_tensor(&q) {
+                return Kind::Tensor;
+            }
+            if api::is_module_class(&q) {
+                return Kind::Module;
+            }
+            if q == "torch.device" {
+                return Kind::Device;
+            }
+            if q.starts_with("numpy.") {
+                return Kind::Numpy;
+            }
+            if matches!(
+                &*q,
+                "builtins.float"
+                    | "builtins.int"
+                    | "builtins.bool"
+                    | "builtins.len"
+                    | "builtins.str"
+                    | "builtins.round"
+            ) {
+                return Kind::Scalar;
+            }
+            if matches!(
+                &*q,
+                "builtins.list"
+                    | "builtins.dict"
+                    | "builtins.tuple"
+                    | "builtins.set"
+                    | "builtins.zip"
+                    | "builtins.enumerate"
+                    | "builtins.range"
+            ) {
+                return Kind::Other;
+            }
+        }
+        match self.model.callee(c, self.function_of_call(c)) {
+            Some(Callee::Class(class)) => match self.is_module_class(class) {
+                Truth::Yes => return Kind::Module,
+                Truth::No => return Kind::Other,
+                Truth::Unknown => return Kind::Unknown,
+            },
+            Some(Callee::Function(f)) => return self.return_kind(f),
+            None => {}
+        }
+        // Calling a module runs its forward.
+        let func = match receiver {
+            Some((a, value)) => self.attribute_kind_given(a, value),
+            None => self.kind(&c.func),
+        };
+        if func == Kind::Module {
+            return self.module_output(&c.func);
+        }
+        Kind::Unknown
+    }
+
+    /// The function a call is in is not needed to resolve `self.method(..)` for typing: the
+    /// receiver's binding names the method's function.
+    fn function_of_call(&self, c: &ast::ExprCall) -> Option<FunctionId> {
+        let Expr::Attribute(a) = &*c.func else { return None };
+        let Expr::Name(n) = &*a.value else { return None };
+        match self.model.binding(self.model.binding_of(n)?).kind {
+            BindingKind::Parameter { function, position: 0, .. } => function,
+            _ => None,
+        }
+    }
+
+    /// What calling a module returns: one tensor for the `nn` layers and losses (not the
+    /// recurrent ones), what `forward` returns for a class of this file.
+    pub fn module_output(&self, module: &Expr) -> Kind {
+        if let Some(q) = self.module_class_name(module) {
+            return if api::module_returns_tuple(&q) { Kind::Unknown } else { Kind::Tensor };
+        }
+        if let Some(class) = self.module_local_class(module)
+            && let Some(forward) = self.model.method(class, "forward")
+        {
+            return self.return_kind(forward);
+        }
+        Kind::Unknown
+    }
+
+    /// The `nn` class a module value was built from: `self.fc` assigned `nn.Linear(..)`, a name
+    /// bound to `nn.CrossEntropyLoss()`.
+    pub fn module_class_name(&self, module: &Expr) -> Option<String> {
+        let value = self.module_value(module)?;
+        let q = self.constructed_class(value)?;
+        api::is_module_class(&q).then_some(q)
+    }
+
+    /// The `forward` that calling a module of this file runs.
+    pub fn forward_of(&self, module: &Expr) -> Option<FunctionId> {
+        self.model.method(self.module_local_class(module)?, "forward")
+    }
+
+    pub fn module_local_class(&self, module: &Expr) -> Option<ClassId> {
+        let Expr::Call(c) = self.module_value(module)? else { return None };
+        self.model.local_class(&c.func)
+    }
+
+    /// The expression a module value was made by, following one name or attribute.
+    fn module_value<'e>(&'e self, module: &'e Expr) -> Option<&'e Expr>
+    where
+        'a: 'e,
+        'm: 'e,
+    {
+        match module {
+            Expr::Call(_) => Some(module),
+            Expr::Name(n) => match self.model.binding(self.model.binding_of(n)?).kind {
+                BindingKind::Assignment { value, part: Part::Whole, .. } => Some(value),
+                _ => None,
+            },
+            Expr::Attribute(a) => {
+                let class = self.receiver_class(&a.value)?;
+                let attrs = self.class_attrs(class, a.attr.as_str());
+                let mut values = attrs.iter().filter(|x| x.how != AttrHow::Update).filter_map(|x| x.value);
+                let first = values.next()?;
+                values.next().is_none().then_some(first)
+            }
+            _ => None,
+        }
+    }
+
+    /// The kind every `return` of a same-file function agrees on.
+    pub fn return_kind(&self, f: FunctionId) -> Kind {
+        if let Some(k) = self.returns.borrow().get(&f) {
+            return *k;
+        }
+        self.returns.borrow_mut().insert(f, Kind::Unknown);
+        let fun = self.model.function(f);
+        let mut kind = None;
+        for r in &fun.returns {
+            let k = self.kind(r);
+            match kind {
+                None => kind = Some(k),
+                Some(old) if old == k => {}
+                Some(_) => {
+                    kind = Some(Kind::Unknown);
+                    break;
+                }
+            }
+        }
+        let k = kind.unwrap_or(Kind::Other);
+        self.returns.borrow_mut().insert(f, k);
+        k
+    }
+
+    /// The kind an annotation declares.
+    pub fn annotation_kind(&self, a: &Expr) -> Kind {
+        let a = match a {
+            // `Optional[Tensor]`: a tensor where it is used as one.
+            Expr::Subscript(s)
+                if self.model.canonical_name(&s.value).is_some_and(|q| q == "typing.Optional") =>
+            {
+                &*s.slice
+            }
+            _ => a,
+        };
+        let Some(q) = self.model.canonical_name(a) else { return Kind::Unknown };
+        if api::is_tensor_type(&q) {
+            Kind::Tensor
+        } else if api::is_module_class(&q) {
+            Kind::Module
+        } else if matches!(&*q, "builtins.int" | "builtins.float" | "builtins.bool" | "builtins.str") {
+            Kind::Scalar
+        } else if q == "torch.device" {
+            Kind::Device
+        } else if let Some(c) = self.model.local_class(a) {
+            if self.is_module_class(c) == Truth::Yes { Kind::Module } else { Kind::Unknown }
+        } else {
+            Kind::Unknown
+        }
+    }
+
+    /// Is a class of this file an `nn.Module`? Yes when a base class is one (in PyTorch, a
+    /// library built on it, or this file); no when every base is known and none is; and when a
+    /// base comes from elsewhere, yes if the class has a `forward` and keeps `nn` layers.
+    pub fn is_module_class(&self, class: ClassId) -> Truth {
+        if let Some(t) = self.classes.borrow().get(&class) {
+            return *t;
+        }
+        self.classes.borrow_mut().insert(class, Truth::Unknown);
+        let t = self.is_module_class_inner(class);
+        self.classes.borrow_mut().insert(class, t);
+        t
+    }
+
+    fn is_module_class_inner(&self, class: ClassId) -> Truth {
+        let c = self.model.class(class);
+        let mut unknown = false;
+        for base in c.bases() {
+            if let Some(local) = self.model.local_class(base) {
+                match self.is_module_class(local) {
+                    Truth::Yes => return Truth::Yes,
+                    Truth::No => continue,
+                    Truth::Unknown => unknown = true,
+                }
+                continue;
+            }
+            match self.model.canonical_name(base) {
+                Some(q) if api::is_module_class(&q) => return Truth::Yes,
+                Some(q) if api::is_plain_base(&q) => {}
+                // `Generic[T]` and other subscripted bases say nothing.
+                _ if matches!(base, Expr::Subscript(_)) => {}
+                _ => unknown = true,
+            }
+        }
+        if !unknown {
+            return Truth::No;
+        }
+        let keeps_layers = c.attrs.iter().any(|a| {
+            a.how == AttrHow::Assign
+                && a.value.and_then(|v| self.constructed_class(v)).is_some_and(|q| api::is_module_class(&q))
+        });
+        if c.methods.contains_key("forward") && keeps_layers { Truth::Yes } else { Truth::Unknown }
+    }
+}
+
+/// The kind of `l op r`.
+fn combine(l: Kind, r: Kind, op: Operator) -> Kind {
+    match (l, r) {
+        // `"%.3f" % loss` formats a string.
+        (Kind::Scalar, _) if op == Operator::Mod => Kind::Unknown,
+        (Kind::Tensor, _) | (_, Kind::Tensor) => Kind::Tensor,
+        (Kind::Numpy, _) | (_, Kind::Numpy) => Kind::Numpy,
+        (Kind::Scalar, Kind::Scalar) if op != Operator::Mod => Kind::Scalar,
+        _ => Kind::Unknown,
+    }
+}

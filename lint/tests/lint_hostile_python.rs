@@ -1,0 +1,352 @@
+//! Hostile Python files: nestings thousands deep of every kind ruff's parser recurses on, huge
+//! lines, bytes that are not UTF-8, syntax errors, random token soups. The linter never crashes
+//! (a stack overflow would end this test binary): a file it cannot analyse is a `D000` at the
+//! place, every other file of the run is still linted, every output format renders, and fixing
+//! in memory finishes with an outcome per file.
+//!
+//! Cases per property: 32, or `PROPTEST_CASES` (`PROPTEST_CASES=5000 cargo test -p
+//! devcheck-lint --test lint_hostile_python` for a long run).
+
+use std::path::{Path, PathBuf};
+
+use devcheck_lint::output::{Format, RenderOptions, render};
+use devcheck_lint::{
+    FileReport, FixMode, LintTable, Overrides, Settings, apply_fixes, lint_paths, lint_source,
+};
+use proptest::prelude::*;
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(32);
+    ProptestConfig { cases, ..ProptestConfig::default() }
+}
+
+/// Every rule, preview included: the Python rules are preview.
+fn preview() -> Settings {
+    let overrides = Overrides { preview: true, ..Overrides::default() };
+    Settings::from_table(LintTable::default(), PathBuf::from("."), None, &overrides).expect("settings")
+}
+
+/// A PyTorch module whose forward holds `body`, so every rule looks at it.
+fn in_forward(body: &str) -> String {
+    format!(
+        "import torch\nimport torch.nn as nn\n\n\nclass M(nn.Module):\n    def forward(self, x):\n        \
+         y = {body}\n        return torch.zeros(3) + x\n"
+    )
+}
+
+/// A module that every rule flags: it must still be reported beside a hostile file.
+const FLAGGED: &str = "import torch\n\n\ndef shift(x: torch.Tensor):\n    x.cuda()\n    return x\n";
+
+/// Lints `files` (name, bytes) as one run, with every rule.
+fn run_of(files: &[(&str, Vec<u8>)]) -> (tempfile::TempDir, Vec<FileReport>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (name, bytes) in files {
+        std::fs::write(dir.path().join(name), bytes).expect("write");
+    }
+    let run = lint_paths(&[dir.path().to_path_buf()], &preview()).expect("the run finishes");
+    assert_eq!(run.files.len(), files.len());
+    (dir, run.files)
+}
+
+fn report<'r>(reports: &'r [FileReport], name: &str) -> &'r FileReport {
+    reports.iter().find(|r| r.disk_path.ends_with(name)).unwrap_or_else(|| panic!("no report for {name}"))
+}
+
+fn only_d000(report: &FileReport, containing: &str) {
+    assert_eq!(report.diagnostics.len(), 1, "{:?}", report.diagnostics);
+    let d = &report.diagnostics[0];
+    assert_eq!(d.code, "D000");
+    assert!(d.message.contains(containing), "{}", d.message);
+}
+
+fn still_linted(reports: &[FileReport]) {
+    let ok = report(reports, "ok.py");
+    assert!(ok.diagnostics.iter().any(|d| d.code == "D003"), "{:?}", ok.diagnostics);
+}
+
+#[test]
+fn nestings_far_past_the_limit_are_refused_at_their_place() {
+    let n = 200_000;
+    let deep: Vec<(&str, String)> = vec![
+        ("paren.py", in_forward(&format!("{}x{}", "(".repeat(n), ")".repeat(n)))),
+        ("add.py", in_forward(&vec!["x"; n].join(" + "))),
+        ("power.py", in_forward(&vec!["x"; n].join("**"))),
+        ("not.py", in_forward(&format!("{}x", "not ".repeat(n)))),
+        ("neg.py", in_forward(&format!("{}x", "-".repeat(n)))),
+        ("method.py", in_forward(&format!("x{}", ".to(x)".repeat(n)))),
+        ("call.py", in_forward(&format!("x{}", "()".repeat(n)))),
+        ("ternary.py", in_forward(&format!("{}x", "x if x else ".repeat(n)))),
+        ("lambda.py", in_forward(&format!("{}x", "lambda a, b: ".repeat(n)))),
+        ("fstring.py", in_forward(&format!("{}x{}", "f\"{".repeat(n), "}\"".repeat(n)))),
+        (
+            "blocks.py",
+            (0..1_500).map(|l| format!("{}if x:\n", " ".repeat(l))).collect::<String>()
+                + &" ".repeat(1_500)
+                + "x\n",
+        ),
+    ];
+    let mut files: Vec<(&str, Vec<u8>)> = deep.iter().map(|(n, t)| (*n, t.clone().into_bytes())).collect();
+    files.push(("ok.py", FLAGGED.into()));
+    let (_dir, reports) = run_of(&files);
+    for (name, text) in &deep {
+        let r = report(&reports, name);
+        only_d000(r, "too deeply nested");
+        // Located at the token that went past the limit, not at the top of the file.
+        let at = r.diagnostics[0].range.start;
+        assert!(at > 0 && at < text.len(), "{name}: {at}");
+    }
+    still_linted(&reports);
+}
+
+#[test]
+fn a_huge_line_is_linted() {
+    // 2 MB on one line: a list of a quarter of a million numbers, and a hazard at its end.
+    let numbers = vec!["1.0"; 250_000].join(", ");
+    let text =
+        format!("import torch\n\n\ndef f(x: torch.Tensor):\n    w = [{numbers}]; x.cuda()\n    return w\n");
+    let (_dir, reports) = run_of(&[("huge.py", text.clone().into_bytes()), ("ok.py", FLAGGED.into())]);
+    let r = report(&reports, "huge.py");
+    let d003: Vec<_> = r.diagnostics.iter().filter(|d| d.code == "D003").collect();
+    assert_eq!(d003.len(), 1, "{:?}", r.diagnostics);
+    assert_eq!(d003[0].start.line, 5);
+    assert_eq!(&text[d003[0].range.clone()], "x.cuda()");
+    // Shown in a window around the finding, never the whole line.
+    let human =
+        render(&devcheck_lint::LintRun { files: vec![r.clone()] }, Format::Human, RenderOptions::default());
+    assert!(human.len() < 10_000, "{} bytes", human.len());
+}
+
+#[test]
+fn a_file_over_the_size_limit_is_refused() {
+    let big = format!("import torch\n# {}\n", "x".repeat(devcheck_lint::MAX_FILE_BYTES));
+    let (_dir, reports) = run_of(&[("big.py", big.into_bytes()), ("ok.py", FLAGGED.into())]);
+    only_d000(report(&reports, "big.py"), "more than the limit");
+    still_linted(&reports);
+}
+
+#[test]
+fn bytes_that_are_not_utf8_are_a_d000_and_the_run_goes_on() {
+    let mut latin1 = b"import torch\n# caf".to_vec();
+    latin1.extend_from_slice(&[0xE9, b'\n']);
+    latin1.extend_from_slice(b"x = torch.zeros(3).cuda()\n");
+    let (_dir, reports) = run_of(&[("latin1.py", latin1), ("ok.py", FLAGGED.into())]);
+    let r = report(&reports, "latin1.py");
+    assert_eq!(r.diagnostics.len(), 1, "{:?}", r.diagnostics);
+    assert_eq!(r.diagnostics[0].code, "D000");
+    assert!(r.diagnostics[0].message.contains("UTF-8"), "{}", r.diagnostics[0].message);
+    still_linted(&reports);
+}
+
+#[test]
+fn syntax_errors_are_located_and_the_run_goes_on() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("unclosed.py", "import torch\nx = torch.zeros((3, 4)\ny = 1\n", "y"),
+        ("indent.py", "import torch\ndef f():\nreturn torch.zeros(3)\n", "return"),
+        ("string.py", "import torch\nx = 'abc\n", "'abc"),
+        ("fstring.py", "import torch\nx = f\"{1 +}\"\n", "}"),
+        ("python2.py", "import torch\nprint 'hello'\n", "'hello'"),
+        ("nul.py", "import torch\nx = 1\0\n", "\0"),
+    ];
+    let mut files: Vec<(&str, Vec<u8>)> = cases.iter().map(|(n, t, _)| (*n, t.as_bytes().to_vec())).collect();
+    files.push(("ok.py", FLAGGED.into()));
+    let (_dir, reports) = run_of(&files);
+    for (name, text, at) in cases {
+        let r = report(&reports, name);
+        assert_eq!(r.diagnostics.len(), 1, "{name}: {:?}", r.diagnostics);
+        let d = &r.diagnostics[0];
+        assert_eq!(d.code, "D000", "{name}");
+        assert!(d.help.as_deref().is_some_and(|h| h.contains("py_compile")), "{name}: {:?}", d.help);
+        let found = &text[d.range.start..];
+        assert!(found.starts_with(at), "{name}: the error is at {found:?}, expected {at:?}");
+    }
+    still_linted(&reports);
+}
+
+#[test]
+fn odd_but_valid_files_parse() {
+    let bom = format!("\u{feff}{FLAGGED}");
+    let crlf = FLAGGED.replace('\n', "\r\n");
+    let tabs = FLAGGED.replace("    ", "\t");
+    let continued =
+        "import torch\n\n\ndef f(x: torch.Tensor):\n    y = x \\\n        + 1\n    x.cuda()\n    return y\n";
+    for (name, text) in
+        [("bom.py", bom.as_str()), ("crlf.py", &crlf), ("tabs.py", &tabs), ("cont.py", continued)]
+    {
+        let r = lint_source(name, text, &preview());
+        let codes: Vec<&str> = r.diagnostics.iter().map(|d| d.code).collect();
+        // `x.cuda()` in library code: a discarded move (D003) of the current CUDA device (D002).
+        assert_eq!(codes, ["D002", "D003"], "{name}: {:?}", r.diagnostics);
+    }
+}
+
+/// Pieces of Python and of what is not Python, for soups.
+const TOKENS: &[&str] = &[
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    ":",
+    ",",
+    ";",
+    ".",
+    "=",
+    "==",
+    ":=",
+    "+",
+    "-",
+    "*",
+    "**",
+    "/",
+    "//",
+    "@",
+    "->",
+    "~",
+    "<",
+    ">",
+    "!",
+    "\\\n",
+    "\n",
+    "\n    ",
+    "\n\t",
+    "#",
+    "'",
+    "\"",
+    "'''",
+    "\"\"\"",
+    "f\"{",
+    "}\"",
+    "rb'\\'",
+    "{{",
+    "lambda",
+    "not",
+    "if",
+    "else",
+    "for",
+    "in",
+    "def",
+    "class",
+    "return",
+    "yield",
+    "await",
+    "async",
+    "with",
+    "try:",
+    "except",
+    "import",
+    "from",
+    "torch",
+    "nn.Module",
+    "torch.zeros",
+    ".cuda()",
+    ".to(x)",
+    ".item()",
+    "self",
+    "forward",
+    "x",
+    "1",
+    "1.5e3",
+    "0x_f",
+    "...",
+    "\u{1b}[31m",
+    "\u{7}",
+    "\u{0}",
+    "\u{202e}",
+    "é",
+    "\u{feff}",
+];
+
+/// Pieces that nest, repeated thousands of times.
+const OPENERS: &[&str] = &[
+    "(",
+    "[",
+    "{",
+    "{1: ",
+    "-",
+    "~",
+    "not ",
+    "await ",
+    "lambda: ",
+    "lambda a, b=(1, 2): ",
+    "x if x else ",
+    "f\"{",
+    "f'{x:{",
+    "[x for x in ",
+    "(a := ",
+    "*",
+    "torch.zeros(",
+    "x.to(",
+    "\\\n(",
+];
+const POSTFIXES: &[&str] =
+    &[".a", "()", "[0]", ".to(x)", " + 1", " ** x", " if x else x", " and x", ".cuda()"];
+
+fn soup() -> impl Strategy<Value = String> {
+    prop::collection::vec((prop::sample::select(TOKENS), prop::bool::ANY), 0..400).prop_map(|parts| {
+        parts.into_iter().map(|(t, space)| if space { format!("{t} ") } else { t.to_string() }).collect()
+    })
+}
+
+fn nesting() -> impl Strategy<Value = String> {
+    (prop::sample::select(OPENERS), prop::sample::select(POSTFIXES), 0usize..6_000, 0usize..6_000, soup())
+        .prop_map(|(open, post, n, m, noise)| {
+            format!("{}\n        {noise}\n", in_forward(&format!("{}x{}", open.repeat(n), post.repeat(m))))
+        })
+}
+
+fn indentation() -> impl Strategy<Value = String> {
+    (0usize..3_000, prop::sample::select(&["if x:", "for x in y:", "def f(x):", "class A:", "with x:"][..]))
+        .prop_map(|(n, head)| {
+            (0..n).map(|l| format!("{}{head}\n", " ".repeat(l))).collect::<String>()
+                + &" ".repeat(n)
+                + "x.cuda()\n"
+        })
+}
+
+/// No byte a terminal acts on besides line breaks and tabs.
+fn printable(text: &str) -> bool {
+    !text
+        .chars()
+        .any(|c| (c.is_control() && c != '\n' && c != '\t') || ('\u{202a}'..='\u{202e}').contains(&c))
+}
+
+fn lint_as_a_run(texts: &[String]) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (i, text) in texts.iter().enumerate() {
+        std::fs::write(dir.path().join(format!("f{i}.py")), text).expect("write");
+    }
+    let settings = preview();
+    let mut run = lint_paths(&[dir.path().to_path_buf()], &settings).expect("the run finishes");
+    prop_assert_eq!(run.files.len(), texts.len());
+    for (i, report) in run.files.iter().enumerate() {
+        let name = format!("f{i}.py");
+        prop_assert!(report.disk_path.ends_with(Path::new(&name)), "{} is not {}", report.path, name);
+        prop_assert!(!report.diagnostics.iter().any(|d| d.code == "D999"), "{:?}", report.diagnostics);
+        if report.diagnostics.iter().any(|d| d.code == "D000") {
+            prop_assert!(report.diagnostics.iter().all(|d| d.code == "D000"));
+        }
+    }
+    for format in [Format::Human, Format::Concise, Format::Json, Format::Sarif, Format::Github] {
+        let out = render(&run, format, RenderOptions::default());
+        prop_assert!(printable(&out), "{:?} printed a control character", format);
+    }
+    let summary = apply_fixes(&mut run, FixMode::Unsafe, &settings, false).expect("fixing finishes");
+    prop_assert_eq!(summary.files.len(), texts.len());
+    prop_assert!(summary.rejected().next().is_none(), "a fix broke a file");
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn token_soups_never_crash_a_run(texts in prop::collection::vec(soup(), 1..5)) {
+        lint_as_a_run(&texts)?;
+    }
+
+    #[test]
+    fn deep_nestings_are_analysed_or_refused_never_crash(texts in prop::collection::vec(prop_oneof![nesting(), indentation()], 1..4)) {
+        lint_as_a_run(&texts)?;
+    }
+}
