@@ -135,7 +135,7 @@ fn training(opts: &Options, threads: usize, results: &mut Vec<Measurement>) {
     }
     let (rows, cols) = (ops::ROWS, ops::COLS);
     let [b, h, t, d] = ops::ATTENTION;
-    let pieces: [(String, fn() -> devcheck::Result<ops::FwdBwd>); 4] = [
+    let pieces: [(String, ops::Make); 4] = [
         (format!("layer_norm_{rows}x{cols}_fwd_bwd"), ops::layer_norm_fwd_bwd),
         (format!("gelu_{rows}x{cols}_fwd_bwd"), ops::gelu_fwd_bwd),
         (format!("attention_{b}x{h}x{t}x{d}_fwd_bwd"), ops::attention_fwd_bwd),

@@ -20,11 +20,23 @@ fn scratch(name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// `text` as a regex that matches it literally.
+fn literal(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let meta = r"\.+*?()|[]{}^$#&-~".contains(c);
+            meta.then_some('\\').into_iter().chain([c])
+        })
+        .collect()
+}
+
 /// Snapshots with this machine's reason for a missing GPU masked.
 macro_rules! snapshot {
     ($name:expr, $text:expr) => {{
         let mut settings = insta::Settings::clone_current();
         settings.add_filter(r"reason: [^\n]*(\n *│ [^\n]*)*", "reason: [why]");
+        // A target folder outside the package (CARGO_TARGET_DIR elsewhere) shows as the usual one.
+        settings.add_filter(&literal(env!("CARGO_TARGET_TMPDIR")), "target/tmp");
         settings.bind(|| insta::assert_snapshot!($name, $text));
     }};
 }

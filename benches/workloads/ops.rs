@@ -14,12 +14,18 @@ pub const COLS: usize = 1024;
 /// batch, heads, tokens, head dim of the attention inputs.
 pub const ATTENTION: [usize; 4] = [8, 4, 128, 64];
 
+/// The forward computation of a workload, from its inputs.
+type Forward = Box<dyn Fn(&[Tensor]) -> Result<Tensor>>;
+
+/// Makes a workload.
+pub type Make = fn() -> Result<FwdBwd>;
+
 /// One forward+backward workload: its inputs (whose gradients are cleared every run) and the
 /// computation.
 pub struct FwdBwd {
     inputs: Vec<Tensor>,
     upstream: Option<Tensor>,
-    forward: Box<dyn Fn(&[Tensor]) -> Result<Tensor>>,
+    forward: Forward,
 }
 
 impl FwdBwd {
