@@ -2,7 +2,7 @@
 //!
 //! Each workload is timed after a warm-up over repeated runs; the median is reported as a rate
 //! (GFLOP/s, GB/s, steps/s, MB/s; higher is better) or, for the checker, as milliseconds (lower is
-//! better). Kernels and the MLP step run at 1 and 2 threads; the checker and the linter are
+//! better). Kernels, the training steps and the layers forward+backward run at 1 and 2 threads; the checker and the linter are
 //! single-threaded and run once. `scripts/bench-peers.sh` runs the same workloads in numpy and
 //! PyTorch and prints one table with the ratios.
 
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use devcheck::{DType, Device, Tensor};
 
-use workloads::{check, lint, mlp};
+use workloads::{check, cnn, gpt, lint, mlp, ops};
 
 struct Measurement {
     name: String,
@@ -113,9 +113,39 @@ fn run_all(opts: &Options, threads: usize, results: &mut Vec<Measurement>) {
         let mut step = must(mlp::MlpStep::new());
         record(opts, results, name, threads, Work::Rate(1.0, "steps/s"), || must(step.step()));
     }
+    training(opts, threads, results);
     if threads == 1 {
         run_single_threaded(opts, results);
         run_gpu(opts, results);
+    }
+}
+
+/// The GPT-style and CNN training steps, and the transformer's pieces forward and backward on
+/// their own (`benches/workloads/{gpt,cnn,ops}.rs`).
+fn training(opts: &Options, threads: usize, results: &mut Vec<Measurement>) {
+    let name = format!("gpt_d{}_l{}_t{}_b{}_step", gpt::DIM, gpt::LAYERS, gpt::SEQ, gpt::BATCH);
+    if wanted(opts, &name) {
+        let mut step = must(gpt::GptStep::new());
+        record(opts, results, name, threads, Work::Rate(1.0, "steps/s"), || must(step.step()));
+    }
+    let name = format!("cnn_{}x{}_b{}_step", cnn::SIDE, cnn::SIDE, cnn::BATCH);
+    if wanted(opts, &name) {
+        let mut step = must(cnn::CnnStep::new());
+        record(opts, results, name, threads, Work::Rate(1.0, "steps/s"), || must(step.step()));
+    }
+    let (rows, cols) = (ops::ROWS, ops::COLS);
+    let [b, h, t, d] = ops::ATTENTION;
+    let pieces: [(String, ops::Make); 4] = [
+        (format!("layer_norm_{rows}x{cols}_fwd_bwd"), ops::layer_norm_fwd_bwd),
+        (format!("gelu_{rows}x{cols}_fwd_bwd"), ops::gelu_fwd_bwd),
+        (format!("attention_{b}x{h}x{t}x{d}_fwd_bwd"), ops::attention_fwd_bwd),
+        (format!("cross_entropy_{rows}x{cols}_fwd_bwd"), ops::cross_entropy_fwd_bwd),
+    ];
+    for (name, make) in pieces {
+        if wanted(opts, &name) {
+            let piece = must(make());
+            record(opts, results, name, threads, Work::Rate(1.0, "runs/s"), || must(piece.run()));
+        }
     }
 }
 
@@ -383,7 +413,7 @@ fn push_measurement(
     let m = Measurement { name, threads, median_s, rate, unit, detail: None, floor: None };
     if !opts.json {
         println!(
-            "{:<24} {} thread(s)  {:>10.3} ms  {:>9.1} {}",
+            "{:<34} {} thread(s)  {:>10.3} ms  {:>9.1} {}",
             m.name,
             m.threads,
             m.median_s * 1e3,

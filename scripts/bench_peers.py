@@ -86,7 +86,146 @@ def torch_rows(threads):
     s = torch.randn(4096, 1024)
     rows["softmax_4096x1024"] = 8 * s.numel() / timed(lambda: torch.softmax(s, -1)) / 1e9
     rows["mlp_784_256_10_step"] = 1 / timed(torch_mlp_step())
+    rows["gpt_d256_l2_t128_b8_step"] = 1 / timed(torch_gpt_step())
+    rows["cnn_28x28_b64_step"] = 1 / timed(torch_cnn_step())
+    for name, run in torch_pieces().items():
+        rows[name] = 1 / timed(run)
     return rows
+
+
+def torch_gpt_step():
+    """The same train step as benches/workloads/gpt.rs: vocabulary 512, d 256, 4 heads, 2 pre-norm
+    blocks (causal self-attention with a fused qkv projection, a tanh-GELU MLP 4x wide), a final
+    LayerNorm and a bias-free head; sequence 128, batch 8; next-token cross-entropy; AdamW."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    vocab, dim, heads, layers, seq, batch = 512, 256, 4, 2, 128, 8
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(dim, 3 * dim)
+            self.proj = nn.Linear(dim, dim)
+            self.register_buffer("mask", torch.ones(seq, seq, dtype=torch.bool).triu(1), persistent=False)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = (p.reshape(b, t, heads, d // heads).transpose(1, 2) for p in self.qkv(x).split(d, 2))
+            scores = (q @ k.transpose(-2, -1)) * (1 / math.sqrt(d // heads))
+            weights = scores.masked_fill(self.mask[:t, :t], float("-inf")).softmax(-1)
+            return self.proj((weights @ v).transpose(1, 2).reshape(b, t, d))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.attn, self.ln2 = nn.LayerNorm(dim), Attention(), nn.LayerNorm(dim)
+            self.fc, self.act, self.proj = nn.Linear(dim, 4 * dim), nn.GELU(approximate="tanh"), nn.Linear(4 * dim, dim)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln1(x))
+            return x + self.proj(self.act(self.fc(self.ln2(x))))
+
+    class Gpt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, dim), nn.Embedding(seq, dim)
+            self.blocks = nn.ModuleList(Block() for _ in range(layers))
+            self.ln_f, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab, bias=False)
+
+        def forward(self, ids, positions):
+            h = self.wte(ids) + self.wpe(positions)
+            for block in self.blocks:
+                h = block(h)
+            return self.head(self.ln_f(h)).reshape(batch * seq, vocab)
+
+    torch.manual_seed(0)
+    model = Gpt()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    stream = (torch.arange(batch * seq + 1) * 7919 + 13) % vocab
+    ids, targets = stream[:-1].reshape(batch, seq), stream[1:]
+    positions = torch.arange(seq)
+
+    def step():
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(ids, positions), targets)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
+def torch_cnn_step():
+    """The same train step as benches/workloads/cnn.rs: Conv2d(1, 16, 3) ReLU MaxPool2d(2),
+    Conv2d(16, 32, 3) ReLU MaxPool2d(2), Flatten, Linear(800, 10); 28x28, batch 64; AdamW."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(1, 16, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * 5 * 5, 10),
+    )
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(64, 1, 28, 28)
+    y = torch.arange(64) * 7 % 10
+
+    def step():
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
+def torch_pieces():
+    """benches/workloads/ops.rs: each run clears the input gradients, runs forward and
+    back-propagates a fixed upstream gradient (the loss itself for cross-entropy)."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    rows, cols = 4096, 1024
+    b, h, t, d = 8, 4, 128, 64
+
+    def fwd_bwd(inputs, forward, upstream):
+        def run():
+            for x in inputs:
+                x.grad = None
+            out = forward(*inputs)
+            out.backward(upstream)
+            return out
+
+        return run
+
+    leaf = lambda *shape: torch.randn(*shape).requires_grad_()
+    mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+    labels = torch.arange(rows) * 7919 % cols
+
+    def attention(q, k, v):
+        scores = (q @ k.transpose(-2, -1)) * (1 / math.sqrt(d))
+        return scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
+
+    return {
+        f"layer_norm_{rows}x{cols}_fwd_bwd": fwd_bwd(
+            [leaf(rows, cols), leaf(cols), leaf(cols)],
+            lambda x, w, bias: F.layer_norm(x, (cols,), w, bias, 1e-5), torch.randn(rows, cols)),
+        f"gelu_{rows}x{cols}_fwd_bwd": fwd_bwd([leaf(rows, cols)], F.gelu, torch.randn(rows, cols)),
+        f"attention_{b}x{h}x{t}x{d}_fwd_bwd": fwd_bwd(
+            [leaf(b, h, t, d), leaf(b, h, t, d), leaf(b, h, t, d)], attention, torch.randn(b, h, t, d)),
+        f"cross_entropy_{rows}x{cols}_fwd_bwd": fwd_bwd(
+            [leaf(rows, cols)], lambda x: F.cross_entropy(x, labels), None),
+    }
 
 
 def torch_mlp_step(device="cpu"):
@@ -220,7 +359,7 @@ def table(ours_paths, peer_paths):
         print(line)
     rounds = f"best of {len(ours_paths)} round(s) each"
     print(f"devcheck and peers measured in turn, {rounds}")
-    fmt = "{:<22} {:>3} {:>12} {:>12} {:>12} {:>9} {:>9}  {}"
+    fmt = "{:<34} {:>3} {:>12} {:>12} {:>12} {:>9} {:>9}  {}"
     print(fmt.format("workload", "thr", "devcheck", "numpy", "torch", "vs numpy", "vs torch", "unit"))
     order = sorted(ours.values(), key=lambda m: m["threads"])
     for m in order:

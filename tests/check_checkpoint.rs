@@ -8,15 +8,15 @@ use devcheck::checkpoint::DEVICES_METADATA_KEY;
 use devcheck::{DType, Device, Error, Module, Param, Tensor};
 use safetensors::tensor::{Dtype, TensorView};
 
-/// Relative to the package root (where tests run) when the target folder is inside it, so that
-/// reports, which show the path, read the same on every machine.
+/// Relative to the package root (where tests run), so that reports, which show the path (and wrap
+/// long lines), read the same on every machine: the target folder's scratch space when it is
+/// inside the package, else the same relative path (ignored by git) under the package root.
 fn scratch(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("check_checkpoint");
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let relative =
+        std::env::current_dir().ok().and_then(|cwd| tmp.strip_prefix(&cwd).ok().map(PathBuf::from));
+    let dir = relative.unwrap_or_else(|| PathBuf::from("target/tmp")).join("check_checkpoint");
     std::fs::create_dir_all(&dir).expect("scratch folder");
-    let dir = match std::env::current_dir() {
-        Ok(cwd) => dir.strip_prefix(&cwd).map(PathBuf::from).unwrap_or(dir),
-        Err(_) => dir,
-    };
     dir.join(name)
 }
 

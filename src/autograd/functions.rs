@@ -437,6 +437,11 @@ fn unary(op: UnaryOp, x: &Tensor, out: Option<&Tensor>, g: &Tensor) -> Result<Te
             let y = y()?;
             g.mul(&y.mul(&y.rsub_scalar(1.0)?)?)
         }
+        UnaryOp::Gelu | UnaryOp::GeluTanh
+            if let Some(fused) = kernels::gelu_backward(x, g, op == UnaryOp::GeluTanh) =>
+        {
+            fused
+        }
         UnaryOp::Gelu => {
             // d/dx x Φ(x) = Φ(x) + x φ(x)
             let cdf = y()?.div(x)?;

@@ -292,3 +292,54 @@ fn scatter_add_composite(shape: &[usize], dim: usize, index: &Tensor, g: &Tensor
     }
     Ok(out)
 }
+
+/// The gradient of GELU from its input `x` in one pass on the host: `g (Φ(x) + x φ(x))` for the
+/// exact form, `g (s + 2 x s (1 - s) k (1 + 3 c x²))` with `s = sigmoid(2u)`,
+/// `u = k (x + c x³)`, `k = √(2/π)` for the tanh form. `None` where the data is on another
+/// device: the caller composes the same math from tensor ops.
+pub(crate) fn gelu_backward(x: &Tensor, g: &Tensor, tanh: bool) -> Option<Result<Tensor>> {
+    if !host_or_fake(&[x, g]) || x.dtype() != g.dtype() || x.shape() != g.shape() {
+        return None;
+    }
+    let storage = compute(
+        "gelu_backward",
+        Location::caller(),
+        &[x, g],
+        (g.shape(), g.dtype()),
+        |s| {
+            fn run<T: Float>(x: &[T], lx: &Layout, g: &[T], lg: &Layout, tanh: bool) -> CpuStorage {
+                let half = T::from_f32(0.5);
+                if tanh {
+                    let k = T::from_f64((2.0 / std::f64::consts::PI).sqrt());
+                    let c = T::from_f64(crate::tensor::GELU_TANH_CUBIC);
+                    let (minus_two_k, three_c, two_k) =
+                        (T::from_f64(-2.0).mul(k), T::from_f32(3.0).mul(c), T::from_f32(2.0).mul(k));
+                    CpuStorage::from_vec(cpu::binary_map(x, lx, g, lg, &lg.shape, move |x: T, g: T| {
+                        let x2 = x.mul(x);
+                        let s = T::ONE.div(T::ONE.add(minus_two_k.mul(x.add(c.mul(x2).mul(x))).exp()));
+                        let du = two_k.mul(T::ONE.add(three_c.mul(x2)));
+                        g.mul(s.add(x.mul(s).mul(T::ONE.sub(s)).mul(du)))
+                    }))
+                } else {
+                    let minus_inv_sqrt2 = T::from_f64(-std::f64::consts::FRAC_1_SQRT_2);
+                    let inv_sqrt_2pi = T::from_f64(1.0 / (2.0 * std::f64::consts::PI).sqrt());
+                    CpuStorage::from_vec(cpu::binary_map(x, lx, g, lg, &lg.shape, move |x: T, g: T| {
+                        let cdf = half.mul(x.mul(minus_inv_sqrt2).erfc());
+                        let pdf = inv_sqrt_2pi.mul(half.mul(x).mul(x).neg().exp());
+                        g.mul(cdf.add(x.mul(pdf)))
+                    }))
+                }
+            }
+            let (lx, lg) = (x.layout(), g.layout());
+            match (s[0], s[1]) {
+                (CpuStorage::F32(a), CpuStorage::F32(b)) => run(a, lx, b, lg, tanh),
+                (CpuStorage::F64(a), CpuStorage::F64(b)) => run(a, lx, b, lg, tanh),
+                (CpuStorage::F16(a), CpuStorage::F16(b)) => run(a, lx, b, lg, tanh),
+                (CpuStorage::BF16(a), CpuStorage::BF16(b)) => run(a, lx, b, lg, tanh),
+                _ => unreachable!("gelu's gradient is recorded for floating tensors of one dtype only"),
+            }
+        },
+        host_only("gelu_backward"),
+    );
+    Some(storage.map(|s| g.derived(s, g.shape(), g.dtype(), "gelu_backward", Location::caller())))
+}

@@ -5,7 +5,7 @@ use std::mem::MaybeUninit;
 use half::{bf16, f16};
 use rayon::prelude::*;
 
-use super::simd::{self, Map, Zip, ZipRows};
+use super::simd::{self, Map, RowGeometry, StridedRows, Zip, ZipRows};
 use super::{PARALLEL_THRESHOLD, contiguous};
 use crate::dtype::WithDType;
 use crate::shape::Layout;
@@ -123,10 +123,49 @@ fn binary_map_uninit<T, U>(
             simd::dispatch(ZipRows { a: &b[start..], row, out: o, row_first: true, f: &f })
         });
     }
-    let l = lhs_layout.broadcast_to(out_shape);
-    let r = rhs_layout.broadcast_to(out_shape);
-    for ((o, i), j) in out.iter_mut().zip(l.offsets()).zip(r.offsets()) {
-        o.write(f(lhs[i], rhs[j]));
+    // Anything else (a per-row value such as a mean kept with keepdim, a transposed view): rows
+    // of the innermost dims, each a loop over a stride of 1 or 0 where it can be.
+    let geometry = row_geometry(&lhs_layout.broadcast_to(out_shape), &rhs_layout.broadcast_to(out_shape));
+    let n = geometry.inner;
+    if numel == 0 || n == 0 {
+        return;
+    }
+    for_each_chunk(out, n, |start, o| {
+        simd::dispatch(StridedRows {
+            a: lhs,
+            b: rhs,
+            out: o,
+            first_row: start / n,
+            geometry: &geometry,
+            f: &f,
+        })
+    });
+}
+
+/// The rows [`StridedRows`] walks for two layouts of one shape: adjacent dims along which both
+/// operands are laid out alike (each stride the next one's times its size, 0 for 0) merge into
+/// one, so the innermost dim is as long as it can be.
+fn row_geometry(a: &Layout, b: &Layout) -> RowGeometry {
+    // (size, stride in a, stride in b), innermost first; dims of size 1 carry nothing.
+    let mut dims: Vec<(usize, usize, usize)> = Vec::with_capacity(a.rank());
+    for d in (0..a.rank()).rev() {
+        let (size, sa, sb) = (a.shape[d], a.strides[d], b.strides[d]);
+        if size == 1 {
+            continue;
+        }
+        match dims.last_mut() {
+            Some(last) if last.1 * last.0 == sa && last.2 * last.0 == sb => last.0 *= size,
+            _ => dims.push((size, sa, sb)),
+        }
+    }
+    let (inner, sa, sb) = dims.first().copied().unwrap_or((1, 1, 1));
+    let outer = dims.get(1..).unwrap_or_default();
+    RowGeometry {
+        inner,
+        inner_strides: [sa, sb],
+        outer_shape: outer.iter().rev().map(|d| d.0).collect(),
+        outer_strides: [outer.iter().rev().map(|d| d.1).collect(), outer.iter().rev().map(|d| d.2).collect()],
+        offsets: [a.offset, b.offset],
     }
 }
 

@@ -132,3 +132,99 @@ impl<T: Copy, U, F: Fn(T, T) -> U> Kernel for ZipRows<'_, T, U, F> {
         }
     }
 }
+
+/// Where the rows of a strided (or broadcast) pair of operands lie: `out` is read as rows of
+/// `inner` elements; row `r`'s operands start at `offsets[k] + Σ index_d(r) * outer_strides[k][d]`
+/// (the row-major index of `r` in `outer_shape`) and step by `inner_strides[k]` within it.
+pub(crate) struct RowGeometry {
+    pub inner: usize,
+    pub inner_strides: [usize; 2],
+    pub outer_shape: Vec<usize>,
+    pub outer_strides: [Vec<usize>; 2],
+    pub offsets: [usize; 2],
+}
+
+impl RowGeometry {
+    /// The storage offsets of both operands' row `row`.
+    fn row_start(&self, row: usize) -> [usize; 2] {
+        let mut rest = row;
+        let mut at = self.offsets;
+        for d in (0..self.outer_shape.len()).rev() {
+            let i = rest % self.outer_shape[d];
+            rest /= self.outer_shape[d];
+            at[0] += i * self.outer_strides[0][d];
+            at[1] += i * self.outer_strides[1][d];
+        }
+        at
+    }
+}
+
+/// `out` (whole rows of `geometry.inner`, the first being row `first_row`) as `f(a, b)` of the
+/// strided operands. A row whose operands step by 1 or 0 (a broadcast value) is a plain loop
+/// that vectorises; other steps are gathered.
+pub(crate) struct StridedRows<'a, T, U, F> {
+    pub a: &'a [T],
+    pub b: &'a [T],
+    pub out: &'a mut [MaybeUninit<U>],
+    pub first_row: usize,
+    pub geometry: &'a RowGeometry,
+    pub f: &'a F,
+}
+
+impl<T: Copy, U, F: Fn(T, T) -> U> Kernel for StridedRows<'_, T, U, F> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let g = self.geometry;
+        let n = g.inner;
+        if n == 0 {
+            return;
+        }
+        let mut index = vec![0usize; g.outer_shape.len()];
+        let mut rest = self.first_row;
+        for d in (0..index.len()).rev() {
+            index[d] = rest % g.outer_shape[d];
+            rest /= g.outer_shape[d];
+        }
+        let [mut ia, mut ib] = g.row_start(self.first_row);
+        let f = self.f;
+        for o in self.out.chunks_mut(n) {
+            match g.inner_strides {
+                [1, 1] => {
+                    for ((o, &x), &y) in o.iter_mut().zip(&self.a[ia..ia + n]).zip(&self.b[ib..ib + n]) {
+                        o.write(f(x, y));
+                    }
+                }
+                [1, 0] => {
+                    let y = self.b[ib];
+                    for (o, &x) in o.iter_mut().zip(&self.a[ia..ia + n]) {
+                        o.write(f(x, y));
+                    }
+                }
+                [0, 1] => {
+                    let x = self.a[ia];
+                    for (o, &y) in o.iter_mut().zip(&self.b[ib..ib + n]) {
+                        o.write(f(x, y));
+                    }
+                }
+                [sa, sb] => {
+                    for (j, o) in o.iter_mut().enumerate() {
+                        o.write(f(self.a[ia + j * sa], self.b[ib + j * sb]));
+                    }
+                }
+            }
+            // The next row: an odometer over the outer dims.
+            for d in (0..index.len()).rev() {
+                index[d] += 1;
+                ia += g.outer_strides[0][d];
+                ib += g.outer_strides[1][d];
+                if index[d] < g.outer_shape[d] {
+                    break;
+                }
+                ia -= index[d] * g.outer_strides[0][d];
+                ib -= index[d] * g.outer_strides[1][d];
+                index[d] = 0;
+            }
+        }
+    }
+}
