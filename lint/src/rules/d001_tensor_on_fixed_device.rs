@@ -279,7 +279,8 @@ impl Check for Check001 {
     }
 
     fn stmt(&mut self, cx: &Cx<'_, '_>, s: &syn::Stmt, _out: &mut Vec<Finding>) {
-        let Some(state) = self.stack.last_mut() else { return };
+        // Only an active function yields candidates, the one thing this bookkeeping is read for.
+        let Some(state) = self.stack.last_mut().filter(|s| s.active) else { return };
         state.note_bindings(cx.file, Binder::Stmt(s));
         let syn::Stmt::Local(local) = s else { return };
         let Some(name) = pat_ident(&local.pat) else { return };
@@ -299,11 +300,8 @@ impl Check for Check001 {
     }
 
     fn expr(&mut self, cx: &Cx<'_, '_>, e: &Expr, _out: &mut Vec<Finding>) {
-        let Some(state) = self.stack.last_mut() else { return };
+        let Some(state) = self.stack.last_mut().filter(|s| s.active) else { return };
         state.note_bindings(cx.file, Binder::Expr(e));
-        if !state.active {
-            return;
-        }
         match e {
             Expr::Path(_) => {
                 if let Some(id) = as_ident(e) {

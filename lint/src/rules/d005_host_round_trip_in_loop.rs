@@ -407,6 +407,10 @@ impl<'a, 'f> LoopScan<'a, 'f> {
 
     /// The reads whose data the names in `e` carry.
     fn mask_of(&self, e: &Expr) -> u64 {
+        // Most loops read nothing back: no name carries host data, and no walk can find one.
+        if self.tainted.is_empty() {
+            return 0;
+        }
         Self::idents(e)
             .iter()
             .chain(macro_idents(e).iter())
@@ -490,11 +494,14 @@ impl<'a, 'f> LoopScan<'a, 'f> {
         callee: String,
         args: &syn::punctuated::Punctuated<Expr, syn::Token![,]>,
         at: Range<usize>,
-        shown: Range<usize>,
+        shown: impl FnOnce() -> Range<usize>,
     ) {
         if self.second_pass || self.once > 0 {
             return;
         }
+        // The whole call's range walks all of its tokens: only worth it for a finding.
+        let mut shown = Some(shown);
+        let mut shown_range = None;
         for (i, a) in args.iter().enumerate() {
             let Some(name) = as_ident(peel(a)) else { continue };
             let name = name.to_string();
@@ -502,8 +509,9 @@ impl<'a, 'f> LoopScan<'a, 'f> {
             {
                 continue;
             }
+            let range = shown_range.get_or_insert_with(|| shown.take().map(|f| f()).unwrap_or_default());
             self.invariant_args.push(InvariantArg {
-                range: shown.clone(),
+                range: range.clone(),
                 at: at.start,
                 arg: i as u32,
                 callee: callee.clone(),
@@ -650,7 +658,8 @@ impl<'ast> Visit<'ast> for LoopScan<'_, '_> {
                         self.sampled |= c.args.iter().fold(0, |m, a| m | self.mask_of(a));
                     }
                     let at = self.file.range(c.func.span());
-                    self.note_call_args(last.ident.to_string(), &c.args, at, self.file.range(e.span()));
+                    let file = self.file;
+                    self.note_call_args(last.ident.to_string(), &c.args, at, || file.range(e.span()));
                 }
                 visit::visit_expr(self, e);
             }
@@ -668,8 +677,9 @@ impl<'ast> Visit<'ast> for LoopScan<'_, '_> {
                             self.sampled |= m.args.iter().fold(0, |acc, a| acc | self.mask_of(a));
                         }
                         let at = self.file.range(m.method.span());
-                        let shown = self.file.range(m.method.span()).start..self.file.range(e.span()).end;
-                        self.note_call_args(method.clone(), &m.args, at, shown);
+                        let file = self.file;
+                        let start = at.start;
+                        self.note_call_args(method.clone(), &m.args, at, || start..file.range(e.span()).end);
                     }
                 }
                 if matches!(

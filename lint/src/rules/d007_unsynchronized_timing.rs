@@ -68,6 +68,9 @@ pub(crate) struct Check007 {
     device_values: Vec<HashSet<String>>,
     /// Per function: closures that do device work, and whether they leave it queued.
     closures: Vec<HashMap<String, bool>>,
+    /// Per function: can it start a timer? Only then are the two above read, so a function
+    /// whose text never names `Instant` skips following its values.
+    timed: Vec<bool>,
 }
 
 fn is_instant_now(e: &Expr) -> bool {
@@ -103,14 +106,24 @@ impl Check for Check007 {
             .unwrap_or_default();
         self.device_values.push(params);
         self.closures.push(HashMap::new());
+        // A timer starts with `Instant::now()`, whose path names `Instant` in the body's text.
+        let timed = cx.fun().is_none_or(|f| {
+            let body = cx.file.snippet(&f.body_range);
+            body.is_empty() || body.contains("Instant")
+        });
+        self.timed.push(timed);
     }
 
     fn exit_fn(&mut self, _cx: &Cx<'_, '_>, _out: &mut Vec<Finding>) {
         self.device_values.pop();
         self.closures.pop();
+        self.timed.pop();
     }
 
     fn stmt(&mut self, cx: &Cx<'_, '_>, s: &Stmt, _out: &mut Vec<Finding>) {
+        if self.timed.last() == Some(&false) {
+            return;
+        }
         let Stmt::Local(local) = s else { return };
         let Some(init) = &local.init else { return };
         let Some(values) = self.device_values.last_mut() else { return };
