@@ -131,6 +131,19 @@ impl Cx<'_, '_> {
         self.scope.fns.last()
     }
 
+    /// The names of the current function's tensor parameters (none outside a function).
+    pub fn tensor_params(&self) -> HashSet<String> {
+        self.fun()
+            .map(|f| {
+                f.params
+                    .iter()
+                    .filter(|(_, k)| matches!(k, ParamKind::Tensor { .. }))
+                    .map(|(n, _)| n.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub fn in_loop(&self) -> bool {
         self.fun().is_some_and(|f| f.loops > 0)
     }

@@ -167,16 +167,7 @@ impl Check003 {
 
 impl Check for Check003 {
     fn enter_fn(&mut self, cx: &Cx<'_, '_>, _sig: &syn::Signature) {
-        let names = cx
-            .fun()
-            .map(|f| {
-                f.params
-                    .iter()
-                    .filter(|(_, k)| matches!(k, ParamKind::Tensor { .. }))
-                    .map(|(n, _)| n.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let names = cx.tensor_params();
         self.tensors.push(names);
     }
 

@@ -11,7 +11,7 @@ use crate::crates::Condition;
 use crate::diagnostic::Finding;
 use crate::profile::{is_host_read, is_sync_method};
 use crate::registry::declare_rule;
-use crate::syntax::{Ctor, ParamKind, as_ident, call_path, pat_ident, pat_idents, path_ends_with, peel};
+use crate::syntax::{Ctor, as_ident, call_path, pat_ident, pat_idents, path_ends_with, peel};
 use crate::walker::{Check, Cx};
 
 declare_rule! {
@@ -94,16 +94,7 @@ fn starts_timer(stmt: &Stmt) -> Option<String> {
 
 impl Check for Check007 {
     fn enter_fn(&mut self, cx: &Cx<'_, '_>, _sig: &syn::Signature) {
-        let params = cx
-            .fun()
-            .map(|f| {
-                f.params
-                    .iter()
-                    .filter(|(_, k)| matches!(k, ParamKind::Tensor { .. }))
-                    .map(|(n, _)| n.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let params = cx.tensor_params();
         self.device_values.push(params);
         self.closures.push(HashMap::new());
         // A timer starts with `Instant::now()`, whose path names `Instant` in the body's text.
