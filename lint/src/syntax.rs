@@ -370,3 +370,29 @@ pub(crate) fn macro_args(mac: &syn::Macro) -> Vec<Expr> {
     };
     mac.parse_body_with(repeat).map(|(a, b)| vec![a, b]).unwrap_or_default()
 }
+
+/// std's formatting macros (`println!`, `format!`, `write!`, `panic!`, `dbg!`, ..): they only
+/// evaluate their arguments and format them.
+pub(crate) fn is_formatting_macro(name: &str) -> bool {
+    matches!(
+        name,
+        "println"
+            | "print"
+            | "eprintln"
+            | "eprint"
+            | "format"
+            | "format_args"
+            | "write"
+            | "writeln"
+            | "panic"
+            | "dbg"
+    )
+}
+
+/// `assert!`, `assert_eq!`, `debug_assert_ne!` and the rest of std's assertions.
+pub(crate) fn is_assert_macro(name: &str) -> bool {
+    matches!(
+        name,
+        "assert" | "assert_eq" | "assert_ne" | "debug_assert" | "debug_assert_eq" | "debug_assert_ne"
+    )
+}

@@ -17,8 +17,8 @@ use super::facts::Facts;
 use super::profile::is_host_read;
 use super::source::FileCx;
 use super::syntax::{
-    ParamKind, as_ident, chain_calls, chain_root, classify_type, is_cfg_test, is_test_fn, pat_ident,
-    pat_idents, returns_self, self_field, type_name,
+    ParamKind, as_ident, chain_calls, chain_root, classify_type, is_assert_macro, is_cfg_test,
+    is_formatting_macro, is_test_fn, pat_ident, pat_idents, returns_self, self_field, type_name,
 };
 
 /// The function being read.
@@ -586,41 +586,21 @@ impl<'a, 'f> Walker<'a, 'f> {
     fn visit_known_macro(&mut self, mac: &syn::Macro) {
         let Some(last) = mac.path.segments.last() else { return };
         let name = last.ident.to_string();
-        let logging = matches!(
-            name.as_str(),
-            "println"
-                | "print"
-                | "eprintln"
-                | "eprint"
-                | "format"
-                | "format_args"
-                | "write"
-                | "writeln"
-                | "panic"
-                | "debug"
-                | "trace"
-                | "info"
-                | "warn"
-                | "error"
-                | "log"
-                | "dbg"
-                | "event"
-                | "bail"
-                | "anyhow"
-                | "ensure"
-        );
-        let plain = matches!(
-            name.as_str(),
-            "vec"
-                | "assert"
-                | "assert_eq"
-                | "assert_ne"
-                | "debug_assert"
-                | "debug_assert_eq"
-                | "debug_assert_ne"
-                | "try_join"
-                | "join"
-        );
+        let logging = is_formatting_macro(&name)
+            || matches!(
+                name.as_str(),
+                "debug"
+                    | "trace"
+                    | "info"
+                    | "warn"
+                    | "error"
+                    | "log"
+                    | "event"
+                    | "bail"
+                    | "anyhow"
+                    | "ensure"
+            );
+        let plain = is_assert_macro(&name) || matches!(name.as_str(), "vec" | "try_join" | "join");
         if !logging && !plain {
             return;
         }

@@ -9,7 +9,10 @@ use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::profile::{Api, CtorDevice, is_transfer_method};
 use crate::registry::declare_rule;
 use crate::source::FileCx;
-use crate::syntax::{Ctor, ParamKind, as_ident, chain_root, pat_ident, pat_idents, peel_result};
+use crate::syntax::{
+    Ctor, ParamKind, as_ident, chain_root, is_assert_macro, is_formatting_macro, pat_ident, pat_idents,
+    peel_result,
+};
 use crate::walker::{Check, Cx, FnCx};
 
 declare_rule! {
@@ -161,29 +164,10 @@ impl FnState {
 
     fn note_macro(&mut self, file: &FileCx<'_>, mac: &syn::Macro) {
         let evaluates_only = mac.path.segments.last().is_some_and(|s| {
-            matches!(
-                s.ident.to_string().as_str(),
-                "println"
-                    | "print"
-                    | "eprintln"
-                    | "eprint"
-                    | "format"
-                    | "format_args"
-                    | "write"
-                    | "writeln"
-                    | "panic"
-                    | "assert"
-                    | "assert_eq"
-                    | "assert_ne"
-                    | "debug_assert"
-                    | "debug_assert_eq"
-                    | "debug_assert_ne"
-                    | "vec"
-                    | "dbg"
-                    | "todo"
-                    | "unimplemented"
-                    | "unreachable"
-            )
+            let name = s.ident.to_string();
+            is_formatting_macro(&name)
+                || is_assert_macro(&name)
+                || matches!(name.as_str(), "vec" | "todo" | "unimplemented" | "unreachable")
         });
         if evaluates_only {
             return;
