@@ -386,16 +386,7 @@ pub fn render_inspect(run: &InspectRun, json: bool, color: bool) -> String {
             let scope = if s.kind == "struct" { " and its impls" } else { "" };
             let _ = writeln!(out, "  findings in `{}`{scope}:", s.name);
             for d in &s.findings {
-                let _ = writeln!(
-                    out,
-                    "    {}:{}:{}: {} [{}] {}",
-                    printable_line(&d.path),
-                    d.start.line,
-                    d.start.column,
-                    d.code,
-                    d.severity.as_str(),
-                    printable_line(&d.message)
-                );
+                let _ = writeln!(out, "    {}", super::output::concise_line(d));
             }
         }
         out.push('\n');

@@ -60,16 +60,7 @@ pub fn render(run: &LintRun, format: Format, opts: RenderOptions) -> String {
         Format::Concise => {
             let mut out = String::new();
             for d in run.diagnostics() {
-                let _ = writeln!(
-                    out,
-                    "{}:{}:{}: {} [{}] {}",
-                    printable_line(&d.path),
-                    d.start.line,
-                    d.start.column,
-                    d.code,
-                    d.severity.as_str(),
-                    printable_line(&d.message)
-                );
+                let _ = writeln!(out, "{}", concise_line(d));
             }
             if opts.summary {
                 out.push_str(&summary(run));
@@ -118,4 +109,18 @@ pub fn summary(run: &LintRun) -> String {
     }
     line.push('\n');
     line
+}
+
+/// One finding on one line, as the concise format prints it: `path:line:col: CODE [severity]
+/// message`, with control characters from the file escaped.
+pub(crate) fn concise_line(d: &crate::diagnostic::Diagnostic) -> String {
+    format!(
+        "{}:{}:{}: {} [{}] {}",
+        printable_line(&d.path),
+        d.start.line,
+        d.start.column,
+        d.code,
+        d.severity.as_str(),
+        printable_line(&d.message)
+    )
 }
