@@ -148,20 +148,25 @@ pub(crate) fn lint_text(
             (vec![finding], ApiSet::EMPTY, None)
         }
     };
-    let suppressions = match lang {
-        Language::Rust => Suppressions::parse(&text),
-        Language::Python => Suppressions::parse_python(&text),
+    // Most files have no finding: their lines and suppression comments are read only when one does.
+    let suppressions = std::cell::OnceCell::new();
+    let suppressions = || {
+        suppressions.get_or_init(|| match lang {
+            Language::Rust => Suppressions::parse(&text),
+            Language::Python => Suppressions::parse_python(&text),
+        })
     };
-    let index = LineIndex::new(&text);
+    let index = std::cell::OnceCell::new();
+    let index = || index.get_or_init(|| LineIndex::new(&text));
     let mut pending = Vec::new();
     let mut diagnostics: Vec<Diagnostic> = findings
         .into_iter()
         .filter(|f| f.rule.code == registry::INTERNAL_ERROR.code || enabled.contains(f.rule.code))
         .filter_map(|mut f| {
-            let start = index.line_col(&text, f.range.start);
-            let end = index.line_col(&text, f.range.end);
+            let start = index().line_col(&text, f.range.start);
+            let end = index().line_col(&text, f.range.end);
             if f.rule.code != registry::INTERNAL_ERROR.code
-                && suppressions.suppresses(f.rule.code, start.line)
+                && suppressions().suppresses(f.rule.code, start.line)
             {
                 return None;
             }

@@ -25,26 +25,19 @@ pub(crate) fn pool() -> std::io::Result<rayon::ThreadPool> {
         .map_err(std::io::Error::other)
 }
 
-/// Runs `f` on a thread with a large stack: this one if it is such a thread, else a new one
-/// that ends with `f`. A panic in `f` goes on in the caller. `Err` only when no thread could be
-/// started.
+/// Runs `f` on a thread with a large stack: this one if it is such a thread, else a worker of
+/// one pool shared by every caller, started on first use and kept for the process. Starting a
+/// thread (and warming its allocator arena) per call cost more than analysing a small file.
+/// A panic in `f` goes on in the caller. `Err` only when the pool could not be started.
 pub(crate) fn run<T: Send>(f: impl FnOnce() -> T + Send) -> std::io::Result<T> {
     if LARGE.with(Cell::get) {
         return Ok(f());
     }
-    std::thread::scope(|scope| {
-        let worker = std::thread::Builder::new()
-            .name("devcheck-syntax".to_string())
-            .stack_size(STACK_BYTES)
-            .spawn_scoped(scope, || {
-                LARGE.with(|l| l.set(true));
-                f()
-            })?;
-        match worker.join() {
-            Ok(value) => Ok(value),
-            Err(payload) => std::panic::resume_unwind(payload),
-        }
-    })
+    static SHARED: std::sync::OnceLock<Result<rayon::ThreadPool, String>> = std::sync::OnceLock::new();
+    match SHARED.get_or_init(|| pool().map_err(|e| e.to_string())) {
+        Ok(pool) => Ok(pool.install(f)),
+        Err(e) => Err(std::io::Error::other(e.clone())),
+    }
 }
 
 /// Runs `f` on a new thread with a stack of `bytes`, counted as large: for tests that hold the
@@ -82,6 +75,22 @@ mod tests {
         .expect("a thread starts");
         assert_ne!(outer, inner);
         assert_eq!(inner, nested);
+    }
+
+    #[test]
+    fn calls_from_other_threads_share_the_workers_and_panics_reach_the_caller() {
+        let from_elsewhere =
+            std::thread::spawn(|| run(|| LARGE.with(Cell::get)).expect("runs")).join().expect("joins");
+        assert!(from_elsewhere);
+        // Not a thread per call: 64 calls are served by the pool's few workers.
+        let ids: std::collections::HashSet<_> =
+            (0..64).map(|_| run(|| std::thread::current().id()).expect("runs")).collect();
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert!(ids.len() <= workers, "{} threads for 64 calls", ids.len());
+        let caught = std::panic::catch_unwind(|| run(|| panic!("boom")));
+        assert!(caught.is_err());
+        // The pool survives a panic in one call.
+        assert!(run(|| 1 + 1).is_ok());
     }
 
     #[test]

@@ -14,15 +14,58 @@ use ruff_text_size::{Ranged, TextRange};
 use crate::diagnostic::Finding;
 use crate::source::FileKind;
 
+use super::api;
 use super::model::{Callee, FunctionId, LoopId, MAX_DEPTH, Model};
 use super::typing::{Kind, Truth, Types};
 
 /// A rule of the Python front end.
 pub(crate) trait Rule {
     fn stmt(&mut self, _cx: &Checker<'_, '_>, _stmt: &Stmt, _out: &mut Vec<Finding>) {}
+    /// The kinds of expression [`Rule::expr`] looks at: the walk calls it for those only (most
+    /// expressions are names and literals, which no rule reads on their own).
+    fn reads(&self) -> Reads {
+        Reads::NOTHING
+    }
     fn expr(&mut self, _cx: &Checker<'_, '_>, _expr: &Expr, _out: &mut Vec<Finding>) {}
     /// After the walk: rules about the whole file (classes, data loaders).
     fn finish(&mut self, _cx: &Checker<'_, '_>, _out: &mut Vec<Finding>) {}
+}
+
+/// A set of expression kinds, for [`Rule::reads`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Reads(u8);
+
+impl Reads {
+    pub const NOTHING: Reads = Reads(0);
+    pub const CALL: Reads = Reads(1);
+    pub const ATTRIBUTE: Reads = Reads(1 << 1);
+    /// Binary operators and comparisons.
+    pub const OPERATOR: Reads = Reads(1 << 2);
+    pub const SUBSCRIPT: Reads = Reads(1 << 3);
+    pub const NAME: Reads = Reads(1 << 4);
+
+    /// The kind of `e`, as a set of one (or none, for kinds no rule reads).
+    fn of(e: &Expr) -> Reads {
+        match e {
+            Expr::Call(_) => Reads::CALL,
+            Expr::Attribute(_) => Reads::ATTRIBUTE,
+            Expr::BinOp(_) | Expr::Compare(_) => Reads::OPERATOR,
+            Expr::Subscript(_) => Reads::SUBSCRIPT,
+            Expr::Name(_) => Reads::NAME,
+            _ => Reads::NOTHING,
+        }
+    }
+
+    fn meets(self, other: Reads) -> bool {
+        self.0 & other.0 != 0
+    }
+}
+
+impl std::ops::BitOr for Reads {
+    type Output = Reads;
+    fn bitor(self, other: Reads) -> Reads {
+        Reads(self.0 | other.0)
+    }
 }
 
 /// A node on the path from the module to the one being checked.
@@ -59,6 +102,8 @@ pub(crate) struct Facts {
     pub sets_default_device: bool,
     /// The file mentions an accelerator (`cuda`, `mps`, ...): tensors may be on one.
     pub uses_accelerator: bool,
+    /// Some call reads a wall clock (`time.time()`, `time.perf_counter()`, ...).
+    pub reads_clock: bool,
 }
 
 /// The rules' view of the file and of the node being checked.
@@ -86,6 +131,10 @@ pub(crate) struct Checker<'m, 'a> {
     /// The module's statements.
     pub module_body: &'a [Stmt],
     depth: usize,
+    /// What each enabled rule's `expr` reads, in the order of the rules.
+    rule_reads: Vec<Reads>,
+    /// What any of them reads.
+    reads: Reads,
 }
 
 impl<'m, 'a> Checker<'m, 'a> {
@@ -107,12 +156,16 @@ impl<'m, 'a> Checker<'m, 'a> {
             main_block: 0,
             module_body: &[],
             depth: 0,
+            rule_reads: Vec::new(),
+            reads: Reads::NOTHING,
         }
     }
 
     /// Runs the rules over the module.
     pub fn run(mut self, body: &'a [Stmt], mut rules: Vec<Box<dyn Rule>>) -> Vec<Finding> {
         let mut out = Vec::new();
+        self.rule_reads = rules.iter().map(|r| r.reads()).collect();
+        self.reads = self.rule_reads.iter().fold(Reads::NOTHING, |all, r| all | *r);
         self.module_body = body;
         self.body(body, &mut rules, &mut out);
         for r in &mut rules {
@@ -434,8 +487,13 @@ impl<'m, 'a> Checker<'m, 'a> {
             return;
         }
         self.depth += 1;
-        for r in rules.iter_mut() {
-            r.expr(self, expr, out);
+        let kind = Reads::of(expr);
+        if kind.meets(self.reads) {
+            for (r, reads) in rules.iter_mut().zip(&self.rule_reads) {
+                if kind.meets(*reads) {
+                    r.expr(self, expr, out);
+                }
+            }
         }
         self.parents.push(Node::Expr(expr));
         match expr {
@@ -761,6 +819,10 @@ impl Facts {
             application: !kind.is_library() || is_script(model, types, file_name),
             sets_default_device,
             uses_accelerator: model.calls.iter().any(|s| moves_to_accelerator(model, s.call)),
+            reads_clock: model
+                .calls
+                .iter()
+                .any(|s| model.canonical_name(&s.call.func).is_some_and(|q| api::is_clock(&q))),
         };
         // Hot loops reach the functions called inside them, and through them, their callees.
         let mut changed = true;

@@ -277,6 +277,8 @@ pub(crate) struct Model<'a> {
     imports: Vec<String>,
     /// Some import is from `torch` (or a library built on it).
     pub imports_torch: bool,
+    /// The canonical name of every call's callee, worked out once: every rule asks for it.
+    callee_names: FxHashMap<TextRange, Option<Box<str>>>,
 }
 
 impl<'a> Model<'a> {
@@ -298,6 +300,7 @@ impl<'a> Model<'a> {
                 loops_by_start: FxHashMap::default(),
                 imports: Vec::new(),
                 imports_torch: false,
+                callee_names: FxHashMap::default(),
             },
             scope: ScopeId(0),
             function: None,
@@ -322,7 +325,19 @@ impl<'a> Model<'a> {
         for c in &mut b.model.classes {
             c.attrs.sort_by_key(|a| a.range.start());
         }
-        b.model
+        let mut model = b.model;
+        let names: FxHashMap<_, _> = model
+            .calls
+            .iter()
+            .filter(|site| matches!(&*site.call.func, Expr::Name(_) | Expr::Attribute(_)))
+            .map(|site| {
+                let name =
+                    model.qualified_name(&site.call.func).map(|q| canonical(q).into_owned().into_boxed_str());
+                (site.call.func.range(), name)
+            })
+            .collect();
+        model.callee_names = names;
+        model
     }
 
     /// The dotted name of an import binding.
@@ -427,6 +442,9 @@ impl<'a> Model<'a> {
     /// Like [`Model::qualified_name`], with the spellings of one object reduced to one:
     /// `torch.nn.modules.linear.Linear` is `torch.nn.Linear`.
     pub fn canonical_name(&self, e: &Expr) -> Option<Cow<'_, str>> {
+        if let Some(known) = self.callee_names.get(&e.range()) {
+            return known.as_deref().map(Cow::Borrowed);
+        }
         let q = self.qualified_name(e)?;
         Some(canonical(q))
     }

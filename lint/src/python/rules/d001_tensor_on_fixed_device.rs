@@ -4,8 +4,8 @@ use rustc_hash::FxHashSet;
 
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::api;
-use crate::python::checker::{Checker, Node, Rule};
-use crate::python::model::{AttrHow, BindingKind, Part};
+use crate::python::checker::{Checker, Node, Reads, Rule};
+use crate::python::model::{AttrHow, BindingKind, FunctionId, Part};
 use crate::python::typing::Kind;
 use crate::rules::D001TensorOnFixedDevice;
 
@@ -65,32 +65,52 @@ python_side! {
 #[derive(Default)]
 pub(crate) struct Check {
     reported: FxHashSet<TextSize>,
+    /// Per function, once known: does the rule look at its body ([`function_active`])?
+    active: Vec<Option<bool>>,
 }
 
 /// Chains of bindings deeper than this are not followed.
 const MAX_DEPTH: usize = 16;
 
 impl Rule for Check {
+    fn reads(&self) -> Reads {
+        Reads::CALL | Reads::OPERATOR | Reads::SUBSCRIPT
+    }
+
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
-        if !matches!(e, Expr::BinOp(_) | Expr::Compare(_) | Expr::Call(_) | Expr::Subscript(_)) || !active(cx)
+        if !matches!(e, Expr::BinOp(_) | Expr::Compare(_) | Expr::Call(_) | Expr::Subscript(_))
+            || !self.active(cx)
         {
             return;
         }
         for (fixed, other) in combined(cx, e) {
             let Some((origin, how)) = fixed_origin(cx, fixed, 0) else { continue };
-            if !device_side(cx, other, 0) || !self.reported.insert(origin.start()) {
+            if !device_side(cx, other, 0) || self.reported.contains(&origin.start()) || in_device_branch(cx) {
                 continue;
             }
+            self.reported.insert(origin.start());
             out.push(finding(cx, origin, how, e));
         }
     }
 }
 
-/// In a forward pass (or a function taking tensors), where the default device is not set and
-/// not chosen by a branch.
-fn active(cx: &Checker<'_, '_>) -> bool {
-    let Some(f) = cx.function else { return false };
-    if cx.kind.is_test_like() || cx.facts.sets_default_device || cx.device_block > 0 {
+impl Check {
+    /// In a function the rule reads, outside a `with torch.device(..)` block.
+    fn active(&mut self, cx: &Checker<'_, '_>) -> bool {
+        let Some(f) = cx.function else { return false };
+        if cx.device_block > 0 {
+            return false;
+        }
+        if self.active.len() <= f.index() {
+            self.active.resize(f.index() + 1, None);
+        }
+        *self.active[f.index()].get_or_insert_with(|| function_active(cx, f))
+    }
+}
+
+/// A forward pass (or a module method taking tensors), where the default device is not set.
+fn function_active(cx: &Checker<'_, '_>, f: FunctionId) -> bool {
+    if cx.kind.is_test_like() || cx.facts.sets_default_device {
         return false;
     }
     let fun = cx.model.function(f);
@@ -99,10 +119,12 @@ fn active(cx: &Checker<'_, '_>) -> bool {
         && fun.def.parameters.iter_non_variadic_params().any(|p| {
             p.parameter.annotation.as_deref().is_some_and(|a| cx.types.annotation_kind(a) == Kind::Tensor)
         });
-    if !(cx.in_forward() || (takes_tensors && !fun.name().starts_with("__"))) {
-        return false;
-    }
-    !cx.parents.iter().any(|n| match n {
+    cx.in_forward() || (takes_tensors && !fun.name().starts_with("__"))
+}
+
+/// Inside a branch that checks for an accelerator: the device is chosen there.
+fn in_device_branch(cx: &Checker<'_, '_>) -> bool {
+    cx.parents.iter().any(|n| match n {
         Node::Stmt(Stmt::If(i)) => checks_for_accelerator(cx, &i.test),
         Node::Expr(Expr::If(i)) => checks_for_accelerator(cx, &i.test),
         _ => false,

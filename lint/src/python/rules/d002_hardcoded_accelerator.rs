@@ -2,7 +2,7 @@ use ruff_python_ast::{Expr, Stmt};
 use ruff_text_size::Ranged;
 
 use crate::diagnostic::Finding;
-use crate::python::checker::{Checker, Node, Rule};
+use crate::python::checker::{Checker, Node, Reads, Rule};
 use crate::rules::D002HardcodedAccelerator;
 
 use super::helpers::{accelerator, checks_for_accelerator, method_call, range, str_lit};
@@ -55,6 +55,10 @@ python_side! {
 pub(crate) struct Check;
 
 impl Rule for Check {
+    fn reads(&self) -> Reads {
+        Reads::CALL
+    }
+
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         let Expr::Call(call) = e else { return };
         if cx.in_application() || !cx.kind.is_library() {

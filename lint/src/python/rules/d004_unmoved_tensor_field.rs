@@ -4,7 +4,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::api;
-use crate::python::checker::{Checker, Node, Rule};
+use crate::python::checker::{Checker, Node, Reads, Rule};
 use crate::python::fields::{Field, Holds, module_fields};
 use crate::python::model::{AttrHow, BindingId, BindingKind, ClassId, FunctionId, Model, Part, ScopeId};
 use crate::python::typing::{Kind, Truth};
@@ -93,6 +93,10 @@ enum Read {
 }
 
 impl Rule for Check {
+    fn reads(&self) -> Reads {
+        Reads::CALL | Reads::ATTRIBUTE
+    }
+
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, _out: &mut Vec<Finding>) {
         match e {
             Expr::Attribute(a) => self.attribute(cx, e, a),

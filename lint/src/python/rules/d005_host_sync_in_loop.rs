@@ -3,7 +3,7 @@ use ruff_text_size::{Ranged, TextRange};
 
 use crate::diagnostic::Finding;
 use crate::python::api;
-use crate::python::checker::{Checker, Hot, Node, Rule};
+use crate::python::checker::{Checker, Hot, Node, Reads, Rule};
 use crate::python::model::BindingId;
 use crate::python::typing::Kind;
 use crate::rules::D005HostRoundTripInLoop;
@@ -79,6 +79,11 @@ struct Sync<'a> {
 }
 
 impl Rule for Check {
+    fn reads(&self) -> Reads {
+        // Calls (`.item()`, `float(t)`), and the tests of `if t:` / `while t:`.
+        Reads::CALL | Reads::NAME | Reads::ATTRIBUTE | Reads::OPERATOR
+    }
+
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         let Some(hot) = cx.hot() else { return };
         if !cx.facts.uses_accelerator || cx.in_except > 0 {

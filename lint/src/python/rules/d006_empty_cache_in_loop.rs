@@ -2,7 +2,7 @@ use ruff_python_ast::{Expr, Stmt};
 use ruff_text_size::Ranged;
 
 use crate::diagnostic::{Applicability, Finding, Fix};
-use crate::python::checker::{Checker, Hot, Node, Rule};
+use crate::python::checker::{Checker, Hot, Node, Reads, Rule};
 use crate::rules::D006EmptyCacheInLoop;
 
 use super::helpers::{range, remove_statement};
@@ -52,6 +52,10 @@ python_side! {
 pub(crate) struct Check;
 
 impl Rule for Check {
+    fn reads(&self) -> Reads {
+        Reads::CALL
+    }
+
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         let Expr::Call(call) = e else { return };
         let Some(q) = cx.model.canonical_name(&call.func) else { return };

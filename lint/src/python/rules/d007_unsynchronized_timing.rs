@@ -59,13 +59,14 @@ impl Rule for Check {
     fn stmt(&mut self, cx: &Checker<'_, '_>, stmt: &Stmt, out: &mut Vec<Finding>) {
         if let Stmt::FunctionDef(def) = stmt
             && cx.facts.uses_accelerator
+            && cx.facts.reads_clock
         {
             check_body(cx, &def.body, cx.model.function_of_def(def), out);
         }
     }
 
     fn finish(&mut self, cx: &Checker<'_, '_>, out: &mut Vec<Finding>) {
-        if cx.facts.uses_accelerator {
+        if cx.facts.uses_accelerator && cx.facts.reads_clock {
             check_body(cx, cx.module_body, None, out);
         }
     }
@@ -80,7 +81,20 @@ struct Start<'a> {
 fn check_body(cx: &Checker<'_, '_>, body: &[Stmt], function: Option<FunctionId>, out: &mut Vec<Finding>) {
     let mut statements: Vec<&Stmt> = Vec::new();
     each_stmt(body, &mut |s| statements.push(s));
-    let mut starts: Vec<Start<'_>> = Vec::new();
+    let starts: Vec<Start<'_>> = statements
+        .iter()
+        .filter_map(|&s| {
+            let Stmt::Assign(a) = s else { return None };
+            let [Expr::Name(n)] = a.targets.as_slice() else { return None };
+            if !is_clock_call(cx, &a.value) {
+                return None;
+            }
+            Some(Start { binding: cx.model.definition_at(n.start())?, stmt: s })
+        })
+        .collect();
+    if starts.is_empty() {
+        return;
+    }
     let mut uses_events = false;
     for s in &statements {
         for e in own_exprs(s) {
@@ -93,15 +107,8 @@ fn check_body(cx: &Checker<'_, '_>, body: &[Stmt], function: Option<FunctionId>,
                 !uses_events
             });
         }
-        if let Stmt::Assign(a) = s
-            && let [Expr::Name(n)] = a.targets.as_slice()
-            && is_clock_call(cx, &a.value)
-            && let Some(binding) = cx.model.definition_at(n.start())
-        {
-            starts.push(Start { binding, stmt: s });
-        }
     }
-    if starts.is_empty() || uses_events {
+    if uses_events {
         return;
     }
     let mut reported: FxHashSet<TextSize> = FxHashSet::default();

@@ -2,7 +2,7 @@ use ruff_python_ast::Expr;
 use ruff_text_size::Ranged;
 
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
-use crate::python::checker::{Checker, Rule};
+use crate::python::checker::{Checker, Reads, Rule};
 use crate::registry::declare_rule;
 
 use super::NOT_MEASURED;
@@ -55,6 +55,10 @@ declare_rule! {
 pub(crate) struct Check;
 
 impl Rule for Check {
+    fn reads(&self) -> Reads {
+        Reads::CALL
+    }
+
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         let Some((call, receiver, "numpy")) = method_call(e) else { return };
         if !call.arguments.is_empty() || !cx.kind_of(receiver).may_be_tensor() {

@@ -2,7 +2,7 @@ use ruff_python_ast::Expr;
 use ruff_text_size::Ranged;
 
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
-use crate::python::checker::{Checker, Rule};
+use crate::python::checker::{Checker, Reads, Rule};
 use crate::registry::declare_rule;
 
 use super::helpers::{
@@ -61,6 +61,10 @@ declare_rule! {
 pub(crate) struct Check;
 
 impl Rule for Check {
+    fn reads(&self) -> Reads {
+        Reads::CALL
+    }
+
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         let Some((call, receiver, method)) = method_call(e) else { return };
         if !matches!(method, "to" | "cuda") || has_splat(call) {

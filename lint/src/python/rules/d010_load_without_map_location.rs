@@ -2,7 +2,7 @@ use ruff_python_ast::Expr;
 use ruff_text_size::{Ranged, TextSize};
 
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
-use crate::python::checker::{Checker, Rule};
+use crate::python::checker::{Checker, Reads, Rule};
 use crate::registry::declare_rule;
 
 use super::helpers::{has_splat, range};
@@ -54,6 +54,10 @@ declare_rule! {
 pub(crate) struct Check;
 
 impl Rule for Check {
+    fn reads(&self) -> Reads {
+        Reads::CALL
+    }
+
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         let Expr::Call(call) = e else { return };
         if cx.model.canonical_name(&call.func).is_none_or(|q| q != "torch.load") {
