@@ -208,6 +208,9 @@ def table(rows):
 def rule_lines(code, s):
     """The stable row, and the preview row when --preview adds findings."""
     hazards = s["stable", "TRUE"] + s["preview", "TRUE"] + s["stable", "MISS"]
+    if not any(s[group, label] for group in ("stable", "preview") for label in ("TRUE", "FALSE", "?")):
+        # Nothing reported in either run: the row claims no group (`devcheck explain` says it).
+        return [row_line(code, "-", s, "-", 0, hazards)]
     out = [row_line(code, "stable", s, "stable", s["stable", "TRUE"], hazards)]
     if any(s["preview", label] for label in ("TRUE", "FALSE", "?")):
         found = s["stable", "TRUE"] + s["preview", "TRUE"]
