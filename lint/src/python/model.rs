@@ -419,24 +419,48 @@ impl<'a> Model<'a> {
     /// `import torch as t` is `torch.nn.Linear`. Names bound to nothing are builtins
     /// (`builtins.float`). `None` for local values and anything that is not a dotted name.
     pub fn qualified_name(&self, e: &Expr) -> Option<Cow<'_, str>> {
-        match e {
-            Expr::Name(n) => match self.binding_of(n) {
-                Some(id) => match self.binding(id).kind {
-                    BindingKind::Import { name } => Some(Cow::Borrowed(self.import_name(name))),
-                    BindingKind::ImportRoot => Some(Cow::Borrowed(self.binding(id).name)),
-                    _ => None,
-                },
-                None => Some(Cow::Owned(format!("builtins.{}", n.id.as_str()))),
-            },
-            Expr::Attribute(a) => {
-                let base = self.qualified_name(&a.value)?;
-                if base.starts_with("builtins.") {
-                    return None;
+        // Down the attribute chain to its root name; a string only once the root is an import.
+        let mut at = e;
+        let mut chained = false;
+        let root = loop {
+            match at {
+                Expr::Attribute(a) => {
+                    chained = true;
+                    at = &a.value;
                 }
-                Some(Cow::Owned(format!("{base}.{}", a.attr.as_str())))
+                Expr::Name(n) => break n,
+                _ => return None,
             }
-            _ => None,
+        };
+        let base: &str = match self.binding_of(root) {
+            Some(id) => match self.binding(id).kind {
+                BindingKind::Import { name } => self.import_name(name),
+                BindingKind::ImportRoot => self.binding(id).name,
+                _ => return None,
+            },
+            // An attribute of a builtin (`str.join`) is not a dotted name of a module.
+            None if chained => return None,
+            None => return Some(Cow::Owned(format!("builtins.{}", root.id.as_str()))),
+        };
+        if !chained {
+            return Some(Cow::Borrowed(base));
         }
+        if base.starts_with("builtins.") {
+            return None;
+        }
+        let mut attrs: Vec<&str> = Vec::new();
+        let mut at = e;
+        while let Expr::Attribute(a) = at {
+            attrs.push(a.attr.as_str());
+            at = &a.value;
+        }
+        let mut q = String::with_capacity(base.len() + attrs.iter().map(|a| a.len() + 1).sum::<usize>());
+        q.push_str(base);
+        for a in attrs.iter().rev() {
+            q.push('.');
+            q.push_str(a);
+        }
+        Some(Cow::Owned(q))
     }
 
     /// Like [`Model::qualified_name`], with the spellings of one object reduced to one:

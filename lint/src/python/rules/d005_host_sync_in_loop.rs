@@ -85,11 +85,11 @@ impl Rule for Check {
     }
 
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
-        let Some(hot) = cx.hot() else { return };
         if !cx.facts.uses_accelerator || cx.in_except > 0 {
             return;
         }
         let Some(sync) = host_read(cx, e) else { return };
+        let Some(hot) = cx.hot() else { return };
         if !cx.kind_of(sync.tensor).may_be_tensor() || !provenance(cx, sync.tensor).on_accelerator {
             return;
         }
