@@ -5,7 +5,7 @@ use rustc_hash::FxHashSet;
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::api;
 use crate::python::checker::{Checker, Node, Reads, Rule};
-use crate::python::model::{AttrHow, BindingKind, FunctionId, Part};
+use crate::python::model::{AttrHow, BindingKind, Callee, FunctionId, Part};
 use crate::python::typing::Kind;
 use crate::rules::D001TensorOnFixedDevice;
 
@@ -205,6 +205,20 @@ fn combined<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Vec<(&'e Expr, &'e Expr)> 
     pairs
 }
 
+/// The function other than the current one whose body holds `origin`: a same-file helper whose
+/// return value the current function uses.
+fn helper_holding<'a>(cx: &Checker<'_, 'a>, origin: &ast::ExprCall) -> Option<&'a str> {
+    let inside = |f: FunctionId| cx.model.function(f).def.range().contains_range(origin.range());
+    if cx.function.is_some_and(inside) {
+        return None;
+    }
+    cx.model
+        .functions()
+        .filter(|(id, _)| inside(*id))
+        .min_by_key(|(_, f)| f.def.range().len())
+        .map(|(_, f)| f.def.name.as_str())
+}
+
 /// The creation call a tensor comes from, when it was made on a fixed device and not moved
 /// since.
 fn fixed_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<(&'e ast::ExprCall, Fixed)> {
@@ -226,6 +240,16 @@ fn fixed_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<(
                     return args.iter().find_map(next);
                 }
                 return None;
+            }
+            // A helper of this file whose every return value was made on a fixed device
+            // (`def causal_mask(n): return torch.ones(n, n).tril()`): the tensor comes from there.
+            if let Some(Callee::Function(f)) = cx.model.callee(c, cx.function) {
+                let mut origin = None;
+                for r in &cx.model.function(f).returns {
+                    let found = next(r)?;
+                    origin.get_or_insert(found);
+                }
+                return origin;
             }
             let Expr::Attribute(a) = &*c.func else { return None };
             match a.attr.as_str() {
@@ -369,13 +393,32 @@ fn finding(cx: &Checker<'_, '_>, origin: &ast::ExprCall, how: Fixed, used: &Expr
         Fixed::Cpu => ("the CPU", "made on the CPU"),
     };
     let input = first_tensor_parameter(cx);
-    let help = match &input {
-        Some((x, _)) => format!(
+    // Made in a helper this function calls: the fix is a device argument of the helper, which
+    // no edit at the creation can supply.
+    let helper = helper_holding(cx, origin);
+    let help = match (&input, helper) {
+        (Some((x, _)), Some(h)) => {
+            format!(
+                "give `{h}` a `device` argument, make the tensor with `device=device`, and pass `{x}.device`"
+            )
+        }
+        (None, Some(h)) => format!(
+            "give `{h}` a `device` argument, make the tensor with `device=device`, and pass the device of the tensor it is used with"
+        ),
+        (Some((x, _)), None) => format!(
             "pass `device={x}.device`, or build it from the input (`{x}.new_zeros(..)`, `torch.zeros_like({x})`)"
         ),
-        None => "pass the device of the tensor it is used with (`device=x.device`)".to_string(),
+        (None, None) => "pass the device of the tensor it is used with (`device=x.device`)".to_string(),
     };
-    let fix = input.map(|(x, annotated)| {
+    let message = match helper {
+        Some(h) => format!(
+            "`{callee}` in `{h}` (called by `{function}`) makes a tensor on {place}, not on the device of its inputs"
+        ),
+        None => {
+            format!("`{callee}` in `{function}` makes a tensor on {place}, not on the device of its inputs")
+        }
+    };
+    let fix = input.filter(|_| helper.is_none()).map(|(x, annotated)| {
         let edit = match keyword(origin, "device") {
             Some(d) => Edit { range: range(d.range()), replacement: format!("{x}.device") },
             None => {
@@ -389,15 +432,11 @@ fn finding(cx: &Checker<'_, '_>, origin: &ast::ExprCall, how: Fixed, used: &Expr
         let applicability = if annotated { Applicability::Safe } else { Applicability::Unsafe };
         Fix::new(applicability, format!("make it on `{x}.device`"), vec![edit])
     });
-    Finding::new(
-        &D001TensorOnFixedDevice::META,
-        range(origin.range()),
-        format!("`{callee}` in `{function}` makes a tensor on {place}, not on the device of its inputs"),
-    )
-    .label(label)
-    .related(range(used.range()), "used with a tensor on the inputs' device here")
-    .help(help)
-    .fix(fix)
+    Finding::new(&D001TensorOnFixedDevice::META, range(origin.range()), message)
+        .label(label)
+        .related(range(used.range()), "used with a tensor on the inputs' device here")
+        .help(help)
+        .fix(fix)
 }
 
 /// The function's first parameter that may be a tensor, and whether it is annotated as one.
