@@ -706,12 +706,12 @@ mod tests {
     /// The host kernels against the composed gather/scatter path: the same values and gradients,
     /// bit for bit (both sum in the same order).
     fn same_as_composed(shape: [usize; 4], kernel: [usize; 2], options: Conv2dOptions, permuted: bool) {
+        let [n, c, h, w] = shape;
         for dtype in [DType::F64, DType::F32, DType::BF16] {
             for ties in [false, true] {
                 let mut x = input(shape, ties, dtype);
                 if permuted {
                     // The same shape, read through strides that are not contiguous ones.
-                    let [n, c, h, w] = shape;
                     x = input([n, w, h, c], ties, dtype).permute([0, 3, 2, 1]).unwrap();
                 }
                 let window = Window::new("test", &x, kernel, options, Location::caller()).unwrap();
@@ -725,6 +725,14 @@ mod tests {
                 let composed = value_and_grad(&x, |x| window.composed_max_pool(x));
                 assert_eq!(fused, composed, "max pool of {case}");
             }
+            // Rows broadcast along W: a zero stride.
+            let x = input([n, c, h, 1], false, dtype).expand([n, c, h, w]).unwrap();
+            let window = Window::new("test", &x, kernel, options, Location::caller()).unwrap();
+            let case = format!("{shape:?} {kernel:?} {options:?} {dtype:?} broadcast");
+            let fused = value_and_grad(&x, |x| window.columns(x, 0.0));
+            assert_eq!(fused, value_and_grad(&x, |x| window.composed_columns(x, 0.0)), "columns of {case}");
+            let fused = value_and_grad(&x, |x| max_pool2d(x, kernel, options));
+            assert_eq!(fused, value_and_grad(&x, |x| window.composed_max_pool(x)), "max pool of {case}");
         }
     }
 

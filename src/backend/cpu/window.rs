@@ -85,6 +85,11 @@ fn plane_bases(layout: &Layout, geo: &WindowGeometry) -> impl Iterator<Item = us
     (0..geo.planes()).map(move |p| offset + (p / c) * sn + (p % c) * sc)
 }
 
+/// `x[start]`, `x[start + step]`, ... (`step` is 0 along a broadcast dim).
+fn strided<T: Copy>(x: &[T], start: usize, step: usize) -> impl Iterator<Item = T> + '_ {
+    (0..).map(move |j| x[start + j * step])
+}
+
 /// `[N, C, kh*kw, H'*W']`: for every kernel offset (row-major) the input value under it at each
 /// output position, `pad` where the window reaches into the padding.
 pub(crate) fn im2col<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry, pad: f64) -> Vec<T> {
@@ -144,9 +149,8 @@ pub(crate) fn max_pool<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry)
     for (best, base) in out.chunks_exact_mut(positions).zip(plane_bases(layout, geo)) {
         for r in runs.iter().filter(|r| r.hi > r.lo) {
             let best = &mut best[r.oi * ow..][r.lo..r.hi];
-            let start = base + r.row * sh + r.col * sw;
-            for (j, b) in best.iter_mut().enumerate() {
-                *b = b.maximum(x[start + j * step]);
+            for (b, v) in best.iter_mut().zip(strided(x, base + r.row * sh + r.col * sw, step)) {
+                *b = b.maximum(v);
             }
         }
     }
@@ -169,18 +173,29 @@ pub(crate) fn max_pool_backward<T: Float>(
     let neg_inf = T::from_f32(f32::NEG_INFINITY);
     let hit = |v: T, best: T| if v == best { T::ONE } else { T::ZERO };
     let runs = geo.runs();
+    // How many reads of each window fall into the padding: the same on every plane.
+    let mut padding_reads = vec![T::ZERO; positions];
+    for r in &runs {
+        let (before, rest) = padding_reads[r.oi * ow..][..ow].split_at_mut(r.lo);
+        for c in before.iter_mut().chain(&mut rest[r.hi - r.lo..]) {
+            *c = c.add(T::ONE);
+        }
+    }
     let mut out = vec![T::ZERO; geo.planes() * h * w];
     let mut share = vec![T::ZERO; positions];
     let planes = out.chunks_exact_mut(h * w).zip(y.chunks_exact(positions)).zip(g.chunks_exact(positions));
     for (((dst, y), g), base) in planes.zip(plane_bases(layout, geo)) {
-        // How many elements of each window equal its maximum (padding is -inf), then each one's
-        // share of the window's gradient.
-        share.fill(T::ZERO);
-        for r in &runs {
-            let (count, y) = (&mut share[r.oi * ow..][..ow], &y[r.oi * ow..][..ow]);
-            let start = base + r.row * sh + r.col * sw;
-            for (oj, (c, &best)) in count.iter_mut().zip(y).enumerate() {
-                let v = if (r.lo..r.hi).contains(&oj) { x[start + (oj - r.lo) * step] } else { neg_inf };
+        // How many elements of each window equal its maximum (padding is -inf, and counts only
+        // where the maximum is -inf), then each one's share of the window's gradient. The counts
+        // are small whole numbers, exact in any order.
+        for ((c, &pad), &best) in share.iter_mut().zip(&padding_reads).zip(y) {
+            *c = hit(neg_inf, best).mul(pad);
+        }
+        for r in runs.iter().filter(|r| r.hi > r.lo) {
+            let at = r.oi * ow + r.lo;
+            let (count, y) = (&mut share[at..at + r.hi - r.lo], &y[at..at + r.hi - r.lo]);
+            let x = strided(x, base + r.row * sh + r.col * sw, step);
+            for ((c, &best), v) in count.iter_mut().zip(y).zip(x) {
                 *c = c.add(hit(v, best));
             }
         }
@@ -190,10 +205,10 @@ pub(crate) fn max_pool_backward<T: Float>(
         for r in runs.iter().filter(|r| r.hi > r.lo) {
             let at = r.oi * ow + r.lo;
             let (share, y) = (&share[at..at + r.hi - r.lo], &y[at..at + r.hi - r.lo]);
-            let start = base + r.row * sh + r.col * sw;
+            let x = strided(x, base + r.row * sh + r.col * sw, step);
             let dst = dst[r.row * w + r.col..].iter_mut().step_by(stride);
-            for (j, ((d, &s), &best)) in dst.zip(share).zip(y).enumerate() {
-                *d = d.add(hit(x[start + j * step], best).mul(s));
+            for (((d, &s), &best), v) in dst.zip(share).zip(y).zip(x) {
+                *d = d.add(hit(v, best).mul(s));
             }
         }
     }
