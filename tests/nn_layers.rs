@@ -277,3 +277,106 @@ fn views_keep_their_sources_name_role_and_origin() {
     assert_eq!((computed.name(), computed.role(), computed.is_view()), (None, None, false));
     assert_eq!(computed.origin().op(), "mul");
 }
+
+#[test]
+fn conv2d_matches_the_definition_for_odd_geometries() {
+    let cases = [
+        // Batch 1, one channel, odd sizes, a non-square kernel.
+        ([1, 1, 5, 7], [2, 1, 3, 2], Conv2dOptions::default()),
+        // A stride larger than the kernel skips input; padding wider than the kernel's reach makes
+        // windows of padding only.
+        ([2, 3, 9, 8], [4, 3, 2, 2], Conv2dOptions { stride: [3, 3], padding: [3, 0], ..Default::default() }),
+        // Stride, padding and dilation together, different on each axis.
+        (
+            [2, 2, 7, 9],
+            [3, 2, 3, 3],
+            Conv2dOptions { stride: [2, 1], padding: [2, 1], dilation: [2, 3], groups: 1 },
+        ),
+        ([3, 5, 4, 4], [2, 5, 1, 1], Conv2dOptions::default()),
+    ];
+    for (xs, ws, options) in cases {
+        let x = randn(&xs);
+        let w = randn(&ws);
+        let got = conv2d(&x, &w, None, options).unwrap();
+        let (want, shape) = naive_conv(&values(&x), xs, &values(&w), ws, options);
+        assert_eq!(got.shape(), &shape);
+        for (g, w) in values(&got).iter().zip(&want) {
+            assert!((g - w).abs() < 1e-10, "{g} vs {w} for {xs:?} * {ws:?} {options:?}");
+        }
+    }
+}
+
+#[test]
+fn conv2d_reads_non_contiguous_inputs_and_f32() {
+    let options = Conv2dOptions { stride: [1, 2], padding: [1, 1], ..Default::default() };
+    // [2, 6, 5, 3] permuted to [2, 3, 5, 6]: every stride differs from a contiguous one.
+    let x = randn(&[2, 6, 5, 3]).permute([0, 3, 2, 1]).unwrap();
+    assert!(!x.is_contiguous());
+    let w = randn(&[4, 3, 3, 3]);
+    let (want, shape) = naive_conv(&values(&x), [2, 3, 5, 6], &values(&w), [4, 3, 3, 3], options);
+    let got = conv2d(&x, &w, None, options).unwrap();
+    assert_eq!(got.shape(), &shape);
+    for (g, w) in values(&got).iter().zip(&want) {
+        assert!((g - w).abs() < 1e-10, "{g} vs {w}");
+    }
+    let (x32, w32) = (x.to_dtype(DType::F32).unwrap(), w.to_dtype(DType::F32).unwrap());
+    let got = conv2d(&x32, &w32, None, options).unwrap();
+    assert_eq!(got.dtype(), DType::F32);
+    for (g, w) in got.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap().iter().zip(&want) {
+        assert!((g - w).abs() < 1e-4 * (1.0 + w.abs()), "f32: {g} vs {w}");
+    }
+}
+
+#[test]
+fn conv2d_gradients_with_dilation_skips_and_strides() {
+    let dilated = Conv2dOptions { stride: [1, 2], padding: [2, 1], dilation: [2, 2], groups: 1 };
+    check("dilated conv2d", &[randn(&[1, 2, 5, 6]), randn(&[2, 2, 2, 3]), randn(&[2])], |x| {
+        conv2d(&x[0], &x[1], Some(&x[2]), dilated)
+    });
+    // Stride above the kernel: some inputs are never read and get a zero gradient.
+    let skipping = Conv2dOptions { stride: [3, 2], ..Default::default() };
+    check("skipping conv2d", &[randn(&[2, 1, 7, 5]), randn(&[3, 1, 2, 1])], |x| {
+        conv2d(&x[0], &x[1], None, skipping)
+    });
+    check("non-contiguous conv2d", &[randn(&[1, 4, 3, 2]), randn(&[2, 2, 2, 2]), randn(&[2])], |x| {
+        conv2d(&x[0].permute([0, 3, 2, 1])?, &x[1], Some(&x[2]), Conv2dOptions::default())
+    });
+}
+
+#[test]
+fn max_pool2d_gradients_with_dilation_and_strides() {
+    let dilated = Conv2dOptions { stride: [2, 1], padding: [1, 0], dilation: [1, 2], groups: 1 };
+    check("dilated max_pool2d", &[randn(&[2, 1, 5, 6])], |x| max_pool2d(&x[0], [3, 2], dilated));
+    check("non-contiguous max_pool2d", &[randn(&[1, 5, 4, 2])], |x| {
+        max_pool2d(
+            &x[0].permute([0, 3, 2, 1])?,
+            [2, 2],
+            Conv2dOptions { stride: [2, 2], ..Default::default() },
+        )
+    });
+}
+
+#[test]
+fn max_pool2d_shares_the_gradient_of_a_tie() {
+    // Overlapping 2x2 windows (stride 1) over
+    //   1 1 0
+    //   0 1 5
+    // the first window's maximum 1 is tied three ways, the second's 5 is alone.
+    for dtype in [DType::F64, DType::F32] {
+        let x = Tensor::from_vec(vec![1.0, 1.0, 0.0, 0.0, 1.0, 5.0], [1, 1, 2, 3], &Device::Cpu)
+            .unwrap()
+            .to_dtype(dtype)
+            .unwrap()
+            .with_requires_grad()
+            .unwrap();
+        let y = max_pool2d(&x, [2, 2], Conv2dOptions::default()).unwrap();
+        assert_eq!(y.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap(), vec![1.0, 5.0]);
+        let g =
+            Tensor::from_vec(vec![3.0, 10.0], [1, 1, 1, 2], &Device::Cpu).unwrap().to_dtype(dtype).unwrap();
+        y.backward_with_grad(&g).unwrap();
+        let grad = x.grad().unwrap().to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap();
+        // Each tied element gets a third of 3 (PyTorch gives all of it to the first); the 1 at
+        // (1, 1) is also in the second window but is not its maximum there.
+        assert_eq!(grad, vec![1.0, 1.0, 0.0, 0.0, 1.0, 10.0], "{dtype:?}");
+    }
+}

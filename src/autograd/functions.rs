@@ -1,12 +1,13 @@
 //! The backward function of every differentiable op, written with tensor ops so it runs on every
 //! device (fake ones included); the few hot ones use fused kernels from [`super::kernels`].
 
+use crate::backend::cpu::WindowGeometry;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::tensor::{BinaryOp, Tensor, UnaryOp};
 
-use super::kernels;
+use super::{kernels, window};
 
 /// What an op saved for its backward pass. Saved outputs are detached copies of the handle (same
 /// storage, no graph), so a node never keeps its own output's node alive.
@@ -116,6 +117,15 @@ pub(crate) enum GradFn {
         dim: usize,
         index: Tensor,
     },
+    /// The column matrix of a convolution, read from the input on the host.
+    Im2col {
+        geometry: WindowGeometry,
+    },
+    MaxPool2d {
+        input: Tensor,
+        out: Tensor,
+        geometry: WindowGeometry,
+    },
     ToDType {
         dtype: DType,
     },
@@ -179,6 +189,8 @@ impl GradFn {
             GradFn::Cat { .. } => "CatBackward",
             GradFn::IndexSelect { .. } => "IndexSelectBackward",
             GradFn::Gather { .. } => "GatherBackward",
+            GradFn::Im2col { .. } => "Im2colBackward",
+            GradFn::MaxPool2d { .. } => "MaxPool2dBackward",
             GradFn::ToDType { .. } => "ToDTypeBackward",
             GradFn::ToDevice { .. } => "ToDeviceBackward",
             GradFn::Identity => "CloneBackward",
@@ -284,6 +296,10 @@ impl GradFn {
                 vec![Some(kernels::index_add(shape, *dim, index, g)?)]
             }
             GradFn::Gather { shape, dim, index } => vec![Some(kernels::scatter_add(shape, *dim, index, g)?)],
+            GradFn::Im2col { geometry } => vec![Some(window::col2im(g, geometry)?)],
+            GradFn::MaxPool2d { input, out, geometry } => {
+                vec![Some(window::max_pool2d_backward(input, out, g, geometry)?)]
+            }
             GradFn::ToDType { dtype } => vec![Some(g.to_dtype(*dtype)?)],
             GradFn::ToDevice { device } => vec![Some(g.to(device)?)],
             GradFn::Identity => vec![Some(g.clone())],

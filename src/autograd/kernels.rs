@@ -108,32 +108,44 @@ pub(crate) fn softmax_backward(y: &Tensor, g: &Tensor, dim: usize, log: bool) ->
     Ok(g.derived(storage, g.shape(), g.dtype(), op, Location::caller()))
 }
 
-/// `g.sum(dims, keepdim = true)`, with a fast path for the common case of summing the leading
-/// dims of a contiguous f32/f64 tensor (a bias gradient: column sums over the batch).
+/// `g.sum(dims, keepdim = true)`, with a fast path for a contiguous f32/f64 tensor whose summed
+/// dims are some leading and some trailing ones: a bias gradient, `[N, F]` summed over the batch or
+/// `[N, C, H, W]` summed over all but the channels.
 pub(crate) fn sum_keepdim(g: &Tensor, dims: &[isize]) -> Result<Tensor> {
-    let leading = dims.iter().enumerate().all(|(i, &d)| d == i as isize);
+    let r = g.rank();
+    let lead = dims.iter().enumerate().take_while(|&(i, &d)| d == i as isize).count();
+    let trail = dims.len() - lead;
+    let split = dims[lead..].iter().enumerate().all(|(i, &d)| d == (r - trail + i) as isize);
     let fast =
-        leading && g.is_contiguous() && matches!(g.dtype(), DType::F32 | DType::F64) && host_or_fake(&[g]);
+        split && g.is_contiguous() && matches!(g.dtype(), DType::F32 | DType::F64) && host_or_fake(&[g]);
     if !fast {
         return g.sum(dims.to_vec(), true);
     }
-    let k = dims.len();
-    let rows: usize = g.shape()[..k].iter().product();
-    let cols: usize = g.shape()[k..].iter().product();
+    let outer: usize = g.shape()[..lead].iter().product();
+    let kept: usize = g.shape()[lead..r - trail].iter().product();
+    let inner: usize = g.shape()[r - trail..].iter().product();
     let mut shape = g.shape().to_vec();
-    shape[..k].fill(1);
+    shape[..lead].fill(1);
+    shape[r - trail..].fill(1);
     let storage = compute(
         "sum",
         Location::caller(),
         &[g],
         (&shape, g.dtype()),
         |s| {
-            fn run<T: Float>(v: &[T], rows: usize, cols: usize) -> CpuStorage {
-                let mut out = vec![T::ZERO; cols];
-                if cols > 0 {
-                    for row in v.chunks_exact(cols).take(rows) {
-                        for (o, &x) in out.iter_mut().zip(row) {
+            fn run<T: Float>(v: &[T], outer: usize, kept: usize, inner: usize) -> CpuStorage {
+                let mut out = vec![T::ZERO; kept];
+                if kept == 0 || inner == 0 {
+                    return CpuStorage::from_vec(out);
+                }
+                for block in v.chunks_exact(kept * inner).take(outer) {
+                    if inner == 1 {
+                        for (o, &x) in out.iter_mut().zip(block) {
                             *o = o.add(x);
+                        }
+                    } else {
+                        for (o, row) in out.iter_mut().zip(block.chunks_exact(inner)) {
+                            *o = o.add(sum_lanes(row));
                         }
                     }
                 }
@@ -141,14 +153,28 @@ pub(crate) fn sum_keepdim(g: &Tensor, dims: &[isize]) -> Result<Tensor> {
             }
             let l = g.layout();
             match s[0] {
-                CpuStorage::F32(v) => run(&v[l.offset..l.offset + l.numel()], rows, cols),
-                CpuStorage::F64(v) => run(&v[l.offset..l.offset + l.numel()], rows, cols),
+                CpuStorage::F32(v) => run(&v[l.offset..l.offset + l.numel()], outer, kept, inner),
+                CpuStorage::F64(v) => run(&v[l.offset..l.offset + l.numel()], outer, kept, inner),
                 _ => unreachable!("fast path taken for f32/f64 only"),
             }
         },
         host_only("sum"),
     )?;
     Ok(g.derived(storage, &shape, g.dtype(), "sum", Location::caller()))
+}
+
+/// The sum of `v` in 8 interleaved partial sums, which the compiler keeps in vector registers.
+fn sum_lanes<T: Float>(v: &[T]) -> T {
+    let mut lanes = [T::ZERO; 8];
+    let chunks = v.chunks_exact(8);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (l, &x) in lanes.iter_mut().zip(chunk) {
+            *l = l.add(x);
+        }
+    }
+    let total = lanes.iter().fold(T::ZERO, |a, &b| a.add(b));
+    tail.iter().fold(total, |a, &b| a.add(b))
 }
 
 /// Zeros of `shape` with `g` added at `index` along `dim` (the gradient of `index_select`).

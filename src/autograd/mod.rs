@@ -23,6 +23,7 @@
 mod functions;
 mod graph;
 mod kernels;
+mod window;
 
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -33,6 +34,7 @@ pub(crate) use functions::{GradFn, unary_keeps_output};
 use graph::Edge;
 pub(crate) use graph::GradMeta;
 pub(crate) use graph::Node;
+pub(crate) use window::{im2col, max_pool2d};
 
 use crate::error::{Error, Result};
 use crate::shape::fmt_shape;

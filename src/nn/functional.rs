@@ -4,6 +4,7 @@
 
 use std::panic::Location;
 
+use crate::backend::cpu::WindowGeometry;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -263,10 +264,10 @@ pub fn max_pool2d(x: &Tensor, kernel: [usize; 2], options: Conv2dOptions) -> Res
         ));
     }
     let window = Window::new("max_pool2d", x, kernel, options, location)?;
-    let (n, c) = (x.shape()[0], x.shape()[1]);
-    let cols = window.columns(x, f64::NEG_INFINITY)?;
-    let cols = cols.reshape([n, c, kernel[0] * kernel[1], window.positions()])?;
-    cols.max(2, false)?.reshape([n, c, window.out[0], window.out[1]])
+    match crate::autograd::max_pool2d(x, &window.geometry(x)) {
+        Some(pooled) => pooled,
+        None => window.composed_max_pool(x),
+    }
 }
 
 /// Where each output position of a sliding window reads the (padded) input.
@@ -312,10 +313,42 @@ impl Window {
         self.out[0] * self.out[1]
     }
 
+    fn geometry(&self, x: &Tensor) -> WindowGeometry {
+        let s = x.shape();
+        WindowGeometry {
+            input: [s[0], s[1], s[2], s[3]],
+            kernel: self.kernel,
+            stride: self.options.stride,
+            padding: self.options.padding,
+            dilation: self.options.dilation,
+            out: self.out,
+        }
+    }
+
     /// `[N, C, kh*kw*L]`: for every kernel offset (row-major), the input value under it at each of
-    /// the `L` output positions. One gather, so its gradient is one scatter.
+    /// the `L` output positions: one pass over host data, else [`Window::composed_columns`].
     #[track_caller]
     fn columns(&self, x: &Tensor, pad_value: f64) -> Result<Tensor> {
+        match crate::autograd::im2col(x, &self.geometry(x), pad_value) {
+            Some(columns) => columns,
+            None => self.composed_columns(x, pad_value),
+        }
+    }
+
+    /// The maximum of each window of `x`, padding counting as -inf, from tensor ops (for every
+    /// device).
+    #[track_caller]
+    fn composed_max_pool(&self, x: &Tensor) -> Result<Tensor> {
+        let (n, c) = (x.shape()[0], x.shape()[1]);
+        let cols = self.composed_columns(x, f64::NEG_INFINITY)?;
+        let cols = cols.reshape([n, c, self.kernel[0] * self.kernel[1], self.positions()])?;
+        cols.max(2, false)?.reshape([n, c, self.out[0], self.out[1]])
+    }
+
+    /// [`Window::columns`] from tensor ops, for every device: one gather, so its gradient is one
+    /// scatter.
+    #[track_caller]
+    fn composed_columns(&self, x: &Tensor, pad_value: f64) -> Result<Tensor> {
         let [ph, pw] = self.options.padding;
         let padded = pad2d(x, ph, pw, pad_value)?;
         let (n, c) = (x.shape()[0], x.shape()[1]);
@@ -641,5 +674,97 @@ fn shape_error(
         help: help.to_string(),
         operands: operands.iter().map(|(role, t)| t.operand(*role)).collect(),
         location,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// `[N, C, H, W]` values with many ties (a few distinct small integers) or spread out.
+    fn input(shape: [usize; 4], ties: bool, dtype: DType) -> Tensor {
+        let n: usize = shape.iter().product();
+        let v: Vec<f64> = (0..n)
+            .map(|i| if ties { ((i * 7) % 5) as f64 - 2.0 } else { ((i * 37) % 101) as f64 / 13.0 - 3.5 })
+            .collect();
+        Tensor::from_vec(v, shape, &Device::Cpu).unwrap().to_dtype(dtype).unwrap()
+    }
+
+    /// The values of `f(x)` and the gradient of `sum(f(x) * w)` with respect to `x`.
+    fn value_and_grad(x: &Tensor, f: impl Fn(&Tensor) -> Result<Tensor>) -> (Vec<f64>, Vec<f64>) {
+        let x = x.detach().with_requires_grad().unwrap();
+        let y = f(&x).unwrap();
+        let w: Vec<f64> = (0..y.numel()).map(|i| ((i * 11) % 17) as f64 / 4.0 - 2.0).collect();
+        let w = Tensor::from_vec(w, y.shape(), &Device::Cpu).unwrap().to_dtype(y.dtype()).unwrap();
+        y.backward_with_grad(&w).unwrap();
+        let f64s = |t: &Tensor| t.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap();
+        (f64s(&y), f64s(&x.grad().unwrap()))
+    }
+
+    /// The host kernels against the composed gather/scatter path: the same values and gradients,
+    /// bit for bit (both sum in the same order).
+    fn same_as_composed(shape: [usize; 4], kernel: [usize; 2], options: Conv2dOptions, permuted: bool) {
+        let [n, c, h, w] = shape;
+        for dtype in [DType::F64, DType::F32, DType::BF16] {
+            for ties in [false, true] {
+                let mut x = input(shape, ties, dtype);
+                if permuted {
+                    // The same shape, read through strides that are not contiguous ones.
+                    x = input([n, w, h, c], ties, dtype).permute([0, 3, 2, 1]).unwrap();
+                }
+                let window = Window::new("test", &x, kernel, options, Location::caller()).unwrap();
+                assert!(crate::autograd::im2col(&x, &window.geometry(&x), 0.0).is_some());
+                let case =
+                    format!("{shape:?} {kernel:?} {options:?} {dtype:?} ties {ties} permuted {permuted}");
+                let fused = value_and_grad(&x, |x| window.columns(x, 0.0));
+                let composed = value_and_grad(&x, |x| window.composed_columns(x, 0.0));
+                assert_eq!(fused, composed, "columns of {case}");
+                let fused = value_and_grad(&x, |x| max_pool2d(x, kernel, options));
+                let composed = value_and_grad(&x, |x| window.composed_max_pool(x));
+                assert_eq!(fused, composed, "max pool of {case}");
+            }
+            // Rows broadcast along W: a zero stride.
+            let x = input([n, c, h, 1], false, dtype).expand([n, c, h, w]).unwrap();
+            let window = Window::new("test", &x, kernel, options, Location::caller()).unwrap();
+            let case = format!("{shape:?} {kernel:?} {options:?} {dtype:?} broadcast");
+            let fused = value_and_grad(&x, |x| window.columns(x, 0.0));
+            assert_eq!(fused, value_and_grad(&x, |x| window.composed_columns(x, 0.0)), "columns of {case}");
+            let fused = value_and_grad(&x, |x| max_pool2d(x, kernel, options));
+            assert_eq!(fused, value_and_grad(&x, |x| window.composed_max_pool(x)), "max pool of {case}");
+        }
+    }
+
+    #[test]
+    fn host_windows_match_the_composed_path() {
+        let default = Conv2dOptions::default();
+        // The benchmark CNN's geometry, then odd and overlapping ones.
+        same_as_composed([2, 3, 28, 28], [3, 3], default, false);
+        same_as_composed([2, 3, 26, 26], [2, 2], Conv2dOptions { stride: [2, 2], ..default }, false);
+        same_as_composed([1, 1, 5, 7], [3, 2], default, true);
+        same_as_composed(
+            [2, 2, 7, 9],
+            [3, 3],
+            Conv2dOptions { stride: [2, 1], padding: [2, 1], dilation: [2, 3], groups: 1 },
+            true,
+        );
+        same_as_composed([1, 2, 4, 4], [2, 2], Conv2dOptions { padding: [1, 1], ..default }, false);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn host_windows_match_the_composed_path_for_any_geometry(
+            n in 1usize..3, c in 1usize..3, h in 1usize..8, w in 1usize..8,
+            kernel in [1usize..4, 1usize..4], stride in [1usize..4, 1usize..4],
+            padding in [0usize..3, 0usize..3], dilation in [1usize..3, 1usize..3],
+            permuted in any::<bool>(),
+        ) {
+            let options = Conv2dOptions { stride, padding, dilation, groups: 1 };
+            let fits = (0..2).all(|i| dilation[i] * (kernel[i] - 1) < [h, w][i] + 2 * padding[i]);
+            prop_assume!(fits);
+            same_as_composed([n, c, h, w], kernel, options, permuted);
+        }
     }
 }

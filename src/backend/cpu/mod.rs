@@ -5,6 +5,7 @@ mod alloc;
 mod kernels;
 mod matmul;
 pub(crate) mod simd;
+mod window;
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -17,6 +18,7 @@ use crate::shape::Layout;
 pub(crate) use alloc::{as_uninit, ensure_room, filled, host_memory, recycle, try_vec};
 pub(crate) use kernels::*;
 pub(crate) use matmul::matmul;
+pub(crate) use window::{WindowGeometry, col2im, im2col, max_pool, max_pool_backward};
 
 /// Work below this many elements stays on the calling thread: spawning costs more than it saves.
 pub(crate) const PARALLEL_THRESHOLD: usize = 1 << 15;

@@ -1,0 +1,216 @@
+//! Sliding-window kernels over `[N, C, H, W]` data for convolution and max pooling: the column
+//! matrix (im2col) read straight from the input's strides, its gradient (col2im), and max pooling
+//! each way. Every loop visits kernel offsets, then output positions, in the order the composed
+//! gather/scatter path does, so both give the same sums bit for bit.
+
+use super::Float;
+use crate::shape::Layout;
+
+/// Where each output position of a window reads its (N, C, H, W) input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WindowGeometry {
+    /// Input `[N, C, H, W]`.
+    pub(crate) input: [usize; 4],
+    pub(crate) kernel: [usize; 2],
+    pub(crate) stride: [usize; 2],
+    pub(crate) padding: [usize; 2],
+    pub(crate) dilation: [usize; 2],
+    /// Output rows and columns.
+    pub(crate) out: [usize; 2],
+}
+
+/// One kernel offset on one output row: output columns `lo..hi` read input row `row` from column
+/// `col` on, one input column per `stride`; the others read padding (all of them where the row
+/// itself is padding: then `lo == hi == 0`).
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    /// The kernel offset, `ki * kw + kj`.
+    offset: usize,
+    /// The output row.
+    oi: usize,
+    row: usize,
+    col: usize,
+    lo: usize,
+    hi: usize,
+}
+
+impl WindowGeometry {
+    fn planes(&self) -> usize {
+        self.input[0] * self.input[1]
+    }
+
+    fn positions(&self) -> usize {
+        self.out[0] * self.out[1]
+    }
+
+    fn offsets(&self) -> usize {
+        self.kernel[0] * self.kernel[1]
+    }
+
+    /// The input row (`axis` 0) or column (1) read by kernel offset `k` at output position `o`,
+    /// or `None` where it falls into the padding.
+    fn source(&self, axis: usize, k: usize, o: usize) -> Option<usize> {
+        (o * self.stride[axis] + k * self.dilation[axis])
+            .checked_sub(self.padding[axis])
+            .filter(|&i| i < self.input[2 + axis])
+    }
+
+    /// Every (kernel offset, output row) pair in the composed path's order: kernel rows, kernel
+    /// columns, output rows.
+    fn runs(&self) -> Vec<Run> {
+        let ow = self.out[1];
+        let mut runs = Vec::with_capacity(self.offsets() * self.out[0]);
+        for ki in 0..self.kernel[0] {
+            for kj in 0..self.kernel[1] {
+                let lo = (0..ow).find(|&oj| self.source(1, kj, oj).is_some()).unwrap_or(ow);
+                let hi = (lo..ow).find(|&oj| self.source(1, kj, oj).is_none()).unwrap_or(ow);
+                let col = self.source(1, kj, lo).unwrap_or(0);
+                for oi in 0..self.out[0] {
+                    let offset = ki * self.kernel[1] + kj;
+                    runs.push(match self.source(0, ki, oi) {
+                        Some(row) if hi > lo => Run { offset, oi, row, col, lo, hi },
+                        _ => Run { offset, oi, row: 0, col: 0, lo: 0, hi: 0 },
+                    });
+                }
+            }
+        }
+        runs
+    }
+}
+
+/// The storage offset of each `[H, W]` plane of a strided `[N, C, H, W]` layout.
+fn plane_bases(layout: &Layout, geo: &WindowGeometry) -> impl Iterator<Item = usize> {
+    let [sn, sc] = [layout.strides[0], layout.strides[1]];
+    let (c, offset) = (geo.input[1], layout.offset);
+    (0..geo.planes()).map(move |p| offset + (p / c) * sn + (p % c) * sc)
+}
+
+/// `x[start]`, `x[start + step]`, ... (`step` is 0 along a broadcast dim).
+fn strided<T: Copy>(x: &[T], start: usize, step: usize) -> impl Iterator<Item = T> + '_ {
+    (0..).map(move |j| x[start + j * step])
+}
+
+/// `[N, C, kh*kw, H'*W']`: for every kernel offset (row-major) the input value under it at each
+/// output position, `pad` where the window reaches into the padding.
+pub(crate) fn im2col<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry, pad: f64) -> Vec<T> {
+    let pad = T::from_f64(pad);
+    let [sh, sw] = [layout.strides[2], layout.strides[3]];
+    let (ow, step) = (geo.out[1], geo.stride[1] * sw);
+    let runs = geo.runs();
+    let mut out = Vec::with_capacity(geo.planes() * geo.offsets() * geo.positions());
+    for base in plane_bases(layout, geo) {
+        for r in &runs {
+            out.extend(std::iter::repeat_n(pad, r.lo));
+            let start = base + r.row * sh + r.col * sw;
+            if step == 1 {
+                out.extend_from_slice(&x[start..start + (r.hi - r.lo)]);
+            } else {
+                out.extend((0..r.hi - r.lo).map(|j| x[start + j * step]));
+            }
+            out.extend(std::iter::repeat_n(pad, ow - r.hi));
+        }
+    }
+    out
+}
+
+/// The gradient of [`im2col`]: `[N, C, H, W]` (contiguous) with each column entry of `g`
+/// (`[N, C, kh*kw, H'*W']`, contiguous) added where it was read; padding takes nothing.
+pub(crate) fn col2im<T: Float>(g: &[T], geo: &WindowGeometry) -> Vec<T> {
+    let [_, _, h, w] = geo.input;
+    let (positions, ow, stride) = (geo.positions(), geo.out[1], geo.stride[1]);
+    let runs = geo.runs();
+    let mut out = vec![T::ZERO; geo.planes() * h * w];
+    for (dst, src) in out.chunks_exact_mut(h * w).zip(g.chunks_exact(geo.offsets() * positions)) {
+        for r in runs.iter().filter(|r| r.hi > r.lo) {
+            let src = &src[r.offset * positions + r.oi * ow..][r.lo..r.hi];
+            let dst = &mut dst[r.row * w + r.col..];
+            if stride == 1 {
+                for (d, &s) in dst.iter_mut().zip(src) {
+                    *d = d.add(s);
+                }
+            } else {
+                for (d, &s) in dst.iter_mut().step_by(stride).zip(src) {
+                    *d = d.add(s);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Max pooling: `[N, C, H', W']`, each the maximum (NaN-propagating) of its window, padding
+/// counting as -inf.
+pub(crate) fn max_pool<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry) -> Vec<T> {
+    let [sh, sw] = [layout.strides[2], layout.strides[3]];
+    let (positions, ow, step) = (geo.positions(), geo.out[1], geo.stride[1] * sw);
+    let runs = geo.runs();
+    // Reading padding (-inf) changes no maximum, NaN-propagating or not, so runs skip it.
+    let mut out = vec![T::from_f32(f32::NEG_INFINITY); geo.planes() * positions];
+    for (best, base) in out.chunks_exact_mut(positions).zip(plane_bases(layout, geo)) {
+        for r in runs.iter().filter(|r| r.hi > r.lo) {
+            let best = &mut best[r.oi * ow..][r.lo..r.hi];
+            for (b, v) in best.iter_mut().zip(strided(x, base + r.row * sh + r.col * sw, step)) {
+                *b = b.maximum(v);
+            }
+        }
+    }
+    out
+}
+
+/// The gradient of [`max_pool`] from its input `x`, its output `y` and the output's gradient `g`
+/// (both contiguous): each window's gradient is shared evenly among the elements equal to its
+/// maximum (padding included, where it is the maximum), as for `max` over a dim.
+pub(crate) fn max_pool_backward<T: Float>(
+    x: &[T],
+    layout: &Layout,
+    y: &[T],
+    g: &[T],
+    geo: &WindowGeometry,
+) -> Vec<T> {
+    let [_, _, h, w] = geo.input;
+    let [sh, sw] = [layout.strides[2], layout.strides[3]];
+    let (positions, ow, step, stride) = (geo.positions(), geo.out[1], geo.stride[1] * sw, geo.stride[1]);
+    let neg_inf = T::from_f32(f32::NEG_INFINITY);
+    let hit = |v: T, best: T| if v == best { T::ONE } else { T::ZERO };
+    let runs = geo.runs();
+    // How many reads of each window fall into the padding: the same on every plane.
+    let mut padding_reads = vec![T::ZERO; positions];
+    for r in &runs {
+        let (before, rest) = padding_reads[r.oi * ow..][..ow].split_at_mut(r.lo);
+        for c in before.iter_mut().chain(&mut rest[r.hi - r.lo..]) {
+            *c = c.add(T::ONE);
+        }
+    }
+    let mut out = vec![T::ZERO; geo.planes() * h * w];
+    let mut share = vec![T::ZERO; positions];
+    let planes = out.chunks_exact_mut(h * w).zip(y.chunks_exact(positions)).zip(g.chunks_exact(positions));
+    for (((dst, y), g), base) in planes.zip(plane_bases(layout, geo)) {
+        // How many elements of each window equal its maximum (padding is -inf, and counts only
+        // where the maximum is -inf), then each one's share of the window's gradient. The counts
+        // are small whole numbers, exact in any order.
+        for ((c, &pad), &best) in share.iter_mut().zip(&padding_reads).zip(y) {
+            *c = hit(neg_inf, best).mul(pad);
+        }
+        for r in runs.iter().filter(|r| r.hi > r.lo) {
+            let at = r.oi * ow + r.lo;
+            let (count, y) = (&mut share[at..at + r.hi - r.lo], &y[at..at + r.hi - r.lo]);
+            let x = strided(x, base + r.row * sh + r.col * sw, step);
+            for ((c, &best), v) in count.iter_mut().zip(y).zip(x) {
+                *c = c.add(hit(v, best));
+            }
+        }
+        for (s, &g) in share.iter_mut().zip(g) {
+            *s = g.div(*s);
+        }
+        for r in runs.iter().filter(|r| r.hi > r.lo) {
+            let at = r.oi * ow + r.lo;
+            let (share, y) = (&share[at..at + r.hi - r.lo], &y[at..at + r.hi - r.lo]);
+            let x = strided(x, base + r.row * sh + r.col * sw, step);
+            let dst = dst[r.row * w + r.col..].iter_mut().step_by(stride);
+            for (((d, &s), &best), v) in dst.zip(share).zip(y).zip(x) {
+                *d = d.add(hit(v, best).mul(s));
+            }
+        }
+    }
+    out
+}
