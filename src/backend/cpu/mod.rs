@@ -5,6 +5,7 @@ mod alloc;
 mod kernels;
 mod matmul;
 pub(crate) mod simd;
+mod vmath;
 
 use std::any::Any;
 use std::borrow::Cow;
