@@ -213,7 +213,17 @@ pub(crate) fn scatter_add(shape: &[usize], dim: usize, index: &Tensor, g: &Tenso
                 let g = cpu::contiguous(g, lg);
                 let strides = crate::shape::contiguous_strides(shape);
                 let size = shape[dim] as i64;
-                let mut out = vec![T::ZERO; shape.iter().product()];
+                // From the allocator's pool of reused buffers: a fresh `vec!` of this size (the
+                // gradient of a loss's `gather` is as large as the logits) faults in new pages on
+                // every step.
+                // SAFETY: the closure writes every element.
+                let mut out: Vec<T> = unsafe {
+                    cpu::filled(shape.iter().product(), |o| {
+                        o.iter_mut().for_each(|x| {
+                            x.write(T::ZERO);
+                        })
+                    })
+                };
                 let index_shape = &lg.shape;
                 let mut pos = vec![0usize; index_shape.len()];
                 for (&i, &x) in idx.iter().zip(g.iter()) {
@@ -319,8 +329,9 @@ pub(crate) fn gelu_backward(x: &Tensor, g: &Tensor, tanh: bool) -> Option<Result
                         &lg.shape,
                         #[inline(always)]
                         move |x: T, g: T| {
-                            let cdf = half.mul(x.mul(minus_inv_sqrt2).erfc());
-                            let pdf = inv_sqrt_2pi.mul(half.mul(x).mul(x).neg().exp());
+                            // Φ(x) = erfc(-x/√2) / 2 and φ(x) = e^(-(x/√2)²) / √(2π) from one evaluation.
+                            let (erfc, gaussian) = x.mul(minus_inv_sqrt2).erfc_with_gaussian();
+                            let (cdf, pdf) = (half.mul(erfc), inv_sqrt_2pi.mul(gaussian));
                             g.mul(cdf.add(x.mul(pdf)))
                         },
                     ))

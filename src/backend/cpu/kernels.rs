@@ -275,10 +275,12 @@ pub(crate) trait Float: Arith {
     fn cos(self) -> Self;
     /// `1 - erf(x)` without the cancellation of computing it so: accurate in the far tail.
     fn erfc(self) -> Self;
+    /// `(erfc(x), e^(-x²))`: the second comes out of computing the first.
+    fn erfc_with_gaussian(self) -> (Self, Self);
 }
 
 macro_rules! float_native {
-    ($t:ty, $erfc:path, $exp:path) => {
+    ($t:ty, $exp:path) => {
         impl Float for $t {
             #[inline(always)]
             fn from_f32(v: f32) -> Self {
@@ -315,13 +317,17 @@ macro_rules! float_native {
             }
             #[inline(always)]
             fn erfc(self) -> Self {
-                $erfc(self)
+                vmath::erfc(self)
+            }
+            #[inline(always)]
+            fn erfc_with_gaussian(self) -> (Self, Self) {
+                vmath::erfc_with_gaussian(self)
             }
         }
     };
 }
-float_native!(f32, vmath::erfc, exp_f32);
-float_native!(f64, vmath::erfc, f64::exp);
+float_native!(f32, exp_f32);
+float_native!(f64, f64::exp);
 
 /// e^x for f32 without branches or libm calls, so loops over it vectorise (std's `expf` is a
 /// libm call per element). Cephes' range reduction and degree-6 polynomial: within 2 ulp of the
@@ -367,6 +373,10 @@ macro_rules! float_half {
             #[inline(always)] fn sin(self) -> Self { Self::from_f32(self.to_f32().sin()) }
             #[inline(always)] fn cos(self) -> Self { Self::from_f32(self.to_f32().cos()) }
             #[inline(always)] fn erfc(self) -> Self { Self::from_f32(vmath::erfc(self.to_f32())) }
+            #[inline(always)] fn erfc_with_gaussian(self) -> (Self, Self) {
+                let (c, g) = vmath::erfc_with_gaussian(self.to_f32());
+                (Self::from_f32(c), Self::from_f32(g))
+            }
         }
     )*};
 }
