@@ -1,7 +1,8 @@
 //! Reference values of erfc for the tests of `vmath`, computed with mpmath 1.4.1 at 40 significant
 //! digits (`float(mpmath.erfc(mpmath.mpf(x)))`, which rounds the exact value to the nearest
 //! f64) by a script that is not part of the repository; for the f32 table each x was first
-//! rounded to f32 (and is written here exactly).
+//! rounded to f32 (and is written here exactly, with the digits of its f64 value).
+#![allow(clippy::excessive_precision)]
 
 /// (x, erfc(x)) for f64 inputs, the exact value rounded to f64.
 pub(super) const ERFC_F64: &[(f64, f64)] = &[
