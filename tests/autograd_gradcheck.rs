@@ -209,6 +209,9 @@ fn softmax_and_log_softmax() {
     check("softmax of a 3-d middle dim", &[randn(&[2, 3, 2])], |x| x[0].softmax(1));
     check("log_softmax of a transpose", &x(), |x| x[0].t()?.log_softmax(-1));
     check("softmax of a scalar", &[randn(&[])], |x| x[0].softmax(0));
+    // Rows longer than the kernels' 16 accumulator lanes, and not a multiple of them.
+    check("softmax of long rows", &[randn(&[3, 37])], |x| x[0].softmax(-1));
+    check("log_softmax of long rows", &[randn(&[3, 37])], |x| x[0].log_softmax(-1));
 }
 
 // ---- selection -------------------------------------------------------------------------------

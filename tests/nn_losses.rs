@@ -199,3 +199,12 @@ fn targets_of_the_wrong_shape_are_refused() {
         cross_entropy(&logits(), &labels, &ClassLossOptions::default()).unwrap_err()
     ));
 }
+
+/// More classes than the row kernels' 16 accumulator lanes, and not a multiple of them.
+#[test]
+fn cross_entropy_gradient_over_many_classes_matches_finite_differences() {
+    let target = Tensor::from_vec(vec![0i64, 36, 17], [3], &Device::Cpu).unwrap();
+    check("cross_entropy over 37 classes", &[randn(&[3, 37])], |x| {
+        cross_entropy(&x[0], &target, &ClassLossOptions::default())
+    });
+}

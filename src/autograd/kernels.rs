@@ -66,32 +66,12 @@ pub(crate) fn softmax_backward(y: &Tensor, g: &Tensor, dim: usize, log: bool) ->
         &[y, g],
         (g.shape(), g.dtype()),
         |s| {
-            fn run<T: Float>(y: &[T], g: &[T], row: usize, log: bool) -> CpuStorage {
-                let mut out = vec![T::ZERO; y.len()];
-                if row == 0 {
-                    return CpuStorage::from_vec(out);
-                }
-                for ((o, y), g) in out.chunks_mut(row).zip(y.chunks(row)).zip(g.chunks(row)) {
-                    if log {
-                        let sum = g.iter().fold(T::ZERO, |a, &b| a.add(b));
-                        for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
-                            *o = g.sub(y.exp().mul(sum));
-                        }
-                    } else {
-                        let dot = g.iter().zip(y).fold(T::ZERO, |a, (&g, &y)| a.add(g.mul(y)));
-                        for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
-                            *o = y.mul(g.sub(dot));
-                        }
-                    }
-                }
-                CpuStorage::from_vec(out)
-            }
             let (ly, lg) = (y.layout(), g.layout());
             macro_rules! arm {
                 ($a:expr, $b:expr) => {{
                     let y = &$a[ly.offset..ly.offset + ly.numel()];
                     let g = &$b[lg.offset..lg.offset + lg.numel()];
-                    run(y, g, row, log)
+                    CpuStorage::from_vec(cpu::softmax_backward_rows(y, g, row, log))
                 }};
             }
             match (s[0], s[1]) {
@@ -259,7 +239,17 @@ pub(crate) fn scatter_add(shape: &[usize], dim: usize, index: &Tensor, g: &Tenso
                 let g = cpu::contiguous(g, lg);
                 let strides = crate::shape::contiguous_strides(shape);
                 let size = shape[dim] as i64;
-                let mut out = vec![T::ZERO; shape.iter().product()];
+                // From the allocator's pool of reused buffers: a fresh `vec!` of this size (the
+                // gradient of a loss's `gather` is as large as the logits) faults in new pages on
+                // every step.
+                // SAFETY: the closure writes every element.
+                let mut out: Vec<T> = unsafe {
+                    cpu::filled(shape.iter().product(), |o| {
+                        o.iter_mut().for_each(|x| {
+                            x.write(T::ZERO);
+                        })
+                    })
+                };
                 let index_shape = &lg.shape;
                 let mut pos = vec![0usize; index_shape.len()];
                 for (&i, &x) in idx.iter().zip(g.iter()) {
@@ -340,20 +330,37 @@ pub(crate) fn gelu_backward(x: &Tensor, g: &Tensor, tanh: bool) -> Option<Result
                     let c = T::from_f64(crate::tensor::GELU_TANH_CUBIC);
                     let (minus_two_k, three_c, two_k) =
                         (T::from_f64(-2.0).mul(k), T::from_f32(3.0).mul(c), T::from_f32(2.0).mul(k));
-                    CpuStorage::from_vec(cpu::binary_map(x, lx, g, lg, &lg.shape, move |x: T, g: T| {
-                        let x2 = x.mul(x);
-                        let s = T::ONE.div(T::ONE.add(minus_two_k.mul(x.add(c.mul(x2).mul(x))).exp()));
-                        let du = two_k.mul(T::ONE.add(three_c.mul(x2)));
-                        g.mul(s.add(x.mul(s).mul(T::ONE.sub(s)).mul(du)))
-                    }))
+                    CpuStorage::from_vec(cpu::binary_map(
+                        x,
+                        lx,
+                        g,
+                        lg,
+                        &lg.shape,
+                        #[inline(always)]
+                        move |x: T, g: T| {
+                            let x2 = x.mul(x);
+                            let s = T::ONE.div(T::ONE.add(minus_two_k.mul(x.add(c.mul(x2).mul(x))).exp()));
+                            let du = two_k.mul(T::ONE.add(three_c.mul(x2)));
+                            g.mul(s.add(x.mul(s).mul(T::ONE.sub(s)).mul(du)))
+                        },
+                    ))
                 } else {
                     let minus_inv_sqrt2 = T::from_f64(-std::f64::consts::FRAC_1_SQRT_2);
                     let inv_sqrt_2pi = T::from_f64(1.0 / (2.0 * std::f64::consts::PI).sqrt());
-                    CpuStorage::from_vec(cpu::binary_map(x, lx, g, lg, &lg.shape, move |x: T, g: T| {
-                        let cdf = half.mul(x.mul(minus_inv_sqrt2).erfc());
-                        let pdf = inv_sqrt_2pi.mul(half.mul(x).mul(x).neg().exp());
-                        g.mul(cdf.add(x.mul(pdf)))
-                    }))
+                    CpuStorage::from_vec(cpu::binary_map(
+                        x,
+                        lx,
+                        g,
+                        lg,
+                        &lg.shape,
+                        #[inline(always)]
+                        move |x: T, g: T| {
+                            // Φ(x) = erfc(-x/√2) / 2 and φ(x) = e^(-(x/√2)²) / √(2π) from one evaluation.
+                            let (erfc, gaussian) = x.mul(minus_inv_sqrt2).erfc_with_gaussian();
+                            let (cdf, pdf) = (half.mul(erfc), inv_sqrt_2pi.mul(gaussian));
+                            g.mul(cdf.add(x.mul(pdf)))
+                        },
+                    ))
                 }
             }
             let (lx, lg) = (x.layout(), g.layout());

@@ -268,7 +268,12 @@ fn unary_kernel<T: Float>(op: UnaryOp, data: &[T], layout: &Layout) -> Vec<T> {
         // x Φ(x) = x/2 erfc(-x/√2): `1 + erf(..)` would cancel to a few digits for x << 0.
         UnaryOp::Gelu => {
             let minus_inv_sqrt2 = T::from_f64(-std::f64::consts::FRAC_1_SQRT_2);
-            cpu::unary_map(data, layout, move |x: T| half.mul(x).mul(x.mul(minus_inv_sqrt2).erfc()))
+            cpu::unary_map(
+                data,
+                layout,
+                #[inline(always)]
+                move |x: T| half.mul(x).mul(x.mul(minus_inv_sqrt2).erfc()),
+            )
         }
         // x/2 (1 + tanh(u)) = x / (1 + e^(-2u)), u = √(2/π) (x + 0.044715 x³): the same
         // cancellation-free rewrite.

@@ -6,7 +6,7 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 
 use super::simd::{self, Map, RowGeometry, StridedRows, Zip, ZipRows};
-use super::{PARALLEL_THRESHOLD, contiguous};
+use super::{PARALLEL_THRESHOLD, contiguous, vmath};
 use crate::dtype::WithDType;
 use crate::shape::Layout;
 
@@ -275,10 +275,12 @@ pub(crate) trait Float: Arith {
     fn cos(self) -> Self;
     /// `1 - erf(x)` without the cancellation of computing it so: accurate in the far tail.
     fn erfc(self) -> Self;
+    /// `(erfc(x), e^(-x²))`: the second comes out of computing the first.
+    fn erfc_with_gaussian(self) -> (Self, Self);
 }
 
 macro_rules! float_native {
-    ($t:ty, $erfc:path, $exp:path) => {
+    ($t:ty, $exp:path) => {
         impl Float for $t {
             #[inline(always)]
             fn from_f32(v: f32) -> Self {
@@ -315,13 +317,17 @@ macro_rules! float_native {
             }
             #[inline(always)]
             fn erfc(self) -> Self {
-                $erfc(self)
+                vmath::erfc(self)
+            }
+            #[inline(always)]
+            fn erfc_with_gaussian(self) -> (Self, Self) {
+                vmath::erfc_with_gaussian(self)
             }
         }
     };
 }
-float_native!(f32, libm::erfcf, exp_f32);
-float_native!(f64, libm::erfc, f64::exp);
+float_native!(f32, exp_f32);
+float_native!(f64, f64::exp);
 
 /// e^x for f32 without branches or libm calls, so loops over it vectorise (std's `expf` is a
 /// libm call per element). Cephes' range reduction and degree-6 polynomial: within 2 ulp of the
@@ -366,7 +372,11 @@ macro_rules! float_half {
             #[inline(always)] fn tanh(self) -> Self { Self::from_f32(self.to_f32().tanh()) }
             #[inline(always)] fn sin(self) -> Self { Self::from_f32(self.to_f32().sin()) }
             #[inline(always)] fn cos(self) -> Self { Self::from_f32(self.to_f32().cos()) }
-            #[inline(always)] fn erfc(self) -> Self { Self::from_f32(libm::erfcf(self.to_f32())) }
+            #[inline(always)] fn erfc(self) -> Self { Self::from_f32(vmath::erfc(self.to_f32())) }
+            #[inline(always)] fn erfc_with_gaussian(self) -> (Self, Self) {
+                let (c, g) = vmath::erfc_with_gaussian(self.to_f32());
+                (Self::from_f32(c), Self::from_f32(g))
+            }
         }
     )*};
 }
@@ -464,22 +474,45 @@ pub(crate) fn var_of<T: WithDType>(xs: &[T], correction: usize) -> f64 {
 /// in the element type (f16/bf16 element-wise through f32). Per row: one pass for the max, one
 /// for exp and its sum (written to the result), one scaling the result in place.
 pub(crate) fn softmax_rows<T: Float>(data: &[T], row: usize, log: bool) -> Vec<T> {
+    by_rows(data.len(), row, |first, o| {
+        let x = &data[first..first + o.len()];
+        simd::dispatch(SoftmaxRows { x, out: o, row, log })
+    })
+}
+
+/// The gradient of [`softmax_rows`] from its output `y` and the upstream gradient `g` (both
+/// contiguous rows of `row`): softmax `y (g - Σ g y)`, log-softmax `g - e^y Σ g`. Per row one
+/// pass for the sum, one for the result.
+pub(crate) fn softmax_backward_rows<T: Float>(y: &[T], g: &[T], row: usize, log: bool) -> Vec<T> {
+    by_rows(y.len(), row, |first, o| {
+        let (y, g) = (&y[first..first + o.len()], &g[first..first + o.len()]);
+        simd::dispatch(SoftmaxBackwardRows { y, g, out: o, row, log })
+    })
+}
+
+/// A fresh buffer of `len` elements (rows of `row`) filled by `fill(first, out)`, which must
+/// write every element of `out`, the whole rows starting at element `first`; split across
+/// threads by rows when large.
+fn by_rows<T: Send + Copy + Default>(
+    len: usize,
+    row: usize,
+    fill: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync,
+) -> Vec<T> {
     if row == 0 {
         return Vec::new();
     }
-    let run = |x: &[T], o: &mut [MaybeUninit<T>]| simd::dispatch(SoftmaxRows { x, out: o, row, log });
-    let fill = |out: &mut [MaybeUninit<T>]| {
-        if data.len() >= PARALLEL_THRESHOLD && data.len() > row {
+    let all = |out: &mut [MaybeUninit<T>]| {
+        if len >= PARALLEL_THRESHOLD && len > row {
             let threads = rayon::current_num_threads().max(1);
-            let rows_per_task = (data.len() / row).div_ceil(threads * 4).max(1);
+            let rows_per_task = (len / row).div_ceil(threads * 4).max(1);
             let per = rows_per_task * row;
-            out.par_chunks_mut(per).zip(data.par_chunks(per)).for_each(|(o, x)| run(x, o));
+            out.par_chunks_mut(per).enumerate().for_each(|(i, o)| fill(i * per, o));
         } else {
-            run(data, out);
+            fill(0, out);
         }
     };
-    // SAFETY: the chunks cover every row and `softmax_row` writes each element of its row.
-    unsafe { super::filled(data.len(), fill) }
+    // SAFETY: the chunks cover every row and `fill` writes each element of its rows.
+    unsafe { super::filled(len, all) }
 }
 
 /// Lanes of the max and sum accumulators: independent lanes let the compiler vectorise the
@@ -546,6 +579,49 @@ fn softmax_row<T: Float>(x: &[T], o: &mut [MaybeUninit<T>], log: bool) {
             *o = o.mul(inv);
         }
     }
+}
+
+struct SoftmaxBackwardRows<'a, T> {
+    y: &'a [T],
+    g: &'a [T],
+    out: &'a mut [MaybeUninit<T>],
+    row: usize,
+    log: bool,
+}
+
+impl<T: Float> simd::Kernel for SoftmaxBackwardRows<'_, T> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let rows = self.out.chunks_mut(self.row).zip(self.y.chunks(self.row)).zip(self.g.chunks(self.row));
+        for ((o, y), g) in rows {
+            if self.log {
+                let sum = lane_sum(g, g, |g, _| g);
+                for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
+                    o.write(g.sub(y.exp().mul(sum)));
+                }
+            } else {
+                let dot = lane_sum(g, y, |g, y| g.mul(y));
+                for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
+                    o.write(y.mul(g.sub(dot)));
+                }
+            }
+        }
+    }
+}
+
+/// `Σ f(a[i], b[i])` over [`LANES`] independent accumulators, so the loop vectorises.
+#[inline(always)]
+fn lane_sum<T: Float>(a: &[T], b: &[T], f: impl Fn(T, T) -> T) -> T {
+    let mut lanes = [T::ZERO; LANES];
+    let body = a.len().min(b.len()) / LANES * LANES;
+    for (ca, cb) in a[..body].chunks_exact(LANES).zip(b[..body].chunks_exact(LANES)) {
+        for ((s, &x), &y) in lanes.iter_mut().zip(ca).zip(cb) {
+            *s = s.add(f(x, y));
+        }
+    }
+    let tail = a[body..].iter().zip(&b[body..]).fold(T::ZERO, |s, (&x, &y)| s.add(f(x, y)));
+    lanes.iter().fold(T::ZERO, |s, &x| s.add(x)).add(tail)
 }
 
 /// Copies the view's elements into `out` (contiguous) starting at `out_offset`, laid out with

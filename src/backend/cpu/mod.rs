@@ -5,6 +5,7 @@ mod alloc;
 mod kernels;
 mod matmul;
 pub(crate) mod simd;
+mod vmath;
 mod window;
 
 use std::any::Any;
