@@ -33,6 +33,7 @@ pub(crate) use functions::{GradFn, unary_keeps_output};
 use graph::Edge;
 pub(crate) use graph::GradMeta;
 pub(crate) use graph::Node;
+pub(crate) use kernels::layer_norm;
 
 use crate::error::{Error, Result};
 use crate::shape::fmt_shape;
