@@ -380,3 +380,94 @@ fn max_pool2d_shares_the_gradient_of_a_tie() {
         assert_eq!(grad, vec![1.0, 1.0, 0.0, 0.0, 1.0, 10.0], "{dtype:?}");
     }
 }
+
+/// Layer norm as the tensor ops it is composed of on other devices (and before it was fused).
+fn composed_layer_norm(
+    x: &Tensor,
+    dims: usize,
+    w: Option<&Tensor>,
+    b: Option<&Tensor>,
+) -> devcheck::Result<Tensor> {
+    let dims: Vec<isize> = (x.rank() - dims..x.rank()).map(|d| d as isize).collect();
+    let centered = x.sub(&x.mean(dims.clone(), true)?)?;
+    let var = centered.mul(&centered)?.mean(dims, true)?;
+    let mut out = centered.mul(&var.add_scalar(1e-5)?.rsqrt()?)?;
+    if let Some(w) = w {
+        out = out.mul(w)?;
+    }
+    if let Some(b) = b {
+        out = out.add(b)?;
+    }
+    Ok(out)
+}
+
+/// On the host, layer norm is one fused node each way; its gradients against finite differences
+/// on shapes its row loops must get right.
+#[test]
+fn fused_layer_norm_gradients_on_odd_shapes() {
+    let fused = layer_norm(&randn(&[2, 3]).with_requires_grad().unwrap(), &[3], None, None, 1e-5).unwrap();
+    assert_eq!(fused.grad_fn_name(), Some("LayerNormBackward"));
+    check("two normalised dims", &[randn(&[2, 3, 5]), randn(&[3, 5]), randn(&[3, 5])], |x| {
+        layer_norm(&x[0], &[3, 5], Some(&x[1]), Some(&x[2]), 1e-5)
+    });
+    check("one row", &[randn(&[1, 17]), randn(&[17]), randn(&[17])], |x| {
+        layer_norm(&x[0], &[17], Some(&x[1]), Some(&x[2]), 1e-5)
+    });
+    check("rows of one", &[randn(&[4, 1]), randn(&[1]), randn(&[1])], |x| {
+        layer_norm(&x[0], &[1], Some(&x[1]), Some(&x[2]), 1e-5)
+    });
+    check("a transposed input", &[randn(&[6, 4]), randn(&[6]), randn(&[6])], |x| {
+        layer_norm(&x[0].t()?, &[6], Some(&x[1]), Some(&x[2]), 1e-5)
+    });
+    check("no weight or bias", &[randn(&[3, 19])], |x| layer_norm(&x[0], &[19], None, None, 1e-5));
+    check("weight only", &[randn(&[3, 4]), randn(&[4])], |x| {
+        layer_norm(&x[0], &[4], Some(&x[1]), None, 1e-5)
+    });
+    check("bias only", &[randn(&[3, 4]), randn(&[4])], |x| layer_norm(&x[0], &[4], None, Some(&x[1]), 1e-5));
+}
+
+/// The fused kernels give the composed ops' values and gradients, in f32, on rows whose mean is
+/// far from 0 (where a one-pass variance would lose its digits) and long enough to run in
+/// parallel.
+#[test]
+fn fused_layer_norm_matches_the_composed_ops() {
+    devcheck::manual_seed(3);
+    let cpu = Device::Cpu;
+    let x = Tensor::randn([300, 2, 129], &cpu).unwrap().add_scalar(1000.0).unwrap();
+    let w = Tensor::randn([2, 129], &cpu).unwrap();
+    let b = Tensor::randn([2, 129], &cpu).unwrap();
+    let g = Tensor::randn([300, 2, 129], &cpu).unwrap();
+    let run = |fused: bool| {
+        let leaves: Vec<Tensor> =
+            [&x, &w, &b].iter().map(|t| t.detach().with_requires_grad().unwrap()).collect();
+        let y = if fused {
+            layer_norm(&leaves[0], &[2, 129], Some(&leaves[1]), Some(&leaves[2]), 1e-5)
+        } else {
+            composed_layer_norm(&leaves[0], 2, Some(&leaves[1]), Some(&leaves[2]))
+        }
+        .unwrap();
+        y.backward_with_grad(&g).unwrap();
+        let mut all = vec![y.to_vec::<f32>().unwrap()];
+        all.extend(leaves.iter().map(|l| l.grad().unwrap().to_vec::<f32>().unwrap()));
+        all
+    };
+    let (fused, composed) = (run(true), run(false));
+    for (what, (f, c)) in ["output", "d input", "d weight", "d bias"].iter().zip(fused.iter().zip(&composed))
+    {
+        let scale = c.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        for (i, (a, b)) in f.iter().zip(c).enumerate() {
+            assert!((a - b).abs() <= 2e-3 * scale.max(1.0), "{what}[{i}]: fused {a}, composed {b}");
+        }
+    }
+}
+
+/// In a fake scope (a dry run) layer norm stays the composed ops, so what the checker records
+/// is unchanged.
+#[test]
+fn layer_norm_is_composed_in_a_fake_scope() {
+    let _fake = devcheck::fake::enter();
+    let x = Tensor::fake([2, 4], DType::F32, &Device::Cpu).unwrap().with_requires_grad().unwrap();
+    let y = layer_norm(&x, &[4], None, None, 1e-5).unwrap();
+    assert_eq!(y.grad_fn_name(), Some("MulBackward"));
+    assert!(y.is_fake());
+}

@@ -422,3 +422,66 @@ fn out_variants_reuse_memory_and_allow_aliasing() {
     let v = v32(&big_out);
     assert!(v.iter().enumerate().all(|(i, &x)| x == 2.0 * i as f32));
 }
+
+/// The row-major index into a tensor of `shape` (aligned right) of the element that broadcasts
+/// to position `index` of the output.
+fn broadcast_source(index: &[usize], shape: &[usize]) -> usize {
+    let skip = index.len() - shape.len();
+    shape.iter().zip(&index[skip..]).fold(0, |flat, (&n, &i)| flat * n + if n == 1 { 0 } else { i })
+}
+
+/// Every position of `shape`, row-major.
+fn positions(shape: &[usize]) -> Vec<Vec<usize>> {
+    let mut all = vec![vec![]];
+    for &n in shape {
+        all = all.into_iter().flat_map(|p| (0..n).map(move |i| [p.clone(), vec![i]].concat())).collect();
+    }
+    all
+}
+
+/// `masked_fill` and `where` on every broadcast their kernels walk differently (a mask of the
+/// full shape, one repeated over the leading dims, one broadcast inside, a single value, a
+/// transposed input, a scalar side), small and large enough to be split across threads,
+/// against element-by-element references.
+#[test]
+fn masked_fill_and_where_on_every_broadcast() {
+    for rows in [3, 400] {
+        let full = [rows, 3, 37];
+        let n: usize = full.iter().product();
+        let x = Tensor::arange(0.0, n as f64, 1.0, &CPU).unwrap().reshape(full).unwrap();
+        let xs = v32(&x);
+        for mask_shape in
+            [vec![rows, 3, 37], vec![3, 37], vec![rows, 1, 37], vec![37], vec![1], vec![rows, 3, 1]]
+        {
+            let m = mask_shape.iter().product::<usize>();
+            let bits: Vec<bool> = (0..m).map(|i| (i * 7) % 3 == 0).collect();
+            let mask = Tensor::from_slice(&bits, mask_shape.as_slice(), &CPU).unwrap();
+            let at = |p: &[usize]| bits[broadcast_source(p, &mask_shape)];
+            let want: Vec<f32> =
+                positions(&full).iter().zip(&xs).map(|(p, &v)| if at(p) { -1.5 } else { v }).collect();
+            assert_eq!(v32(&x.masked_fill(&mask, -1.5).unwrap()), want, "mask {mask_shape:?}, {rows} rows");
+            let zero = Tensor::zeros([], &CPU).unwrap();
+            let keep: Vec<f32> =
+                positions(&full).iter().zip(&xs).map(|(p, &v)| if at(p) { v } else { 0.0 }).collect();
+            assert_eq!(v32(&mask.where_cond(&x, &zero).unwrap()), keep, "where(mask, x, 0) {mask_shape:?}");
+            let swap: Vec<f32> =
+                positions(&full).iter().zip(&xs).map(|(p, &v)| if at(p) { 0.0 } else { v }).collect();
+            assert_eq!(v32(&mask.where_cond(&zero, &x).unwrap()), swap, "where(mask, 0, x) {mask_shape:?}");
+            let neg = x.neg().unwrap();
+            let both: Vec<f32> =
+                positions(&full).iter().zip(&xs).map(|(p, &v)| if at(p) { v } else { -v }).collect();
+            assert_eq!(v32(&mask.where_cond(&x, &neg).unwrap()), both, "where(mask, x, -x) {mask_shape:?}");
+        }
+        // A transposed input under a mask of its (transposed) shape, and integer elements.
+        let t = x.transpose(0, 2).unwrap();
+        let mask = t.cmp_scalar(CmpOp::Gt, (n / 2) as f64).unwrap();
+        let ts = v32(&t.contiguous().unwrap());
+        let want: Vec<f32> = ts.iter().map(|&v| if v > (n / 2) as f32 { 7.0 } else { v }).collect();
+        assert_eq!(v32(&t.masked_fill(&mask, 7.0).unwrap()), want);
+        let ints = t.to_dtype(DType::I64).unwrap().masked_fill(&mask, -3.0).unwrap().to_vec::<i64>().unwrap();
+        assert_eq!(
+            ints,
+            ts.iter().map(|&v| if v > (n / 2) as f32 { -3 } else { v as i64 }).collect::<Vec<_>>()
+        );
+    }
+}

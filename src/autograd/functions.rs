@@ -134,6 +134,9 @@ pub(crate) enum GradFn {
     },
     /// `contiguous` copies: the gradient passes through.
     Identity,
+    /// Layer norm run as one fused kernel on the host (other devices compose it from the ops
+    /// above); the edges are the input, then the weight and the bias where given.
+    LayerNorm(kernels::LayerNormSaved),
 }
 
 type Grads = Vec<Option<Tensor>>;
@@ -194,6 +197,7 @@ impl GradFn {
             GradFn::ToDType { .. } => "ToDTypeBackward",
             GradFn::ToDevice { .. } => "ToDeviceBackward",
             GradFn::Identity => "CloneBackward",
+            GradFn::LayerNorm(_) => "LayerNormBackward",
         }
     }
 
@@ -303,6 +307,7 @@ impl GradFn {
             GradFn::ToDType { dtype } => vec![Some(g.to_dtype(*dtype)?)],
             GradFn::ToDevice { device } => vec![Some(g.to(device)?)],
             GradFn::Identity => vec![Some(g.clone())],
+            GradFn::LayerNorm(saved) => kernels::layer_norm_backward(saved, g, want)?,
         })
     }
 }

@@ -9,7 +9,9 @@ use crate::backend::fake;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::Layout;
-use crate::tensor::{CmpOp, Tensor, compute, host_only};
+use crate::tensor::{CmpOp, Storage, Tensor, compute, host_only};
+
+use super::GradFn;
 
 /// Whether the fused kernels can run: every operand's data is on the host, or there is no data.
 fn host_or_fake(tensors: &[&Tensor]) -> bool {
@@ -375,4 +377,165 @@ pub(crate) fn gelu_backward(x: &Tensor, g: &Tensor, tanh: bool) -> Option<Result
         host_only("gelu_backward"),
     );
     Some(storage.map(|s| g.derived(s, g.shape(), g.dtype(), "gelu_backward", Location::caller())))
+}
+
+/// What a fused layer norm keeps for its backward pass.
+pub(crate) struct LayerNormSaved {
+    input: Tensor,
+    weight: Option<Tensor>,
+    has_bias: bool,
+    /// The normalised dims, which the weight and bias have.
+    normalized: Vec<usize>,
+    /// Per row of the normalised dims: the mean and `1 / sqrt(var + eps)`, each `[rows]`.
+    mean: Tensor,
+    rstd: Tensor,
+}
+
+/// `layer_norm` over the trailing dims `normalized` of `x` as one fused host kernel, recorded
+/// as one `LayerNormBackward` node whose backward is one fused kernel too. `None` where the
+/// caller must compose it from tensor ops: an operand off the host, a fake scope (dry runs record
+/// the composed ops), f16/bf16, mixed dtypes, a weight or bias not of exactly `normalized`'s
+/// shape, or an empty row.
+pub(crate) fn layer_norm(
+    x: &Tensor,
+    normalized: &[usize],
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f64,
+    location: &'static Location<'static>,
+) -> Option<Result<Tensor>> {
+    let mut operands = vec![x];
+    operands.extend(weight);
+    operands.extend(bias);
+    let on_host = !fake::is_active() && operands.iter().all(|t| t.device().is_cpu() && !t.is_fake());
+    let width: usize = normalized.iter().product();
+    let fits = operands.iter().all(|t| t.dtype() == x.dtype())
+        && matches!(x.dtype(), DType::F32 | DType::F64)
+        && operands[1..].iter().all(|t| t.shape() == normalized)
+        && width > 0;
+    if !on_host || !fits {
+        return None;
+    }
+    let rows = x.numel() / width;
+    let mut stats = None;
+    let storage = compute(
+        "layer_norm",
+        location,
+        &operands,
+        (x.shape(), x.dtype()),
+        |s| {
+            fn run<T: Float>(
+                s: &[&[T]],
+                layouts: &[&Layout],
+                affine: (bool, bool),
+                width: usize,
+                eps: f64,
+            ) -> (CpuStorage, CpuStorage, CpuStorage) {
+                let x = cpu::contiguous(s[0], layouts[0]);
+                let params: Vec<_> =
+                    s[1..].iter().zip(&layouts[1..]).map(|(v, l)| cpu::contiguous(v, l)).collect();
+                let weight = if affine.0 { params.first().map(|w| &w[..]) } else { None };
+                let bias = if affine.1 { params.last().map(|b| &b[..]) } else { None };
+                let r = cpu::norm::layer_norm(&x, width, weight, bias, eps);
+                (CpuStorage::from_vec(r.out), CpuStorage::from_vec(r.mean), CpuStorage::from_vec(r.rstd))
+            }
+            let layouts: Vec<&Layout> = operands.iter().map(|t| t.layout()).collect();
+            let affine = (weight.is_some(), bias.is_some());
+            let (out, mean, rstd) = match s[0] {
+                CpuStorage::F32(_) => run(&typed::<f32>(s), &layouts, affine, width, eps),
+                CpuStorage::F64(_) => run(&typed::<f64>(s), &layouts, affine, width, eps),
+                _ => unreachable!("the fused layer norm is taken for f32 and f64 only"),
+            };
+            stats = Some((mean, rstd));
+            out
+        },
+        host_only("layer_norm"),
+    );
+    let storage = match storage {
+        Ok(s) => s,
+        Err(e) => return Some(Err(e)),
+    };
+    let out = x.derived(storage, x.shape(), x.dtype(), "layer_norm", location);
+    let Some((mean, rstd)) = stats else {
+        unreachable!("on the host with no fake scope, `compute` runs the CPU kernel")
+    };
+    let stat = |s: CpuStorage| x.derived(Storage::Cpu(s), &[rows], x.dtype(), "layer_norm", location);
+    Some(Ok(super::record(out, &operands, |_| {
+        GradFn::LayerNorm(LayerNormSaved {
+            input: x.clone(),
+            weight: weight.cloned(),
+            has_bias: bias.is_some(),
+            normalized: normalized.to_vec(),
+            mean: stat(mean),
+            rstd: stat(rstd),
+        })
+    })))
+}
+
+/// The gradients of a fused layer norm, in the order of its edges (input, weight, bias where
+/// given), each computed only where `want` asks for it.
+pub(crate) fn layer_norm_backward(
+    saved: &LayerNormSaved,
+    g: &Tensor,
+    want: impl Fn(usize) -> bool,
+) -> Result<Vec<Option<Tensor>>> {
+    let LayerNormSaved { input: x, weight, has_bias, normalized, mean, rstd } = saved;
+    let want_weight = weight.is_some() && want(1);
+    let want_bias = *has_bias && want(1 + usize::from(weight.is_some()));
+    let want = [want(0), want_weight, want_bias];
+    let width = x.numel().checked_div(mean.numel()).unwrap_or(0);
+    let mut operands = vec![x, g, mean, rstd];
+    operands.extend(weight);
+    let input_shape: &[usize] = if want[0] { x.shape() } else { &[0] };
+    let mut params = None;
+    let storage = compute(
+        "layer_norm_backward",
+        Location::caller(),
+        &operands,
+        (input_shape, g.dtype()),
+        |s| {
+            fn run<T: Float>(
+                s: &[&[T]],
+                layouts: &[&Layout],
+                width: usize,
+                want: [bool; 3],
+            ) -> [CpuStorage; 3] {
+                let [x, g, mean, rstd] = [0, 1, 2, 3].map(|i| cpu::contiguous(s[i], layouts[i]));
+                let weight = s.get(4).map(|w| cpu::contiguous(w, layouts[4]));
+                let grads =
+                    cpu::norm::layer_norm_backward(&x, &g, (&mean, &rstd), width, weight.as_deref(), want);
+                [grads.input, grads.weight, grads.bias].map(|v| CpuStorage::from_vec(v.unwrap_or_default()))
+            }
+            let layouts: Vec<&Layout> = operands.iter().map(|t| t.layout()).collect();
+            let [input, weight, bias] = match s[0] {
+                CpuStorage::F32(_) => run(&typed::<f32>(s), &layouts, width, want),
+                CpuStorage::F64(_) => run(&typed::<f64>(s), &layouts, width, want),
+                _ => unreachable!("the fused layer norm is taken for f32 and f64 only"),
+            };
+            params = Some((weight, bias));
+            input
+        },
+        host_only("layer_norm_backward"),
+    )?;
+    // Without the CPU kernel having run (a fake scope around `backward`), every gradient is fake.
+    let (weight_storage, bias_storage) = match params {
+        Some((w, b)) => (Storage::Cpu(w), Storage::Cpu(b)),
+        None => (Storage::Fake, Storage::Fake),
+    };
+    let grad = |storage: Storage, shape: &[usize]| {
+        g.derived(storage, shape, g.dtype(), "layer_norm_backward", Location::caller())
+    };
+    let mut grads = vec![want[0].then(|| grad(storage, x.shape()))];
+    if weight.is_some() {
+        grads.push(want[1].then(|| grad(weight_storage, normalized)));
+    }
+    if *has_bias {
+        grads.push(want[2].then(|| grad(bias_storage, normalized)));
+    }
+    Ok(grads)
+}
+
+/// The typed slices of storages that all hold `T` (the caller checked one dtype).
+fn typed<'a, T: crate::dtype::WithDType>(s: &[&'a CpuStorage]) -> Vec<&'a [T]> {
+    s.iter().map(|s| s.as_slice::<T>().unwrap_or_else(|| unreachable!("operands of one dtype"))).collect()
 }

@@ -34,6 +34,7 @@ pub(crate) use functions::{GradFn, unary_keeps_output};
 use graph::Edge;
 pub(crate) use graph::GradMeta;
 pub(crate) use graph::Node;
+pub(crate) use kernels::layer_norm;
 pub(crate) use window::{im2col, max_pool2d};
 
 use crate::error::{Error, Result};

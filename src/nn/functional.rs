@@ -102,7 +102,9 @@ pub fn embedding(ids: &Tensor, weight: &Tensor) -> Result<Tensor> {
 }
 
 /// Normalises over the last `normalized.len()` dims (which must equal `normalized`), then scales
-/// and shifts by `weight` and `bias` when given.
+/// and shifts by `weight` and `bias` when given. On the host (f32/f64, weight and bias of the
+/// normalized shape) it runs as one fused kernel each way; elsewhere, and in dry runs, it is
+/// composed of tensor ops.
 #[track_caller]
 pub fn layer_norm(
     x: &Tensor,
@@ -129,6 +131,11 @@ pub fn layer_norm(
     let [x, weight, bias] =
         aligned("layer_norm", [("input", Some(x)), ("weight", weight), ("bias", bias)], location)?;
     let x = expect(x);
+    if let Some(fused) =
+        crate::autograd::layer_norm(&x, normalized, weight.as_ref(), bias.as_ref(), eps, location)
+    {
+        return fused;
+    }
     let dims: Vec<isize> = (x.rank() - n..x.rank()).map(|d| d as isize).collect();
     let mean = x.mean(dims.clone(), true)?;
     let centered = x.sub(&mean)?;

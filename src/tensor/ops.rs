@@ -1197,17 +1197,14 @@ impl Tensor {
         })?;
         check::valid_shape(op, &shape, dtype, location)?;
         let cpu = |s: &[&CpuStorage]| {
-            let cl = self.layout().broadcast_to(&shape);
-            let tl = on_true.layout().broadcast_to(&shape);
-            let fl = on_false.layout().broadcast_to(&shape);
             let CpuStorage::Bool(c) = s[0] else { unreachable!("dtype checked") };
+            let (tl, fl) = (on_true.layout(), on_false.layout());
             macro_rules! run {
                 ($($v:ident),*) => {
                     match (s[1], s[2]) {
-                        $((CpuStorage::$v(a), CpuStorage::$v(b)) => CpuStorage::$v(
-                            cl.offsets().zip(tl.offsets()).zip(fl.offsets())
-                                .map(|((ci, ti), fi)| if c[ci] { a[ti] } else { b[fi] }).collect()
-                        ),)*
+                        $((CpuStorage::$v(a), CpuStorage::$v(b)) => {
+                            CpuStorage::$v(cpu::select(c, self.layout(), (a, tl), (b, fl), &shape))
+                        })*
                         _ => unreachable!("same_dtype checked"),
                     }
                 };
@@ -1249,12 +1246,11 @@ impl Tensor {
             ));
         }
         let cpu = |s: &[&CpuStorage]| {
-            let ml = mask.layout().broadcast_to(self.shape());
             let CpuStorage::Bool(m) = s[1] else { unreachable!("dtype checked") };
             with_storage!(s[0], v => {
                 let fill = WithDType::from_f64(value);
-                CpuStorage::from_vec(self.layout().offsets().zip(ml.offsets())
-                    .map(|(i, j)| if m[j] { fill } else { v[i] }).collect())
+                CpuStorage::from_vec(cpu::binary_map(v, self.layout(), m, mask.layout(), self.shape(),
+                    move |x, masked: bool| if masked { fill } else { x }))
             })
         };
         let storage = compute(op, location, &[self, mask], (self.shape(), self.dtype()), cpu, |s| {

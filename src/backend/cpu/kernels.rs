@@ -29,17 +29,19 @@ where
     }
 }
 
-/// `f(a, b)` over the broadcast of two views to `out_shape` (the front end has checked it).
-pub(crate) fn binary_map<T, U>(
-    lhs: &[T],
+/// `f(a, b)` over the broadcast of two views to `out_shape` (the front end has checked it). The
+/// operands may hold different types (`masked_fill`'s values and bool mask).
+pub(crate) fn binary_map<A, B, U>(
+    lhs: &[A],
     lhs_layout: &Layout,
-    rhs: &[T],
+    rhs: &[B],
     rhs_layout: &Layout,
     out_shape: &[usize],
-    f: impl Fn(T, T) -> U + Sync,
+    f: impl Fn(A, B) -> U + Sync,
 ) -> Vec<U>
 where
-    T: Copy + Send + Sync,
+    A: Copy + Send + Sync,
+    B: Copy + Send + Sync,
     U: Copy + Send + Sync + Default,
 {
     // SAFETY: `binary_map_uninit` writes every element of `out`.
@@ -66,17 +68,49 @@ pub(crate) fn binary_map_into<T, U>(
     binary_map_uninit(super::as_uninit(out), lhs, lhs_layout, rhs, rhs_layout, out_shape, f)
 }
 
+/// `on_true` where `condition` holds, else `on_false`, over the broadcast of the three views to
+/// `out_shape`. With a single element on one side (the zeros of `where`'s gradient) it is a
+/// binary op of the condition and the other side, walked as [`binary_map`] walks rows.
+pub(crate) fn select<T>(
+    condition: &[bool],
+    condition_layout: &Layout,
+    on_true: (&[T], &Layout),
+    on_false: (&[T], &Layout),
+    out_shape: &[usize],
+) -> Vec<T>
+where
+    T: Copy + Send + Sync + Default,
+{
+    let ((a, al), (b, bl)) = (on_true, on_false);
+    let cl = condition_layout;
+    if bl.numel() == 1 {
+        let y = b[bl.offset];
+        return binary_map(condition, cl, a, al, out_shape, move |c, x| if c { x } else { y });
+    }
+    if al.numel() == 1 {
+        let x = a[al.offset];
+        return binary_map(condition, cl, b, bl, out_shape, move |c, y| if c { x } else { y });
+    }
+    let (cl, al, bl) = (cl.broadcast_to(out_shape), al.broadcast_to(out_shape), bl.broadcast_to(out_shape));
+    cl.offsets()
+        .zip(al.offsets())
+        .zip(bl.offsets())
+        .map(|((ci, ti), fi)| if condition[ci] { a[ti] } else { b[fi] })
+        .collect()
+}
+
 /// [`binary_map_into`] over a buffer that may not be initialised yet: writes every element.
-fn binary_map_uninit<T, U>(
+fn binary_map_uninit<A, B, U>(
     out: &mut [MaybeUninit<U>],
-    lhs: &[T],
+    lhs: &[A],
     lhs_layout: &Layout,
-    rhs: &[T],
+    rhs: &[B],
     rhs_layout: &Layout,
     out_shape: &[usize],
-    f: impl Fn(T, T) -> U + Sync,
+    f: impl Fn(A, B) -> U + Sync,
 ) where
-    T: Copy + Send + Sync,
+    A: Copy + Send + Sync,
+    B: Copy + Send + Sync,
     U: Copy + Send + Sync,
 {
     let numel = out.len();
@@ -110,7 +144,7 @@ fn binary_map_uninit<T, U>(
         let a = &lhs[lhs_layout.offset..lhs_layout.offset + numel];
         let row = &rhs[rhs_layout.offset..rhs_layout.offset + n];
         return for_each_chunk(out, n, |start, o| {
-            simd::dispatch(ZipRows { a: &a[start..], row, out: o, row_first: false, f: &f })
+            simd::dispatch(ZipRows { a: &a[start..], row, out: o, f: &f })
         });
     }
     if both_contiguous
@@ -120,7 +154,7 @@ fn binary_map_uninit<T, U>(
         let row = &lhs[lhs_layout.offset..lhs_layout.offset + n];
         let b = &rhs[rhs_layout.offset..rhs_layout.offset + numel];
         return for_each_chunk(out, n, |start, o| {
-            simd::dispatch(ZipRows { a: &b[start..], row, out: o, row_first: true, f: &f })
+            simd::dispatch(ZipRows { a: &b[start..], row, out: o, f: &|y, x| f(x, y) })
         });
     }
     // Anything else (a per-row value such as a mean kept with keepdim, a transposed view): rows

@@ -4,6 +4,7 @@
 mod alloc;
 mod kernels;
 mod matmul;
+pub(crate) mod norm;
 pub(crate) mod simd;
 mod vmath;
 mod window;

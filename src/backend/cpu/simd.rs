@@ -79,15 +79,15 @@ fn cache_line_head<U>(out: &[MaybeUninit<U>]) -> usize {
     if bytes.is_multiple_of(size) { (bytes / size).min(out.len()) } else { 0 }
 }
 
-/// `out[i] = f(a[i], b[i])`.
-pub(crate) struct Zip<'a, T, U, F> {
-    pub a: &'a [T],
-    pub b: &'a [T],
+/// `out[i] = f(a[i], b[i])`; the operands may be of different types (a value and a bool mask).
+pub(crate) struct Zip<'a, A, B, U, F> {
+    pub a: &'a [A],
+    pub b: &'a [B],
     pub out: &'a mut [MaybeUninit<U>],
     pub f: &'a F,
 }
 
-impl<T: Copy, U, F: Fn(T, T) -> U> Kernel for Zip<'_, T, U, F> {
+impl<A: Copy, B: Copy, U, F: Fn(A, B) -> U> Kernel for Zip<'_, A, B, U, F> {
     type Output = ();
     #[inline(always)]
     fn run(self) {
@@ -104,30 +104,23 @@ impl<T: Copy, U, F: Fn(T, T) -> U> Kernel for Zip<'_, T, U, F> {
     }
 }
 
-/// Each row of `out` (rows of `row.len()`) is `f(a_row[j], row[j])`, or `f(row[j], a_row[j])`
-/// when `row_first`: an operand broadcast along the leading dims, e.g. a bias.
-pub(crate) struct ZipRows<'a, T, U, F> {
-    pub a: &'a [T],
-    pub row: &'a [T],
+/// Each row of `out` (rows of `row.len()`) is `f(a_row[j], row[j])`: an operand broadcast along
+/// the leading dims, e.g. a bias (a caller with the row on the left swaps `f`'s arguments).
+pub(crate) struct ZipRows<'a, A, B, U, F> {
+    pub a: &'a [A],
+    pub row: &'a [B],
     pub out: &'a mut [MaybeUninit<U>],
-    pub row_first: bool,
     pub f: &'a F,
 }
 
-impl<T: Copy, U, F: Fn(T, T) -> U> Kernel for ZipRows<'_, T, U, F> {
+impl<A: Copy, B: Copy, U, F: Fn(A, B) -> U> Kernel for ZipRows<'_, A, B, U, F> {
     type Output = ();
     #[inline(always)]
     fn run(self) {
         let n = self.row.len();
         for (o_row, a_row) in self.out.chunks_mut(n).zip(self.a.chunks(n)) {
-            if self.row_first {
-                for ((o, &x), &y) in o_row.iter_mut().zip(self.row).zip(a_row) {
-                    o.write((self.f)(x, y));
-                }
-            } else {
-                for ((o, &x), &y) in o_row.iter_mut().zip(a_row).zip(self.row) {
-                    o.write((self.f)(x, y));
-                }
+            for ((o, &x), &y) in o_row.iter_mut().zip(a_row).zip(self.row) {
+                o.write((self.f)(x, y));
             }
         }
     }
@@ -162,16 +155,16 @@ impl RowGeometry {
 /// `out` (whole rows of `geometry.inner`, the first being row `first_row`) as `f(a, b)` of the
 /// strided operands. A row whose operands step by 1 or 0 (a broadcast value) is a plain loop
 /// that vectorises; other steps are gathered.
-pub(crate) struct StridedRows<'a, T, U, F> {
-    pub a: &'a [T],
-    pub b: &'a [T],
+pub(crate) struct StridedRows<'a, A, B, U, F> {
+    pub a: &'a [A],
+    pub b: &'a [B],
     pub out: &'a mut [MaybeUninit<U>],
     pub first_row: usize,
     pub geometry: &'a RowGeometry,
     pub f: &'a F,
 }
 
-impl<T: Copy, U, F: Fn(T, T) -> U> Kernel for StridedRows<'_, T, U, F> {
+impl<A: Copy, B: Copy, U, F: Fn(A, B) -> U> Kernel for StridedRows<'_, A, B, U, F> {
     type Output = ();
     #[inline(always)]
     fn run(self) {
