@@ -10,7 +10,8 @@ use syn::spanned::Spanned;
 use super::profile::{CtorDevice, is_host_read, is_transfer_method};
 use super::source::FileCx;
 use super::syntax::{
-    Ctor, as_ident, call_path, chain_calls, chain_root, last_two, path_ends_with, peel, self_field, str_lit,
+    Ctor, as_ident, call_path, chain_calls, chain_root, is_tensor_query, last_two, path_ends_with, peel,
+    self_field, str_lit,
 };
 
 /// Which fixed device.
@@ -209,28 +210,7 @@ pub(crate) fn is_host_tensor(file: &FileCx<'_>, e: &Expr, env: &DevEnv, host: &d
             // host read returns is data, not a tensor.
             let calls = chain_calls(e);
             // A tensor's shape, dtype or device is not a tensor.
-            if calls.first().is_some_and(|c| {
-                matches!(
-                    c.method.to_string().as_str(),
-                    "dims"
-                        | "dims1"
-                        | "dims2"
-                        | "dims3"
-                        | "dims4"
-                        | "dims5"
-                        | "dim"
-                        | "shape"
-                        | "size"
-                        | "dtype"
-                        | "kind"
-                        | "device"
-                        | "elem_count"
-                        | "numel"
-                        | "rank"
-                        | "len"
-                        | "is_empty"
-                )
-            }) {
+            if calls.first().is_some_and(|c| is_tensor_query(&c.method.to_string())) {
                 return false;
             }
             for call in calls {

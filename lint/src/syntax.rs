@@ -371,6 +371,31 @@ pub(crate) fn macro_args(mac: &syn::Macro) -> Vec<Expr> {
     mac.parse_body_with(repeat).map(|(a, b)| vec![a, b]).unwrap_or_default()
 }
 
+/// Methods that ask about a tensor (its shape, element type, device or size) and return that,
+/// not a tensor, and run no kernel.
+pub(crate) fn is_tensor_query(method: &str) -> bool {
+    matches!(
+        method,
+        "dims"
+            | "dims1"
+            | "dims2"
+            | "dims3"
+            | "dims4"
+            | "dims5"
+            | "dim"
+            | "shape"
+            | "size"
+            | "dtype"
+            | "kind"
+            | "device"
+            | "elem_count"
+            | "numel"
+            | "rank"
+            | "len"
+            | "is_empty"
+    )
+}
+
 /// std's formatting macros (`println!`, `format!`, `write!`, `panic!`, `dbg!`, ..): they only
 /// evaluate their arguments and format them.
 pub(crate) fn is_formatting_macro(name: &str) -> bool {

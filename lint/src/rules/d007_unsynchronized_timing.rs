@@ -11,7 +11,9 @@ use crate::crates::Condition;
 use crate::diagnostic::Finding;
 use crate::profile::{is_host_read, is_sync_method};
 use crate::registry::declare_rule;
-use crate::syntax::{Ctor, as_ident, call_path, pat_ident, pat_idents, path_ends_with, peel};
+use crate::syntax::{
+    Ctor, as_ident, call_path, is_tensor_query, pat_ident, pat_idents, path_ends_with, peel,
+};
 use crate::walker::{Check, Cx};
 
 declare_rule! {
@@ -257,56 +259,40 @@ const DEVICE_WORK: &[&str] = &[
 /// Calls on tensors (or on values holding them) that run no kernel: they ask about a tensor, or
 /// store and pass it around.
 fn is_metadata(name: &str) -> bool {
-    matches!(
-        name,
-        "dims"
-            | "dims1"
-            | "dims2"
-            | "dims3"
-            | "dims4"
-            | "dims5"
-            | "shape"
-            | "size"
-            | "dim"
-            | "rank"
-            | "dtype"
-            | "kind"
-            | "device"
-            | "elem_count"
-            | "numel"
-            | "is_contiguous"
-            | "layout"
-            | "stride"
-            | "clone"
-            | "shallow_clone"
-            | "len"
-            | "is_empty"
-            | "as_ref"
-            | "borrow"
-            | "unwrap"
-            | "expect"
-            | "map_err"
-            | "ok"
-            | "into"
-            | "iter"
-            | "into_iter"
-            | "to_string"
-            | "push"
-            | "push_back"
-            | "insert"
-            | "extend"
-            | "append"
-            | "set"
-            | "get"
-            | "contains"
-            | "send"
-            | "blocking_send"
-            | "try_send"
-            | "collect"
-            | "unwrap_or"
-            | "entry"
-            | "or_insert"
-    )
+    is_tensor_query(name)
+        || matches!(
+            name,
+            "is_contiguous"
+                | "layout"
+                | "stride"
+                | "clone"
+                | "shallow_clone"
+                | "as_ref"
+                | "borrow"
+                | "unwrap"
+                | "expect"
+                | "map_err"
+                | "ok"
+                | "into"
+                | "iter"
+                | "into_iter"
+                | "to_string"
+                | "push"
+                | "push_back"
+                | "insert"
+                | "extend"
+                | "append"
+                | "set"
+                | "get"
+                | "contains"
+                | "send"
+                | "blocking_send"
+                | "try_send"
+                | "collect"
+                | "unwrap_or"
+                | "entry"
+                | "or_insert"
+        )
 }
 
 /// Calls that hand device results to code that reads them on the host: a token sampler
