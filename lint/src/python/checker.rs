@@ -44,15 +44,18 @@ impl Reads {
     pub const SUBSCRIPT: Reads = Reads(1 << 3);
     pub const NAME: Reads = Reads(1 << 4);
 
-    /// The kind of `e`, as a set of one (or none, for kinds no rule reads).
-    fn of(e: &Expr) -> Reads {
+    /// The number of expression kinds a rule can read.
+    const KINDS: usize = 5;
+
+    /// The kind of `e` as an index below [`Reads::KINDS`] (`None` for kinds no rule reads).
+    fn index_of(e: &Expr) -> Option<usize> {
         match e {
-            Expr::Call(_) => Reads::CALL,
-            Expr::Attribute(_) => Reads::ATTRIBUTE,
-            Expr::BinOp(_) | Expr::Compare(_) => Reads::OPERATOR,
-            Expr::Subscript(_) => Reads::SUBSCRIPT,
-            Expr::Name(_) => Reads::NAME,
-            _ => Reads::NOTHING,
+            Expr::Call(_) => Some(0),
+            Expr::Attribute(_) => Some(1),
+            Expr::BinOp(_) | Expr::Compare(_) => Some(2),
+            Expr::Subscript(_) => Some(3),
+            Expr::Name(_) => Some(4),
+            _ => None,
         }
     }
 
@@ -131,10 +134,8 @@ pub(crate) struct Checker<'m, 'a> {
     /// The module's statements.
     pub module_body: &'a [Stmt],
     depth: usize,
-    /// What each enabled rule's `expr` reads, in the order of the rules.
-    rule_reads: Vec<Reads>,
-    /// What any of them reads.
-    reads: Reads,
+    /// For each expression kind ([`Reads::index_of`]), the enabled rules whose `expr` reads it.
+    readers: [Vec<usize>; Reads::KINDS],
 }
 
 impl<'m, 'a> Checker<'m, 'a> {
@@ -156,16 +157,17 @@ impl<'m, 'a> Checker<'m, 'a> {
             main_block: 0,
             module_body: &[],
             depth: 0,
-            rule_reads: Vec::new(),
-            reads: Reads::NOTHING,
+            readers: Default::default(),
         }
     }
 
     /// Runs the rules over the module.
     pub fn run(mut self, body: &'a [Stmt], mut rules: Vec<Box<dyn Rule>>) -> Vec<Finding> {
         let mut out = Vec::new();
-        self.rule_reads = rules.iter().map(|r| r.reads()).collect();
-        self.reads = self.rule_reads.iter().fold(Reads::NOTHING, |all, r| all | *r);
+        for (kind, readers) in self.readers.iter_mut().enumerate() {
+            let bit = Reads(1 << kind);
+            *readers = (0..rules.len()).filter(|&r| rules[r].reads().meets(bit)).collect();
+        }
         self.module_body = body;
         self.body(body, &mut rules, &mut out);
         for r in &mut rules {
@@ -487,12 +489,9 @@ impl<'m, 'a> Checker<'m, 'a> {
             return;
         }
         self.depth += 1;
-        let kind = Reads::of(expr);
-        if kind.meets(self.reads) {
-            for (r, reads) in rules.iter_mut().zip(&self.rule_reads) {
-                if kind.meets(*reads) {
-                    r.expr(self, expr, out);
-                }
+        if let Some(kind) = Reads::index_of(expr) {
+            for i in 0..self.readers[kind].len() {
+                rules[self.readers[kind][i]].expr(self, expr, out);
             }
         }
         self.parents.push(Node::Expr(expr));

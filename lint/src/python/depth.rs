@@ -218,15 +218,11 @@ pub(crate) fn check(text: &str, max: usize) -> Result<(), TooDeep> {
             }
         }
         let top = frames.len() - 1;
-        let c = b[i];
+        i = code_run(b, i, &mut frames[top], max)?;
+        let Some(&c) = b.get(i) else { break };
         match c {
             b'#' => {
                 i = memchr::memchr(b'\n', &b[i..]).map_or(b.len(), |n| i + n);
-                continue;
-            }
-            b' ' => {
-                // Runs of spaces (alignment, indentation inside brackets) in one step.
-                i += b[i..].iter().position(|&c| c != b' ').unwrap_or(b.len() - i);
                 continue;
             }
             b'\\' if matches!(b.get(i + 1), Some(b'\n' | b'\r')) => {
@@ -278,13 +274,7 @@ pub(crate) fn check(text: &str, max: usize) -> Result<(), TooDeep> {
                 too_deep(&frames, i)?;
                 continue;
             }
-            b'+' | b'-' | b'*' | b'/' | b'%' | b'@' | b'&' | b'|' | b'^' | b'~' | b'<' | b'>' | b'='
-            | b'!' | b'.' => {
-                if let Frame::Code { run, .. } = &mut frames[top] {
-                    *run += 1;
-                }
-                too_deep(&frames, i)?;
-            }
+            // A string prefix or `lambda` ([`code_run`] takes every other name).
             _ if is_word_byte(c) => {
                 let start = i;
                 while i < b.len() && is_word_byte(b[i]) {
@@ -311,6 +301,89 @@ pub(crate) fn check(text: &str, max: usize) -> Result<(), TooDeep> {
     }
     Ok(())
 }
+
+/// What most of a file is: names, runs of spaces and operator characters, which change only the
+/// code frame's operator run. Scans them from `i` and returns the first byte they do not cover
+/// (for the full scan in [`check`]); a name that opens a string (`f"`) or a `lambda` is left to it
+/// too, from the name's first byte.
+fn code_run(b: &[u8], mut i: usize, frame: &mut Frame, max: usize) -> Result<usize, TooDeep> {
+    let Frame::Code { base, run, .. } = frame else { return Ok(i) };
+    while let Some(&c) = b.get(i) {
+        match BYTE_CLASS[usize::from(c)] {
+            Class::Word => {
+                let start = i;
+                i += b[i..].iter().position(|&c| !is_word_byte(c)).unwrap_or(b.len() - i);
+                let word = &b[start..i];
+                if matches!(b.get(i), Some(b'\'' | b'"')) && string_prefix(word).is_some() {
+                    return Ok(start);
+                }
+                if nests(word) {
+                    if word == b"lambda" {
+                        return Ok(start);
+                    }
+                    *run += 1;
+                    if *base + *run > max {
+                        return Err(TooDeep { at: start, len: 1 });
+                    }
+                }
+            }
+            Class::Space => i += b[i..].iter().position(|&c| c != b' ').unwrap_or(b.len() - i),
+            Class::Operator => {
+                *run += 1;
+                if *base + *run > max {
+                    return Err(TooDeep { at: i, len: 1 });
+                }
+                i += 1;
+            }
+            Class::Other => return Ok(i),
+        }
+    }
+    Ok(i)
+}
+
+#[derive(Clone, Copy)]
+enum Class {
+    Word,
+    Space,
+    Operator,
+    Other,
+}
+
+/// [`code_run`]'s view of a byte.
+static BYTE_CLASS: [Class; 256] = {
+    let mut table = [Class::Other; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = if WORD_BYTE[b] {
+            Class::Word
+        } else if c == b' ' {
+            Class::Space
+        } else if matches!(
+            c,
+            b'+' | b'-'
+                | b'*'
+                | b'/'
+                | b'%'
+                | b'@'
+                | b'&'
+                | b'|'
+                | b'^'
+                | b'~'
+                | b'<'
+                | b'>'
+                | b'='
+                | b'!'
+                | b'.'
+        ) {
+            Class::Operator
+        } else {
+            Class::Other
+        };
+        b += 1;
+    }
+    table
+};
 
 /// Past the string whose quote is at `i`; an interpolated one opens a [`Frame::Str`] instead.
 fn skip_string(

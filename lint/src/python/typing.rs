@@ -52,7 +52,7 @@ pub(crate) struct Types<'m, 'a> {
     classes: RefCell<FxHashMap<ClassId, Truth>>,
     returns: RefCell<FxHashMap<FunctionId, Kind>>,
     /// Attribute kinds per class and name: `self.data = self.data.filter(..)` refers to itself.
-    attrs: RefCell<FxHashMap<(ClassId, String), Kind>>,
+    attrs: RefCell<FxHashMap<ClassId, FxHashMap<Box<str>, Kind>>>,
     depth: Cell<usize>,
 }
 
@@ -341,14 +341,15 @@ impl<'m, 'a> Types<'m, 'a> {
 
     /// The kind of `self.name` in a method of `class`: what every assignment to it agrees on.
     pub fn attr_kind(&self, class: ClassId, name: &str) -> Kind {
-        let key = (class, name.to_string());
-        if let Some(k) = self.attrs.borrow().get(&key) {
+        if let Some(k) = self.attrs.borrow().get(&class).and_then(|names| names.get(name)) {
             return *k;
         }
         // A cycle answers Unknown.
-        self.attrs.borrow_mut().insert(key.clone(), Kind::Unknown);
+        self.attrs.borrow_mut().entry(class).or_default().insert(name.into(), Kind::Unknown);
         let k = self.attr_kind_inner(class, name);
-        self.attrs.borrow_mut().insert(key, k);
+        if let Some(slot) = self.attrs.borrow_mut().get_mut(&class).and_then(|names| names.get_mut(name)) {
+            *slot = k;
+        }
         k
     }
 
