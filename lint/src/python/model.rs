@@ -475,7 +475,13 @@ impl<'a> Model<'a> {
 
     /// The same-file function or class a call's callee names, through names and `self.method`.
     pub fn callee(&self, call: &ast::ExprCall, caller: Option<FunctionId>) -> Option<Callee> {
-        match &*call.func {
+        self.callee_of(&call.func, caller)
+    }
+
+    /// The same-file function or class `func` names (a call's callee, or a function passed on:
+    /// `map(self.split_heads, xs)`).
+    pub fn callee_of(&self, func: &Expr, caller: Option<FunctionId>) -> Option<Callee> {
+        match func {
             Expr::Name(n) => match self.binding(self.binding_of(n)?).kind {
                 BindingKind::FunctionDef(f) => Some(Callee::Function(f)),
                 BindingKind::ClassDef(c) => Some(Callee::Class(c)),
