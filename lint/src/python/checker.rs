@@ -10,12 +10,13 @@
 
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange};
+use rustc_hash::FxHashSet;
 
 use crate::diagnostic::Finding;
 use crate::source::FileKind;
 
 use super::api;
-use super::model::{Callee, FunctionId, LoopId, MAX_DEPTH, Model};
+use super::model::{BindingId, Callee, FunctionId, LoopId, MAX_DEPTH, Model};
 use super::typing::{Kind, Truth, Types};
 
 /// A rule of the Python front end.
@@ -107,6 +108,9 @@ pub(crate) struct Facts {
     pub uses_accelerator: bool,
     /// Some call reads a wall clock (`time.time()`, `time.perf_counter()`, ...).
     pub reads_clock: bool,
+    /// Bindings whose value `.backward()` is called on (`loss = ..; loss.backward()`): a loss
+    /// of the autograd graph, where the model is, whatever built it.
+    pub backward: FxHashSet<BindingId>,
 }
 
 /// The rules' view of the file and of the node being checked.
@@ -308,7 +312,9 @@ impl<'m, 'a> Checker<'m, 'a> {
             Stmt::If(i) => {
                 self.expr(&i.test, rules, out);
                 let main = is_main_guard(&i.test);
-                let gate = !main && is_gate(&i.test);
+                // A branch that leaves the loop or the function runs once, not at every step.
+                let gate =
+                    !main && (is_gate(&i.test) || i.body.iter().any(|s| leaves_for_good(self.model, s)));
                 self.main_block += usize::from(main);
                 self.gated += usize::from(gate);
                 self.body(&i.body, rules, out);
@@ -627,6 +633,18 @@ fn is_main_guard(test: &Expr) -> bool {
             || (is_main(&c.left) && is_name(&c.comparators[0])))
 }
 
+/// Does the statement end the loop or the function for good: `break`, `return`, `raise`, or a
+/// call that ends the process (`sys.exit(1)`)?
+pub(crate) fn leaves_for_good(model: &Model<'_>, s: &Stmt) -> bool {
+    match s {
+        Stmt::Break(_) | Stmt::Return(_) | Stmt::Raise(_) => true,
+        Stmt::Expr(e) => matches!(&*e.value, Expr::Call(c) if model.canonical_name(&c.func).is_some_and(|q| {
+            matches!(q.as_ref(), "sys.exit" | "os._exit" | "builtins.exit" | "builtins.quit")
+        })),
+        _ => false,
+    }
+}
+
 /// A branch taken now and then, not at every step: a modulo (`step % 100 == 0`), a comparison
 /// with a number (`if i == 0`), or a flag or counter about logging, debugging, evaluation or
 /// checkpoints (`if args.verbose`, `if step % log_every`, `if should_log`).
@@ -822,6 +840,21 @@ impl Facts {
                 .calls
                 .iter()
                 .any(|s| model.canonical_name(&s.call.func).is_some_and(|q| api::is_clock(&q))),
+            backward: model
+                .calls
+                .iter()
+                .filter_map(|s| match &*s.call.func {
+                    Expr::Attribute(a)
+                        if a.attr.as_str() == "backward" && s.call.arguments.args.len() <= 1 =>
+                    {
+                        match &*a.value {
+                            Expr::Name(n) => model.binding_of(n),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                })
+                .collect(),
         };
         // Hot loops reach the functions called inside them, and through them, their callees.
         let mut changed = true;

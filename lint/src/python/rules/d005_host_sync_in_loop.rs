@@ -3,7 +3,7 @@ use ruff_text_size::{Ranged, TextRange};
 
 use crate::diagnostic::Finding;
 use crate::python::api;
-use crate::python::checker::{Checker, Hot, Node, Reads, Rule};
+use crate::python::checker::{Checker, Hot, Node, Reads, Rule, leaves_for_good};
 use crate::python::model::BindingId;
 use crate::python::typing::Kind;
 use crate::rules::D005HostRoundTripInLoop;
@@ -244,7 +244,7 @@ fn use_from_parents(cx: &Checker<'_, '_>, value: &Expr, bulk: bool) -> Use {
 
 fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) -> Use {
     let targets: Vec<&Expr> = match s {
-        Stmt::If(i) if std::ptr::eq(&*i.test, child) => return decision(&i.body),
+        Stmt::If(i) if std::ptr::eq(&*i.test, child) => return decision(cx, &i.body),
         Stmt::While(w) if std::ptr::eq(&*w.test, child) => return Use::Needed,
         // Returned to a caller, which may need it (an all-to-all's split sizes) or not.
         Stmt::Assert(_) | Stmt::Raise(_) | Stmt::Return(_) => return Use::Needed,
@@ -276,10 +276,8 @@ fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) 
 }
 
 /// A condition whose branch leaves the loop or the function decides the control flow.
-fn decision(body: &[Stmt]) -> Use {
-    let leaves = body
-        .iter()
-        .any(|s| matches!(s, Stmt::Break(_) | Stmt::Continue(_) | Stmt::Return(_) | Stmt::Raise(_)));
+fn decision(cx: &Checker<'_, '_>, body: &[Stmt]) -> Use {
+    let leaves = body.iter().any(|s| matches!(s, Stmt::Continue(_)) || leaves_for_good(cx.model, s));
     if leaves { Use::Needed } else { Use::Deferrable }
 }
 
@@ -373,7 +371,7 @@ fn names_use(cx: &Checker<'_, '_>, names: &[BindingId], after: ruff_text_size::T
         if let Some(test) = test
             && mentions(cx, test, names)
         {
-            let needed = branch.is_none_or(|b| decision(b) == Use::Needed);
+            let needed = branch.is_none_or(|b| decision(cx, b) == Use::Needed);
             if needed {
                 result = Use::Needed;
             }

@@ -451,7 +451,11 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
         Expr::Name(_) => {
             let Some(b) = name_binding(cx, e) else { return NONE };
             let binding = cx.model.binding(b);
-            let p = binding_value_provenance(cx, e, b, depth, next);
+            let p = if cx.facts.backward.contains(&b) {
+                Provenance { on_accelerator: true, requires_grad: true }
+            } else {
+                binding_value_provenance(cx, e, b, depth, next)
+            };
             // Made under `torch.no_grad()`: not part of the autograd graph.
             if binding.in_no_grad { Provenance { requires_grad: false, ..p } } else { p }
         }
