@@ -16,7 +16,7 @@ use crate::diagnostic::Finding;
 use crate::source::FileKind;
 
 use super::api;
-use super::model::{BindingId, Callee, FunctionId, LoopId, MAX_DEPTH, Model};
+use super::model::{BindingId, BindingKind, Callee, FunctionId, LoopId, MAX_DEPTH, Model, Part};
 use super::typing::{Kind, Truth, Types};
 
 /// A rule of the Python front end.
@@ -108,8 +108,8 @@ pub(crate) struct Facts {
     pub uses_accelerator: bool,
     /// Some call reads a wall clock (`time.time()`, `time.perf_counter()`, ...).
     pub reads_clock: bool,
-    /// Bindings whose value `.backward()` is called on (`loss = ..; loss.backward()`): a loss
-    /// of the autograd graph, where the model is, whatever built it.
+    /// Bindings whose value `.backward()` is called on (`loss = ..; loss.backward()`), and the
+    /// terms of their sums ([`losses`]): the autograd graph, where the model is, whatever built it.
     pub backward: FxHashSet<BindingId>,
 }
 
@@ -633,6 +633,51 @@ fn is_main_guard(test: &Expr) -> bool {
             || (is_main(&c.left) && is_name(&c.comparators[0])))
 }
 
+/// The bindings `.backward()` is called on (`loss.backward()`), and the terms they add up
+/// (`loss = p_loss + lam * n_loss`): parts of the autograd graph, where the model is.
+fn losses(model: &Model<'_>) -> FxHashSet<BindingId> {
+    let mut found: FxHashSet<BindingId> = FxHashSet::default();
+    let mut todo: Vec<BindingId> = model
+        .calls
+        .iter()
+        .filter_map(|s| match &*s.call.func {
+            Expr::Attribute(a) if a.attr.as_str() == "backward" && s.call.arguments.args.len() <= 1 => {
+                match &*a.value {
+                    Expr::Name(n) => model.binding_of(n),
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+        .collect();
+    while let Some(b) = todo.pop() {
+        if !found.insert(b) {
+            continue;
+        }
+        let BindingKind::Assignment { value, part: Part::Whole, .. } = model.binding(b).kind else {
+            continue;
+        };
+        let mut terms = vec![value];
+        while let Some(t) = terms.pop() {
+            match t {
+                Expr::BinOp(o)
+                    if matches!(
+                        o.op,
+                        ast::Operator::Add | ast::Operator::Sub | ast::Operator::Mult | ast::Operator::Div
+                    ) =>
+                {
+                    terms.push(&o.left);
+                    terms.push(&o.right);
+                }
+                Expr::UnaryOp(u) if u.op == ast::UnaryOp::USub => terms.push(&u.operand),
+                Expr::Name(n) => todo.extend(model.binding_of(n)),
+                _ => {}
+            }
+        }
+    }
+    found
+}
+
 /// Does the statement end the loop or the function for good: `break`, `return`, `raise`, or a
 /// call that ends the process (`sys.exit(1)`)?
 pub(crate) fn leaves_for_good(model: &Model<'_>, s: &Stmt) -> bool {
@@ -840,21 +885,7 @@ impl Facts {
                 .calls
                 .iter()
                 .any(|s| model.canonical_name(&s.call.func).is_some_and(|q| api::is_clock(&q))),
-            backward: model
-                .calls
-                .iter()
-                .filter_map(|s| match &*s.call.func {
-                    Expr::Attribute(a)
-                        if a.attr.as_str() == "backward" && s.call.arguments.args.len() <= 1 =>
-                    {
-                        match &*a.value {
-                            Expr::Name(n) => model.binding_of(n),
-                            _ => None,
-                        }
-                    }
-                    _ => None,
-                })
-                .collect(),
+            backward: losses(model),
         };
         // Hot loops reach the functions called inside them, and through them, their callees.
         let mut changed = true;
