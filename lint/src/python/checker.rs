@@ -633,46 +633,42 @@ fn is_main_guard(test: &Expr) -> bool {
             || (is_main(&c.left) && is_name(&c.comparators[0])))
 }
 
-/// The bindings `.backward()` is called on (`loss.backward()`), and the terms they add up
-/// (`loss = p_loss + lam * n_loss`): parts of the autograd graph, where the model is.
+/// The names in the expression `.backward()` is called on (`loss.backward()`, `(a + b).backward()`)
+/// and, through their assignments, the terms they add up (`loss = p_loss + lam * n_loss`): parts
+/// of the autograd graph, where the model is.
 fn losses(model: &Model<'_>) -> FxHashSet<BindingId> {
     let mut found: FxHashSet<BindingId> = FxHashSet::default();
-    let mut todo: Vec<BindingId> = model
+    let mut terms: Vec<&Expr> = model
         .calls
         .iter()
         .filter_map(|s| match &*s.call.func {
             Expr::Attribute(a) if a.attr.as_str() == "backward" && s.call.arguments.args.len() <= 1 => {
-                match &*a.value {
-                    Expr::Name(n) => model.binding_of(n),
-                    _ => None,
-                }
+                Some(&*a.value)
             }
             _ => None,
         })
         .collect();
-    while let Some(b) = todo.pop() {
-        if !found.insert(b) {
-            continue;
-        }
-        let BindingKind::Assignment { value, part: Part::Whole, .. } = model.binding(b).kind else {
-            continue;
-        };
-        let mut terms = vec![value];
-        while let Some(t) = terms.pop() {
-            match t {
-                Expr::BinOp(o)
-                    if matches!(
-                        o.op,
-                        ast::Operator::Add | ast::Operator::Sub | ast::Operator::Mult | ast::Operator::Div
-                    ) =>
-                {
-                    terms.push(&o.left);
-                    terms.push(&o.right);
-                }
-                Expr::UnaryOp(u) if u.op == ast::UnaryOp::USub => terms.push(&u.operand),
-                Expr::Name(n) => todo.extend(model.binding_of(n)),
-                _ => {}
+    while let Some(t) = terms.pop() {
+        match t {
+            Expr::BinOp(o)
+                if matches!(
+                    o.op,
+                    ast::Operator::Add | ast::Operator::Sub | ast::Operator::Mult | ast::Operator::Div
+                ) =>
+            {
+                terms.push(&o.left);
+                terms.push(&o.right);
             }
+            Expr::UnaryOp(u) if u.op == ast::UnaryOp::USub => terms.push(&u.operand),
+            Expr::Name(n) => {
+                let Some(b) = model.binding_of(n) else { continue };
+                if found.insert(b)
+                    && let BindingKind::Assignment { value, part: Part::Whole, .. } = model.binding(b).kind
+                {
+                    terms.push(value);
+                }
+            }
+            _ => {}
         }
     }
     found
