@@ -232,6 +232,19 @@ def row_line(code, group, s, counted, found, hazards):
     )
 
 
+def file_lang(path):
+    """A finding counts for the language of its file, whatever the repository's language."""
+    return "python" if path.endswith(".py") else "rust"
+
+
+def lang_header(lang, names, rows):
+    """`python: 24 repositories`, and how many repositories of the other language add files."""
+    others = {r["repo"] for r in rows} - names
+    ext = ".py" if lang == "python" else ".rs"
+    extra = f" (and the {ext} files of {len(others)} other{'s' if len(others) != 1 else ''})" if others else ""
+    return f"{lang}: {len(names)} repositories{extra}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", help="the devcheck binary")
@@ -253,9 +266,9 @@ def main():
         if args.table:
             for lang in ("rust", "python"):
                 names = {r["repo"] for r in repos if r["lang"] == lang}
-                rows = [r for r in stored if r["repo"] in names]
+                rows = [r for r in stored if file_lang(r["path"]) == lang]
                 if rows:
-                    print(f"{lang}: {len(names)} repositories\n\n{table(rows)}\n")
+                    print(f"{lang_header(lang, names, rows)}\n\n{table(rows)}\n")
         sys.exit(1 if problems else 0)
     if problems:
         sys.exit("fixtures/ecosystem/findings.tsv has problems:\n" + "\n".join(problems))
@@ -330,9 +343,9 @@ def main():
     print()
     for lang in ("rust", "python"):
         names = {r["repo"] for r in selected if r["lang"] == lang} & linted
-        rows = [r for r in current if r["repo"] in names]
+        rows = [r for r in current if file_lang(r["path"]) == lang and r["repo"] in linted]
         if rows:
-            print(f"{lang}: {len(names)} repositories")
+            print(lang_header(lang, names, rows))
             print(table(rows))
             print()
     if args.update:

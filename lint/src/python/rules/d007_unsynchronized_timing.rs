@@ -10,7 +10,7 @@ use crate::python::typing::Kind;
 use crate::rules::D007UnsynchronizedTiming;
 
 use super::helpers::{any_subexpr, calls_a_value, each_stmt, range};
-use super::{NOT_MEASURED, python_side};
+use super::python_side;
 
 python_side! {
     /// ### What it does
@@ -48,7 +48,7 @@ python_side! {
     /// There is no automatic fix: where the synchronisation belongs depends on what is measured.
     pub struct D007Torch {
         code: "D007",
-        preview: NOT_MEASURED,
+        preview: "It reported one finding (true) in the Python files of the ecosystem check and found 1 of their 5 known hazards: too few findings to measure its precision on real code.",
     }
 }
 
