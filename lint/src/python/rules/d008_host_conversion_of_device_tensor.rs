@@ -5,7 +5,6 @@ use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::checker::{Checker, Reads, Rule};
 use crate::registry::declare_rule;
 
-use super::NOT_MEASURED;
 use super::helpers::{method_call, provenance, range};
 
 declare_rule! {
@@ -46,7 +45,7 @@ declare_rule! {
         group: Correctness,
         summary: "`.numpy()` on a tensor that may be on an accelerator (no `.cpu()`) or require grad (no `.detach()`)",
         fix: Safe,
-        preview: NOT_MEASURED,
+        preview: "It reported two findings (both true) in the Python files of the ecosystem check and found 2 of their 3 known hazards: too few findings to measure its precision on real code.",
         only: python_only,
     }
 }
