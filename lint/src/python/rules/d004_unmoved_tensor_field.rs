@@ -11,7 +11,7 @@ use crate::python::typing::{Kind, Truth};
 use crate::rules::D004UnmovedTensorField;
 
 use super::helpers::{Fixed, fixed_creation, keyword, name_binding, provenance, range};
-use super::python_side;
+use super::{NOT_MEASURED, python_side};
 
 python_side! {
     /// ### What it does
@@ -68,7 +68,7 @@ python_side! {
     /// modules' parameters join `state_dict()`, so older checkpoints no longer load strictly.
     pub struct D004Torch {
         code: "D004",
-        preview: "Precision 0.00 on 24 public PyTorch repositories: its one finding there is a false alarm (a dict of candidate backbones whose chosen one is registered elsewhere); it found none of the 3 known hazards.",
+        preview: NOT_MEASURED,
     }
 }
 
@@ -114,7 +114,11 @@ impl Rule for Check {
                 let finding = match field.holds {
                     Holds::PlainTensor => self.plain_tensor(cx, class, &field),
                     Holds::UnregisteredParameter => Some(unregistered(&field)),
-                    Holds::ModulesInPlain { container, parameters } => {
+                    // Read in a forward pass (or what it calls): a container only `__init__`
+                    // reads (a factory table whose pick is registered) breaks nothing.
+                    Holds::ModulesInPlain { container, parameters }
+                        if self.uses.contains_key(&(class, field.name.to_string())) =>
+                    {
                         plain_container(cx, &field, container, parameters)
                     }
                     _ => None,

@@ -63,7 +63,7 @@ pub static SIDES: [&PythonSide; 7] = [
 ];
 
 /// Why a Python rule that reported nothing on the ecosystem check stays in preview.
-pub(crate) const NOT_MEASURED: &str = "It reported nothing on the 24 public PyTorch repositories of the ecosystem check, so its precision on real code is not measured yet.";
+pub(crate) const NOT_MEASURED: &str = "It reported nothing in the Python files of the ecosystem check (24 public PyTorch repositories, and the .py files of the Rust ones), so its precision on real code is not measured yet.";
 
 /// Fresh per-file state for every enabled rule.
 pub(crate) fn enabled(enabled: &dyn Fn(&str) -> bool) -> Vec<Box<dyn Rule>> {
