@@ -1,4 +1,4 @@
-use ruff_python_ast::Expr;
+use ruff_python_ast::{self as ast, Expr};
 use ruff_text_size::{Ranged, TextSize};
 
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
@@ -45,7 +45,7 @@ declare_rule! {
         group: Suspicious,
         summary: "`torch.load` with no `map_location` in code that may run without the saving GPU",
         fix: Unsafe,
-        preview: "Precision 0.53 on the Python files of the ecosystem check (16 of 30 findings real): most false alarms load files saved from the CPU or on the same machine, or holding no tensors, or run only where CUDA is.",
+        preview: "Precision 0.70 on the Python files of the ecosystem check (16 of 23 findings real): the false alarms load weights saved from the CPU (shipped with a package, converted), files holding no tensors, or a run's own checkpoint on its training machine.",
         only: python_only,
     }
 }
@@ -67,7 +67,7 @@ impl Rule for Check {
         if args.find_keyword("map_location").is_some() || args.args.len() >= 2 || has_splat(call) {
             return;
         }
-        if args.args.iter().any(Expr::is_starred_expr) || !has_cpu_path(cx) {
+        if args.args.iter().any(Expr::is_starred_expr) || !has_cpu_path(cx) || saved_earlier_here(cx, call) {
             return;
         }
         // Insert after the last argument, before the closing parenthesis.
@@ -96,9 +96,22 @@ impl Rule for Check {
     }
 }
 
-/// The file uses an accelerator and also runs without one: it checks for CUDA or names the CPU.
+/// The file uses an accelerator and also runs without one: it checks for CUDA or names the CPU
+/// as a device to run on (`"cpu"` other than in `.to("cpu")`, which brings results back).
 fn has_cpu_path(cx: &Checker<'_, '_>) -> bool {
     let src = cx.model.source;
-    cx.facts.uses_accelerator
-        && (src.contains("is_available") || src.contains("\"cpu\"") || src.contains("'cpu'"))
+    let count = |pattern: &str| src.matches(pattern).count();
+    let cpu = count("\"cpu\"") + count("'cpu'");
+    let results_back = count(".to(\"cpu\")") + count(".to('cpu')");
+    cx.facts.uses_accelerator && (src.contains("is_available") || cpu > results_back)
+}
+
+/// A `torch.save` earlier in the same function (or both at the top level of a script): the load
+/// reads back what this run saved, on this machine.
+fn saved_earlier_here(cx: &Checker<'_, '_>, load: &ast::ExprCall) -> bool {
+    cx.model.calls.iter().any(|site| {
+        site.function == cx.function
+            && site.call.start() < load.start()
+            && cx.model.canonical_name(&site.call.func).is_some_and(|q| q == "torch.save")
+    })
 }
