@@ -52,7 +52,10 @@ declare_rule! {
 }
 
 #[derive(Default)]
-pub(crate) struct Check;
+pub(crate) struct Check {
+    /// [`has_cpu_path`], asked once per file.
+    cpu_path: Option<bool>,
+}
 
 impl Rule for Check {
     fn reads(&self) -> Reads {
@@ -69,7 +72,7 @@ impl Rule for Check {
             return;
         }
         if args.args.iter().any(Expr::is_starred_expr)
-            || !has_cpu_path(cx)
+            || !*self.cpu_path.get_or_insert_with(|| has_cpu_path(cx))
             || saved_earlier_here(cx, call)
             || args.args.first().is_some_and(|path| shipped_with_package(cx, path))
         {
