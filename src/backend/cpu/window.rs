@@ -1,9 +1,14 @@
-//! Sliding-window kernels over `[N, C, H, W]` data for convolution and max pooling: the column
-//! matrix (im2col) read straight from the input's strides, its gradient (col2im), and max pooling
-//! each way. Every loop visits kernel offsets, then output positions, in the order the composed
-//! gather/scatter path does, so both give the same sums bit for bit.
+//! Sliding-window kernels over `[N, C, H, W]` data for convolution and max pooling: a
+//! convolution's column matrix (im2col) read straight from the input's strides, its gradient
+//! (col2im), the reorderings between a product's `[O, N·L]` and a result's `[N, O, L]`, and max
+//! pooling each way. Every loop visits kernel offsets, then output positions, in the order the
+//! composed gather/scatter path does.
 
-use super::Float;
+use std::mem::MaybeUninit;
+
+use rayon::prelude::*;
+
+use super::{Float, PARALLEL_THRESHOLD, filled, sum_lanes};
 use crate::shape::Layout;
 
 /// Where each output position of a window reads its (N, C, H, W) input.
@@ -90,39 +95,60 @@ fn strided<T: Copy>(x: &[T], start: usize, step: usize) -> impl Iterator<Item = 
     (0..).map(move |j| x[start + j * step])
 }
 
-/// `[N, C, kh*kw, H'*W']`: for every kernel offset (row-major) the input value under it at each
-/// output position, `pad` where the window reaches into the padding.
-pub(crate) fn im2col<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry, pad: f64) -> Vec<T> {
-    let pad = T::from_f64(pad);
+/// A convolution's column matrix, `[C·kh·kw, N·H'·W']`: row `(c, offset)` holds, for every sample
+/// and output position, the value of channel `c` under kernel offset `offset` (row-major over the
+/// kernel), 0 in the padding. The rows of a channel group are one contiguous block, so each
+/// group's weight multiplies the whole batch in one product.
+pub(crate) fn im2col<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry) -> Vec<T> {
+    let [n, c, _, _] = geo.input;
     let [sh, sw] = [layout.strides[2], layout.strides[3]];
-    let (ow, step) = (geo.out[1], geo.stride[1] * sw);
+    let (oh, ow, positions, step) = (geo.out[0], geo.out[1], geo.positions(), geo.stride[1] * sw);
     let runs = geo.runs();
-    let mut out = Vec::with_capacity(geo.planes() * geo.offsets() * geo.positions());
-    for base in plane_bases(layout, geo) {
-        for r in &runs {
-            out.extend(std::iter::repeat_n(pad, r.lo));
-            let start = base + r.row * sh + r.col * sw;
-            if step == 1 {
-                out.extend_from_slice(&x[start..start + (r.hi - r.lo)]);
-            } else {
-                out.extend((0..r.hi - r.lo).map(|j| x[start + j * step]));
+    let bases: Vec<usize> = plane_bases(layout, geo).collect();
+    let fill = |row: usize, dst: &mut [MaybeUninit<T>]| {
+        let (channel, offset) = (row / geo.offsets(), row % geo.offsets());
+        let runs = &runs[offset * oh..(offset + 1) * oh];
+        for (sample, dst) in dst.chunks_exact_mut(positions).enumerate() {
+            let base = bases[sample * c + channel];
+            for (r, dst) in runs.iter().zip(dst.chunks_exact_mut(ow)) {
+                let (before, rest) = dst.split_at_mut(r.lo);
+                let (inside, after) = rest.split_at_mut(r.hi - r.lo);
+                for d in before.iter_mut().chain(after) {
+                    d.write(T::ZERO);
+                }
+                let start = base + r.row * sh + r.col * sw;
+                if step == 1 {
+                    let len = inside.len();
+                    for (d, &v) in inside.iter_mut().zip(&x[start..start + len]) {
+                        d.write(v);
+                    }
+                } else {
+                    for (d, v) in inside.iter_mut().zip(strided(x, start, step)) {
+                        d.write(v);
+                    }
+                }
             }
-            out.extend(std::iter::repeat_n(pad, ow - r.hi));
         }
-    }
-    out
+    };
+    let row = n * positions;
+    // SAFETY: every row is split into one chunk per sample and output row, and each chunk is
+    // written whole (padding before `lo`, input values up to `hi`, padding after).
+    unsafe { filled(c * geo.offsets() * row, |out| for_each_row(out, row, fill)) }
 }
 
-/// The gradient of [`im2col`]: `[N, C, H, W]` (contiguous) with each column entry of `g`
-/// (`[N, C, kh*kw, H'*W']`, contiguous) added where it was read; padding takes nothing.
-pub(crate) fn col2im<T: Float>(g: &[T], geo: &WindowGeometry) -> Vec<T> {
-    let [_, _, h, w] = geo.input;
+/// The gradient of [`im2col`]: `[N, C, H, W]` (contiguous) with each entry of the column matrix
+/// `cols` (`[C·kh·kw, N·H'·W']`, contiguous) added where it was read; padding takes nothing.
+pub(crate) fn col2im<T: Float>(cols: &[T], geo: &WindowGeometry) -> Vec<T> {
+    let [n, c, h, w] = geo.input;
     let (positions, ow, stride) = (geo.positions(), geo.out[1], geo.stride[1]);
     let runs = geo.runs();
+    let row = n * positions;
     let mut out = vec![T::ZERO; geo.planes() * h * w];
-    for (dst, src) in out.chunks_exact_mut(h * w).zip(g.chunks_exact(geo.offsets() * positions)) {
+    for_each_row(&mut out, h * w, |plane, dst| {
+        let (sample, channel) = (plane / c, plane % c);
         for r in runs.iter().filter(|r| r.hi > r.lo) {
-            let src = &src[r.offset * positions + r.oi * ow..][r.lo..r.hi];
+            let src = &cols[(channel * geo.offsets() + r.offset) * row + sample * positions + r.oi * ow..];
+            let src = &src[r.lo..r.hi];
             let dst = &mut dst[r.row * w + r.col..];
             if stride == 1 {
                 for (d, &s) in dst.iter_mut().zip(src) {
@@ -134,8 +160,73 @@ pub(crate) fn col2im<T: Float>(g: &[T], geo: &WindowGeometry) -> Vec<T> {
                 }
             }
         }
-    }
+    });
     out
+}
+
+/// A convolution's result `[N, O, L]` from the product `[O, N·L]` of its weight and column
+/// matrix, with `bias[o]` added to every value of channel `o`.
+pub(crate) fn samples_first<T: Float>(
+    product: &[T],
+    channels: usize,
+    samples: usize,
+    bias: Option<&[T]>,
+) -> Vec<T> {
+    let positions = product.len() / (channels * samples).max(1);
+    let fill = |sample: usize, dst: &mut [MaybeUninit<T>]| {
+        for (channel, dst) in dst.chunks_exact_mut(positions).enumerate() {
+            let src = &product[(channel * samples + sample) * positions..][..positions];
+            let shift = bias.map_or(T::ZERO, |b| b[channel]);
+            for (d, &v) in dst.iter_mut().zip(src) {
+                d.write(if bias.is_some() { v.add(shift) } else { v });
+            }
+        }
+    };
+    // SAFETY: each sample's `[O, L]` block is split into one chunk per channel, written whole.
+    unsafe { filled(product.len(), |out| for_each_row(out, channels * positions, fill)) }
+}
+
+/// The gradient `g` (`[N, O, L]`, contiguous) of a convolution's result as `[O, N·L]`, the layout
+/// of its product, and the sum of each channel (the bias gradient).
+pub(crate) fn channels_first<T: Float>(g: &[T], channels: usize, samples: usize) -> (Vec<T>, Vec<T>) {
+    let positions = g.len() / (channels * samples).max(1);
+    let mut sums = vec![T::ZERO; channels];
+    let fill = |(channel, (dst, sum)): (usize, (&mut [MaybeUninit<T>], &mut T))| {
+        for (sample, dst) in dst.chunks_exact_mut(positions).enumerate() {
+            let src = &g[(sample * channels + channel) * positions..][..positions];
+            for (d, &v) in dst.iter_mut().zip(src) {
+                d.write(v);
+            }
+            *sum = sum.add(sum_lanes(src));
+        }
+    };
+    let row = samples * positions;
+    let fill_all = |out: &mut [MaybeUninit<T>]| {
+        if row == 0 {
+            return;
+        }
+        if out.len() >= PARALLEL_THRESHOLD && channels > 1 {
+            out.par_chunks_mut(row).zip(sums.par_iter_mut()).enumerate().for_each(fill);
+        } else {
+            out.chunks_mut(row).zip(sums.iter_mut()).enumerate().for_each(fill);
+        }
+    };
+    // SAFETY: each channel's row is split into one chunk per sample, each written whole.
+    let out = unsafe { filled(g.len(), fill_all) };
+    (out, sums)
+}
+
+/// Runs `fill(i, row)` on each `row`-element row of `out`, spread over the pool's threads when
+/// there is enough work.
+fn for_each_row<U: Send>(out: &mut [U], row: usize, fill: impl Fn(usize, &mut [U]) + Sync) {
+    if row == 0 {
+        return;
+    }
+    if out.len() >= PARALLEL_THRESHOLD && out.len() > row {
+        out.par_chunks_mut(row).enumerate().for_each(|(i, r)| fill(i, r));
+    } else {
+        out.chunks_mut(row).enumerate().for_each(|(i, r)| fill(i, r));
+    }
 }
 
 /// Max pooling: `[N, C, H', W']`, each the maximum (NaN-propagating) of its window, padding
