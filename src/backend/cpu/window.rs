@@ -8,7 +8,9 @@ use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
-use super::{Float, PARALLEL_THRESHOLD, filled, sum_lanes};
+use std::borrow::Cow;
+
+use super::{Float, PARALLEL_THRESHOLD, contiguous, filled, sum_lanes};
 use crate::shape::Layout;
 
 /// Where each output position of a window reads its (N, C, H, W) input.
@@ -52,6 +54,12 @@ impl WindowGeometry {
         self.kernel[0] * self.kernel[1]
     }
 
+    /// Do the windows tile the input: side by side (stride = kernel), no padding, no dilation?
+    /// (Max pooling's usual form: every input element is read by at most one window.)
+    fn tiles(&self) -> bool {
+        self.stride == self.kernel && self.padding == [0, 0] && self.dilation == [1, 1]
+    }
+
     /// The input row (`axis` 0) or column (1) read by kernel offset `k` at output position `o`,
     /// or `None` where it falls into the padding.
     fn source(&self, axis: usize, k: usize, o: usize) -> Option<usize> {
@@ -90,9 +98,19 @@ fn plane_bases(layout: &Layout, geo: &WindowGeometry) -> impl Iterator<Item = us
     (0..geo.planes()).map(move |p| offset + (p / c) * sn + (p % c) * sc)
 }
 
-/// `x[start]`, `x[start + step]`, ... (`step` is 0 along a broadcast dim).
+/// `x[start]`, `x[start + step]`, ... (`step` at least 1: see [`stepping`]).
 fn strided<T: Copy>(x: &[T], start: usize, step: usize) -> impl Iterator<Item = T> + '_ {
-    (0..).map(move |j| x[start + j * step])
+    x[start..].iter().step_by(step).copied()
+}
+
+/// `x` with a layout whose columns are at least one element apart: a view broadcast along W
+/// (a zero stride) is gathered, so every row reads through [`strided`]'s slice walk.
+fn stepping<'a, T: Copy>(x: &'a [T], layout: &Layout) -> (Cow<'a, [T]>, Layout) {
+    if layout.strides[3] == 0 {
+        (contiguous(x, layout), Layout::contiguous(&layout.shape))
+    } else {
+        (Cow::Borrowed(x), layout.clone())
+    }
 }
 
 /// A convolution's column matrix, `[C·kh·kw, N·H'·W']`: row `(c, offset)` holds, for every sample
@@ -100,6 +118,8 @@ fn strided<T: Copy>(x: &[T], start: usize, step: usize) -> impl Iterator<Item = 
 /// kernel), 0 in the padding. The rows of a channel group are one contiguous block, so each
 /// group's weight multiplies the whole batch in one product.
 pub(crate) fn im2col<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry) -> Vec<T> {
+    let (x, layout) = stepping(x, layout);
+    let (x, layout) = (&x[..], &layout);
     let [n, c, _, _] = geo.input;
     let [sh, sw] = [layout.strides[2], layout.strides[3]];
     let (oh, ow, positions, step) = (geo.out[0], geo.out[1], geo.positions(), geo.stride[1] * sw);
@@ -143,7 +163,8 @@ pub(crate) fn col2im<T: Float>(cols: &[T], geo: &WindowGeometry) -> Vec<T> {
     let (positions, ow, stride) = (geo.positions(), geo.out[1], geo.stride[1]);
     let runs = geo.runs();
     let row = n * positions;
-    let mut out = vec![T::ZERO; geo.planes() * h * w];
+    // SAFETY: every element is written (zeroed) before anything is added to it.
+    let mut out = unsafe { filled(geo.planes() * h * w, |out| out.fill(MaybeUninit::new(T::ZERO))) };
     for_each_row(&mut out, h * w, |plane, dst| {
         let (sample, channel) = (plane / c, plane % c);
         for r in runs.iter().filter(|r| r.hi > r.lo) {
@@ -232,6 +253,11 @@ fn for_each_row<U: Send>(out: &mut [U], row: usize, fill: impl Fn(usize, &mut [U
 /// Max pooling: `[N, C, H', W']`, each the maximum (NaN-propagating) of its window, padding
 /// counting as -inf.
 pub(crate) fn max_pool<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry) -> Vec<T> {
+    let (x, layout) = stepping(x, layout);
+    let (x, layout) = (&x[..], &layout);
+    if geo.tiles() {
+        return max_pool_tiles(x, layout, geo);
+    }
     let [sh, sw] = [layout.strides[2], layout.strides[3]];
     let (positions, ow, step) = (geo.positions(), geo.out[1], geo.stride[1] * sw);
     let runs = geo.runs();
@@ -258,6 +284,11 @@ pub(crate) fn max_pool_backward<T: Float>(
     g: &[T],
     geo: &WindowGeometry,
 ) -> Vec<T> {
+    let (x, layout) = stepping(x, layout);
+    let (x, layout) = (&x[..], &layout);
+    if geo.tiles() {
+        return max_pool_tiles_backward(x, layout, y, g, geo);
+    }
     let [_, _, h, w] = geo.input;
     let [sh, sw] = [layout.strides[2], layout.strides[3]];
     let (positions, ow, step, stride) = (geo.positions(), geo.out[1], geo.stride[1] * sw, geo.stride[1]);
@@ -303,5 +334,69 @@ pub(crate) fn max_pool_backward<T: Float>(
             }
         }
     }
+    out
+}
+
+/// [`max_pool`] where the windows tile the input ([`WindowGeometry::tiles`]): one window at a
+/// time, its elements in the order the general path visits them, planes spread over threads.
+fn max_pool_tiles<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry) -> Vec<T> {
+    let [sh, sw] = [layout.strides[2], layout.strides[3]];
+    let ([kh, kw], ow) = (geo.kernel, geo.out[1]);
+    let bases: Vec<usize> = plane_bases(layout, geo).collect();
+    let fill = |plane: usize, out: &mut [MaybeUninit<T>]| {
+        for (oi, out) in out.chunks_exact_mut(ow).enumerate() {
+            for (oj, o) in out.iter_mut().enumerate() {
+                let corner = bases[plane] + oi * kh * sh + oj * kw * sw;
+                let mut best = T::from_f32(f32::NEG_INFINITY);
+                for ki in 0..kh {
+                    for kj in 0..kw {
+                        best = best.maximum(x[corner + ki * sh + kj * sw]);
+                    }
+                }
+                o.write(best);
+            }
+        }
+    };
+    // SAFETY: each plane's row is split into one chunk per output row, every element written.
+    unsafe { filled(geo.planes() * geo.positions(), |out| for_each_row(out, geo.positions(), fill)) }
+}
+
+/// [`max_pool_backward`] where the windows tile the input: each input element lies in at most
+/// one window, so each window is counted and shared out on its own, planes spread over threads.
+/// The arithmetic is the general path's, element for element (`0 + hit · share`).
+fn max_pool_tiles_backward<T: Float>(
+    x: &[T],
+    layout: &Layout,
+    y: &[T],
+    g: &[T],
+    geo: &WindowGeometry,
+) -> Vec<T> {
+    let [_, _, h, w] = geo.input;
+    let [sh, sw] = [layout.strides[2], layout.strides[3]];
+    let ([kh, kw], ow, positions) = (geo.kernel, geo.out[1], geo.positions());
+    let hit = |v: T, best: T| if v == best { T::ONE } else { T::ZERO };
+    let bases: Vec<usize> = plane_bases(layout, geo).collect();
+    // SAFETY: every element is written (zeroed) before the windows add to it.
+    let mut out = unsafe { filled(geo.planes() * h * w, |out| out.fill(MaybeUninit::new(T::ZERO))) };
+    for_each_row(&mut out, h * w, |plane, dst| {
+        let (y, g) = (&y[plane * positions..][..positions], &g[plane * positions..][..positions]);
+        for (at, (&best, &g)) in y.iter().zip(g).enumerate() {
+            let (oi, oj) = (at / ow, at % ow);
+            let corner = bases[plane] + oi * kh * sh + oj * kw * sw;
+            let mut count = T::ZERO;
+            for ki in 0..kh {
+                for kj in 0..kw {
+                    count = count.add(hit(x[corner + ki * sh + kj * sw], best));
+                }
+            }
+            let share = g.div(count);
+            for ki in 0..kh {
+                let row = &mut dst[(oi * kh + ki) * w + oj * kw..][..kw];
+                for (kj, d) in row.iter_mut().enumerate() {
+                    *d = d.add(hit(x[corner + ki * sh + kj * sw], best).mul(share));
+                }
+            }
+        }
+    });
     out
 }
