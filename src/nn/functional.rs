@@ -230,7 +230,7 @@ pub fn conv2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, options: Conv2
     let c = x.shape()[1];
     let (o, cg, kh, kw) = (weight.shape()[0], weight.shape()[1], weight.shape()[2], weight.shape()[3]);
     let g = options.groups;
-    if g == 0 || c % g != 0 || o % g != 0 || cg * g != c {
+    if g == 0 || !c.is_multiple_of(g) || !o.is_multiple_of(g) || cg * g != c {
         return Err(shape_error(
             op,
             format!(
