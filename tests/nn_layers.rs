@@ -341,6 +341,12 @@ fn conv2d_gradients_with_dilation_skips_and_strides() {
     check("non-contiguous conv2d", &[randn(&[1, 4, 3, 2]), randn(&[2, 2, 2, 2]), randn(&[2])], |x| {
         conv2d(&x[0].permute([0, 3, 2, 1])?, &x[1], Some(&x[2]), Conv2dOptions::default())
     });
+    // Everything at once: three groups, a bias, stride, padding and dilation, a batch of two read
+    // through permuted strides (the host convolution's products run per group over the batch).
+    let mixed = Conv2dOptions { stride: [2, 1], padding: [1, 2], dilation: [1, 2], groups: 3 };
+    check("grouped strided conv2d", &[randn(&[2, 5, 4, 6]), randn(&[6, 2, 2, 2]), randn(&[6])], |x| {
+        conv2d(&x[0].permute([0, 3, 2, 1])?, &x[1], Some(&x[2]), mixed)
+    });
 }
 
 #[test]

@@ -117,10 +117,8 @@ pub(crate) enum GradFn {
         dim: usize,
         index: Tensor,
     },
-    /// The column matrix of a convolution, read from the input on the host.
-    Im2col {
-        geometry: WindowGeometry,
-    },
+    /// A convolution on the host; the edges are the input, the weight, then the bias where given.
+    Conv2d(window::Conv2dSaved),
     MaxPool2d {
         input: Tensor,
         out: Tensor,
@@ -192,7 +190,7 @@ impl GradFn {
             GradFn::Cat { .. } => "CatBackward",
             GradFn::IndexSelect { .. } => "IndexSelectBackward",
             GradFn::Gather { .. } => "GatherBackward",
-            GradFn::Im2col { .. } => "Im2colBackward",
+            GradFn::Conv2d(_) => "ConvolutionBackward",
             GradFn::MaxPool2d { .. } => "MaxPool2dBackward",
             GradFn::ToDType { .. } => "ToDTypeBackward",
             GradFn::ToDevice { .. } => "ToDeviceBackward",
@@ -300,7 +298,7 @@ impl GradFn {
                 vec![Some(kernels::index_add(shape, *dim, index, g)?)]
             }
             GradFn::Gather { shape, dim, index } => vec![Some(kernels::scatter_add(shape, *dim, index, g)?)],
-            GradFn::Im2col { geometry } => vec![Some(window::col2im(g, geometry)?)],
+            GradFn::Conv2d(saved) => window::conv2d_backward(saved, g, want)?,
             GradFn::MaxPool2d { input, out, geometry } => {
                 vec![Some(window::max_pool2d_backward(input, out, g, geometry)?)]
             }

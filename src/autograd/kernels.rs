@@ -127,7 +127,7 @@ pub(crate) fn sum_keepdim(g: &Tensor, dims: &[isize]) -> Result<Tensor> {
                         }
                     } else {
                         for (o, row) in out.iter_mut().zip(block.chunks_exact(inner)) {
-                            *o = o.add(sum_lanes(row));
+                            *o = o.add(cpu::sum_lanes(row));
                         }
                     }
                 }
@@ -143,20 +143,6 @@ pub(crate) fn sum_keepdim(g: &Tensor, dims: &[isize]) -> Result<Tensor> {
         host_only("sum"),
     )?;
     Ok(g.derived(storage, &shape, g.dtype(), "sum", Location::caller()))
-}
-
-/// The sum of `v` in 8 interleaved partial sums, which the compiler keeps in vector registers.
-fn sum_lanes<T: Float>(v: &[T]) -> T {
-    let mut lanes = [T::ZERO; 8];
-    let chunks = v.chunks_exact(8);
-    let tail = chunks.remainder();
-    for chunk in chunks {
-        for (l, &x) in lanes.iter_mut().zip(chunk) {
-            *l = l.add(x);
-        }
-    }
-    let total = lanes.iter().fold(T::ZERO, |a, &b| a.add(b));
-    tail.iter().fold(total, |a, &b| a.add(b))
 }
 
 /// Zeros of `shape` with `g` added at `index` along `dim` (the gradient of `index_select`).

@@ -35,7 +35,7 @@ use graph::Edge;
 pub(crate) use graph::GradMeta;
 pub(crate) use graph::Node;
 pub(crate) use kernels::layer_norm;
-pub(crate) use window::{im2col, max_pool2d};
+pub(crate) use window::{conv2d, max_pool2d};
 
 use crate::error::{Error, Result};
 use crate::shape::fmt_shape;

@@ -1,14 +1,14 @@
-//! Sliding windows (convolution's column matrix, max pooling) as single host passes with fused
-//! backward nodes. Each forward returns `None` unless the data is floating and on the host: the
+//! Sliding windows (convolution, max pooling) as host kernels with fused backward nodes. Each forward returns `None` unless the data is floating and on the host: the
 //! caller then composes the same math from `index_select` and `max`, which runs on every device
 //! and in dry runs (fake tensors), where only shapes and devices matter.
 
 use std::panic::Location;
 
-use crate::backend::cpu::{self, CpuStorage, WindowGeometry};
+use crate::backend::cpu::{self, ConvShape, CpuStorage, WindowGeometry};
 use crate::backend::fake;
 use crate::error::Result;
-use crate::tensor::{Tensor, compute, host_only};
+use crate::shape::Layout;
+use crate::tensor::{Storage, Tensor, compute, host_only};
 
 use super::{GradFn, record};
 
@@ -17,52 +17,114 @@ fn on_host(x: &Tensor) -> bool {
     x.device().is_cpu() && x.dtype().is_float() && !fake::is_active() && !x.is_fake()
 }
 
-/// `[N, C, kh*kw*H'*W']`: for every kernel offset (row-major), the value of `x` (`[N, C, H, W]`)
-/// under it at each output position, `pad` in the padding.
+/// What a host convolution keeps for its backward pass: the column matrix is rebuilt from the
+/// input there rather than kept (it is kh·kw times the input's size).
+pub(crate) struct Conv2dSaved {
+    input: Tensor,
+    weight: Tensor,
+    has_bias: bool,
+    shape: ConvShape,
+}
+
+/// `[N, O, H', W']`: the convolution of `x` (`[N, C, H, W]`) with `weight` (`[O, C/groups, kh,
+/// kw]`) plus `bias` (`[O]`), as one matrix product per channel group over the whole batch, with
+/// one backward node. `None` unless every operand is floating host data of one dtype, none of them
+/// empty, and `bias` is `[O]`: the caller then composes the same math from tensor ops, which also
+/// report any operand that does not fit.
 #[track_caller]
-pub(crate) fn im2col(x: &Tensor, geometry: &WindowGeometry, pad: f64) -> Option<Result<Tensor>> {
-    if !on_host(x) {
+pub(crate) fn conv2d(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    geometry: &WindowGeometry,
+    groups: usize,
+) -> Option<Result<Tensor>> {
+    let out_channels = weight.shape()[0];
+    let mut operands = vec![x, weight];
+    operands.extend(bias);
+    let fits = operands.iter().all(|t| on_host(t) && t.dtype() == x.dtype() && t.numel() > 0)
+        && bias.is_none_or(|b| b.shape() == [out_channels]);
+    if !fits {
         return None;
     }
     let location = Location::caller();
-    let [n, c, _, _] = geometry.input;
-    let shape = [n, c, geometry.kernel[0] * geometry.kernel[1] * geometry.out[0] * geometry.out[1]];
+    let shape = ConvShape { geometry: *geometry, groups, out_channels };
+    let [n, _, _, _] = geometry.input;
+    let out_shape = [n, out_channels, geometry.out[0], geometry.out[1]];
     let storage = compute(
-        "im2col",
+        "conv2d",
         location,
-        &[x],
-        (&shape, x.dtype()),
+        &operands,
+        (&out_shape, x.dtype()),
         |s| {
-            cpu::with_float_storage!(s[0], v => {
-                CpuStorage::from_vec(cpu::im2col(v, x.layout(), geometry, pad))
-            }, _ => unreachable!("im2col runs on floating data only"))
+            let bias = bias.map(|b| (s[2], b.layout()));
+            cpu::conv2d(s[0], x.layout(), s[1], weight.layout(), bias, &shape)
         },
-        host_only("im2col"),
+        host_only("conv2d"),
     );
     Some(storage.map(|storage| {
-        let out = x.derived(storage, &shape, x.dtype(), "im2col", location);
-        record(out, &[x], |_| GradFn::Im2col { geometry: *geometry })
+        let out = x.derived(storage, &out_shape, x.dtype(), "conv2d", location);
+        record(out, &operands, |_| {
+            GradFn::Conv2d(Conv2dSaved {
+                input: x.clone(),
+                weight: weight.clone(),
+                has_bias: bias.is_some(),
+                shape,
+            })
+        })
     }))
 }
 
-/// The gradient of [`im2col`]: each column entry of `g` added back where it was read.
-pub(crate) fn col2im(g: &Tensor, geometry: &WindowGeometry) -> Result<Tensor> {
+/// The gradients of a host convolution, in the order of its edges (input, weight, bias where
+/// given), each computed only where `want` asks for it.
+pub(crate) fn conv2d_backward(
+    saved: &Conv2dSaved,
+    g: &Tensor,
+    want: impl Fn(usize) -> bool,
+) -> Result<Vec<Option<Tensor>>> {
+    let Conv2dSaved { input: x, weight, has_bias, shape } = saved;
     let location = Location::caller();
-    let shape = geometry.input;
-    let storage = compute(
-        "col2im",
+    let [n, _, _, _] = shape.geometry.input;
+    let by_channel_shape = [shape.out_channels, n * shape.geometry.out[0] * shape.geometry.out[1]];
+    let mut sums = None;
+    let by_channel = compute(
+        "conv2d_backward",
         location,
         &[g],
-        (&shape, g.dtype()),
+        (&by_channel_shape, g.dtype()),
         |s| {
-            cpu::with_float_storage!(s[0], v => {
-                let g = cpu::contiguous(v, g.layout());
-                CpuStorage::from_vec(cpu::col2im(&g, geometry))
-            }, _ => unreachable!("gradients are floating"))
+            let (by_channel, bias) = cpu::conv2d_output_grad(s[0], g.layout(), shape);
+            sums = Some(bias);
+            by_channel
         },
-        host_only("col2im"),
+        host_only("conv2d_backward"),
     )?;
-    Ok(g.derived(storage, &shape, g.dtype(), "col2im", location))
+    let by_channel = g.derived(by_channel, &by_channel_shape, g.dtype(), "conv2d_backward", location);
+    let grad = |operand: &Tensor,
+                result: &[usize],
+                kernel: fn(&CpuStorage, &Layout, &CpuStorage, &ConvShape) -> CpuStorage| {
+        let storage = compute(
+            "conv2d_backward",
+            location,
+            &[operand, &by_channel],
+            (result, g.dtype()),
+            |s| kernel(s[0], operand.layout(), s[1], shape),
+            host_only("conv2d_backward"),
+        )?;
+        Ok::<_, crate::error::Error>(g.derived(storage, result, g.dtype(), "conv2d_backward", location))
+    };
+    let mut grads = vec![
+        if want(0) { Some(grad(weight, x.shape(), cpu::conv2d_input_grad)?) } else { None },
+        if want(1) { Some(grad(x, weight.shape(), cpu::conv2d_weight_grad)?) } else { None },
+    ];
+    if *has_bias {
+        grads.push(want(2).then(|| {
+            // Without the CPU kernel having run (a fake scope around `backward`), it is fake too.
+            let storage = sums.map_or(Storage::Fake, Storage::Cpu);
+            g.derived(storage, &[shape.out_channels], g.dtype(), "conv2d_backward", location)
+        }));
+    }
+    Ok(grads)
 }
 
 /// `[N, C, H', W']`: the maximum of each window of `x` (`[N, C, H, W]`), padding counting as -inf.

@@ -227,10 +227,10 @@ pub fn conv2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, options: Conv2
             location,
         ));
     }
-    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let c = x.shape()[1];
     let (o, cg, kh, kw) = (weight.shape()[0], weight.shape()[1], weight.shape()[2], weight.shape()[3]);
     let g = options.groups;
-    if g == 0 || c % g != 0 || o % g != 0 || cg * g != c {
+    if g == 0 || !c.is_multiple_of(g) || !o.is_multiple_of(g) || cg * g != c {
         return Err(shape_error(
             op,
             format!(
@@ -245,14 +245,9 @@ pub fn conv2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, options: Conv2
         aligned(op, [("input", Some(x)), ("weight", Some(weight)), ("bias", bias)], location)?;
     let (x, weight) = (expect(x), expect(weight));
     let window = Window::new(op, &x, [kh, kw], options, location)?;
-    let cols = window.columns(&x, 0.0)?; // [N, C, kh*kw*L]
-    let k = cg * kh * kw;
-    let cols = cols.reshape([n, g, k, window.positions()])?;
-    let out = weight.reshape([g, o / g, k])?.matmul(&cols)?; // [N, g, O/g, L]
-    let out = out.reshape([n, o, window.out[0], window.out[1]])?;
-    match bias {
-        Some(b) => out.add(&b.reshape([o, 1, 1])?),
-        None => Ok(out),
+    match crate::autograd::conv2d(&x, &weight, bias.as_ref(), &window.geometry(&x), g) {
+        Some(out) => out,
+        None => window.composed_conv2d(&x, &weight, bias.as_ref(), g),
     }
 }
 
@@ -332,13 +327,25 @@ impl Window {
         }
     }
 
-    /// `[N, C, kh*kw*L]`: for every kernel offset (row-major), the input value under it at each of
-    /// the `L` output positions: one pass over host data, else [`Window::composed_columns`].
+    /// [`conv2d`] from tensor ops, for every device: the column matrix `[N, C, kh*kw*L]` as one
+    /// gather, times the weight `[g, O/g, C/g*kh*kw]`, one product per sample and group.
     #[track_caller]
-    fn columns(&self, x: &Tensor, pad_value: f64) -> Result<Tensor> {
-        match crate::autograd::im2col(x, &self.geometry(x), pad_value) {
-            Some(columns) => columns,
-            None => self.composed_columns(x, pad_value),
+    fn composed_conv2d(
+        &self,
+        x: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        groups: usize,
+    ) -> Result<Tensor> {
+        let (n, o) = (x.shape()[0], weight.shape()[0]);
+        let k: usize = weight.shape()[1..].iter().product();
+        let cols = self.composed_columns(x, 0.0)?;
+        let cols = cols.reshape([n, groups, k, self.positions()])?;
+        let out = weight.reshape([groups, o / groups, k])?.matmul(&cols)?; // [N, g, O/g, L]
+        let out = out.reshape([n, o, self.out[0], self.out[1]])?;
+        match bias {
+            Some(b) => out.add(&b.reshape([o, 1, 1])?),
+            None => Ok(out),
         }
     }
 
@@ -710,9 +717,14 @@ mod tests {
         (f64s(&y), f64s(&x.grad().unwrap()))
     }
 
-    /// The host kernels against the composed gather/scatter path: the same values and gradients,
-    /// bit for bit (both sum in the same order).
-    fn same_as_composed(shape: [usize; 4], kernel: [usize; 2], options: Conv2dOptions, permuted: bool) {
+    /// Host max pooling against the composed gather path: the same values and gradients, bit for
+    /// bit (both visit each window in the same order).
+    fn pooling_same_as_composed(
+        shape: [usize; 4],
+        kernel: [usize; 2],
+        options: Conv2dOptions,
+        permuted: bool,
+    ) {
         let [n, c, h, w] = shape;
         for dtype in [DType::F64, DType::F32, DType::BF16] {
             for ties in [false, true] {
@@ -722,12 +734,9 @@ mod tests {
                     x = input([n, w, h, c], ties, dtype).permute([0, 3, 2, 1]).unwrap();
                 }
                 let window = Window::new("test", &x, kernel, options, Location::caller()).unwrap();
-                assert!(crate::autograd::im2col(&x, &window.geometry(&x), 0.0).is_some());
+                assert!(crate::autograd::max_pool2d(&x, &window.geometry(&x)).is_some());
                 let case =
                     format!("{shape:?} {kernel:?} {options:?} {dtype:?} ties {ties} permuted {permuted}");
-                let fused = value_and_grad(&x, |x| window.columns(x, 0.0));
-                let composed = value_and_grad(&x, |x| window.composed_columns(x, 0.0));
-                assert_eq!(fused, composed, "columns of {case}");
                 let fused = value_and_grad(&x, |x| max_pool2d(x, kernel, options));
                 let composed = value_and_grad(&x, |x| window.composed_max_pool(x));
                 assert_eq!(fused, composed, "max pool of {case}");
@@ -736,10 +745,78 @@ mod tests {
             let x = input([n, c, h, 1], false, dtype).expand([n, c, h, w]).unwrap();
             let window = Window::new("test", &x, kernel, options, Location::caller()).unwrap();
             let case = format!("{shape:?} {kernel:?} {options:?} {dtype:?} broadcast");
-            let fused = value_and_grad(&x, |x| window.columns(x, 0.0));
-            assert_eq!(fused, value_and_grad(&x, |x| window.composed_columns(x, 0.0)), "columns of {case}");
             let fused = value_and_grad(&x, |x| max_pool2d(x, kernel, options));
             assert_eq!(fused, value_and_grad(&x, |x| window.composed_max_pool(x)), "max pool of {case}");
+        }
+    }
+
+    /// The values of a convolution and the gradients of `sum(out * w)` with respect to its input,
+    /// weight and bias (empty where there is none).
+    type ConvRun = [Vec<f64>; 4];
+
+    fn conv_run(
+        x: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        f: impl Fn(&Tensor, &Tensor, Option<&Tensor>) -> Result<Tensor>,
+    ) -> ConvRun {
+        let leaf = |t: &Tensor| t.detach().with_requires_grad().unwrap();
+        let (x, weight, bias) = (leaf(x), leaf(weight), bias.map(leaf));
+        let y = f(&x, &weight, bias.as_ref()).unwrap();
+        let w: Vec<f64> = (0..y.numel()).map(|i| ((i * 11) % 17) as f64 / 4.0 - 2.0).collect();
+        let w = Tensor::from_vec(w, y.shape(), &Device::Cpu).unwrap().to_dtype(y.dtype()).unwrap();
+        y.backward_with_grad(&w).unwrap();
+        let f64s = |t: &Tensor| t.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap();
+        let grad = |t: &Tensor| f64s(&t.grad().unwrap());
+        [f64s(&y), grad(&x), grad(&weight), bias.as_ref().map(grad).unwrap_or_default()]
+    }
+
+    /// The host convolution against the composed path (one gather, one product per sample): the
+    /// same values and gradients, up to the order of the sums, for f64 and f32, contiguous,
+    /// permuted and broadcast inputs, with and without a bias.
+    fn conv_same_as_composed(
+        shape: [usize; 4],
+        weight_shape: [usize; 4],
+        options: Conv2dOptions,
+        permuted: bool,
+    ) {
+        let [n, c, h, w] = shape;
+        for (dtype, tolerance) in [(DType::F64, 1e-12), (DType::F32, 1e-5)] {
+            let plain = input(shape, false, dtype);
+            let permuted_x = input([n, w, h, c], false, dtype).permute([0, 3, 2, 1]).unwrap();
+            let broadcast = input([n, c, h, 1], false, dtype).expand([n, c, h, w]).unwrap();
+            let inputs = [("contiguous", plain), ("permuted", permuted_x), ("broadcast", broadcast)];
+            for (layout, x) in inputs.iter().filter(|(name, _)| permuted || *name == "contiguous") {
+                let weight = input(weight_shape, false, dtype).mul_scalar(0.5).unwrap();
+                let bias = input([1, 1, 1, weight_shape[0]], true, dtype).reshape([weight_shape[0]]).unwrap();
+                let window =
+                    Window::new("test", x, [weight_shape[2], weight_shape[3]], options, Location::caller())
+                        .unwrap();
+                for bias in [None, Some(&bias)] {
+                    let case = format!(
+                        "{shape:?} {weight_shape:?} {options:?} {dtype:?} {layout} bias {}",
+                        bias.is_some()
+                    );
+                    let geometry = window.geometry(x);
+                    assert!(crate::autograd::conv2d(x, &weight, bias, &geometry, options.groups).is_some());
+                    let fused = conv_run(x, &weight, bias, |x, w, b| conv2d(x, w, b, options));
+                    let composed =
+                        conv_run(x, &weight, bias, |x, w, b| window.composed_conv2d(x, w, b, options.groups));
+                    for (part, (f, c)) in ["values", "input grad", "weight grad", "bias grad"]
+                        .iter()
+                        .zip(fused.iter().zip(&composed))
+                    {
+                        assert_eq!(f.len(), c.len(), "{part} of {case}");
+                        let scale = c.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+                        for (i, (a, b)) in f.iter().zip(c).enumerate() {
+                            assert!(
+                                (a - b).abs() <= tolerance * scale,
+                                "{part} of {case}, element {i}: {a} vs {b}"
+                            );
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -747,16 +824,37 @@ mod tests {
     fn host_windows_match_the_composed_path() {
         let default = Conv2dOptions::default();
         // The benchmark CNN's geometry, then odd and overlapping ones.
-        same_as_composed([2, 3, 28, 28], [3, 3], default, false);
-        same_as_composed([2, 3, 26, 26], [2, 2], Conv2dOptions { stride: [2, 2], ..default }, false);
-        same_as_composed([1, 1, 5, 7], [3, 2], default, true);
-        same_as_composed(
+        pooling_same_as_composed([2, 3, 28, 28], [3, 3], default, false);
+        pooling_same_as_composed([2, 3, 26, 26], [2, 2], Conv2dOptions { stride: [2, 2], ..default }, false);
+        pooling_same_as_composed([1, 1, 5, 7], [3, 2], default, true);
+        pooling_same_as_composed(
             [2, 2, 7, 9],
             [3, 3],
             Conv2dOptions { stride: [2, 1], padding: [2, 1], dilation: [2, 3], groups: 1 },
             true,
         );
-        same_as_composed([1, 2, 4, 4], [2, 2], Conv2dOptions { padding: [1, 1], ..default }, false);
+        pooling_same_as_composed([1, 2, 4, 4], [2, 2], Conv2dOptions { padding: [1, 1], ..default }, false);
+    }
+
+    #[test]
+    fn host_convolution_matches_the_composed_path() {
+        let default = Conv2dOptions::default();
+        // The benchmark CNN's two layers (a smaller batch), then odd geometries.
+        conv_same_as_composed([3, 1, 28, 28], [16, 1, 3, 3], default, false);
+        conv_same_as_composed([3, 16, 13, 13], [32, 16, 3, 3], default, true);
+        conv_same_as_composed([1, 1, 5, 7], [2, 1, 3, 2], default, true);
+        conv_same_as_composed(
+            [2, 4, 7, 9],
+            [6, 2, 3, 3],
+            Conv2dOptions { stride: [2, 1], padding: [2, 1], dilation: [2, 3], groups: 2 },
+            true,
+        );
+        conv_same_as_composed(
+            [2, 6, 5, 4],
+            [3, 2, 2, 2],
+            Conv2dOptions { groups: 3, padding: [1, 0], ..default },
+            true,
+        );
     }
 
     proptest! {
@@ -771,7 +869,22 @@ mod tests {
             let options = Conv2dOptions { stride, padding, dilation, groups: 1 };
             let fits = (0..2).all(|i| dilation[i] * (kernel[i] - 1) < [h, w][i] + 2 * padding[i]);
             prop_assume!(fits);
-            same_as_composed([n, c, h, w], kernel, options, permuted);
+            pooling_same_as_composed([n, c, h, w], kernel, options, permuted);
+        }
+
+        #[test]
+        fn host_convolution_matches_the_composed_path_for_any_geometry(
+            n in 1usize..3, per_group in [1usize..3, 1usize..3], groups in 1usize..4,
+            h in 1usize..8, w in 1usize..8,
+            kernel in [1usize..4, 1usize..4], stride in [1usize..4, 1usize..4],
+            padding in [0usize..3, 0usize..3], dilation in [1usize..3, 1usize..3],
+            permuted in any::<bool>(),
+        ) {
+            let options = Conv2dOptions { stride, padding, dilation, groups };
+            let fits = (0..2).all(|i| dilation[i] * (kernel[i] - 1) < [h, w][i] + 2 * padding[i]);
+            prop_assume!(fits);
+            let [c, o] = per_group.map(|k| k * groups);
+            conv_same_as_composed([n, c, h, w], [o, per_group[0], kernel[0], kernel[1]], options, permuted);
         }
     }
 }

@@ -226,6 +226,20 @@ fn trailing_repeat(shape: &[usize], out: &[usize]) -> Option<usize> {
     (n > 0).then_some(n)
 }
 
+/// The sum of `v` in 8 interleaved partial sums, which the compiler keeps in vector registers.
+pub(crate) fn sum_lanes<T: Float>(v: &[T]) -> T {
+    let mut lanes = [T::ZERO; 8];
+    let chunks = v.chunks_exact(8);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (l, &x) in lanes.iter_mut().zip(chunk) {
+            *l = l.add(x);
+        }
+    }
+    let total = lanes.iter().fold(T::ZERO, |a, &b| a.add(b));
+    tail.iter().fold(total, |a, &b| a.add(b))
+}
+
 /// Arithmetic every numeric element type supports. Integer arithmetic wraps, as PyTorch's does.
 pub(crate) trait Arith: WithDType {
     fn add(self, o: Self) -> Self;

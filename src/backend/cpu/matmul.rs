@@ -92,9 +92,6 @@ fn gemm_batched<T: GemmElem>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<
     if len == 0 || k == 0 {
         return vec![T::ZERO; len];
     }
-    // gemm overwrites every element (read_dst = false), so the result is not zeroed first.
-    let mut out: Vec<T> = Vec::with_capacity(len);
-    let spare = &mut out.spare_capacity_mut()[..len];
     let r = la.rank();
     let strides = Strides {
         a_rs: la.strides[r - 2] as isize,
@@ -108,53 +105,55 @@ fn gemm_batched<T: GemmElem>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<
     let flops = m * n * k;
     let threads = rayon::current_num_threads();
     let whole = Block { rows: 0..m, cols: 0..n, k };
-    if count > 1 && flops < GEMM_PARALLEL_FLOPS {
-        let pairs: Vec<(usize, usize)> = a_starts.into_iter().zip(b_starts).collect();
-        spare.par_chunks_mut(m * n).zip(pairs).for_each(|(dst, (ao, bo))| {
-            // SAFETY: `dst` is this product's own m*n elements; the offsets come from the
-            // operands' layouts (see `product`).
-            unsafe { product(dst.as_mut_ptr().cast(), a, ao, b, bo, &strides, &whole, Parallelism::None) }
-        });
-        // SAFETY: every product wrote all of its m*n elements.
-        unsafe { out.set_len(len) };
-        return out;
-    }
-    for (dst, (&ao, &bo)) in spare.chunks_mut(m * n).zip(a_starts.iter().zip(&b_starts)) {
-        // gemm only writes through the pointer (read_dst = false); nothing reads the
-        // uninitialised elements.
-        let dst = dst.as_mut_ptr().cast::<T>();
-        if flops < GEMM_PARALLEL_FLOPS || threads < 2 {
-            // SAFETY: as above, for one product of the batch.
-            unsafe { product(dst, a, ao, b, bo, &strides, &whole, Parallelism::None) }
-        } else if flops < GEMM_BAND_SPLIT_FLOPS {
-            // Each thread computes one band of the result with a single-threaded gemm: up to
-            // 512^3 this is as fast as gemm's own threading or faster (a batch of 64 rows times
-            // a transposed 256x784 weight: 1.6x at 2 threads).
-            let bands = threads;
-            let by_rows = m >= n;
-            let len = if by_rows { m } else { n };
-            let per = len.div_ceil(bands).next_multiple_of(16);
-            let dst = SendPtr(dst);
-            (0..len.div_ceil(per)).into_par_iter().for_each(|i| {
-                let span = i * per..((i + 1) * per).min(len);
-                let block = if by_rows {
-                    Block { rows: span, cols: 0..n, k }
-                } else {
-                    Block { rows: 0..m, cols: span, k }
-                };
-                let dst = &dst;
-                // SAFETY: the bands are disjoint blocks of this product's m*n result, so no two
-                // threads write the same element; the block's rows/cols lie within m/n.
-                unsafe { product(dst.0, a, ao, b, bo, &strides, &block, Parallelism::None) }
+    // gemm overwrites every element (read_dst = false), so the result is not zeroed first; it
+    // comes from the reuse pool when it can (a training step's products have the same sizes every
+    // step, and a fresh buffer pays its page faults again).
+    let fill = |spare: &mut [std::mem::MaybeUninit<T>]| {
+        if count > 1 && flops < GEMM_PARALLEL_FLOPS {
+            let pairs: Vec<(usize, usize)> = a_starts.into_iter().zip(b_starts).collect();
+            spare.par_chunks_mut(m * n).zip(pairs).for_each(|(dst, (ao, bo))| {
+                // SAFETY: `dst` is this product's own m*n elements; the offsets come from the
+                // operands' layouts (see `product`).
+                unsafe { product(dst.as_mut_ptr().cast(), a, ao, b, bo, &strides, &whole, Parallelism::None) }
             });
-        } else {
-            // SAFETY: as above, for one product of the batch.
-            unsafe { product(dst, a, ao, b, bo, &strides, &whole, Parallelism::Rayon(0)) }
+            return;
         }
-    }
-    // SAFETY: every product wrote all of its m*n elements, so all `len` are initialised.
-    unsafe { out.set_len(len) };
-    out
+        for (dst, (&ao, &bo)) in spare.chunks_mut(m * n).zip(a_starts.iter().zip(&b_starts)) {
+            // gemm only writes through the pointer (read_dst = false); nothing reads the
+            // uninitialised elements.
+            let dst = dst.as_mut_ptr().cast::<T>();
+            if flops < GEMM_PARALLEL_FLOPS || threads < 2 {
+                // SAFETY: as above, for one product of the batch.
+                unsafe { product(dst, a, ao, b, bo, &strides, &whole, Parallelism::None) }
+            } else if flops < GEMM_BAND_SPLIT_FLOPS {
+                // Each thread computes one band of the result with a single-threaded gemm: up to
+                // 512^3 this is as fast as gemm's own threading or faster (a batch of 64 rows times
+                // a transposed 256x784 weight: 1.6x at 2 threads).
+                let bands = threads;
+                let by_rows = m >= n;
+                let len = if by_rows { m } else { n };
+                let per = len.div_ceil(bands).next_multiple_of(16);
+                let dst = SendPtr(dst);
+                (0..len.div_ceil(per)).into_par_iter().for_each(|i| {
+                    let span = i * per..((i + 1) * per).min(len);
+                    let block = if by_rows {
+                        Block { rows: span, cols: 0..n, k }
+                    } else {
+                        Block { rows: 0..m, cols: span, k }
+                    };
+                    let dst = &dst;
+                    // SAFETY: the bands are disjoint blocks of this product's m*n result, so no two
+                    // threads write the same element; the block's rows/cols lie within m/n.
+                    unsafe { product(dst.0, a, ao, b, bo, &strides, &block, Parallelism::None) }
+                });
+            } else {
+                // SAFETY: as above, for one product of the batch.
+                unsafe { product(dst, a, ao, b, bo, &strides, &whole, Parallelism::Rayon(0)) }
+            }
+        }
+    };
+    // SAFETY: every product writes all of its m*n elements, so all `len` are initialised.
+    unsafe { super::filled(len, fill) }
 }
 
 struct Strides {

@@ -2,6 +2,7 @@
 //! `gemm` crate; large element-wise work is split across threads with rayon.
 
 mod alloc;
+mod conv;
 mod kernels;
 mod matmul;
 pub(crate) mod norm;
@@ -18,9 +19,10 @@ use crate::dtype::{DType, WithDType};
 use crate::shape::Layout;
 
 pub(crate) use alloc::{as_uninit, ensure_room, filled, host_memory, recycle, try_vec};
+pub(crate) use conv::{ConvShape, conv2d, conv2d_input_grad, conv2d_output_grad, conv2d_weight_grad};
 pub(crate) use kernels::*;
 pub(crate) use matmul::matmul;
-pub(crate) use window::{WindowGeometry, col2im, im2col, max_pool, max_pool_backward};
+pub(crate) use window::{WindowGeometry, max_pool, max_pool_backward};
 
 /// Work below this many elements stays on the calling thread: spawning costs more than it saves.
 pub(crate) const PARALLEL_THRESHOLD: usize = 1 << 15;
