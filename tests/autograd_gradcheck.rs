@@ -256,10 +256,36 @@ fn narrow_squeeze_unsqueeze_expand() {
     check("narrow middle", &[randn(&[3, 5])], |x| x[0].narrow(1, 1, 3));
     check("narrow start", &[randn(&[4, 2])], |x| x[0].narrow(0, 0, 2));
     check("narrow end", &[randn(&[4, 2])], |x| x[0].narrow(0, 2, 2));
+    check("narrow of a transposed view", &[randn(&[4, 5, 3])], |x| x[0].transpose(0, 2)?.narrow(1, 1, 3));
+    check("narrow of a broadcast", &[randn(&[3, 1])], |x| x[0].expand([3, 4])?.narrow(1, 1, 2));
+    check("narrow to nothing", &[randn(&[3, 4])], |x| x[0].narrow(1, 2, 0));
     check("squeeze", &[randn(&[3, 1, 2])], |x| x[0].squeeze(1));
     check("unsqueeze", &[randn(&[3, 2])], |x| x[0].unsqueeze(1));
     check("unsqueeze -1", &[randn(&[3])], |x| x[0].unsqueeze(-1));
     check("expand", &[randn(&[3, 1])], |x| x[0].expand([2, 3, 4]));
+}
+
+/// One tensor split with `narrow` into parts that are used again, as attention splits its fused
+/// query/key/value projection: the parts' gradients, overlapping or not, add up.
+#[test]
+fn narrow_parts_used_more_than_once() {
+    check("qkv split", &[randn(&[2, 3, 6])], |x| {
+        let q = x[0].narrow(2, 0, 2)?;
+        let k = x[0].narrow(2, 2, 2)?;
+        let v = x[0].narrow(2, 4, 2)?;
+        q.mul(&k)?.add(&v.mul(&q)?)?.add(&k)
+    });
+    check("overlapping narrows", &[randn(&[5, 4])], |x| {
+        let a = x[0].narrow(0, 0, 3)?;
+        let b = x[0].narrow(0, 1, 3)?;
+        let c = x[0].narrow(0, 2, 3)?.narrow(1, 1, 2)?;
+        a.mul(&b)?.narrow(1, 0, 2)?.add(&c)
+    });
+    check("heads of a fused projection", &[randn(&[2, 3, 12])], |x| {
+        let heads = |i: usize| x[0].narrow(2, i * 4, 4)?.reshape([2, 3, 2, 2])?.transpose(1, 2);
+        let (q, k, v) = (heads(0)?, heads(1)?, heads(2)?);
+        q.matmul(&k.transpose(-2, -1)?)?.matmul(&v)
+    });
 }
 
 #[test]

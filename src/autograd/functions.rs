@@ -264,23 +264,7 @@ impl GradFn {
                 vec![Some(g.permute(inverse)?)]
             }
             GradFn::Narrow { shape, dim, start } => {
-                let (d, len) = (*dim, g.shape()[*dim]);
-                let after = shape[d] - start - len;
-                let mut parts = Vec::with_capacity(3);
-                let pad = |n: usize| {
-                    let mut s = shape.clone();
-                    s[d] = n;
-                    g.new_zeros(s)
-                };
-                if *start > 0 {
-                    parts.push(pad(*start)?);
-                }
-                parts.push(g.clone());
-                if after > 0 {
-                    parts.push(pad(after)?);
-                }
-                let refs: Vec<&Tensor> = parts.iter().collect();
-                vec![Some(Tensor::cat(&refs, d as isize)?)]
+                vec![Some(kernels::narrow_backward(shape, *dim, *start, g)?)]
             }
             GradFn::Squeeze { dim } => vec![Some(g.unsqueeze(*dim as isize)?)],
             GradFn::Unsqueeze { dim } => vec![Some(g.squeeze(*dim as isize)?)],

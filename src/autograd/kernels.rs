@@ -4,9 +4,9 @@
 
 use std::panic::Location;
 
-use crate::backend::cpu::{self, CpuStorage, Float};
+use crate::backend::cpu::{self, CpuStorage, Float, with_storage};
 use crate::backend::fake;
-use crate::dtype::DType;
+use crate::dtype::{DType, WithDType};
 use crate::error::Result;
 use crate::shape::Layout;
 use crate::tensor::{CmpOp, Storage, Tensor, compute, host_only};
@@ -143,6 +143,46 @@ pub(crate) fn sum_keepdim(g: &Tensor, dims: &[isize]) -> Result<Tensor> {
         host_only("sum"),
     )?;
     Ok(g.derived(storage, &shape, g.dtype(), "sum", Location::caller()))
+}
+
+/// Zeros of `shape` with `g` at `start` along `dim`: the gradient of `narrow`. On the host it is
+/// one pass that writes each element once; elsewhere (other devices, fake tensors) `g` is
+/// concatenated between zero pads.
+#[track_caller]
+pub(crate) fn narrow_backward(shape: &[usize], dim: usize, start: usize, g: &Tensor) -> Result<Tensor> {
+    let host = !fake::is_active() && g.device().is_cpu() && !g.is_fake();
+    if !host {
+        let after = shape[dim] - start - g.shape()[dim];
+        let pad = |n: usize| {
+            let mut s = shape.to_vec();
+            s[dim] = n;
+            g.new_zeros(s)
+        };
+        let mut parts = Vec::with_capacity(3);
+        if start > 0 {
+            parts.push(pad(start)?);
+        }
+        parts.push(g.clone());
+        if after > 0 {
+            parts.push(pad(after)?);
+        }
+        let refs: Vec<&Tensor> = parts.iter().collect();
+        return Tensor::cat(&refs, dim as isize);
+    }
+    let storage = compute(
+        "narrow_backward",
+        Location::caller(),
+        &[g],
+        (shape, g.dtype()),
+        |s| {
+            with_storage!(s[0], v => {
+                let zero = WithDType::from_f64(0.0);
+                CpuStorage::from_vec(cpu::embed(v, g.layout(), shape, dim, start, zero))
+            })
+        },
+        host_only("narrow_backward"),
+    )?;
+    Ok(g.derived(storage, shape, g.dtype(), "narrow_backward", Location::caller()))
 }
 
 /// Zeros of `shape` with `g` added at `index` along `dim` (the gradient of `index_select`).

@@ -6,9 +6,9 @@ use std::panic::Location;
 
 use super::{Tensor, check, compute};
 use crate::autograd::{GradFn, record};
-use crate::backend::cpu::{self, CpuStorage, with_storage};
+use crate::backend::cpu::{self, CpuStorage, dispatch_dtype, with_storage};
 use crate::backend::cuda::CudaStorage;
-use crate::dtype::DType;
+use crate::dtype::{DType, WithDType};
 use crate::error::Result;
 use crate::shape::{Layout, checked_numel, contiguous_strides, fmt_shape};
 
@@ -300,19 +300,22 @@ impl Tensor {
             })
             .collect();
         let cpu = |s: &[&CpuStorage]| {
-            let mut out = CpuStorage::full(0.0, shape.iter().product(), dtype);
-            for ((t, src), slot) in tensors.iter().zip(s).zip(&slots) {
-                macro_rules! copy {
-                    ($($v:ident),*) => {
-                        match (&mut out, src) {
-                            $((CpuStorage::$v(o), CpuStorage::$v(i)) => cpu::copy_strided(i, t.layout(), o, slot),)*
-                            _ => unreachable!("same_dtype checked"),
-                        }
-                    };
-                }
-                copy!(F32, F64, F16, BF16, I64, I32, U8, Bool);
+            fn join<T: WithDType>(
+                len: usize,
+                s: &[&CpuStorage],
+                tensors: &[&Tensor],
+                slots: &[Layout],
+            ) -> CpuStorage {
+                let pieces: Vec<(&[T], &Layout)> = s
+                    .iter()
+                    .zip(tensors)
+                    .map(|(src, t)| {
+                        (src.as_slice().unwrap_or_else(|| unreachable!("same_dtype checked")), t.layout())
+                    })
+                    .collect();
+                CpuStorage::from_vec(cpu::assemble(len, &pieces, slots))
             }
-            out
+            dispatch_dtype!(dtype, T => join::<T>(shape.iter().product(), s, tensors, &slots))
         };
         let storage = compute(op, location, tensors, (&shape, dtype), cpu, |s| {
             let out = CudaStorage::alloc(s[0].device(), dtype, shape.iter().product())?;

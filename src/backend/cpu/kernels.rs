@@ -672,14 +672,6 @@ fn lane_sum<T: Float>(a: &[T], b: &[T], f: impl Fn(T, T) -> T) -> T {
     lanes.iter().fold(T::ZERO, |s, &x| s.add(x)).add(tail)
 }
 
-/// Copies the view's elements into `out` (contiguous) starting at `out_offset`, laid out with
-/// `out_layout`'s strides: used by `cat` to write each piece into its slot of the result.
-pub(crate) fn copy_strided<T: Copy>(src: &[T], src_layout: &Layout, out: &mut [T], out_layout: &Layout) {
-    for (s, d) in src_layout.offsets().zip(out_layout.offsets()) {
-        out[d] = src[s];
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::{binary_map, exp_f32, softmax_rows, unary_map};

@@ -3,6 +3,7 @@
 
 mod alloc;
 mod conv;
+mod copy;
 mod kernels;
 mod matmul;
 pub(crate) mod norm;
@@ -20,6 +21,7 @@ use crate::shape::Layout;
 
 pub(crate) use alloc::{as_uninit, ensure_room, filled, host_memory, recycle, try_vec};
 pub(crate) use conv::{ConvShape, conv2d, conv2d_input_grad, conv2d_output_grad, conv2d_weight_grad};
+pub(crate) use copy::{assemble, embed};
 pub(crate) use kernels::*;
 pub(crate) use matmul::matmul;
 pub(crate) use window::{WindowGeometry, max_pool, max_pool_backward};
@@ -124,7 +126,10 @@ impl CpuStorage {
 
     /// The elements of the view `layout`, in row-major order, as a new contiguous storage.
     pub(crate) fn gather(&self, layout: &Layout) -> CpuStorage {
-        with_storage!(self, v => CpuStorage::from_vec(contiguous(v, layout).into_owned()))
+        if layout.is_contiguous() {
+            return with_storage!(self, v => CpuStorage::from_vec(v[layout.offset..layout.offset + layout.numel()].to_vec()));
+        }
+        with_storage!(self, v => CpuStorage::from_vec(copy::gather(v, layout)))
     }
 
     /// The elements of the view converted to `dtype`, contiguous.
@@ -233,6 +238,6 @@ pub(crate) fn contiguous<'a, T: Copy>(data: &'a [T], layout: &Layout) -> Cow<'a,
     if layout.is_contiguous() {
         Cow::Borrowed(&data[layout.offset..layout.offset + layout.numel()])
     } else {
-        Cow::Owned(layout.offsets().map(|o| data[o]).collect())
+        Cow::Owned(copy::gather_here(data, layout))
     }
 }
