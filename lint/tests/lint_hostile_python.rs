@@ -350,3 +350,33 @@ proptest! {
         lint_as_a_run(&texts)?;
     }
 }
+
+/// A module with thousands of attributes (generated code, a wide lookup table): every field is
+/// inspected and every plain tensor read in `forward` reported once, at its own line. Fields are
+/// looked up by name, not by a scan of the class per field, so this stays linear.
+#[test]
+fn a_class_with_thousands_of_attributes_is_inspected_and_linted() {
+    let n = 5_000;
+    let mut text = String::from("import torch\nimport torch.nn as nn\n\n\nclass Wide(nn.Module):\n");
+    text.push_str("    def __init__(self):\n        super().__init__()\n");
+    for i in 0..n {
+        text.push_str(&format!("        self.t{i} = torch.zeros(1)\n        self.layers{i} = []\n"));
+        text.push_str(&format!("        self.layers{i}.append(nn.Linear(1, 1))\n"));
+    }
+    text.push_str("\n    def forward(self, x):\n");
+    for i in (0..n).step_by(100) {
+        text.push_str(&format!("        x = x + self.t{i} + self.layers{i}[0](x)\n"));
+    }
+    text.push_str("        return x\n");
+    let settings = preview();
+    let inspected = devcheck_lint::inspect_source("wide.py", &text, &settings);
+    assert_eq!(inspected.structs.len(), 1);
+    let fields = &inspected.structs[0].fields;
+    assert_eq!(fields.len(), 2 * n);
+    assert!(fields.iter().filter(|f| f.name.starts_with("layers")).all(|f| f.fate == "left behind"));
+    let report = lint_source("wide.py", &text, &settings);
+    let d004: Vec<_> = report.diagnostics.iter().filter(|d| d.code == "D004").collect();
+    // Each read tensor and each read list of modules, once.
+    assert_eq!(d004.len(), 2 * n / 100, "{:?}", &d004[..3.min(d004.len())]);
+    assert_eq!(d004[0].start.line, 8, "{:?}", d004[0]);
+}

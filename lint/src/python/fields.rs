@@ -9,6 +9,7 @@
 
 use ruff_python_ast::Expr;
 use ruff_text_size::{Ranged, TextRange};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::api;
 use super::checker::Checker;
@@ -133,15 +134,15 @@ impl Field<'_> {
 /// Every attribute of a module class (and the same-file classes it derives from), once each,
 /// in the order they are first assigned.
 pub(crate) fn module_fields<'a>(cx: &Checker<'_, 'a>, class: ClassId) -> Vec<Field<'a>> {
-    let mut names: Vec<&'a str> = Vec::new();
-    for c in lineage(cx, class) {
-        for a in &cx.model.class(c).attrs {
-            if !names.contains(&a.name) {
-                names.push(a.name);
-            }
-        }
-    }
-    names.into_iter().filter_map(|name| field(cx, class, name)).collect()
+    let lineage = lineage(cx, class);
+    let mut seen: FxHashSet<&'a str> = FxHashSet::default();
+    let names: Vec<&'a str> = lineage
+        .iter()
+        .flat_map(|&c| cx.model.class(c).attr_names())
+        .filter(|name| seen.insert(name))
+        .collect();
+    let puts = puts(cx, class, &lineage);
+    names.into_iter().filter_map(|name| field(cx, &lineage, &puts, name)).collect()
 }
 
 /// The class and its same-file base classes, most derived first.
@@ -165,12 +166,11 @@ fn lineage(cx: &Checker<'_, '_>, class: ClassId) -> Vec<ClassId> {
     out
 }
 
-fn field<'a>(cx: &Checker<'_, 'a>, class: ClassId, name: &'a str) -> Option<Field<'a>> {
-    let attrs: Vec<AttrAssign<'a>> = lineage(cx, class)
-        .into_iter()
-        .flat_map(|c| cx.model.class(c).attr(name).copied().collect::<Vec<_>>())
-        .collect();
-    let filled_at = filled(cx, class, name);
+fn field<'a>(cx: &Checker<'_, 'a>, lineage: &[ClassId], puts: &Puts<'a>, name: &'a str) -> Option<Field<'a>> {
+    let attrs: Vec<AttrAssign<'a>> =
+        lineage.iter().flat_map(|&c| cx.model.class(c).attr(name).copied()).collect();
+    let puts_here = puts.get(name).map_or(&[][..], Vec::as_slice);
+    let filled_at = puts_here.first().map(|(at, _)| *at);
     // A registration decides; otherwise the first assignment that says something.
     if let Some(r) =
         attrs.iter().find(|a| !matches!(a.how, AttrHow::Assign | AttrHow::Update | AttrHow::SetAttr))
@@ -205,7 +205,7 @@ fn field<'a>(cx: &Checker<'_, 'a>, class: ClassId, name: &'a str) -> Option<Fiel
         && is_empty_display(v)
     {
         let container = container_name(v);
-        holds = match filled_with(cx, class, name) {
+        holds = match filled_with(cx, puts_here) {
             Some(Kind::Module) => Holds::ModulesInPlain { container, parameters: false },
             Some(Kind::Tensor) => Holds::TensorsInPlain { container },
             // Filled with values of unknown kind: not plain data for sure.
@@ -323,42 +323,43 @@ fn is_empty_display(e: &Expr) -> bool {
     }
 }
 
-/// The first place a method of the class puts something into `self.name`:
+/// What the methods of a class put into its containers, per attribute, in source order:
 /// `self.name.append(v)`, `self.name[k] = v`.
-fn filled(cx: &Checker<'_, '_>, class: ClassId, name: &str) -> Option<TextRange> {
-    puts(cx, class, name).into_iter().next().map(|(at, _)| at)
-}
+type Puts<'a> = FxHashMap<&'a str, Vec<(TextRange, &'a Expr)>>;
 
-/// The kind of what is put into `self.name` (modules win over tensors).
-fn filled_with(cx: &Checker<'_, '_>, class: ClassId, name: &str) -> Option<Kind> {
-    let kinds: Vec<Kind> = puts(cx, class, name).into_iter().map(|(_, v)| cx.kind_of(v)).collect();
+/// The kind of what is put into a container (modules win over tensors).
+fn filled_with(cx: &Checker<'_, '_>, puts: &[(TextRange, &Expr)]) -> Option<Kind> {
+    let kinds: Vec<Kind> = puts.iter().map(|(_, v)| cx.kind_of(v)).collect();
     [Kind::Module, Kind::Tensor].into_iter().find(|k| kinds.contains(k))
 }
 
-fn puts<'a>(cx: &Checker<'_, 'a>, class: ClassId, name: &str) -> Vec<(TextRange, &'a Expr)> {
-    let mut out: Vec<(TextRange, &'a Expr)> = Vec::new();
+/// [`Puts`] of `class` (whose lineage is `lineage`), from one pass over the file's calls.
+fn puts<'a>(cx: &Checker<'_, 'a>, class: ClassId, lineage: &[ClassId]) -> Puts<'a> {
+    let mut out: Puts<'a> = FxHashMap::default();
     for site in &cx.model.calls {
         let Expr::Attribute(m) = &*site.call.func else { continue };
         if !matches!(m.attr.as_str(), "append" | "extend" | "insert" | "update" | "setdefault") {
             continue;
         }
         let Expr::Attribute(list) = &*m.value else { continue };
-        if list.attr.as_str() != name || cx.types.receiver_class(&list.value) != Some(class) {
+        if cx.types.receiver_class(&list.value) != Some(class) {
             continue;
         }
         // `insert(i, v)`, `setdefault(k, v)`: the value is the last argument.
         if let Some(v) = site.call.arguments.args.last() {
-            out.push((site.call.range(), v));
+            out.entry(list.attr.as_str()).or_default().push((site.call.range(), v));
         }
     }
-    for c in lineage(cx, class) {
-        for a in cx.model.class(c).attr(name) {
+    for &c in lineage {
+        for a in &cx.model.class(c).attrs {
             if let (AttrHow::Update, Some(v)) = (a.how, a.value) {
-                out.push((a.range, v));
+                out.entry(a.name).or_default().push((a.range, v));
             }
         }
     }
-    out.sort_by_key(|(r, _)| r.start());
+    for sites in out.values_mut() {
+        sites.sort_by_key(|(r, _)| r.start());
+    }
     out
 }
 

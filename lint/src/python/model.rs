@@ -216,6 +216,9 @@ pub(crate) struct Class<'a> {
     pub scope: Option<ScopeId>,
     pub methods: FxHashMap<&'a str, FunctionId>,
     pub attrs: Vec<AttrAssign<'a>>,
+    /// For each attribute name, where its assignments are in `attrs` (a class may assign
+    /// thousands of attributes: asking about each by a scan would take quadratic time).
+    attr_index: FxHashMap<&'a str, Vec<usize>>,
 }
 
 impl<'a> Class<'a> {
@@ -224,8 +227,13 @@ impl<'a> Class<'a> {
     }
 
     /// Every assignment or registration of attribute `name`, in source order.
-    pub fn attr<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s AttrAssign<'a>> + 's {
-        self.attrs.iter().filter(move |a| a.name == name)
+    pub fn attr<'s>(&'s self, name: &str) -> impl Iterator<Item = &'s AttrAssign<'a>> + 's {
+        self.attr_index.get(name).into_iter().flatten().map(|&i| &self.attrs[i])
+    }
+
+    /// The names of the attributes the class assigns or registers, each once, in source order.
+    pub fn attr_names(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.attrs.iter().enumerate().filter(|(i, a)| self.attr_index[a.name][0] == *i).map(|(_, a)| a.name)
     }
 }
 
@@ -327,6 +335,9 @@ impl<'a> Model<'a> {
         // Methods are visited in no particular order: keep each class's attributes in source order.
         for c in &mut b.model.classes {
             c.attrs.sort_by_key(|a| a.range.start());
+            for (i, a) in c.attrs.iter().enumerate() {
+                c.attr_index.entry(a.name).or_default().push(i);
+            }
         }
         let mut model = b.model;
         let names: FxHashMap<_, _> = model
@@ -909,7 +920,13 @@ impl<'a> Builder<'a> {
             self.visit_arguments(args);
         }
         let id = ClassId::new(self.model.classes.len());
-        self.model.classes.push(Class { def, scope: None, methods: FxHashMap::default(), attrs: Vec::new() });
+        self.model.classes.push(Class {
+            def,
+            scope: None,
+            methods: FxHashMap::default(),
+            attrs: Vec::new(),
+            attr_index: FxHashMap::default(),
+        });
         self.model.classes_by_start.insert(def.name.start(), id);
         let scope = self.push_scope(ScopeKind::Class(id));
         self.model.classes[id.index()].scope = Some(scope);

@@ -329,7 +329,7 @@ impl<'m, 'a> Types<'m, 'a> {
         let mut at = Some(class);
         let mut seen = 0;
         while let Some(c) = at {
-            out.extend(self.model.class(c).attrs.iter().filter(|a| a.name == name));
+            out.extend(self.model.class(c).attr(name));
             seen += 1;
             if seen > 32 {
                 break;
