@@ -380,3 +380,32 @@ fn a_class_with_thousands_of_attributes_is_inspected_and_linted() {
     assert_eq!(d004.len(), 2 * n / 100, "{:?}", &d004[..3.min(d004.len())]);
     assert_eq!(d004[0].start.line, 8, "{:?}", d004[0]);
 }
+
+/// A forward pass calling a chain of 10,000 helpers defined last-first, and one function with
+/// 10,000 `.cuda()` calls: what the forward pass reaches is found through the whole chain, and
+/// each move is judged without scanning the file's calls again (both were quadratic).
+#[test]
+fn long_call_chains_and_thousands_of_moves_are_linted() {
+    let n = 10_000;
+    let mut chain = String::from("import torch\nimport torch.nn as nn\n\nproj = nn.Linear(4, 4)\n\n\n");
+    chain.push_str(&format!("def f{n}(x):\n    return proj(x) + torch.zeros(4)\n\n\n"));
+    for i in (0..n).rev() {
+        chain.push_str(&format!("def f{i}(x):\n    return f{}(x)\n\n\n", i + 1));
+    }
+    chain.push_str("class M(nn.Module):\n    def forward(self, x):\n        return f0(x)\n");
+    let settings = preview();
+    let report = lint_source("chain.py", &chain, &settings);
+    // The tensor made on the default device in the last helper, which only the forward pass
+    // (10,000 calls away) makes a place where tensors must follow the input.
+    let d001: Vec<_> = report.diagnostics.iter().filter(|d| d.code == "D001").collect();
+    assert_eq!(d001.len(), 1, "{:?}", report.diagnostics);
+    assert_eq!(d001[0].start.line, 8);
+
+    let mut moves = String::from("import torch\n\n\ndef f(x: torch.Tensor):\n");
+    for i in 0..n {
+        moves.push_str(&format!("    y{i} = x.cuda()\n"));
+    }
+    moves.push_str("    return x\n");
+    let report = lint_source("moves.py", &moves, &settings);
+    assert_eq!(report.diagnostics.iter().filter(|d| d.code == "D002").count(), n);
+}

@@ -111,6 +111,9 @@ pub(crate) struct Facts {
     /// Bindings whose value `.backward()` is called on (`loss = ..; loss.backward()`), and the
     /// terms of their sums ([`losses`]): the autograd graph, where the model is, whatever built it.
     pub backward: FxHashSet<BindingId>,
+    /// Per function: the calls of this file that call it by name (indices into the model's
+    /// calls), so a question about its callers does not scan every call of the file.
+    pub calls_to: Vec<Vec<usize>>,
 }
 
 /// The rules' view of the file and of the node being checked.
@@ -758,7 +761,8 @@ impl Facts {
         };
         let mut edges: Vec<Edge> = Vec::new();
         let mut sets_default_device = false;
-        for site in &model.calls {
+        let mut calls_to: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, site) in model.calls.iter().enumerate() {
             if let Some(q) = model.canonical_name(&site.call.func)
                 && matches!(q.as_ref(), "torch.set_default_device" | "torch.set_default_tensor_type")
             {
@@ -771,7 +775,10 @@ impl Facts {
                 mark_loops(&mut loop_work, site.in_loop);
             }
             let callee = match model.callee(site.call, site.function) {
-                Some(Callee::Function(f)) => Some(f),
+                Some(Callee::Function(f)) => {
+                    calls_to[f.index()].push(i);
+                    Some(f)
+                }
                 Some(Callee::Class(_)) => None,
                 // Calling a module of this file runs its `forward`.
                 None if types.kind(&site.call.func) == Kind::Module => types.forward_of(&site.call.func),
@@ -855,17 +862,21 @@ impl Facts {
                 outer_loop[id.index()] = true;
             }
         }
-        // Forward passes reach the functions they call.
-        let mut changed = true;
-        while changed {
-            changed = false;
-            for e in &edges {
-                if let Some(c) = e.caller
-                    && forward[c.index()]
-                    && !forward[e.callee.index()]
-                {
-                    forward[e.callee.index()] = true;
-                    changed = true;
+        // Forward passes reach the functions they call (a worklist: the calls of a file come in
+        // no useful order, and a pass per link of a long chain would take quadratic time).
+        let mut callees: Vec<Vec<FunctionId>> = vec![Vec::new(); n];
+        for e in &edges {
+            if let Some(c) = e.caller {
+                callees[c.index()].push(e.callee);
+            }
+        }
+        let mut todo: Vec<FunctionId> =
+            model.functions().map(|(id, _)| id).filter(|f| forward[f.index()]).collect();
+        while let Some(c) = todo.pop() {
+            for &callee in &callees[c.index()] {
+                if !forward[callee.index()] {
+                    forward[callee.index()] = true;
+                    todo.push(callee);
                 }
             }
         }
@@ -882,6 +893,7 @@ impl Facts {
                 .iter()
                 .any(|s| model.canonical_name(&s.call.func).is_some_and(|q| api::is_clock(&q))),
             backward: losses(model),
+            calls_to,
         };
         // Hot loops reach the functions called inside them, and through them, their callees.
         let mut changed = true;

@@ -491,12 +491,8 @@ fn callers_pass_device_tensors(
     if fun.name() == "forward" {
         return true;
     }
-    let mut called = false;
-    for site in &cx.model.calls {
-        if cx.model.callee(site.call, site.function) != Some(crate::python::model::Callee::Function(f)) {
-            continue;
-        }
-        called = true;
+    let callers = &cx.facts.calls_to[f.index()];
+    for site in callers.iter().map(|&i| &cx.model.calls[i]) {
         // `self.helper(x)` passes `self` implicitly.
         let shift = usize::from(matches!(&*site.call.func, Expr::Attribute(_)) && fun.receiver.is_some());
         let arg = position
@@ -510,5 +506,5 @@ fn callers_pass_device_tensors(
             None => return true,
         }
     }
-    !called
+    callers.is_empty()
 }

@@ -1,8 +1,10 @@
 use ruff_python_ast::{Expr, Stmt};
-use ruff_text_size::Ranged;
+use ruff_text_size::{Ranged, TextSize};
+use rustc_hash::FxHashMap;
 
 use crate::diagnostic::Finding;
 use crate::python::checker::{Checker, Node, Reads, Rule};
+use crate::python::model::FunctionId;
 use crate::rules::D002HardcodedAccelerator;
 
 use super::helpers::{accelerator, checks_for_accelerator, method_call, range, str_lit};
@@ -52,7 +54,22 @@ python_side! {
 }
 
 #[derive(Default)]
-pub(crate) struct Check;
+pub(crate) struct Check {
+    /// Per function with a candidate: [`FunctionCalls`], from one pass over the file's calls.
+    functions: FxHashMap<FunctionId, FunctionCalls>,
+}
+
+/// What the calls inside a function say about its placement.
+#[derive(Clone, Copy)]
+struct FunctionCalls {
+    /// It calls `torch.distributed` collectives: with NCCL they need CUDA tensors, so `"cuda"`
+    /// there is the backend's requirement, not a choice.
+    collectives: bool,
+    /// Where its first check for an accelerator (`torch.cuda.is_available()`) ends: a function
+    /// that asks before this point (`if not torch.cuda.is_available(): return False`) has checked
+    /// the placement.
+    first_check: Option<TextSize>,
+}
 
 impl Rule for Check {
     fn reads(&self) -> Reads {
@@ -84,7 +101,10 @@ impl Rule for Check {
             let Some(device) = str_lit(literal).and_then(accelerator) else { return };
             (device, literal.range(), shown)
         };
-        if placement_is_checked(cx) || uses_collectives(cx) || defines_a_move(cx) || checked_before(cx, at) {
+        let calls = cx.function.map(|f| *self.functions.entry(f).or_insert_with(|| function_calls(cx, f)));
+        let collectives = calls.is_some_and(|c| c.collectives);
+        let checked_before = calls.and_then(|c| c.first_check).is_some_and(|end| end <= at.start());
+        if placement_is_checked(cx) || collectives || defines_a_move(cx) || checked_before {
             return;
         }
         out.push(
@@ -135,31 +155,23 @@ fn placement_is_checked(cx: &Checker<'_, '_>) -> bool {
     }) || matches!(cx.parent(), Some(Node::Stmt(Stmt::FunctionDef(_))))
 }
 
-/// Does the function call `torch.distributed` collectives? With NCCL they need CUDA tensors, so
-/// `"cuda"` there is the backend's requirement, not a choice.
-fn uses_collectives(cx: &Checker<'_, '_>) -> bool {
-    let Some(f) = cx.function else { return false };
+/// [`FunctionCalls`] of `f`, from the calls inside its body (nested functions included).
+fn function_calls(cx: &Checker<'_, '_>, f: FunctionId) -> FunctionCalls {
     let def = cx.model.function(f).def;
-    cx.model.calls.iter().any(|s| {
-        def.range().contains_range(s.call.range())
-            && cx.model.canonical_name(&s.call.func).is_some_and(|q| q.starts_with("torch.distributed."))
-    })
+    let mut out = FunctionCalls { collectives: false, first_check: None };
+    for s in cx.model.calls.iter().filter(|s| def.range().contains_range(s.call.range())) {
+        let Some(q) = cx.model.canonical_name(&s.call.func) else { continue };
+        out.collectives |= q.starts_with("torch.distributed.");
+        if q.ends_with(".is_available") {
+            let end = s.call.range().end();
+            out.first_check = Some(out.first_check.map_or(end, |e| e.min(end)));
+        }
+    }
+    out
 }
 
 /// A method that implements a move (`def cuda(self): self.model.cuda()`): it is what the caller
 /// asked for.
 fn defines_a_move(cx: &Checker<'_, '_>) -> bool {
     cx.function_name().is_some_and(|n| matches!(n, "cuda" | "to" | "_apply" | "to_gpu" | "gpu"))
-}
-
-/// A function that asks whether CUDA is there before this point (`if not
-/// torch.cuda.is_available(): return False`) has checked the placement.
-fn checked_before(cx: &Checker<'_, '_>, at: ruff_text_size::TextRange) -> bool {
-    let Some(f) = cx.function else { return false };
-    let def = cx.model.function(f).def;
-    cx.model.calls.iter().any(|s| {
-        def.range().contains_range(s.call.range())
-            && s.call.range().end() <= at.start()
-            && cx.model.canonical_name(&s.call.func).is_some_and(|q| q.ends_with(".is_available"))
-    })
 }
