@@ -50,7 +50,7 @@ impl Frame {
 fn nests(word: &[u8]) -> bool {
     // Most words are names: rule them out by length and first letter before comparing.
     let [first, ..] = word else { return false };
-    if !(2..=6).contains(&word.len()) || !b"acdefilmnortwy".contains(first) {
+    if !(2..=6).contains(&word.len()) || !NEST_FIRST[usize::from(*first)] {
         return false;
     }
     matches!(
@@ -85,6 +85,18 @@ fn nests(word: &[u8]) -> bool {
             | b"yield"
     )
 }
+
+/// First letters of the keywords [`nests`] knows.
+static NEST_FIRST: [bool; 256] = {
+    let mut table = [false; 256];
+    let letters = b"acdefilmnortwy";
+    let mut k = 0;
+    while k < letters.len() {
+        table[letters[k] as usize] = true;
+        k += 1;
+    }
+    table
+};
 
 /// Bytes that continue a name (or a number): ASCII letters, digits, `_`, and every byte of a
 /// non-ASCII character. A table: the scan spends most of its time in names.
@@ -190,8 +202,9 @@ pub(crate) fn check(text: &str, max: usize) -> Result<(), TooDeep> {
         let at_top = frames.len() == 1;
         if line_start && at_top {
             // The indentation of a logical line that holds code sets the block depth.
-            let mut col = 0;
-            let mut j = i;
+            // Spaces first (nearly all indentation), then the general walk for tabs and form feeds.
+            let mut j = i + spaces(&b[i..]);
+            let mut col = j - i;
             while j < b.len() && matches!(b[j], b' ' | b'\t' | b'\x0c') {
                 col = match b[j] {
                     b'\t' => (col / 8 + 1) * 8,
@@ -217,9 +230,14 @@ pub(crate) fn check(text: &str, max: usize) -> Result<(), TooDeep> {
                 break;
             }
         }
-        let top = frames.len() - 1;
-        i = code_run(b, i, &mut frames[top], max)?;
+        i = code_run(b, i, &mut frames, lambdas.is_empty(), max)?;
         let Some(&c) = b.get(i) else { break };
+        // The run may have opened and closed brackets: where is it now?
+        let top = frames.len() - 1;
+        let at_top = top == 0;
+        if !matches!(frames[top], Frame::Code { .. }) {
+            continue;
+        }
         match c {
             b'#' => {
                 i = memchr::memchr(b'\n', &b[i..]).map_or(b.len(), |n| i + n);
@@ -302,43 +320,104 @@ pub(crate) fn check(text: &str, max: usize) -> Result<(), TooDeep> {
     Ok(())
 }
 
-/// What most of a file is: names, runs of spaces and operator characters, which change only the
-/// code frame's operator run. Scans them from `i` and returns the first byte they do not cover
-/// (for the full scan in [`check`]); a name that opens a string (`f"`) or a `lambda` is left to it
-/// too, from the name's first byte.
-fn code_run(b: &[u8], mut i: usize, frame: &mut Frame, max: usize) -> Result<usize, TooDeep> {
-    let Frame::Code { base, run, .. } = frame else { return Ok(i) };
-    while let Some(&c) = b.get(i) {
+/// What nearly all of a file is: code that changes only the code frames — names, spaces,
+/// operator characters, brackets, separators, comments, line continuations and newlines inside
+/// brackets. Scans it from `i` (the top frame a [`Frame::Code`]) and returns the first byte it
+/// leaves to the full scan in [`check`]: a quote, a name that opens a string (`f"`) or is
+/// `lambda` (from the name's first byte), a newline at the top, a `:` in a replacement field,
+/// and — while a `lambda` is open (`no_lambdas` false) — any `,`, `;`, `:` or closer. A closer
+/// that pops back into an f-string's text returns the byte after it.
+fn code_run(
+    b: &[u8],
+    mut i: usize,
+    frames: &mut Vec<Frame>,
+    no_lambdas: bool,
+    max: usize,
+) -> Result<usize, TooDeep> {
+    let mut top = frames.len() - 1;
+    let Frame::Code { mut base, mut run, mut field } = frames[top] else { return Ok(i) };
+    let out = loop {
+        let Some(&c) = b.get(i) else { break Ok(i) };
         match BYTE_CLASS[usize::from(c)] {
             Class::Word => {
                 let start = i;
-                i += b[i..].iter().position(|&c| !is_word_byte(c)).unwrap_or(b.len() - i);
+                i += 1;
+                while b.get(i).is_some_and(|&c| is_word_byte(c)) {
+                    i += 1;
+                }
                 let word = &b[start..i];
                 if matches!(b.get(i), Some(b'\'' | b'"')) && string_prefix(word).is_some() {
-                    return Ok(start);
+                    break Ok(start);
                 }
                 if nests(word) {
                     if word == b"lambda" {
-                        return Ok(start);
+                        break Ok(start);
                     }
-                    *run += 1;
-                    if *base + *run > max {
-                        return Err(TooDeep { at: start, len: 1 });
+                    run += 1;
+                    if base + run > max {
+                        break Err(TooDeep { at: start, len: 1 });
                     }
                 }
             }
-            Class::Space => i += b[i..].iter().position(|&c| c != b' ').unwrap_or(b.len() - i),
+            Class::Space => i += spaces(&b[i..]),
             Class::Operator => {
-                *run += 1;
-                if *base + *run > max {
-                    return Err(TooDeep { at: i, len: 1 });
+                run += 1;
+                if base + run > max {
+                    break Err(TooDeep { at: i, len: 1 });
                 }
                 i += 1;
             }
-            Class::Other => return Ok(i),
+            Class::Open => {
+                // `f()()()` and `x[0][0][0]` nest one level per pair.
+                run += 1;
+                frames[top] = Frame::Code { base, run, field };
+                (base, run, field) = (base + run + 1, 0, false);
+                frames.push(Frame::Code { base, run, field });
+                top += 1;
+                if base > max {
+                    break Err(TooDeep { at: i, len: 1 });
+                }
+                i += 1;
+            }
+            Class::Close if no_lambdas => {
+                i += 1;
+                // A field ends only at its `}`; a stray closer elsewhere is the parser's error.
+                if top > 0 && (!field || c == b'}') {
+                    frames.pop();
+                    top -= 1;
+                    match frames[top] {
+                        Frame::Code { base: b0, run: r0, field: f0 } => (base, run, field) = (b0, r0, f0),
+                        // Back in an f-string's text: the full scan goes on from here.
+                        _ => return Ok(i),
+                    }
+                }
+            }
+            Class::Separator if no_lambdas => {
+                run = 0;
+                i += 1;
+            }
+            Class::Colon if no_lambdas && !field => i += 1,
+            Class::Newline if top > 0 => i += 1,
+            Class::Hash => i = memchr::memchr(b'\n', &b[i..]).map_or(b.len(), |n| i + n),
+            Class::Backslash => {
+                // A line continuation: the logical line goes on.
+                i += match (b.get(i + 1), b.get(i + 2)) {
+                    (Some(b'\r'), Some(b'\n')) => 3,
+                    (Some(b'\n' | b'\r'), _) => 2,
+                    _ => 1,
+                };
+            }
+            Class::Skip => i += 1,
+            _ => break Ok(i),
         }
-    }
-    Ok(i)
+    };
+    frames[top] = Frame::Code { base, run, field };
+    out
+}
+
+/// The number of spaces `b` starts with.
+fn spaces(b: &[u8]) -> usize {
+    b.iter().position(|&c| c != b' ').unwrap_or(b.len())
 }
 
 #[derive(Clone, Copy)]
@@ -346,12 +425,25 @@ enum Class {
     Word,
     Space,
     Operator,
-    Other,
+    /// `(`, `[`, `{`.
+    Open,
+    /// `)`, `]`, `}`.
+    Close,
+    /// `,` and `;`: the end of an operator run.
+    Separator,
+    Colon,
+    Newline,
+    Hash,
+    Backslash,
+    /// Quotes: strings, for the full scan.
+    Quote,
+    /// Nothing to the estimate (tabs, `\r`, `$`, ..).
+    Skip,
 }
 
 /// [`code_run`]'s view of a byte.
 static BYTE_CLASS: [Class; 256] = {
-    let mut table = [Class::Other; 256];
+    let mut table = [Class::Skip; 256];
     let mut b = 0;
     while b < 256 {
         let c = b as u8;
@@ -378,7 +470,17 @@ static BYTE_CLASS: [Class; 256] = {
         ) {
             Class::Operator
         } else {
-            Class::Other
+            match c {
+                b'(' | b'[' | b'{' => Class::Open,
+                b')' | b']' | b'}' => Class::Close,
+                b',' | b';' => Class::Separator,
+                b':' => Class::Colon,
+                b'\n' => Class::Newline,
+                b'#' => Class::Hash,
+                b'\\' => Class::Backslash,
+                b'\'' | b'"' => Class::Quote,
+                _ => Class::Skip,
+            }
         };
         b += 1;
     }
