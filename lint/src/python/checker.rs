@@ -17,6 +17,7 @@ use crate::source::FileKind;
 
 use super::api;
 use super::model::{BindingId, BindingKind, Callee, FunctionId, LoopId, MAX_DEPTH, Model, Part};
+use super::rules::helpers::NameWords;
 use super::typing::{Kind, Truth, Types};
 
 /// A rule of the Python front end.
@@ -712,8 +713,7 @@ pub(crate) fn is_gate(test: &Expr) -> bool {
 }
 
 fn is_gate_word(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    [
+    static WORDS: NameWords = NameWords::new(&[
         "log",
         "verbose",
         "debug",
@@ -735,9 +735,8 @@ fn is_gate_word(name: &str) -> bool {
         "is_main",
         "rank",
         "master",
-    ]
-    .iter()
-    .any(|w| lower.contains(w))
+    ]);
+    WORDS.in_name(name)
 }
 
 impl Facts {
@@ -982,6 +981,7 @@ pub(crate) fn calls_a_value(model: &Model<'_>, types: &Types<'_, '_>, c: &ast::E
 /// `torch.device(..)`, `.to(device)` with a device that is not the CPU, `device=..` that is not
 /// the CPU.
 fn moves_to_accelerator(model: &Model<'_>, call: &ast::ExprCall) -> bool {
+    static DEV: NameWords = NameWords::new(&["dev"]);
     let cpu = |e: &Expr| matches!(e, Expr::StringLiteral(s) if s.value.to_str() == "cpu");
     if let Some(q) = model.canonical_name(&call.func) {
         let q = q.as_ref();
@@ -1003,8 +1003,8 @@ fn moves_to_accelerator(model: &Model<'_>, call: &ast::ExprCall) -> bool {
         Expr::Attribute(a) if a.attr.as_str() == "to" => {
             call.arguments.args.first().is_some_and(|t| match t {
                 Expr::StringLiteral(s) => s.value.to_str() != "cpu",
-                Expr::Name(n) => n.id.as_str().to_ascii_lowercase().contains("dev"),
-                Expr::Attribute(d) => d.attr.as_str().to_ascii_lowercase().contains("dev"),
+                Expr::Name(n) => DEV.in_name(n.id.as_str()),
+                Expr::Attribute(d) => DEV.in_name(d.attr.as_str()),
                 _ => false,
             })
         }
@@ -1017,7 +1017,8 @@ fn loop_is_over_epochs(l: &super::model::Loop<'_>) -> bool {
     let Some((target, _)) = l.for_parts() else { return false };
     let mut names = Vec::new();
     super::rules::helpers::target_names(target, &mut names);
-    names.iter().any(|n| n.to_ascii_lowercase().contains("epoch"))
+    static EPOCH: NameWords = NameWords::new(&["epoch"]);
+    names.iter().any(|n| EPOCH.in_name(n))
 }
 
 /// A script: its name says what it runs (`train.py`, `eval_imagenet.py`, `demo.py`, ...), or it

@@ -99,6 +99,7 @@ impl Rule for Check {
 
 /// Inside a branch about running out of memory (`if has_oom:`, `if out_of_memory:`): recovery.
 fn in_memory_branch(cx: &Checker<'_, '_>) -> bool {
+    static MEMORY: super::helpers::NameWords = super::helpers::NameWords::new(&["oom", "memory"]);
     cx.parents.iter().any(|n| {
         let Node::Stmt(Stmt::If(i)) = n else { return false };
         let mut hit = false;
@@ -108,8 +109,7 @@ fn in_memory_branch(cx: &Checker<'_, '_>) -> bool {
                 Expr::Attribute(a) => a.attr.as_str(),
                 _ => "",
             };
-            let lower = name.to_ascii_lowercase();
-            hit |= lower.contains("oom") || lower.contains("out_of_memory") || lower.contains("memory");
+            hit |= MEMORY.in_name(name);
             !hit
         });
         hit

@@ -2,6 +2,9 @@
 //! DataLoader, finding where a value is used, and building edits that keep the file valid.
 
 use std::ops::Range;
+use std::sync::OnceLock;
+
+use aho_corasick::AhoCorasick;
 
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange};
@@ -11,6 +14,35 @@ use crate::python::api;
 use crate::python::checker::{Checker, Node};
 use crate::python::model::{BindingId, BindingKind, Part};
 use crate::python::typing::Kind;
+
+/// Words looked for inside names, case-insensitively (`log` in `should_log`, `LOG_EVERY`): one
+/// automaton per list, built on first use, so a lookup allocates nothing and reads each byte of
+/// the name once.
+pub(crate) struct NameWords {
+    words: &'static [&'static str],
+    matcher: OnceLock<Option<AhoCorasick>>,
+}
+
+impl NameWords {
+    pub(crate) const fn new(words: &'static [&'static str]) -> NameWords {
+        NameWords { words, matcher: OnceLock::new() }
+    }
+
+    /// Does `name` contain one of the words, in any case?
+    pub(crate) fn in_name(&self, name: &str) -> bool {
+        let matcher = self
+            .matcher
+            .get_or_init(|| AhoCorasick::builder().ascii_case_insensitive(true).build(self.words).ok());
+        match matcher {
+            Some(m) => m.is_match(name),
+            // The automaton of a short fixed list always builds; this is only the slow way there.
+            None => {
+                let lower = name.to_ascii_lowercase();
+                self.words.iter().any(|w| lower.contains(w))
+            }
+        }
+    }
+}
 
 /// A byte range for a finding.
 pub(crate) fn range(r: TextRange) -> Range<usize> {
@@ -95,8 +127,8 @@ pub(crate) fn checks_for_accelerator(cx: &Checker<'_, '_>, e: &Expr) -> bool {
 }
 
 fn is_accelerator_word(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    ["cuda", "gpu", "device", "mps", "cpu", "accelerat"].iter().any(|w| lower.contains(w))
+    static WORDS: NameWords = NameWords::new(&["cuda", "gpu", "device", "mps", "cpu", "accelerat"]);
+    WORDS.in_name(name)
 }
 
 /// Calls `f` on `e` and every expression inside it, in source order, while `f` returns true.
@@ -210,11 +242,12 @@ pub(crate) fn is_batch_element(cx: &Checker<'_, '_>, e: &Expr) -> bool {
 /// Does a `for` loop's iterable draw batches from a DataLoader: the loader itself, a name bound
 /// to one or called `*loader*`, or either wrapped in `enumerate`, `tqdm` or `iter`?
 pub(crate) fn iterates_loader(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
+    static LOADER: NameWords = NameWords::new(&["loader"]);
     loader_of(cx, iter).is_some() || {
         let inner = unwrap_iteration(cx, iter);
         match inner {
-            Expr::Name(n) => n.id.as_str().to_ascii_lowercase().contains("loader"),
-            Expr::Attribute(a) => a.attr.as_str().to_ascii_lowercase().contains("loader"),
+            Expr::Name(n) => LOADER.in_name(n.id.as_str()),
+            Expr::Attribute(a) => LOADER.in_name(a.attr.as_str()),
             Expr::Call(c) => {
                 matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str().ends_with("dataloader"))
             }
