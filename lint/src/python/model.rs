@@ -274,8 +274,6 @@ pub(crate) struct Model<'a> {
     classes: Vec<Class<'a>>,
     loops: Vec<Loop<'a>>,
     pub calls: Vec<CallSite<'a>>,
-    /// Start offset of a name that is read → the binding it saw.
-    references: FxHashMap<TextSize, BindingId>,
     /// Start offset of a bound name → its binding.
     definitions: FxHashMap<TextSize, BindingId>,
     functions_by_start: FxHashMap<TextSize, FunctionId>,
@@ -286,15 +284,17 @@ pub(crate) struct Model<'a> {
     /// Some import is from `torch` (or a library built on it).
     pub imports_torch: bool,
     /// The canonical name of every call's callee, worked out once: every rule asks for it.
-    callee_names: FxHashMap<TextRange, Option<Box<str>>>,
+    /// Indexed by the node index the build gives each callee that is an attribute (`torch.zeros`,
+    /// `self.net`, `x.to`): looking one up is a load and a bounds check.
+    callee_names: Vec<(TextRange, Option<Box<str>>)>,
 }
 
 impl<'a> Model<'a> {
     /// Builds the model of a parsed module.
     pub fn build(source: &'a str, body: &'a [Stmt]) -> Self {
-        // Sized from the text (about one name read per 32 bytes of Python, one call or binding
-        // per 128) so the tables rarely grow while the tree is walked.
-        let (reads, others) = (source.len() / 32, source.len() / 128);
+        // Sized from the text (about one call or binding per 128 bytes of Python) so the tables
+        // rarely grow while the tree is walked.
+        let others = source.len() / 128;
         let mut b = Builder {
             model: Model {
                 source,
@@ -304,14 +304,13 @@ impl<'a> Model<'a> {
                 classes: Vec::new(),
                 loops: Vec::new(),
                 calls: Vec::with_capacity(others),
-                references: FxHashMap::with_capacity_and_hasher(reads, Default::default()),
                 definitions: FxHashMap::with_capacity_and_hasher(others, Default::default()),
                 functions_by_start: FxHashMap::default(),
                 classes_by_start: FxHashMap::default(),
                 loops_by_start: FxHashMap::default(),
                 imports: Vec::new(),
                 imports_torch: false,
-                callee_names: FxHashMap::default(),
+                callee_names: Vec::new(),
             },
             scope: ScopeId(0),
             function: None,
@@ -340,16 +339,18 @@ impl<'a> Model<'a> {
             }
         }
         let mut model = b.model;
-        let names: FxHashMap<_, _> = model
-            .calls
-            .iter()
-            .filter(|site| matches!(&*site.call.func, Expr::Name(_) | Expr::Attribute(_)))
-            .map(|site| {
-                let name =
-                    model.qualified_name(&site.call.func).map(|q| canonical(q).into_owned().into_boxed_str());
-                (site.call.func.range(), name)
-            })
-            .collect();
+        let mut names = Vec::with_capacity(model.calls.len());
+        for site in &model.calls {
+            let Expr::Attribute(a) = &*site.call.func else { continue };
+            let Ok(i) = u32::try_from(names.len()) else { break };
+            if i >= u32::MAX - 2 {
+                break;
+            }
+            let name =
+                model.qualified_name(&site.call.func).map(|q| canonical(q).into_owned().into_boxed_str());
+            a.node_index.set(ruff_python_ast::NodeIndex::from(i));
+            names.push((a.range, name));
+        }
         model.callee_names = names;
         model
     }
@@ -402,7 +403,7 @@ impl<'a> Model<'a> {
 
     /// The binding a name that is read saw when it was read.
     pub fn binding_of(&self, name: &ast::ExprName) -> Option<BindingId> {
-        self.references.get(&name.start()).copied()
+        name.node_index.load().as_u32().map(BindingId)
     }
 
     /// The binding a bound name (an assignment target, a parameter) made.
@@ -454,7 +455,12 @@ impl<'a> Model<'a> {
             },
             // An attribute of a builtin (`str.join`) is not a dotted name of a module.
             None if chained => return None,
-            None => return Some(Cow::Owned(format!("builtins.{}", root.id.as_str()))),
+            None => {
+                let name = root.id.as_str();
+                return Some(
+                    builtin_name(name).map_or_else(|| Cow::Owned(format!("builtins.{name}")), Cow::Borrowed),
+                );
+            }
         };
         if !chained {
             return Some(Cow::Borrowed(base));
@@ -480,7 +486,11 @@ impl<'a> Model<'a> {
     /// Like [`Model::qualified_name`], with the spellings of one object reduced to one:
     /// `torch.nn.modules.linear.Linear` is `torch.nn.Linear`.
     pub fn canonical_name(&self, e: &Expr) -> Option<Cow<'_, str>> {
-        if let Some(known) = self.callee_names.get(&e.range()) {
+        if let Expr::Attribute(a) = e
+            && let Some(i) = a.node_index.load().as_u32()
+            && let Some((range, known)) = self.callee_names.get(i as usize)
+            && *range == a.range
+        {
             return known.as_deref().map(Cow::Borrowed);
         }
         let q = self.qualified_name(e)?;
@@ -562,6 +572,168 @@ pub(crate) fn is_no_grad_name(q: &str) -> bool {
 pub(crate) enum Callee {
     Function(FunctionId),
     Class(ClassId),
+}
+
+/// `builtins.NAME` for the names Python's `builtins` module defines (3.11), as static text: a
+/// call of `print` or `len` is named without building a string.
+fn builtin_name(name: &str) -> Option<&'static str> {
+    macro_rules! builtins {
+        ($($n:ident),* $(,)?) => {
+            match name {
+                $(stringify!($n) => Some(concat!("builtins.", stringify!($n))),)*
+                _ => None,
+            }
+        };
+    }
+    builtins!(
+        ArithmeticError,
+        AssertionError,
+        AttributeError,
+        BaseException,
+        BaseExceptionGroup,
+        BlockingIOError,
+        BrokenPipeError,
+        BufferError,
+        BytesWarning,
+        ChildProcessError,
+        ConnectionAbortedError,
+        ConnectionError,
+        ConnectionRefusedError,
+        ConnectionResetError,
+        DeprecationWarning,
+        EOFError,
+        Ellipsis,
+        EncodingWarning,
+        EnvironmentError,
+        Exception,
+        ExceptionGroup,
+        FileExistsError,
+        FileNotFoundError,
+        FloatingPointError,
+        FutureWarning,
+        GeneratorExit,
+        IOError,
+        ImportError,
+        ImportWarning,
+        IndentationError,
+        IndexError,
+        InterruptedError,
+        IsADirectoryError,
+        KeyError,
+        KeyboardInterrupt,
+        LookupError,
+        MemoryError,
+        ModuleNotFoundError,
+        NameError,
+        NotADirectoryError,
+        NotImplemented,
+        NotImplementedError,
+        OSError,
+        OverflowError,
+        PendingDeprecationWarning,
+        PermissionError,
+        ProcessLookupError,
+        RecursionError,
+        ReferenceError,
+        ResourceWarning,
+        RuntimeError,
+        RuntimeWarning,
+        StopAsyncIteration,
+        StopIteration,
+        SyntaxError,
+        SyntaxWarning,
+        SystemError,
+        SystemExit,
+        TabError,
+        TimeoutError,
+        TypeError,
+        UnboundLocalError,
+        UnicodeDecodeError,
+        UnicodeEncodeError,
+        UnicodeError,
+        UnicodeTranslateError,
+        UnicodeWarning,
+        UserWarning,
+        ValueError,
+        Warning,
+        ZeroDivisionError,
+        __import__,
+        abs,
+        aiter,
+        all,
+        anext,
+        any,
+        ascii,
+        bin,
+        bool,
+        breakpoint,
+        bytearray,
+        bytes,
+        callable,
+        chr,
+        classmethod,
+        compile,
+        complex,
+        copyright,
+        credits,
+        delattr,
+        dict,
+        dir,
+        divmod,
+        enumerate,
+        eval,
+        exec,
+        exit,
+        filter,
+        float,
+        format,
+        frozenset,
+        getattr,
+        globals,
+        hasattr,
+        hash,
+        help,
+        hex,
+        id,
+        input,
+        int,
+        isinstance,
+        issubclass,
+        iter,
+        len,
+        license,
+        list,
+        locals,
+        map,
+        max,
+        memoryview,
+        min,
+        next,
+        object,
+        oct,
+        open,
+        ord,
+        pow,
+        print,
+        property,
+        quit,
+        range,
+        repr,
+        reversed,
+        round,
+        set,
+        setattr,
+        slice,
+        sorted,
+        staticmethod,
+        str,
+        sum,
+        super,
+        tuple,
+        type,
+        vars,
+        zip,
+    )
 }
 
 /// One spelling per object: re-exports and aliases of the objects the rules look for.
@@ -684,8 +856,15 @@ impl<'a> Builder<'a> {
     }
 
     fn resolve(&mut self, name: &ast::ExprName) {
-        if let Some(b) = self.model.lookup(self.scope, name.id.as_str()) {
-            self.model.references.insert(name.start(), b);
+        // The name node itself records the binding it saw (ruff's trees carry a node index that
+        // the parser leaves unset): reading it back is a load, not a hash lookup. A model built
+        // again on the same tree records the same bindings.
+        if let Some(b) = self.model.lookup(self.scope, name.id.as_str())
+            && let Ok(i) = u32::try_from(b.index())
+            // `NodeIndex::from` reserves the top values.
+            && i < u32::MAX - 2
+        {
+            name.node_index.set(ruff_python_ast::NodeIndex::from(i));
         }
     }
 

@@ -48,21 +48,45 @@ const MAX_FOLLOW: usize = 48;
 /// The type inference of one file, with its memos.
 pub(crate) struct Types<'m, 'a> {
     pub model: &'m Model<'a>,
-    bindings: RefCell<FxHashMap<BindingId, Kind>>,
-    classes: RefCell<FxHashMap<ClassId, Truth>>,
-    returns: RefCell<FxHashMap<FunctionId, Kind>>,
+    bindings: Slots<Kind>,
+    classes: Slots<Truth>,
+    returns: Slots<Kind>,
     /// Attribute kinds per class and name: `self.data = self.data.filter(..)` refers to itself.
     attrs: RefCell<FxHashMap<ClassId, FxHashMap<Box<str>, Kind>>>,
     depth: Cell<usize>,
+}
+
+/// Answers worked out so far, one slot per dense id (a binding, class or function), so a lookup
+/// is an index, not a hash.
+struct Slots<V>(RefCell<Vec<Option<V>>>);
+
+impl<V> Default for Slots<V> {
+    fn default() -> Self {
+        Slots(RefCell::new(Vec::new()))
+    }
+}
+
+impl<V: Copy> Slots<V> {
+    fn get(&self, i: usize) -> Option<V> {
+        self.0.borrow().get(i).copied().flatten()
+    }
+
+    fn set(&self, i: usize, v: V) {
+        let mut slots = self.0.borrow_mut();
+        if slots.len() <= i {
+            slots.resize(i + 1, None);
+        }
+        slots[i] = Some(v);
+    }
 }
 
 impl<'m, 'a> Types<'m, 'a> {
     pub fn new(model: &'m Model<'a>) -> Self {
         Types {
             model,
-            bindings: RefCell::default(),
-            classes: RefCell::default(),
-            returns: RefCell::default(),
+            bindings: Slots::default(),
+            classes: Slots::default(),
+            returns: Slots::default(),
             attrs: RefCell::default(),
             depth: Cell::new(0),
         }
@@ -142,13 +166,13 @@ impl<'m, 'a> Types<'m, 'a> {
 
     /// The kind of the value a binding holds.
     pub fn binding_kind(&self, id: BindingId) -> Kind {
-        if let Some(k) = self.bindings.borrow().get(&id) {
-            return *k;
+        if let Some(k) = self.bindings.get(id.index()) {
+            return k;
         }
         // A cycle (`x = x + 1` through shadowed bindings) answers Unknown.
-        self.bindings.borrow_mut().insert(id, Kind::Unknown);
+        self.bindings.set(id.index(), Kind::Unknown);
         let k = self.binding_kind_inner(id);
-        self.bindings.borrow_mut().insert(id, k);
+        self.bindings.set(id.index(), k);
         k
     }
 
@@ -535,10 +559,10 @@ impl<'m, 'a> Types<'m, 'a> {
 
     /// The kind every `return` of a same-file function agrees on.
     pub fn return_kind(&self, f: FunctionId) -> Kind {
-        if let Some(k) = self.returns.borrow().get(&f) {
-            return *k;
+        if let Some(k) = self.returns.get(f.index()) {
+            return k;
         }
-        self.returns.borrow_mut().insert(f, Kind::Unknown);
+        self.returns.set(f.index(), Kind::Unknown);
         let fun = self.model.function(f);
         let mut kind = None;
         for r in &fun.returns {
@@ -553,7 +577,7 @@ impl<'m, 'a> Types<'m, 'a> {
             }
         }
         let k = kind.unwrap_or(Kind::Other);
-        self.returns.borrow_mut().insert(f, k);
+        self.returns.set(f.index(), k);
         k
     }
 
@@ -588,12 +612,12 @@ impl<'m, 'a> Types<'m, 'a> {
     /// library built on it, or this file); no when every base is known and none is; and when a
     /// base comes from elsewhere, yes if the class has a `forward` and keeps `nn` layers.
     pub fn is_module_class(&self, class: ClassId) -> Truth {
-        if let Some(t) = self.classes.borrow().get(&class) {
-            return *t;
+        if let Some(t) = self.classes.get(class.index()) {
+            return t;
         }
-        self.classes.borrow_mut().insert(class, Truth::Unknown);
+        self.classes.set(class.index(), Truth::Unknown);
         let t = self.is_module_class_inner(class);
-        self.classes.borrow_mut().insert(class, t);
+        self.classes.set(class.index(), t);
         t
     }
 
