@@ -107,8 +107,10 @@ pub(crate) struct Facts {
     pub sets_default_device: bool,
     /// The file mentions an accelerator (`cuda`, `mps`, ...): tensors may be on one.
     pub uses_accelerator: bool,
-    /// Some call reads a wall clock (`time.time()`, `time.perf_counter()`, ...).
-    pub reads_clock: bool,
+    /// Where a call reads a wall clock (`time.time()`, `time.perf_counter()`, ...): per
+    /// function (the innermost `def` around the call), and at the top level.
+    clock_in: Vec<bool>,
+    clock_at_top: bool,
     /// Bindings whose value `.backward()` is called on (`loss = ..; loss.backward()`), and the
     /// terms of their sums ([`losses`]): the autograd graph, where the model is, whatever built it.
     pub backward: FxHashSet<BindingId>,
@@ -740,6 +742,15 @@ fn is_gate_word(name: &str) -> bool {
 }
 
 impl Facts {
+    /// Does a call in `function`'s own body (not a nested `def`'s; `None`: the module's top
+    /// level) read a wall clock?
+    pub fn reads_clock_in(&self, function: Option<FunctionId>) -> bool {
+        match function {
+            Some(f) => self.clock_in.get(f.index()).copied().unwrap_or(false),
+            None => self.clock_at_top,
+        }
+    }
+
     fn gather(model: &Model<'_>, types: &Types<'_, '_>, kind: FileKind, file_name: &str) -> Facts {
         let n = model.functions().count();
         let loops = model.loops().count();
@@ -887,13 +898,19 @@ impl Facts {
             application: !kind.is_library() || is_script(model, types, file_name),
             sets_default_device,
             uses_accelerator: model.calls.iter().any(|s| moves_to_accelerator(model, s.call)),
-            reads_clock: model
-                .calls
-                .iter()
-                .any(|s| model.canonical_name(&s.call.func).is_some_and(|q| api::is_clock(&q))),
+            clock_in: vec![false; n],
+            clock_at_top: false,
             backward: losses(model),
             calls_to,
         };
+        for site in &model.calls {
+            if model.canonical_name(&site.call.func).is_some_and(|q| api::is_clock(&q)) {
+                match site.function {
+                    Some(f) => facts.clock_in[f.index()] = true,
+                    None => facts.clock_at_top = true,
+                }
+            }
+        }
         // Hot loops reach the functions called inside them, and through them, their callees.
         let mut changed = true;
         while changed {

@@ -148,18 +148,16 @@ fn combined<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Vec<(&'e Expr, &'e Expr)> 
         // A CUDA index into a CPU tensor fails (the reverse is allowed).
         Expr::Subscript(s) => pairs.push((&*s.value, &*s.slice)),
         Expr::Call(call) => {
-            let args: Vec<&Expr> = call
-                .arguments
-                .args
-                .iter()
-                .chain(call.arguments.keywords.iter().filter(|k| k.arg.is_some()).map(|k| &k.value))
-                .flat_map(|a| match a {
-                    Expr::List(l) => l.elts.iter().collect::<Vec<_>>(),
-                    Expr::Tuple(t) => t.elts.iter().collect(),
-                    Expr::Starred(s) => vec![&*s.value],
-                    other => vec![other],
-                })
-                .collect();
+            let mut args: Vec<&Expr> = Vec::new();
+            let named = call.arguments.keywords.iter().filter(|k| k.arg.is_some()).map(|k| &k.value);
+            for a in call.arguments.args.iter().chain(named) {
+                match a {
+                    Expr::List(l) => args.extend(l.elts.iter()),
+                    Expr::Tuple(t) => args.extend(t.elts.iter()),
+                    Expr::Starred(s) => args.push(&s.value),
+                    other => args.push(other),
+                }
+            }
             if let Some(q) = cx.model.canonical_name(&call.func) {
                 if api::returns_tensor(&q) && !api::is_creation(&q) && !q.ends_with("_like") {
                     for (i, a) in args.iter().enumerate() {

@@ -57,16 +57,18 @@ pub(crate) struct Check;
 
 impl Rule for Check {
     fn stmt(&mut self, cx: &Checker<'_, '_>, stmt: &Stmt, out: &mut Vec<Finding>) {
+        // A timer starts with a clock read in the body itself.
         if let Stmt::FunctionDef(def) = stmt
             && cx.facts.uses_accelerator
-            && cx.facts.reads_clock
+            && let Some(f) = cx.model.function_of_def(def)
+            && cx.facts.reads_clock_in(Some(f))
         {
-            check_body(cx, &def.body, cx.model.function_of_def(def), out);
+            check_body(cx, &def.body, Some(f), out);
         }
     }
 
     fn finish(&mut self, cx: &Checker<'_, '_>, out: &mut Vec<Finding>) {
-        if cx.facts.uses_accelerator && cx.facts.reads_clock {
+        if cx.facts.uses_accelerator && cx.facts.reads_clock_in(None) {
             check_body(cx, cx.module_body, None, out);
         }
     }
@@ -95,59 +97,70 @@ fn check_body(cx: &Checker<'_, '_>, body: &[Stmt], function: Option<FunctionId>,
     if starts.is_empty() {
         return;
     }
+    // One walk: the timer reads to check, and whether CUDA events time the work instead.
     let mut uses_events = false;
+    let mut reported: FxHashSet<TextSize> = FxHashSet::default();
+    let mut reads = Vec::new();
     for s in &statements {
         for e in own_exprs(s) {
             any_subexpr(e, &mut |sub| {
-                if let Expr::Call(c) = sub
-                    && cx.model.canonical_name(&c.func).is_some_and(|q| q == "torch.cuda.Event")
-                {
-                    uses_events = true;
+                match sub {
+                    Expr::Call(c)
+                        if cx.model.canonical_name(&c.func).is_some_and(|q| q == "torch.cuda.Event") =>
+                    {
+                        uses_events = true;
+                    }
+                    Expr::BinOp(b)
+                        if b.op == ast::Operator::Sub
+                            && let Some(start) = start_of(cx, &b.right, &starts)
+                            && let Some(end_at) = clock_read(cx, &b.left)
+                            && end_at > start.stmt.end()
+                            && reported.insert(b.start()) =>
+                    {
+                        reads.push((start, end_at, sub));
+                    }
+                    _ => {}
                 }
                 !uses_events
             });
+            if uses_events {
+                return;
+            }
         }
     }
-    if uses_events {
-        return;
-    }
-    let mut reported: FxHashSet<TextSize> = FxHashSet::default();
-    for s in &statements {
-        for e in own_exprs(s) {
-            any_subexpr(e, &mut |sub| {
-                if let Expr::BinOp(b) = sub
-                    && b.op == ast::Operator::Sub
-                    && let Some(start) = start_of(cx, &b.right, &starts)
-                    && let Some(end_at) = clock_read(cx, &b.left)
-                    && end_at > start.stmt.end()
-                    && reported.insert(b.start())
-                {
-                    check_timing(cx, &statements, start, end_at, sub, function, out);
-                }
-                true
-            });
-        }
+    for (start, end_at, read) in reads {
+        check_timing(cx, &statements, start, end_at, read, function, out);
     }
 }
 
 /// The expressions a statement evaluates itself: its value, a loop's iterable, a condition,
 /// a `with` item (not the blocks it holds, which [`each_stmt`] visits).
-fn own_exprs(s: &Stmt) -> Vec<&Expr> {
-    match s {
-        Stmt::Expr(e) => vec![&e.value],
-        Stmt::Assign(a) => vec![&a.value],
-        Stmt::AugAssign(a) => vec![&a.value],
-        Stmt::AnnAssign(a) => a.value.as_deref().into_iter().collect(),
-        Stmt::Return(r) => r.value.as_deref().into_iter().collect(),
-        Stmt::For(f) => vec![&f.iter],
-        Stmt::While(w) => vec![&w.test],
-        Stmt::If(i) => std::iter::once(&*i.test)
-            .chain(i.elif_else_clauses.iter().filter_map(|c| c.test.as_ref()))
-            .collect(),
-        Stmt::With(w) => w.items.iter().map(|i| &i.context_expr).collect(),
-        Stmt::Assert(a) => vec![&a.test],
-        _ => Vec::new(),
-    }
+fn own_exprs(s: &Stmt) -> impl Iterator<Item = &Expr> {
+    let first: Option<&Expr> = match s {
+        Stmt::Expr(e) => Some(&e.value),
+        Stmt::Assign(a) => Some(&a.value),
+        Stmt::AugAssign(a) => Some(&a.value),
+        Stmt::AnnAssign(a) => a.value.as_deref(),
+        Stmt::Return(r) => r.value.as_deref(),
+        Stmt::For(f) => Some(&f.iter),
+        Stmt::While(w) => Some(&w.test),
+        Stmt::If(i) => Some(&i.test),
+        Stmt::Assert(a) => Some(&a.test),
+        _ => None,
+    };
+    // Without a collection per statement: this runs for every statement of a timed body.
+    let clauses: &[ast::ElifElseClause] = match s {
+        Stmt::If(i) => &i.elif_else_clauses,
+        _ => &[],
+    };
+    let items: &[ast::WithItem] = match s {
+        Stmt::With(w) => &w.items,
+        _ => &[],
+    };
+    first
+        .into_iter()
+        .chain(clauses.iter().filter_map(|c| c.test.as_ref()))
+        .chain(items.iter().map(|i| &i.context_expr))
 }
 
 fn is_clock_call(cx: &Checker<'_, '_>, e: &Expr) -> bool {

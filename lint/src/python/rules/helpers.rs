@@ -132,14 +132,14 @@ fn is_accelerator_word(name: &str) -> bool {
 }
 
 /// Calls `f` on `e` and every expression inside it, in source order, while `f` returns true.
-pub(crate) fn any_subexpr(e: &Expr, f: &mut dyn FnMut(&Expr) -> bool) {
+pub(crate) fn any_subexpr<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr) -> bool) {
     use ruff_python_ast::visitor::{Visitor, walk_expr};
-    struct Walk<'f> {
-        f: &'f mut dyn FnMut(&Expr) -> bool,
+    struct Walk<'f, 'a> {
+        f: &'f mut dyn FnMut(&'a Expr) -> bool,
         stop: bool,
         depth: usize,
     }
-    impl<'a> Visitor<'a> for Walk<'_> {
+    impl<'a> Visitor<'a> for Walk<'_, 'a> {
         fn visit_expr(&mut self, e: &'a Expr) {
             if self.stop || self.depth > crate::python::model::MAX_DEPTH {
                 return;
