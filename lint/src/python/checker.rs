@@ -146,6 +146,9 @@ pub(crate) struct Checker<'m, 'a> {
     depth: usize,
     /// For each expression kind ([`Reads::index_of`]), the enabled rules whose `expr` reads it.
     readers: [Vec<usize>; Reads::KINDS],
+    /// The call being checked and its callee's canonical name, worked out once for every rule
+    /// that reads the call ([`Checker::callee_name`]).
+    callee: Option<(TextRange, Option<std::borrow::Cow<'m, str>>)>,
 }
 
 impl<'m, 'a> Checker<'m, 'a> {
@@ -168,6 +171,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             module_body: &[],
             depth: 0,
             readers: Default::default(),
+            callee: None,
         }
     }
 
@@ -187,6 +191,15 @@ impl<'m, 'a> Checker<'m, 'a> {
     }
 
     // ---- questions the rules ask -------------------------------------------------------------
+
+    /// The canonical name of `call`'s callee ([`Model::canonical_name`]): for the call being
+    /// checked, the name worked out once for all the rules.
+    pub fn callee_name(&self, call: &ast::ExprCall) -> Option<std::borrow::Cow<'_, str>> {
+        match &self.callee {
+            Some((range, name)) if *range == call.range() => name.as_deref().map(std::borrow::Cow::Borrowed),
+            _ => self.model.canonical_name(&call.func),
+        }
+    }
 
     pub fn kind_of(&self, e: &Expr) -> Kind {
         self.types.kind(e)
@@ -502,6 +515,11 @@ impl<'m, 'a> Checker<'m, 'a> {
         }
         self.depth += 1;
         if let Some(kind) = Reads::index_of(expr) {
+            if let Expr::Call(call) = expr
+                && !self.readers[kind].is_empty()
+            {
+                self.callee = Some((call.range(), self.model.canonical_name(&call.func)));
+            }
             for i in 0..self.readers[kind].len() {
                 rules[self.readers[kind][i]].expr(self, expr, out);
             }
@@ -772,11 +790,19 @@ impl Facts {
         let mut edges: Vec<Edge> = Vec::new();
         let mut sets_default_device = false;
         let mut calls_to: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut clock_in = vec![false; n];
+        let mut clock_at_top = false;
         for (i, site) in model.calls.iter().enumerate() {
-            if let Some(q) = model.canonical_name(&site.call.func)
-                && matches!(q.as_ref(), "torch.set_default_device" | "torch.set_default_tensor_type")
-            {
-                sets_default_device = true;
+            if let Some(q) = model.canonical_name(&site.call.func) {
+                if matches!(q.as_ref(), "torch.set_default_device" | "torch.set_default_tensor_type") {
+                    sets_default_device = true;
+                }
+                if api::is_clock(&q) {
+                    match site.function {
+                        Some(f) => clock_in[f.index()] = true,
+                        None => clock_at_top = true,
+                    }
+                }
             }
             if queues_device_work(model, types, site.call) {
                 if let Some(f) = site.function {
@@ -898,19 +924,11 @@ impl Facts {
             application: !kind.is_library() || is_script(model, types, file_name),
             sets_default_device,
             uses_accelerator: model.calls.iter().any(|s| moves_to_accelerator(model, s.call)),
-            clock_in: vec![false; n],
-            clock_at_top: false,
+            clock_in,
+            clock_at_top,
             backward: losses(model),
             calls_to,
         };
-        for site in &model.calls {
-            if model.canonical_name(&site.call.func).is_some_and(|q| api::is_clock(&q)) {
-                match site.function {
-                    Some(f) => facts.clock_in[f.index()] = true,
-                    None => facts.clock_at_top = true,
-                }
-            }
-        }
         // Hot loops reach the functions called inside them, and through them, their callees.
         let mut changed = true;
         while changed {

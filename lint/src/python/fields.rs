@@ -226,7 +226,7 @@ pub(crate) fn holds_of(cx: &Checker<'_, '_>, v: &Expr) -> Holds {
             {
                 return Holds::UnregisteredParameter;
             }
-            if let Some(q) = cx.model.canonical_name(&c.func) {
+            if let Some(q) = cx.callee_name(c) {
                 if api::is_parameter_class(&q) {
                     return Holds::Parameter;
                 }
@@ -281,7 +281,7 @@ fn kind_holds(cx: &Checker<'_, '_>, v: &Expr) -> Holds {
 }
 
 fn is_parameter_call(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    matches!(e, Expr::Call(c) if cx.model.canonical_name(&c.func).is_some_and(|q| api::is_parameter_class(&q)))
+    matches!(e, Expr::Call(c) if cx.callee_name(c).is_some_and(|q| api::is_parameter_class(&q)))
 }
 
 /// The elements of a display or comprehension.

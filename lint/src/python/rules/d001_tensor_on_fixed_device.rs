@@ -158,7 +158,7 @@ fn combined<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Vec<(&'e Expr, &'e Expr)> 
                     other => args.push(other),
                 }
             }
-            if let Some(q) = cx.model.canonical_name(&call.func) {
+            if let Some(q) = cx.callee_name(call) {
                 if api::returns_tensor(&q) && !api::is_creation(&q) && !q.ends_with("_like") {
                     for (i, a) in args.iter().enumerate() {
                         for b in &args[i + 1..] {
@@ -226,7 +226,7 @@ fn fixed_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<(
     let next = |e: &'e Expr| fixed_origin(cx, e, depth + 1);
     match e {
         Expr::Call(c) => {
-            if let Some(q) = cx.model.canonical_name(&c.func) {
+            if let Some(q) = cx.callee_name(c) {
                 if api::is_creation(&q) {
                     return fixed_creation(cx, c, &q).map(|how| (c, how));
                 }
@@ -330,8 +330,7 @@ fn device_side(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
                     AttrHow::Buffer { .. } | AttrHow::Parameter | AttrHow::Module => true,
                     AttrHow::Assign => x.value.is_some_and(|v| match v {
                         Expr::Call(c) => cx
-                            .model
-                            .canonical_name(&c.func)
+                            .callee_name(c)
                             .is_some_and(|q| api::is_parameter_class(&q) || api::is_module_class(&q)),
                         _ => false,
                     }),
@@ -344,7 +343,7 @@ fn device_side(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
             if cx.kind_of(&c.func) == Kind::Module {
                 return true;
             }
-            if let Some(q) = cx.model.canonical_name(&c.func) {
+            if let Some(q) = cx.callee_name(c) {
                 if api::is_creation(&q) {
                     return keyword(c, "device").is_some_and(|d| literal_device(cx, d).is_none());
                 }

@@ -130,8 +130,7 @@ fn device_argument<'e>(
     {
         return Some((first, format!(".to({})", cx.short(first.range()))));
     }
-    cx.model
-        .canonical_name(&call.func)
+    cx.callee_name(call)
         .is_some_and(|q| q == "torch.device")
         .then(|| (first, format!("torch.device({})", cx.short(first.range()))))
 }

@@ -166,7 +166,7 @@ impl Check {
             self.moved.insert(b);
         }
         // `criterion = nn.CrossEntropyLoss(weight=torch.tensor([..]))`
-        let Some(q) = cx.model.canonical_name(&c.func) else { return };
+        let Some(q) = cx.callee_name(c) else { return };
         if !api::is_loss_class(&q) {
             return;
         }
@@ -251,9 +251,7 @@ fn read_of(cx: &Checker<'_, '_>, e: &Expr) -> Read {
             "shape" | "device" | "dtype" | "ndim" | "size" | "numel" | "dim" | "is_cuda" => Read::Harmless,
             _ => Read::Computes,
         },
-        Some(Node::Expr(Expr::Call(c)))
-            if cx.model.canonical_name(&c.func).is_some_and(|q| q == "builtins.len") =>
-        {
+        Some(Node::Expr(Expr::Call(c))) if cx.callee_name(c).is_some_and(|q| q == "builtins.len") => {
             Read::Harmless
         }
         _ => Read::Computes,
@@ -369,7 +367,7 @@ fn made_on_host_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
     let next = |e: &Expr| made_on_host_at(cx, e, depth + 1);
     match e {
         Expr::Call(c) => {
-            if let Some(q) = cx.model.canonical_name(&c.func) {
+            if let Some(q) = cx.callee_name(c) {
                 if api::is_creation(&q) {
                     return fixed_creation(cx, c, &q)
                         .is_some_and(|f| matches!(f, Fixed::Default | Fixed::Cpu));

@@ -156,7 +156,7 @@ fn host_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
         }
     }
     if let Expr::Call(call) = e
-        && let Some(q) = cx.model.canonical_name(&call.func)
+        && let Some(q) = cx.callee_name(call)
         && matches!(q.as_ref(), "builtins.float" | "builtins.int" | "builtins.bool")
         && call.arguments.args.len() == 1
     {
@@ -283,7 +283,7 @@ fn decision(cx: &Checker<'_, '_>, body: &[Stmt]) -> Use {
 
 /// What a call does with a value read on the host.
 fn classify_call(cx: &Checker<'_, '_>, call: &ast::ExprCall, bulk: bool) -> Use {
-    if let Some(q) = cx.model.canonical_name(&call.func) {
+    if let Some(q) = cx.callee_name(call) {
         // Back to the device as data (`torch.tensor(v)`): a round trip. As a size or an index
         // (`F.interpolate(x, size=(h, w))`), the host needs it.
         if api::creation_takes_data(&q) {

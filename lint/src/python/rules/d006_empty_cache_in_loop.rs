@@ -58,7 +58,7 @@ impl Rule for Check {
 
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         let Expr::Call(call) = e else { return };
-        let Some(q) = cx.model.canonical_name(&call.func) else { return };
+        let Some(q) = cx.callee_name(call) else { return };
         if !matches!(q.as_ref(), "torch.cuda.empty_cache" | "torch.mps.empty_cache" | "torch.xpu.empty_cache")
         {
             return;

@@ -105,9 +105,7 @@ fn check_body(cx: &Checker<'_, '_>, body: &[Stmt], function: Option<FunctionId>,
         for e in own_exprs(s) {
             any_subexpr(e, &mut |sub| {
                 match sub {
-                    Expr::Call(c)
-                        if cx.model.canonical_name(&c.func).is_some_and(|q| q == "torch.cuda.Event") =>
-                    {
+                    Expr::Call(c) if cx.callee_name(c).is_some_and(|q| q == "torch.cuda.Event") => {
                         uses_events = true;
                     }
                     Expr::BinOp(b)
@@ -164,7 +162,7 @@ fn own_exprs(s: &Stmt) -> impl Iterator<Item = &Expr> {
 }
 
 fn is_clock_call(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    matches!(e, Expr::Call(c) if c.arguments.is_empty() && cx.model.canonical_name(&c.func).is_some_and(|q| api::is_clock(&q)))
+    matches!(e, Expr::Call(c) if c.arguments.is_empty() && cx.callee_name(c).is_some_and(|q| api::is_clock(&q)))
 }
 
 /// The timer start a name refers to.
@@ -274,7 +272,7 @@ impl Scan {
     }
 
     fn call(&mut self, cx: &Checker<'_, '_>, c: &ast::ExprCall) {
-        let q = cx.model.canonical_name(&c.func);
+        let q = cx.callee_name(c);
         let q = q.as_deref();
         if q.is_some_and(|q| q.ends_with(".synchronize")) {
             self.waits = true;

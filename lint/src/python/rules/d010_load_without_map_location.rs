@@ -64,7 +64,7 @@ impl Rule for Check {
 
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         let Expr::Call(call) = e else { return };
-        if cx.model.canonical_name(&call.func).is_none_or(|q| q != "torch.load") {
+        if cx.callee_name(call).is_none_or(|q| q != "torch.load") {
             return;
         }
         let args = &call.arguments;

@@ -96,7 +96,7 @@ pub(crate) fn literal_device(cx: &Checker<'_, '_>, e: &Expr) -> Option<String> {
         return (s == "cpu" || accelerator(s).is_some()).then(|| s.to_string());
     }
     let Expr::Call(c) = e else { return None };
-    if cx.model.canonical_name(&c.func)?.as_ref() != "torch.device" {
+    if cx.callee_name(c)?.as_ref() != "torch.device" {
         return None;
     }
     let first = c.arguments.args.first()?;
@@ -117,7 +117,7 @@ pub(crate) fn checks_for_accelerator(cx: &Checker<'_, '_>, e: &Expr) -> bool {
             Expr::Name(n) => is_accelerator_word(n.id.as_str()),
             Expr::Attribute(a) => is_accelerator_word(a.attr.as_str()),
             Expr::StringLiteral(s) => accelerator(s.value.to_str()).is_some() || s.value.to_str() == "cpu",
-            Expr::Call(c) => cx.model.canonical_name(&c.func).is_some_and(|q| q.ends_with("is_available")),
+            Expr::Call(c) => cx.callee_name(c).is_some_and(|q| q.ends_with("is_available")),
             _ => false,
         };
         found |= hit;
@@ -261,7 +261,7 @@ pub(crate) fn unwrap_iteration<'e>(cx: &Checker<'_, '_>, iter: &'e Expr) -> &'e 
     let mut e = iter;
     for _ in 0..4 {
         let Expr::Call(c) = e else { break };
-        let wrapper = cx.model.canonical_name(&c.func).is_some_and(|q| {
+        let wrapper = cx.callee_name(c).is_some_and(|q| {
             matches!(q.as_ref(), "builtins.enumerate" | "builtins.iter" | "builtins.zip")
                 || q.starts_with("tqdm.")
                 || q == "tqdm"
@@ -282,7 +282,7 @@ pub(crate) fn loader_of<'e>(cx: &Checker<'_, 'e>, iter: &Expr) -> Option<&'e ast
     else {
         return None;
     };
-    cx.model.canonical_name(&c.func).is_some_and(|q| api::is_data_loader(&q)).then_some(c)
+    cx.callee_name(c).is_some_and(|q| api::is_data_loader(&q)).then_some(c)
 }
 
 /// The keyword argument `name` of a call.
@@ -419,7 +419,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                     return c.arguments.args.iter().fold(recv(), |p, arg| p.union(next(arg)));
                 }
             }
-            if let Some(q) = cx.model.canonical_name(&c.func) {
+            if let Some(q) = cx.callee_name(c) {
                 if api::is_creation(&q) {
                     let device =
                         keyword(c, "device").map(|d| literal_device(cx, d).is_none_or(|d| d != "cpu"));
@@ -461,13 +461,13 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                 let registered = attrs.iter().any(|x| {
                     matches!(x.how, crate::python::model::AttrHow::Buffer { .. } | crate::python::model::AttrHow::Parameter)
                         || x.value.is_some_and(|v| {
-                            matches!(v, Expr::Call(c) if cx.model.canonical_name(&c.func).is_some_and(|q| api::is_parameter_class(&q)))
+                            matches!(v, Expr::Call(c) if cx.callee_name(c).is_some_and(|q| api::is_parameter_class(&q)))
                         })
                 });
                 let parameter = attrs.iter().any(|x| {
                     x.how == crate::python::model::AttrHow::Parameter
                         || x.value.is_some_and(|v| {
-                            matches!(v, Expr::Call(c) if cx.model.canonical_name(&c.func).is_some_and(|q| api::is_parameter_class(&q)))
+                            matches!(v, Expr::Call(c) if cx.callee_name(c).is_some_and(|q| api::is_parameter_class(&q)))
                         })
                 });
                 return Provenance { on_accelerator: registered, requires_grad: parameter };
