@@ -69,8 +69,6 @@ impl Fate {
 pub(crate) struct Field<'a> {
     pub name: &'a str,
     pub holds: Holds,
-    /// The expression that makes it, shortened (`nn.Linear(..)`, `torch.zeros(..)`, `[..]`).
-    pub made_by: String,
     /// The assignment (or registration) that decides what it is.
     pub at: TextRange,
     pub method: FunctionId,
@@ -81,6 +79,12 @@ pub(crate) struct Field<'a> {
 }
 
 impl Field<'_> {
+    /// The expression that makes it, shortened (`nn.Linear(..)`, `torch.zeros(..)`, `[..]`): for
+    /// `devcheck inspect`, which shows it; the rules never need it.
+    pub fn made_by(&self, cx: &Checker<'_, '_>) -> String {
+        self.value.map(|v| shorten(cx, v)).unwrap_or_default()
+    }
+
     pub fn fate(&self) -> Fate {
         match self.holds {
             Holds::Parameter | Holds::Buffer { .. } | Holds::Submodule | Holds::Container(_) => Fate::Moves,
@@ -180,16 +184,7 @@ fn field<'a>(cx: &Checker<'_, 'a>, lineage: &[ClassId], puts: &Puts<'a>, name: &
             AttrHow::Parameter => Holds::Parameter,
             _ => Holds::Submodule,
         };
-        let made_by = r.value.map(|v| shorten(cx, v)).unwrap_or_default();
-        return Some(Field {
-            name,
-            holds,
-            made_by,
-            at: r.range,
-            method: r.method,
-            value: r.value,
-            filled_at,
-        });
+        return Some(Field { name, holds, at: r.range, method: r.method, value: r.value, filled_at });
     }
     let assigns: Vec<&AttrAssign<'a>> =
         attrs.iter().filter(|a| matches!(a.how, AttrHow::Assign | AttrHow::SetAttr)).collect();
@@ -212,8 +207,7 @@ fn field<'a>(cx: &Checker<'_, 'a>, lineage: &[ClassId], puts: &Puts<'a>, name: &
             _ => Holds::Unknown,
         };
     }
-    let made_by = value.map(|v| shorten(cx, v)).unwrap_or_default();
-    Some(Field { name, holds, made_by, at: first.range, method: first.method, value, filled_at })
+    Some(Field { name, holds, at: first.range, method: first.method, value, filled_at })
 }
 
 /// What a value assigned to an attribute holds.

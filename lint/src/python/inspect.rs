@@ -66,7 +66,7 @@ pub(crate) fn classes_in(report: &FileReport) -> Vec<StructReport> {
                 };
                 FieldReport {
                     name: f.name.to_string(),
-                    ty: f.made_by.clone(),
+                    ty: f.made_by(&cx),
                     class: f.class(),
                     fate: fate.as_str(),
                     saved: f.saved(),

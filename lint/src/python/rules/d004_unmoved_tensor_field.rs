@@ -1,3 +1,4 @@
+use ruff_python_ast::name::Name;
 use ruff_python_ast::{self as ast, Expr, ExprContext, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -75,7 +76,8 @@ python_side! {
 #[derive(Default)]
 pub(crate) struct Check {
     /// Reads of `self.name` in forward passes, per class and name: where, and how.
-    uses: FxHashMap<(ClassId, String), Vec<(TextRange, Read)>>,
+    /// (Names of up to 24 bytes are held inline: a key costs no allocation.)
+    uses: FxHashMap<(ClassId, Name), Vec<(TextRange, Read)>>,
     /// Names that are moved somewhere (`criterion.to(device)`, `criterion.cuda()`).
     moved: FxHashSet<BindingId>,
     /// Loss modules built with a CPU tensor: the binding, and the argument.
@@ -117,7 +119,7 @@ impl Rule for Check {
                     // Read in a forward pass (or what it calls): a container only `__init__`
                     // reads (a factory table whose pick is registered) breaks nothing.
                     Holds::ModulesInPlain { container, parameters }
-                        if self.uses.contains_key(&(class, field.name.to_string())) =>
+                        if self.uses.contains_key(&(class, Name::new(field.name))) =>
                     {
                         plain_container(cx, &field, container, parameters)
                     }
@@ -154,7 +156,7 @@ impl Check {
         }
         let Some(class) = cx.types.receiver_class(&a.value) else { return };
         let read = read_of(cx, e);
-        self.uses.entry((class, a.attr.to_string())).or_default().push((a.range(), read));
+        self.uses.entry((class, a.attr.id.clone())).or_default().push((a.range(), read));
     }
 
     fn call(&mut self, cx: &Checker<'_, '_>, c: &ast::ExprCall) {
@@ -203,7 +205,7 @@ impl Check {
         if reassigned {
             return None;
         }
-        let uses = self.uses.get(&(class, field.name.to_string()))?;
+        let uses = self.uses.get(&(class, Name::new(field.name)))?;
         let (used_at, _) = uses.iter().find(|(_, r)| *r == Read::Computes)?;
         Some(
             Finding::new(
