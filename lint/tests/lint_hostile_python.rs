@@ -409,3 +409,44 @@ fn long_call_chains_and_thousands_of_moves_are_linted() {
     let report = lint_source("moves.py", &moves, &settings);
     assert_eq!(report.diagnostics.iter().filter(|d| d.code == "D002").count(), n);
 }
+
+/// Long chains of helpers in the orders that defeat a pass-per-link fixed point: device work at
+/// the far end of a chain defined first-to-last (it must reach the training loop at the front),
+/// and a hot loop at the front of a chain defined last-first (it must reach every helper), each
+/// helper with a hard-coded `.cuda()` (judged from the calls inside its own body, which were
+/// found by scanning every call of the file per helper). All three were quadratic.
+#[test]
+fn device_work_and_hot_loops_spread_through_long_chains_of_helpers() {
+    let n = 10_000;
+    let settings = preview();
+
+    let mut work = String::from("import torch\n\ndevice = torch.device(\"cuda\")\n\n\n");
+    for i in 0..n {
+        work.push_str(&format!("def f{i}(x, loss):\n    return f{}(x, loss)\n\n\n", i + 1));
+    }
+    work.push_str(&format!("def f{n}(x, loss):\n    loss.backward()\n    return x\n\n\n"));
+    work.push_str(
+        "def fit(loader, loss):\n    for x in loader:\n        x = x.to(device)\n        f0(x, loss)\n        print(x.sum().item())\n",
+    );
+    let report = lint_source("steps.py", &work, &settings);
+    // The loop queues device work only through the 10,000 calls, so its `.item()` is per step.
+    let d005: Vec<_> = report.diagnostics.iter().filter(|d| d.code == "D005").collect();
+    assert_eq!(d005.len(), 1, "{:?}", report.diagnostics);
+    assert_eq!(d005[0].start.line, 4 * n + 15);
+
+    let mut hot = String::from("import torch\nimport torch.nn as nn\n\nnet = nn.Linear(4, 4)\n\n\n");
+    hot.push_str(&format!("def f{n}(x):\n    return x\n\n\n"));
+    for i in (0..n).rev() {
+        hot.push_str(&format!(
+            "def f{i}(x):\n    y = x.cuda()\n    print(y.sum().item())\n    return f{}(y)\n\n\n",
+            i + 1
+        ));
+    }
+    hot.push_str("def fit(loader):\n    for x in loader:\n        net(x)\n        f0(x)\n");
+    let report = lint_source("helpers.py", &hot, &settings);
+    // Every helper runs at every step, however far down the chain: each `.item()` is reported,
+    // and each `.cuda()` is judged in library code.
+    let count = |code: &str| report.diagnostics.iter().filter(|d| d.code == code).count();
+    assert_eq!(count("D005"), n, "{:?}", &report.diagnostics[..3.min(report.diagnostics.len())]);
+    assert_eq!(count("D002"), n);
+}

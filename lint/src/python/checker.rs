@@ -830,67 +830,45 @@ impl Facts {
             }
         }
         // A call to a function that queues work queues work; a loop whose body runs a loop that
-        // queues work (here or in a function it calls) is an outer loop.
+        // queues work (here or in a function it calls) is an outer loop. Each is spread once
+        // along the call graph from where it starts (a worklist), so a long chain of helpers
+        // costs one visit per call, however the file orders them.
+        let mut by_callee: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, e) in edges.iter().enumerate() {
+            by_callee[e.callee.index()].push(i);
+        }
+        spread_to_callers(&mut function_work, &by_callee, &edges);
+        // Marking a loop marks every loop around it, so a marked loop ends the walk outwards.
+        let mark_out = |flags: &mut Vec<bool>, from: Option<LoopId>| {
+            let mut at = from;
+            while let Some(l) = at {
+                if flags[l.index()] {
+                    break;
+                }
+                flags[l.index()] = true;
+                at = model.loop_(l).parent;
+            }
+        };
+        for e in &edges {
+            if function_work[e.callee.index()] {
+                mark_out(&mut loop_work, e.in_loop);
+            }
+        }
         let mut work_loop_inside = vec![false; n];
         let mut outer_loop = vec![false; loops];
-        let mut changed = true;
-        while changed {
-            changed = false;
-            for e in &edges {
-                if function_work[e.callee.index()] {
-                    if let Some(c) = e.caller
-                        && !function_work[c.index()]
-                    {
-                        function_work[c.index()] = true;
-                        changed = true;
-                    }
-                    let mut at = e.in_loop;
-                    while let Some(l) = at {
-                        if !loop_work[l.index()] {
-                            loop_work[l.index()] = true;
-                            changed = true;
-                        }
-                        at = model.loop_(l).parent;
-                    }
+        for (id, l) in model.loops() {
+            if loop_work[id.index()] {
+                // Every loop around a working loop is an outer loop, and its function runs one.
+                mark_out(&mut outer_loop, l.parent);
+                if let Some(f) = l.function {
+                    work_loop_inside[f.index()] = true;
                 }
             }
-            for (id, l) in model.loops() {
-                if loop_work[id.index()] {
-                    // Every loop around a working loop is an outer loop, and its function runs one.
-                    let mut at = l.parent;
-                    while let Some(p) = at {
-                        if !outer_loop[p.index()] {
-                            outer_loop[p.index()] = true;
-                            changed = true;
-                        }
-                        at = model.loop_(p).parent;
-                    }
-                    if let Some(f) = l.function
-                        && !work_loop_inside[f.index()]
-                    {
-                        work_loop_inside[f.index()] = true;
-                        changed = true;
-                    }
-                }
-            }
-            for e in &edges {
-                if !work_loop_inside[e.callee.index()] {
-                    continue;
-                }
-                if let Some(c) = e.caller
-                    && !work_loop_inside[c.index()]
-                {
-                    work_loop_inside[c.index()] = true;
-                    changed = true;
-                }
-                let mut at = e.in_loop;
-                while let Some(l) = at {
-                    if !outer_loop[l.index()] {
-                        outer_loop[l.index()] = true;
-                        changed = true;
-                    }
-                    at = model.loop_(l).parent;
-                }
+        }
+        spread_to_callers(&mut work_loop_inside, &by_callee, &edges);
+        for e in &edges {
+            if work_loop_inside[e.callee.index()] {
+                mark_out(&mut outer_loop, e.in_loop);
             }
         }
         for (id, l) in model.loops() {
@@ -929,21 +907,35 @@ impl Facts {
             backward: losses(model),
             calls_to,
         };
-        // Hot loops reach the functions called inside them, and through them, their callees.
-        let mut changed = true;
-        while changed {
-            changed = false;
-            for e in &edges {
-                if facts.hot[e.callee.index()].is_some() || facts.forward[e.callee.index()] {
-                    continue;
-                }
-                let caller_hot = match e.in_loop {
-                    Some(l) => facts.hot_loop(model, l).is_some(),
-                    None => e.caller.is_some_and(|c| facts.hot[c.index()].is_some()),
-                };
-                if caller_hot {
+        // Hot loops reach the functions called inside them, and through them, their callees: a
+        // breadth-first walk from the calls in hot loops, so each function is hot by its shortest
+        // chain of calls from a loop (the first such call in the file, among equals), and is
+        // visited once.
+        let mut by_caller: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, e) in edges.iter().enumerate() {
+            if e.in_loop.is_none()
+                && let Some(c) = e.caller
+            {
+                by_caller[c.index()].push(i);
+            }
+        }
+        let mut queue = std::collections::VecDeque::new();
+        for e in &edges {
+            if let Some(l) = e.in_loop
+                && facts.hot_loop(model, l).is_some()
+                && facts.hot[e.callee.index()].is_none()
+                && !facts.forward[e.callee.index()]
+            {
+                facts.hot[e.callee.index()] = Some(Hot::CalledInLoop(e.at));
+                queue.push_back(e.callee);
+            }
+        }
+        while let Some(f) = queue.pop_front() {
+            for &i in &by_caller[f.index()] {
+                let e = &edges[i];
+                if facts.hot[e.callee.index()].is_none() && !facts.forward[e.callee.index()] {
                     facts.hot[e.callee.index()] = Some(Hot::CalledInLoop(e.at));
-                    changed = true;
+                    queue.push_back(e.callee);
                 }
             }
         }
@@ -965,6 +957,22 @@ impl Facts {
             at = model.loop_(l).parent;
         }
         None
+    }
+}
+
+/// Spreads `flags` (one per function) from callees to their callers until nothing changes: a
+/// worklist, so each call is followed once. `by_callee` lists each function's incoming calls.
+fn spread_to_callers(flags: &mut [bool], by_callee: &[Vec<usize>], edges: &[Edge]) {
+    let mut work: Vec<usize> = (0..flags.len()).filter(|&f| flags[f]).collect();
+    while let Some(f) = work.pop() {
+        for &i in &by_callee[f] {
+            if let Some(c) = edges[i].caller
+                && !flags[c.index()]
+            {
+                flags[c.index()] = true;
+                work.push(c.index());
+            }
+        }
     }
 }
 

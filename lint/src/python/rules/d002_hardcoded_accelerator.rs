@@ -55,8 +55,11 @@ python_side! {
 
 #[derive(Default)]
 pub(crate) struct Check {
-    /// Per function with a candidate: [`FunctionCalls`], from one pass over the file's calls.
+    /// Per function with a candidate: [`FunctionCalls`], from the calls inside it.
     functions: FxHashMap<FunctionId, FunctionCalls>,
+    /// The file's calls (indices into the model's) in source order, made on first use: the calls
+    /// inside a function are one slice of it, found by binary search.
+    by_start: Option<Vec<usize>>,
 }
 
 /// What the calls inside a function say about its placement.
@@ -101,7 +104,13 @@ impl Rule for Check {
             let Some(device) = str_lit(literal).and_then(accelerator) else { return };
             (device, literal.range(), shown)
         };
-        let calls = cx.function.map(|f| *self.functions.entry(f).or_insert_with(|| function_calls(cx, f)));
+        let by_start = self.by_start.get_or_insert_with(|| {
+            let mut order: Vec<usize> = (0..cx.model.calls.len()).collect();
+            order.sort_by_key(|&i| cx.model.calls[i].call.start());
+            order
+        });
+        let calls =
+            cx.function.map(|f| *self.functions.entry(f).or_insert_with(|| function_calls(cx, by_start, f)));
         let collectives = calls.is_some_and(|c| c.collectives);
         let checked_before = calls.and_then(|c| c.first_check).is_some_and(|end| end <= at.start());
         if placement_is_checked(cx) || collectives || defines_a_move(cx) || checked_before {
@@ -155,10 +164,13 @@ fn placement_is_checked(cx: &Checker<'_, '_>) -> bool {
 }
 
 /// [`FunctionCalls`] of `f`, from the calls inside its body (nested functions included).
-fn function_calls(cx: &Checker<'_, '_>, f: FunctionId) -> FunctionCalls {
-    let def = cx.model.function(f).def;
+fn function_calls(cx: &Checker<'_, '_>, by_start: &[usize], f: FunctionId) -> FunctionCalls {
+    let def = cx.model.function(f).def.range();
     let mut out = FunctionCalls { collectives: false, first_check: None };
-    for s in cx.model.calls.iter().filter(|s| def.range().contains_range(s.call.range())) {
+    let start_of = |i: &usize| cx.model.calls[*i].call.start();
+    let first = by_start.partition_point(|i| start_of(i) < def.start());
+    let inside = by_start[first..].iter().take_while(|i| start_of(i) < def.end());
+    for s in inside.map(|&i| &cx.model.calls[i]).filter(|s| def.contains_range(s.call.range())) {
         let Some(q) = cx.model.canonical_name(&s.call.func) else { continue };
         out.collectives |= q.starts_with("torch.distributed.");
         if q.ends_with(".is_available") {
