@@ -363,6 +363,16 @@ fn max_pool2d_gradients_with_dilation_and_strides() {
 }
 
 #[test]
+fn max_pool2d_gradients_where_windows_tile_the_input() {
+    // Windows side by side, 2, 3 and 4 wide (the widths compiled as constants and the one read at
+    // run time), with rows and columns past the last window that no window reads.
+    for (kernel, shape) in [([2, 2], [2, 3, 7, 9]), ([3, 3], [1, 2, 7, 10]), ([2, 4], [1, 2, 5, 9])] {
+        let tiles = Conv2dOptions { stride: kernel, ..Default::default() };
+        check(&format!("max_pool2d {kernel:?}"), &[randn(&shape)], |x| max_pool2d(&x[0], kernel, tiles));
+    }
+}
+
+#[test]
 fn max_pool2d_shares_the_gradient_of_a_tie() {
     // Overlapping 2x2 windows (stride 1) over
     //   1 1 0

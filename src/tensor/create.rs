@@ -392,8 +392,12 @@ pub(crate) fn upload(data: CpuStorage, device: &Device, op: &'static str, locati
     }
 }
 
-fn from_f64s(values: impl Iterator<Item = f64>, dtype: DType) -> CpuStorage {
-    dispatch_dtype!(dtype, T => CpuStorage::from_vec(values.map(T::from_f64).collect::<Vec<T>>()))
+fn from_f64s(values: impl ExactSizeIterator<Item = f64>, dtype: DType) -> CpuStorage {
+    dispatch_dtype!(dtype, T => {
+        let mut v = crate::backend::cpu::room_for::<T>(values.len());
+        v.extend(values.map(T::from_f64));
+        CpuStorage::from_vec(v)
+    })
 }
 
 fn float_only(op: &'static str, dtype: DType, location: Loc) -> Result<()> {

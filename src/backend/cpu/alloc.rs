@@ -163,14 +163,22 @@ fn reserve<U>(n: usize) -> (Vec<U>, bool) {
 /// # Safety
 /// `fill` must write every element of the slice it is given.
 pub(crate) unsafe fn filled<U: Copy>(n: usize, fill: impl FnOnce(&mut [MaybeUninit<U>])) -> Vec<U> {
-    let (mut v, reused) = reserve::<U>(n);
-    let spare = &mut v.spare_capacity_mut()[..n];
-    if !reused {
-        advise_huge_pages(spare);
-    }
-    fill(spare);
+    let mut v = room_for(n);
+    fill(&mut v.spare_capacity_mut()[..n]);
     // SAFETY: `fill` wrote all `n` elements (the caller's promise) into the reserved capacity.
     unsafe { v.set_len(n) };
+    v
+}
+
+/// An empty vector with room for exactly `n` elements: a pooled buffer of that size if there is
+/// one, else a fresh one advised to use huge pages. For values made one by one (a tensor's
+/// initial contents), which then read and write as fast as any result: a preallocated 64 MiB
+/// output on 4 KiB pages took an add 20% longer than one on huge pages.
+pub(crate) fn room_for<U>(n: usize) -> Vec<U> {
+    let (mut v, reused) = reserve::<U>(n);
+    if !reused {
+        advise_huge_pages(&v.spare_capacity_mut()[..n]);
+    }
     v
 }
 

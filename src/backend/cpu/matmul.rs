@@ -16,6 +16,15 @@ const GEMM_PARALLEL_FLOPS: usize = 1 << 18;
 /// thread; larger ones use gemm's own threading, which packs shared panels once.
 const GEMM_BAND_SPLIT_FLOPS: usize = (1 << 27) + 1;
 
+/// A product whose result has at most this many elements and whose inner dimension is at least
+/// twice [`DEPTH_CHUNK`] is split along that dimension instead: a 16x9 result is a single band of
+/// 16 rows, so a convolution's weight gradient (16 x 9 x 43,264 for 64 images of 26x26) ran on one
+/// thread.
+const DEPTH_SPLIT_MAX_RESULT: usize = 64 * 64;
+
+/// About how deep each part of a product split along its inner dimension is.
+const DEPTH_CHUNK: usize = 8192;
+
 /// `lhs @ rhs` where `lhs` is viewed as `[batch.., m, k]` and `rhs` as `[batch.., k, n]` (broadcast
 /// batch dims already expanded with zero strides by the front end). Returns `[batch.., m, n]`
 /// contiguous.
@@ -80,7 +89,7 @@ fn batch_offsets(layout: &Layout, batch: &[usize]) -> Vec<usize> {
     b.offsets().collect()
 }
 
-trait GemmElem: WithDType + Send + Sync {}
+trait GemmElem: WithDType + super::Arith + Send + Sync {}
 impl GemmElem for f32 {}
 impl GemmElem for f64 {}
 impl GemmElem for f16 {}
@@ -104,7 +113,7 @@ fn gemm_batched<T: GemmElem>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<
     let b_starts = batch_offsets(lb, &batch);
     let flops = m * n * k;
     let threads = rayon::current_num_threads();
-    let whole = Block { rows: 0..m, cols: 0..n, k };
+    let whole = Block { rows: 0..m, cols: 0..n, depth: 0..k };
     // gemm overwrites every element (read_dst = false), so the result is not zeroed first; it
     // comes from the reuse pool when it can (a training step's products have the same sizes every
     // step, and a fresh buffer pays its page faults again).
@@ -121,6 +130,10 @@ fn gemm_batched<T: GemmElem>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<
         for (dst, (&ao, &bo)) in spare.chunks_mut(m * n).zip(a_starts.iter().zip(&b_starts)) {
             // gemm only writes through the pointer (read_dst = false); nothing reads the
             // uninitialised elements.
+            if m * n <= DEPTH_SPLIT_MAX_RESULT && k >= 2 * DEPTH_CHUNK {
+                split_depth(dst, a, ao, b, bo, &strides, m, n, k);
+                continue;
+            }
             let dst = dst.as_mut_ptr().cast::<T>();
             if flops < GEMM_PARALLEL_FLOPS || threads < 2 {
                 // SAFETY: as above, for one product of the batch.
@@ -137,9 +150,9 @@ fn gemm_batched<T: GemmElem>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<
                 (0..len.div_ceil(per)).into_par_iter().for_each(|i| {
                     let span = i * per..((i + 1) * per).min(len);
                     let block = if by_rows {
-                        Block { rows: span, cols: 0..n, k }
+                        Block { rows: span, cols: 0..n, depth: 0..k }
                     } else {
-                        Block { rows: 0..m, cols: span, k }
+                        Block { rows: 0..m, cols: span, depth: 0..k }
                     };
                     let dst = &dst;
                     // SAFETY: the bands are disjoint blocks of this product's m*n result, so no two
@@ -164,11 +177,51 @@ struct Strides {
     dst_rs: isize,
 }
 
-/// Rows and columns of one product's result, and its inner dimension.
+/// Rows and columns of one product's result, and the part of its inner dimension summed.
 struct Block {
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
+    depth: std::ops::Range<usize>,
+}
+
+/// One product (`[m, k] @ [k, n]`, operands at `ao` and `bo`) into `dst` as the sum of products
+/// over equal parts of its inner dimension, computed in parallel and added in order. The parts
+/// depend on `k` alone, so the result is the same on any number of threads.
+#[allow(clippy::too_many_arguments)]
+fn split_depth<T: GemmElem>(
+    dst: &mut [std::mem::MaybeUninit<T>],
+    a: &[T],
+    ao: usize,
+    b: &[T],
+    bo: usize,
+    strides: &Strides,
+    m: usize,
+    n: usize,
     k: usize,
+) {
+    // At least one part (k > 0): the first one initialises `dst`.
+    let parts = k.div_ceil(DEPTH_CHUNK).max(1);
+    let per = k.div_ceil(parts);
+    let mut partials = vec![T::ZERO; parts * m * n];
+    partials.par_chunks_mut(m * n).enumerate().for_each(|(i, part)| {
+        let block = Block { rows: 0..m, cols: 0..n, depth: i * per..((i + 1) * per).min(k) };
+        // SAFETY: `part` is this part's own m*n result; the offsets and strides are the
+        // product's (see `product`), and the depth range lies within k.
+        unsafe { product(part.as_mut_ptr(), a, ao, b, bo, strides, &block, Parallelism::None) }
+    });
+    let mut parts = partials.chunks_exact(m * n);
+    if let Some(first) = parts.next() {
+        for (d, &v) in dst.iter_mut().zip(first) {
+            d.write(v);
+        }
+    }
+    // SAFETY: every element of `dst` (m*n of them) was written from the first part just now.
+    let dst = unsafe { &mut *(dst as *mut [std::mem::MaybeUninit<T>] as *mut [T]) };
+    for part in parts {
+        for (d, &v) in dst.iter_mut().zip(part) {
+            *d = d.add(v);
+        }
+    }
 }
 
 struct SendPtr<T>(*mut T);
@@ -181,8 +234,8 @@ unsafe impl<T: Send> Sync for SendPtr<T> {}
 /// # Safety
 /// `dst` points at the product's full result (`dst_rs` columns, enough rows for `block.rows`),
 /// and no other thread writes `block` meanwhile. The front end built the strides from the
-/// operands' real layouts, so `ao + i*a_rs + p*a_cs` (i in rows, p < k) and `bo + p*b_rs + j*b_cs`
-/// (p < k, j in cols) lie inside `a`/`b`.
+/// operands' real layouts, so `ao + i*a_rs + p*a_cs` (i in rows, p in depth) and
+/// `bo + p*b_rs + j*b_cs` (p in depth, j in cols) lie inside `a`/`b`.
 #[allow(clippy::too_many_arguments)]
 unsafe fn product<T: GemmElem>(
     dst: *mut T,
@@ -194,22 +247,22 @@ unsafe fn product<T: GemmElem>(
     block: &Block,
     parallelism: Parallelism,
 ) {
-    let (i0, j0) = (block.rows.start as isize, block.cols.start as isize);
+    let (i0, j0, p0) = (block.rows.start as isize, block.cols.start as isize, block.depth.start as isize);
     // SAFETY: guaranteed by the caller (see above); with read_dst = false the destination's
     // prior contents are ignored.
     unsafe {
         gemm::gemm(
             block.rows.len(),
             block.cols.len(),
-            block.k,
+            block.depth.len(),
             dst.offset(i0 * s.dst_rs + j0),
             1,
             s.dst_rs,
             false,
-            a.as_ptr().add(ao).offset(i0 * s.a_rs),
+            a.as_ptr().add(ao).offset(i0 * s.a_rs + p0 * s.a_cs),
             s.a_cs,
             s.a_rs,
-            b.as_ptr().add(bo).offset(j0 * s.b_cs),
+            b.as_ptr().add(bo).offset(j0 * s.b_cs + p0 * s.b_rs),
             s.b_cs,
             s.b_rs,
             T::ZERO,
@@ -282,6 +335,30 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// A small result over a deep inner dimension (a convolution's weight gradient) is summed in
+    /// parts: the naive product's values, and the same bits on any number of threads.
+    #[test]
+    fn deep_products_are_split_along_their_depth() {
+        for (m, k, n) in [(16, 43_264, 9), (3, 2 * DEPTH_CHUNK, 5), (1, 3 * DEPTH_CHUNK + 7, 1)] {
+            let a: Vec<f64> = values(m * k, 1).iter().map(|&v| f64::from(v)).collect();
+            let b: Vec<f64> = values(n * k, 2).iter().map(|&v| f64::from(v)).collect();
+            let la = Layout::contiguous(&[1, m, k]);
+            let lb = Layout { shape: vec![1, k, n], strides: vec![n * k, 1, k], offset: 0 };
+            let want = naive_batched(&a, &la, &b, &lb);
+            let (a32, b32): (Vec<f32>, Vec<f32>) = (values(m * k, 1), values(n * k, 2));
+            let mut f32_results = Vec::new();
+            for threads in [1, 2, 3] {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                let got = pool.install(|| gemm_batched(&a, &la, &b, &lb));
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert!((g - w).abs() <= 1e-10 * (1.0 + w.abs()), "{m}x{k}x{n}, element {i}: {g} vs {w}");
+                }
+                f32_results.push(pool.install(|| gemm_batched(&a32, &la, &b32, &lb)));
+            }
+            assert!(f32_results.windows(2).all(|w| w[0] == w[1]), "{m}x{k}x{n}: thread counts differ");
         }
     }
 }

@@ -19,7 +19,7 @@ use half::{bf16, f16};
 use crate::dtype::{DType, WithDType};
 use crate::shape::Layout;
 
-pub(crate) use alloc::{as_uninit, ensure_room, filled, host_memory, recycle, try_vec};
+pub(crate) use alloc::{as_uninit, ensure_room, filled, host_memory, recycle, room_for, try_vec};
 pub(crate) use conv::{ConvShape, conv2d, conv2d_input_grad, conv2d_output_grad, conv2d_weight_grad};
 pub(crate) use copy::{assemble, embed};
 pub(crate) use kernels::*;
@@ -119,7 +119,9 @@ impl CpuStorage {
     /// A storage of `len` copies of `value` (converted to `dtype`).
     pub(crate) fn full(value: f64, len: usize, dtype: DType) -> CpuStorage {
         fn fill<T: WithDType>(value: f64, len: usize) -> CpuStorage {
-            CpuStorage::from_vec(vec![T::from_f64(value); len])
+            let mut v = room_for(len);
+            v.resize(len, T::from_f64(value));
+            CpuStorage::from_vec(v)
         }
         dispatch_dtype!(dtype, T => fill::<T>(value, len))
     }

@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use std::borrow::Cow;
 
-use super::{Float, PARALLEL_THRESHOLD, contiguous, filled, sum_lanes};
+use super::{Float, PARALLEL_THRESHOLD, contiguous, filled, simd, sum_lanes};
 use crate::shape::Layout;
 
 /// Where each output position of a window reads its (N, C, H, W) input.
@@ -253,11 +253,16 @@ fn for_each_row<U: Send>(out: &mut [U], row: usize, fill: impl Fn(usize, &mut [U
 /// Max pooling: `[N, C, H', W']`, each the maximum (NaN-propagating) of its window, padding
 /// counting as -inf.
 pub(crate) fn max_pool<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry) -> Vec<T> {
-    let (x, layout) = stepping(x, layout);
-    let (x, layout) = (&x[..], &layout);
     if geo.tiles() {
-        return max_pool_tiles(x, layout, geo);
+        let (x, layout) = unit_columns(x, layout);
+        return max_pool_tiles(&x, &layout, geo);
     }
+    let (x, layout) = stepping(x, layout);
+    max_pool_windows(&x, &layout, geo)
+}
+
+/// [`max_pool`] for any geometry: each kernel offset in turn, over all output positions.
+fn max_pool_windows<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry) -> Vec<T> {
     let [sh, sw] = [layout.strides[2], layout.strides[3]];
     let (positions, ow, step) = (geo.positions(), geo.out[1], geo.stride[1] * sw);
     let runs = geo.runs();
@@ -284,16 +289,26 @@ pub(crate) fn max_pool_backward<T: Float>(
     g: &[T],
     geo: &WindowGeometry,
 ) -> Vec<T> {
-    let (x, layout) = stepping(x, layout);
-    let (x, layout) = (&x[..], &layout);
     if geo.tiles() {
-        return max_pool_tiles_backward(x, layout, y, g, geo);
+        let (x, layout) = unit_columns(x, layout);
+        return max_pool_tiles_backward(&x, &layout, y, g, geo);
     }
+    let (x, layout) = stepping(x, layout);
+    max_pool_windows_backward(&x, &layout, y, g, geo)
+}
+
+/// [`max_pool_backward`] for any geometry.
+fn max_pool_windows_backward<T: Float>(
+    x: &[T],
+    layout: &Layout,
+    y: &[T],
+    g: &[T],
+    geo: &WindowGeometry,
+) -> Vec<T> {
     let [_, _, h, w] = geo.input;
     let [sh, sw] = [layout.strides[2], layout.strides[3]];
     let (positions, ow, step, stride) = (geo.positions(), geo.out[1], geo.stride[1] * sw, geo.stride[1]);
     let neg_inf = T::from_f32(f32::NEG_INFINITY);
-    let hit = |v: T, best: T| if v == best { T::ONE } else { T::ZERO };
     let runs = geo.runs();
     // How many reads of each window fall into the padding: the same on every plane.
     let mut padding_reads = vec![T::ZERO; positions];
@@ -337,33 +352,38 @@ pub(crate) fn max_pool_backward<T: Float>(
     out
 }
 
-/// [`max_pool`] where the windows tile the input ([`WindowGeometry::tiles`]): one window at a
-/// time, its elements in the order the general path visits them, planes spread over threads.
+/// 1 where `v` is the window's maximum `best`, else 0 (never where `best` is NaN).
+#[inline(always)]
+fn hit<T: Float>(v: T, best: T) -> T {
+    if v == best { T::ONE } else { T::ZERO }
+}
+
+/// `x` with a layout whose columns are adjacent (a W stride of 1), gathered when they are not.
+fn unit_columns<'a, T: Copy>(x: &'a [T], layout: &Layout) -> (Cow<'a, [T]>, Layout) {
+    if layout.strides[3] == 1 {
+        (Cow::Borrowed(x), layout.clone())
+    } else {
+        (contiguous(x, layout), Layout::contiguous(&layout.shape))
+    }
+}
+
+/// [`max_pool`] where the windows tile the input ([`WindowGeometry::tiles`]) and its columns are
+/// adjacent: output row by output row, each window's elements in the general path's order (its
+/// rows, then its columns), planes spread over threads.
 fn max_pool_tiles<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry) -> Vec<T> {
-    let [sh, sw] = [layout.strides[2], layout.strides[3]];
-    let ([kh, kw], ow) = (geo.kernel, geo.out[1]);
     let bases: Vec<usize> = plane_bases(layout, geo).collect();
     let fill = |plane: usize, out: &mut [MaybeUninit<T>]| {
-        for (oi, out) in out.chunks_exact_mut(ow).enumerate() {
-            for (oj, o) in out.iter_mut().enumerate() {
-                let corner = bases[plane] + oi * kh * sh + oj * kw * sw;
-                let mut best = T::from_f32(f32::NEG_INFINITY);
-                for ki in 0..kh {
-                    for kj in 0..kw {
-                        best = best.maximum(x[corner + ki * sh + kj * sw]);
-                    }
-                }
-                o.write(best);
-            }
-        }
+        let tiles = Tiles { x: &x[bases[plane]..], row_stride: layout.strides[2], geo };
+        simd::dispatch(PoolTiles { tiles, out });
     };
-    // SAFETY: each plane's row is split into one chunk per output row, every element written.
+    // SAFETY: `PoolTiles` writes every element of its plane.
     unsafe { filled(geo.planes() * geo.positions(), |out| for_each_row(out, geo.positions(), fill)) }
 }
 
-/// [`max_pool_backward`] where the windows tile the input: each input element lies in at most
-/// one window, so each window is counted and shared out on its own, planes spread over threads.
-/// The arithmetic is the general path's, element for element (`0 + hit · share`).
+/// [`max_pool_backward`] where the windows tile the input and its columns are adjacent: each
+/// input element lies in at most one window, so each output row's windows are counted and
+/// shared out on their own, planes spread over threads. The arithmetic is the general path's,
+/// element for element (`0 + hit · share`).
 fn max_pool_tiles_backward<T: Float>(
     x: &[T],
     layout: &Layout,
@@ -372,31 +392,231 @@ fn max_pool_tiles_backward<T: Float>(
     geo: &WindowGeometry,
 ) -> Vec<T> {
     let [_, _, h, w] = geo.input;
-    let [sh, sw] = [layout.strides[2], layout.strides[3]];
-    let ([kh, kw], ow, positions) = (geo.kernel, geo.out[1], geo.positions());
-    let hit = |v: T, best: T| if v == best { T::ONE } else { T::ZERO };
+    let positions = geo.positions();
     let bases: Vec<usize> = plane_bases(layout, geo).collect();
-    // SAFETY: every element is written (zeroed) before the windows add to it.
-    let mut out = unsafe { filled(geo.planes() * h * w, |out| out.fill(MaybeUninit::new(T::ZERO))) };
-    for_each_row(&mut out, h * w, |plane, dst| {
+    let fill = |plane: usize, dst: &mut [MaybeUninit<T>]| {
+        let tiles = Tiles { x: &x[bases[plane]..], row_stride: layout.strides[2], geo };
         let (y, g) = (&y[plane * positions..][..positions], &g[plane * positions..][..positions]);
-        for (at, (&best, &g)) in y.iter().zip(g).enumerate() {
-            let (oi, oj) = (at / ow, at % ow);
-            let corner = bases[plane] + oi * kh * sh + oj * kw * sw;
-            let mut count = T::ZERO;
-            for ki in 0..kh {
-                for kj in 0..kw {
-                    count = count.add(hit(x[corner + ki * sh + kj * sw], best));
-                }
+        simd::dispatch(PoolTilesBackward { tiles, y, g, share: &mut vec![T::ZERO; geo.out[1]], dst });
+    };
+    // SAFETY: `PoolTilesBackward` writes every element of its plane.
+    unsafe { filled(geo.planes() * h * w, |out| for_each_row(out, h * w, fill)) }
+}
+
+/// One `[H, W]` plane whose columns are adjacent, read as the windows that tile it.
+#[derive(Clone, Copy)]
+struct Tiles<'a, T> {
+    /// The plane from its first element.
+    x: &'a [T],
+    row_stride: usize,
+    geo: &'a WindowGeometry,
+}
+
+impl<'a, T> Tiles<'a, T> {
+    /// Input row `ki` of the windows of output row `oi`: `ow` windows of `kw` elements.
+    #[inline(always)]
+    fn row(&self, oi: usize, ki: usize) -> &'a [T] {
+        let ([kh, kw], ow) = (self.geo.kernel, self.geo.out[1]);
+        &self.x[(oi * kh + ki) * self.row_stride..][..ow * kw]
+    }
+}
+
+/// One plane of [`max_pool_tiles`]: `out` is its `[H', W']` result.
+struct PoolTiles<'a, T> {
+    tiles: Tiles<'a, T>,
+    out: &'a mut [MaybeUninit<T>],
+}
+
+impl<T: Float> simd::Kernel for PoolTiles<'_, T> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        match self.tiles.geo.kernel[1] {
+            2 => self.rows::<2>(),
+            3 => self.rows::<3>(),
+            _ => self.rows::<0>(),
+        }
+    }
+}
+
+impl<T: Float> PoolTiles<'_, T> {
+    /// The plane for windows `W` wide, or of the geometry's width where `W` is 0: a width known
+    /// at compile time unrolls the loops over each window and lets them vectorise.
+    #[inline(always)]
+    fn rows<const W: usize>(self) {
+        let PoolTiles { tiles, out } = self;
+        let ([kh, kw], ow) = (tiles.geo.kernel, tiles.geo.out[1]);
+        let kw = if W == 0 { kw } else { W };
+        let neg_inf = T::from_f32(f32::NEG_INFINITY);
+        for (oi, out) in out.chunks_exact_mut(ow).enumerate() {
+            for (o, window) in out.iter_mut().zip(tiles.row(oi, 0).chunks_exact(kw)) {
+                o.write(window.iter().fold(neg_inf, |best, &v| best.maximum(v)));
             }
-            let share = g.div(count);
-            for ki in 0..kh {
-                let row = &mut dst[(oi * kh + ki) * w + oj * kw..][..kw];
-                for (kj, d) in row.iter_mut().enumerate() {
-                    *d = d.add(hit(x[corner + ki * sh + kj * sw], best).mul(share));
+            // SAFETY: every element of `out` was written by the loop above.
+            let out = unsafe { &mut *(out as *mut [MaybeUninit<T>] as *mut [T]) };
+            for ki in 1..kh {
+                for (o, window) in out.iter_mut().zip(tiles.row(oi, ki).chunks_exact(kw)) {
+                    *o = window.iter().fold(*o, |best, &v| best.maximum(v));
                 }
             }
         }
-    });
-    out
+    }
+}
+
+/// One plane of [`max_pool_tiles_backward`]: `y` and `g` are its `[H', W']` result and that
+/// result's gradient, `dst` its `[H, W]` input gradient; `share` holds one output row.
+struct PoolTilesBackward<'a, T> {
+    tiles: Tiles<'a, T>,
+    y: &'a [T],
+    g: &'a [T],
+    share: &'a mut [T],
+    dst: &'a mut [MaybeUninit<T>],
+}
+
+impl<T: Float> simd::Kernel for PoolTilesBackward<'_, T> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        match self.tiles.geo.kernel[1] {
+            2 => self.rows::<2>(),
+            3 => self.rows::<3>(),
+            _ => self.rows::<0>(),
+        }
+    }
+}
+
+impl<T: Float> PoolTilesBackward<'_, T> {
+    /// The plane for windows `W` wide, or of the geometry's width where `W` is 0 (see
+    /// [`PoolTiles::rows`]).
+    #[inline(always)]
+    fn rows<const W: usize>(self) {
+        let PoolTilesBackward { tiles, y, g, share, dst } = self;
+        let ([kh, kw], w, ow) = (tiles.geo.kernel, tiles.geo.input[3], tiles.geo.out[1]);
+        let kw = if W == 0 { kw } else { W };
+        // Rows below the last window are read by none: their gradient is 0.
+        let (windows, below) = dst.split_at_mut(tiles.geo.out[0] * kh * w);
+        for d in below {
+            d.write(T::ZERO);
+        }
+        let rows = windows.chunks_exact_mut(kh * w).zip(y.chunks_exact(ow)).zip(g.chunks_exact(ow));
+        for (oi, ((dst, y), g)) in rows.enumerate() {
+            // How many elements of each window equal its maximum, then each one's share.
+            share.fill(T::ZERO);
+            for ki in 0..kh {
+                let windows = tiles.row(oi, ki).chunks_exact(kw);
+                for ((count, window), &best) in share.iter_mut().zip(windows).zip(y) {
+                    *count = window.iter().fold(*count, |c, &v| c.add(hit(v, best)));
+                }
+            }
+            for (s, &g) in share.iter_mut().zip(g) {
+                *s = g.div(*s);
+            }
+            for (ki, dst) in dst.chunks_exact_mut(w).enumerate() {
+                // Columns right of the last window are read by none.
+                let (inside, right) = dst.split_at_mut(ow * kw);
+                let windows = inside.chunks_exact_mut(kw).zip(tiles.row(oi, ki).chunks_exact(kw));
+                for ((d, window), (&best, &s)) in windows.zip(y.iter().zip(&*share)) {
+                    for (d, &v) in d.iter_mut().zip(window) {
+                        d.write(T::ZERO.add(hit(v, best).mul(s)));
+                    }
+                }
+                for d in right {
+                    d.write(T::ZERO);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use half::bf16;
+    use proptest::prelude::*;
+
+    use super::{Float, WindowGeometry, max_pool_tiles, max_pool_tiles_backward, max_pool_windows};
+    use super::{max_pool_windows_backward, unit_columns};
+    use crate::shape::Layout;
+
+    /// Values where windows tie, hold NaN, both zeros or -inf: what decides which element is a
+    /// window's maximum and which share its gradient.
+    const AWKWARD: [f32; 9] = [1.0, 1.0, -2.0, 0.0, -0.0, f32::NAN, f32::NEG_INFINITY, 3.5, -1.0];
+
+    /// A tiling geometry over `[n, c, h, w]`.
+    fn tiling(input: [usize; 4], kernel: [usize; 2]) -> WindowGeometry {
+        let out = [input[2] / kernel[0], input[3] / kernel[1]];
+        WindowGeometry { input, kernel, stride: kernel, padding: [0, 0], dilation: [1, 1], out }
+    }
+
+    /// The tiled path against the general one, bit for bit, forward and backward: the first NaN
+    /// or the first of equal maxima (`-0` before `0`) in the window's order, and the same share
+    /// of the gradient for each tied element.
+    fn tiles_same_as_windows<T: Float + std::fmt::Debug>(
+        picks: &[usize],
+        grads: &[f32],
+        geo: &WindowGeometry,
+        layout: &Layout,
+        bits: impl Fn(T) -> u64,
+    ) {
+        let x: Vec<T> = picks.iter().map(|&p| T::from_f32(AWKWARD[p % AWKWARD.len()])).collect();
+        let (tiled_x, tiled_layout) = unit_columns(&x, layout);
+        let y = max_pool_tiles(&tiled_x, &tiled_layout, geo);
+        let want = max_pool_windows(&x, layout, geo);
+        let same = |a: &[T], b: &[T]| a.iter().map(|&v| bits(v)).eq(b.iter().map(|&v| bits(v)));
+        assert!(same(&y, &want), "forward of {geo:?} {layout:?}: {y:?} vs {want:?}");
+        let g: Vec<T> = (0..y.len()).map(|i| T::from_f32(grads[i % grads.len()])).collect();
+        let dx = max_pool_tiles_backward(&tiled_x, &tiled_layout, &y, &g, geo);
+        let want = max_pool_windows_backward(&x, layout, &y, &g, geo);
+        assert!(same(&dx, &want), "backward of {geo:?} {layout:?}: {dx:?} vs {want:?}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn tiled_max_pool_matches_the_general_path(
+            n in 1usize..3, c in 1usize..3, kernel in [1usize..5, 1usize..5],
+            extra in [0usize..4, 0usize..4], windows in [1usize..6, 1usize..20],
+            row_pad in 0usize..3, transposed in any::<bool>(),
+            picks in proptest::collection::vec(0usize..9, 1..64),
+            grads in proptest::collection::vec(-4.0f32..4.0, 1..16),
+        ) {
+            let [h, w] = [0, 1].map(|i| windows[i] * kernel[i] + extra[i]);
+            let geo = tiling([n, c, h, w], kernel);
+            // Rows `row_pad` elements longer than the plane is wide (a view of a wider tensor), or
+            // the plane stored transposed (columns not adjacent: gathered first).
+            let layout = if transposed {
+                Layout { shape: vec![n, c, h, w], strides: vec![c * h * w, h * w, 1, h], offset: 0 }
+            } else {
+                let row = w + row_pad;
+                Layout { shape: vec![n, c, h, w], strides: vec![c * h * row, h * row, row, 1], offset: row_pad }
+            };
+            let len = layout.offset + n * layout.strides[0];
+            let picks: Vec<usize> = (0..len).map(|i| picks[i % picks.len()] + i / picks.len()).collect();
+            tiles_same_as_windows::<f32>(&picks, &grads, &geo, &layout, |v| u64::from(v.to_bits()));
+            tiles_same_as_windows::<f64>(&picks, &grads, &geo, &layout, f64::to_bits);
+            tiles_same_as_windows::<bf16>(&picks, &grads, &geo, &layout, |v| u64::from(v.to_bits()));
+        }
+    }
+
+    #[test]
+    fn a_nan_window_takes_the_first_nan_and_ties_share_the_gradient() {
+        // One 2x2 window per case, in window order (row by row).
+        let geo = tiling([1, 4, 2, 2], [2, 2]);
+        let x = [
+            [1.0, 2.0, 2.0, 0.5],
+            [f32::NAN, 5.0, 1.0, 2.0],
+            [-0.0, 0.0, -1.0, -3.0],
+            [f32::NEG_INFINITY; 4],
+        ]
+        .concat();
+        let layout = Layout::contiguous(&geo.input);
+        let y = max_pool_tiles(&x, &layout, &geo);
+        assert_eq!(y[0], 2.0);
+        assert!(y[1].is_nan());
+        assert_eq!((y[2], y[2].is_sign_negative()), (0.0, true), "-0 comes first in its window");
+        assert_eq!(y[3], f32::NEG_INFINITY);
+        let dx = max_pool_tiles_backward(&x, &layout, &y, &[4.0, 1.0, 6.0, 8.0], &geo);
+        assert_eq!(dx[..4], [0.0, 2.0, 2.0, 0.0], "a tie shares the gradient evenly");
+        assert!(dx[4..8].iter().all(|v| v.is_nan()), "nothing equals NaN: 1 / 0 counts, 0 · inf");
+        assert_eq!(dx[8..], [3.0, 3.0, 0.0, 0.0, 2.0, 2.0, 2.0, 2.0]);
+    }
 }
