@@ -139,7 +139,7 @@ impl<'m, 'a> Types<'m, 'a> {
             Expr::Subscript(s) => match self.kind(&s.value) {
                 Kind::Tensor => Kind::Tensor,
                 Kind::Numpy => Kind::Numpy,
-                _ => Kind::Unknown,
+                _ => self.indexed_kind(&s.value),
             },
             Expr::If(i) => {
                 let (a, b) = (self.kind(&i.body), self.kind(&i.orelse));
@@ -316,6 +316,62 @@ impl<'m, 'a> Types<'m, 'a> {
             return self.attr_kind(class, a.attr.as_str());
         }
         self.attribute_kind_given(a, self.kind(&a.value))
+    }
+
+    /// The kind of an element of `container` (`container[i]`), when every assignment of it says:
+    /// a display or comprehension whose elements agree (`{"a": nn.Linear(..), ..}`: modules,
+    /// `[torch.zeros(3)]`: tensors), or `nn.ModuleList`/`ModuleDict`/`Sequential` (modules).
+    /// Unknown for anything else — a module of its own class may index to anything.
+    fn indexed_kind(&self, container: &Expr) -> Kind {
+        let values: Vec<&Expr> = match container {
+            Expr::Attribute(a) => match self.receiver_class(&a.value) {
+                Some(class) => {
+                    let assigns = self.class_attrs(class, a.attr.as_str());
+                    if assigns.iter().any(|x| !matches!(x.how, AttrHow::Assign) || x.value.is_none()) {
+                        return Kind::Unknown;
+                    }
+                    assigns.iter().filter_map(|x| x.value).collect()
+                }
+                None => return Kind::Unknown,
+            },
+            Expr::Name(n) => match self.model.binding_of(n).map(|b| &self.model.binding(b).kind) {
+                Some(BindingKind::Assignment { value, part: Part::Whole, .. }) => vec![*value],
+                _ => return Kind::Unknown,
+            },
+            _ => return Kind::Unknown,
+        };
+        let mut kind = None;
+        for v in values {
+            let k = match v {
+                // (An element of a `ParameterList` is a parameter: assigned to an attribute it is
+                // registered, which a plain tensor would not be. Left unknown.)
+                Expr::Call(c) => match self.model.canonical_name(&c.func).as_deref() {
+                    Some("torch.nn.ModuleList" | "torch.nn.ModuleDict" | "torch.nn.Sequential") => {
+                        Kind::Module
+                    }
+                    _ => return Kind::Unknown,
+                },
+                Expr::List(_) | Expr::Tuple(_) | Expr::Dict(_) | Expr::ListComp(_) | Expr::DictComp(_) => {
+                    let elements = super::fields::elements(v);
+                    let Some(first) = elements.first() else { return Kind::Unknown };
+                    let k = self.kind(first);
+                    if elements.iter().skip(1).any(|e| self.kind(e) != k) {
+                        return Kind::Unknown;
+                    }
+                    k
+                }
+                _ => return Kind::Unknown,
+            };
+            match kind {
+                None => kind = Some(k),
+                Some(old) if old == k => {}
+                Some(_) => return Kind::Unknown,
+            }
+        }
+        match kind {
+            Some(k @ (Kind::Module | Kind::Tensor)) => k,
+            _ => Kind::Unknown,
+        }
     }
 
     /// The kind of `value.attr` when `value`'s kind is known (a method call has just asked for it:
