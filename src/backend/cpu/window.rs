@@ -533,7 +533,7 @@ mod tests {
     use half::bf16;
     use proptest::prelude::*;
 
-    use super::{Float, WindowGeometry, max_pool_tiles, max_pool_tiles_backward, max_pool_windows};
+    use super::{Float, WindowGeometry, im2col, max_pool_tiles, max_pool_tiles_backward, max_pool_windows};
     use super::{max_pool_windows_backward, unit_columns};
     use crate::shape::Layout;
 
@@ -594,6 +594,57 @@ mod tests {
             tiles_same_as_windows::<f32>(&picks, &grads, &geo, &layout, |v| u64::from(v.to_bits()));
             tiles_same_as_windows::<f64>(&picks, &grads, &geo, &layout, f64::to_bits);
             tiles_same_as_windows::<bf16>(&picks, &grads, &geo, &layout, |v| u64::from(v.to_bits()));
+        }
+    }
+
+    /// The column matrix by its definition: row `(c, ki, kj)`, column `(sample, oi, oj)` holds
+    /// `x[sample, c, oi·sh + ki·dh - ph, oj·sw + kj·dw - pw]`, 0 where that falls into the padding.
+    fn columns_by_definition(x: &[f32], layout: &Layout, geo: &WindowGeometry) -> Vec<f32> {
+        let [n, c, h, w] = geo.input;
+        let ([kh, kw], [oh, ow]) = (geo.kernel, geo.out);
+        let mut out = Vec::with_capacity(c * kh * kw * n * oh * ow);
+        for (ch, ki, kj) in
+            (0..c).flat_map(|ch| (0..kh).flat_map(move |ki| (0..kw).map(move |kj| (ch, ki, kj))))
+        {
+            for (s, oi, oj) in
+                (0..n).flat_map(|s| (0..oh).flat_map(move |oi| (0..ow).map(move |oj| (s, oi, oj))))
+            {
+                let i = (oi * geo.stride[0] + ki * geo.dilation[0]).checked_sub(geo.padding[0]);
+                let j = (oj * geo.stride[1] + kj * geo.dilation[1]).checked_sub(geo.padding[1]);
+                out.push(match (i, j) {
+                    (Some(i), Some(j)) if i < h && j < w => {
+                        let st = &layout.strides;
+                        x[layout.offset + s * st[0] + ch * st[1] + i * st[2] + j * st[3]]
+                    }
+                    _ => 0.0,
+                });
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn im2col_matches_the_definition(
+            n in 1usize..3, c in 1usize..3, kh in 1usize..4, kw in prop::sample::select(vec![1usize, 2, 3, 5, 7]),
+            stride in [1usize..3, 1usize..3], padding in [0usize..3, 0usize..3], dilation in [1usize..3, 1usize..3],
+            h in 1usize..8, w in 1usize..80, row_pad in 0usize..3,
+        ) {
+            // Widths up to 80: short and long output rows, copied whole or in pieces.
+            let kernel = [kh, kw];
+            let reach = |axis: usize| dilation[axis] * (kernel[axis] - 1) + 1;
+            let size = [h, w];
+            prop_assume!((0..2).all(|axis| size[axis] + 2 * padding[axis] >= reach(axis)));
+            let out = [0, 1].map(|axis| (size[axis] + 2 * padding[axis] - reach(axis)) / stride[axis] + 1);
+            let geo = WindowGeometry { input: [n, c, h, w], kernel, stride, padding, dilation, out };
+            // Rows `row_pad` elements longer than the plane is wide, as in a view of a wider tensor.
+            let row = w + row_pad;
+            let layout = Layout { shape: vec![n, c, h, w], strides: vec![c * h * row, h * row, row, 1], offset: row_pad };
+            let x: Vec<f32> = (0..row_pad + n * c * h * row).map(|i| i as f32 + 0.25).collect();
+            let got = im2col(&x, &layout, &geo);
+            let want = columns_by_definition(&x, &layout, &geo);
+            prop_assert!(got.iter().map(|v| v.to_bits()).eq(want.iter().map(|v| v.to_bits())), "{geo:?}");
         }
     }
 
