@@ -780,10 +780,14 @@ impl Facts {
         // Which calls queue device work, and which call functions of this file.
         let mut function_work = vec![false; n];
         let mut loop_work = vec![false; loops];
-        let mark_loops = |loop_work: &mut Vec<bool>, from: Option<LoopId>| {
+        // Marking a loop marks every loop around it, so a marked loop ends the walk outwards.
+        let mark_out = |flags: &mut Vec<bool>, from: Option<LoopId>| {
             let mut at = from;
             while let Some(l) = at {
-                loop_work[l.index()] = true;
+                if flags[l.index()] {
+                    break;
+                }
+                flags[l.index()] = true;
                 at = model.loop_(l).parent;
             }
         };
@@ -808,7 +812,7 @@ impl Facts {
                 if let Some(f) = site.function {
                     function_work[f.index()] = true;
                 }
-                mark_loops(&mut loop_work, site.in_loop);
+                mark_out(&mut loop_work, site.in_loop);
             }
             let callee = match model.callee(site.call, site.function) {
                 Some(Callee::Function(f)) => {
@@ -838,17 +842,6 @@ impl Facts {
             by_callee[e.callee.index()].push(i);
         }
         spread_to_callers(&mut function_work, &by_callee, &edges);
-        // Marking a loop marks every loop around it, so a marked loop ends the walk outwards.
-        let mark_out = |flags: &mut Vec<bool>, from: Option<LoopId>| {
-            let mut at = from;
-            while let Some(l) = at {
-                if flags[l.index()] {
-                    break;
-                }
-                flags[l.index()] = true;
-                at = model.loop_(l).parent;
-            }
-        };
         for e in &edges {
             if function_work[e.callee.index()] {
                 mark_out(&mut loop_work, e.in_loop);
