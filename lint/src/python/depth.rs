@@ -1,21 +1,31 @@
-//! How deep a Python file's syntax tree can be, read before ruff's parser sees the file.
+//! How deep a Python file's syntax tree can be, and how to free one too deep to drop.
 //!
-//! ruff's parser descends recursively (a call chain per bracket, prefix operator, conditional,
-//! lambda, right-associative `**`, nested f-string and nested block), and syntax trees are
-//! visited and dropped recursively, so a file nested deep enough would end the process with a
-//! stack overflow. Brackets are not the only way to nest: `not not not x`, `a + a + a ..`,
-//! `x.a.a.a ..`, `x()()() ..`, `a if b else a if b else ..`, `lambda: lambda: ..`,
-//! `f"{f"{f"{x}"}"}"` (nested f-strings may reuse their quotes since Python 3.12) and indented
-//! blocks all build levels. [`check`] scans the file (comments and plain strings skipped,
-//! f-strings' replacement fields read as code) and computes an over-estimate of the depth; a file
-//! above [`MAX_DEPTH`] is not parsed.
+//! ruff's parser grows its own stack as it descends (it switches to a fresh stack segment when
+//! the current one runs low), so parsing never overflows. What comes after does: the semantic
+//! model, the rules and `Drop` walk the tree recursively, one call chain per level, and a file
+//! nested deep enough would end the process with a stack overflow, which no `catch_unwind` can
+//! stop. Brackets are not the only way to nest: `not not not x`, `a + a + a ..`, `x.a.a.a ..`,
+//! `x()()() ..`, `a if b else a if b else ..`, `lambda: lambda: ..`, `f"{f"{f"{x}"}"}"` (nested
+//! f-strings may reuse their quotes since Python 3.12) and indented blocks all build levels.
 //!
-//! The estimate: every open bracket (and f-string, and replacement field) adds a level; inside
-//! each, every operator character and keyword since the last `,` (or `;`, or the end of a
+//! So every file is parsed first, then [`check`] reads the parser's tokens and computes an
+//! over-estimate of the tree's depth; a tree above [`MAX_DEPTH`] (or one with syntax errors,
+//! whose shape follows the parser's recovery rather than the tokens) is never walked and is freed
+//! by [`dismantle`], which takes it apart with a work list instead of recursion.
+//!
+//! The estimate: every open bracket (and f-string, and replacement field, and format spec) adds a
+//! level; inside each, every operator and keyword since the last `,` (or `;`, or the end of a
 //! logical line) adds one more; each level of indentation adds [`BLOCK_LEVELS`]. Commas,
 //! statement ends and names do not nest, so long lists and long files stay shallow. The tests
 //! hold the estimate above the real nesting for every construct that nests, and hold the
 //! deepest file it lets through within half the analysis threads' stack.
+
+use std::cell::RefCell;
+
+use ruff_python_ast::token::{Token, TokenKind};
+use ruff_python_ast::visitor::transformer::{self, Transformer};
+use ruff_python_ast::{self as ast, AtomicNodeIndex, Expr, InterpolatedStringElement, Pattern, Stmt};
+use ruff_text_size::{Ranged, TextRange};
 
 use crate::depth::TooDeep;
 
@@ -26,520 +36,353 @@ pub(crate) const MAX_DEPTH: usize = 1000;
 /// Levels one indented block counts for: a statement and its body.
 const BLOCK_LEVELS: usize = 2;
 
-/// Where the scanner is.
+/// Where the estimate is.
 #[derive(Clone, Copy, Debug)]
 enum Frame {
-    /// Code inside a bracket (or at the top), or inside an f-string's `{..}` (`field`).
+    /// Code inside a bracket (or at the top), or inside an f-string's `{..}` (`field`): `base`
+    /// levels below it, `run` operators and keywords since the last separator.
     Code { base: usize, run: usize, field: bool },
-    /// The literal part of an f-string (or t-string) opened with `quote`.
-    Str { base: usize, quote: u8, triple: bool },
+    /// The literal part of an f-string (or t-string).
+    Str { base: usize },
     /// The format spec of a replacement field (`{x:>{width}}`): text until the field's `}`.
     Spec { base: usize },
 }
 
 impl Frame {
-    fn depth(&self) -> usize {
-        match *self {
+    fn depth(self) -> usize {
+        match self {
             Frame::Code { base, run, .. } => base + run,
-            Frame::Str { base, .. } | Frame::Spec { base } => base,
+            Frame::Str { base } | Frame::Spec { base } => base,
         }
     }
 }
 
-/// Keywords that start or continue an expression or statement a level deeper.
-fn nests(word: &[u8]) -> bool {
-    // Most words are names: rule them out by length and first letter before comparing.
-    let [first, ..] = word else { return false };
-    if !(2..=6).contains(&word.len()) || !NEST_FIRST[usize::from(*first)] {
-        return false;
-    }
-    matches!(
-        word,
-        b"and"
-            | b"as"
-            | b"assert"
-            | b"async"
-            | b"await"
-            | b"case"
-            | b"class"
-            | b"def"
-            | b"del"
-            | b"elif"
-            | b"else"
-            | b"except"
-            | b"for"
-            | b"from"
-            | b"if"
-            | b"import"
-            | b"in"
-            | b"is"
-            | b"lambda"
-            | b"match"
-            | b"not"
-            | b"or"
-            | b"raise"
-            | b"return"
-            | b"try"
-            | b"while"
-            | b"with"
-            | b"yield"
-    )
+/// What a token does to the estimate.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// Names, literals, comments, newlines inside brackets: nothing.
+    Skip,
+    /// Operators and the keywords that start or continue an expression or statement a level
+    /// deeper.
+    Nests,
+    Lambda,
+    /// `(`, `[`.
+    Open,
+    /// `{`: a bracket in code, a replacement field in an f-string's text or format spec.
+    Lbrace,
+    /// `)`, `]`.
+    Close,
+    /// `}`: also ends a replacement field (and its format spec).
+    Rbrace,
+    Comma,
+    Semi,
+    Colon,
+    /// The end of a logical line.
+    Newline,
+    Indent,
+    Dedent,
+    StringStart,
+    StringEnd,
 }
 
-/// First letters of the keywords [`nests`] knows.
-static NEST_FIRST: [bool; 256] = {
-    let mut table = [false; 256];
-    let letters = b"acdefilmnortwy";
+/// [`Class`] by `TokenKind as usize`.
+static CLASS: [Class; 256] = {
+    use TokenKind as K;
+    let mut table = [Class::Skip; 256];
+    let nests = [
+        K::Plus,
+        K::Minus,
+        K::Star,
+        K::Slash,
+        K::Vbar,
+        K::Amper,
+        K::Less,
+        K::Greater,
+        K::Equal,
+        K::Dot,
+        K::Percent,
+        K::EqEqual,
+        K::NotEqual,
+        K::LessEqual,
+        K::GreaterEqual,
+        K::Tilde,
+        K::CircumFlex,
+        K::LeftShift,
+        K::RightShift,
+        K::DoubleStar,
+        K::PlusEqual,
+        K::MinusEqual,
+        K::StarEqual,
+        K::SlashEqual,
+        K::PercentEqual,
+        K::AmperEqual,
+        K::VbarEqual,
+        K::CircumflexEqual,
+        K::LeftShiftEqual,
+        K::RightShiftEqual,
+        K::DoubleStarEqual,
+        K::DoubleSlash,
+        K::DoubleSlashEqual,
+        K::At,
+        K::AtEqual,
+        K::Rarrow,
+        K::ColonEqual,
+        K::Exclamation,
+        K::Question,
+        K::And,
+        K::As,
+        K::Assert,
+        K::Async,
+        K::Await,
+        K::Case,
+        K::Class,
+        K::Def,
+        K::Del,
+        K::Elif,
+        K::Else,
+        K::Except,
+        K::For,
+        K::From,
+        K::If,
+        K::Import,
+        K::In,
+        K::Is,
+        K::Match,
+        K::Not,
+        K::Or,
+        K::Raise,
+        K::Return,
+        K::Try,
+        K::While,
+        K::With,
+        K::Yield,
+    ];
     let mut k = 0;
-    while k < letters.len() {
-        table[letters[k] as usize] = true;
+    while k < nests.len() {
+        table[nests[k] as usize] = Class::Nests;
         k += 1;
     }
+    table[K::Lambda as usize] = Class::Lambda;
+    table[K::Lpar as usize] = Class::Open;
+    table[K::Lsqb as usize] = Class::Open;
+    table[K::Lbrace as usize] = Class::Lbrace;
+    table[K::Rpar as usize] = Class::Close;
+    table[K::Rsqb as usize] = Class::Close;
+    table[K::Rbrace as usize] = Class::Rbrace;
+    table[K::Comma as usize] = Class::Comma;
+    table[K::Semi as usize] = Class::Semi;
+    table[K::Colon as usize] = Class::Colon;
+    table[K::Newline as usize] = Class::Newline;
+    table[K::Indent as usize] = Class::Indent;
+    table[K::Dedent as usize] = Class::Dedent;
+    table[K::FStringStart as usize] = Class::StringStart;
+    table[K::TStringStart as usize] = Class::StringStart;
+    table[K::FStringEnd as usize] = Class::StringEnd;
+    table[K::TStringEnd as usize] = Class::StringEnd;
     table
 };
 
-/// Bytes that continue a name (or a number): ASCII letters, digits, `_`, and every byte of a
-/// non-ASCII character. A table: the scan spends most of its time in names.
-static WORD_BYTE: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        table[b] = c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80;
-        b += 1;
-    }
-    table
-};
-
-fn is_word_byte(b: u8) -> bool {
-    WORD_BYTE[usize::from(b)]
-}
-
-/// A string prefix (`r`, `b`, `f`, `rb`, `Rf`, `t`, ..): `Some(interpolated)`.
-fn string_prefix(word: &[u8]) -> Option<bool> {
-    if word.len() > 2 || !word.iter().all(|c| b"rRbBuUfFtT".contains(c)) {
-        return None;
-    }
-    Some(word.iter().any(|c| b"fFtT".contains(c)))
-}
-
-/// `Err` with the first byte past `max` if the file may nest deeper than `max` levels.
-pub(crate) fn check(text: &str, max: usize) -> Result<(), TooDeep> {
-    let b = text.as_bytes();
-    let mut frames = vec![Frame::Code { base: 0, run: 0, field: false }];
-    // Indentation widths of the open blocks (the tokenizer's stack).
-    let mut indents: Vec<usize> = vec![0];
-    let mut line_start = true;
-    // Open `lambda` parameter lists: (frame, run at the `lambda`). Their commas do not end the
-    // nesting; their `:` ends the list.
+/// `Err` with the first token past `max` if the tree of a file with these tokens may nest deeper
+/// than `max` levels.
+pub(crate) fn check(tokens: &[Token], max: usize) -> Result<(), TooDeep> {
+    // The innermost frame lives in `top`; `below` holds the ones around it, outermost first.
+    let mut below: Vec<Frame> = Vec::new();
+    let mut top = Frame::Code { base: 0, run: 0, field: false };
+    // Open indented blocks.
+    let mut blocks = 0usize;
+    // Open `lambda` parameter lists: (frame index, run at the `lambda`). Their commas do not end
+    // the nesting; their `:` ends the list.
     let mut lambdas: Vec<(usize, usize)> = Vec::new();
-    let mut i = 0;
-    let too_deep = |frames: &[Frame], at: usize| -> Result<(), TooDeep> {
-        match frames.last() {
-            Some(f) if f.depth() > max => Err(TooDeep { at, len: 1 }),
-            _ => Ok(()),
-        }
-    };
-    while i < b.len() {
-        let top = frames.len() - 1;
-        while lambdas.last().is_some_and(|&(f, _)| f > top) {
-            lambdas.pop();
-        }
-        match frames[top] {
-            Frame::Str { quote, triple, .. } => {
-                let c = b[i];
-                if c == b'\\' {
-                    // An escaped character, but never a brace: `\{` still opens a field.
-                    i += if matches!(b.get(i + 1), Some(b'{' | b'}')) { 1 } else { 2 };
-                    continue;
+    for token in tokens {
+        let class = CLASS[token.kind() as usize];
+        match (class, &mut top) {
+            (Class::Skip, _) => continue,
+            (Class::Nests, Frame::Code { run, .. }) => *run += 1,
+            (Class::Lambda, Frame::Code { run, .. }) => {
+                *run += 1;
+                lambdas.push((below.len(), *run));
+            }
+            (Class::Open | Class::Lbrace, Frame::Code { run, .. }) => {
+                // `f()()()` and `x[0][0][0]` nest one level per pair.
+                *run += 1;
+                let base = top.depth() + 1;
+                below.push(std::mem::replace(&mut top, Frame::Code { base, run: 0, field: false }));
+            }
+            (Class::Lbrace, Frame::Str { base } | Frame::Spec { base }) => {
+                let base = *base + 1;
+                below.push(std::mem::replace(&mut top, Frame::Code { base, run: 0, field: true }));
+            }
+            (Class::Close | Class::Rbrace, Frame::Code { field, .. }) => {
+                // A field ends only at its `}`; a stray closer elsewhere is the parser's error.
+                if !*field || class == Class::Rbrace {
+                    pop(&mut below, &mut top, &mut lambdas);
                 }
-                if c == quote {
-                    if !triple {
-                        frames.pop();
-                    } else if b.get(i + 1) == Some(&quote) && b.get(i + 2) == Some(&quote) {
-                        frames.pop();
-                        i += 2;
-                    }
-                } else if c == b'\n' && !triple {
-                    // Unterminated: the parser reports it; the line ends the string here.
-                    frames.pop();
-                    continue;
-                } else if c == b'{' {
-                    if b.get(i + 1) == Some(&b'{') {
-                        i += 1;
-                    } else {
-                        let base = frames[top].depth() + 1;
-                        frames.push(Frame::Code { base, run: 0, field: true });
-                        too_deep(&frames, i)?;
-                    }
-                }
-                i += 1;
                 continue;
             }
-            Frame::Spec { base } => {
-                match b[i] {
-                    b'{' => {
-                        frames.push(Frame::Code { base: base + 1, run: 0, field: true });
-                        too_deep(&frames, i)?;
-                    }
-                    b'}' => {
-                        // The spec ends with its field.
-                        frames.pop();
-                        frames.pop();
-                    }
-                    b'\n' => {
-                        frames.pop();
-                        frames.pop();
-                        continue;
-                    }
-                    _ => {}
-                }
-                i += 1;
+            (Class::Rbrace, Frame::Spec { .. }) => {
+                // The spec ends with its field.
+                pop(&mut below, &mut top, &mut lambdas);
+                pop(&mut below, &mut top, &mut lambdas);
                 continue;
             }
-            Frame::Code { .. } => {}
-        }
-        let at_top = frames.len() == 1;
-        if line_start && at_top {
-            // The indentation of a logical line that holds code sets the block depth.
-            // Spaces first (nearly all indentation), then the general walk for tabs and form feeds.
-            let mut j = i + spaces(&b[i..]);
-            let mut col = j - i;
-            while j < b.len() && matches!(b[j], b' ' | b'\t' | b'\x0c') {
-                col = match b[j] {
-                    b'\t' => (col / 8 + 1) * 8,
-                    b'\x0c' => 0,
-                    _ => col + 1,
+            (Class::Comma | Class::Semi, Frame::Code { run, .. }) => {
+                let here = below.len();
+                *run = match lambdas.last() {
+                    Some(&(f, mark)) if f == here && class == Class::Comma => mark,
+                    _ => 0,
                 };
-                j += 1;
-            }
-            if j < b.len() && !matches!(b[j], b'\n' | b'\r' | b'#') {
-                while indents.len() > 1 && indents.last().is_some_and(|&w| col < w) {
-                    indents.pop();
-                }
-                if indents.last().is_some_and(|&w| col > w) {
-                    indents.push(col);
-                }
-                let base = (indents.len() - 1) * BLOCK_LEVELS;
-                frames[0] = Frame::Code { base, run: 0, field: false };
-                line_start = false;
-                too_deep(&frames, j)?;
-            }
-            i = j;
-            if i >= b.len() {
-                break;
-            }
-        }
-        i = code_run(b, i, &mut frames, lambdas.is_empty(), max)?;
-        let Some(&c) = b.get(i) else { break };
-        // The run may have opened and closed brackets: where is it now?
-        let top = frames.len() - 1;
-        let at_top = top == 0;
-        if !matches!(frames[top], Frame::Code { .. }) {
-            continue;
-        }
-        match c {
-            b'#' => {
-                i = memchr::memchr(b'\n', &b[i..]).map_or(b.len(), |n| i + n);
                 continue;
             }
-            b'\\' if matches!(b.get(i + 1), Some(b'\n' | b'\r')) => {
-                // A line continuation: the logical line goes on.
-                i += if b.get(i + 1) == Some(&b'\r') && b.get(i + 2) == Some(&b'\n') { 3 } else { 2 };
-                continue;
-            }
-            b'\n' if at_top => {
-                line_start = true;
-                lambdas.clear();
-                if let Frame::Code { run, .. } = &mut frames[0] {
-                    *run = 0;
-                }
-            }
-            b',' | b';' => {
-                let mark = lambdas.last().filter(|&&(f, _)| f == top && c == b',').map_or(0, |&(_, r)| r);
-                if let Frame::Code { run, .. } = &mut frames[top] {
-                    *run = mark;
-                }
-            }
-            b'(' | b'[' | b'{' => {
-                if let Frame::Code { run, .. } = &mut frames[top] {
-                    // `f()()()` and `x[0][0][0]` nest one level per pair.
-                    *run += 1;
-                }
-                let base = frames[top].depth() + 1;
-                frames.push(Frame::Code { base, run: 0, field: false });
-                too_deep(&frames, i)?;
-            }
-            b')' | b']' | b'}' => {
-                if let Frame::Code { field, .. } = frames[top] {
-                    // A field ends only at its `}`; a stray closer elsewhere is the parser's error.
-                    if top > 0 && (!field || c == b'}') {
-                        frames.pop();
-                    }
-                }
-            }
-            b':' => {
-                if lambdas.last().is_some_and(|&(f, _)| f == top) {
+            (Class::Colon, Frame::Code { field, .. }) => {
+                if lambdas.last().is_some_and(|&(f, _)| f == below.len()) {
                     lambdas.pop();
-                } else if let Frame::Code { field: true, .. } = frames[top] {
-                    let base = frames[top].depth() + 1;
-                    frames.push(Frame::Spec { base });
-                    too_deep(&frames, i)?;
+                    continue;
+                } else if *field {
+                    let base = top.depth() + 1;
+                    below.push(std::mem::replace(&mut top, Frame::Spec { base }));
+                } else {
+                    continue;
                 }
             }
-            b'\'' | b'"' => {
-                i = skip_string(b, i, false, &mut frames)?;
-                too_deep(&frames, i)?;
+            (Class::Newline, Frame::Code { run, .. }) if below.is_empty() => {
+                *run = 0;
+                lambdas.clear();
                 continue;
             }
-            // A string prefix or `lambda` ([`code_run`] takes every other name).
-            _ if is_word_byte(c) => {
-                let start = i;
-                while i < b.len() && is_word_byte(b[i]) {
-                    i += 1;
+            (Class::Indent | Class::Dedent, _) => {
+                blocks = if class == Class::Indent { blocks + 1 } else { blocks.saturating_sub(1) };
+                let outermost = below.first_mut().unwrap_or(&mut top);
+                if let Frame::Code { base, .. } = outermost {
+                    *base = blocks * BLOCK_LEVELS;
                 }
-                let word = &b[start..i];
-                if let (Some(b'\'' | b'"'), Some(interpolated)) = (b.get(i), string_prefix(word)) {
-                    i = skip_string(b, i, interpolated, &mut frames)?;
-                    too_deep(&frames, start)?;
-                } else if nests(word)
-                    && let Frame::Code { run, .. } = &mut frames[top]
-                {
-                    *run += 1;
-                    if word == b"lambda" {
-                        lambdas.push((top, *run));
+            }
+            (Class::StringStart, _) => {
+                let base = top.depth() + 1;
+                below.push(std::mem::replace(&mut top, Frame::Str { base }));
+            }
+            (Class::StringEnd, _) => {
+                // Back out of the string (and of any field left open in it).
+                while !below.is_empty() {
+                    let was_str = matches!(top, Frame::Str { .. });
+                    pop(&mut below, &mut top, &mut lambdas);
+                    if was_str {
+                        break;
                     }
-                    too_deep(&frames, start)?;
                 }
                 continue;
             }
-            _ => {}
+            _ => continue,
         }
-        i += 1;
+        if top.depth() > max {
+            let range = token.range();
+            return Err(TooDeep { at: range.start().to_usize(), len: range.len().to_usize().max(1) });
+        }
     }
     Ok(())
 }
 
-/// What nearly all of a file is: code that changes only the code frames — names, spaces,
-/// operator characters, brackets, separators, comments, line continuations and newlines inside
-/// brackets. Scans it from `i` (the top frame a [`Frame::Code`]) and returns the first byte it
-/// leaves to the full scan in [`check`]: a quote, a name that opens a string (`f"`) or is
-/// `lambda` (from the name's first byte), a newline at the top, a `:` in a replacement field,
-/// and — while a `lambda` is open (`no_lambdas` false) — any `,`, `;`, `:` or closer. A closer
-/// that pops back into an f-string's text returns the byte after it.
-fn code_run(
-    b: &[u8],
-    mut i: usize,
-    frames: &mut Vec<Frame>,
-    no_lambdas: bool,
-    max: usize,
-) -> Result<usize, TooDeep> {
-    let mut top = frames.len() - 1;
-    let Frame::Code { mut base, mut run, mut field } = frames[top] else { return Ok(i) };
-    let out = loop {
-        let Some(&c) = b.get(i) else { break Ok(i) };
-        match BYTE_CLASS[usize::from(c)] {
-            Class::Word => {
-                let start = i;
-                i += 1;
-                while b.get(i).is_some_and(|&c| is_word_byte(c)) {
-                    i += 1;
-                }
-                let word = &b[start..i];
-                if matches!(b.get(i), Some(b'\'' | b'"')) && string_prefix(word).is_some() {
-                    break Ok(start);
-                }
-                if nests(word) {
-                    if word == b"lambda" {
-                        break Ok(start);
-                    }
-                    run += 1;
-                    if base + run > max {
-                        break Err(TooDeep { at: start, len: 1 });
-                    }
-                }
-            }
-            Class::Space => i += spaces(&b[i..]),
-            Class::Operator => {
-                run += 1;
-                if base + run > max {
-                    break Err(TooDeep { at: i, len: 1 });
-                }
-                i += 1;
-            }
-            Class::Open => {
-                // `f()()()` and `x[0][0][0]` nest one level per pair.
-                run += 1;
-                frames[top] = Frame::Code { base, run, field };
-                (base, run, field) = (base + run + 1, 0, false);
-                frames.push(Frame::Code { base, run, field });
-                top += 1;
-                if base > max {
-                    break Err(TooDeep { at: i, len: 1 });
-                }
-                i += 1;
-            }
-            Class::Close if no_lambdas => {
-                i += 1;
-                // A field ends only at its `}`; a stray closer elsewhere is the parser's error.
-                if top > 0 && (!field || c == b'}') {
-                    frames.pop();
-                    top -= 1;
-                    match frames[top] {
-                        Frame::Code { base: b0, run: r0, field: f0 } => (base, run, field) = (b0, r0, f0),
-                        // Back in an f-string's text: the full scan goes on from here.
-                        _ => return Ok(i),
-                    }
-                }
-            }
-            Class::Separator if no_lambdas => {
-                run = 0;
-                i += 1;
-            }
-            Class::Colon if no_lambdas && !field => i += 1,
-            Class::Newline if top > 0 => i += 1,
-            Class::Hash => i = memchr::memchr(b'\n', &b[i..]).map_or(b.len(), |n| i + n),
-            Class::Backslash => {
-                // A line continuation: the logical line goes on.
-                i += match (b.get(i + 1), b.get(i + 2)) {
-                    (Some(b'\r'), Some(b'\n')) => 3,
-                    (Some(b'\n' | b'\r'), _) => 2,
-                    _ => 1,
-                };
-            }
-            Class::Skip => i += 1,
-            _ => break Ok(i),
+/// Closes the innermost frame (never the outermost) and the `lambda`s open in it.
+fn pop(below: &mut Vec<Frame>, top: &mut Frame, lambdas: &mut Vec<(usize, usize)>) {
+    if let Some(outer) = below.pop() {
+        *top = outer;
+        while lambdas.last().is_some_and(|&(f, _)| f > below.len()) {
+            lambdas.pop();
         }
-    };
-    frames[top] = Frame::Code { base, run, field };
-    out
+    }
 }
 
-/// The number of spaces `b` starts with.
-fn spaces(b: &[u8]) -> usize {
-    b.iter().position(|&c| c != b' ').unwrap_or(b.len())
+/// Frees a syntax tree of any depth without recursion: every statement, expression, pattern and
+/// f-string element is moved out of its parent (a leaf left in its place) onto a work list, so
+/// each node is dropped with its children already gone. Slower than `Drop`, so only for trees
+/// [`check`] refused or the parser could not make sense of.
+pub(crate) fn dismantle(body: impl IntoIterator<Item = Stmt>) {
+    let pending = Pending { stmts: RefCell::new(body.into_iter().collect()), ..Pending::default() };
+    loop {
+        // Each pop ends its borrow before the walk pushes children.
+        let stmt = pending.stmts.borrow_mut().pop();
+        if let Some(mut stmt) = stmt {
+            transformer::walk_stmt(&pending, &mut stmt);
+            continue;
+        }
+        let expr = pending.exprs.borrow_mut().pop();
+        if let Some(mut expr) = expr {
+            transformer::walk_expr(&pending, &mut expr);
+            continue;
+        }
+        let pattern = pending.patterns.borrow_mut().pop();
+        if let Some(mut pattern) = pattern {
+            transformer::walk_pattern(&pending, &mut pattern);
+            continue;
+        }
+        let element = pending.elements.borrow_mut().pop();
+        if let Some(mut element) = element {
+            transformer::walk_interpolated_string_element(&pending, &mut element);
+            continue;
+        }
+        break;
+    }
 }
 
-#[derive(Clone, Copy)]
-enum Class {
-    Word,
-    Space,
-    Operator,
-    /// `(`, `[`, `{`.
-    Open,
-    /// `)`, `]`, `}`.
-    Close,
-    /// `,` and `;`: the end of an operator run.
-    Separator,
-    Colon,
-    Newline,
-    Hash,
-    Backslash,
-    /// Quotes: strings, for the full scan.
-    Quote,
-    /// Nothing to the estimate (tabs, `\r`, `$`, ..).
-    Skip,
+/// [`dismantle`]'s work lists: a visit moves the node out instead of descending into it.
+#[derive(Default)]
+struct Pending {
+    stmts: RefCell<Vec<Stmt>>,
+    exprs: RefCell<Vec<Expr>>,
+    patterns: RefCell<Vec<Pattern>>,
+    elements: RefCell<Vec<InterpolatedStringElement>>,
 }
 
-/// [`code_run`]'s view of a byte.
-static BYTE_CLASS: [Class; 256] = {
-    let mut table = [Class::Skip; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        table[b] = if WORD_BYTE[b] {
-            Class::Word
-        } else if c == b' ' {
-            Class::Space
-        } else if matches!(
-            c,
-            b'+' | b'-'
-                | b'*'
-                | b'/'
-                | b'%'
-                | b'@'
-                | b'&'
-                | b'|'
-                | b'^'
-                | b'~'
-                | b'<'
-                | b'>'
-                | b'='
-                | b'!'
-                | b'.'
-        ) {
-            Class::Operator
-        } else {
-            match c {
-                b'(' | b'[' | b'{' => Class::Open,
-                b')' | b']' | b'}' => Class::Close,
-                b',' | b';' => Class::Separator,
-                b':' => Class::Colon,
-                b'\n' => Class::Newline,
-                b'#' => Class::Hash,
-                b'\\' => Class::Backslash,
-                b'\'' | b'"' => Class::Quote,
-                _ => Class::Skip,
-            }
-        };
-        b += 1;
+impl Transformer for Pending {
+    fn visit_stmt(&self, stmt: &mut Stmt) {
+        let leaf =
+            Stmt::Pass(ast::StmtPass { node_index: AtomicNodeIndex::NONE, range: TextRange::default() });
+        self.stmts.borrow_mut().push(std::mem::replace(stmt, leaf));
     }
-    table
-};
 
-/// Past the string whose quote is at `i`; an interpolated one opens a [`Frame::Str`] instead.
-fn skip_string(
-    b: &[u8],
-    mut i: usize,
-    interpolated: bool,
-    frames: &mut Vec<Frame>,
-) -> Result<usize, TooDeep> {
-    let quote = b[i];
-    let triple = b.get(i + 1) == Some(&quote) && b.get(i + 2) == Some(&quote);
-    i += if triple { 3 } else { 1 };
-    if interpolated {
-        let base = frames.last().map_or(0, Frame::depth) + 1;
-        frames.push(Frame::Str { base, quote, triple });
-        return Ok(i);
+    fn visit_expr(&self, expr: &mut Expr) {
+        let leaf = Expr::NoneLiteral(ast::ExprNoneLiteral::default());
+        self.exprs.borrow_mut().push(std::mem::replace(expr, leaf));
     }
-    while i < b.len() {
-        // Straight to the next byte that can end the string.
-        match memchr::memchr3(quote, b'\\', b'\n', &b[i..]) {
-            Some(n) => i += n,
-            None => return Ok(b.len()),
-        }
-        match b[i] {
-            b'\\' => {
-                i += 2;
-                continue;
-            }
-            c if c == quote => {
-                if !triple {
-                    return Ok(i + 1);
-                }
-                if b.get(i + 1) == Some(&quote) && b.get(i + 2) == Some(&quote) {
-                    return Ok(i + 3);
-                }
-            }
-            // Unterminated: the parser reports it.
-            b'\n' if !triple => return Ok(i),
-            _ => {}
-        }
-        i += 1;
+
+    fn visit_pattern(&self, pattern: &mut Pattern) {
+        let leaf = Pattern::MatchStar(ast::PatternMatchStar {
+            node_index: AtomicNodeIndex::NONE,
+            range: TextRange::default(),
+            name: None,
+        });
+        self.patterns.borrow_mut().push(std::mem::replace(pattern, leaf));
     }
-    Ok(i.min(b.len()))
+
+    fn visit_interpolated_string_element(&self, element: &mut InterpolatedStringElement) {
+        let leaf = InterpolatedStringElement::Literal(ast::InterpolatedStringLiteralElement {
+            range: TextRange::default(),
+            node_index: AtomicNodeIndex::NONE,
+            value: Box::default(),
+        });
+        self.elements.borrow_mut().push(std::mem::replace(element, leaf));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// [`check`] on the tokens of `text`.
+    fn check_text(text: &str, max: usize) -> Result<(), TooDeep> {
+        let parsed = ruff_python_parser::parse_unchecked_source(text, ruff_python_ast::PySourceType::Python);
+        let estimate = check(parsed.tokens(), max);
+        dismantle(parsed.into_syntax().body);
+        estimate
+    }
+
     fn depth_of(text: &str) -> usize {
+        let parsed = ruff_python_parser::parse_unchecked_source(text, ruff_python_ast::PySourceType::Python);
         let (mut lo, mut hi) = (0, 100_000);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if check(text, mid).is_ok() { hi = mid } else { lo = mid + 1 }
+            if check(parsed.tokens(), mid).is_ok() { hi = mid } else { lo = mid + 1 }
         }
+        dismantle(parsed.into_syntax().body);
         lo
     }
 
@@ -685,7 +528,7 @@ mod tests {
         let (mut lo, mut hi) = (0, 4 * max);
         while lo < hi {
             let mid = (lo + hi).div_ceil(2);
-            if check(&as_file(nest, blocks, mid), max).is_ok() { lo = mid } else { hi = mid - 1 }
+            if check_text(&as_file(nest, blocks, mid), max).is_ok() { lo = mid } else { hi = mid - 1 }
         }
         lo
     }
@@ -734,10 +577,41 @@ mod tests {
         }
     }
 
+    /// Far past the limit, where dropping the tree the ordinary way would overflow any stack:
+    /// the parse grows its own stack and the refused tree is taken apart without recursion, on
+    /// a thread with a small stack. Broken files too: their trees are never walked either.
+    #[test]
+    fn every_nesting_far_past_the_limit_is_refused_without_recursion() {
+        let settings = crate::Settings::from_table(
+            crate::LintTable::default(),
+            std::path::PathBuf::from("."),
+            None,
+            &crate::Overrides::default(),
+        )
+        .expect("settings");
+        for (name, nest, blocks) in all() {
+            // Blocks grow quadratically in bytes: 1,500 levels is up to 4.5 MB of indentation.
+            let n = if blocks { 1_500 } else { 30_000 };
+            let text = as_file(nest, blocks, n);
+            for (text, message) in
+                [(text.clone(), "too deeply nested"), (text.replace("import", "import import"), "")]
+            {
+                let report = crate::stack::run_with_stack(2 << 20, || {
+                    crate::lint_source("model.py", &text, &settings)
+                });
+                assert!(
+                    report.diagnostics.iter().any(|d| d.code == "D000" && d.message.contains(message)),
+                    "{name}: {:?}",
+                    report.diagnostics
+                );
+            }
+        }
+    }
+
     #[test]
     fn the_offending_byte_is_located() {
         let text = "x = ((((y))))\n";
-        let e = check(text, 4).expect_err("too deep");
+        let e = check_text(text, 4).expect_err("too deep");
         assert_eq!(&text[e.at..e.at + e.len], "(");
         assert_eq!(e.at, 5);
     }

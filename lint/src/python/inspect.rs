@@ -18,7 +18,7 @@ use super::typing::Truth;
 /// The module classes of one Python file, with the lint findings inside each.
 pub(crate) fn classes_in(report: &FileReport) -> Vec<StructReport> {
     let (text, kind, diagnostics) = (&*report.text, report.kind, &report.diagnostics[..]);
-    let Ok(parsed) = ruff_python_parser::parse_module(text) else { return Vec::new() };
+    let Ok(parsed) = super::parse(text) else { return Vec::new() };
     let body = &parsed.syntax().body;
     let model = Model::build(text, body);
     if !model.imports_torch {

@@ -2,10 +2,10 @@
 //! for the same device hazards as the Rust rules (same codes where the hazard is the same) and
 //! for three of PyTorch's own (D008..D010).
 //!
-//! A file goes through three steps: parse (a syntax error is `D000` and the run goes on), build
-//! the semantic model in one traversal ([`model`]: scopes, bindings, imports resolved to
-//! qualified names, classes and their attributes, loops and calls), then one walk in which the
-//! enabled rules read the model ([`checker`]). A file that never imports `torch` stops after
+//! A file goes through three steps: parse (a syntax error, or a tree too deep to walk, is `D000`
+//! and the run goes on), build the semantic model in one traversal ([`model`]: scopes, bindings,
+//! imports resolved to qualified names, classes and their attributes, loops and calls), then one
+//! walk in which the enabled rules read the model ([`checker`]). A file that never imports `torch` stops after
 //! parsing: every rule is about PyTorch.
 
 mod api;
@@ -19,20 +19,20 @@ mod typing;
 
 use std::path::Path;
 
+use ruff_python_ast::{ModModule, PySourceType};
+use ruff_python_parser::Parsed;
 use ruff_text_size::Ranged;
 
+use crate::depth::TooDeep;
 use crate::diagnostic::Finding;
 use crate::registry;
 use crate::source::FileKind;
 
 /// Parses and checks one Python file: the findings of the enabled rules.
 pub(crate) fn check(path: &Path, kind: FileKind, text: &str, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
-    if let Some(problem) = unparseable(text) {
-        return vec![problem];
-    }
-    let parsed = match ruff_python_parser::parse_module(text) {
+    let parsed = match parse(text) {
         Ok(p) => p,
-        Err(e) => return vec![parse_error(text, &e)],
+        Err(problem) => return vec![*problem],
     };
     // The cheap gate: no rule has anything to say about a file that never names torch.
     if !text.contains("torch") {
@@ -51,20 +51,34 @@ pub(crate) fn check(path: &Path, kind: FileKind, text: &str, enabled: &dyn Fn(&s
     checker::Checker::new(&model, kind, file_name).run(body, rules)
 }
 
-/// A reason not to parse the text at all: too large, or nested too deeply for the stack.
-fn unparseable(text: &str) -> Option<Finding> {
+/// A file's syntax tree, shallow enough to walk: `Err` is the file's `D000` — too large, nested
+/// too deeply for the stack ([`depth`]), or not valid Python. A refused tree is freed without
+/// recursion before this returns.
+pub(crate) fn parse(text: &str) -> Result<Parsed<ModModule>, Box<Finding>> {
     if text.len() > crate::MAX_FILE_BYTES {
-        return Some(crate::too_large(u64::try_from(text.len()).ok()));
+        return Err(Box::new(crate::too_large(u64::try_from(text.len()).ok())));
     }
-    let deep = depth::check(text, depth::MAX_DEPTH).err()?;
-    Some(
-        Finding::new(&registry::PARSE_ERROR, deep.at..deep.at + deep.len, format!(
-            "file not linted: it is too deeply nested to analyse (more than {} levels of brackets, operators, keywords or blocks)",
-            depth::MAX_DEPTH
-        ))
-        .label("too deep")
-        .help("such files are generated; exclude them (`exclude` in devcheck.toml)"),
-    )
+    let parsed = ruff_python_parser::parse_unchecked_source(text, PySourceType::Python);
+    let problem = match depth::check(parsed.tokens(), depth::MAX_DEPTH) {
+        Err(deep) => Some(too_deep(deep)),
+        Ok(()) => parsed.errors().first().map(|e| parse_error(text, e)),
+    };
+    match problem {
+        Some(problem) => {
+            depth::dismantle(parsed.into_syntax().body);
+            Err(Box::new(problem))
+        }
+        None => Ok(parsed),
+    }
+}
+
+fn too_deep(deep: TooDeep) -> Finding {
+    Finding::new(&registry::PARSE_ERROR, deep.at..deep.at + deep.len, format!(
+        "file not linted: it is too deeply nested to analyse (more than {} levels of brackets, operators, keywords or blocks)",
+        depth::MAX_DEPTH
+    ))
+    .label("too deep")
+    .help("such files are generated; exclude them (`exclude` in devcheck.toml)")
 }
 
 fn parse_error(text: &str, e: &ruff_python_parser::ParseError) -> Finding {
