@@ -145,7 +145,8 @@ pub(crate) struct Checker<'m, 'a> {
     pub module_body: &'a [Stmt],
     depth: usize,
     /// For each expression kind ([`Reads::index_of`]), the enabled rules whose `expr` reads it.
-    readers: [Vec<usize>; Reads::KINDS],
+    /// (A bit per rule: the walk asks this of every expression.)
+    readers: [u32; Reads::KINDS],
     /// The call being checked and its callee's canonical name, worked out once for every rule
     /// that reads the call ([`Checker::callee_name`]).
     callee: Option<(TextRange, Option<std::borrow::Cow<'m, str>>)>,
@@ -180,7 +181,10 @@ impl<'m, 'a> Checker<'m, 'a> {
         let mut out = Vec::new();
         for (kind, readers) in self.readers.iter_mut().enumerate() {
             let bit = Reads(1 << kind);
-            *readers = (0..rules.len()).filter(|&r| rules[r].reads().meets(bit)).collect();
+            // `rules::enabled` makes at most ten: a bit each.
+            *readers = (0..rules.len().min(32))
+                .filter(|&r| rules[r].reads().meets(bit))
+                .fold(0, |bits, r| bits | 1 << r);
         }
         self.module_body = body;
         self.body(body, &mut rules, &mut out);
@@ -516,12 +520,15 @@ impl<'m, 'a> Checker<'m, 'a> {
         self.depth += 1;
         if let Some(kind) = Reads::index_of(expr) {
             if let Expr::Call(call) = expr
-                && !self.readers[kind].is_empty()
+                && self.readers[kind] != 0
             {
                 self.callee = Some((call.range(), self.model.canonical_name(&call.func)));
             }
-            for i in 0..self.readers[kind].len() {
-                rules[self.readers[kind][i]].expr(self, expr, out);
+            let mut readers = self.readers[kind];
+            while readers != 0 {
+                let r = readers.trailing_zeros() as usize;
+                readers &= readers - 1;
+                rules[r].expr(self, expr, out);
             }
         }
         self.parents.push(Node::Expr(expr));
@@ -1086,10 +1093,12 @@ fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str) -> bool 
         "launch",
     ];
     let stem = file_name.strip_suffix(".py").unwrap_or(file_name).to_ascii_lowercase();
-    if SCRIPT_NAMES
-        .iter()
-        .any(|n| stem == *n || stem.starts_with(&format!("{n}_")) || stem.ends_with(&format!("_{n}")))
-    {
+    let named = |n: &str| {
+        stem == n
+            || stem.strip_prefix(n).is_some_and(|rest| rest.starts_with('_'))
+            || stem.strip_suffix(n).is_some_and(|rest| rest.ends_with('_'))
+    };
+    if SCRIPT_NAMES.iter().any(|n| named(n)) {
         return true;
     }
     let defines_module = model.classes().any(|(c, _)| types.is_module_class(c) == Truth::Yes);

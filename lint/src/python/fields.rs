@@ -10,6 +10,7 @@
 use ruff_python_ast::Expr;
 use ruff_text_size::{Ranged, TextRange};
 use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
 
 use super::api;
 use super::checker::Checker;
@@ -171,7 +172,7 @@ fn lineage(cx: &Checker<'_, '_>, class: ClassId) -> Vec<ClassId> {
 }
 
 fn field<'a>(cx: &Checker<'_, 'a>, lineage: &[ClassId], puts: &Puts<'a>, name: &'a str) -> Option<Field<'a>> {
-    let attrs: Vec<AttrAssign<'a>> =
+    let attrs: SmallVec<[AttrAssign<'a>; 2]> =
         lineage.iter().flat_map(|&c| cx.model.class(c).attr(name).copied()).collect();
     let puts_here = puts.get(name).map_or(&[][..], Vec::as_slice);
     let filled_at = puts_here.first().map(|(at, _)| *at);
@@ -186,7 +187,7 @@ fn field<'a>(cx: &Checker<'_, 'a>, lineage: &[ClassId], puts: &Puts<'a>, name: &
         };
         return Some(Field { name, holds, at: r.range, method: r.method, value: r.value, filled_at });
     }
-    let assigns: Vec<&AttrAssign<'a>> =
+    let assigns: SmallVec<[&AttrAssign<'a>; 4]> =
         attrs.iter().filter(|a| matches!(a.how, AttrHow::Assign | AttrHow::SetAttr)).collect();
     let first = assigns.iter().find(|a| !matches!(a.value, Some(Expr::NoneLiteral(_)))).or(assigns.first())?;
     let value = first.value;

@@ -20,6 +20,7 @@ use ruff_python_ast::{
 };
 use ruff_text_size::{Ranged, TextRange, TextSize};
 use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
 
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
@@ -79,17 +80,8 @@ pub(crate) enum ScopeKind {
 pub(crate) struct Scope<'a> {
     pub kind: ScopeKind,
     pub parent: Option<ScopeId>,
-    /// The binding each name has now; older ones hang off [`Binding::shadowed`].
-    names: FxHashMap<&'a str, BindingId>,
     /// Names declared `global` (or `nonlocal`) here: assignments bind them outside.
     outer: FxHashSet<&'a str>,
-}
-
-impl<'a> Scope<'a> {
-    /// The names bound in this scope with their current bindings.
-    pub fn bound_names(&self) -> impl Iterator<Item = (&'a str, BindingId)> + '_ {
-        self.names.iter().map(|(n, b)| (*n, *b))
-    }
 }
 
 /// Which part of the assigned value a target takes.
@@ -214,11 +206,10 @@ impl Function<'_> {
 pub(crate) struct Class<'a> {
     pub def: &'a ast::StmtClassDef,
     pub scope: Option<ScopeId>,
-    pub methods: FxHashMap<&'a str, FunctionId>,
     pub attrs: Vec<AttrAssign<'a>>,
     /// For each attribute name, where its assignments are in `attrs` (a class may assign
     /// thousands of attributes: asking about each by a scan would take quadratic time).
-    attr_index: FxHashMap<&'a str, Vec<usize>>,
+    attr_index: FxHashMap<&'a str, SmallVec<[usize; 2]>>,
 }
 
 impl<'a> Class<'a> {
@@ -276,6 +267,11 @@ pub(crate) struct Model<'a> {
     pub calls: Vec<CallSite<'a>>,
     /// Start offset of a bound name → its binding.
     definitions: FxHashMap<TextSize, BindingId>,
+    /// The binding each name has now in each scope; older ones hang off [`Binding::shadowed`].
+    /// One table for the file: a table per scope cost an allocation or more per function.
+    names: FxHashMap<(ScopeId, &'a str), BindingId>,
+    /// The methods of each class by name.
+    methods: FxHashMap<(ClassId, &'a str), FunctionId>,
     functions_by_start: FxHashMap<TextSize, FunctionId>,
     classes_by_start: FxHashMap<TextSize, ClassId>,
     loops_by_start: FxHashMap<TextSize, LoopId>,
@@ -286,7 +282,7 @@ pub(crate) struct Model<'a> {
     /// The canonical name of every call's callee, worked out once: every rule asks for it.
     /// Indexed by the node index the build gives each callee that is an attribute (`torch.zeros`,
     /// `self.net`, `x.to`): looking one up is a load and a bounds check.
-    callee_names: Vec<(TextRange, Option<Box<str>>)>,
+    callee_names: Vec<(TextRange, CalleeName)>,
 }
 
 impl<'a> Model<'a> {
@@ -305,6 +301,8 @@ impl<'a> Model<'a> {
                 loops: Vec::new(),
                 calls: Vec::with_capacity(others),
                 definitions: FxHashMap::with_capacity_and_hasher(others, Default::default()),
+                names: FxHashMap::with_capacity_and_hasher(others, Default::default()),
+                methods: FxHashMap::default(),
                 functions_by_start: FxHashMap::default(),
                 classes_by_start: FxHashMap::default(),
                 loops_by_start: FxHashMap::default(),
@@ -320,12 +318,7 @@ impl<'a> Model<'a> {
             no_grad: 0,
             depth: 0,
         };
-        b.model.scopes.push(Scope {
-            kind: ScopeKind::Module,
-            parent: None,
-            names: FxHashMap::default(),
-            outer: FxHashSet::default(),
-        });
+        b.model.scopes.push(Scope { kind: ScopeKind::Module, parent: None, outer: FxHashSet::default() });
         b.visit_body(body);
         // Function bodies run after the code that defines them.
         while let Some(f) = b.deferred.pop() {
@@ -346,8 +339,16 @@ impl<'a> Model<'a> {
             if i >= u32::MAX - 2 {
                 break;
             }
-            let name =
-                model.qualified_name(&site.call.func).map(|q| canonical(q).into_owned().into_boxed_str());
+            let name = match model.qualified_name(&site.call.func).map(canonical) {
+                None => CalleeName::Unknown,
+                // The name is the callee's own text (`torch.nn.functional.relu`): nothing to keep.
+                Some(Cow::Borrowed(q))
+                    if model.source.get(a.range.to_std_range()).is_some_and(|t| t == q) =>
+                {
+                    CalleeName::AsWritten
+                }
+                Some(q) => CalleeName::Named(q.into_owned().into_boxed_str()),
+            };
             a.node_index.set(ruff_python_ast::NodeIndex::from(i));
             names.push((a.range, name));
         }
@@ -388,6 +389,11 @@ impl<'a> Model<'a> {
         &self.loops[id.index()]
     }
 
+    /// The names bound in `scope` with their current bindings.
+    pub fn bound_names(&self, scope: ScopeId) -> impl Iterator<Item = (&'a str, BindingId)> + '_ {
+        self.names.iter().filter(move |((s, _), _)| *s == scope).map(|((_, n), b)| (*n, *b))
+    }
+
     pub fn scope(&self, id: ScopeId) -> &Scope<'a> {
         &self.scopes[id.index()]
     }
@@ -420,7 +426,7 @@ impl<'a> Model<'a> {
             let s = self.scope(id);
             // A function does not see the names of the class bodies around it.
             if (first || !matches!(s.kind, ScopeKind::Class(_)))
-                && let Some(b) = s.names.get(name)
+                && let Some(b) = self.names.get(&(id, name))
             {
                 return Some(*b);
             }
@@ -437,10 +443,13 @@ impl<'a> Model<'a> {
         // Down the attribute chain to its root name; a string only once the root is an import.
         let mut at = e;
         let mut chained = false;
+        // The length of the `.a.b` tail written without spaces, comments or parentheses.
+        let mut dotted = 0;
         let root = loop {
             match at {
                 Expr::Attribute(a) => {
                     chained = true;
+                    dotted += a.attr.len() + 1;
                     at = &a.value;
                 }
                 Expr::Name(n) => break n,
@@ -468,13 +477,22 @@ impl<'a> Model<'a> {
         if base.starts_with("builtins.") {
             return None;
         }
+        // Nearly always the chain is spelled out plainly: the name is the text itself when the
+        // import binds the module under its own name (`import torch`), else one copy.
+        let tail = self.source.get(root.end().to_usize()..e.end().to_usize()).filter(|t| t.len() == dotted);
+        if let Some(tail) = tail {
+            if base == root.id.as_str() {
+                return self.source.get(root.start().to_usize()..e.end().to_usize()).map(Cow::Borrowed);
+            }
+            return Some(Cow::Owned([base, tail].concat()));
+        }
         let mut attrs: Vec<&str> = Vec::new();
         let mut at = e;
         while let Expr::Attribute(a) = at {
             attrs.push(a.attr.as_str());
             at = &a.value;
         }
-        let mut q = String::with_capacity(base.len() + attrs.iter().map(|a| a.len() + 1).sum::<usize>());
+        let mut q = String::with_capacity(base.len() + dotted);
         q.push_str(base);
         for a in attrs.iter().rev() {
             q.push('.');
@@ -491,7 +509,11 @@ impl<'a> Model<'a> {
             && let Some((range, known)) = self.callee_names.get(i as usize)
             && *range == a.range
         {
-            return known.as_deref().map(Cow::Borrowed);
+            return match known {
+                CalleeName::Unknown => None,
+                CalleeName::AsWritten => self.source.get(range.to_std_range()).map(Cow::Borrowed),
+                CalleeName::Named(q) => Some(Cow::Borrowed(q)),
+            };
         }
         let q = self.qualified_name(e)?;
         Some(canonical(q))
@@ -524,13 +546,18 @@ impl<'a> Model<'a> {
         }
     }
 
+    /// Method `name` defined in the class's own body.
+    pub fn own_method(&self, class: ClassId, name: &str) -> Option<FunctionId> {
+        self.methods.get(&(class, name)).copied()
+    }
+
     /// Method `name` of a class, or of a base class defined in the same file.
     pub fn method(&self, class: ClassId, name: &str) -> Option<FunctionId> {
         let mut seen = 0;
         let mut at = Some(class);
         while let Some(c) = at {
-            if let Some(m) = self.class(c).methods.get(name) {
-                return Some(*m);
+            if let Some(m) = self.own_method(c, name) {
+                return Some(m);
             }
             seen += 1;
             if seen > 32 {
@@ -756,6 +783,15 @@ pub(crate) fn canonical(q: Cow<'_, str>) -> Cow<'_, str> {
     q
 }
 
+/// The canonical name of an attribute callee, worked out once when the model is built.
+enum CalleeName {
+    /// Not a dotted name of an import.
+    Unknown,
+    /// The callee's own text (`torch.nn.functional.relu`, imported as `import torch`).
+    AsWritten,
+    Named(Box<str>),
+}
+
 /// A function whose body waits to be visited, with what it sees.
 struct Deferred {
     function: FunctionId,
@@ -811,12 +847,7 @@ impl<'a> Source<'a> {
 impl<'a> Builder<'a> {
     fn push_scope(&mut self, kind: ScopeKind) -> ScopeId {
         let id = ScopeId::new(self.model.scopes.len());
-        self.model.scopes.push(Scope {
-            kind,
-            parent: Some(self.scope),
-            names: FxHashMap::default(),
-            outer: FxHashSet::default(),
-        });
+        self.model.scopes.push(Scope { kind, parent: Some(self.scope), outer: FxHashSet::default() });
         self.scope = id;
         id
     }
@@ -838,7 +869,7 @@ impl<'a> Builder<'a> {
         let mut at = here.parent;
         while let Some(id) = at {
             let s = &self.model.scopes[id.index()];
-            if matches!(s.kind, ScopeKind::Function(_)) && s.names.contains_key(name) {
+            if matches!(s.kind, ScopeKind::Function(_)) && self.model.names.contains_key(&(id, name)) {
                 return id;
             }
             at = s.parent;
@@ -849,7 +880,7 @@ impl<'a> Builder<'a> {
     fn bind(&mut self, name: &'a str, range: TextRange, kind: BindingKind<'a>) -> BindingId {
         let scope = self.binding_scope(name);
         let id = BindingId::new(self.model.bindings.len());
-        let shadowed = self.model.scopes[scope.index()].names.insert(name, id);
+        let shadowed = self.model.names.insert((scope, name), id);
         self.model.bindings.push(Binding { name, kind, shadowed, in_no_grad: self.no_grad > 0 });
         self.model.definitions.insert(range.start(), id);
         id
@@ -1069,7 +1100,7 @@ impl<'a> Builder<'a> {
         });
         self.model.functions_by_start.insert(def.name.start(), id);
         if let Some(c) = class {
-            self.model.classes[c.index()].methods.insert(def.name.as_str(), id);
+            self.model.methods.insert((c, def.name.as_str()), id);
         }
         self.bind(def.name.as_str(), def.name.range, BindingKind::FunctionDef(id));
         let no_grad = self.no_grad > 0 || def.decorator_list.iter().any(|d| self.is_no_grad(&d.expression));
@@ -1102,7 +1133,6 @@ impl<'a> Builder<'a> {
         self.model.classes.push(Class {
             def,
             scope: None,
-            methods: FxHashMap::default(),
             attrs: Vec::new(),
             attr_index: FxHashMap::default(),
         });

@@ -704,7 +704,11 @@ impl<'m, 'a> Types<'m, 'a> {
             a.how == AttrHow::Assign
                 && a.value.and_then(|v| self.constructed_class(v)).is_some_and(|q| api::is_module_class(&q))
         });
-        if c.methods.contains_key("forward") && keeps_layers { Truth::Yes } else { Truth::Unknown }
+        if self.model.own_method(class, "forward").is_some() && keeps_layers {
+            Truth::Yes
+        } else {
+            Truth::Unknown
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::{Ranged, TextSize};
 use rustc_hash::FxHashSet;
+use smallvec::SmallVec;
 
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::api;
@@ -132,9 +133,12 @@ fn in_device_branch(cx: &Checker<'_, '_>) -> bool {
 }
 
 /// Pairs (a, b) that an expression combines so that both must be on one device.
-fn combined<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Vec<(&'e Expr, &'e Expr)> {
-    let mut pairs = Vec::new();
-    let both = |pairs: &mut Vec<(&'e Expr, &'e Expr)>, a: &'e Expr, b: &'e Expr| {
+/// Up to this many pairs or arguments stay off the heap (one per operator in nearly every case).
+type Few<T> = SmallVec<[T; 8]>;
+
+fn combined<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Few<(&'e Expr, &'e Expr)> {
+    let mut pairs = Few::new();
+    let both = |pairs: &mut Few<(&'e Expr, &'e Expr)>, a: &'e Expr, b: &'e Expr| {
         pairs.push((a, b));
         pairs.push((b, a));
     };
@@ -148,7 +152,7 @@ fn combined<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Vec<(&'e Expr, &'e Expr)> 
         // A CUDA index into a CPU tensor fails (the reverse is allowed).
         Expr::Subscript(s) => pairs.push((&*s.value, &*s.slice)),
         Expr::Call(call) => {
-            let mut args: Vec<&Expr> = Vec::new();
+            let mut args: Few<&Expr> = Few::new();
             let named = call.arguments.keywords.iter().filter(|k| k.arg.is_some()).map(|k| &k.value);
             for a in call.arguments.args.iter().chain(named) {
                 match a {

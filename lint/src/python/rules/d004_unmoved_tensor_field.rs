@@ -425,15 +425,14 @@ fn overrides_apply(model: &Model<'_>, class: ClassId) -> bool {
 /// How this file spells `torch.nn.`: `nn.` after `from torch import nn`, `torch.nn.` after
 /// `import torch`.
 fn nn_prefix(model: &Model<'_>) -> Option<String> {
-    let scope = model.scope(ScopeId::MODULE);
-    scope
-        .bound_names()
+    model
+        .bound_names(ScopeId::MODULE)
         .find_map(|(name, b)| match model.binding(b).kind {
             BindingKind::Import { name: i } if model.import_name(i) == "torch.nn" => Some(format!("{name}.")),
             _ => None,
         })
         .or_else(|| {
-            scope.bound_names().find_map(|(name, b)| match model.binding(b).kind {
+            model.bound_names(ScopeId::MODULE).find_map(|(name, b)| match model.binding(b).kind {
                 BindingKind::ImportRoot if name == "torch" => Some("torch.nn.".to_string()),
                 BindingKind::Import { name: i } if model.import_name(i) == "torch" => {
                     Some(format!("{name}.nn."))

@@ -67,7 +67,7 @@ pub(crate) const NOT_MEASURED: &str = "It reported nothing in the Python files o
 
 /// Fresh per-file state for every enabled rule.
 pub(crate) fn enabled(enabled: &dyn Fn(&str) -> bool) -> Vec<Box<dyn Rule>> {
-    let mut rules: Vec<Box<dyn Rule>> = Vec::new();
+    let mut rules: Vec<Box<dyn Rule>> = Vec::with_capacity(10);
     if enabled("D001") {
         rules.push(Box::<d001_tensor_on_fixed_device::Check>::default());
     }
