@@ -22,13 +22,17 @@ use super::typing::{Kind, Truth, Types};
 
 /// A rule of the Python front end.
 pub(crate) trait Rule {
-    fn stmt(&mut self, _cx: &Checker<'_, '_>, _stmt: &Stmt, _out: &mut Vec<Finding>) {}
-    /// The kinds of expression [`Rule::expr`] looks at: the walk calls it for those only (most
-    /// expressions are names and literals, which no rule reads on their own).
+    /// What the walk shows the rule: the kinds of expression [`Rule::expr`] looks at, and
+    /// whether it looks at statements ([`Reads::STATEMENT`]) or at the tests of `if` and `while`
+    /// ([`Reads::TEST`]). The walk calls the rule for those only: most expressions are names and
+    /// literals, which no rule reads on their own, and most rules read no statement.
     fn reads(&self) -> Reads {
         Reads::NOTHING
     }
+    fn stmt(&mut self, _cx: &Checker<'_, '_>, _stmt: &Stmt, _out: &mut Vec<Finding>) {}
     fn expr(&mut self, _cx: &Checker<'_, '_>, _expr: &Expr, _out: &mut Vec<Finding>) {}
+    /// The test of an `if`, `elif` or `while` (`if loss:`), before [`Rule::expr`] sees it.
+    fn test(&mut self, _cx: &Checker<'_, '_>, _test: &Expr, _out: &mut Vec<Finding>) {}
     /// After the walk: rules about the whole file (classes, data loaders).
     fn finish(&mut self, _cx: &Checker<'_, '_>, _out: &mut Vec<Finding>) {}
 }
@@ -44,10 +48,13 @@ impl Reads {
     /// Binary operators and comparisons.
     pub const OPERATOR: Reads = Reads(1 << 2);
     pub const SUBSCRIPT: Reads = Reads(1 << 3);
-    pub const NAME: Reads = Reads(1 << 4);
+    /// Every statement ([`Rule::stmt`]).
+    pub const STATEMENT: Reads = Reads(1 << 4);
+    /// The tests of `if`, `elif` and `while` ([`Rule::test`]).
+    pub const TEST: Reads = Reads(1 << 5);
 
     /// The number of expression kinds a rule can read.
-    const KINDS: usize = 5;
+    const KINDS: usize = 4;
 
     /// The kind of `e` as an index below [`Reads::KINDS`] (`None` for kinds no rule reads).
     fn index_of(e: &Expr) -> Option<usize> {
@@ -56,7 +63,6 @@ impl Reads {
             Expr::Attribute(_) => Some(1),
             Expr::BinOp(_) | Expr::Compare(_) => Some(2),
             Expr::Subscript(_) => Some(3),
-            Expr::Name(_) => Some(4),
             _ => None,
         }
     }
@@ -147,6 +153,9 @@ pub(crate) struct Checker<'m, 'a> {
     /// For each expression kind ([`Reads::index_of`]), the enabled rules whose `expr` reads it.
     /// (A bit per rule: the walk asks this of every expression.)
     readers: [u32; Reads::KINDS],
+    /// The enabled rules that read statements, and the tests of `if` and `while`.
+    stmt_readers: u32,
+    test_readers: u32,
     /// The call being checked and its callee's canonical name, worked out once for every rule
     /// that reads the call ([`Checker::callee_name`]).
     callee: Option<(TextRange, Option<std::borrow::Cow<'m, str>>)>,
@@ -172,6 +181,8 @@ impl<'m, 'a> Checker<'m, 'a> {
             module_body: &[],
             depth: 0,
             readers: Default::default(),
+            stmt_readers: 0,
+            test_readers: 0,
             callee: None,
         }
     }
@@ -179,13 +190,15 @@ impl<'m, 'a> Checker<'m, 'a> {
     /// Runs the rules over the module.
     pub fn run(mut self, body: &'a [Stmt], mut rules: Vec<Box<dyn Rule>>) -> Vec<Finding> {
         let mut out = Vec::new();
+        // `rules::enabled` makes at most ten: a bit each.
+        let readers_of = |bit: Reads| {
+            (0..rules.len().min(32)).filter(|&r| rules[r].reads().meets(bit)).fold(0, |bits, r| bits | 1 << r)
+        };
         for (kind, readers) in self.readers.iter_mut().enumerate() {
-            let bit = Reads(1 << kind);
-            // `rules::enabled` makes at most ten: a bit each.
-            *readers = (0..rules.len().min(32))
-                .filter(|&r| rules[r].reads().meets(bit))
-                .fold(0, |bits, r| bits | 1 << r);
+            *readers = readers_of(Reads(1 << kind));
         }
+        self.stmt_readers = readers_of(Reads::STATEMENT);
+        self.test_readers = readers_of(Reads::TEST);
         self.module_body = body;
         self.body(body, &mut rules, &mut out);
         for r in &mut rules {
@@ -306,8 +319,11 @@ impl<'m, 'a> Checker<'m, 'a> {
             return;
         }
         self.depth += 1;
-        for r in rules.iter_mut() {
-            r.stmt(self, stmt, out);
+        let mut readers = self.stmt_readers;
+        while readers != 0 {
+            let r = readers.trailing_zeros() as usize;
+            readers &= readers - 1;
+            rules[r].stmt(self, stmt, out);
         }
         self.parents.push(Node::Stmt(stmt));
         match stmt {
@@ -328,12 +344,12 @@ impl<'m, 'a> Checker<'m, 'a> {
                 self.body(&f.orelse, rules, out);
             }
             Stmt::While(w) => {
-                self.expr(&w.test, rules, out);
+                self.test(&w.test, rules, out);
                 self.in_loop(stmt, &w.body, rules, out);
                 self.body(&w.orelse, rules, out);
             }
             Stmt::If(i) => {
-                self.expr(&i.test, rules, out);
+                self.test(&i.test, rules, out);
                 let main = is_main_guard(&i.test);
                 // A branch that leaves the loop or the function runs once, not at every step.
                 let gate =
@@ -346,7 +362,7 @@ impl<'m, 'a> Checker<'m, 'a> {
                 for clause in &i.elif_else_clauses {
                     let gate = clause.test.as_ref().is_some_and(is_gate);
                     if let Some(t) = &clause.test {
-                        self.expr(t, rules, out);
+                        self.test(t, rules, out);
                     }
                     self.gated += usize::from(gate);
                     self.body(&clause.body, rules, out);
@@ -606,6 +622,17 @@ impl<'m, 'a> Checker<'m, 'a> {
         self.depth -= 1;
     }
 
+    /// The test of an `if`, `elif` or `while`: shown to the rules that read tests, then walked.
+    fn test(&mut self, test: &'a Expr, rules: &mut [Box<dyn Rule>], out: &mut Vec<Finding>) {
+        let mut readers = self.test_readers;
+        while readers != 0 {
+            let r = readers.trailing_zeros() as usize;
+            readers &= readers - 1;
+            rules[r].test(self, test, out);
+        }
+        self.expr(test, rules, out);
+    }
+
     fn comprehension(
         &mut self,
         generators: &'a [ast::Comprehension],
@@ -803,18 +830,26 @@ impl Facts {
         let mut calls_to: Vec<Vec<usize>> = vec![Vec::new(); n];
         let mut clock_in = vec![false; n];
         let mut clock_at_top = false;
+        let mut uses_accelerator = false;
+        let mut parses_args = false;
         for (i, site) in model.calls.iter().enumerate() {
-            if let Some(q) = model.canonical_name(&site.call.func) {
-                if matches!(q.as_ref(), "torch.set_default_device" | "torch.set_default_tensor_type") {
-                    sets_default_device = true;
+            let q = model.canonical_name(&site.call.func);
+            if let Some(q) = q.as_deref() {
+                match q {
+                    "torch.set_default_device" | "torch.set_default_tensor_type" => {
+                        sets_default_device = true
+                    }
+                    "argparse.ArgumentParser" => parses_args = true,
+                    _ => {}
                 }
-                if api::is_clock(&q) {
+                if api::is_clock(q) {
                     match site.function {
                         Some(f) => clock_in[f.index()] = true,
                         None => clock_at_top = true,
                     }
                 }
             }
+            uses_accelerator = uses_accelerator || moves_to_accelerator(q.as_deref(), site.call);
             if queues_device_work(model, types, site.call) {
                 if let Some(f) = site.function {
                     function_work[f.index()] = true;
@@ -899,9 +934,9 @@ impl Facts {
             hot: vec![None; n],
             loop_work,
             outer_loop,
-            application: !kind.is_library() || is_script(model, types, file_name),
+            application: !kind.is_library() || is_script(model, types, file_name, parses_args),
             sets_default_device,
-            uses_accelerator: model.calls.iter().any(|s| moves_to_accelerator(model, s.call)),
+            uses_accelerator,
             clock_in,
             clock_at_top,
             backward: losses(model),
@@ -1022,12 +1057,11 @@ pub(crate) fn calls_a_value(model: &Model<'_>, types: &Types<'_, '_>, c: &ast::E
 
 /// A call that shows the file puts things on an accelerator: `.cuda()`, `torch.cuda.*`,
 /// `torch.device(..)`, `.to(device)` with a device that is not the CPU, `device=..` that is not
-/// the CPU.
-fn moves_to_accelerator(model: &Model<'_>, call: &ast::ExprCall) -> bool {
+/// the CPU. `callee` is the call's canonical callee name.
+fn moves_to_accelerator(callee: Option<&str>, call: &ast::ExprCall) -> bool {
     static DEV: NameWords = NameWords::new(&["dev"]);
     let cpu = |e: &Expr| matches!(e, Expr::StringLiteral(s) if s.value.to_str() == "cpu");
-    if let Some(q) = model.canonical_name(&call.func) {
-        let q = q.as_ref();
+    if let Some(q) = callee {
         if q == "torch.device" {
             return !call.arguments.args.first().is_some_and(cpu);
         }
@@ -1067,8 +1101,9 @@ fn loop_is_over_epochs(l: &super::model::Loop<'_>) -> bool {
 /// A script: its name says what it runs (`train.py`, `eval_imagenet.py`, `demo.py`, ...), or it
 /// defines no module and has an `if __name__ == "__main__":` block, parses a command line or
 /// loops at its top level (a library runs no loop when imported; a model file's self-test block
-/// is not enough to make the model an application).
-fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str) -> bool {
+/// is not enough to make the model an application). `parses_args`: the file calls
+/// `argparse.ArgumentParser`.
+fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str, parses_args: bool) -> bool {
     const SCRIPT_NAMES: [&str; 21] = [
         "cli",
         "train",
@@ -1102,10 +1137,6 @@ fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str) -> bool 
         return true;
     }
     let defines_module = model.classes().any(|(c, _)| types.is_module_class(c) == Truth::Yes);
-    let parses_args = model
-        .calls
-        .iter()
-        .any(|s| model.canonical_name(&s.call.func).is_some_and(|q| q == "argparse.ArgumentParser"));
     let loops_at_top = model.loops().any(|(_, l)| l.function.is_none());
     !defines_module && (parses_args || loops_at_top || model.source.contains("__main__"))
 }

@@ -36,25 +36,17 @@ pub(crate) const MAX_DEPTH: usize = 1000;
 /// Levels one indented block counts for: a statement and its body.
 const BLOCK_LEVELS: usize = 2;
 
-/// Where the estimate is.
-#[derive(Clone, Copy, Debug)]
+/// What the innermost open frame is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Frame {
-    /// Code inside a bracket (or at the top), or inside an f-string's `{..}` (`field`): `base`
-    /// levels below it, `run` operators and keywords since the last separator.
-    Code { base: usize, run: usize, field: bool },
+    /// Code inside a bracket (or at the top).
+    Code,
+    /// Code inside an f-string's replacement field (`{..}`): only its `}` ends it.
+    Field,
     /// The literal part of an f-string (or t-string).
-    Str { base: usize },
+    Str,
     /// The format spec of a replacement field (`{x:>{width}}`): text until the field's `}`.
-    Spec { base: usize },
-}
-
-impl Frame {
-    fn depth(self) -> usize {
-        match self {
-            Frame::Code { base, run, .. } => base + run,
-            Frame::Str { base } | Frame::Spec { base } => base,
-        }
-    }
+    Spec,
 }
 
 /// What a token does to the estimate.
@@ -185,110 +177,121 @@ static CLASS: [Class; 256] = {
 /// `Err` with the first token past `max` if the tree of a file with these tokens may nest deeper
 /// than `max` levels.
 pub(crate) fn check(tokens: &[Token], max: usize) -> Result<(), TooDeep> {
-    // The innermost frame lives in `top`; `below` holds the ones around it, outermost first.
-    let mut below: Vec<Frame> = Vec::new();
-    let mut top = Frame::Code { base: 0, run: 0, field: false };
+    // The innermost frame: the levels below it, the operators and keywords since its last
+    // separator (`base + run` is its depth), and what it is. `below` holds the frames around it,
+    // outermost first.
+    let (mut base, mut run, mut frame) = (0usize, 0usize, Frame::Code);
+    let mut below: Vec<(usize, usize, Frame)> = Vec::new();
     // Open indented blocks.
     let mut blocks = 0usize;
     // Open `lambda` parameter lists: (frame index, run at the `lambda`). Their commas do not end
     // the nesting; their `:` ends the list.
     let mut lambdas: Vec<(usize, usize)> = Vec::new();
+    // Closes the innermost frame (never the outermost) and the `lambda`s open in it.
+    let pop = |below: &mut Vec<(usize, usize, Frame)>, lambdas: &mut Vec<(usize, usize)>| {
+        let outer = below.pop();
+        while lambdas.last().is_some_and(|&(f, _)| f > below.len()) {
+            lambdas.pop();
+        }
+        outer
+    };
     for token in tokens {
         let class = CLASS[token.kind() as usize];
-        match (class, &mut top) {
-            (Class::Skip, _) => continue,
-            (Class::Nests, Frame::Code { run, .. }) => *run += 1,
-            (Class::Lambda, Frame::Code { run, .. }) => {
-                *run += 1;
-                lambdas.push((below.len(), *run));
+        let code = matches!(frame, Frame::Code | Frame::Field);
+        match class {
+            Class::Skip => continue,
+            Class::Nests if code => run += 1,
+            Class::Lambda if code => {
+                run += 1;
+                lambdas.push((below.len(), run));
             }
-            (Class::Open | Class::Lbrace, Frame::Code { run, .. }) => {
+            Class::Open | Class::Lbrace if code => {
                 // `f()()()` and `x[0][0][0]` nest one level per pair.
-                *run += 1;
-                let base = top.depth() + 1;
-                below.push(std::mem::replace(&mut top, Frame::Code { base, run: 0, field: false }));
+                run += 1;
+                below.push((base, run, frame));
+                (base, run, frame) = (base + run + 1, 0, Frame::Code);
             }
-            (Class::Lbrace, Frame::Str { base } | Frame::Spec { base }) => {
-                let base = *base + 1;
-                below.push(std::mem::replace(&mut top, Frame::Code { base, run: 0, field: true }));
+            Class::Lbrace => {
+                // A replacement field in an f-string's text or format spec.
+                below.push((base, run, frame));
+                (base, run, frame) = (base + run + 1, 0, Frame::Field);
             }
-            (Class::Close | Class::Rbrace, Frame::Code { field, .. }) => {
-                // A field ends only at its `}`; a stray closer elsewhere is the parser's error.
-                if !*field || class == Class::Rbrace {
-                    pop(&mut below, &mut top, &mut lambdas);
+            // A field ends only at its `}`; a stray closer elsewhere is the parser's error.
+            Class::Close if frame == Frame::Code => {
+                if let Some(outer) = pop(&mut below, &mut lambdas) {
+                    (base, run, frame) = outer;
                 }
                 continue;
             }
-            (Class::Rbrace, Frame::Spec { .. }) => {
-                // The spec ends with its field.
-                pop(&mut below, &mut top, &mut lambdas);
-                pop(&mut below, &mut top, &mut lambdas);
+            Class::Rbrace if code => {
+                if let Some(outer) = pop(&mut below, &mut lambdas) {
+                    (base, run, frame) = outer;
+                }
                 continue;
             }
-            (Class::Comma | Class::Semi, Frame::Code { run, .. }) => {
-                let here = below.len();
-                *run = match lambdas.last() {
-                    Some(&(f, mark)) if f == here && class == Class::Comma => mark,
+            Class::Rbrace if frame == Frame::Spec => {
+                // The spec ends with its field.
+                if below.len() > 1 {
+                    below.pop();
+                    if let Some(outer) = pop(&mut below, &mut lambdas) {
+                        (base, run, frame) = outer;
+                    }
+                }
+                continue;
+            }
+            Class::Comma | Class::Semi if code => {
+                run = match lambdas.last() {
+                    Some(&(f, mark)) if f == below.len() && class == Class::Comma => mark,
                     _ => 0,
                 };
                 continue;
             }
-            (Class::Colon, Frame::Code { field, .. }) => {
+            Class::Colon if code => {
                 if lambdas.last().is_some_and(|&(f, _)| f == below.len()) {
                     lambdas.pop();
                     continue;
-                } else if *field {
-                    let base = top.depth() + 1;
-                    below.push(std::mem::replace(&mut top, Frame::Spec { base }));
-                } else {
+                }
+                if frame != Frame::Field {
                     continue;
                 }
+                below.push((base, run, frame));
+                (base, run, frame) = (base + run + 1, 0, Frame::Spec);
             }
-            (Class::Newline, Frame::Code { run, .. }) if below.is_empty() => {
-                *run = 0;
+            Class::Newline if code && below.is_empty() => {
+                run = 0;
                 lambdas.clear();
                 continue;
             }
-            (Class::Indent | Class::Dedent, _) => {
+            Class::Indent | Class::Dedent => {
                 blocks = if class == Class::Indent { blocks + 1 } else { blocks.saturating_sub(1) };
-                let outermost = below.first_mut().unwrap_or(&mut top);
-                if let Frame::Code { base, .. } = outermost {
-                    *base = blocks * BLOCK_LEVELS;
+                match below.first_mut() {
+                    Some((outermost, _, _)) => *outermost = blocks * BLOCK_LEVELS,
+                    None => base = blocks * BLOCK_LEVELS,
                 }
             }
-            (Class::StringStart, _) => {
-                let base = top.depth() + 1;
-                below.push(std::mem::replace(&mut top, Frame::Str { base }));
+            Class::StringStart => {
+                below.push((base, run, frame));
+                (base, run, frame) = (base + run + 1, 0, Frame::Str);
             }
-            (Class::StringEnd, _) => {
+            Class::StringEnd => {
                 // Back out of the string (and of any field left open in it).
-                while !below.is_empty() {
-                    let was_str = matches!(top, Frame::Str { .. });
-                    pop(&mut below, &mut top, &mut lambdas);
-                    if was_str {
-                        break;
-                    }
+                while frame != Frame::Str {
+                    let Some(outer) = pop(&mut below, &mut lambdas) else { break };
+                    (base, run, frame) = outer;
+                }
+                if let Some(outer) = pop(&mut below, &mut lambdas) {
+                    (base, run, frame) = outer;
                 }
                 continue;
             }
             _ => continue,
         }
-        if top.depth() > max {
+        if base + run > max {
             let range = token.range();
             return Err(TooDeep { at: range.start().to_usize(), len: range.len().to_usize().max(1) });
         }
     }
     Ok(())
-}
-
-/// Closes the innermost frame (never the outermost) and the `lambda`s open in it.
-fn pop(below: &mut Vec<Frame>, top: &mut Frame, lambdas: &mut Vec<(usize, usize)>) {
-    if let Some(outer) = below.pop() {
-        *top = outer;
-        while lambdas.last().is_some_and(|&(f, _)| f > below.len()) {
-            lambdas.pop();
-        }
-    }
 }
 
 /// Frees a syntax tree of any depth without recursion: every statement, expression, pattern and

@@ -1,5 +1,5 @@
 use ruff_python_ast::{Expr, Stmt};
-use ruff_text_size::{Ranged, TextSize};
+use ruff_text_size::{Ranged, TextRange, TextSize};
 use rustc_hash::FxHashMap;
 
 use crate::diagnostic::Finding;
@@ -86,7 +86,6 @@ impl Rule for Check {
         }
         let (what, at, shown) = if let Some((_, _, "cuda")) = method_call(e) {
             // `.cuda(rank)` picks a device from a variable; `.cuda()` and `.cuda(0)` do not.
-            let shown = cx.short(call.range());
             match call.arguments.args.first() {
                 None if call
                     .arguments
@@ -94,9 +93,11 @@ impl Rule for Check {
                     .iter()
                     .all(|k| k.arg.as_ref().is_some_and(|a| a.as_str() != "device")) =>
                 {
-                    ("the current CUDA device".to_string(), call.range(), shown)
+                    ("the current CUDA device".to_string(), call.range(), Shown::Whole(call.range()))
                 }
-                Some(Expr::NumberLiteral(n)) => (format!("cuda:{}", cx.text(n.range)), call.range(), shown),
+                Some(Expr::NumberLiteral(n)) => {
+                    (format!("cuda:{}", cx.text(n.range)), call.range(), Shown::Whole(call.range()))
+                }
                 _ => return,
             }
         } else {
@@ -116,6 +117,7 @@ impl Rule for Check {
         if placement_is_checked(cx) || collectives || defines_a_move(cx) || checked_before {
             return;
         }
+        let shown = shown.text(cx);
         out.push(
             Finding::new(&D002HardcodedAccelerator::META, range(at), format!("`{shown}` hard-codes {what} in library code"))
                 .label(format!("always {what}"))
@@ -129,19 +131,38 @@ impl Rule for Check {
 fn device_argument<'e>(
     cx: &Checker<'_, '_>,
     call: &'e ruff_python_ast::ExprCall,
-) -> Option<(&'e Expr, String)> {
+) -> Option<(&'e Expr, Shown)> {
     if let Some(k) = call.arguments.find_keyword("device") {
-        return Some((&k.value, cx.short(k.range())));
+        return Some((&k.value, Shown::Whole(k.range())));
     }
     let first = call.arguments.args.first()?;
     if let Expr::Attribute(a) = &*call.func
         && a.attr.as_str() == "to"
     {
-        return Some((first, format!(".to({})", cx.short(first.range()))));
+        return Some((first, Shown::To(first.range())));
     }
-    cx.callee_name(call)
-        .is_some_and(|q| q == "torch.device")
-        .then(|| (first, format!("torch.device({})", cx.short(first.range()))))
+    cx.callee_name(call).is_some_and(|q| q == "torch.device").then(|| (first, Shown::Device(first.range())))
+}
+
+/// How a finding shows the code that names the device, written out only for a finding.
+#[derive(Clone, Copy)]
+enum Shown {
+    /// The code itself: `x.cuda()`, `device="cuda"`.
+    Whole(TextRange),
+    /// `.to(<argument>)`.
+    To(TextRange),
+    /// `torch.device(<argument>)`.
+    Device(TextRange),
+}
+
+impl Shown {
+    fn text(self, cx: &Checker<'_, '_>) -> String {
+        match self {
+            Shown::Whole(r) => cx.short(r),
+            Shown::To(r) => format!(".to({})", cx.short(r)),
+            Shown::Device(r) => format!("torch.device({})", cx.short(r)),
+        }
+    }
 }
 
 /// Is the placement chosen by a check around it: a conditional expression or an `if` whose

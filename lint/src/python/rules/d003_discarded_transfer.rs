@@ -3,7 +3,7 @@ use ruff_text_size::Ranged;
 
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::api;
-use crate::python::checker::{Checker, Rule};
+use crate::python::checker::{Checker, Reads, Rule};
 use crate::python::typing::Kind;
 use crate::rules::D003DiscardedTransfer;
 
@@ -59,6 +59,10 @@ python_side! {
 pub(crate) struct Check;
 
 impl Rule for Check {
+    fn reads(&self) -> Reads {
+        Reads::STATEMENT
+    }
+
     fn stmt(&mut self, cx: &Checker<'_, '_>, stmt: &Stmt, out: &mut Vec<Finding>) {
         let Stmt::Expr(s) = stmt else { return };
         let Some((call, receiver, method)) = method_call(&s.value) else { return };

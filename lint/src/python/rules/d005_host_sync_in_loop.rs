@@ -81,48 +81,72 @@ struct Sync<'a> {
 impl Rule for Check {
     fn reads(&self) -> Reads {
         // Calls (`.item()`, `float(t)`), and the tests of `if t:` / `while t:`.
-        Reads::CALL | Reads::NAME | Reads::ATTRIBUTE | Reads::OPERATOR
+        Reads::CALL | Reads::TEST
     }
 
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
-        if !cx.facts.uses_accelerator || cx.in_except > 0 {
-            return;
+        if let Read::Found(sync) = call_read(cx, e) {
+            report(cx, sync, out);
         }
-        let Some(sync) = host_read(cx, e) else { return };
-        let Some(hot) = cx.hot() else { return };
-        if !cx.kind_of(sync.tensor).may_be_tensor() || !provenance(cx, sync.tensor).on_accelerator {
-            return;
+    }
+
+    fn test(&mut self, cx: &Checker<'_, '_>, test: &Expr, out: &mut Vec<Finding>) {
+        // A test that is itself a read (`if x.item():`) is the call's finding, from `expr`.
+        if let Read::Undecided = call_read(cx, test)
+            && let Some(sync) = test_read(cx, test)
+        {
+            report(cx, sync, out);
         }
-        if needed_on_host(cx, sync.value, sync.bulk) {
-            return;
-        }
-        let (message, help) = match hot {
-            Hot::Forward => (
-                format!(
-                    "`{}` in `{}` waits for the device at every forward pass",
-                    sync.what,
-                    cx.function_name().unwrap_or("forward")
-                ),
-                "keep the value on the device (`torch.where`, masking) or move the check out of the forward pass",
-            ),
-            Hot::CalledInLoop(_) => (
-                format!("`{}` in a loop waits for the device at every step", sync.what),
-                "accumulate on the device (`total += loss.detach()`) and read once per epoch, or read every N steps (`if step % 100 == 0:`)",
-            ),
-        };
-        let mut finding = Finding::new(&D005HostRoundTripInLoop::META, range(sync.at), message)
-            .label("host read")
-            .help(help);
-        if let (Hot::CalledInLoop(at), true) = (hot, cx.loops.is_empty()) {
-            finding = finding.related(range(at), "called in a loop here");
-        }
-        out.push(finding);
     }
 }
 
-/// The host read `e` is, if it is one: the innermost one of a chain (`x.cpu().numpy()` is read
-/// once, at `.cpu()`).
-fn host_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
+fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
+    if !cx.facts.uses_accelerator || cx.in_except > 0 {
+        return;
+    }
+    let Some(hot) = cx.hot() else { return };
+    if !cx.kind_of(sync.tensor).may_be_tensor() || !provenance(cx, sync.tensor).on_accelerator {
+        return;
+    }
+    if needed_on_host(cx, sync.value, sync.bulk) {
+        return;
+    }
+    let (message, help) = match hot {
+        Hot::Forward => (
+            format!(
+                "`{}` in `{}` waits for the device at every forward pass",
+                sync.what,
+                cx.function_name().unwrap_or("forward")
+            ),
+            "keep the value on the device (`torch.where`, masking) or move the check out of the forward pass",
+        ),
+        Hot::CalledInLoop(_) => (
+            format!("`{}` in a loop waits for the device at every step", sync.what),
+            "accumulate on the device (`total += loss.detach()`) and read once per epoch, or read every N steps (`if step % 100 == 0:`)",
+        ),
+    };
+    let mut finding =
+        Finding::new(&D005HostRoundTripInLoop::META, range(sync.at), message).label("host read").help(help);
+    if let (Hot::CalledInLoop(at), true) = (hot, cx.loops.is_empty()) {
+        finding = finding.related(range(at), "called in a loop here");
+    }
+    out.push(finding);
+}
+
+/// What a call is to this rule.
+enum Read<'a> {
+    /// A host read.
+    Found(Sync<'a>),
+    /// A call that reads the host in a way the rule leaves alone (the rest of a chain read once,
+    /// `float(x)` of something not a tensor).
+    Passed,
+    /// Not a host read by itself; as the test of an `if`, its truth may be one.
+    Undecided,
+}
+
+/// The host read the call `e` is, if it is one: the innermost one of a chain (`x.cpu().numpy()`
+/// is read once, at `.cpu()`).
+fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
     if let Some((call, receiver, method)) = method_call(e) {
         let reads = match method {
             "item" | "tolist" | "numpy" | "cpu" => true,
@@ -141,12 +165,12 @@ fn host_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
                 .iter()
                 .any(|m| matches!(*m, "item" | "tolist" | "numpy" | "cpu"))
             {
-                return None;
+                return Read::Passed;
             }
             let what =
                 if call.arguments.is_empty() { format!(".{method}()") } else { format!(".{method}(..)") };
             let bulk = method != "item";
-            return Some(Sync {
+            return Read::Found(Sync {
                 bulk,
                 what,
                 tensor: receiver,
@@ -163,21 +187,33 @@ fn host_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
         let name = q.trim_start_matches("builtins.");
         let tensor = &call.arguments.args[0];
         if cx.kind_of(tensor) != Kind::Tensor {
-            return None;
+            return Read::Passed;
         }
-        return Some(Sync { bulk: false, what: format!("{name}(..)"), tensor, value: e, at: call.range() });
+        return Read::Found(Sync {
+            bulk: false,
+            what: format!("{name}(..)"),
+            tensor,
+            value: e,
+            at: call.range(),
+        });
     }
-    // `if t:` and `while t:` read the tensor's truth on the host.
-    if let Some(Node::Stmt(Stmt::If(ast::StmtIf { test, .. }) | Stmt::While(ast::StmtWhile { test, .. }))) =
-        cx.parent()
-        && std::ptr::eq(&**test, e)
-        && matches!(e, Expr::Name(_) | Expr::Call(_) | Expr::Attribute(_) | Expr::Compare(_))
+    Read::Undecided
+}
+
+/// `if t:` and `while t:` read the tensor's truth on the host (`test` is the test of the
+/// statement the walk is in; an `elif`'s test is left alone).
+fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
+    if let Some(Node::Stmt(
+        Stmt::If(ast::StmtIf { test: t, .. }) | Stmt::While(ast::StmtWhile { test: t, .. }),
+    )) = cx.parent()
+        && std::ptr::eq(&**t, test)
+        && matches!(test, Expr::Name(_) | Expr::Call(_) | Expr::Attribute(_) | Expr::Compare(_))
     {
-        if cx.kind_of(e) != Kind::Tensor {
+        if cx.kind_of(test) != Kind::Tensor {
             return None;
         }
-        let what = format!("if {}:", cx.short(e.range()));
-        return Some(Sync { bulk: false, what, tensor: e, value: e, at: e.range() });
+        let what = format!("if {}:", cx.short(test.range()));
+        return Some(Sync { bulk: false, what, tensor: test, value: test, at: test.range() });
     }
     None
 }

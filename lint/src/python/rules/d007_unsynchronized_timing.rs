@@ -4,7 +4,7 @@ use rustc_hash::FxHashSet;
 
 use crate::diagnostic::Finding;
 use crate::python::api;
-use crate::python::checker::{Checker, Rule};
+use crate::python::checker::{Checker, Reads, Rule};
 use crate::python::model::{BindingId, BindingKind, Callee, FunctionId, Part};
 use crate::python::typing::Kind;
 use crate::rules::D007UnsynchronizedTiming;
@@ -56,6 +56,10 @@ python_side! {
 pub(crate) struct Check;
 
 impl Rule for Check {
+    fn reads(&self) -> Reads {
+        Reads::STATEMENT
+    }
+
     fn stmt(&mut self, cx: &Checker<'_, '_>, stmt: &Stmt, out: &mut Vec<Finding>) {
         // A timer starts with a clock read in the body itself.
         if let Stmt::FunctionDef(def) = stmt
