@@ -16,6 +16,7 @@
 //! "examples/**" = ["D002", "D007"]
 //! ```
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -220,13 +221,14 @@ impl Settings {
     }
 
     /// The rules enabled for this file (after `select`, `ignore` and per-file ignores).
-    pub fn enabled_for(&self, path: &Path) -> HashSet<&'static str> {
-        let mut enabled = self.language_set(Language::of_named_file(path)).clone();
+    /// (Borrowed unless a per-file ignore applies: most files share their language's set.)
+    pub fn enabled_for(&self, path: &Path) -> Cow<'_, HashSet<&'static str>> {
+        let mut enabled = Cow::Borrowed(self.language_set(Language::of_named_file(path)));
         if !self.per_file_ignores.is_empty() {
             let rel = self.relative(path);
             for (glob, codes) in &self.per_file_ignores {
                 if matches(glob, &rel) {
-                    enabled.retain(|c| !codes.contains(c));
+                    enabled.to_mut().retain(|c| !codes.contains(c));
                 }
             }
         }

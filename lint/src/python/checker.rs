@@ -31,6 +31,12 @@ pub(crate) trait Rule {
     }
     fn stmt(&mut self, _cx: &Checker<'_, '_>, _stmt: &Stmt, _out: &mut Vec<Finding>) {}
     fn expr(&mut self, _cx: &Checker<'_, '_>, _expr: &Expr, _out: &mut Vec<Finding>) {}
+    /// The calls [`Rule::expr`] looks at, by their last name: the method (`numpy` for
+    /// `x.numpy()`) or the last part of the callee's canonical name (`load` for `torch.load`,
+    /// however imported). Empty: every call.
+    fn calls(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// The test of an `if`, `elif` or `while` (`if loss:`), before [`Rule::expr`] sees it.
     fn test(&mut self, _cx: &Checker<'_, '_>, _test: &Expr, _out: &mut Vec<Finding>) {}
     /// After the walk: rules about the whole file (classes, data loaders).
@@ -156,6 +162,10 @@ pub(crate) struct Checker<'m, 'a> {
     /// The enabled rules that read statements, and the tests of `if` and `while`.
     stmt_readers: u32,
     test_readers: u32,
+    /// The rules that read only some calls ([`Rule::calls`]), and for each last name, the rules
+    /// that read calls of that name.
+    call_filtered: u32,
+    call_names: Vec<(&'static str, u32)>,
     /// The call being checked and its callee's canonical name, worked out once for every rule
     /// that reads the call ([`Checker::callee_name`]).
     callee: Option<(TextRange, Option<std::borrow::Cow<'m, str>>)>,
@@ -183,6 +193,8 @@ impl<'m, 'a> Checker<'m, 'a> {
             readers: Default::default(),
             stmt_readers: 0,
             test_readers: 0,
+            call_filtered: 0,
+            call_names: Vec::new(),
             callee: None,
         }
     }
@@ -199,6 +211,15 @@ impl<'m, 'a> Checker<'m, 'a> {
         }
         self.stmt_readers = readers_of(Reads::STATEMENT);
         self.test_readers = readers_of(Reads::TEST);
+        for (r, rule) in rules.iter().enumerate().take(32) {
+            for &name in rule.calls() {
+                self.call_filtered |= 1 << r;
+                match self.call_names.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, bits)) => *bits |= 1 << r,
+                    None => self.call_names.push((name, 1 << r)),
+                }
+            }
+        }
         self.module_body = body;
         self.body(body, &mut rules, &mut out);
         for r in &mut rules {
@@ -535,12 +556,16 @@ impl<'m, 'a> Checker<'m, 'a> {
         }
         self.depth += 1;
         if let Some(kind) = Reads::index_of(expr) {
-            if let Expr::Call(call) = expr
-                && self.readers[kind] != 0
-            {
-                self.callee = Some((call.range(), self.model.canonical_name(&call.func)));
-            }
             let mut readers = self.readers[kind];
+            if let Expr::Call(call) = expr
+                && readers != 0
+            {
+                let callee = self.model.canonical_name(&call.func);
+                if readers & self.call_filtered != 0 {
+                    readers = (readers & !self.call_filtered) | self.readers_of_call(call, callee.as_deref());
+                }
+                self.callee = Some((call.range(), callee));
+            }
             while readers != 0 {
                 let r = readers.trailing_zeros() as usize;
                 readers &= readers - 1;
@@ -620,6 +645,18 @@ impl<'m, 'a> Checker<'m, 'a> {
         }
         self.parents.pop();
         self.depth -= 1;
+    }
+
+    /// The rules with a [`Rule::calls`] list that read `call`, whose canonical callee name is
+    /// `callee`.
+    fn readers_of_call(&self, call: &ast::ExprCall, callee: Option<&str>) -> u32 {
+        let last = match (callee, &*call.func) {
+            (Some(q), _) => q.rsplit('.').next().unwrap_or(q),
+            (None, Expr::Attribute(a)) => a.attr.as_str(),
+            (None, Expr::Name(n)) => n.id.as_str(),
+            _ => return 0,
+        };
+        self.call_names.iter().filter(|(n, _)| *n == last).fold(0, |bits, (_, b)| bits | b)
     }
 
     /// The test of an `if`, `elif` or `while`: shown to the rules that read tests, then walked.

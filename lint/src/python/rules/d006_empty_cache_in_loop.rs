@@ -56,6 +56,10 @@ impl Rule for Check {
         Reads::CALL
     }
 
+    fn calls(&self) -> &'static [&'static str] {
+        &["empty_cache"]
+    }
+
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         let Expr::Call(call) = e else { return };
         let Some(q) = cx.callee_name(call) else { return };

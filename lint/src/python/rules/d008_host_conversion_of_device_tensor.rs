@@ -58,6 +58,10 @@ impl Rule for Check {
         Reads::CALL
     }
 
+    fn calls(&self) -> &'static [&'static str] {
+        &["numpy"]
+    }
+
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         let Some((call, receiver, "numpy")) = method_call(e) else { return };
         if !call.arguments.is_empty() || !cx.kind_of(receiver).may_be_tensor() {

@@ -65,6 +65,10 @@ impl Rule for Check {
         Reads::CALL
     }
 
+    fn calls(&self) -> &'static [&'static str] {
+        &["to", "cuda"]
+    }
+
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         let Some((call, receiver, method)) = method_call(e) else { return };
         if !matches!(method, "to" | "cuda") || has_splat(call) {

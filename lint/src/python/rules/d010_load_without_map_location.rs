@@ -62,6 +62,10 @@ impl Rule for Check {
         Reads::CALL
     }
 
+    fn calls(&self) -> &'static [&'static str] {
+        &["load"]
+    }
+
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         let Expr::Call(call) = e else { return };
         if cx.callee_name(call).is_none_or(|q| q != "torch.load") {
