@@ -125,11 +125,23 @@ pub(crate) fn im2col<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry) -
     let (oh, ow, positions, step) = (geo.out[0], geo.out[1], geo.positions(), geo.stride[1] * sw);
     let runs = geo.runs();
     let bases: Vec<usize> = plane_bases(layout, geo).collect();
+    // Kernel offsets whose every output row reads one unbroken run of adjacent input columns
+    // (no padding, stride 1): each row of the block is one short copy, with no bookkeeping.
+    let whole: Vec<bool> = runs
+        .chunks(oh.max(1))
+        .map(|runs| step == 1 && runs.iter().all(|r| r.lo == 0 && r.hi == ow))
+        .collect();
     let fill = |row: usize, dst: &mut [MaybeUninit<T>]| {
         let (channel, offset) = (row / geo.offsets(), row % geo.offsets());
         let runs = &runs[offset * oh..(offset + 1) * oh];
         for (sample, dst) in dst.chunks_exact_mut(positions).enumerate() {
             let base = bases[sample * c + channel];
+            if whole[offset] {
+                for (r, dst) in runs.iter().zip(dst.chunks_exact_mut(ow)) {
+                    copy_row(dst, &x[base + r.row * sh + r.col..][..ow]);
+                }
+                continue;
+            }
             for (r, dst) in runs.iter().zip(dst.chunks_exact_mut(ow)) {
                 let (before, rest) = dst.split_at_mut(r.lo);
                 let (inside, after) = rest.split_at_mut(r.hi - r.lo);
@@ -138,10 +150,7 @@ pub(crate) fn im2col<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry) -
                 }
                 let start = base + r.row * sh + r.col * sw;
                 if step == 1 {
-                    let len = inside.len();
-                    for (d, &v) in inside.iter_mut().zip(&x[start..start + len]) {
-                        d.write(v);
-                    }
+                    copy_row(inside, &x[start..start + inside.len()]);
                 } else {
                     for (d, v) in inside.iter_mut().zip(strided(x, start, step)) {
                         d.write(v);
@@ -154,6 +163,48 @@ pub(crate) fn im2col<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry) -
     // SAFETY: every row is split into one chunk per sample and output row, and each chunk is
     // written whole (padding before `lo`, input values up to `hi`, padding after).
     unsafe { filled(c * geo.offsets() * row, |out| for_each_row(out, row, fill)) }
+}
+
+/// `dst = src` (equal lengths) for the short rows of a column matrix (a 3x3 kernel over a 13x13
+/// plane gives rows of 11) as a few fixed-size block copies, the last block of each size ending
+/// at the row's end and overlapping the one before (elements 0..8, then 3..11): a plain loop
+/// becomes a call to `memcpy` per row (232,000 of them in one training step of a small CNN), or
+/// copies its tail one element at a time. Rows of 32 and more are copied as one slice.
+#[inline(always)]
+fn copy_row<T: Copy>(dst: &mut [MaybeUninit<T>], src: &[T]) {
+    let len = dst.len().min(src.len());
+    let (dst, src) = (&mut dst[..len], &src[..len]);
+    match len {
+        32.. => {
+            for (d, &s) in dst.iter_mut().zip(src) {
+                d.write(s);
+            }
+        }
+        16.. => copy_ends::<T, 16>(dst, src),
+        8.. => copy_ends::<T, 8>(dst, src),
+        4.. => copy_ends::<T, 4>(dst, src),
+        _ => {
+            for (d, &s) in dst.iter_mut().zip(src) {
+                d.write(s);
+            }
+        }
+    }
+}
+
+/// The first and the last `B` elements of `src` into `dst` (equal lengths from `B` to `2B`): the
+/// whole row, the middle written twice with the same values. Straight-line code, so the two
+/// copies stay vector moves.
+#[inline(always)]
+fn copy_ends<T: Copy, const B: usize>(dst: &mut [MaybeUninit<T>], src: &[T]) {
+    let copy = |dst: Option<&mut [MaybeUninit<T>; B]>, src: Option<&[T; B]>| {
+        if let (Some(dst), Some(src)) = (dst, src) {
+            for (d, &s) in dst.iter_mut().zip(src) {
+                d.write(s);
+            }
+        }
+    };
+    copy(dst.first_chunk_mut::<B>(), src.first_chunk::<B>());
+    copy(dst.last_chunk_mut::<B>(), src.last_chunk::<B>());
 }
 
 /// The gradient of [`im2col`]: `[N, C, H, W]` (contiguous) with each entry of the column matrix
@@ -391,13 +442,23 @@ fn max_pool_tiles_backward<T: Float>(
     g: &[T],
     geo: &WindowGeometry,
 ) -> Vec<T> {
-    let [_, _, h, w] = geo.input;
+    const SHARE_ON_STACK: usize = 64;
+    let ([_, _, h, w], ow) = (geo.input, geo.out[1]);
     let positions = geo.positions();
     let bases: Vec<usize> = plane_bases(layout, geo).collect();
     let fill = |plane: usize, dst: &mut [MaybeUninit<T>]| {
         let tiles = Tiles { x: &x[bases[plane]..], row_stride: layout.strides[2], geo };
         let (y, g) = (&y[plane * positions..][..positions], &g[plane * positions..][..positions]);
-        simd::dispatch(PoolTilesBackward { tiles, y, g, share: &mut vec![T::ZERO; geo.out[1]], dst });
+        // The row of shares lives on the stack where it fits: planes are small and many (3,072
+        // in one step of a small CNN), and each would otherwise allocate and free it.
+        let (mut stack, mut heap) = ([T::ZERO; SHARE_ON_STACK], Vec::new());
+        let share = if ow <= SHARE_ON_STACK {
+            &mut stack[..ow]
+        } else {
+            heap.resize(ow, T::ZERO);
+            &mut heap[..]
+        };
+        simd::dispatch(PoolTilesBackward { tiles, y, g, share, dst });
     };
     // SAFETY: `PoolTilesBackward` writes every element of its plane.
     unsafe { filled(geo.planes() * h * w, |out| for_each_row(out, h * w, fill)) }
@@ -500,9 +561,14 @@ impl<T: Float> PoolTilesBackward<'_, T> {
         }
         let rows = windows.chunks_exact_mut(kh * w).zip(y.chunks_exact(ow)).zip(g.chunks_exact(ow));
         for (oi, ((dst, y), g)) in rows.enumerate() {
-            // How many elements of each window equal its maximum, then each one's share.
-            share.fill(T::ZERO);
-            for ki in 0..kh {
+            // How many elements of each window equal its maximum, then each one's share. The
+            // first row of windows starts the counts (from 0, as the general path does) rather
+            // than clearing the row first: a `memset` call per output row of 5 or 13 windows.
+            let windows = tiles.row(oi, 0).chunks_exact(kw);
+            for ((count, window), &best) in share.iter_mut().zip(windows).zip(y) {
+                *count = window.iter().fold(T::ZERO, |c, &v| c.add(hit(v, best)));
+            }
+            for ki in 1..kh {
                 let windows = tiles.row(oi, ki).chunks_exact(kw);
                 for ((count, window), &best) in share.iter_mut().zip(windows).zip(y) {
                     *count = window.iter().fold(*count, |c, &v| c.add(hit(v, best)));
