@@ -599,7 +599,9 @@ mod tests {
     use half::bf16;
     use proptest::prelude::*;
 
-    use super::{Float, WindowGeometry, im2col, max_pool_tiles, max_pool_tiles_backward, max_pool_windows};
+    use super::{
+        Float, WindowGeometry, col2im, im2col, max_pool_tiles, max_pool_tiles_backward, max_pool_windows,
+    };
     use super::{max_pool_windows_backward, unit_columns};
     use crate::shape::Layout;
 
@@ -710,6 +712,58 @@ mod tests {
             let x: Vec<f32> = (0..row_pad + n * c * h * row).map(|i| i as f32 + 0.25).collect();
             let got = im2col(&x, &layout, &geo);
             let want = columns_by_definition(&x, &layout, &geo);
+            prop_assert!(got.iter().map(|v| v.to_bits()).eq(want.iter().map(|v| v.to_bits())), "{geo:?}");
+        }
+    }
+
+    /// The gradient of the column matrix by its definition: each entry added to the input element
+    /// it was read from, entries in the column matrix's order (so each element's sum runs over the
+    /// kernel offsets in order, as in [`col2im`]).
+    fn col2im_by_definition(cols: &[f32], geo: &WindowGeometry) -> Vec<f32> {
+        let [n, c, h, w] = geo.input;
+        let ([kh, kw], [oh, ow]) = (geo.kernel, geo.out);
+        let mut out = vec![0.0f32; n * c * h * w];
+        let mut entries = cols.iter();
+        for (ch, ki, kj) in
+            (0..c).flat_map(|ch| (0..kh).flat_map(move |ki| (0..kw).map(move |kj| (ch, ki, kj))))
+        {
+            for (s, oi, oj) in
+                (0..n).flat_map(|s| (0..oh).flat_map(move |oi| (0..ow).map(move |oj| (s, oi, oj))))
+            {
+                let value = *entries.next().expect("one entry per row and column");
+                let i = (oi * geo.stride[0] + ki * geo.dilation[0]).checked_sub(geo.padding[0]);
+                let j = (oj * geo.stride[1] + kj * geo.dilation[1]).checked_sub(geo.padding[1]);
+                if let (Some(i), Some(j)) = (i, j)
+                    && i < h
+                    && j < w
+                {
+                    out[((s * c + ch) * h + i) * w + j] += value;
+                }
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn col2im_matches_the_definition(
+            n in 1usize..3, c in 1usize..3, kh in 1usize..4, kw in prop::sample::select(vec![1usize, 2, 3, 5]),
+            stride in [1usize..3, 1usize..3], padding in [0usize..3, 0usize..3], dilation in [1usize..3, 1usize..3],
+            h in 1usize..8, w in 1usize..60,
+        ) {
+            // Widths up to 60: rows of every block size and of none, and longer ones.
+            let kernel = [kh, kw];
+            let reach = |axis: usize| dilation[axis] * (kernel[axis] - 1) + 1;
+            let size = [h, w];
+            prop_assume!((0..2).all(|axis| size[axis] + 2 * padding[axis] >= reach(axis)));
+            let out = [0, 1].map(|axis| (size[axis] + 2 * padding[axis] - reach(axis)) / stride[axis] + 1);
+            let geo = WindowGeometry { input: [n, c, h, w], kernel, stride, padding, dilation, out };
+            let len = c * kh * kw * n * out[0] * out[1];
+            // Values whose sums round, so that a different order of the additions shows.
+            let cols: Vec<f32> = (0..len).map(|i| (i as f32 * 0.37).sin() * 1e3 + 0.1).collect();
+            let got = col2im(&cols, &geo);
+            let want = col2im_by_definition(&cols, &geo);
             prop_assert!(got.iter().map(|v| v.to_bits()).eq(want.iter().map(|v| v.to_bits())), "{geo:?}");
         }
     }
