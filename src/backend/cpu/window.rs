@@ -492,15 +492,33 @@ impl<T: Float> simd::Kernel for PoolTiles<'_, T> {
     type Output = ();
     #[inline(always)]
     fn run(self) {
-        match self.tiles.geo.kernel[1] {
-            2 => self.rows::<2>(),
-            3 => self.rows::<3>(),
+        match self.tiles.geo.kernel {
+            [2, 2] => self.blocks::<2, 2>(),
+            [3, 3] => self.blocks::<3, 3>(),
+            [_, 2] => self.rows::<2>(),
+            [_, 3] => self.rows::<3>(),
             _ => self.rows::<0>(),
         }
     }
 }
 
 impl<T: Float> PoolTiles<'_, T> {
+    /// The plane for windows `H` by `W` in blocks of windows, as [`PoolTilesBackward::blocks`]
+    /// does it (a window's maximum depends on its inputs alone).
+    #[inline(always)]
+    fn blocks<const H: usize, const W: usize>(self) {
+        let PoolTiles { tiles, out } = self;
+        let ow = tiles.geo.out[1];
+        for (oi, out) in out.chunks_exact_mut(ow).enumerate() {
+            let rows: [&[T]; H] = std::array::from_fn(|ki| tiles.row(oi, ki));
+            match ow {
+                8.. => max_blocks::<T, H, W, 8>(&rows, out),
+                4.. => max_blocks::<T, H, W, 4>(&rows, out),
+                _ => max_blocks::<T, H, W, 1>(&rows, out),
+            }
+        }
+    }
+
     /// The plane for windows `W` wide, or of the geometry's width where `W` is 0: a width known
     /// at compile time unrolls the loops over each window and lets them vectorise.
     #[inline(always)]
@@ -628,6 +646,38 @@ impl<T: Float> PoolTilesBackward<'_, T> {
     }
 }
 
+/// The block starts of a row of `len` windows in blocks of `b` (at most `len`): every `b`-th
+/// window, then the last block, which ends at the row's end.
+fn block_starts(len: usize, b: usize) -> impl Iterator<Item = usize> {
+    let last = len.saturating_sub(b);
+    (0..last).step_by(b).chain(std::iter::once(last))
+}
+
+/// One output row of [`PoolTiles::blocks`] in blocks of `B` windows (`B` at most the row's
+/// length): `rows` are the row's `H` input rows (`W` elements a window), `out` its maxima, each
+/// over its window's rows, then columns, in order (NaN-propagating; the first of equal values).
+#[inline(always)]
+fn max_blocks<T: Float, const H: usize, const W: usize, const B: usize>(
+    rows: &[&[T]; H],
+    out: &mut [MaybeUninit<T>],
+) {
+    let neg_inf = T::from_f32(f32::NEG_INFINITY);
+    for j in block_starts(out.len(), B) {
+        let mut best = [neg_inf; B];
+        for row in rows {
+            let row = &row[j * W..][..B * W];
+            for (b, best) in best.iter_mut().enumerate() {
+                for kj in 0..W {
+                    *best = best.maximum(row[b * W + kj]);
+                }
+            }
+        }
+        for (o, &best) in out[j..][..B].iter_mut().zip(&best) {
+            o.write(best);
+        }
+    }
+}
+
 /// One output row of [`PoolTilesBackward::blocks`] in blocks of `B` windows (`B` at most the
 /// row's length): `rows` are the row's `H` input rows (`W` elements a window), `y` and `g` its
 /// maxima and their gradients, `dst` its `H` rows of `w` input gradients.
@@ -639,10 +689,7 @@ fn window_blocks<T: Float, const H: usize, const W: usize, const B: usize>(
     dst: &mut [MaybeUninit<T>],
     w: usize,
 ) {
-    let ow = y.len();
-    let last = ow.saturating_sub(B);
-    let starts = (0..last).step_by(B).chain(std::iter::once(last));
-    for j in starts {
+    for j in block_starts(y.len(), B) {
         let (Some(best), Some(grad)) = (y[j..].first_chunk::<B>(), g[j..].first_chunk::<B>()) else {
             return;
         };
