@@ -18,8 +18,10 @@ const HUGE_PAGE_THRESHOLD_BYTES: usize = 4 << 20;
 
 /// Buffers at least this large are kept for reuse when freed: a small transformer's step frees
 /// many 1-2 MiB temporaries (activations, attention scores), and with 4 buffers of 4 MiB and up
-/// the causal-attention workload paid twice the page faults (measured with `perf stat`).
-const POOL_MIN_BYTES: usize = 1 << 20;
+/// the causal-attention workload paid twice the page faults (measured with `perf stat`). A small
+/// CNN's step frees 0.7-1 MiB ones (`[64, 32, 11, 11]` f32 activations and their gradients): on 2
+/// threads the allocator handed them back to the system and faulted them in again every step.
+const POOL_MIN_BYTES: usize = 256 << 10;
 
 /// At most this many freed buffers, and this many bytes in all, wait for reuse.
 const POOL_BUFFERS: usize = 16;

@@ -125,11 +125,23 @@ pub(crate) fn im2col<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry) -
     let (oh, ow, positions, step) = (geo.out[0], geo.out[1], geo.positions(), geo.stride[1] * sw);
     let runs = geo.runs();
     let bases: Vec<usize> = plane_bases(layout, geo).collect();
+    // Kernel offsets whose every output row reads one unbroken run of adjacent input columns
+    // (no padding, stride 1): each row of the block is one short copy, with no bookkeeping.
+    let whole: Vec<bool> = runs
+        .chunks(oh.max(1))
+        .map(|runs| step == 1 && runs.iter().all(|r| r.lo == 0 && r.hi == ow))
+        .collect();
     let fill = |row: usize, dst: &mut [MaybeUninit<T>]| {
         let (channel, offset) = (row / geo.offsets(), row % geo.offsets());
         let runs = &runs[offset * oh..(offset + 1) * oh];
         for (sample, dst) in dst.chunks_exact_mut(positions).enumerate() {
             let base = bases[sample * c + channel];
+            if whole[offset] {
+                for (r, dst) in runs.iter().zip(dst.chunks_exact_mut(ow)) {
+                    copy_row(dst, &x[base + r.row * sh + r.col..][..ow]);
+                }
+                continue;
+            }
             for (r, dst) in runs.iter().zip(dst.chunks_exact_mut(ow)) {
                 let (before, rest) = dst.split_at_mut(r.lo);
                 let (inside, after) = rest.split_at_mut(r.hi - r.lo);
@@ -138,10 +150,7 @@ pub(crate) fn im2col<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry) -
                 }
                 let start = base + r.row * sh + r.col * sw;
                 if step == 1 {
-                    let len = inside.len();
-                    for (d, &v) in inside.iter_mut().zip(&x[start..start + len]) {
-                        d.write(v);
-                    }
+                    copy_row(inside, &x[start..start + inside.len()]);
                 } else {
                     for (d, v) in inside.iter_mut().zip(strided(x, start, step)) {
                         d.write(v);
@@ -154,6 +163,48 @@ pub(crate) fn im2col<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry) -
     // SAFETY: every row is split into one chunk per sample and output row, and each chunk is
     // written whole (padding before `lo`, input values up to `hi`, padding after).
     unsafe { filled(c * geo.offsets() * row, |out| for_each_row(out, row, fill)) }
+}
+
+/// `dst = src` (equal lengths) for the short rows of a column matrix (a 3x3 kernel over a 13x13
+/// plane gives rows of 11) as a few fixed-size block copies, the last block of each size ending
+/// at the row's end and overlapping the one before (elements 0..8, then 3..11): a plain loop
+/// becomes a call to `memcpy` per row (232,000 of them in one training step of a small CNN), or
+/// copies its tail one element at a time. Rows of 32 and more are copied as one slice.
+#[inline(always)]
+fn copy_row<T: Copy>(dst: &mut [MaybeUninit<T>], src: &[T]) {
+    let len = dst.len().min(src.len());
+    let (dst, src) = (&mut dst[..len], &src[..len]);
+    match len {
+        32.. => {
+            for (d, &s) in dst.iter_mut().zip(src) {
+                d.write(s);
+            }
+        }
+        16.. => copy_ends::<T, 16>(dst, src),
+        8.. => copy_ends::<T, 8>(dst, src),
+        4.. => copy_ends::<T, 4>(dst, src),
+        _ => {
+            for (d, &s) in dst.iter_mut().zip(src) {
+                d.write(s);
+            }
+        }
+    }
+}
+
+/// The first and the last `B` elements of `src` into `dst` (equal lengths from `B` to `2B`): the
+/// whole row, the middle written twice with the same values. Straight-line code, so the two
+/// copies stay vector moves.
+#[inline(always)]
+fn copy_ends<T: Copy, const B: usize>(dst: &mut [MaybeUninit<T>], src: &[T]) {
+    let copy = |dst: Option<&mut [MaybeUninit<T>; B]>, src: Option<&[T; B]>| {
+        if let (Some(dst), Some(src)) = (dst, src) {
+            for (d, &s) in dst.iter_mut().zip(src) {
+                d.write(s);
+            }
+        }
+    };
+    copy(dst.first_chunk_mut::<B>(), src.first_chunk::<B>());
+    copy(dst.last_chunk_mut::<B>(), src.last_chunk::<B>());
 }
 
 /// The gradient of [`im2col`]: `[N, C, H, W]` (contiguous) with each entry of the column matrix
@@ -391,13 +442,23 @@ fn max_pool_tiles_backward<T: Float>(
     g: &[T],
     geo: &WindowGeometry,
 ) -> Vec<T> {
-    let [_, _, h, w] = geo.input;
+    const SHARE_ON_STACK: usize = 64;
+    let ([_, _, h, w], ow) = (geo.input, geo.out[1]);
     let positions = geo.positions();
     let bases: Vec<usize> = plane_bases(layout, geo).collect();
     let fill = |plane: usize, dst: &mut [MaybeUninit<T>]| {
         let tiles = Tiles { x: &x[bases[plane]..], row_stride: layout.strides[2], geo };
         let (y, g) = (&y[plane * positions..][..positions], &g[plane * positions..][..positions]);
-        simd::dispatch(PoolTilesBackward { tiles, y, g, share: &mut vec![T::ZERO; geo.out[1]], dst });
+        // The row of shares lives on the stack where it fits: planes are small and many (3,072
+        // in one step of a small CNN), and each would otherwise allocate and free it.
+        let (mut stack, mut heap) = ([T::ZERO; SHARE_ON_STACK], Vec::new());
+        let share = if ow <= SHARE_ON_STACK {
+            &mut stack[..ow]
+        } else {
+            heap.resize(ow, T::ZERO);
+            &mut heap[..]
+        };
+        simd::dispatch(PoolTilesBackward { tiles, y, g, share, dst });
     };
     // SAFETY: `PoolTilesBackward` writes every element of its plane.
     unsafe { filled(geo.planes() * h * w, |out| for_each_row(out, h * w, fill)) }
@@ -431,15 +492,33 @@ impl<T: Float> simd::Kernel for PoolTiles<'_, T> {
     type Output = ();
     #[inline(always)]
     fn run(self) {
-        match self.tiles.geo.kernel[1] {
-            2 => self.rows::<2>(),
-            3 => self.rows::<3>(),
+        match self.tiles.geo.kernel {
+            [2, 2] => self.blocks::<2, 2>(),
+            [3, 3] => self.blocks::<3, 3>(),
+            [_, 2] => self.rows::<2>(),
+            [_, 3] => self.rows::<3>(),
             _ => self.rows::<0>(),
         }
     }
 }
 
 impl<T: Float> PoolTiles<'_, T> {
+    /// The plane for windows `H` by `W` in blocks of windows, as [`PoolTilesBackward::blocks`]
+    /// does it (a window's maximum depends on its inputs alone).
+    #[inline(always)]
+    fn blocks<const H: usize, const W: usize>(self) {
+        let PoolTiles { tiles, out } = self;
+        let ow = tiles.geo.out[1];
+        for (oi, out) in out.chunks_exact_mut(ow).enumerate() {
+            let rows: [&[T]; H] = std::array::from_fn(|ki| tiles.row(oi, ki));
+            match ow {
+                8.. => max_blocks::<T, H, W, 8>(&rows, out),
+                4.. => max_blocks::<T, H, W, 4>(&rows, out),
+                _ => max_blocks::<T, H, W, 1>(&rows, out),
+            }
+        }
+    }
+
     /// The plane for windows `W` wide, or of the geometry's width where `W` is 0: a width known
     /// at compile time unrolls the loops over each window and lets them vectorise.
     #[inline(always)]
@@ -477,15 +556,49 @@ impl<T: Float> simd::Kernel for PoolTilesBackward<'_, T> {
     type Output = ();
     #[inline(always)]
     fn run(self) {
-        match self.tiles.geo.kernel[1] {
-            2 => self.rows::<2>(),
-            3 => self.rows::<3>(),
+        match self.tiles.geo.kernel {
+            [2, 2] => self.blocks::<2, 2>(),
+            [3, 3] => self.blocks::<3, 3>(),
+            [_, 2] => self.rows::<2>(),
+            [_, 3] => self.rows::<3>(),
             _ => self.rows::<0>(),
         }
     }
 }
 
 impl<T: Float> PoolTilesBackward<'_, T> {
+    /// The plane for windows `H` by `W`, in blocks of 8 windows of an output row (4 or 1 where
+    /// the row is shorter), the last block of a row ending at its end and overlapping the one
+    /// before. A block is counted, shared out and written from its own inputs alone, so a window
+    /// done twice gets the same values twice; rows of 13 or 5 windows (the planes of a small
+    /// CNN) then run as two blocks of fixed size, which vectorise, instead of a vector loop that
+    /// never runs and a scalar tail.
+    #[inline(always)]
+    fn blocks<const H: usize, const W: usize>(self) {
+        let PoolTilesBackward { tiles, y, g, dst, .. } = self;
+        let (w, [oh, ow]) = (tiles.geo.input[3], tiles.geo.out);
+        // Rows below the last window are read by none: their gradient is 0.
+        let (windows, below) = dst.split_at_mut(oh * H * w);
+        for d in below {
+            d.write(T::ZERO);
+        }
+        let rows = windows.chunks_exact_mut(H * w).zip(y.chunks_exact(ow)).zip(g.chunks_exact(ow));
+        for (oi, ((dst, y), g)) in rows.enumerate() {
+            // Columns right of the last window are read by none.
+            for dst in dst.chunks_exact_mut(w) {
+                for d in &mut dst[ow * W..] {
+                    d.write(T::ZERO);
+                }
+            }
+            let rows: [&[T]; H] = std::array::from_fn(|ki| tiles.row(oi, ki));
+            match ow {
+                8.. => window_blocks::<T, H, W, 8>(&rows, y, g, dst, w),
+                4.. => window_blocks::<T, H, W, 4>(&rows, y, g, dst, w),
+                _ => window_blocks::<T, H, W, 1>(&rows, y, g, dst, w),
+            }
+        }
+    }
+
     /// The plane for windows `W` wide, or of the geometry's width where `W` is 0 (see
     /// [`PoolTiles::rows`]).
     #[inline(always)]
@@ -500,9 +613,14 @@ impl<T: Float> PoolTilesBackward<'_, T> {
         }
         let rows = windows.chunks_exact_mut(kh * w).zip(y.chunks_exact(ow)).zip(g.chunks_exact(ow));
         for (oi, ((dst, y), g)) in rows.enumerate() {
-            // How many elements of each window equal its maximum, then each one's share.
-            share.fill(T::ZERO);
-            for ki in 0..kh {
+            // How many elements of each window equal its maximum, then each one's share. The
+            // first row of windows starts the counts (from 0, as the general path does) rather
+            // than clearing the row first: a `memset` call per output row of 5 or 13 windows.
+            let windows = tiles.row(oi, 0).chunks_exact(kw);
+            for ((count, window), &best) in share.iter_mut().zip(windows).zip(y) {
+                *count = window.iter().fold(T::ZERO, |c, &v| c.add(hit(v, best)));
+            }
+            for ki in 1..kh {
                 let windows = tiles.row(oi, ki).chunks_exact(kw);
                 for ((count, window), &best) in share.iter_mut().zip(windows).zip(y) {
                     *count = window.iter().fold(*count, |c, &v| c.add(hit(v, best)));
@@ -528,12 +646,85 @@ impl<T: Float> PoolTilesBackward<'_, T> {
     }
 }
 
+/// The block starts of a row of `len` windows in blocks of `b` (at most `len`): every `b`-th
+/// window, then the last block, which ends at the row's end.
+fn block_starts(len: usize, b: usize) -> impl Iterator<Item = usize> {
+    let last = len.saturating_sub(b);
+    (0..last).step_by(b).chain(std::iter::once(last))
+}
+
+/// One output row of [`PoolTiles::blocks`] in blocks of `B` windows (`B` at most the row's
+/// length): `rows` are the row's `H` input rows (`W` elements a window), `out` its maxima, each
+/// over its window's rows, then columns, in order (NaN-propagating; the first of equal values).
+#[inline(always)]
+fn max_blocks<T: Float, const H: usize, const W: usize, const B: usize>(
+    rows: &[&[T]; H],
+    out: &mut [MaybeUninit<T>],
+) {
+    let neg_inf = T::from_f32(f32::NEG_INFINITY);
+    for j in block_starts(out.len(), B) {
+        let mut best = [neg_inf; B];
+        for row in rows {
+            let row = &row[j * W..][..B * W];
+            for (b, best) in best.iter_mut().enumerate() {
+                for kj in 0..W {
+                    *best = best.maximum(row[b * W + kj]);
+                }
+            }
+        }
+        for (o, &best) in out[j..][..B].iter_mut().zip(&best) {
+            o.write(best);
+        }
+    }
+}
+
+/// One output row of [`PoolTilesBackward::blocks`] in blocks of `B` windows (`B` at most the
+/// row's length): `rows` are the row's `H` input rows (`W` elements a window), `y` and `g` its
+/// maxima and their gradients, `dst` its `H` rows of `w` input gradients.
+#[inline(always)]
+fn window_blocks<T: Float, const H: usize, const W: usize, const B: usize>(
+    rows: &[&[T]; H],
+    y: &[T],
+    g: &[T],
+    dst: &mut [MaybeUninit<T>],
+    w: usize,
+) {
+    for j in block_starts(y.len(), B) {
+        let (Some(best), Some(grad)) = (y[j..].first_chunk::<B>(), g[j..].first_chunk::<B>()) else {
+            return;
+        };
+        // How many elements of each window equal its maximum (counted from 0 in the window's
+        // order, as the general path does), then each one's share.
+        let mut count = [T::ZERO; B];
+        for row in rows {
+            let row = &row[j * W..][..B * W];
+            for (b, count) in count.iter_mut().enumerate() {
+                for kj in 0..W {
+                    *count = count.add(hit(row[b * W + kj], best[b]));
+                }
+            }
+        }
+        let share: [T; B] = std::array::from_fn(|b| grad[b].div(count[b]));
+        for (ki, row) in rows.iter().enumerate() {
+            let row = &row[j * W..][..B * W];
+            let dst = &mut dst[ki * w + j * W..][..B * W];
+            for b in 0..B {
+                for kj in 0..W {
+                    dst[b * W + kj].write(T::ZERO.add(hit(row[b * W + kj], best[b]).mul(share[b])));
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use half::bf16;
     use proptest::prelude::*;
 
-    use super::{Float, WindowGeometry, im2col, max_pool_tiles, max_pool_tiles_backward, max_pool_windows};
+    use super::{
+        Float, WindowGeometry, col2im, im2col, max_pool_tiles, max_pool_tiles_backward, max_pool_windows,
+    };
     use super::{max_pool_windows_backward, unit_columns};
     use crate::shape::Layout;
 
@@ -644,6 +835,58 @@ mod tests {
             let x: Vec<f32> = (0..row_pad + n * c * h * row).map(|i| i as f32 + 0.25).collect();
             let got = im2col(&x, &layout, &geo);
             let want = columns_by_definition(&x, &layout, &geo);
+            prop_assert!(got.iter().map(|v| v.to_bits()).eq(want.iter().map(|v| v.to_bits())), "{geo:?}");
+        }
+    }
+
+    /// The gradient of the column matrix by its definition: each entry added to the input element
+    /// it was read from, entries in the column matrix's order (so each element's sum runs over the
+    /// kernel offsets in order, as in [`col2im`]).
+    fn col2im_by_definition(cols: &[f32], geo: &WindowGeometry) -> Vec<f32> {
+        let [n, c, h, w] = geo.input;
+        let ([kh, kw], [oh, ow]) = (geo.kernel, geo.out);
+        let mut out = vec![0.0f32; n * c * h * w];
+        let mut entries = cols.iter();
+        for (ch, ki, kj) in
+            (0..c).flat_map(|ch| (0..kh).flat_map(move |ki| (0..kw).map(move |kj| (ch, ki, kj))))
+        {
+            for (s, oi, oj) in
+                (0..n).flat_map(|s| (0..oh).flat_map(move |oi| (0..ow).map(move |oj| (s, oi, oj))))
+            {
+                let value = *entries.next().expect("one entry per row and column");
+                let i = (oi * geo.stride[0] + ki * geo.dilation[0]).checked_sub(geo.padding[0]);
+                let j = (oj * geo.stride[1] + kj * geo.dilation[1]).checked_sub(geo.padding[1]);
+                if let (Some(i), Some(j)) = (i, j)
+                    && i < h
+                    && j < w
+                {
+                    out[((s * c + ch) * h + i) * w + j] += value;
+                }
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn col2im_matches_the_definition(
+            n in 1usize..3, c in 1usize..3, kh in 1usize..4, kw in prop::sample::select(vec![1usize, 2, 3, 5]),
+            stride in [1usize..3, 1usize..3], padding in [0usize..3, 0usize..3], dilation in [1usize..3, 1usize..3],
+            h in 1usize..8, w in 1usize..60,
+        ) {
+            // Widths up to 60: rows of every block size and of none, and longer ones.
+            let kernel = [kh, kw];
+            let reach = |axis: usize| dilation[axis] * (kernel[axis] - 1) + 1;
+            let size = [h, w];
+            prop_assume!((0..2).all(|axis| size[axis] + 2 * padding[axis] >= reach(axis)));
+            let out = [0, 1].map(|axis| (size[axis] + 2 * padding[axis] - reach(axis)) / stride[axis] + 1);
+            let geo = WindowGeometry { input: [n, c, h, w], kernel, stride, padding, dilation, out };
+            let len = c * kh * kw * n * out[0] * out[1];
+            // Values whose sums round, so that a different order of the additions shows.
+            let cols: Vec<f32> = (0..len).map(|i| (i as f32 * 0.37).sin() * 1e3 + 0.1).collect();
+            let got = col2im(&cols, &geo);
+            let want = col2im_by_definition(&cols, &geo);
             prop_assert!(got.iter().map(|v| v.to_bits()).eq(want.iter().map(|v| v.to_bits())), "{geo:?}");
         }
     }
