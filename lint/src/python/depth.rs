@@ -299,30 +299,23 @@ pub(crate) fn check(tokens: &[Token], max: usize) -> Result<(), TooDeep> {
 /// each node is dropped with its children already gone. Slower than `Drop`, so only for trees
 /// [`check`] refused or the parser could not make sense of.
 pub(crate) fn dismantle(body: impl IntoIterator<Item = Stmt>) {
+    // Each pop ends its borrow before the walk pushes children.
+    fn pop<T>(list: &RefCell<Vec<T>>) -> Option<T> {
+        list.borrow_mut().pop()
+    }
     let pending = Pending { stmts: RefCell::new(body.into_iter().collect()), ..Pending::default() };
     loop {
-        // Each pop ends its borrow before the walk pushes children.
-        let stmt = pending.stmts.borrow_mut().pop();
-        if let Some(mut stmt) = stmt {
+        if let Some(mut stmt) = pop(&pending.stmts) {
             transformer::walk_stmt(&pending, &mut stmt);
-            continue;
-        }
-        let expr = pending.exprs.borrow_mut().pop();
-        if let Some(mut expr) = expr {
+        } else if let Some(mut expr) = pop(&pending.exprs) {
             transformer::walk_expr(&pending, &mut expr);
-            continue;
-        }
-        let pattern = pending.patterns.borrow_mut().pop();
-        if let Some(mut pattern) = pattern {
+        } else if let Some(mut pattern) = pop(&pending.patterns) {
             transformer::walk_pattern(&pending, &mut pattern);
-            continue;
-        }
-        let element = pending.elements.borrow_mut().pop();
-        if let Some(mut element) = element {
+        } else if let Some(mut element) = pop(&pending.elements) {
             transformer::walk_interpolated_string_element(&pending, &mut element);
-            continue;
+        } else {
+            break;
         }
-        break;
     }
 }
 
@@ -548,18 +541,23 @@ mod tests {
         }
     }
 
-    /// The guarantee: whatever a Python file holds, if the estimate lets it through, parsing,
-    /// linting and dropping it fits in half the analysis threads' stack (in this unoptimised
-    /// build, where frames are largest).
-    #[test]
-    fn every_nesting_at_the_limit_fits_in_half_the_stack() {
-        let settings = crate::Settings::from_table(
+    /// Every rule on, preview included.
+    fn settings() -> crate::Settings {
+        crate::Settings::from_table(
             crate::LintTable::default(),
             std::path::PathBuf::from("."),
             None,
             &crate::Overrides { preview: true, ..crate::Overrides::default() },
         )
-        .expect("settings");
+        .expect("settings")
+    }
+
+    /// The guarantee: whatever a Python file holds, if the estimate lets it through, parsing,
+    /// linting and dropping it fits in half the analysis threads' stack (in this unoptimised
+    /// build, where frames are largest).
+    #[test]
+    fn every_nesting_at_the_limit_fits_in_half_the_stack() {
+        let settings = settings();
         for (name, nest, blocks) in all() {
             let n = levels_within(nest, blocks, MAX_DEPTH);
             let text = as_file(nest, blocks, n);
@@ -585,13 +583,7 @@ mod tests {
     /// a thread with a small stack. Broken files too: their trees are never walked either.
     #[test]
     fn every_nesting_far_past_the_limit_is_refused_without_recursion() {
-        let settings = crate::Settings::from_table(
-            crate::LintTable::default(),
-            std::path::PathBuf::from("."),
-            None,
-            &crate::Overrides::default(),
-        )
-        .expect("settings");
+        let settings = settings();
         for (name, nest, blocks) in all() {
             // Blocks grow quadratically in bytes: 1,500 levels is up to 4.5 MB of indentation.
             let n = if blocks { 1_500 } else { 30_000 };

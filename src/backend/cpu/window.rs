@@ -823,12 +823,9 @@ mod tests {
             h in 1usize..8, w in 1usize..80, row_pad in 0usize..3,
         ) {
             // Widths up to 80: short and long output rows, copied whole or in pieces.
-            let kernel = [kh, kw];
-            let reach = |axis: usize| dilation[axis] * (kernel[axis] - 1) + 1;
-            let size = [h, w];
-            prop_assume!((0..2).all(|axis| size[axis] + 2 * padding[axis] >= reach(axis)));
-            let out = [0, 1].map(|axis| (size[axis] + 2 * padding[axis] - reach(axis)) / stride[axis] + 1);
-            let geo = WindowGeometry { input: [n, c, h, w], kernel, stride, padding, dilation, out };
+            let geo = geometry([n, c, h, w], [kh, kw], stride, padding, dilation);
+            prop_assume!(geo.is_some());
+            let geo = geo.expect("assumed");
             // Rows `row_pad` elements longer than the plane is wide, as in a view of a wider tensor.
             let row = w + row_pad;
             let layout = Layout { shape: vec![n, c, h, w], strides: vec![c * h * row, h * row, row, 1], offset: row_pad };
@@ -837,6 +834,23 @@ mod tests {
             let want = columns_by_definition(&x, &layout, &geo);
             prop_assert!(got.iter().map(|v| v.to_bits()).eq(want.iter().map(|v| v.to_bits())), "{geo:?}");
         }
+    }
+
+    /// The geometry of a convolution window over `input`, `None` when the window does not fit.
+    fn geometry(
+        input: [usize; 4],
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+    ) -> Option<WindowGeometry> {
+        let reach = |axis: usize| dilation[axis] * (kernel[axis] - 1) + 1;
+        let size = [input[2], input[3]];
+        if (0..2).any(|axis| size[axis] + 2 * padding[axis] < reach(axis)) {
+            return None;
+        }
+        let out = [0, 1].map(|axis| (size[axis] + 2 * padding[axis] - reach(axis)) / stride[axis] + 1);
+        Some(WindowGeometry { input, kernel, stride, padding, dilation, out })
     }
 
     /// The gradient of the column matrix by its definition: each entry added to the input element
@@ -876,13 +890,10 @@ mod tests {
             h in 1usize..8, w in 1usize..60,
         ) {
             // Widths up to 60: rows of every block size and of none, and longer ones.
-            let kernel = [kh, kw];
-            let reach = |axis: usize| dilation[axis] * (kernel[axis] - 1) + 1;
-            let size = [h, w];
-            prop_assume!((0..2).all(|axis| size[axis] + 2 * padding[axis] >= reach(axis)));
-            let out = [0, 1].map(|axis| (size[axis] + 2 * padding[axis] - reach(axis)) / stride[axis] + 1);
-            let geo = WindowGeometry { input: [n, c, h, w], kernel, stride, padding, dilation, out };
-            let len = c * kh * kw * n * out[0] * out[1];
+            let geo = geometry([n, c, h, w], [kh, kw], stride, padding, dilation);
+            prop_assume!(geo.is_some());
+            let geo = geo.expect("assumed");
+            let len = c * kh * kw * n * geo.out[0] * geo.out[1];
             // Values whose sums round, so that a different order of the additions shows.
             let cols: Vec<f32> = (0..len).map(|i| (i as f32 * 0.37).sin() * 1e3 + 0.1).collect();
             let got = col2im(&cols, &geo);
