@@ -80,11 +80,13 @@ fn cache_line_head<U>(out: &[MaybeUninit<U>]) -> usize {
 }
 
 /// `out[i] = f(a[i], b[i])`; the operands may be of different types (a value and a bool mask).
+/// With `stream`, the output is written with non-temporal stores (see [`stream_block`]).
 pub(crate) struct Zip<'a, A, B, U, F> {
     pub a: &'a [A],
     pub b: &'a [B],
     pub out: &'a mut [MaybeUninit<U>],
     pub f: &'a F,
+    pub stream: bool,
 }
 
 impl<A: Copy, B: Copy, U, F: Fn(A, B) -> U> Kernel for Zip<'_, A, B, U, F> {
@@ -92,16 +94,88 @@ impl<A: Copy, B: Copy, U, F: Fn(A, B) -> U> Kernel for Zip<'_, A, B, U, F> {
     #[inline(always)]
     fn run(self) {
         let head = cache_line_head(self.out);
-        let (out_head, out) = self.out.split_at_mut(head);
-        let (a_head, a) = self.a.split_at(head.min(self.a.len()));
-        let (b_head, b) = self.b.split_at(head.min(self.b.len()));
+        let (out_head, mut out) = self.out.split_at_mut(head);
+        let (a_head, mut a) = self.a.split_at(head.min(self.a.len()));
+        let (b_head, mut b) = self.b.split_at(head.min(self.b.len()));
         for ((o, &x), &y) in out_head.iter_mut().zip(a_head).zip(b_head) {
             o.write((self.f)(x, y));
+        }
+        if self.stream && streamable(out) {
+            let blocks = out.len().min(a.len()).min(b.len()) / STREAM_BLOCK;
+            let (out_blocks, out_rest) = out.split_at_mut(blocks * STREAM_BLOCK);
+            for (k, o) in out_blocks.chunks_exact_mut(STREAM_BLOCK).enumerate() {
+                let at = k * STREAM_BLOCK;
+                let mut block = [const { MaybeUninit::<U>::uninit() }; STREAM_BLOCK];
+                for ((v, &x), &y) in
+                    block.iter_mut().zip(&a[at..at + STREAM_BLOCK]).zip(&b[at..at + STREAM_BLOCK])
+                {
+                    v.write((self.f)(x, y));
+                }
+                stream_block(&block, o);
+            }
+            stream_fence();
+            (out, a, b) = (out_rest, &a[blocks * STREAM_BLOCK..], &b[blocks * STREAM_BLOCK..]);
         }
         for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
             o.write((self.f)(x, y));
         }
     }
+}
+
+/// Outputs of at least this many bytes are written with non-temporal stores by the kernels that
+/// take a `stream` flag: far larger than any cache, they would only evict what the next op
+/// reads, and a normal store first reads each output line from memory (a third more traffic for
+/// `out = a + b`). Smaller outputs stay in cache for the op that reads them next.
+pub(crate) const STREAM_BYTES: usize = 32 << 20;
+
+/// Elements computed per non-temporal block: 16 to 128 bytes for elements of 1 to 8 bytes, a
+/// whole number of 16-byte stores.
+const STREAM_BLOCK: usize = 16;
+
+/// Can `out` (already past its cache-line head) take [`stream_block`]'s stores?
+fn streamable<U>(out: &[MaybeUninit<U>]) -> bool {
+    cfg!(target_arch = "x86_64")
+        && matches!(std::mem::size_of::<U>(), 1 | 2 | 4 | 8)
+        && (out.as_ptr() as usize).is_multiple_of(16)
+}
+
+/// Writes `block` to `out` (16-byte aligned, [`STREAM_BLOCK`] elements) with non-temporal
+/// stores, which go to memory without reading the lines first or keeping them in cache.
+#[inline(always)]
+fn stream_block<U>(block: &[MaybeUninit<U>; STREAM_BLOCK], out: &mut [MaybeUninit<U>]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        let bytes = std::mem::size_of_val(block);
+        debug_assert!(out.len() == STREAM_BLOCK && bytes.is_multiple_of(16));
+        debug_assert!((out.as_ptr() as usize).is_multiple_of(16));
+        let src = block.as_ptr().cast::<__m128i>();
+        let dst = out.as_mut_ptr().cast::<__m128i>();
+        for i in 0..bytes / 16 {
+            // SAFETY: `block` and `out` both hold `STREAM_BLOCK` elements of `U`, so `bytes / 16`
+            // 16-byte pieces lie in each (`streamable` admits only sizes that make `bytes` a
+            // multiple of 16); `out` is 16-byte aligned (`streamable`), as `_mm_stream_si128`
+            // requires; the unaligned load reads initialised elements (every one was written);
+            // SSE2 is part of the x86-64 baseline.
+            unsafe { _mm_stream_si128(dst.add(i), _mm_loadu_si128(src.add(i))) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    for (o, v) in out.iter_mut().zip(block) {
+        // SAFETY: every element of `block` was written before the call.
+        o.write(unsafe { v.assume_init_read() });
+    }
+}
+
+/// Orders the non-temporal stores before the stores that follow (the thread pool's hand-back):
+/// they are weakly ordered otherwise.
+#[inline(always)]
+fn stream_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `sfence` has no preconditions; SSE is part of the x86-64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
 }
 
 /// Each row of `out` (rows of `row.len()`) is `f(a_row[j], row[j])`: an operand broadcast along
