@@ -85,6 +85,15 @@ impl std::ops::BitOr for Reads {
     }
 }
 
+/// The indices of the rules whose bits are set in `bits`, lowest first (the rules' order).
+fn rule_bits(mut bits: u32) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        let r = bits.trailing_zeros() as usize;
+        bits &= bits.checked_sub(1)?;
+        Some(r)
+    })
+}
+
 /// A node on the path from the module to the one being checked.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Node<'a> {
@@ -340,10 +349,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             return;
         }
         self.depth += 1;
-        let mut readers = self.stmt_readers;
-        while readers != 0 {
-            let r = readers.trailing_zeros() as usize;
-            readers &= readers - 1;
+        for r in rule_bits(self.stmt_readers) {
             rules[r].stmt(self, stmt, out);
         }
         self.parents.push(Node::Stmt(stmt));
@@ -566,9 +572,7 @@ impl<'m, 'a> Checker<'m, 'a> {
                 }
                 self.callee = Some((call.range(), callee));
             }
-            while readers != 0 {
-                let r = readers.trailing_zeros() as usize;
-                readers &= readers - 1;
+            for r in rule_bits(readers) {
                 rules[r].expr(self, expr, out);
             }
         }
@@ -661,10 +665,7 @@ impl<'m, 'a> Checker<'m, 'a> {
 
     /// The test of an `if`, `elif` or `while`: shown to the rules that read tests, then walked.
     fn test(&mut self, test: &'a Expr, rules: &mut [Box<dyn Rule>], out: &mut Vec<Finding>) {
-        let mut readers = self.test_readers;
-        while readers != 0 {
-            let r = readers.trailing_zeros() as usize;
-            readers &= readers - 1;
+        for r in rule_bits(self.test_readers) {
             rules[r].test(self, test, out);
         }
         self.expr(test, rules, out);

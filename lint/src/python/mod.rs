@@ -5,8 +5,8 @@
 //! A file goes through three steps: parse (a syntax error, or a tree too deep to walk, is `D000`
 //! and the run goes on), build the semantic model in one traversal ([`model`]: scopes, bindings,
 //! imports resolved to qualified names, classes and their attributes, loops and calls), then one
-//! walk in which the enabled rules read the model ([`checker`]). A file that never imports `torch` stops after
-//! parsing: every rule is about PyTorch.
+//! walk in which the enabled rules read the model ([`checker`]). A file that never imports
+//! `torch` stops after parsing: every rule is about PyTorch.
 
 mod api;
 mod checker;
