@@ -2,9 +2,10 @@
 //! (`ruff_python_parser`) and a full visit of every statement and expression of the same files.
 //! Both run single-threaded on texts already in memory, with every rule enabled (preview
 //! included), so the ratio is the Python front end's own overhead: the semantic model, the rules,
-//! the depth estimate, and handing each file to a large-stack worker (`lint_source` called from
-//! another thread). The whole run is `devcheck lint` as the command does it on the same files:
-//! read and linted on the linter's workers; `RAYON_NUM_THREADS=1` makes it single-threaded.
+//! the depth estimate and the report (`lint_source` on the calling thread, whose stack holds
+//! every tree of these files). The whole run is `devcheck lint` as the command does it on the
+//! same files: walked, read and linted on the linter's workers; `RAYON_NUM_THREADS=1` makes it
+//! single-threaded.
 //!
 //! `cargo bench --bench lint_python` (defaults to the ecosystem check's exported trees, the
 //! folder `ECOSYSTEM_DIR` or `../ecosystem`), or

@@ -112,11 +112,12 @@ fn inspect_report(report: FileReport, settings: &Settings) -> InspectRun {
         out.unparsed = report.diagnostics.into_iter().filter(parse_error).collect();
         return out;
     }
-    // The file is parsed again here, on a large stack like every syntax tree.
-    let structs = super::stack::run(|| match Language::of_named_file(&report.disk_path) {
-        Language::Python => crate::python::inspect::classes_in(&report),
-        Language::Rust => structs_in(&report, settings),
-    });
+    // The file is parsed again here, on a stack deep enough for its tree: a large-stack worker
+    // for Rust; Python moves to a fresh stack segment only when the tree needs it.
+    let structs = match Language::of_named_file(&report.disk_path) {
+        Language::Python => Ok(crate::python::inspect::classes_in(&report)),
+        Language::Rust => super::stack::run(|| structs_in(&report, settings)),
+    };
     match structs {
         Ok(structs) => out.structs = structs,
         Err(e) => out.unparsed.push(not_inspected(&report, &e)),

@@ -115,17 +115,22 @@ pub(crate) fn lint_text(
         dir.components().any(|c| c.as_os_str().to_str().is_some_and(walker::is_backend_name))
     });
     let lang = Language::of_named_file(path);
-    let analysed = stack::run(|| {
-        let result = catch_unwind(AssertUnwindSafe(|| match lang {
-            Language::Rust => check_text(kind, backend, &text, settings, &|c| enabled.contains(c)),
-            Language::Python => {
-                (python::check(path, kind, &text, &|c| enabled.contains(c)), ApiSet::EMPTY, None)
-            }
-        }));
-        // Spans of this file are no longer needed; free the thread's source map before the next one.
-        proc_macro2::extra::invalidate_current_thread_spans();
-        result
-    });
+    let analysed = match lang {
+        // syn parses recursively: on a large-stack worker.
+        Language::Rust => stack::run(|| {
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                check_text(kind, backend, &text, settings, &|c| enabled.contains(c))
+            }));
+            // Spans of this file are no longer needed; free the thread's source map before the next one.
+            proc_macro2::extra::invalidate_current_thread_spans();
+            result
+        }),
+        // ruff's parser grows its own stack, and the walk moves to a fresh segment when the tree
+        // needs more than this thread has left: no hand-off to another thread.
+        Language::Python => Ok(catch_unwind(AssertUnwindSafe(|| {
+            (python::check(path, kind, &text, &|c| enabled.contains(c)), ApiSet::EMPTY, None)
+        }))),
+    };
     let (findings, apis, summary) = match analysed {
         Ok(Ok(r)) => r,
         Err(e) => {

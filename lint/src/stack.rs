@@ -1,7 +1,9 @@
 //! Where syntax trees live. syn parses, the walker visits and `Drop` frees a tree recursively,
-//! so every parse, visit and drop of a tree runs on a thread with a stack of [`STACK_BYTES`]:
-//! a worker of [`pool`], or a thread [`run`] starts for the purpose. [`crate::depth`] keeps
-//! every file it lets through within that stack.
+//! so every parse, visit and drop of a Rust tree runs on a thread with a stack of
+//! [`STACK_BYTES`]: a worker of [`pool`], or one of the shared pool [`run`] hands the call to.
+//! [`crate::depth`] keeps every file it lets through within that stack. A Python tree's depth is
+//! known after the parse (which grows its own stack), so its walk runs [`within`] the stack it
+//! needs on the calling thread.
 
 use std::cell::Cell;
 
@@ -38,6 +40,26 @@ pub(crate) fn run<T: Send>(f: impl FnOnce() -> T + Send) -> std::io::Result<T> {
         Ok(pool) => Ok(pool.install(f)),
         Err(e) => Err(std::io::Error::other(e.clone())),
     }
+}
+
+/// Runs `f`, which takes at most `need` bytes of stack, on this thread: on its own stack when that
+/// much is left, else on a fresh segment of [`STACK_BYTES`] mapped for the call (stacker, which
+/// ruff's parser uses the same way). For trees whose depth is known before they are walked.
+pub(crate) fn within<T>(need: usize, f: impl FnOnce() -> T) -> T {
+    match stacker::remaining_stack() {
+        Some(left) if left >= need => f(),
+        _ => {
+            #[cfg(test)]
+            GROWN.with(|g| g.set(g.get() + 1));
+            stacker::grow(STACK_BYTES, f)
+        }
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many times [`within`] moved to a fresh segment on this thread.
+    pub(crate) static GROWN: Cell<usize> = const { Cell::new(0) };
 }
 
 /// Runs `f` on a new thread with a stack of `bytes`, counted as large: for tests that hold the

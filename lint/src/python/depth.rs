@@ -174,13 +174,14 @@ static CLASS: [Class; 256] = {
     table
 };
 
-/// `Err` with the first token past `max` if the tree of a file with these tokens may nest deeper
-/// than `max` levels.
-pub(crate) fn check(tokens: &[Token], max: usize) -> Result<(), TooDeep> {
+/// The estimated depth of the tree of a file with these tokens (at most `max`), or `Err` with the
+/// first token past `max` if it may nest deeper than `max` levels.
+pub(crate) fn check(tokens: &[Token], max: usize) -> Result<usize, TooDeep> {
     // The innermost frame: the levels below it, the operators and keywords since its last
     // separator (`base + run` is its depth), and what it is. `below` holds the frames around it,
     // outermost first.
     let (mut base, mut run, mut frame) = (0usize, 0usize, Frame::Code);
+    let mut deepest = 0;
     let mut below: Vec<(usize, usize, Frame)> = Vec::new();
     // Open indented blocks.
     let mut blocks = 0usize;
@@ -290,8 +291,20 @@ pub(crate) fn check(tokens: &[Token], max: usize) -> Result<(), TooDeep> {
             let range = token.range();
             return Err(TooDeep { at: range.start().to_usize(), len: range.len().to_usize().max(1) });
         }
+        deepest = deepest.max(base + run);
     }
-    Ok(())
+    Ok(deepest)
+}
+
+/// Stack bytes that walking and dropping a tree of estimated depth `depth` may take: the
+/// analysis's own frames above the tree and a share per level. The tests run every nesting at
+/// several depths, up to [`MAX_DEPTH`], on a stack of this size and the caller's frames (unoptimised, where frames
+/// are largest); they pass at an eighth of the share (512 bytes a level), so this leaves room for
+/// frames to grow.
+pub(crate) fn stack_needed(depth: usize) -> usize {
+    const BASE: usize = 256 << 10;
+    const PER_LEVEL: usize = 4 << 10;
+    BASE + depth.min(MAX_DEPTH) * PER_LEVEL
 }
 
 /// Frees a syntax tree of any depth without recursion: every statement, expression, pattern and
@@ -364,7 +377,7 @@ mod tests {
     use super::*;
 
     /// [`check`] on the tokens of `text`.
-    fn check_text(text: &str, max: usize) -> Result<(), TooDeep> {
+    fn check_text(text: &str, max: usize) -> Result<usize, TooDeep> {
         let parsed = ruff_python_parser::parse_unchecked_source(text, ruff_python_ast::PySourceType::Python);
         let estimate = check(parsed.tokens(), max);
         dismantle(parsed.into_syntax().body);
@@ -553,20 +566,30 @@ mod tests {
     }
 
     /// The guarantee: whatever a Python file holds, if the estimate lets it through, parsing,
-    /// linting and dropping it fits in half the analysis threads' stack (in this unoptimised
-    /// build, where frames are largest).
+    /// linting and dropping it fits in the stack [`stack_needed`] gives its estimated depth (in
+    /// this unoptimised build, where frames are largest), at the limit and at the depths of real
+    /// code, so the walk stays on the caller's stack exactly when the caller has that much left.
+    /// A low estimate overflows the thread (the test process aborts); a caller's frames larger
+    /// than the slack show as a move to a fresh segment.
     #[test]
-    fn every_nesting_at_the_limit_fits_in_half_the_stack() {
+    fn every_nesting_fits_in_the_stack_its_depth_needs() {
+        // lint_source and the frames around it, below the walk.
+        const CALLER: usize = 192 << 10;
         let settings = settings();
         for (name, nest, blocks) in all() {
-            let n = levels_within(nest, blocks, MAX_DEPTH);
-            let text = as_file(nest, blocks, n);
-            let report = crate::stack::run_with_stack(crate::stack::STACK_BYTES / 2, || {
-                crate::lint_source("model.py", &text, &settings)
-            });
-            assert!(!report.diagnostics.iter().any(|d| d.message.contains("too deeply")), "{name}");
+            let top = levels_within(nest, blocks, MAX_DEPTH);
+            for n in [1, 8, top / 8, top] {
+                let text = as_file(nest, blocks, n);
+                let depth = check_text(&text, MAX_DEPTH).expect("within the limit");
+                let (report, grown) = crate::stack::run_with_stack(stack_needed(depth) + CALLER, || {
+                    let report = crate::lint_source("model.py", &text, &settings);
+                    (report, crate::stack::GROWN.with(std::cell::Cell::get))
+                });
+                assert!(!report.diagnostics.iter().any(|d| d.message.contains("too deeply")), "{name} {n}");
+                assert_eq!(grown, 0, "{name}, {n} levels (estimated {depth}): moved to a fresh segment");
+            }
             // One level more is refused, not parsed.
-            let deeper = crate::lint_source("model.py", &as_file(nest, blocks, n + 1), &settings);
+            let deeper = crate::lint_source("model.py", &as_file(nest, blocks, top + 1), &settings);
             assert!(
                 deeper
                     .diagnostics
@@ -575,6 +598,24 @@ mod tests {
                 "{name}: {:?}",
                 deeper.diagnostics
             );
+        }
+    }
+
+    /// A file at the limit linted on a thread with a small stack: the walk moves to a fresh
+    /// segment, once, and the file is analysed like any other.
+    #[test]
+    fn a_deep_file_on_a_small_stack_is_walked_on_a_fresh_segment() {
+        let settings = settings();
+        for (name, nest, blocks) in all() {
+            let text = as_file(nest, blocks, levels_within(nest, blocks, MAX_DEPTH));
+            let (report, grown) = crate::stack::run_with_stack(256 << 10, || {
+                let report = crate::lint_source("model.py", &text, &settings);
+                (report, crate::stack::GROWN.with(std::cell::Cell::get))
+            });
+            assert!(!report.diagnostics.iter().any(|d| d.message.contains("too deeply")), "{name}");
+            // `await` outside `async def` is a syntax error: that tree is never walked.
+            let walked = !report.diagnostics.iter().any(|d| d.code == "D000");
+            assert_eq!(grown, usize::from(walked), "{name}");
         }
     }
 

@@ -3,6 +3,8 @@
 //! leaves behind (plain tensor attributes, modules and tensors in plain containers), with the
 //! line that assigns each, from the same classification D004 reads ([`super::fields`]).
 
+use ruff_python_ast::ModModule;
+use ruff_python_parser::Parsed;
 use ruff_text_size::Ranged;
 
 use crate::diagnostic::LineIndex;
@@ -17,8 +19,13 @@ use super::typing::Truth;
 
 /// The module classes of one Python file, with the lint findings inside each.
 pub(crate) fn classes_in(report: &FileReport) -> Vec<StructReport> {
+    let Ok((parsed, depth)) = super::parse(&report.text) else { return Vec::new() };
+    crate::stack::within(super::depth::stack_needed(depth), move || classes(report, parsed))
+}
+
+/// [`classes_in`] on the parsed tree, which is dropped here.
+fn classes(report: &FileReport, parsed: Parsed<ModModule>) -> Vec<StructReport> {
     let (text, kind, diagnostics) = (&*report.text, report.kind, &report.diagnostics[..]);
-    let Ok(parsed) = super::parse(text) else { return Vec::new() };
     let body = &parsed.syntax().body;
     let model = Model::build(text, body);
     if !model.imports_torch {

@@ -30,10 +30,23 @@ use crate::source::FileKind;
 
 /// Parses and checks one Python file: the findings of the enabled rules.
 pub(crate) fn check(path: &Path, kind: FileKind, text: &str, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
-    let parsed = match parse(text) {
+    let (parsed, depth) = match parse(text) {
         Ok(p) => p,
         Err(problem) => return vec![*problem],
     };
+    // The walk and the tree's `Drop` recurse once per level: on this thread's stack when it has
+    // room for this tree (nearly every file), else on a fresh segment.
+    crate::stack::within(depth::stack_needed(depth), move || analyse(path, kind, text, enabled, parsed))
+}
+
+/// The semantic model and the rules, on a tree [`parse`] let through; the tree is dropped here.
+fn analyse(
+    path: &Path,
+    kind: FileKind,
+    text: &str,
+    enabled: &dyn Fn(&str) -> bool,
+    parsed: Parsed<ModModule>,
+) -> Vec<Finding> {
     // The cheap gate: no rule has anything to say about a file that never names torch.
     if memchr::memmem::find(text.as_bytes(), b"torch").is_none() {
         return Vec::new();
@@ -51,24 +64,28 @@ pub(crate) fn check(path: &Path, kind: FileKind, text: &str, enabled: &dyn Fn(&s
     checker::Checker::new(&model, kind, file_name).run(body, rules)
 }
 
-/// A file's syntax tree, shallow enough to walk: `Err` is the file's `D000` — too large, nested
-/// too deeply for the stack ([`depth`]), or not valid Python. A refused tree is freed without
-/// recursion before this returns.
-pub(crate) fn parse(text: &str) -> Result<Parsed<ModModule>, Box<Finding>> {
+/// A file's syntax tree, shallow enough to walk, with its estimated depth
+/// ([`depth::stack_needed`] says how much stack walking it takes): `Err` is the file's `D000` —
+/// too large, nested too deeply ([`depth`]), or not valid Python. A refused tree is freed
+/// without recursion before this returns.
+pub(crate) fn parse(text: &str) -> Result<(Parsed<ModModule>, usize), Box<Finding>> {
     if text.len() > crate::MAX_FILE_BYTES {
         return Err(Box::new(crate::too_large(u64::try_from(text.len()).ok())));
     }
     let parsed = ruff_python_parser::parse_unchecked_source(text, PySourceType::Python);
     let problem = match depth::check(parsed.tokens(), depth::MAX_DEPTH) {
-        Err(deep) => Some(too_deep(deep)),
-        Ok(()) => parsed.errors().first().map(|e| parse_error(text, e)),
+        Err(deep) => Err(too_deep(deep)),
+        Ok(depth) => match parsed.errors().first() {
+            Some(e) => Err(parse_error(text, e)),
+            None => Ok(depth),
+        },
     };
     match problem {
-        Some(problem) => {
+        Err(problem) => {
             depth::dismantle(parsed.into_syntax().body);
             Err(Box::new(problem))
         }
-        None => Ok(parsed),
+        Ok(depth) => Ok((parsed, depth)),
     }
 }
 
