@@ -279,7 +279,17 @@ pub(crate) fn lint_file(path: &Path, settings: &Settings) -> FileReport {
 fn read_at_most(path: &Path, limit: usize) -> std::io::Result<Option<Vec<u8>>> {
     let file = std::fs::File::open(path)?;
     let cap = limit.saturating_add(1);
-    let mut bytes = Vec::new();
+    // Sized from the file's length when it has one, so a file is read in one call (growing from
+    // nothing took a dozen for a few kilobytes); the limit still holds for files that grow or
+    // never end.
+    let size = match file.metadata() {
+        Ok(m) if m.is_file() => usize::try_from(m.len()).unwrap_or(usize::MAX),
+        _ => 0,
+    };
+    if size > limit {
+        return Ok(None);
+    }
+    let mut bytes = Vec::with_capacity(size);
     file.take(cap as u64).read_to_end(&mut bytes)?;
     Ok((bytes.len() <= limit).then_some(bytes))
 }
@@ -329,5 +339,33 @@ fn report_finding(
         text,
         diagnostics: vec![diagnostic],
         summary: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_read_whole_up_to_the_limit_and_refused_past_it() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let path = dir.path().join("m.py");
+        let text = "import torch\n".repeat(1000);
+        std::fs::write(&path, &text).expect("written");
+        let n = text.len();
+        assert_eq!(read_at_most(&path, n).expect("read").as_deref(), Some(text.as_bytes()));
+        assert_eq!(read_at_most(&path, n + 1).expect("read").as_deref(), Some(text.as_bytes()));
+        assert_eq!(read_at_most(&path, n - 1).expect("read"), None);
+    }
+
+    /// Files whose length the system does not know (procfs says 0) are read to their end all the
+    /// same, and still no further than the limit.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_file_of_unknown_length_is_read_by_growing() {
+        let path = Path::new("/proc/self/status");
+        let bytes = read_at_most(path, 1 << 20).expect("read").expect("within the limit");
+        assert!(bytes.starts_with(b"Name:"), "{}", String::from_utf8_lossy(&bytes));
+        assert_eq!(read_at_most(path, 16).expect("read"), None);
     }
 }
