@@ -12,13 +12,14 @@
 //! postfix or expression keyword since the last `;` or `,` adds one more. A `}` ends such a run
 //! only when what follows cannot continue the expression (`} else`, `} + 1`, `}.f()` continue
 //! it). The estimate never under-counts a level of syn's tree (the tests hold it to that for
-//! every construct that nests), so the stack size of the analysis threads, with room to spare,
-//! bounds what any file can need.
+//! every construct that nests), so [`stack_needed`] of the estimate bounds what a file needs: the
+//! analysis runs on the caller's stack when that much is left, else on a fresh segment.
 
 /// The largest estimated depth analysed. Real code stays far below it (of six thousand files of
 /// crates.io sources, 999 in 1000 estimate below 150 and the largest, generated Unicode tables,
 /// about 1,400), and the costliest construct needs about 5.5 KB of stack per level in a debug
-/// build, so a file at the limit uses about a third of [`crate::stack::STACK_BYTES`].
+/// build, so a file at the limit uses about a third of [`crate::stack::STACK_BYTES`]
+/// ([`stack_needed`] allows twice that).
 pub const MAX_DEPTH: usize = 4000;
 
 /// Where and how deep a file first nests beyond the limit.
@@ -30,8 +31,10 @@ pub(crate) struct TooDeep {
     pub len: usize,
 }
 
-/// `Err` with the first token past `max` if the file may nest deeper than `max` levels.
-pub(crate) fn check(text: &str, max: usize) -> Result<(), TooDeep> {
+/// The estimated depth of the file's tree (at most `max`), or `Err` with the first token past
+/// `max` if the file may nest deeper than `max` levels.
+pub(crate) fn check(text: &str, max: usize) -> Result<usize, TooDeep> {
+    let mut deepest = 0;
     let mut frames = vec![Frame::default()];
     // After a `}`: does the next token continue the expression the block belongs to?
     let mut after_brace = false;
@@ -82,11 +85,24 @@ pub(crate) fn check(text: &str, max: usize) -> Result<(), TooDeep> {
             }
             Kind::Other => {}
         }
-        if top(&mut frames).depth() > max {
+        let depth = top(&mut frames).depth();
+        if depth > max {
             return Err(TooDeep { at: token.start, len: token.len.max(1) });
         }
+        deepest = deepest.max(depth);
     }
-    Ok(())
+    Ok(deepest)
+}
+
+/// Stack bytes that parsing, walking and dropping the tree of a file of estimated depth `depth`
+/// may take: the analysis's own frames and a share per level, twice what the costliest construct
+/// takes in a debug build (about 5.5 KB a level; the tests overflow at 5 KB). The tests run every
+/// nesting at several depths, up to [`MAX_DEPTH`], on a stack of this size and the caller's
+/// frames.
+pub(crate) fn stack_needed(depth: usize) -> usize {
+    const BASE: usize = 512 << 10;
+    const PER_LEVEL: usize = 12 << 10;
+    BASE + depth.min(MAX_DEPTH) * PER_LEVEL
 }
 
 /// The inside of one bracket.
@@ -609,24 +625,35 @@ mod tests {
     }
 
     /// The guarantee: whatever a file holds, if the estimate lets it through, parsing, linting and
-    /// dropping it fits in half the analysis threads' stack (in this unoptimised build, where
-    /// frames are largest).
+    /// dropping it fits in the stack [`stack_needed`] gives its estimated depth (in this
+    /// unoptimised build, where frames are largest), at the limit and at the depths of real code,
+    /// so the analysis stays on the caller's stack exactly when the caller has that much left. A
+    /// low estimate overflows the thread (the test process aborts); a caller's frames larger than
+    /// the slack show as a move to a fresh segment.
     #[test]
-    fn every_nesting_at_the_limit_fits_in_half_the_stack() {
+    fn every_nesting_fits_in_the_stack_its_depth_needs() {
+        // lint_source and the frames around it, below the analysis.
+        const CALLER: usize = 192 << 10;
         for (name, nest) in NESTINGS {
-            let n = levels_within(*nest, MAX_DEPTH);
-            let text = nested_forward(&nest(n));
-            let report = crate::stack::run_with_stack(crate::stack::STACK_BYTES / 2, || {
-                crate::lint_source("src/model.rs", &text, &crate::Settings::default())
-            });
-            assert!(
-                !report.diagnostics.iter().any(|d| d.code == "D000" && d.message.contains("too deeply")),
-                "{name}"
-            );
+            let top = levels_within(*nest, MAX_DEPTH);
+            for n in [1, 8, top / 8, top] {
+                let text = nested_forward(&nest(n));
+                let depth = check(&text, MAX_DEPTH).expect("within the limit");
+                let (report, grown) = crate::stack::run_with_stack(stack_needed(depth) + CALLER, || {
+                    let report = crate::lint_source("src/model.rs", &text, &crate::Settings::default());
+                    (report, crate::stack::GROWN.with(std::cell::Cell::get))
+                });
+                assert!(
+                    !report.diagnostics.iter().any(|d| d.code == "D000"),
+                    "{name} {n}: {:?}",
+                    report.diagnostics
+                );
+                assert_eq!(grown, 0, "{name}, {n} levels (estimated {depth}): moved to a fresh segment");
+            }
             // One level more is refused, not parsed.
             let deeper = crate::lint_source(
                 "src/model.rs",
-                &nested_forward(&nest(n + 1)),
+                &nested_forward(&nest(top + 1)),
                 &crate::Settings::default(),
             );
             assert!(
@@ -637,6 +664,21 @@ mod tests {
                 "{name}: {:?}",
                 deeper.diagnostics
             );
+        }
+    }
+
+    /// A file at the limit linted on a thread with a small stack: the analysis moves to a fresh
+    /// segment, once, and the file is analysed like any other.
+    #[test]
+    fn a_deep_file_on_a_small_stack_is_analysed_on_a_fresh_segment() {
+        for (name, nest) in NESTINGS {
+            let text = nested_forward(&nest(levels_within(*nest, MAX_DEPTH)));
+            let (report, grown) = crate::stack::run_with_stack(256 << 10, || {
+                let report = crate::lint_source("src/model.rs", &text, &crate::Settings::default());
+                (report, crate::stack::GROWN.with(std::cell::Cell::get))
+            });
+            assert!(!report.diagnostics.iter().any(|d| d.code == "D000"), "{name}: {:?}", report.diagnostics);
+            assert_eq!(grown, 1, "{name}");
         }
     }
 

@@ -115,7 +115,7 @@ fn inspect_report(report: FileReport, settings: &Settings) -> InspectRun {
     // The file is parsed again here, on a stack deep enough for its tree: a large-stack worker
     // for Rust; Python moves to a fresh stack segment only when the tree needs it.
     let structs = match Language::of_named_file(&report.disk_path) {
-        Language::Python => Ok(crate::python::inspect::classes_in(&report)),
+        Language::Python => crate::python::inspect::classes_in(&report),
         Language::Rust => super::stack::run(|| structs_in(&report, settings)),
     };
     match structs {
@@ -125,14 +125,15 @@ fn inspect_report(report: FileReport, settings: &Settings) -> InspectRun {
     out
 }
 
-/// A `D000` for a file whose structs could not be read because no thread could be started.
+/// A `D000` for a file whose structs could not be read because no thread or stack could be set
+/// up.
 fn not_inspected(report: &FileReport, error: &std::io::Error) -> Diagnostic {
     let start = super::diagnostic::LineCol { line: 1, column: 1 };
     Diagnostic {
         code: super::registry::PARSE_ERROR.code,
         name: super::registry::PARSE_ERROR.name,
         severity: super::registry::PARSE_ERROR.default_severity(),
-        message: format!("file not inspected: no thread could be started to analyse it ({error})"),
+        message: format!("file not inspected: no thread or stack could be set up to analyse it ({error})"),
         path: report.path.clone(),
         range: 0..0,
         start,

@@ -116,32 +116,31 @@ pub(crate) fn lint_text(
     });
     let lang = Language::of_named_file(path);
     let analysed = match lang {
-        // syn parses recursively: on a large-stack worker.
-        Language::Rust => stack::run(|| {
-            let result = catch_unwind(AssertUnwindSafe(|| {
-                check_text(kind, backend, &text, settings, &|c| enabled.contains(c))
-            }));
-            // Spans of this file are no longer needed; free the thread's source map before the next one.
-            proc_macro2::extra::invalidate_current_thread_spans();
-            result
-        }),
+        // syn parses recursively: the depth, read from the text first, says how much stack the
+        // parse, the walk and the drop take; they move to a fresh segment only when this thread
+        // has less left. No hand-off to another thread.
+        Language::Rust => {
+            let shape = unparseable(&text);
+            let need = depth::stack_needed(*shape.as_ref().unwrap_or(&0));
+            stack::within(need, || {
+                let result = catch_unwind(AssertUnwindSafe(|| match shape {
+                    Err(problem) => (vec![*problem], ApiSet::EMPTY, None),
+                    Ok(_) => check_text(kind, backend, &text, settings, &|c| enabled.contains(c)),
+                }));
+                // Spans of this file are no longer needed; free the thread's source map.
+                proc_macro2::extra::invalidate_current_thread_spans();
+                result
+            })
+        }
         // ruff's parser grows its own stack, and the walk moves to a fresh segment when the tree
-        // needs more than this thread has left: no hand-off to another thread.
+        // needs more than this thread has left.
         Language::Python => Ok(catch_unwind(AssertUnwindSafe(|| {
             (python::check(path, kind, &text, &|c| enabled.contains(c)), ApiSet::EMPTY, None)
         }))),
     };
     let (findings, apis, summary) = match analysed {
         Ok(Ok(r)) => r,
-        Err(e) => {
-            let finding = Finding::new(
-                &registry::PARSE_ERROR,
-                0..0,
-                format!("file not linted: no thread could be started to analyse it ({e})"),
-            )
-            .help("the system is out of threads or memory; run again with fewer other processes");
-            (vec![finding], ApiSet::EMPTY, None)
-        }
+        Err(e) => (vec![no_stack(&e)], ApiSet::EMPTY, None),
         Ok(Err(payload)) => {
             let what = payload
                 .downcast_ref::<&str>()
@@ -231,9 +230,6 @@ fn check_text(
     if text.contains("__devcheck_test_panic__") {
         panic!("a deliberate test panic");
     }
-    if let Some(problem) = unparseable(text) {
-        return (vec![problem], ApiSet::EMPTY, None);
-    }
     let base = stripped_prefix(text);
     let ast = match syn::parse_file(&text[base..]) {
         Ok(ast) => ast,
@@ -258,22 +254,34 @@ fn check_text(
     (findings, apis, Some(summary))
 }
 
-/// A reason not to parse the text at all: too large, or nested too deeply for the stack.
-fn unparseable(text: &str) -> Option<Finding> {
+/// The estimated depth of a Rust file's tree ([`depth::stack_needed`] says how much stack it
+/// takes), or the reason not to parse the text at all: too large, or nested too deeply.
+fn unparseable(text: &str) -> Result<usize, Box<Finding>> {
     if text.len() > MAX_FILE_BYTES {
-        return Some(too_large(u64::try_from(text.len()).ok()));
+        return Err(Box::new(too_large(u64::try_from(text.len()).ok())));
     }
-    if let Err(deep) = depth::check(text, depth::MAX_DEPTH) {
-        return Some(
+    match depth::check(text, depth::MAX_DEPTH) {
+        Ok(depth) => Ok(depth),
+        Err(deep) => Err(Box::new(
             Finding::new(&registry::PARSE_ERROR, deep.at..deep.at + deep.len, format!(
                 "file not linted: it is too deeply nested to analyse (more than {} levels of brackets, operators or keywords)",
                 depth::MAX_DEPTH
             ))
             .label("too deep")
             .help("such files are generated; exclude them (`exclude` in devcheck.toml)"),
-        );
+        )),
     }
-    None
+}
+
+/// The `D000` of a file whose tree needed more stack than its thread had, when the system gave
+/// none.
+pub(crate) fn no_stack(error: &std::io::Error) -> Finding {
+    Finding::new(
+        &registry::PARSE_ERROR,
+        0..0,
+        format!("file not linted: no stack could be set up to analyse it ({error})"),
+    )
+    .help("the system is out of threads or memory; run again with fewer other processes")
 }
 
 /// The `D000` of a file larger than [`MAX_FILE_BYTES`] (`bytes` when its size is known).

@@ -45,13 +45,31 @@ pub(crate) fn run<T: Send>(f: impl FnOnce() -> T + Send) -> std::io::Result<T> {
 /// Runs `f`, which takes at most `need` bytes of stack, on this thread: on its own stack when that
 /// much is left, else on a fresh segment of [`STACK_BYTES`] mapped for the call (stacker, which
 /// ruff's parser uses the same way). For trees whose depth is known before they are walked.
-pub(crate) fn within<T>(need: usize, f: impl FnOnce() -> T) -> T {
-    match stacker::remaining_stack() {
-        Some(left) if left >= need => f(),
-        _ => {
-            #[cfg(test)]
-            GROWN.with(|g| g.set(g.get() + 1));
-            stacker::grow(STACK_BYTES, f)
+/// `Err` only when the system refused the segment; a panic in `f` goes on in the caller.
+pub(crate) fn within<T>(need: usize, f: impl FnOnce() -> T) -> std::io::Result<T> {
+    if stacker::remaining_stack().is_some_and(|left| left >= need) {
+        return Ok(f());
+    }
+    #[cfg(test)]
+    GROWN.with(|g| g.set(g.get() + 1));
+    // stacker panics when the mapping fails, before `f` starts.
+    let started = Cell::new(false);
+    let grown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        stacker::grow(STACK_BYTES, || {
+            started.set(true);
+            f()
+        })
+    }));
+    match grown {
+        Ok(value) => Ok(value),
+        Err(payload) if started.get() => std::panic::resume_unwind(payload),
+        Err(payload) => {
+            let why = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a stack could not be mapped".to_string());
+            Err(std::io::Error::other(why))
         }
     }
 }

@@ -18,8 +18,9 @@ use super::model::Model;
 use super::typing::Truth;
 
 /// The module classes of one Python file, with the lint findings inside each.
-pub(crate) fn classes_in(report: &FileReport) -> Vec<StructReport> {
-    let Ok((parsed, depth)) = super::parse(&report.text) else { return Vec::new() };
+/// `Err` only when the tree needed more stack than the thread had and the system gave none.
+pub(crate) fn classes_in(report: &FileReport) -> std::io::Result<Vec<StructReport>> {
+    let Ok((parsed, depth)) = super::parse(&report.text) else { return Ok(Vec::new()) };
     crate::stack::within(super::depth::stack_needed(depth), move || classes(report, parsed))
 }
 
