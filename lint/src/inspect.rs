@@ -112,11 +112,15 @@ fn inspect_report(report: FileReport, settings: &Settings) -> InspectRun {
         out.unparsed = report.diagnostics.into_iter().filter(parse_error).collect();
         return out;
     }
-    // The file is parsed again here, on a stack deep enough for its tree: a large-stack worker
-    // for Rust; Python moves to a fresh stack segment only when the tree needs it.
+    // The file is parsed again here, on a stack deep enough for its tree (a fresh segment only
+    // when this thread has too little left).
     let structs = match Language::of_named_file(&report.disk_path) {
         Language::Python => crate::python::inspect::classes_in(&report),
-        Language::Rust => super::stack::run(|| structs_in(&report, settings)),
+        Language::Rust => {
+            // The file was linted, so its depth is within the limit.
+            let depth = super::unparseable(&report.text).unwrap_or(super::depth::MAX_DEPTH);
+            super::stack::within(super::depth::stack_needed(depth), || structs_in(&report, settings))
+        }
     };
     match structs {
         Ok(structs) => out.structs = structs,
@@ -125,15 +129,15 @@ fn inspect_report(report: FileReport, settings: &Settings) -> InspectRun {
     out
 }
 
-/// A `D000` for a file whose structs could not be read because no thread or stack could be set
-/// up.
+/// A `D000` for a file whose structs could not be read because the system gave no stack for its
+/// tree.
 fn not_inspected(report: &FileReport, error: &std::io::Error) -> Diagnostic {
     let start = super::diagnostic::LineCol { line: 1, column: 1 };
     Diagnostic {
         code: super::registry::PARSE_ERROR.code,
         name: super::registry::PARSE_ERROR.name,
         severity: super::registry::PARSE_ERROR.default_severity(),
-        message: format!("file not inspected: no thread or stack could be set up to analyse it ({error})"),
+        message: format!("file not inspected: no stack could be set up to analyse it ({error})"),
         path: report.path.clone(),
         range: 0..0,
         start,

@@ -1,20 +1,17 @@
 //! Where syntax trees live. syn parses, the walker visits and `Drop` frees a tree recursively,
-//! so every parse, visit and drop of a Rust tree runs on a thread with a stack of
-//! [`STACK_BYTES`]: a worker of [`pool`], or one of the shared pool [`run`] hands the call to.
-//! [`crate::depth`] keeps every file it lets through within that stack. A Python tree's depth is
-//! known after the parse (which grows its own stack), so its walk runs [`within`] the stack it
-//! needs on the calling thread.
+//! one call chain per level, so every tree is handled on a stack deep enough for it. A file's
+//! depth is estimated before its tree is walked ([`crate::depth`] from a Rust file's text,
+//! [`crate::python::depth`] from the tokens of the Python parse, which grows its own stack), and
+//! the analysis runs [`within`] the stack that depth needs: on the calling thread's own stack
+//! when that much is left (nearly every file), else on a fresh segment. The workers of [`pool`]
+//! (the command's threads) have stacks of [`STACK_BYTES`], so there it always is.
 
 use std::cell::Cell;
 
-/// Stack size of the threads that hold syntax trees. Only the pages a thread touches are
-/// backed by memory, so a large size costs address space, not RAM.
+/// Stack size of the linter's worker threads, and of a fresh segment when a tree needs more than
+/// its thread has left. Only the pages a thread touches are backed by memory, so a large size
+/// costs address space, not RAM.
 pub(crate) const STACK_BYTES: usize = 64 << 20;
-
-thread_local! {
-    /// Is this thread one with a stack of `STACK_BYTES`?
-    static LARGE: Cell<bool> = const { Cell::new(false) };
-}
 
 /// A thread pool whose workers have large stacks, for linting, inspecting and fixing files in
 /// parallel.
@@ -22,24 +19,8 @@ pub(crate) fn pool() -> std::io::Result<rayon::ThreadPool> {
     rayon::ThreadPoolBuilder::new()
         .stack_size(STACK_BYTES)
         .thread_name(|i| format!("devcheck-lint-{i}"))
-        .start_handler(|_| LARGE.with(|l| l.set(true)))
         .build()
         .map_err(std::io::Error::other)
-}
-
-/// Runs `f` on a thread with a large stack: this one if it is such a thread, else a worker of
-/// one pool shared by every caller, started on first use and kept for the process. Starting a
-/// thread (and warming its allocator arena) per call cost more than analysing a small file.
-/// A panic in `f` goes on in the caller. `Err` only when the pool could not be started.
-pub(crate) fn run<T: Send>(f: impl FnOnce() -> T + Send) -> std::io::Result<T> {
-    if LARGE.with(Cell::get) {
-        return Ok(f());
-    }
-    static SHARED: std::sync::OnceLock<Result<rayon::ThreadPool, String>> = std::sync::OnceLock::new();
-    match SHARED.get_or_init(|| pool().map_err(|e| e.to_string())) {
-        Ok(pool) => Ok(pool.install(f)),
-        Err(e) => Err(std::io::Error::other(e.clone())),
-    }
 }
 
 /// Runs `f`, which takes at most `need` bytes of stack, on this thread: on its own stack when that
@@ -80,18 +61,13 @@ thread_local! {
     pub(crate) static GROWN: Cell<usize> = const { Cell::new(0) };
 }
 
-/// Runs `f` on a new thread with a stack of `bytes`, counted as large: for tests that hold the
-/// depth limit to a smaller stack than the real one.
+/// Runs `f` on a new thread with a stack of `bytes`: for tests that hold the analysis to a given
+/// stack.
 #[cfg(test)]
 pub(crate) fn run_with_stack<T: Send>(bytes: usize, f: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|scope| {
-        let worker = std::thread::Builder::new()
-            .stack_size(bytes)
-            .spawn_scoped(scope, || {
-                LARGE.with(|l| l.set(true));
-                f()
-            })
-            .expect("a thread starts");
+        let worker =
+            std::thread::Builder::new().stack_size(bytes).spawn_scoped(scope, f).expect("a thread starts");
         match worker.join() {
             Ok(value) => value,
             Err(payload) => std::panic::resume_unwind(payload),
@@ -103,43 +79,46 @@ pub(crate) fn run_with_stack<T: Send>(bytes: usize, f: impl FnOnce() -> T + Send
 mod tests {
     use super::*;
 
-    #[test]
-    fn run_moves_to_a_large_stack_once() {
-        let outer = std::thread::current().id();
-        let (inner, nested) = run(|| {
-            let inner = std::thread::current().id();
-            // Already on a large stack: no second thread.
-            let nested = run(|| std::thread::current().id()).expect("runs");
-            (inner, nested)
-        })
-        .expect("a thread starts");
-        assert_ne!(outer, inner);
-        assert_eq!(inner, nested);
+    /// Recurses `levels` deep with a frame of about a kilobyte each.
+    fn deep(levels: usize) -> usize {
+        let frame = std::hint::black_box([levels as u8; 1024]);
+        if levels == 0 { usize::from(frame[0]) } else { deep(levels - 1) + usize::from(frame[1] & 1) }
     }
 
     #[test]
-    fn calls_from_other_threads_share_the_workers_and_panics_reach_the_caller() {
-        let from_elsewhere =
-            std::thread::spawn(|| run(|| LARGE.with(Cell::get)).expect("runs")).join().expect("joins");
-        assert!(from_elsewhere);
-        // Not a thread per call: 64 calls are served by the pool's few workers.
-        let ids: std::collections::HashSet<_> =
-            (0..64).map(|_| run(|| std::thread::current().id()).expect("runs")).collect();
-        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-        assert!(ids.len() <= workers, "{} threads for 64 calls", ids.len());
-        let caught = std::panic::catch_unwind(|| run(|| panic!("boom")));
-        assert!(caught.is_err());
-        // The pool survives a panic in one call.
-        assert!(run(|| 1 + 1).is_ok());
-    }
-
-    #[test]
-    fn pool_workers_count_as_large() {
-        let pool = pool().expect("a pool");
-        let same = pool.install(|| {
-            let worker = std::thread::current().id();
-            run(|| std::thread::current().id()).expect("runs") == worker
+    fn within_stays_on_the_thread_and_grows_only_when_the_stack_is_short() {
+        let (stayed, grown_then, after) = run_with_stack(4 << 20, || {
+            let here = std::thread::current().id();
+            let stayed = within(64 << 10, || (std::thread::current().id(), deep(16)));
+            let before = GROWN.with(Cell::get);
+            // Far more than the thread's 4 MiB: a fresh segment, on the same thread.
+            let grown = within(32 << 20, || (std::thread::current().id(), deep(16 << 10)));
+            (
+                stayed.map(|(id, _)| id == here),
+                (before, grown.map(|(id, _)| id == here)),
+                GROWN.with(Cell::get),
+            )
         });
-        assert!(same);
+        assert!(stayed.expect("runs"));
+        assert_eq!(grown_then.0, 0);
+        assert!(grown_then.1.expect("runs"));
+        assert_eq!(after, 1);
+    }
+
+    #[test]
+    fn a_panic_on_a_fresh_segment_reaches_the_caller() {
+        let caught = run_with_stack(1 << 20, || {
+            std::panic::catch_unwind(|| within(32 << 20, || -> usize { panic!("boom") }))
+        });
+        let payload = caught.expect_err("the panic goes on");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom"));
+    }
+
+    #[test]
+    fn pool_workers_have_room_for_a_tree_at_the_limit() {
+        let pool = pool().expect("a pool");
+        let need = crate::depth::stack_needed(crate::depth::MAX_DEPTH);
+        let left = pool.install(stacker::remaining_stack).expect("the stack is known");
+        assert!(left >= need, "{left} < {need}");
     }
 }
