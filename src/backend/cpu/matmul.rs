@@ -256,36 +256,16 @@ unsafe fn product<T: GemmElem>(
             b.as_ptr().add(bo).offset(j0 * s.b_cs + p0 * s.b_rs),
         )
     };
-    // SAFETY: guaranteed by the caller (see above); with read_dst = false the destination's
-    // prior contents are ignored.
+    // SAFETY: the caller's `dst` holds the product's whole result, so the block's corner is in it.
     let dst = unsafe { dst.offset(i0 * s.dst_rs + j0) };
+    let sizes = (rows, cols, depth);
     if transposed_result_is_cheaper(s, rows, cols, depth) {
         let mut by_columns: Vec<T> = Vec::with_capacity(rows * cols);
         // SAFETY: `by_columns` has room for the rows x cols block, written column-major (column
-        // stride `rows`); gemm writes every element (read_dst = false), so `set_len` follows a
-        // full write. The operands are the caller's, as below.
+        // stride `rows`), and gemm writes every element of it, so `set_len` follows a full
+        // write. The operands are the caller's, as below.
         unsafe {
-            gemm::gemm(
-                rows,
-                cols,
-                depth,
-                by_columns.as_mut_ptr(),
-                rows as isize,
-                1,
-                false,
-                lhs,
-                s.a_cs,
-                s.a_rs,
-                rhs,
-                s.b_cs,
-                s.b_rs,
-                T::ZERO,
-                T::ONE,
-                false,
-                false,
-                false,
-                parallelism,
-            );
+            gemm_block(by_columns.as_mut_ptr(), (rows as isize, 1), sizes, lhs, rhs, s, parallelism);
             by_columns.set_len(rows * cols);
         }
         // SAFETY: the caller's `dst` holds `rows` rows of `dst_rs` elements from this block's
@@ -294,14 +274,33 @@ unsafe fn product<T: GemmElem>(
         return;
     }
     // SAFETY: as above.
+    unsafe { gemm_block(dst, (1, s.dst_rs), sizes, lhs, rhs, s, parallelism) }
+}
+
+/// `dst = lhs @ rhs` for one block of `(rows, cols, depth)`, the destination's column and row
+/// strides given; gemm writes every element of the block and reads none (read_dst = false).
+///
+/// # Safety
+/// `dst` with those strides holds the whole block and no other thread writes it; `lhs` and `rhs`
+/// with the strides of `s` hold the block's operands.
+unsafe fn gemm_block<T: GemmElem>(
+    dst: *mut T,
+    (dst_cs, dst_rs): (isize, isize),
+    (rows, cols, depth): (usize, usize, usize),
+    lhs: *const T,
+    rhs: *const T,
+    s: &Strides,
+    parallelism: Parallelism,
+) {
+    // SAFETY: guaranteed by the caller.
     unsafe {
         gemm::gemm(
             rows,
             cols,
             depth,
             dst,
-            1,
-            s.dst_rs,
+            dst_cs,
+            dst_rs,
             false,
             lhs,
             s.a_cs,
