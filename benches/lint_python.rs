@@ -5,7 +5,7 @@
 //! the depth estimate and the report (`lint_source` on the calling thread, whose stack holds
 //! every tree of these files). The whole run is `devcheck lint` as the command does it on the
 //! same files: walked, read and linted on the linter's workers; `RAYON_NUM_THREADS=1` makes it
-//! single-threaded.
+//! single-threaded. Its floor reads each file before the bare parse (`read + bare parse`).
 //!
 //! `cargo bench --bench lint_python` (defaults to the ecosystem check's exported trees, the
 //! folder `ECOSYSTEM_DIR` or `../ecosystem`), or
@@ -123,6 +123,10 @@ fn main() {
     }
     let (t_bare, exprs) = best_of(args.repeat, || files.iter().map(|(_, t)| bare(t)).sum());
     let (t_lint, findings) = best_of(args.repeat, || files.iter().map(|(p, t)| lint(p, t)).sum());
+    // The whole run's floor: the same bare parse, of each file read from disk first.
+    let (t_read_bare, _) = best_of(args.repeat, || {
+        files.iter().map(|(p, _)| std::fs::read_to_string(p).map_or(0, |t| bare(&t))).sum()
+    });
     // The command's way: every file read and linted on the linter's own large-stack workers
     // (`RAYON_NUM_THREADS=1` for one), with no hand-off to another thread per file.
     let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
@@ -131,17 +135,20 @@ fn main() {
     });
     let ratio = t_lint.as_secs_f64() / t_bare.as_secs_f64();
     let run_ratio = t_run.as_secs_f64() / t_bare.as_secs_f64();
+    let run_read_ratio = t_run.as_secs_f64() / t_read_bare.as_secs_f64();
     let threads = rayon::current_num_threads();
     let mb = bytes as f64 / 1e6;
     if args.json {
         println!(
             "{{\"files\":{},\"bytes\":{bytes},\"expressions\":{exprs},\"findings\":{findings},\
              \"bare_parse_visit_s\":{:.4},\"lint_s\":{:.4},\"ratio\":{ratio:.3},\
-             \"whole_run_s\":{:.4},\"threads\":{threads},\"whole_run_ratio\":{run_ratio:.3}}}",
+             \"whole_run_s\":{:.4},\"threads\":{threads},\"whole_run_ratio\":{run_ratio:.3},\
+             \"read_bare_s\":{:.4},\"whole_run_vs_read_bare\":{run_read_ratio:.3}}}",
             files.len(),
             t_bare.as_secs_f64(),
             t_lint.as_secs_f64(),
             t_run.as_secs_f64(),
+            t_read_bare.as_secs_f64(),
         );
     } else {
         println!("{} files, {mb:.1} MB, {exprs} expressions, {findings} findings", files.len());
@@ -162,5 +169,11 @@ fn main() {
             mb / t_run.as_secs_f64()
         );
         println!("whole run / bare         {run_ratio:>8.2}x");
+        println!(
+            "read + bare parse        {:>8.3} s  {:>7.1} MB/s",
+            t_read_bare.as_secs_f64(),
+            mb / t_read_bare.as_secs_f64()
+        );
+        println!("whole run / (read + bare) {run_read_ratio:>7.2}x");
     }
 }
