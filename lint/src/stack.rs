@@ -33,6 +33,10 @@ pub(crate) fn within<T>(need: usize, f: impl FnOnce() -> T) -> std::io::Result<T
     }
     #[cfg(test)]
     GROWN.with(|g| g.set(g.get() + 1));
+    #[cfg(test)]
+    if REFUSE.with(Cell::get) {
+        return Err(std::io::Error::other("no segment, for a test"));
+    }
     // stacker panics when the mapping fails, before `f` starts.
     let started = Cell::new(false);
     let grown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -59,6 +63,8 @@ pub(crate) fn within<T>(need: usize, f: impl FnOnce() -> T) -> std::io::Result<T
 thread_local! {
     /// How many times [`within`] moved to a fresh segment on this thread.
     pub(crate) static GROWN: Cell<usize> = const { Cell::new(0) };
+    /// Makes [`within`] fail as when the system refuses a segment.
+    pub(crate) static REFUSE: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Runs `f` on a new thread with a stack of `bytes`: for tests that hold the analysis to a given

@@ -619,6 +619,41 @@ mod tests {
         }
     }
 
+    /// When a deep file needs a fresh segment and the system refuses it, the file is a `D000`
+    /// and `inspect`'s second parse an error, not a crash. (The refused tree is then taken apart
+    /// without recursion; at the limit its ordinary drop would still fit these 256 KiB, so this
+    /// test does not tell the two apart.)
+    #[test]
+    fn a_refused_segment_is_a_parse_error_and_the_tree_is_freed_without_recursion() {
+        use crate::stack::REFUSE;
+        let settings = settings();
+        for (name, nest, blocks) in all() {
+            let text = as_file(nest, blocks, levels_within(nest, blocks, MAX_DEPTH));
+            let (refused, linted, inspected) = crate::stack::run_with_stack(256 << 10, || {
+                REFUSE.with(|r| r.set(true));
+                let refused = crate::lint_source("model.py", &text, &settings);
+                REFUSE.with(|r| r.set(false));
+                let linted = crate::lint_source("model.py", &text, &settings);
+                REFUSE.with(|r| r.set(true));
+                let inspected = super::super::inspect::classes_in(&linted).map(|c| c.len());
+                (refused, linted, inspected)
+            });
+            // `await` outside `async def` is a syntax error: that tree is never walked.
+            if linted.diagnostics.iter().any(|d| d.code == "D000") {
+                continue;
+            }
+            assert!(
+                refused
+                    .diagnostics
+                    .iter()
+                    .any(|d| d.code == "D000" && d.message.contains("no stack could be set up")),
+                "{name}: {:?}",
+                refused.diagnostics
+            );
+            assert!(inspected.is_err(), "{name}");
+        }
+    }
+
     /// Far past the limit, where dropping the tree the ordinary way would overflow any stack:
     /// the parse grows its own stack and the refused tree is taken apart without recursion, on
     /// a thread with a small stack. Broken files too: their trees are never walked either.

@@ -21,7 +21,15 @@ use super::typing::Truth;
 /// `Err` only when the tree needed more stack than the thread had and the system gave none.
 pub(crate) fn classes_in(report: &FileReport) -> std::io::Result<Vec<StructReport>> {
     let Ok((parsed, depth)) = super::parse(&report.text) else { return Ok(Vec::new()) };
-    crate::stack::within(super::depth::stack_needed(depth), move || classes(report, parsed))
+    let tree = std::cell::Cell::new(Some(parsed));
+    let found = crate::stack::within(super::depth::stack_needed(depth), || {
+        tree.take().map(|parsed| classes(report, parsed)).unwrap_or_default()
+    });
+    // No segment: the tree is still here, and may be too deep to drop on this stack.
+    if let Some(parsed) = tree.take() {
+        super::depth::dismantle(parsed.into_syntax().body);
+    }
+    found
 }
 
 /// [`classes_in`] on the parsed tree, which is dropped here.

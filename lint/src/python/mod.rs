@@ -36,8 +36,17 @@ pub(crate) fn check(path: &Path, kind: FileKind, text: &str, enabled: &dyn Fn(&s
     };
     // The walk and the tree's `Drop` recurse once per level: on this thread's stack when it has
     // room for this tree (nearly every file), else on a fresh segment.
-    crate::stack::within(depth::stack_needed(depth), move || analyse(path, kind, text, enabled, parsed))
-        .unwrap_or_else(|e| vec![crate::no_stack(&e)])
+    let tree = std::cell::Cell::new(Some(parsed));
+    let analysed = crate::stack::within(depth::stack_needed(depth), || {
+        tree.take().map(|parsed| analyse(path, kind, text, enabled, parsed)).unwrap_or_default()
+    });
+    analysed.unwrap_or_else(|e| {
+        // No segment: the tree is still here, and may be too deep to drop on this stack.
+        if let Some(parsed) = tree.take() {
+            depth::dismantle(parsed.into_syntax().body);
+        }
+        vec![crate::no_stack(&e)]
+    })
 }
 
 /// The semantic model and the rules, on a tree [`parse`] let through; the tree is dropped here.
