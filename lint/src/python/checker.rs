@@ -888,7 +888,11 @@ impl Facts {
                 }
             }
             uses_accelerator = uses_accelerator || moves_to_accelerator(q.as_deref(), site.call);
-            if queues_device_work(model, types, site.call) {
+            // Only a call that would mark something new is asked about: one at the top level
+            // outside loops marks nothing, and nor does one whose function and loop are marked.
+            let marks = site.function.is_some_and(|f| !function_work[f.index()])
+                || site.in_loop.is_some_and(|l| !loop_work[l.index()]);
+            if marks && queues_device_work(model, types, site.call) {
                 if let Some(f) = site.function {
                     function_work[f.index()] = true;
                 }

@@ -174,9 +174,80 @@ static CLASS: [Class; 256] = {
     table
 };
 
+/// A bound this low is answered as it is: the stack it asks for is small wherever the tree is
+/// walked. Above it, the exact estimate is worked out (and decides whether the file is refused).
+const QUICK_ENOUGH: usize = 128;
+
+/// The estimated depth of the tree of a file with these tokens (at most `max`), or `Err` with the
+/// first token past `max` if it may nest deeper than `max` levels. The answer may be above the
+/// estimate, never below it: most files are answered by [`quick_bound`], which holds for `valid`
+/// files (no syntax errors: their brackets and strings are balanced); whether a file is refused
+/// is always the estimate's call.
+pub(crate) fn check(tokens: &[Token], max: usize, valid: bool) -> Result<usize, TooDeep> {
+    let bound = if valid { quick_bound(tokens) } else { usize::MAX };
+    if bound <= max.min(QUICK_ENOUGH) {
+        return Ok(bound);
+    }
+    estimate(tokens, max)
+}
+
+/// What a token adds to [`quick_bound`]: its weight, its change to the count of open brackets
+/// and strings, its change to the indentation, and whether it ends a logical line.
+#[derive(Clone, Copy)]
+struct Quick {
+    weight: u8,
+    open: i8,
+    block: i8,
+    newline: bool,
+}
+
+/// [`Quick`] by `TokenKind as usize`, from [`CLASS`].
+static QUICK: [Quick; 256] = {
+    let mut table = [Quick { weight: 0, open: 0, block: 0, newline: false }; 256];
+    let mut k = 0;
+    while k < 256 {
+        table[k] = match CLASS[k] {
+            // A format spec's `:` adds a level, but only after its field's `{`, which adds one
+            // level where the bound counts two.
+            Class::Skip | Class::Comma | Class::Semi | Class::Colon => table[k],
+            Class::Nests | Class::Lambda => Quick { weight: 1, ..table[k] },
+            Class::Open | Class::Lbrace => Quick { weight: 2, open: 1, ..table[k] },
+            Class::StringStart => Quick { weight: 1, open: 1, ..table[k] },
+            Class::Close | Class::Rbrace | Class::StringEnd => Quick { open: -1, ..table[k] },
+            Class::Newline => Quick { newline: true, ..table[k] },
+            Class::Indent => Quick { block: 1, ..table[k] },
+            Class::Dedent => Quick { block: -1, ..table[k] },
+        };
+        k += 1;
+    }
+    table
+};
+
+/// An upper bound of [`estimate`], in one pass without branches: the indentation's levels plus
+/// the weights of every token since the start of the logical line — each token the estimate
+/// counts, with the most it adds (an open bracket two: itself and the operator-run level it
+/// closes over; a replacement field's `{` adds one in the estimate, and its format spec's `:`
+/// one more). The estimate only ever goes down at the tokens this ignores (closers,
+/// separators), and starts afresh at the end of each logical line outside brackets, as this
+/// does.
+fn quick_bound(tokens: &[Token]) -> usize {
+    let (mut weight, mut open, mut blocks, mut deepest) = (0usize, 0isize, 0isize, 0usize);
+    for token in tokens {
+        let q = QUICK[token.kind() as usize];
+        weight += usize::from(q.weight);
+        open += isize::from(q.open);
+        blocks = (blocks + isize::from(q.block)).max(0);
+        deepest = deepest.max(blocks.unsigned_abs() * BLOCK_LEVELS + weight);
+        // The end of a logical line outside every bracket: the next line starts afresh.
+        let fresh = q.newline & (open == 0);
+        weight &= usize::from(fresh).wrapping_sub(1);
+    }
+    deepest
+}
+
 /// The estimated depth of the tree of a file with these tokens (at most `max`), or `Err` with the
 /// first token past `max` if it may nest deeper than `max` levels.
-pub(crate) fn check(tokens: &[Token], max: usize) -> Result<usize, TooDeep> {
+fn estimate(tokens: &[Token], max: usize) -> Result<usize, TooDeep> {
     // The innermost frame: the levels below it, the operators and keywords since its last
     // separator (`base + run` is its depth), and what it is. `below` holds the frames around it,
     // outermost first.
@@ -379,7 +450,7 @@ mod tests {
     /// [`check`] on the tokens of `text`.
     fn check_text(text: &str, max: usize) -> Result<usize, TooDeep> {
         let parsed = ruff_python_parser::parse_unchecked_source(text, ruff_python_ast::PySourceType::Python);
-        let estimate = check(parsed.tokens(), max);
+        let estimate = check(parsed.tokens(), max, parsed.errors().is_empty());
         dismantle(parsed.into_syntax().body);
         estimate
     }
@@ -389,7 +460,11 @@ mod tests {
         let (mut lo, mut hi) = (0, 100_000);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if check(parsed.tokens(), mid).is_ok() { hi = mid } else { lo = mid + 1 }
+            if check(parsed.tokens(), mid, parsed.errors().is_empty()).is_ok() {
+                hi = mid
+            } else {
+                lo = mid + 1
+            }
         }
         dismantle(parsed.into_syntax().body);
         lo
@@ -677,6 +752,112 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Valid Python (as text) built from every construct that nests: expressions, blocks,
+    /// f-strings with fields and format specs, lambdas, comprehensions.
+    fn python() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        const LEAVES: &[&str] = &["x", "1", "'s'", "f'plain'"];
+        let leaf = proptest::sample::select(LEAVES).prop_map(str::to_string);
+        let expr = leaf.clone().prop_recursive(8, 256, 3, |inner| {
+            let two = (inner.clone(), inner.clone());
+            let three = (inner.clone(), inner.clone(), inner.clone());
+            prop_oneof![
+                (
+                    two.clone(),
+                    prop_oneof![Just(" + "), Just(" ** "), Just(" < "), Just(" and "), Just(" @ ")]
+                )
+                    .prop_map(|((a, b), op)| format!("{a}{op}{b}")),
+                three.clone().prop_map(|(a, b, c)| format!("{a} if {b} else {c}")),
+                inner.clone().prop_map(|a| format!("-{a}")),
+                inner.clone().prop_map(|a| format!("(not {a})")),
+                inner.clone().prop_map(|a| format!("({a})")),
+                inner.clone().prop_map(|a| format!("({a}).y")),
+                two.clone().prop_map(|(a, b)| format!("({a})({b}, k={b})")),
+                three.clone().prop_map(|(a, b, c)| format!("({a})[{b}:{c}]")),
+                two.clone().prop_map(|(a, b)| format!("[{a}, {b}]")),
+                two.clone().prop_map(|(a, b)| format!("{{{a}: {b}}}")),
+                inner.clone().prop_map(|a| format!("({a},)")),
+                inner.clone().prop_map(|a| format!("(lambda y, z=1: {a})")),
+                two.clone().prop_map(|(a, b)| format!("[{a} for y in ({b}) if y]")),
+                inner.clone().prop_map(|a| format!("(w := {a})")),
+                inner.clone().prop_map(|a| format!("f\"a{{{a}}}b\"")),
+                two.clone().prop_map(|(a, b)| format!("f\"{{{a}:>{{{b}}}}}\"")),
+                inner.clone().prop_map(|a| format!("f(*{a}, **{a})")),
+            ]
+        });
+        // Shallow statements too, where the bound has no slack.
+        let expr = prop_oneof![1 => leaf, 3 => expr];
+        let simple = prop_oneof![
+            expr.clone().prop_map(|e| vec![format!("x = {e}")]),
+            expr.clone().prop_map(|e| vec![format!("x += {e}; {e}")]),
+            expr.clone().prop_map(|e| vec![format!("assert {e}, {e}")]),
+        ];
+        let block = simple.prop_recursive(6, 64, 3, move |inner| {
+            let body = proptest::collection::vec(inner, 1..3)
+                .prop_map(|stmts| stmts.concat().into_iter().map(|l| format!("    {l}")).collect::<Vec<_>>());
+            prop_oneof![
+                (expr.clone(), body.clone()).prop_map(|(e, b)| [vec![format!("if {e}:")], b].concat()),
+                (expr.clone(), body.clone()).prop_map(|(e, b)| [vec![format!("for y in {e}:")], b].concat()),
+                (expr.clone(), body.clone()).prop_map(|(e, b)| [vec![format!("def g(a={e}):")], b].concat()),
+                (expr.clone(), body.clone()).prop_map(|(e, b)| [vec![format!("with {e} as y:")], b].concat()),
+                (body.clone(), body).prop_map(|(b, c)| [
+                    vec!["try:".to_string()],
+                    b,
+                    vec!["except E:".to_string()],
+                    c
+                ]
+                .concat()),
+            ]
+        });
+        proptest::collection::vec(block, 1..4).prop_map(|stmts| stmts.concat().join("\n") + "\n")
+    }
+
+    /// The quick bound is never below the estimate on valid Python, the only files whose
+    /// trees are walked.
+    #[test]
+    fn the_quick_bound_is_never_below_the_estimate() {
+        use proptest::prelude::*;
+        proptest!(ProptestConfig::with_cases(1000), |(text in python())| {
+            let parsed =
+                ruff_python_parser::parse_unchecked_source(&text, ruff_python_ast::PySourceType::Python);
+            let valid = parsed.errors().is_empty();
+            let bound = quick_bound(parsed.tokens());
+            let exact = estimate(parsed.tokens(), usize::MAX);
+            dismantle(parsed.into_syntax().body);
+            // The generator aims at valid Python; too many misses fail the test.
+            prop_assume!(valid);
+            prop_assert!(exact.is_ok_and(|e| e <= bound), "{text}: bound {bound}, estimate {exact:?}");
+        });
+        // And on every nesting, far past the quick answer's reach.
+        for (name, nest, blocks) in all() {
+            for n in [1, 10, 100, 600] {
+                let parsed = ruff_python_parser::parse_unchecked_source(
+                    &as_file(nest, blocks, n),
+                    ruff_python_ast::PySourceType::Python,
+                );
+                let (bound, exact) = (quick_bound(parsed.tokens()), estimate(parsed.tokens(), usize::MAX));
+                dismantle(parsed.into_syntax().body);
+                assert!(exact.is_ok_and(|e| e <= bound), "{name} {n}: bound {bound}, estimate {exact:?}");
+            }
+        }
+    }
+
+    /// Small files are answered by the quick bound; above it, by the estimate (lower).
+    #[test]
+    fn a_file_above_the_quick_bound_gets_the_estimate() {
+        let shallow = "x = f(a, b)\n";
+        let parsed =
+            ruff_python_parser::parse_unchecked_source(shallow, ruff_python_ast::PySourceType::Python);
+        assert_eq!(check(parsed.tokens(), MAX_DEPTH, true), Ok(quick_bound(parsed.tokens())));
+        // A long call: every `=` adds to the bound, none to the estimate past its comma.
+        let long = format!("x = f({})\n", ["a=1"; 300].join(", "));
+        let parsed = ruff_python_parser::parse_unchecked_source(&long, ruff_python_ast::PySourceType::Python);
+        assert!(quick_bound(parsed.tokens()) > QUICK_ENOUGH);
+        let exact = estimate(parsed.tokens(), MAX_DEPTH);
+        assert!(exact.is_ok_and(|e| e < 10), "{exact:?}");
+        assert_eq!(check(parsed.tokens(), MAX_DEPTH, true), exact);
     }
 
     #[test]

@@ -83,7 +83,7 @@ pub(crate) fn parse(text: &str) -> Result<(Parsed<ModModule>, usize), Box<Findin
         return Err(Box::new(crate::too_large(u64::try_from(text.len()).ok())));
     }
     let parsed = ruff_python_parser::parse_unchecked_source(text, PySourceType::Python);
-    let problem = match depth::check(parsed.tokens(), depth::MAX_DEPTH) {
+    let problem = match depth::check(parsed.tokens(), depth::MAX_DEPTH, parsed.errors().is_empty()) {
         Err(deep) => Err(too_deep(deep)),
         Ok(depth) => match parsed.errors().first() {
             Some(e) => Err(parse_error(text, e)),
