@@ -111,11 +111,26 @@ impl Rule for Check {
 /// The file uses an accelerator and also runs without one: it checks for CUDA or names the CPU
 /// as a device to run on (`"cpu"` other than in `.to("cpu")`, which brings results back).
 fn has_cpu_path(cx: &Checker<'_, '_>) -> bool {
-    let src = cx.model.source;
-    let count = |pattern: &str| src.matches(pattern).count();
-    let cpu = count("\"cpu\"") + count("'cpu'");
-    let results_back = count(".to(\"cpu\")") + count(".to('cpu')");
-    cx.facts.uses_accelerator && (src.contains("is_available") || cpu > results_back)
+    if !cx.facts.uses_accelerator {
+        return false;
+    }
+    let src = cx.model.source.as_bytes();
+    if memchr::memmem::find(src, b"is_available").is_some() {
+        return true;
+    }
+    // `"cpu"` and `'cpu'`, and how many of them are `.to("cpu")`: one pass over the text.
+    let (mut cpu, mut results_back) = (0usize, 0usize);
+    for at in memchr::memmem::find_iter(src, b"cpu") {
+        let quote = at.checked_sub(1).and_then(|q| src.get(q));
+        if !matches!(quote, Some(b'"' | b'\'')) || src.get(at + 3) != quote {
+            continue;
+        }
+        cpu += 1;
+        if at >= 5 && src.get(at - 5..at - 1) == Some(b".to(") && src.get(at + 4) == Some(&b')') {
+            results_back += 1;
+        }
+    }
+    cpu > results_back
 }
 
 /// A path built from `__file__` (directly or through the name it was assigned to): weights
