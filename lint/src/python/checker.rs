@@ -917,8 +917,11 @@ impl Facts {
                 }
                 Some(Callee::Class(_)) => None,
                 // Calling a module of this file runs its `forward`.
-                None if types.kind(&site.call.func) == Kind::Module => types.forward_of(&site.call.func),
-                None => None,
+                // The `forward` of a same-file class is looked up first: most calls have none,
+                // and then what the callee holds need not be worked out.
+                None => {
+                    types.forward_of(&site.call.func).filter(|_| types.kind(&site.call.func) == Kind::Module)
+                }
             };
             if let Some(callee) = callee {
                 edges.push(Edge {
