@@ -223,9 +223,7 @@ pub(crate) fn col2im<T: Float>(cols: &[T], geo: &WindowGeometry) -> Vec<T> {
             let src = &src[r.lo..r.hi];
             let dst = &mut dst[r.row * w + r.col..];
             if stride == 1 {
-                for (d, &s) in dst.iter_mut().zip(src) {
-                    *d = d.add(s);
-                }
+                add_row(&mut dst[..src.len()], src);
             } else {
                 for (d, &s) in dst.iter_mut().step_by(stride).zip(src) {
                     *d = d.add(s);
@@ -234,6 +232,23 @@ pub(crate) fn col2im<T: Float>(cols: &[T], geo: &WindowGeometry) -> Vec<T> {
         }
     });
     out
+}
+
+/// `dst += src` (equal lengths) for the short rows of a column matrix's gradient (rows of 11
+/// for a 3x3 kernel over a 13x13 plane): eight at a time as fixed-size blocks, which stay vector
+/// adds, then the rest one by one — a plain loop of unknown length runs element by element.
+#[inline(always)]
+fn add_row<T: Float>(dst: &mut [T], src: &[T]) {
+    let (dst8, dst_rest) = dst.as_chunks_mut::<8>();
+    let (src8, src_rest) = src.as_chunks::<8>();
+    for (d, s) in dst8.iter_mut().zip(src8) {
+        for k in 0..8 {
+            d[k] = d[k].add(s[k]);
+        }
+    }
+    for (d, &s) in dst_rest.iter_mut().zip(src_rest) {
+        *d = d.add(s);
+    }
 }
 
 /// A convolution's result `[N, O, L]` from the product `[O, N·L]` of its weight and column
