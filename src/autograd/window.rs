@@ -7,6 +7,7 @@ use std::panic::Location;
 use crate::backend::cpu::{self, ConvShape, CpuStorage, WindowGeometry};
 use crate::backend::fake;
 use crate::error::Result;
+use crate::shape::Layout;
 use crate::tensor::{Storage, Tensor, compute, host_only};
 
 use super::{GradFn, record};
@@ -16,19 +17,13 @@ fn on_host(x: &Tensor) -> bool {
     x.device().is_cpu() && x.dtype().is_float() && !fake::is_active() && !x.is_fake()
 }
 
-/// A column matrix up to this size is kept from the forward pass for the weight's gradient;
-/// a larger one (it is kh·kw times the input's size) is rebuilt from the input there.
-const KEEP_COLUMNS_BYTES: usize = 64 << 20;
-
-/// What a host convolution keeps for its backward pass.
+/// What a host convolution keeps for its backward pass: the column matrix is rebuilt from the
+/// input there rather than kept (it is kh·kw times the input's size).
 pub(crate) struct Conv2dSaved {
     input: Tensor,
     weight: Tensor,
     has_bias: bool,
     shape: ConvShape,
-    /// The forward pass's column matrix, when the weight's gradient will want it and it is small
-    /// enough: taken by the first backward pass (a second one rebuilds it from `input`).
-    columns: std::sync::Mutex<Option<CpuStorage>>,
 }
 
 /// `[N, O, H', W']`: the convolution of `x` (`[N, C, H, W]`) with `weight` (`[O, C/groups, kh,
@@ -56,12 +51,6 @@ pub(crate) fn conv2d(
     let shape = ConvShape { geometry: *geometry, groups, out_channels };
     let [n, _, _, _] = geometry.input;
     let out_shape = [n, out_channels, geometry.out[0], geometry.out[1]];
-    // Rebuilding the column matrix for the weight's gradient costs about as much as writing it:
-    // a small one is kept instead.
-    let keep = weight.requires_grad()
-        && super::is_grad_enabled()
-        && cpu::columns_bytes(&shape, x.dtype().size_in_bytes()).is_some_and(|b| b <= KEEP_COLUMNS_BYTES);
-    let mut kept = None;
     let storage = compute(
         "conv2d",
         location,
@@ -69,13 +58,11 @@ pub(crate) fn conv2d(
         (&out_shape, x.dtype()),
         |s| {
             let bias = bias.map(|b| (s[2], b.layout()));
-            let (out, columns) = cpu::conv2d(s[0], x.layout(), s[1], weight.layout(), bias, &shape, keep);
-            kept = columns;
-            out
+            cpu::conv2d(s[0], x.layout(), s[1], weight.layout(), bias, &shape)
         },
         host_only("conv2d"),
     );
-    let out = storage.map(|storage| {
+    Some(storage.map(|storage| {
         let out = x.derived(storage, &out_shape, x.dtype(), "conv2d", location);
         record(out, &operands, |_| {
             GradFn::Conv2d(Conv2dSaved {
@@ -83,15 +70,9 @@ pub(crate) fn conv2d(
                 weight: weight.clone(),
                 has_bias: bias.is_some(),
                 shape,
-                columns: std::sync::Mutex::new(kept.take()),
             })
         })
-    });
-    // Not recorded after all: the buffer goes back for reuse.
-    if let Some(columns) = kept {
-        cpu::release_columns(columns);
-    }
-    Some(out)
+    }))
 }
 
 /// The gradients of a host convolution, in the order of its edges (input, weight, bias where
@@ -101,7 +82,7 @@ pub(crate) fn conv2d_backward(
     g: &Tensor,
     want: impl Fn(usize) -> bool,
 ) -> Result<Vec<Option<Tensor>>> {
-    let Conv2dSaved { input: x, weight, has_bias, shape, columns } = saved;
+    let Conv2dSaved { input: x, weight, has_bias, shape } = saved;
     let location = Location::caller();
     let [n, _, _, _] = shape.geometry.input;
     let by_channel_shape = [shape.out_channels, n * shape.geometry.out[0] * shape.geometry.out[1]];
@@ -121,26 +102,20 @@ pub(crate) fn conv2d_backward(
     let by_channel = g.derived(by_channel, &by_channel_shape, g.dtype(), "conv2d_backward", location);
     let grad = |operand: &Tensor,
                 result: &[usize],
-                kernel: &mut dyn FnMut(&CpuStorage, &CpuStorage) -> CpuStorage| {
+                kernel: fn(&CpuStorage, &Layout, &CpuStorage, &ConvShape) -> CpuStorage| {
         let storage = compute(
             "conv2d_backward",
             location,
             &[operand, &by_channel],
             (result, g.dtype()),
-            |s| kernel(s[0], s[1]),
+            |s| kernel(s[0], operand.layout(), s[1], shape),
             host_only("conv2d_backward"),
         )?;
         Ok::<_, crate::error::Error>(g.derived(storage, result, g.dtype(), "conv2d_backward", location))
     };
-    let mut input_grad =
-        |w: &CpuStorage, g: &CpuStorage| cpu::conv2d_input_grad(w, weight.layout(), g, shape);
-    let mut weight_grad = |x_storage: &CpuStorage, g: &CpuStorage| {
-        let kept = columns.lock().ok().and_then(|mut c| c.take());
-        cpu::conv2d_weight_grad(x_storage, x.layout(), g, shape, kept)
-    };
     let mut grads = vec![
-        if want(0) { Some(grad(weight, x.shape(), &mut input_grad)?) } else { None },
-        if want(1) { Some(grad(x, weight.shape(), &mut weight_grad)?) } else { None },
+        if want(0) { Some(grad(weight, x.shape(), cpu::conv2d_input_grad)?) } else { None },
+        if want(1) { Some(grad(x, weight.shape(), cpu::conv2d_weight_grad)?) } else { None },
     ];
     if *has_bias {
         grads.push(want(2).then(|| {

@@ -62,7 +62,6 @@ impl ConvShape {
 
 /// `[N, O, H', W']`: the convolution of `x` (`[N, C, H, W]`, any strides) with `weight`
 /// (`[O, C/g, kh, kw]`), plus `bias` (`[O]`) where given. All operands hold one floating dtype.
-/// With `keep_columns`, the column matrix is returned too, for [`conv2d_weight_grad`].
 pub(crate) fn conv2d(
     x: &CpuStorage,
     x_layout: &Layout,
@@ -70,38 +69,25 @@ pub(crate) fn conv2d(
     weight_layout: &Layout,
     bias: Option<(&CpuStorage, &Layout)>,
     conv: &ConvShape,
-    keep_columns: bool,
-) -> (CpuStorage, Option<CpuStorage>) {
+) -> CpuStorage {
     fn run<T: Float>(
         x: &[T],
         x_layout: &Layout,
         (weight, weight_layout): (&CpuStorage, &Layout),
         bias: Option<(&CpuStorage, &Layout)>,
         conv: &ConvShape,
-        keep_columns: bool,
-    ) -> (CpuStorage, Option<CpuStorage>) {
+    ) -> CpuStorage {
         let columns = CpuStorage::from_vec(im2col(x, x_layout, &conv.geometry));
         let (weight, offset) = contiguous_storage(weight, weight_layout);
         let product = matmul(&weight, &conv.weight_view(offset, false), &columns, &conv.columns_view(false));
-        let kept = if keep_columns {
-            Some(columns)
-        } else {
-            release(columns);
-            None
-        };
+        release(columns);
         let bias = bias.map(|(b, layout)| contiguous(typed::<T>(b), layout));
         let out = samples_first(typed::<T>(&product), conv.out_channels, conv.samples(), bias.as_deref());
         release(product);
-        (CpuStorage::from_vec(out), kept)
+        CpuStorage::from_vec(out)
     }
-    with_float_storage!(x, v => run(v, x_layout, (weight, weight_layout), bias, conv, keep_columns),
+    with_float_storage!(x, v => run(v, x_layout, (weight, weight_layout), bias, conv),
         _ => unreachable!("the host convolution runs on floating data only"))
-}
-
-/// The bytes of a convolution's column matrix of elements of `element` bytes (`None` if that
-/// overflows).
-pub(crate) fn columns_bytes(conv: &ConvShape, element: usize) -> Option<usize> {
-    conv.groups.checked_mul(conv.depth())?.checked_mul(conv.width())?.checked_mul(element)
 }
 
 /// The gradient `g` (`[N, O, H', W']`) of a convolution's result in its product's layout
@@ -118,19 +104,17 @@ pub(crate) fn conv2d_output_grad(
 }
 
 /// The weight's gradient (`[O, C/g, kh, kw]`) from the input `x` and the result's gradient in the
-/// product's layout (`[O, N·L]`, from [`conv2d_output_grad`]). `columns` is the forward pass's
-/// column matrix where it was kept; else it is rebuilt from `x`.
+/// product's layout (`[O, N·L]`, from [`conv2d_output_grad`]).
 pub(crate) fn conv2d_weight_grad(
     x: &CpuStorage,
     x_layout: &Layout,
     g: &CpuStorage,
     conv: &ConvShape,
-    columns: Option<CpuStorage>,
 ) -> CpuStorage {
-    let columns = columns.unwrap_or_else(|| {
-        with_float_storage!(x, v => CpuStorage::from_vec(im2col(v, x_layout, &conv.geometry)),
-            _ => unreachable!("the host convolution runs on floating data only"))
-    });
+    // The column matrix is rebuilt rather than kept from the forward pass: it is kh·kw times the
+    // size of the input, and rebuilding it is one pass against a product of K multiply-adds each.
+    let columns = with_float_storage!(x, v => CpuStorage::from_vec(im2col(v, x_layout, &conv.geometry)),
+        _ => unreachable!("the host convolution runs on floating data only"));
     let grad = matmul(g, &conv.gradient_view(), &columns, &conv.columns_view(true));
     release(columns);
     grad
@@ -165,6 +149,6 @@ fn typed<T: Float>(s: &CpuStorage) -> &[T] {
 
 /// Hands a temporary's buffer to the reuse pool: every step of a training loop needs the same
 /// column matrices and products again.
-pub(crate) fn release(s: CpuStorage) {
+fn release(s: CpuStorage) {
     with_storage!(s, v => recycle(v))
 }
