@@ -13,6 +13,9 @@
 //! whose shape follows the parser's recovery rather than the tokens) is never walked and is freed
 //! by [`dismantle`], which takes it apart with a work list instead of recursion.
 //!
+//! Most files never need the estimate itself: [`quick_bound`] bounds it from above in one pass
+//! without branches, and a file whose bound is small is answered with that.
+//!
 //! The estimate: every open bracket (and f-string, and replacement field, and format spec) adds a
 //! level; inside each, every operator and keyword since the last `,` (or `;`, or the end of a
 //! logical line) adds one more; each level of indentation adds [`BLOCK_LEVELS`]. Commas,
