@@ -265,8 +265,9 @@ pub(crate) struct Model<'a> {
     classes: Vec<Class<'a>>,
     loops: Vec<Loop<'a>>,
     pub calls: Vec<CallSite<'a>>,
-    /// Start offset of a bound name → its binding.
-    definitions: FxHashMap<TextSize, BindingId>,
+    /// The binding each augmented assignment's target read (`x += 1` reads `x`, then binds it):
+    /// the target's node index holds the binding it made.
+    aug_reads: FxHashMap<TextSize, BindingId>,
     /// The binding each name has now in each scope; older ones hang off [`Binding::shadowed`].
     /// One table for the file: a table per scope cost an allocation or more per function.
     names: FxHashMap<(ScopeId, &'a str), BindingId>,
@@ -300,7 +301,7 @@ impl<'a> Model<'a> {
                 classes: Vec::new(),
                 loops: Vec::new(),
                 calls: Vec::with_capacity(others),
-                definitions: FxHashMap::with_capacity_and_hasher(others, Default::default()),
+                aug_reads: FxHashMap::default(),
                 names: FxHashMap::with_capacity_and_hasher(others, Default::default()),
                 methods: FxHashMap::default(),
                 functions_by_start: FxHashMap::default(),
@@ -407,14 +408,22 @@ impl<'a> Model<'a> {
         self.loops_by_start.get(&stmt.start()).copied()
     }
 
-    /// The binding a name that is read saw when it was read.
+    /// The binding a name that is read saw when it was read (for the target of `x += 1`, the
+    /// `x` it read).
     pub fn binding_of(&self, name: &ast::ExprName) -> Option<BindingId> {
-        name.node_index.load().as_u32().map(BindingId)
+        match name.ctx {
+            ExprContext::Load => name.node_index.load().as_u32().map(BindingId),
+            ExprContext::Store => self.aug_reads.get(&name.start()).copied(),
+            _ => None,
+        }
     }
 
-    /// The binding a bound name (an assignment target, a parameter) made.
-    pub fn definition_at(&self, start: TextSize) -> Option<BindingId> {
-        self.definitions.get(&start).copied()
+    /// The binding an assignment target (`x` in `x = ..`, `x += ..`, `for x in ..`) made.
+    pub fn definition_of(&self, name: &ast::ExprName) -> Option<BindingId> {
+        if name.ctx != ExprContext::Store {
+            return None;
+        }
+        name.node_index.load().as_u32().map(BindingId)
     }
 
     /// The binding `name` has at the end of `scope` (or an enclosing scope), as a function body
@@ -783,6 +792,11 @@ pub(crate) fn canonical(q: Cow<'_, str>) -> Cow<'_, str> {
     q
 }
 
+/// A node index for the `i`th binding: `NodeIndex::from` reserves the top values.
+fn node_index(i: usize) -> Option<ruff_python_ast::NodeIndex> {
+    u32::try_from(i).ok().filter(|&i| i < u32::MAX - 2).map(ruff_python_ast::NodeIndex::from)
+}
+
 /// The canonical name of an attribute callee, worked out once when the model is built.
 enum CalleeName {
     /// Not a dotted name of an import.
@@ -877,12 +891,21 @@ impl<'a> Builder<'a> {
         ScopeId(0)
     }
 
-    fn bind(&mut self, name: &'a str, range: TextRange, kind: BindingKind<'a>) -> BindingId {
+    fn bind(&mut self, name: &'a str, kind: BindingKind<'a>) -> BindingId {
         let scope = self.binding_scope(name);
         let id = BindingId::new(self.model.bindings.len());
         let shadowed = self.model.names.insert((scope, name), id);
         self.model.bindings.push(Binding { name, kind, shadowed, in_no_grad: self.no_grad > 0 });
-        self.model.definitions.insert(range.start(), id);
+        id
+    }
+
+    /// Binds a target name; the name node records the binding it made ([`Model::definition_of`]),
+    /// as a name that is read records the one it saw.
+    fn bind_name(&mut self, n: &'a ast::ExprName, kind: BindingKind<'a>) -> BindingId {
+        let id = self.bind(n.id.as_str(), kind);
+        if let Some(i) = node_index(id.index()) {
+            n.node_index.set(i);
+        }
         id
     }
 
@@ -890,12 +913,8 @@ impl<'a> Builder<'a> {
         // The name node itself records the binding it saw (ruff's trees carry a node index that
         // the parser leaves unset): reading it back is a load, not a hash lookup. A model built
         // again on the same tree records the same bindings.
-        if let Some(b) = self.model.lookup(self.scope, name.id.as_str())
-            && let Ok(i) = u32::try_from(b.index())
-            // `NodeIndex::from` reserves the top values.
-            && i < u32::MAX - 2
-        {
-            name.node_index.set(ruff_python_ast::NodeIndex::from(i));
+        if let Some(i) = self.model.lookup(self.scope, name.id.as_str()).and_then(|b| node_index(b.index())) {
+            name.node_index.set(i);
         }
     }
 
@@ -969,7 +988,7 @@ impl<'a> Builder<'a> {
     fn bind_target(&mut self, target: &'a Expr, source: Source<'a>, part: Part) {
         match target {
             Expr::Name(n) => {
-                self.bind(n.id.as_str(), n.range, source.kind(part));
+                self.bind_name(n, source.kind(part));
             }
             Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => {
                 let star = elts.iter().position(Expr::is_starred_expr);
@@ -1007,7 +1026,6 @@ impl<'a> Builder<'a> {
         for (position, p) in parameters.posonlyargs.iter().chain(&parameters.args).enumerate() {
             self.bind(
                 p.parameter.name.as_str(),
-                p.parameter.name.range,
                 BindingKind::Parameter {
                     function,
                     position,
@@ -1020,7 +1038,6 @@ impl<'a> Builder<'a> {
         for p in parameters.vararg.iter().chain(&parameters.kwarg) {
             self.bind(
                 p.name.as_str(),
-                p.name.range,
                 BindingKind::Parameter {
                     function,
                     position: usize::MAX,
@@ -1033,7 +1050,6 @@ impl<'a> Builder<'a> {
         for p in &parameters.kwonlyargs {
             self.bind(
                 p.parameter.name.as_str(),
-                p.parameter.name.range,
                 BindingKind::Parameter {
                     function,
                     position: usize::MAX,
@@ -1102,7 +1118,7 @@ impl<'a> Builder<'a> {
         if let Some(c) = class {
             self.model.methods.insert((c, def.name.as_str()), id);
         }
-        self.bind(def.name.as_str(), def.name.range, BindingKind::FunctionDef(id));
+        self.bind(def.name.as_str(), BindingKind::FunctionDef(id));
         let no_grad = self.no_grad > 0 || def.decorator_list.iter().any(|d| self.is_no_grad(&d.expression));
         self.deferred.push(Deferred { function: id, scope: self.scope, no_grad });
     }
@@ -1143,7 +1159,7 @@ impl<'a> Builder<'a> {
         self.visit_body(&def.body);
         self.class_body = saved;
         self.pop_scope();
-        self.bind(def.name.as_str(), def.name.range, BindingKind::ClassDef(id));
+        self.bind(def.name.as_str(), BindingKind::ClassDef(id));
     }
 
     fn loop_stmt(&mut self, stmt: &'a Stmt) {
@@ -1183,13 +1199,12 @@ impl<'a> Builder<'a> {
                     match &alias.asname {
                         Some(as_name) => {
                             let name = self.intern(full.to_string());
-                            self.bind(as_name.as_str(), as_name.range, BindingKind::Import { name });
+                            self.bind(as_name.as_str(), BindingKind::Import { name });
                         }
                         None => {
+                            // `import a.b` binds `a`.
                             let root = full.split('.').next().unwrap_or(full);
-                            // `import a.b` binds `a`; its range is the start of the dotted name.
-                            let range = TextRange::at(alias.name.start(), TextSize::of(root));
-                            self.bind(root, range, BindingKind::ImportRoot);
+                            self.bind(root, BindingKind::ImportRoot);
                         }
                     }
                 }
@@ -1212,7 +1227,7 @@ impl<'a> Builder<'a> {
                         format!("{base}.{}", alias.name.as_str())
                     };
                     let name = self.intern(full);
-                    self.bind(bound.as_str(), bound.range, BindingKind::Import { name });
+                    self.bind(bound.as_str(), BindingKind::Import { name });
                 }
             }
             _ => {}
@@ -1301,11 +1316,7 @@ impl<'a> Visitor<'a> for Builder<'a> {
                 self.visit_expr(&a.annotation);
                 match (&*a.target, &a.value) {
                     (Expr::Name(n), None) => {
-                        self.bind(
-                            n.id.as_str(),
-                            n.range,
-                            BindingKind::Declaration { annotation: &a.annotation },
-                        );
+                        self.bind_name(n, BindingKind::Declaration { annotation: &a.annotation });
                     }
                     (_, Some(v)) => self.bind_target(
                         &a.target,
@@ -1317,8 +1328,10 @@ impl<'a> Visitor<'a> for Builder<'a> {
             }
             Stmt::AugAssign(a) => {
                 self.visit_expr(&a.value);
-                if let Expr::Name(n) = &*a.target {
-                    self.resolve(n);
+                if let Expr::Name(n) = &*a.target
+                    && let Some(b) = self.model.lookup(self.scope, n.id.as_str())
+                {
+                    self.model.aug_reads.insert(n.start(), b);
                 }
                 self.bind_target(&a.target, Source::Aug { value: &a.value, op: a.op }, Part::Whole);
             }
@@ -1344,7 +1357,7 @@ impl<'a> Visitor<'a> for Builder<'a> {
                         self.visit_expr(ty);
                     }
                     if let Some(name) = &h.name {
-                        self.bind(name.as_str(), name.range, BindingKind::Other);
+                        self.bind(name.as_str(), BindingKind::Other);
                     }
                     self.visit_body(&h.body);
                 }
@@ -1414,5 +1427,53 @@ impl<'a> Visitor<'a> for Builder<'a> {
             _ => visitor::walk_expr(self, expr),
         }
         self.depth -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ruff_python_ast::visitor::{self, Visitor};
+
+    use super::*;
+
+    /// Every name in `body`, in source order.
+    fn names(body: &[Stmt]) -> Vec<&ast::ExprName> {
+        struct Names<'a>(Vec<&'a ast::ExprName>);
+        impl<'a> Visitor<'a> for Names<'a> {
+            fn visit_expr(&mut self, e: &'a Expr) {
+                if let Expr::Name(n) = e {
+                    self.0.push(n);
+                }
+                visitor::walk_expr(self, e);
+            }
+        }
+        let mut v = Names(Vec::new());
+        v.visit_body(body);
+        v.0.sort_by_key(|n| n.start());
+        v.0
+    }
+
+    /// A target records the binding it made and a read name the one it saw; the target of
+    /// `x += 1` has both: the `x` it read and the `x` it binds.
+    #[test]
+    fn targets_record_their_definitions_and_reads_their_bindings() {
+        let text = "x = 1\nx += 2\ny: int\nprint(x, y)\n";
+        let parsed = ruff_python_parser::parse_module(text).expect("valid");
+        let body = &parsed.syntax().body;
+        let model = Model::build(text, body);
+        let [x1, x2, y, _int, print, x3, y2] = names(body)[..] else { panic!("seven names") };
+        let first = model.definition_of(x1).expect("x = 1 binds x");
+        assert_eq!(model.binding_of(x1), None, "a plain target reads nothing");
+        let second = model.definition_of(x2).expect("x += 2 binds x");
+        assert_ne!(first, second);
+        assert_eq!(model.binding_of(x2), Some(first), "x += 2 reads the x before it");
+        assert!(matches!(model.binding(second).kind, BindingKind::AugAssignment { .. }));
+        let declared = model.definition_of(y).expect("y: int declares y");
+        assert!(matches!(model.binding(declared).kind, BindingKind::Declaration { .. }));
+        // Reads see the latest binding and define nothing.
+        assert_eq!(model.binding_of(x3), Some(second));
+        assert_eq!(model.binding_of(y2), Some(declared));
+        assert_eq!(model.definition_of(x3), None);
+        assert_eq!(model.binding_of(print), None, "a builtin is bound to nothing");
     }
 }

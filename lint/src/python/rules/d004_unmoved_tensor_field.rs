@@ -184,7 +184,7 @@ impl Check {
         }
         let Some(Node::Stmt(Stmt::Assign(assign))) = cx.parent() else { return };
         let [Expr::Name(target)] = assign.targets.as_slice() else { return };
-        if let Some(b) = cx.model.definition_at(target.start()) {
+        if let Some(b) = cx.model.definition_of(target) {
             let class = q.rsplit('.').next().unwrap_or(&q).to_string();
             self.criteria.push((b, weight.range(), format!("nn.{class}")));
         }

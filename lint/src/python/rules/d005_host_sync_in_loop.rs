@@ -292,7 +292,7 @@ fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) 
     for t in targets {
         any_subexpr(t, &mut |sub| {
             if let Expr::Name(n) = sub
-                && let Some(b) = cx.model.definition_at(n.start())
+                && let Some(b) = cx.model.definition_of(n)
             {
                 names.push(b);
             }

@@ -95,7 +95,7 @@ fn check_body(cx: &Checker<'_, '_>, body: &[Stmt], function: Option<FunctionId>,
             if !is_clock_call(cx, &a.value) {
                 return None;
             }
-            Some(Start { binding: cx.model.definition_at(n.start())?, stmt: s })
+            Some(Start { binding: cx.model.definition_of(n)?, stmt: s })
         })
         .collect();
     if starts.is_empty() {
