@@ -107,6 +107,22 @@ pub struct LineCol {
     pub column: usize,
 }
 
+impl LineCol {
+    /// The line and column of byte `offset` (clamped to the text and to a char boundary),
+    /// counted from the start of the text: no index to build, for a file with a finding or two.
+    /// The same answer as [`LineIndex::line_col`].
+    pub fn at(text: &str, offset: usize) -> LineCol {
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let before = &text.as_bytes()[..offset];
+        let start = memchr::memrchr(b'\n', before).map_or(0, |i| i + 1);
+        let line = memchr::memchr_iter(b'\n', &before[..start]).count() + 1;
+        LineCol { line, column: text[start..offset].chars().count() + 1 }
+    }
+}
+
 /// A finding placed in a file, with its level after configuration.
 #[derive(Clone, Debug)]
 pub struct Diagnostic {
@@ -160,5 +176,37 @@ impl LineIndex {
 
     pub fn line_count(&self) -> usize {
         self.starts.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Counting from the start gives what the index gives, at every offset, including
+        /// offsets inside a character, at a line break and past the end.
+        #[test]
+        fn a_position_counted_from_the_start_is_the_indexed_one(
+            text in "(a|é|\u{1F600}|\n|\r\n| ){0,40}",
+            offsets in proptest::collection::vec(0usize..200, 1..8),
+        ) {
+            let index = LineIndex::new(&text);
+            for offset in offsets {
+                prop_assert_eq!(LineCol::at(&text, offset), index.line_col(&text, offset), "offset {}", offset);
+            }
+        }
+    }
+
+    #[test]
+    fn lines_and_columns_count_from_one_and_columns_count_characters() {
+        let text = "ab\né\u{1F600}x\n";
+        assert_eq!(LineCol::at(text, 0), LineCol { line: 1, column: 1 });
+        assert_eq!(LineCol::at(text, 3), LineCol { line: 2, column: 1 });
+        // After `é` (2 bytes) and the emoji (4 bytes): the third character of line 2.
+        assert_eq!(LineCol::at(text, 9), LineCol { line: 2, column: 3 });
+        assert_eq!(LineCol::at(text, 11), LineCol { line: 3, column: 1 });
     }
 }

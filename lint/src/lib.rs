@@ -57,6 +57,9 @@ use diagnostic::Finding;
 use source::FileCx;
 use suppress::Suppressions;
 
+/// Up to this many findings in a file are placed without building its line index.
+const FEW_FINDINGS: usize = 8;
+
 /// Files larger than this are reported (`D000`) instead of parsed.
 pub const MAX_FILE_BYTES: usize = 8 << 20;
 
@@ -160,15 +163,17 @@ pub(crate) fn lint_text(
             Language::Python => Suppressions::parse_python(&text),
         })
     };
-    let index = std::cell::OnceCell::new();
-    let index = || index.get_or_init(|| LineIndex::new(&text));
+    // A file with a few findings counts lines from the start for each; more share an index.
+    let index = (findings.len() > FEW_FINDINGS).then(|| LineIndex::new(&text));
+    let line_col =
+        |offset| index.as_ref().map_or_else(|| LineCol::at(&text, offset), |i| i.line_col(&text, offset));
     let mut pending = Vec::new();
     let mut diagnostics: Vec<Diagnostic> = findings
         .into_iter()
         .filter(|f| f.rule.code == registry::INTERNAL_ERROR.code || enabled.contains(f.rule.code))
         .filter_map(|mut f| {
-            let start = index().line_col(&text, f.range.start);
-            let end = index().line_col(&text, f.range.end);
+            let start = line_col(f.range.start);
+            let end = line_col(f.range.end);
             if f.rule.code != registry::INTERNAL_ERROR.code
                 && suppressions().suppresses(f.rule.code, start.line)
             {
