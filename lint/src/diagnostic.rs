@@ -112,15 +112,21 @@ impl LineCol {
     /// counted from the start of the text: no index to build, for a file with a finding or two.
     /// The same answer as [`LineIndex::line_col`].
     pub fn at(text: &str, offset: usize) -> LineCol {
-        let mut offset = offset.min(text.len());
-        while !text.is_char_boundary(offset) {
-            offset -= 1;
-        }
+        let offset = char_floor(text, offset);
         let before = &text.as_bytes()[..offset];
         let start = memchr::memrchr(b'\n', before).map_or(0, |i| i + 1);
         let line = memchr::memchr_iter(b'\n', &before[..start]).count() + 1;
         LineCol { line, column: text[start..offset].chars().count() + 1 }
     }
+}
+
+/// `offset` clamped to the text, then moved back to the start of the character it falls in.
+fn char_floor(text: &str, offset: usize) -> usize {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    offset
 }
 
 /// A finding placed in a file, with its level after configuration.
@@ -157,10 +163,7 @@ impl LineIndex {
 
     /// The line and column of byte `offset` (clamped to the text and to a char boundary).
     pub fn line_col(&self, text: &str, offset: usize) -> LineCol {
-        let mut offset = offset.min(text.len());
-        while !text.is_char_boundary(offset) {
-            offset -= 1;
-        }
+        let offset = char_floor(text, offset);
         let line = self.starts.partition_point(|&s| s <= offset).max(1);
         let start = self.starts[line - 1];
         LineCol { line, column: text[start..offset].chars().count() + 1 }
