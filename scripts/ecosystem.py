@@ -97,6 +97,15 @@ def validate(repos, findings):
     return problems
 
 
+def inside_only(member, dest):
+    """tarfile's `data` filter, skipping (not failing on) a member it refuses: a repository may
+    hold a link to a path outside itself (a checkpoint folder on its author's disk)."""
+    try:
+        return tarfile.data_filter(member, dest)
+    except tarfile.FilterError:
+        return None
+
+
 def ensure_tree(repo, commit, base, mirrors):
     """The repository's files at `commit` under `base`, exported from a mirror or cloned."""
     tree = base / repo.replace("/", "+")
@@ -114,7 +123,7 @@ def ensure_tree(repo, commit, base, mirrors):
         tree.mkdir(parents=True)
         if archive.returncode == 0:
             with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as t:
-                t.extractall(tree, filter="data")
+                t.extractall(tree, filter=inside_only)
         else:
             # A snapshot may lack some large blobs (media, weights): export the files it has.
             skipped = export_available(mirror, commit, tree)
