@@ -17,6 +17,7 @@ use crate::source::FileKind;
 
 use super::api;
 use super::model::{BindingId, BindingKind, Callee, FunctionId, LoopId, MAX_DEPTH, Model, Part};
+use super::rules::Rules;
 use super::rules::helpers::NameWords;
 use super::typing::{Kind, Truth, Types};
 
@@ -73,7 +74,7 @@ impl Reads {
         }
     }
 
-    fn meets(self, other: Reads) -> bool {
+    pub(crate) fn meets(self, other: Reads) -> bool {
         self.0 & other.0 != 0
     }
 }
@@ -83,15 +84,6 @@ impl std::ops::BitOr for Reads {
     fn bitor(self, other: Reads) -> Reads {
         Reads(self.0 | other.0)
     }
-}
-
-/// The indices of the rules whose bits are set in `bits`, lowest first (the rules' order).
-fn rule_bits(mut bits: u32) -> impl Iterator<Item = usize> {
-    std::iter::from_fn(move || {
-        let r = bits.trailing_zeros() as usize;
-        bits &= bits.checked_sub(1)?;
-        Some(r)
-    })
 }
 
 /// A node on the path from the module to the one being checked.
@@ -209,31 +201,23 @@ impl<'m, 'a> Checker<'m, 'a> {
     }
 
     /// Runs the rules over the module.
-    pub fn run(mut self, body: &'a [Stmt], mut rules: Vec<Box<dyn Rule>>) -> Vec<Finding> {
+    pub fn run(mut self, body: &'a [Stmt], mut rules: Rules) -> Vec<Finding> {
         let mut out = Vec::new();
-        // `rules::enabled` makes at most ten: a bit each.
-        let readers_of = |bit: Reads| {
-            (0..rules.len().min(32)).filter(|&r| rules[r].reads().meets(bit)).fold(0, |bits, r| bits | 1 << r)
-        };
         for (kind, readers) in self.readers.iter_mut().enumerate() {
-            *readers = readers_of(Reads(1 << kind));
+            *readers = rules.readers(Reads(1 << kind));
         }
-        self.stmt_readers = readers_of(Reads::STATEMENT);
-        self.test_readers = readers_of(Reads::TEST);
-        for (r, rule) in rules.iter().enumerate().take(32) {
-            for &name in rule.calls() {
-                self.call_filtered |= 1 << r;
-                match self.call_names.iter_mut().find(|(n, _)| *n == name) {
-                    Some((_, bits)) => *bits |= 1 << r,
-                    None => self.call_names.push((name, 1 << r)),
-                }
+        self.stmt_readers = rules.readers(Reads::STATEMENT);
+        self.test_readers = rules.readers(Reads::TEST);
+        for (name, bit) in rules.calls() {
+            self.call_filtered |= bit;
+            match self.call_names.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, bits)) => *bits |= bit,
+                None => self.call_names.push((name, bit)),
             }
         }
         self.module_body = body;
         self.body(body, &mut rules, &mut out);
-        for r in &mut rules {
-            r.finish(&self, &mut out);
-        }
+        rules.finish(&self, &mut out);
         out
     }
 
@@ -338,20 +322,18 @@ impl<'m, 'a> Checker<'m, 'a> {
 
     // ---- the walk ------------------------------------------------------------------------------
 
-    fn body(&mut self, body: &'a [Stmt], rules: &mut [Box<dyn Rule>], out: &mut Vec<Finding>) {
+    fn body(&mut self, body: &'a [Stmt], rules: &mut Rules, out: &mut Vec<Finding>) {
         for s in body {
             self.stmt(s, rules, out);
         }
     }
 
-    fn stmt(&mut self, stmt: &'a Stmt, rules: &mut [Box<dyn Rule>], out: &mut Vec<Finding>) {
+    fn stmt(&mut self, stmt: &'a Stmt, rules: &mut Rules, out: &mut Vec<Finding>) {
         if self.depth > MAX_DEPTH {
             return;
         }
         self.depth += 1;
-        for r in rule_bits(self.stmt_readers) {
-            rules[r].stmt(self, stmt, out);
-        }
+        rules.stmt(self.stmt_readers, self, stmt, out);
         self.parents.push(Node::Stmt(stmt));
         match stmt {
             Stmt::FunctionDef(def) => self.function_def(def, rules, out),
@@ -437,7 +419,7 @@ impl<'m, 'a> Checker<'m, 'a> {
     }
 
     /// The expressions and bodies of statements with no context of their own.
-    fn stmt_children(&mut self, stmt: &'a Stmt, rules: &mut [Box<dyn Rule>], out: &mut Vec<Finding>) {
+    fn stmt_children(&mut self, stmt: &'a Stmt, rules: &mut Rules, out: &mut Vec<Finding>) {
         match stmt {
             Stmt::Return(r) => {
                 if let Some(v) = &r.value {
@@ -490,12 +472,7 @@ impl<'m, 'a> Checker<'m, 'a> {
         }
     }
 
-    fn function_def(
-        &mut self,
-        def: &'a ast::StmtFunctionDef,
-        rules: &mut [Box<dyn Rule>],
-        out: &mut Vec<Finding>,
-    ) {
+    fn function_def(&mut self, def: &'a ast::StmtFunctionDef, rules: &mut Rules, out: &mut Vec<Finding>) {
         for d in &def.decorator_list {
             self.expr(&d.expression, rules, out);
         }
@@ -527,13 +504,7 @@ impl<'m, 'a> Checker<'m, 'a> {
         self.no_grad = saved.no_grad;
     }
 
-    fn in_loop(
-        &mut self,
-        stmt: &'a Stmt,
-        body: &'a [Stmt],
-        rules: &mut [Box<dyn Rule>],
-        out: &mut Vec<Finding>,
-    ) {
+    fn in_loop(&mut self, stmt: &'a Stmt, body: &'a [Stmt], rules: &mut Rules, out: &mut Vec<Finding>) {
         let id = self.model.loop_of_stmt(stmt);
         if let Some(id) = id {
             self.loops.push(id);
@@ -547,7 +518,7 @@ impl<'m, 'a> Checker<'m, 'a> {
         }
     }
 
-    fn arguments(&mut self, args: &'a ast::Arguments, rules: &mut [Box<dyn Rule>], out: &mut Vec<Finding>) {
+    fn arguments(&mut self, args: &'a ast::Arguments, rules: &mut Rules, out: &mut Vec<Finding>) {
         for a in &args.args {
             self.expr(a, rules, out);
         }
@@ -556,7 +527,7 @@ impl<'m, 'a> Checker<'m, 'a> {
         }
     }
 
-    fn expr(&mut self, expr: &'a Expr, rules: &mut [Box<dyn Rule>], out: &mut Vec<Finding>) {
+    fn expr(&mut self, expr: &'a Expr, rules: &mut Rules, out: &mut Vec<Finding>) {
         // Names and literals (about half of all expressions): no rule reads them on their own
         // ([`Reads::index_of`]) and they have nothing inside.
         if matches!(
@@ -584,9 +555,7 @@ impl<'m, 'a> Checker<'m, 'a> {
                 }
                 self.callee = Some((call.range(), callee));
             }
-            for r in rule_bits(readers) {
-                rules[r].expr(self, expr, out);
-            }
+            rules.expr(readers, self, expr, out);
         }
         self.parents.push(Node::Expr(expr));
         match expr {
@@ -676,10 +645,8 @@ impl<'m, 'a> Checker<'m, 'a> {
     }
 
     /// The test of an `if`, `elif` or `while`: shown to the rules that read tests, then walked.
-    fn test(&mut self, test: &'a Expr, rules: &mut [Box<dyn Rule>], out: &mut Vec<Finding>) {
-        for r in rule_bits(self.test_readers) {
-            rules[r].test(self, test, out);
-        }
+    fn test(&mut self, test: &'a Expr, rules: &mut Rules, out: &mut Vec<Finding>) {
+        rules.test(self.test_readers, self, test, out);
         self.expr(test, rules, out);
     }
 
@@ -687,7 +654,7 @@ impl<'m, 'a> Checker<'m, 'a> {
         &mut self,
         generators: &'a [ast::Comprehension],
         elts: &[&'a Expr],
-        rules: &mut [Box<dyn Rule>],
+        rules: &mut Rules,
         out: &mut Vec<Finding>,
     ) {
         for g in generators {

@@ -66,7 +66,7 @@ fn analyse(
     if !model.imports_torch {
         return Vec::new();
     }
-    let rules = rules::enabled(enabled);
+    let rules = rules::Rules::enabled(enabled);
     if rules.is_empty() {
         return Vec::new();
     }
