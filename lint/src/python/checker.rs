@@ -18,7 +18,7 @@ use crate::source::FileKind;
 use super::api;
 use super::model::{BindingId, BindingKind, Callee, FunctionId, LoopId, MAX_DEPTH, Model, Part};
 use super::rules::Rules;
-use super::rules::helpers::NameWords;
+use super::rules::helpers::{NameWords, name_words, names_accelerator};
 use super::typing::{Kind, Truth, Types};
 
 /// A rule of the Python front end.
@@ -120,6 +120,10 @@ pub(crate) struct Facts {
     pub sets_default_device: bool,
     /// The file mentions an accelerator (`cuda`, `mps`, ...): tensors may be on one.
     pub uses_accelerator: bool,
+    /// The file's name has `cuda` or `gpu` as a word (`accelerators/cuda.py`, `gpu_utils.py`),
+    /// or `mps`: code about that accelerator.
+    pub file_named_for_cuda: bool,
+    pub file_named_for_mps: bool,
     /// Where a call reads a wall clock (`time.time()`, `time.perf_counter()`, ...): per
     /// function (the innermost `def` around the call), and at the top level.
     clock_in: Vec<bool>,
@@ -821,6 +825,7 @@ impl Facts {
     }
 
     fn gather(model: &Model<'_>, types: &Types<'_, '_>, kind: FileKind, file_name: &str) -> Facts {
+        let stem_words = || name_words(file_name.strip_suffix(".py").unwrap_or(file_name));
         let n = model.functions().count();
         let loops = model.loops().count();
         let mut forward = vec![false; n];
@@ -961,6 +966,8 @@ impl Facts {
             application: !kind.is_library() || is_script(model, types, file_name, parses_args),
             sets_default_device,
             uses_accelerator,
+            file_named_for_cuda: stem_words().any(|w| names_accelerator(w, false)),
+            file_named_for_mps: stem_words().any(|w| names_accelerator(w, true)),
             clock_in,
             clock_at_top,
             backward: losses(model),

@@ -7,7 +7,9 @@ use crate::python::checker::{Checker, Node, Reads, Rule};
 use crate::python::model::FunctionId;
 use crate::rules::D002HardcodedAccelerator;
 
-use super::helpers::{accelerator, checks_for_accelerator, method_call, range, str_lit};
+use super::helpers::{
+    accelerator, checks_for_accelerator, method_call, name_words, names_accelerator, range, str_lit,
+};
 use super::python_side;
 
 python_side! {
@@ -21,8 +23,12 @@ python_side! {
     /// `examples/` and tests, files with an `if __name__ == "__main__":` block or a command
     /// line parser that define no `nn.Module`, the `__main__` block of any file, and functions
     /// called `main`. Nor are a parameter's default (`def load(device="cuda")`: the caller
-    /// chooses), comparisons (`x.device.type == "cuda"`), and placements that depend on a check
-    /// (`"cuda" if torch.cuda.is_available() else "cpu"`, a branch under `if args.cuda:`).
+    /// chooses), comparisons (`x.device.type == "cuda"`), placements that depend on a check
+    /// (`"cuda" if torch.cuda.is_available() else "cpu"`, a branch under `if args.cuda:`), a
+    /// device index taken from a variable (`x.cuda(rank)`, `torch.device("cuda", rank)`), and
+    /// code named for the accelerator it names — a file, class or function with `cuda` or `gpu`
+    /// (or `mps`) as a word of its name (`accelerators/cuda.py`, `class CUDAAccelerator`,
+    /// `def move_to_gpu`): that code is where the accelerator belongs.
     ///
     /// ### Why is this bad?
     /// The library only works on a machine whose first GPU is free and usable. It cannot run on
@@ -101,10 +107,20 @@ impl Rule for Check {
                 _ => return,
             }
         } else {
-            let Some((literal, shown)) = device_argument(cx, call) else { return };
+            let Some((literal, shown, index)) = device_argument(cx, call) else { return };
             let Some(device) = str_lit(literal).and_then(accelerator) else { return };
+            // `torch.device("cuda", 1)` is `cuda:1`.
+            let device = match index {
+                Some(i) if str_lit(literal).is_some_and(|l| l.trim() == "cuda") => {
+                    format!("cuda:{}", cx.text(i.range()))
+                }
+                _ => device,
+            };
             (device, literal.range(), shown)
         };
+        if named_for_accelerator(cx, &what) {
+            return;
+        }
         let by_start = self.by_start.get_or_insert_with(|| {
             let mut order: Vec<usize> = (0..cx.model.calls.len()).collect();
             order.sort_by_key(|&i| cx.model.calls[i].call.start());
@@ -131,17 +147,40 @@ impl Rule for Check {
 fn device_argument<'e>(
     cx: &Checker<'_, '_>,
     call: &'e ruff_python_ast::ExprCall,
-) -> Option<(&'e Expr, Shown)> {
+) -> Option<(&'e Expr, Shown, Option<&'e Expr>)> {
     if let Some(k) = call.arguments.find_keyword("device") {
-        return Some((&k.value, Shown::Whole(k.range())));
+        return Some((&k.value, Shown::Whole(k.range()), None));
     }
     let first = call.arguments.args.first()?;
     if let Expr::Attribute(a) = &*call.func
         && a.attr.as_str() == "to"
     {
-        return Some((first, Shown::To(first.range())));
+        return Some((first, Shown::To(first.range()), None));
     }
-    cx.callee_name(call).is_some_and(|q| q == "torch.device").then(|| (first, Shown::Device(first.range())))
+    if cx.callee_name(call).is_none_or(|q| q != "torch.device") {
+        return None;
+    }
+    // `torch.device("cuda", rank)` picks a device from a variable, as `.cuda(rank)` does.
+    let index = call.arguments.args.get(1).or_else(|| call.arguments.find_keyword("index").map(|k| &k.value));
+    if index.is_some_and(|i| !matches!(i, Expr::NumberLiteral(_))) {
+        return None;
+    }
+    let shown = TextRange::new(first.start(), index.map_or(first.end(), |i| i.end().max(first.end())));
+    Some((first, Shown::Device(shown), index))
+}
+
+/// Is the code named for the accelerator it names: a file, class or function whose name has it
+/// as a word (`accelerators/cuda.py`, `class CUDAAccelerator`, `class MPSBackend`,
+/// `def cuda_graph_capture`)? Such code is the place that knows about that device; the caller
+/// chose it by choosing the code.
+fn named_for_accelerator(cx: &Checker<'_, '_>, what: &str) -> bool {
+    let mps = what == "mps";
+    let named = |name: &str| name_words(name).any(|w| names_accelerator(w, mps));
+    let class =
+        cx.function.and_then(|f| cx.model.function(f).class).map(|c| cx.model.class(c).def.name.as_str());
+    (if mps { cx.facts.file_named_for_mps } else { cx.facts.file_named_for_cuda })
+        || class.is_some_and(named)
+        || cx.enclosing_functions().any(|f| named(cx.model.function(f).name()))
 }
 
 /// How a finding shows the code that names the device, written out only for a finding.

@@ -632,3 +632,63 @@ pub(crate) fn fixed_creation(cx: &Checker<'_, '_>, c: &ast::ExprCall, q: &str) -
 pub(crate) fn calls_a_value(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
     crate::python::checker::calls_a_value(cx.model, &cx.types, c)
 }
+
+/// The words of a Python name: split at `_`, and in CamelCase at each new capital word
+/// (`CUDAAccelerator`: `CUDA`, `Accelerator`; `to_cuda`: `to`, `cuda`).
+pub(crate) fn name_words(name: &str) -> impl Iterator<Item = &str> {
+    name.split(|c: char| !c.is_ascii_alphanumeric()).flat_map(|part| {
+        let b = part.as_bytes();
+        let mut start = 0;
+        std::iter::from_fn(move || {
+            if start >= b.len() {
+                return None;
+            }
+            // The next cut: a capital after a small letter, or the last capital of an acronym
+            // before a small letter.
+            let cut = (start + 1..b.len())
+                .find(|&i| {
+                    let (prev, cur) = (b[i - 1], b[i]);
+                    (prev.is_ascii_lowercase() && cur.is_ascii_uppercase())
+                        || (prev.is_ascii_uppercase()
+                            && cur.is_ascii_uppercase()
+                            && b.get(i + 1).is_some_and(|n| n.is_ascii_lowercase()))
+                })
+                .unwrap_or(b.len());
+            let word = &part[start..cut];
+            start = cut;
+            Some(word)
+        })
+    })
+}
+
+/// Is `word` (of a name: [`name_words`]) the name of an accelerator: `cuda` or `gpu`, or `mps`
+/// when `mps`?
+pub(crate) fn names_accelerator(word: &str, mps: bool) -> bool {
+    if mps {
+        word.eq_ignore_ascii_case("mps")
+    } else {
+        word.eq_ignore_ascii_case("cuda") || word.eq_ignore_ascii_case("gpu")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_split_into_words_at_underscores_and_capitals() {
+        fn words(n: &str) -> Vec<&str> {
+            name_words(n).collect()
+        }
+        assert_eq!(words("CUDAAccelerator"), ["CUDA", "Accelerator"]);
+        assert_eq!(words("MPSBackend"), ["MPS", "Backend"]);
+        assert_eq!(words("move_to_gpu"), ["move", "to", "gpu"]);
+        assert_eq!(words("CudaGraphRunner"), ["Cuda", "Graph", "Runner"]);
+        assert_eq!(words("gpu_utils2"), ["gpu", "utils2"]);
+        assert_eq!(words("_"), Vec::<&str>::new());
+        assert_eq!(words("x"), ["x"]);
+        // Words inside other words are not words: `Dumps` has no `mps`.
+        assert!(!name_words("Dumps").any(|w| names_accelerator(w, true)));
+        assert!(name_words("TorchMPSDevice").any(|w| names_accelerator(w, true)));
+    }
+}
