@@ -241,8 +241,9 @@ fn function_calls(cx: &Checker<'_, '_>, by_start: &[usize], f: FunctionId) -> Fu
     out
 }
 
-/// A method that implements a move (`def cuda(self): self.model.cuda()`): it is what the caller
-/// asked for.
+/// A method that implements a move generically (`def to(self, device): self.model.to(device)`,
+/// `_apply`): it is what the caller asked for. Methods named for the accelerator (`def cuda`,
+/// `def to_gpu`) are [`named_for_accelerator`].
 fn defines_a_move(cx: &Checker<'_, '_>) -> bool {
-    cx.function_name().is_some_and(|n| matches!(n, "cuda" | "to" | "_apply" | "to_gpu" | "gpu"))
+    cx.function_name().is_some_and(|n| matches!(n, "to" | "_apply"))
 }
