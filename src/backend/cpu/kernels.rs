@@ -25,7 +25,7 @@ where
             })
         }
     } else {
-        layout.offsets().map(|o| f(data[o])).collect()
+        simd::dispatch(simd::StridedMap { src: data, offsets: layout.offsets(), f: &f })
     }
 }
 
@@ -379,9 +379,13 @@ float_native!(f32, exp_f32);
 float_native!(f64, f64::exp);
 
 /// e^x for f32 without branches or libm calls, so loops over it vectorise (std's `expf` is a
-/// libm call per element). Cephes' range reduction and degree-6 polynomial: within 2 ulp of the
-/// exact value over the whole range; 2^n is applied in two halves so subnormal results stay
-/// exact, and the ends overflow to inf / underflow to 0 on their own. NaN stays NaN.
+/// libm call per element). Cephes' range reduction and degree-6 polynomial, every step a fused
+/// multiply-add: one instruction in the loops [`simd::dispatch`] compiles with FMA, which are
+/// bound by their count (fused: exp over 16M elements 6.6 -> 4.8 ms, softmax 2.4 -> 1.8 ms at 1
+/// thread), and a (correct, slow) libm call in the baseline build. Within 1.01 ulp of the exact
+/// value over the whole normal range (every 7th bit pattern; 1.28 before fusing), within 2 ulp
+/// everywhere; 2^n is applied in two halves so subnormal results stay exact, and the ends
+/// overflow to inf / underflow to 0 on their own. NaN stays NaN.
 #[inline(always)]
 pub(crate) fn exp_f32(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
@@ -392,16 +396,16 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     // target and a float-to-int `as` cast saturates with branches, and either stops vectorising.
     const ROUNDER: f32 = 12_582_912.0;
     let x = x.clamp(-104.0, 89.0);
-    let shifted = x * LOG2E + ROUNDER;
+    let shifted = x.mul_add(LOG2E, ROUNDER);
     let n = shifted - ROUNDER;
-    let r = x - n * LN2_HI - n * LN2_LO;
+    let r = n.mul_add(-LN2_LO, n.mul_add(-LN2_HI, x));
     let p = 1.987_569_1e-4_f32;
-    let p = p * r + 1.398_199_9e-3;
-    let p = p * r + 8.333_452e-3;
-    let p = p * r + 4.166_579_6e-2;
-    let p = p * r + 1.666_666_5e-1;
-    let p = p * r + 0.5;
-    let e = 1.0 + r + r * r * p;
+    let p = p.mul_add(r, 1.398_199_9e-3);
+    let p = p.mul_add(r, 8.333_452e-3);
+    let p = p.mul_add(r, 4.166_579_6e-2);
+    let p = p.mul_add(r, 1.666_666_5e-1);
+    let p = p.mul_add(r, 0.5);
+    let e = 1.0 + (r * r).mul_add(p, r);
     // n lies in [-150, 129] (for NaN it is garbage, and e is NaN): each half is a normal power of
     // two.
     let n = (shifted.to_bits() as i32).wrapping_sub(ROUNDER.to_bits() as i32);
@@ -821,6 +825,21 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A strided view's elements go through the same (dispatched) function as a contiguous
+    /// buffer's, in the view's order.
+    #[test]
+    fn exp_over_a_transposed_view_matches_the_scalar_function() {
+        let data: Vec<f32> = (0..600).map(|i| (i as f32 * 0.618_034).sin() * 90.0 - 10.0).collect();
+        let (rows, cols) = (20, 30);
+        let view = Layout { shape: vec![cols, rows], strides: vec![1, cols], offset: 0 };
+        assert!(!view.is_contiguous());
+        let got = unary_map(&data, &view, exp_f32);
+        for (k, (&g, o)) in got.iter().zip(view.offsets()).enumerate() {
+            assert_eq!(g, exp_f32(data[o]), "element {k} (offset {o})");
+        }
+        assert_eq!(got[1], exp_f32(data[cols]), "the view's second element is the second row's first");
     }
 
     fn softmax_reference(x: &[f32], log: bool) -> Vec<f64> {
