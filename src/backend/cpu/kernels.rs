@@ -378,10 +378,10 @@ macro_rules! float_native {
 float_native!(f32, exp_f32);
 float_native!(f64, f64::exp);
 
-/// e^x for f32 without branches or libm calls, so loops over it vectorise (std's `expf` is a
-/// libm call per element). Cephes' range reduction and degree-6 polynomial, every step a fused
-/// multiply-add: one instruction in the loops [`simd::dispatch`] compiles with FMA, which are
-/// bound by their count (fused: exp over 16M elements 6.6 -> 4.8 ms, softmax 2.4 -> 1.8 ms at 1
+/// e^x for f32 without branches, so loops over it vectorise (std's `expf` is a libm call per
+/// element). Cephes' range reduction and degree-6 polynomial, every step a fused multiply-add:
+/// one instruction in the loops [`simd::dispatch`] compiles with FMA, which are bound by their
+/// count (fused: exp over 16M elements 6.6 -> 4.8 ms, softmax 2.4 -> 1.8 ms at 1
 /// thread), and a (correct, slow) libm call in the baseline build. Within 1.01 ulp of the exact
 /// value over the whole normal range (every 7th bit pattern; 1.28 before fusing), within 2 ulp
 /// everywhere; 2^n is applied in two halves so subnormal results stay exact, and the ends
