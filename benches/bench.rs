@@ -1,9 +1,13 @@
-//! devcheck's benchmark runner: `cargo bench --bench bench -- [--json] [--quick] [FILTER...]`.
+//! devcheck's benchmark runner: `cargo bench --bench bench -- [--json] [--quick] [--caller-thread]
+//! [FILTER...]`.
 //!
 //! Each workload is timed after a warm-up over repeated runs; the median is reported as a rate
 //! (GFLOP/s, GB/s, steps/s, MB/s; higher is better) or, for the checker, as milliseconds (lower is
 //! better). Kernels, the training steps and the layers forward+backward run at 1 and 2 threads; the checker and the linter are
-//! single-threaded and run once. `scripts/bench-peers.sh` runs the same workloads in numpy and
+//! single-threaded and run once. With `--caller-thread` every workload runs once, on the program's
+//! own thread the way a user's training loop does (outside any rayon pool, with as many threads as
+//! `RAYON_NUM_THREADS` or the cores give), instead of inside a pool of 1 and then 2 threads.
+//! `scripts/bench-peers.sh` runs the same workloads in numpy and
 //! PyTorch and prints one table with the ratios.
 
 mod workloads;
@@ -37,20 +41,22 @@ enum Work {
 struct Options {
     json: bool,
     quick: bool,
+    caller_thread: bool,
     filters: Vec<String>,
 }
 
 fn main() {
-    let mut opts = Options { json: false, quick: false, filters: Vec::new() };
+    let mut opts = Options { json: false, quick: false, caller_thread: false, filters: Vec::new() };
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--json" => opts.json = true,
             "--quick" => opts.quick = true,
+            "--caller-thread" => opts.caller_thread = true,
             // cargo bench passes --bench to every bench target.
             "--bench" => {}
             other if other.starts_with("--") => {
                 eprintln!(
-                    "error: unknown option `{other}`\nhelp: options are --json, --quick, and name filters"
+                    "error: unknown option `{other}`\nhelp: options are --json, --quick, --caller-thread, and name filters"
                 );
                 std::process::exit(2);
             }
@@ -58,7 +64,10 @@ fn main() {
         }
     }
     let mut results = Vec::new();
-    for threads in [1, 2] {
+    if opts.caller_thread {
+        run_all(&opts, rayon::current_num_threads(), &mut results);
+    }
+    for threads in [1, 2].into_iter().filter(|_| !opts.caller_thread) {
         let pool = match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
             Ok(pool) => pool,
             Err(e) => {

@@ -67,6 +67,7 @@ pub(super) struct AdamConstants<T> {
 
 /// [`adam`] over the whole parameter, split across the thread pool when it is large.
 pub(super) fn adam_all<T: Real>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], k: AdamConstants<T>) {
+    crate::backend::cpu::threads::enter();
     if p.len() < 2 * CHUNK || rayon::current_num_threads() < 2 {
         return adam(p, g, m, v, k);
     }

@@ -441,6 +441,7 @@ pub(crate) fn compute(
             _ => cpu_inputs.extend(copies.next()),
         }
     }
+    crate::backend::cpu::threads::enter();
     Ok(Storage::Cpu(cpu(&cpu_inputs)))
 }
 

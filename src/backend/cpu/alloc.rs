@@ -165,6 +165,7 @@ fn reserve<U>(n: usize) -> (Vec<U>, bool) {
 /// # Safety
 /// `fill` must write every element of the slice it is given.
 pub(crate) unsafe fn filled<U: Copy>(n: usize, fill: impl FnOnce(&mut [MaybeUninit<U>])) -> Vec<U> {
+    super::threads::enter();
     let mut v = room_for(n);
     fill(&mut v.spare_capacity_mut()[..n]);
     // SAFETY: `fill` wrote all `n` elements (the caller's promise) into the reserved capacity.

@@ -8,6 +8,7 @@ mod kernels;
 mod matmul;
 pub(crate) mod norm;
 pub(crate) mod simd;
+pub(crate) mod threads;
 mod vmath;
 mod window;
 
