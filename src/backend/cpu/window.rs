@@ -216,8 +216,16 @@ pub(crate) fn col2im<T: Float>(cols: &[T], geo: &WindowGeometry) -> Vec<T> {
     let row = n * positions;
     // SAFETY: every element is written (zeroed) before anything is added to it.
     let mut out = unsafe { filled(geo.planes() * h * w, |out| out.fill(MaybeUninit::new(T::ZERO))) };
+    // No padding, stride 1, no dilation: each kernel offset adds a whole `[H', W']` block of the
+    // matrix to the plane, shifted by the offset.
+    let whole = geo.stride == [1, 1] && geo.padding == [0, 0] && geo.dilation == [1, 1];
     for_each_row(&mut out, h * w, |plane, dst| {
         let (sample, channel) = (plane / c, plane % c);
+        if whole {
+            let src = &cols[channel * geo.offsets() * row + sample * positions..];
+            simd::dispatch(AddWindows { src, row, dst, kernel: geo.kernel, out: geo.out, width: w });
+            return;
+        }
         for r in runs.iter().filter(|r| r.hi > r.lo) {
             let src = &cols[(channel * geo.offsets() + r.offset) * row + sample * positions + r.oi * ow..];
             let src = &src[r.lo..r.hi];
@@ -234,20 +242,81 @@ pub(crate) fn col2im<T: Float>(cols: &[T], geo: &WindowGeometry) -> Vec<T> {
     out
 }
 
-/// `dst += src` (equal lengths) for the short rows of a column matrix's gradient (rows of 11
-/// for a 3x3 kernel over a 13x13 plane): eight at a time as fixed-size blocks, which stay vector
-/// adds, then the rest one by one — a plain loop of unknown length runs element by element.
-#[inline(always)]
-fn add_row<T: Float>(dst: &mut [T], src: &[T]) {
-    let (dst8, dst_rest) = dst.as_chunks_mut::<8>();
-    let (src8, src_rest) = src.as_chunks::<8>();
-    for (d, s) in dst8.iter_mut().zip(src8) {
-        for k in 0..8 {
-            d[k] = d[k].add(s[k]);
+/// One plane of [`col2im`] with no padding, stride 1 and no dilation: kernel offset `(ki, kj)`
+/// adds its `[H', W']` block of the matrix (`src` from offset `(0, 0)`'s block, the offsets' rows
+/// `row` elements apart) to the plane `dst` (rows of `width`) from row `ki`, column `kj` on. The
+/// offsets go in order, so each element's sum runs in the same order as in the general path.
+struct AddWindows<'a, T> {
+    src: &'a [T],
+    row: usize,
+    dst: &'a mut [T],
+    kernel: [usize; 2],
+    out: [usize; 2],
+    width: usize,
+}
+
+impl<T: Float> simd::Kernel for AddWindows<'_, T> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let ([kh, kw], [oh, ow]) = (self.kernel, self.out);
+        if ow == 0 {
+            return;
+        }
+        for ki in 0..kh {
+            for kj in 0..kw {
+                let block = &self.src[(ki * kw + kj) * self.row..][..oh * ow];
+                for (oi, src) in block.chunks_exact(ow).enumerate() {
+                    add_row(&mut self.dst[(ki + oi) * self.width + kj..][..ow], src);
+                }
+            }
         }
     }
-    for (d, &s) in dst_rest.iter_mut().zip(src_rest) {
-        *d = d.add(s);
+}
+
+/// `dst += src` (equal lengths) for the short rows of a column matrix's gradient (rows of 11
+/// for a 3x3 kernel over a 13x13 plane). Rows of 4 to 31 are two fixed-size blocks, the first
+/// and the last `B` elements, both summed before either is stored: where they overlap both hold
+/// the same sums, so storing the second over the first changes nothing. Straight-line code, so
+/// the blocks stay vector adds (a plain loop of unknown length runs element by element). Longer
+/// rows go eight at a time, then the rest one by one.
+#[inline(always)]
+fn add_row<T: Float>(dst: &mut [T], src: &[T]) {
+    let len = dst.len().min(src.len());
+    let (dst, src) = (&mut dst[..len], &src[..len]);
+    match len {
+        16..32 => add_ends::<T, 16>(dst, src),
+        8..16 => add_ends::<T, 8>(dst, src),
+        4..8 => add_ends::<T, 4>(dst, src),
+        _ => {
+            let (dst8, dst_rest) = dst.as_chunks_mut::<8>();
+            let (src8, src_rest) = src.as_chunks::<8>();
+            for (d, s) in dst8.iter_mut().zip(src8) {
+                for k in 0..8 {
+                    d[k] = d[k].add(s[k]);
+                }
+            }
+            for (d, &s) in dst_rest.iter_mut().zip(src_rest) {
+                *d = d.add(s);
+            }
+        }
+    }
+}
+
+/// `dst += src` for rows of `B` to `2B` elements (see [`add_row`]).
+#[inline(always)]
+fn add_ends<T: Float, const B: usize>(dst: &mut [T], src: &[T]) {
+    let sum = |d: Option<&[T; B]>, s: Option<&[T; B]>| -> Option<[T; B]> {
+        let (d, s) = (d?, s?);
+        Some(std::array::from_fn(|k| d[k].add(s[k])))
+    };
+    let first = sum(dst.first_chunk::<B>(), src.first_chunk::<B>());
+    let last = sum(dst.last_chunk::<B>(), src.last_chunk::<B>());
+    if let (Some(first), Some(d)) = (first, dst.first_chunk_mut::<B>()) {
+        *d = first;
+    }
+    if let (Some(last), Some(d)) = (last, dst.last_chunk_mut::<B>()) {
+        *d = last;
     }
 }
 
@@ -910,6 +979,22 @@ mod tests {
             let geo = geo.expect("assumed");
             let len = c * kh * kw * n * geo.out[0] * geo.out[1];
             // Values whose sums round, so that a different order of the additions shows.
+            let cols: Vec<f32> = (0..len).map(|i| (i as f32 * 0.37).sin() * 1e3 + 0.1).collect();
+            let got = col2im(&cols, &geo);
+            let want = col2im_by_definition(&cols, &geo);
+            prop_assert!(got.iter().map(|v| v.to_bits()).eq(want.iter().map(|v| v.to_bits())), "{geo:?}");
+        }
+
+        #[test]
+        fn col2im_without_padding_or_stride_matches_the_definition(
+            n in 1usize..3, c in 1usize..3, kh in 1usize..4, kw in prop::sample::select(vec![1usize, 2, 3, 5]),
+            h in 1usize..9, w in 1usize..60,
+        ) {
+            // The whole-block path (stride 1, no padding, no dilation), rows of 1 to 59.
+            let geo = geometry([n, c, h, w], [kh, kw], [1, 1], [0, 0], [1, 1]);
+            prop_assume!(geo.is_some());
+            let geo = geo.expect("assumed");
+            let len = c * kh * kw * n * geo.out[0] * geo.out[1];
             let cols: Vec<f32> = (0..len).map(|i| (i as f32 * 0.37).sin() * 1e3 + 0.1).collect();
             let got = col2im(&cols, &geo);
             let want = col2im_by_definition(&cols, &geo);
