@@ -134,14 +134,21 @@ pub(crate) fn im2col<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry) -
     let fill = |row: usize, dst: &mut [MaybeUninit<T>]| {
         let (channel, offset) = (row / geo.offsets(), row % geo.offsets());
         let runs = &runs[offset * oh..(offset + 1) * oh];
+        if whole[offset] {
+            let (first, bases) = (runs.first().map_or(0, |r| r.row * sh + r.col), &bases[channel..]);
+            simd::dispatch(CopyWindows {
+                x,
+                bases,
+                step: c,
+                first,
+                row_step: geo.stride[0] * sh,
+                dst,
+                out: [oh, ow],
+            });
+            return;
+        }
         for (sample, dst) in dst.chunks_exact_mut(positions).enumerate() {
             let base = bases[sample * c + channel];
-            if whole[offset] {
-                for (r, dst) in runs.iter().zip(dst.chunks_exact_mut(ow)) {
-                    copy_row(dst, &x[base + r.row * sh + r.col..][..ow]);
-                }
-                continue;
-            }
             for (r, dst) in runs.iter().zip(dst.chunks_exact_mut(ow)) {
                 let (before, rest) = dst.split_at_mut(r.lo);
                 let (inside, after) = rest.split_at_mut(r.hi - r.lo);
@@ -163,6 +170,36 @@ pub(crate) fn im2col<T: Float>(x: &[T], layout: &Layout, geo: &WindowGeometry) -
     // SAFETY: every row is split into one chunk per sample and output row, and each chunk is
     // written whole (padding before `lo`, input values up to `hi`, padding after).
     unsafe { filled(c * geo.offsets() * row, |out| for_each_row(out, row, fill)) }
+}
+
+/// One row of [`im2col`] for a kernel offset whose every output row reads one unbroken run of
+/// input columns: for each sample, its `[H', W']` block copied row by row from the plane at
+/// `bases[sample * step] + first`, input rows `row_step` apart.
+struct CopyWindows<'a, T> {
+    x: &'a [T],
+    bases: &'a [usize],
+    step: usize,
+    first: usize,
+    row_step: usize,
+    dst: &'a mut [MaybeUninit<T>],
+    out: [usize; 2],
+}
+
+impl<T: Copy> simd::Kernel for CopyWindows<'_, T> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let [oh, ow] = self.out;
+        if oh * ow == 0 {
+            return;
+        }
+        let bases = self.bases.iter().step_by(self.step);
+        for (dst, &base) in self.dst.chunks_exact_mut(oh * ow).zip(bases) {
+            for (oi, dst) in dst.chunks_exact_mut(ow).enumerate() {
+                copy_row(dst, &self.x[base + self.first + oi * self.row_step..][..ow]);
+            }
+        }
+    }
 }
 
 /// `dst = src` (equal lengths) for the short rows of a column matrix (a 3x3 kernel over a 13x13
@@ -198,9 +235,8 @@ fn copy_row<T: Copy>(dst: &mut [MaybeUninit<T>], src: &[T]) {
 fn copy_ends<T: Copy, const B: usize>(dst: &mut [MaybeUninit<T>], src: &[T]) {
     let copy = |dst: Option<&mut [MaybeUninit<T>; B]>, src: Option<&[T; B]>| {
         if let (Some(dst), Some(src)) = (dst, src) {
-            for (d, &s) in dst.iter_mut().zip(src) {
-                d.write(s);
-            }
+            // One array copy: an element loop here became scalar moves where AVX-512 is enabled.
+            *dst = src.map(MaybeUninit::new);
         }
     };
     copy(dst.first_chunk_mut::<B>(), src.first_chunk::<B>());
