@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use std::borrow::Cow;
 
-use super::{Float, PARALLEL_THRESHOLD, contiguous, filled, simd, sum_lanes};
+use super::{Float, PARALLEL_THRESHOLD, contiguous, filled, simd};
 use crate::shape::Layout;
 
 /// Where each output position of a window reads its (N, C, H, W) input.
@@ -384,13 +384,7 @@ pub(crate) fn channels_first<T: Float>(g: &[T], channels: usize, samples: usize)
     let positions = g.len() / (channels * samples).max(1);
     let mut sums = vec![T::ZERO; channels];
     let fill = |(channel, (dst, sum)): (usize, (&mut [MaybeUninit<T>], &mut T))| {
-        for (sample, dst) in dst.chunks_exact_mut(positions).enumerate() {
-            let src = &g[(sample * channels + channel) * positions..][..positions];
-            for (d, &v) in dst.iter_mut().zip(src) {
-                d.write(v);
-            }
-            *sum = sum.add(sum_lanes(src));
-        }
+        *sum = simd::dispatch(ChannelRows { g, channel, channels, positions, dst });
     };
     let row = samples * positions;
     let fill_all = |out: &mut [MaybeUninit<T>]| {
@@ -406,6 +400,47 @@ pub(crate) fn channels_first<T: Float>(g: &[T], channels: usize, samples: usize)
     // SAFETY: each channel's row is split into one chunk per sample, each written whole.
     let out = unsafe { filled(g.len(), fill_all) };
     (out, sums)
+}
+
+/// One channel's row of [`channels_first`]: each sample's `positions` values of channel
+/// `channel` copied from `g` (`[N, O, L]`) into `dst` in turn, and the channel's sum — each
+/// sample's part summed as `sum_lanes` does (eight interleaved partial sums, then the tail) and
+/// the parts added in sample order — in one pass.
+struct ChannelRows<'a, T> {
+    g: &'a [T],
+    channel: usize,
+    channels: usize,
+    positions: usize,
+    dst: &'a mut [MaybeUninit<T>],
+}
+
+impl<T: Float> simd::Kernel for ChannelRows<'_, T> {
+    type Output = T;
+    #[inline(always)]
+    fn run(self) -> T {
+        let mut total = T::ZERO;
+        if self.positions == 0 {
+            return total;
+        }
+        for (sample, dst) in self.dst.chunks_exact_mut(self.positions).enumerate() {
+            let src = &self.g[(sample * self.channels + self.channel) * self.positions..][..self.positions];
+            let mut lanes = [T::ZERO; 8];
+            let (src8, tail) = src.as_chunks::<8>();
+            let (dst8, dst_tail) = dst.as_chunks_mut::<8>();
+            for (d, s) in dst8.iter_mut().zip(src8) {
+                *d = s.map(MaybeUninit::new);
+                for (l, &x) in lanes.iter_mut().zip(s) {
+                    *l = l.add(x);
+                }
+            }
+            for (d, &x) in dst_tail.iter_mut().zip(tail) {
+                d.write(x);
+            }
+            let part = lanes.iter().fold(T::ZERO, |a, &b| a.add(b));
+            total = total.add(tail.iter().fold(part, |a, &b| a.add(b)));
+        }
+        total
+    }
 }
 
 /// Runs `fill(i, row)` on each `row`-element row of `out`, spread over the pool's threads when
