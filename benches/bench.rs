@@ -64,10 +64,12 @@ fn main() {
         }
     }
     let mut results = Vec::new();
+    // The program's own thread (outside any pool), or a pool of 1 and then 2 threads.
+    let pools: &[usize] = if opts.caller_thread { &[] } else { &[1, 2] };
     if opts.caller_thread {
         run_all(&opts, rayon::current_num_threads(), &mut results);
     }
-    for threads in [1, 2].into_iter().filter(|_| !opts.caller_thread) {
+    for &threads in pools {
         let pool = match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
             Ok(pool) => pool,
             Err(e) => {

@@ -405,7 +405,9 @@ pub(crate) fn channels_first<T: Float>(g: &[T], channels: usize, samples: usize)
 /// One channel's row of [`channels_first`]: each sample's `positions` values of channel
 /// `channel` copied from `g` (`[N, O, L]`) into `dst` in turn, and the channel's sum — each
 /// sample's part summed as `sum_lanes` does (eight interleaved partial sums, then the tail) and
-/// the parts added in sample order — in one pass.
+/// the parts added in sample order — in one pass. (Copying first and then calling `sum_lanes`
+/// on the row, the same additions, measured 45 and 131 µs on the small CNN's two convolutions
+/// against 31 and 70 for the one pass.)
 struct ChannelRows<'a, T> {
     g: &'a [T],
     channel: usize,
