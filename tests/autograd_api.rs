@@ -217,3 +217,39 @@ fn writing_into_a_tensor_is_refused_while_gradients_are_tracked() {
     x.add_into(&x, &out).unwrap();
     assert_eq!(out.to_vec::<f64>().unwrap(), vec![2.0, 4.0]);
 }
+
+// ReLU's backward writes its result over the gradient it is handed when nothing else holds that
+// gradient; here the same gradient also becomes a leaf's `.grad` (an addition passes it to both
+// operands unchanged), and a caller's output gradient stays the caller's.
+#[test]
+fn relu_never_writes_over_a_gradient_someone_else_holds() {
+    let (w, v) = (leaf(&[1.0, -2.0, 3.0, -4.0]), leaf(&[0.5, 0.5, 0.5, 0.5]));
+    let c = vec64(&[1.0, 2.0, 3.0, 4.0]);
+    let loss = w.relu().unwrap().add(&v).unwrap().mul(&c).unwrap().sum_all().unwrap();
+    loss.backward().unwrap();
+    assert_eq!(grad_of(&v), vec![1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(grad_of(&w), vec![1.0, 0.0, 3.0, 0.0]);
+
+    let x = leaf(&[-1.0, 2.0, -3.0]);
+    let seed = vec64(&[5.0, 6.0, 7.0]);
+    x.relu().unwrap().backward_with_grad(&seed).unwrap();
+    assert_eq!(seed.to_vec::<f64>().unwrap(), vec![5.0, 6.0, 7.0]);
+    assert_eq!(grad_of(&x), vec![0.0, 6.0, 0.0]);
+
+    // The gradient a product makes is handed to ReLU alone, which writes over it; the result is
+    // the same.
+    let x = leaf(&[-1.0, 2.0, -3.0, 4.0]);
+    x.relu().unwrap().mul(&c).unwrap().sum_all().unwrap().backward().unwrap();
+    assert_eq!(grad_of(&x), vec![0.0, 2.0, 0.0, 4.0]);
+
+    // Large enough to be split over the pool's threads.
+    let n = 300_001;
+    let values: Vec<f32> = (0..n).map(|i| ((i * 7919) % 13) as f32 - 6.0).collect();
+    let weights: Vec<f32> = (0..n).map(|i| (i % 5) as f32).collect();
+    let x = Tensor::from_slice(&values, [n], &Device::Cpu).unwrap().with_requires_grad().unwrap();
+    let c = Tensor::from_slice(&weights, [n], &Device::Cpu).unwrap();
+    x.relu().unwrap().mul(&c).unwrap().sum_all().unwrap().backward().unwrap();
+    let expected: Vec<f32> =
+        values.iter().zip(&weights).map(|(&v, &w)| if v > 0.0 { w } else { 0.0 }).collect();
+    assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), expected);
+}

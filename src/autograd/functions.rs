@@ -199,10 +199,12 @@ impl GradFn {
         }
     }
 
-    /// Gradients of the inputs from the gradient `g` of the output; only those flagged in
-    /// `needed` are computed.
-    pub(crate) fn backward(&self, g: &Tensor, needed: &[bool]) -> Result<Grads> {
+    /// Gradients of the inputs from the gradient of the output, which the engine hands over (a
+    /// kernel may write its result over it: see [`kernels::relu_backward`]); only those flagged
+    /// in `needed` are computed.
+    pub(crate) fn backward(&self, grad: Tensor, needed: &[bool]) -> Result<Grads> {
         let want = |i: usize| needed.get(i).copied().unwrap_or(false);
+        let g = &grad;
         Ok(match self {
             GradFn::AddSub { sub, lhs_shape, rhs_shape } => {
                 let ga = if want(0) { Some(sum_to_opt(g, lhs_shape.as_deref())?) } else { None };
@@ -217,6 +219,9 @@ impl GradFn {
             GradFn::Binary { op, lhs, rhs } => binary(*op, lhs, rhs, g, want(0), want(1))?,
             GradFn::Scalar { op, value, reversed, input } => {
                 vec![Some(scalar(*op, *value, *reversed, input, g)?)]
+            }
+            GradFn::Unary { op: UnaryOp::Relu, input, .. } => {
+                vec![Some(kernels::relu_backward(input, grad)?)]
             }
             GradFn::Unary { op, input, out } => vec![Some(unary(*op, input, out.as_ref(), g)?)],
             GradFn::Matmul { lhs, rhs } => matmul(lhs, rhs, g, want(0), want(1))?,
@@ -419,7 +424,7 @@ fn unary(op: UnaryOp, x: &Tensor, out: Option<&Tensor>, g: &Tensor) -> Result<Te
     let y = || result_of(op, x, out);
     match op {
         UnaryOp::Neg => g.neg(),
-        UnaryOp::Relu => kernels::relu_backward(x, g),
+        UnaryOp::Relu => kernels::relu_backward(x, g.clone()),
         UnaryOp::Abs => {
             let dtype = g.dtype();
             let pos = x.cmp_scalar(crate::tensor::CmpOp::Gt, 0.0)?.to_dtype(dtype)?;

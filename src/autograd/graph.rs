@@ -88,7 +88,7 @@ pub(crate) fn run_backward(root: &Tensor, seed: Tensor, location: &'static Locat
     for (i, node) in order.iter().enumerate() {
         let Some(grad) = grads[i].take() else { continue };
         let needed: Vec<bool> = node.edges.iter().map(Option::is_some).collect();
-        let input_grads = node.grad_fn.backward(&grad, &needed)?;
+        let input_grads = node.grad_fn.backward(grad, &needed)?;
         for (edge, input_grad) in node.edges.iter().zip(input_grads) {
             let (Some(edge), Some(input_grad)) = (edge, input_grad) else { continue };
             match edge {

@@ -18,21 +18,45 @@ fn host_or_fake(tensors: &[&Tensor]) -> bool {
     fake::is_active() || tensors.iter().all(|t| t.device().is_cpu() || t.is_fake())
 }
 
-/// `g` where `x > 0`, else 0.
-pub(crate) fn relu_backward(x: &Tensor, g: &Tensor) -> Result<Tensor> {
-    if !host_or_fake(&[x, g]) {
+/// `g` where `x > 0`, else 0. `g` is the gradient the autograd engine hands over: where nothing
+/// else holds its buffer, the result is written over it (one pass reading `x`), instead of into
+/// a fresh buffer (which also reads each of its cache lines from memory before writing it).
+pub(crate) fn relu_backward(x: &Tensor, g: Tensor) -> Result<Tensor> {
+    if !host_or_fake(&[x, &g]) {
         return g.mul(&x.cmp_scalar(CmpOp::Gt, 0.0)?.to_dtype(g.dtype())?);
+    }
+    fn pass<T: Float>(x: T, g: T) -> T {
+        if x > T::ZERO { g } else { T::ZERO }
+    }
+    let location = Location::caller();
+    let in_place = !fake::is_active()
+        && x.is_contiguous()
+        && x.shape() == g.shape()
+        && matches!(*x.storage(), Storage::Cpu(_));
+    if let Some(mut elements) = in_place.then(|| g.take_sole_host_elements()).flatten() {
+        let written = {
+            let guard = x.storage();
+            let Storage::Cpu(xs) = &*guard else { unreachable!("checked above: `x` is in host memory") };
+            let at = x.layout().offset;
+            match (xs, &mut elements) {
+                (CpuStorage::F32(a), CpuStorage::F32(b)) => cpu::zip_in_place(b, &a[at..], pass),
+                (CpuStorage::F64(a), CpuStorage::F64(b)) => cpu::zip_in_place(b, &a[at..], pass),
+                (CpuStorage::F16(a), CpuStorage::F16(b)) => cpu::zip_in_place(b, &a[at..], pass),
+                (CpuStorage::BF16(a), CpuStorage::BF16(b)) => cpu::zip_in_place(b, &a[at..], pass),
+                _ => unreachable!("relu's gradient is recorded for floating tensors of one dtype only"),
+            }
+            Storage::Cpu(elements)
+        };
+        return Ok(g.derived(written, g.shape(), g.dtype(), "relu_backward", location));
     }
     let storage = compute(
         "relu_backward",
-        Location::caller(),
-        &[x, g],
+        location,
+        &[x, &g],
         (g.shape(), g.dtype()),
         |s| {
             fn run<T: Float>(x: &[T], lx: &Layout, g: &[T], lg: &Layout) -> CpuStorage {
-                CpuStorage::from_vec(cpu::binary_map(x, lx, g, lg, &lg.shape, |x: T, g: T| {
-                    if x > T::ZERO { g } else { T::ZERO }
-                }))
+                CpuStorage::from_vec(cpu::binary_map(x, lx, g, lg, &lg.shape, pass))
             }
             let (lx, lg) = (x.layout(), g.layout());
             match (s[0], s[1]) {
@@ -45,7 +69,7 @@ pub(crate) fn relu_backward(x: &Tensor, g: &Tensor) -> Result<Tensor> {
         },
         host_only("relu_backward"),
     )?;
-    Ok(g.derived(storage, g.shape(), g.dtype(), "relu_backward", Location::caller()))
+    Ok(g.derived(storage, g.shape(), g.dtype(), "relu_backward", location))
 }
 
 /// The gradient of `softmax`/`log_softmax` along `dim` from its output `y`:

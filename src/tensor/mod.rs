@@ -333,6 +333,27 @@ impl Tensor {
         self.0.storage.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// This tensor's host elements, moved out of it, where nothing else can reach them: this is
+    /// the only handle on the tensor, no view or other tensor shares its storage, nothing holds a
+    /// weak handle on either (the transfer ledger), and the storage holds exactly this tensor's
+    /// elements in order. The tensor is left with no elements: only for a caller that owns it and
+    /// drops it next (the autograd engine's gradient, handed to one node's backward).
+    pub(crate) fn take_sole_host_elements(&self) -> Option<CpuStorage> {
+        let sole = Arc::strong_count(&self.0) == 1
+            && Arc::weak_count(&self.0) == 0
+            && Arc::strong_count(&self.0.storage) == 1
+            && Arc::weak_count(&self.0.storage) == 0;
+        if !sole || !self.is_contiguous() || self.layout().offset != 0 {
+            return None;
+        }
+        let mut guard = self.storage_mut();
+        let Storage::Cpu(s) = &mut *guard else { return None };
+        if crate::backend::cpu::with_storage!(&*s, v => v.len()) != self.numel() {
+            return None;
+        }
+        Some(std::mem::replace(s, CpuStorage::full(0.0, 0, self.dtype())))
+    }
+
     /// This tensor as it appears in an error: role, name, device, dtype, shape, origin.
     pub(crate) fn operand(&self, role: impl Into<String>) -> Operand {
         Operand {

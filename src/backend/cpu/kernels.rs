@@ -29,6 +29,17 @@ where
     }
 }
 
+/// `out[i] = f(a[i], out[i])` for two contiguous buffers of one length: a result written over an
+/// operand the caller owns (a gradient the autograd engine handed over).
+pub(crate) fn zip_in_place<A, U>(out: &mut [U], a: &[A], f: impl Fn(A, U) -> U + Sync)
+where
+    A: Copy + Send + Sync,
+    U: Copy + Send + Sync,
+{
+    debug_assert_eq!(out.len(), a.len());
+    for_each_chunk(out, 1, |start, o| simd::dispatch(simd::ZipInPlace { a: &a[start..], out: o, f: &f }))
+}
+
 /// `f(a, b)` over the broadcast of two views to `out_shape` (the front end has checked it). The
 /// operands may hold different types (`masked_fill`'s values and bool mask).
 pub(crate) fn binary_map<A, B, U>(

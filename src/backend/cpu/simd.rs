@@ -195,6 +195,23 @@ fn stream_fence() {
     };
 }
 
+/// `out[i] = f(a[i], out[i])`: a buffer updated in place from an operand of its length.
+pub(crate) struct ZipInPlace<'a, A, U, F> {
+    pub a: &'a [A],
+    pub out: &'a mut [U],
+    pub f: &'a F,
+}
+
+impl<A: Copy, U: Copy, F: Fn(A, U) -> U> Kernel for ZipInPlace<'_, A, U, F> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        for (o, &x) in self.out.iter_mut().zip(self.a) {
+            *o = (self.f)(x, *o);
+        }
+    }
+}
+
 /// Each row of `out` (rows of `row.len()`) is `f(a_row[j], row[j])`: an operand broadcast along
 /// the leading dims, e.g. a bias (a caller with the row on the left swaps `f`'s arguments).
 pub(crate) struct ZipRows<'a, A, B, U, F> {
