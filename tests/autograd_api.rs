@@ -242,6 +242,11 @@ fn relu_never_writes_over_a_gradient_someone_else_holds() {
     x.relu().unwrap().mul(&c).unwrap().sum_all().unwrap().backward().unwrap();
     assert_eq!(grad_of(&x), vec![0.0, 2.0, 0.0, 4.0]);
 
+    // The backward reads ReLU's result, not its input: the two are positive at the same places.
+    let x = leaf(&[f64::NAN, -0.0, 0.0, 1.5]);
+    x.relu().unwrap().sum_all().unwrap().backward().unwrap();
+    assert_eq!(grad_of(&x), vec![0.0, 0.0, 0.0, 1.0]);
+
     // Large enough to be split over the pool's threads.
     let n = 300_001;
     let values: Vec<f32> = (0..n).map(|i| ((i * 7919) % 13) as f32 - 6.0).collect();

@@ -31,7 +31,8 @@ pub(crate) enum GradFn {
         reversed: bool,
         input: Tensor,
     },
-    /// `out` is kept for the functions whose derivative is cheapest from their result.
+    /// `out` is kept for the functions whose derivative is cheapest from their result. For ReLU,
+    /// `input` is its result (positive exactly where the input is), so the input can be freed.
     Unary {
         op: UnaryOp,
         input: Tensor,

@@ -889,7 +889,11 @@ impl Tensor {
         let out = self.derived(storage, self.shape(), self.dtype(), op.name(), location);
         Ok(record(out, &[self], |out| GradFn::Unary {
             op,
-            input: self.clone(),
+            // ReLU's gradient needs only where the input is positive, which is exactly where its
+            // result is (NaN and -0 are neither): keeping the result lets the input go, which
+            // after a convolution is a buffer the size of the activation, while the next op
+            // (a pooling) keeps the result anyway.
+            input: if op == UnaryOp::Relu { out.detach() } else { self.clone() },
             out: crate::autograd::unary_keeps_output(op).then(|| out.detach()),
         }))
     }
