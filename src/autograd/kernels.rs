@@ -37,12 +37,13 @@ pub(crate) fn relu_backward(x: &Tensor, g: Tensor) -> Result<Tensor> {
         let written = {
             let guard = x.storage();
             let Storage::Cpu(xs) = &*guard else { unreachable!("checked above: `x` is in host memory") };
-            let at = x.layout().offset;
+            // `x` is contiguous with `g`'s shape: its elements are `g.numel()` from its offset.
+            let run = x.layout().offset..x.layout().offset + g.numel();
             match (xs, &mut elements) {
-                (CpuStorage::F32(a), CpuStorage::F32(b)) => cpu::zip_in_place(b, &a[at..], pass),
-                (CpuStorage::F64(a), CpuStorage::F64(b)) => cpu::zip_in_place(b, &a[at..], pass),
-                (CpuStorage::F16(a), CpuStorage::F16(b)) => cpu::zip_in_place(b, &a[at..], pass),
-                (CpuStorage::BF16(a), CpuStorage::BF16(b)) => cpu::zip_in_place(b, &a[at..], pass),
+                (CpuStorage::F32(a), CpuStorage::F32(b)) => cpu::zip_in_place(b, &a[run], pass),
+                (CpuStorage::F64(a), CpuStorage::F64(b)) => cpu::zip_in_place(b, &a[run], pass),
+                (CpuStorage::F16(a), CpuStorage::F16(b)) => cpu::zip_in_place(b, &a[run], pass),
+                (CpuStorage::BF16(a), CpuStorage::BF16(b)) => cpu::zip_in_place(b, &a[run], pass),
                 _ => unreachable!("relu's gradient is recorded for floating tensors of one dtype only"),
             }
             Storage::Cpu(elements)
