@@ -399,6 +399,12 @@ impl<'a> Model<'a> {
         &self.scopes[id.index()]
     }
 
+    /// Some scope declares a name `global` or `nonlocal`: an assignment there binds a name of
+    /// another scope, with a value written in this one.
+    pub fn declares_outer_names(&self) -> bool {
+        self.scopes.iter().any(|s| !s.outer.is_empty())
+    }
+
     /// The function a `def` statement defines.
     pub fn function_of_def(&self, def: &ast::StmtFunctionDef) -> Option<FunctionId> {
         self.functions_by_start.get(&def.name.start()).copied()

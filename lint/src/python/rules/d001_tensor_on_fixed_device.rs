@@ -56,7 +56,9 @@ python_side! {
     /// ### Fix safety
     /// The fix passes `device=x.device`, where `x` is the function's first tensor parameter. It
     /// is safe when that parameter is annotated `torch.Tensor`; otherwise it is unsafe (the
-    /// parameter may not be a tensor). There is no fix when the function has no such parameter.
+    /// parameter may not be a tensor). There is no fix when the function has no such parameter,
+    /// nor when the tensor is made outside the function (in a helper, an enclosing function or
+    /// at the top level of the file, where its input does not exist).
     pub struct D001Torch {
         code: "D001",
         preview: "It reported one finding (true) on the 24 public PyTorch repositories of the ecosystem check and found 1 of their 6 known hazards: too few findings to measure its precision on real code.",
@@ -66,8 +68,12 @@ python_side! {
 #[derive(Default)]
 pub(crate) struct Check {
     reported: FxHashSet<TextSize>,
-    /// Per function, once known: does the rule look at its body ([`function_active`])?
+    /// Per function, once known: does the rule look at its body ([`function_active`] and
+    /// [`Sources::reach`])?
     active: Vec<Option<bool>>,
+    /// Where the file's tensors on a fixed device can come from; worked out when the rule first
+    /// looks at a function.
+    sources: Option<Sources>,
 }
 
 /// Chains of bindings deeper than this are not followed.
@@ -105,7 +111,72 @@ impl Check {
         if self.active.len() <= f.index() {
             self.active.resize(f.index() + 1, None);
         }
-        *self.active[f.index()].get_or_insert_with(|| function_active(cx, f))
+        if let Some(known) = self.active[f.index()] {
+            return known;
+        }
+        let active =
+            function_active(cx, f) && self.sources.get_or_insert_with(|| Sources::of(cx)).reach(cx, f);
+        self.active[f.index()] = Some(active);
+        active
+    }
+}
+
+/// The scopes of a file that hold a call [`fixed_origin`] can end at or pass through: a creation
+/// call, or a call that may name a function of this file (whose returns it follows). It follows
+/// nothing else — names to their bindings, calls to their arguments or receivers — so an operand
+/// of a function can come from a creation call only when one of these lies in the function, in a
+/// function enclosing it, or at the top level (where its globals are bound). Most functions that
+/// take tensors have none: the rule then asks nothing of their operators, the largest part of its
+/// cost on real code.
+struct Sources {
+    /// Per function.
+    functions: Vec<bool>,
+    /// At the top level (or in a class body there); also set, to keep every function, when some
+    /// scope declares `global`/`nonlocal` names (their values are written in one scope and bound
+    /// in another).
+    top: bool,
+}
+
+impl Sources {
+    fn of(cx: &Checker<'_, '_>) -> Sources {
+        let names: FxHashSet<&str> = cx.model.functions().map(|(_, f)| f.name()).collect();
+        let mut sources = Sources {
+            functions: vec![false; cx.model.functions().count()],
+            top: cx.model.declares_outer_names(),
+        };
+        for site in &cx.model.calls {
+            let helper = match &*site.call.func {
+                Expr::Name(n) => names.contains(n.id.as_str()),
+                Expr::Attribute(a) => names.contains(a.attr.as_str()),
+                _ => false,
+            };
+            let source =
+                helper || cx.model.canonical_name(&site.call.func).is_some_and(|q| api::is_creation(&q));
+            if !source {
+                continue;
+            }
+            match site.function {
+                Some(f) => {
+                    if let Some(slot) = sources.functions.get_mut(f.index()) {
+                        *slot = true;
+                    }
+                }
+                None => sources.top = true,
+            }
+        }
+        sources
+    }
+
+    /// Can an operand in `f` come from a creation call?
+    fn reach(&self, cx: &Checker<'_, '_>, f: FunctionId) -> bool {
+        let mut scope = Some(f);
+        while let Some(g) = scope {
+            if self.functions.get(g.index()).copied().unwrap_or(true) {
+                return true;
+            }
+            scope = cx.model.function(g).parent;
+        }
+        self.top
     }
 }
 
@@ -207,18 +278,46 @@ fn combined<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Few<(&'e Expr, &'e Expr)> 
     pairs
 }
 
-/// The function other than the current one whose body holds `origin`: a same-file helper whose
-/// return value the current function uses.
-fn helper_holding<'a>(cx: &Checker<'_, 'a>, origin: &ast::ExprCall) -> Option<&'a str> {
-    let inside = |f: FunctionId| cx.model.function(f).def.range().contains_range(origin.range());
-    if cx.function.is_some_and(inside) {
-        return None;
+/// Where a reported tensor was made, seen from the function that uses it.
+#[derive(Clone, Copy)]
+enum Made<'a> {
+    /// In this function: the creation call can take `device=`.
+    Here,
+    /// In a same-file function this one calls, which returns it.
+    Helper(&'a str),
+    /// In a function whose body holds this one, read from there.
+    Enclosing(&'a str),
+    /// In a same-file function called elsewhere (at the top level), its result kept there.
+    Returned(&'a str),
+    /// At the top level of the file (or in a class body).
+    TopLevel,
+}
+
+fn made<'a>(cx: &Checker<'_, 'a>, origin: &ast::ExprCall) -> Made<'a> {
+    let holds = |f: FunctionId, range: ruff_text_size::TextRange| {
+        cx.model.function(f).def.range().contains_range(range)
+    };
+    let Some(current) = cx.function else { return Made::TopLevel };
+    if holds(current, origin.range()) {
+        return Made::Here;
     }
-    cx.model
+    let Some((h, fun)) = cx
+        .model
         .functions()
-        .filter(|(id, _)| inside(*id))
+        .filter(|(id, _)| holds(*id, origin.range()))
         .min_by_key(|(_, f)| f.def.range().len())
-        .map(|(_, f)| f.def.name.as_str())
+    else {
+        return Made::TopLevel;
+    };
+    let name = fun.def.name.as_str();
+    if holds(h, cx.model.function(current).def.range()) {
+        return Made::Enclosing(name);
+    }
+    let called_here = cx.model.calls.iter().any(|site| {
+        site.function == Some(current)
+            && matches!(cx.model.callee(site.call, Some(current)), Some(Callee::Function(f)) if f == h)
+    });
+    if called_here { Made::Helper(name) } else { Made::Returned(name) }
 }
 
 /// The creation call a tensor comes from, when it was made on a fixed device and not moved
@@ -415,32 +514,44 @@ fn finding(cx: &Checker<'_, '_>, origin: &ast::ExprCall, how: Fixed, used: &Expr
         Fixed::Cpu => ("the CPU", "made on the CPU"),
     };
     let input = first_tensor_parameter(cx);
-    // Made in a helper this function calls: the fix is a device argument of the helper, which
-    // no edit at the creation can supply.
-    let helper = helper_holding(cx, origin);
-    let help = match (&input, helper) {
-        (Some((x, _)), Some(h)) => {
+    let x = input.as_ref().map_or("x", |(x, _)| x.as_str());
+    let made = made(cx, origin);
+    let help = match made {
+        // Made in a helper this function calls: the fix is a device argument of the helper,
+        // which no edit at the creation can supply.
+        Made::Helper(h) if input.is_some() => {
             format!(
                 "give `{h}` a `device` argument, make the tensor with `device=device`, and pass `{x}.device`"
             )
         }
-        (None, Some(h)) => format!(
+        Made::Helper(h) => format!(
             "give `{h}` a `device` argument, make the tensor with `device=device`, and pass the device of the tensor it is used with"
         ),
-        (Some((x, _)), None) => format!(
-            "pass `device={x}.device`, or build it from the input (`{x}.new_zeros(..)`, `torch.zeros_like({x})`)"
+        Made::Enclosing(h) => format!(
+            "give `{h}` a `device` argument and make the tensor with `device=device`, or move it where `{function}` uses it (`.to({x}.device)`)"
         ),
-        (None, None) => "pass the device of the tensor it is used with (`device=x.device`)".to_string(),
-    };
-    let message = match helper {
-        Some(h) => format!(
-            "`{callee}` in `{h}` (called by `{function}`) makes a tensor on {place}, not on the device of its inputs"
+        Made::Returned(_) | Made::TopLevel => format!(
+            "keep it on the module as a buffer (`self.register_buffer(..)` in `__init__`), which `model.to(device)` moves, or move it where `{function}` uses it (`.to({x}.device)`)"
         ),
-        None => {
-            format!("`{callee}` in `{function}` makes a tensor on {place}, not on the device of its inputs")
+        Made::Here if input.is_some() => {
+            format!(
+                "pass `device={x}.device`, or build it from the input (`{x}.new_zeros(..)`, `torch.zeros_like({x})`)"
+            )
         }
+        Made::Here => "pass the device of the tensor it is used with (`device=x.device`)".to_string(),
     };
-    let fix = input.filter(|_| helper.is_none()).map(|(x, annotated)| {
+    let tail = format!("makes a tensor on {place}, not on the device of its inputs");
+    let message = match made {
+        Made::Here => format!("`{callee}` in `{function}` {tail}"),
+        Made::Helper(h) => format!("`{callee}` in `{h}` (called by `{function}`) {tail}"),
+        Made::Enclosing(h) => format!("`{callee}` in `{h}` (read by `{function}`, defined inside it) {tail}"),
+        Made::Returned(h) => {
+            format!("`{callee}` in `{h}` (its result kept at the top level, used by `{function}`) {tail}")
+        }
+        Made::TopLevel => format!("`{callee}` at the top level of the file (used by `{function}`) {tail}"),
+    };
+    // Only a creation in this function can take its input's device.
+    let fix = input.filter(|_| matches!(made, Made::Here)).map(|(x, annotated)| {
         let edit = match keyword(origin, "device") {
             Some(d) => Edit { range: range(d.range()), replacement: format!("{x}.device") },
             None => {
