@@ -334,11 +334,11 @@ fn fixed_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<(
                     return fixed_creation(cx, c, &q).map(|how| (c, how));
                 }
                 if api::returns_tensor(&q) && !q.ends_with("_like") {
+                    // The origin first: most operands have none, and asking whether an argument
+                    // is on the inputs' device follows its whole chain of bindings.
                     let args = &c.arguments.args;
-                    if args.iter().any(|a| device_side(cx, a, depth + 1)) {
-                        return None;
-                    }
-                    return args.iter().find_map(next);
+                    let origin = args.iter().find_map(next)?;
+                    return (!args.iter().any(|a| device_side(cx, a, depth + 1))).then_some(origin);
                 }
                 return None;
             }
@@ -384,16 +384,12 @@ fn fixed_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<(
                 return None;
             }
             let (l, r) = (&*b.left, &*b.right);
-            if device_side(cx, l, depth + 1) || device_side(cx, r, depth + 1) {
-                return None;
-            }
-            next(l).or_else(|| next(r))
+            let origin = next(l).or_else(|| next(r))?;
+            (!device_side(cx, l, depth + 1) && !device_side(cx, r, depth + 1)).then_some(origin)
         }
         Expr::Compare(c) => {
-            if c.comparators.iter().any(|r| device_side(cx, r, depth + 1)) {
-                return None;
-            }
-            next(&c.left)
+            let origin = next(&c.left)?;
+            (!c.comparators.iter().any(|r| device_side(cx, r, depth + 1))).then_some(origin)
         }
         Expr::UnaryOp(u) => next(&u.operand),
         Expr::Subscript(s) => next(&s.value),
