@@ -287,7 +287,8 @@ enum Made<'a> {
     Helper(&'a str),
     /// In a function whose body holds this one, read from there.
     Enclosing(&'a str),
-    /// In a same-file function called elsewhere (at the top level), its result kept there.
+    /// In a same-file function this one does not call itself: its result reaches this one
+    /// through a name bound elsewhere (at the top level) or through another helper.
     Returned(&'a str),
     /// At the top level of the file (or in a class body).
     TopLevel,
@@ -523,10 +524,10 @@ fn finding(cx: &Checker<'_, '_>, origin: &ast::ExprCall, how: Fixed, used: &Expr
         Made::Helper(h) => format!(
             "give `{h}` a `device` argument, make the tensor with `device=device`, and pass the device of the tensor it is used with"
         ),
-        Made::Enclosing(h) => format!(
+        Made::Enclosing(h) | Made::Returned(h) => format!(
             "give `{h}` a `device` argument and make the tensor with `device=device`, or move it where `{function}` uses it (`.to({x}.device)`)"
         ),
-        Made::Returned(_) | Made::TopLevel => format!(
+        Made::TopLevel => format!(
             "keep it on the module as a buffer (`self.register_buffer(..)` in `__init__`), which `model.to(device)` moves, or move it where `{function}` uses it (`.to({x}.device)`)"
         ),
         Made::Here if input.is_some() => {
@@ -541,9 +542,7 @@ fn finding(cx: &Checker<'_, '_>, origin: &ast::ExprCall, how: Fixed, used: &Expr
         Made::Here => format!("`{callee}` in `{function}` {tail}"),
         Made::Helper(h) => format!("`{callee}` in `{h}` (called by `{function}`) {tail}"),
         Made::Enclosing(h) => format!("`{callee}` in `{h}` (read by `{function}`, defined inside it) {tail}"),
-        Made::Returned(h) => {
-            format!("`{callee}` in `{h}` (its result kept at the top level, used by `{function}`) {tail}")
-        }
+        Made::Returned(h) => format!("`{callee}` in `{h}` (whose result `{function}` uses) {tail}"),
         Made::TopLevel => format!("`{callee}` at the top level of the file (used by `{function}`) {tail}"),
     };
     // Only a creation in this function can take its input's device.
