@@ -221,10 +221,7 @@ impl GradFn {
             GradFn::Scalar { op, value, reversed, input } => {
                 vec![Some(scalar(*op, *value, *reversed, input, g)?)]
             }
-            GradFn::Unary { op: UnaryOp::Relu, input, .. } => {
-                vec![Some(kernels::relu_backward(input, grad)?)]
-            }
-            GradFn::Unary { op, input, out } => vec![Some(unary(*op, input, out.as_ref(), g)?)],
+            GradFn::Unary { op, input, out } => vec![Some(unary(*op, input, out.as_ref(), grad)?)],
             GradFn::Matmul { lhs, rhs } => matmul(lhs, rhs, g, want(0), want(1))?,
             GradFn::SumMean { shape, dims, keepdim, scale } => {
                 let g = match scale {
@@ -421,11 +418,13 @@ pub(crate) fn unary_keeps_output(op: UnaryOp) -> bool {
     )
 }
 
-fn unary(op: UnaryOp, x: &Tensor, out: Option<&Tensor>, g: &Tensor) -> Result<Tensor> {
+/// The gradient of a unary op from the output's gradient, which the engine hands over.
+fn unary(op: UnaryOp, x: &Tensor, out: Option<&Tensor>, grad: Tensor) -> Result<Tensor> {
+    let g = &grad;
     let y = || result_of(op, x, out);
     match op {
         UnaryOp::Neg => g.neg(),
-        UnaryOp::Relu => kernels::relu_backward(x, g.clone()),
+        UnaryOp::Relu => kernels::relu_backward(x, grad),
         UnaryOp::Abs => {
             let dtype = g.dtype();
             let pos = x.cmp_scalar(crate::tensor::CmpOp::Gt, 0.0)?.to_dtype(dtype)?;
