@@ -1,11 +1,13 @@
 //! Python lint time against the floor it cannot beat: a bare parse with the same parser
 //! (`ruff_python_parser`) and a full visit of every statement and expression of the same files.
-//! Both run single-threaded on texts already in memory, with every rule enabled (preview
-//! included), so the ratio is the Python front end's own overhead: the semantic model, the rules,
-//! the depth estimate and the report (`lint_source` on the calling thread, whose stack holds
-//! every tree of these files). The whole run is `devcheck lint` as the command does it on the
-//! same files: walked, read and linted on the linter's workers; `RAYON_NUM_THREADS=1` makes it
-//! single-threaded. Its floor reads each file before the bare parse (`read + bare parse`).
+//! Both run single-threaded on texts already in memory, so the ratio is the Python front end's
+//! own overhead: the semantic model, the rules, the depth estimate and the report (`lint_source`
+//! on the calling thread, whose stack holds every tree of these files). The lint is timed twice:
+//! with the rules `devcheck lint` runs by default (the stable ones), and with every rule
+//! (`--preview`: the preview rules too). The whole run is `devcheck lint --preview` as the
+//! command does it on the same files: walked, read and linted on the linter's workers;
+//! `RAYON_NUM_THREADS=1` makes it single-threaded. Its floor reads each file before the bare
+//! parse (`read + bare parse`).
 //!
 //! `cargo bench --bench lint_python` (defaults to the ecosystem check's exported trees, the
 //! folder `ECOSYSTEM_DIR` or `../ecosystem`), or
@@ -109,26 +111,34 @@ fn main() {
         std::process::exit(2);
     }
     let bytes: usize = files.iter().map(|(_, t)| t.len()).sum();
-    let overrides = Overrides { preview: true, ..Overrides::default() };
-    let Ok(settings) = Settings::from_table(LintTable::default(), PathBuf::from("."), None, &overrides)
-    else {
+    let settings_with = |preview: bool| {
+        let overrides = Overrides { preview, ..Overrides::default() };
+        Settings::from_table(LintTable::default(), PathBuf::from("."), None, &overrides)
+    };
+    let (Ok(settings), Ok(default_settings)) = (settings_with(true), settings_with(false)) else {
         eprintln!("settings could not be built");
         std::process::exit(2);
     };
     let lint = |p: &Path, t: &str| devcheck_lint::lint_source(p, t, &settings).diagnostics.len();
+    let lint_default =
+        |p: &Path, t: &str| devcheck_lint::lint_source(p, t, &default_settings).diagnostics.len();
     // Warm up allocator and caches once.
     for (p, t) in files.iter().take(50) {
         bare(t);
         lint(p, t);
+        lint_default(p, t);
     }
-    // The two passes alternate, round by round, so that both see the same state of a shared
-    // machine (run one after the other, a noisy minute lands on one side only).
-    let (mut t_bare, mut t_lint, mut exprs, mut findings) = (Duration::MAX, Duration::MAX, 0, 0);
+    // The passes alternate, round by round, so that all see the same state of a shared machine
+    // (run one after the other, a noisy minute lands on one side only).
+    let (mut t_bare, mut t_lint, mut t_default) = (Duration::MAX, Duration::MAX, Duration::MAX);
+    let (mut exprs, mut findings, mut default_findings) = (0, 0, 0);
     for _ in 0..args.repeat {
         let (t, n) = best_of(1, || files.iter().map(|(_, t)| bare(t)).sum());
         (t_bare, exprs) = (t_bare.min(t), n);
         let (t, n) = best_of(1, || files.iter().map(|(p, t)| lint(p, t)).sum());
         (t_lint, findings) = (t_lint.min(t), n);
+        let (t, n) = best_of(1, || files.iter().map(|(p, t)| lint_default(p, t)).sum());
+        (t_default, default_findings) = (t_default.min(t), n);
     }
     // The whole run's floor: the same bare parse, of each file read from disk first.
     let (t_read_bare, _) = best_of(args.repeat, || {
@@ -141,6 +151,7 @@ fn main() {
         devcheck_lint::lint_paths(&paths, &settings).map(|run| run.diagnostics().count()).unwrap_or(0)
     });
     let ratio = t_lint.as_secs_f64() / t_bare.as_secs_f64();
+    let default_ratio = t_default.as_secs_f64() / t_bare.as_secs_f64();
     let run_ratio = t_run.as_secs_f64() / t_bare.as_secs_f64();
     let run_read_ratio = t_run.as_secs_f64() / t_read_bare.as_secs_f64();
     let threads = rayon::current_num_threads();
@@ -149,27 +160,38 @@ fn main() {
         println!(
             "{{\"files\":{},\"bytes\":{bytes},\"expressions\":{exprs},\"findings\":{findings},\
              \"bare_parse_visit_s\":{:.4},\"lint_s\":{:.4},\"ratio\":{ratio:.3},\
+             \"default_findings\":{default_findings},\"lint_default_s\":{:.4},\"default_ratio\":{default_ratio:.3},\
              \"whole_run_s\":{:.4},\"threads\":{threads},\"whole_run_ratio\":{run_ratio:.3},\
              \"read_bare_s\":{:.4},\"whole_run_vs_read_bare\":{run_read_ratio:.3}}}",
             files.len(),
             t_bare.as_secs_f64(),
             t_lint.as_secs_f64(),
+            t_default.as_secs_f64(),
             t_run.as_secs_f64(),
             t_read_bare.as_secs_f64(),
         );
     } else {
-        println!("{} files, {mb:.1} MB, {exprs} expressions, {findings} findings", files.len());
+        println!(
+            "{} files, {mb:.1} MB, {exprs} expressions, {findings} findings ({default_findings} by the default rules)",
+            files.len()
+        );
         println!(
             "bare ruff parse + visit  {:>8.3} s  {:>7.1} MB/s",
             t_bare.as_secs_f64(),
             mb / t_bare.as_secs_f64()
         );
         println!(
-            "devcheck lint (Python)   {:>8.3} s  {:>7.1} MB/s",
+            "lint, default rules      {:>8.3} s  {:>7.1} MB/s",
+            t_default.as_secs_f64(),
+            mb / t_default.as_secs_f64()
+        );
+        println!("lint (default) / bare    {default_ratio:>8.2}x");
+        println!(
+            "lint, every rule         {:>8.3} s  {:>7.1} MB/s",
             t_lint.as_secs_f64(),
             mb / t_lint.as_secs_f64()
         );
-        println!("lint / bare              {ratio:>8.2}x");
+        println!("lint (every rule) / bare {ratio:>8.2}x");
         println!(
             "whole run, {threads} thread(s) {:>8.3} s  {:>7.1} MB/s",
             t_run.as_secs_f64(),
