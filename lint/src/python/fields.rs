@@ -139,13 +139,28 @@ impl Field<'_> {
 /// Every attribute of a module class (and the same-file classes it derives from), once each,
 /// in the order they are first assigned.
 pub(crate) fn module_fields<'a>(cx: &Checker<'_, 'a>, class: ClassId) -> Vec<Field<'a>> {
+    module_fields_where(cx, class, |_, _| true)
+}
+
+/// [`module_fields`], for the attributes `wanted` says yes to (called with the name and its
+/// assignments in the class and its same-file bases); what a field holds is worked out for
+/// those only, so a caller that needs a few fields does not pay for the rest.
+pub(crate) fn module_fields_where<'a>(
+    cx: &Checker<'_, 'a>,
+    class: ClassId,
+    mut wanted: impl FnMut(&'a str, &mut dyn Iterator<Item = &AttrAssign<'a>>) -> bool,
+) -> Vec<Field<'a>> {
     let lineage = lineage(cx, class);
     let mut seen: FxHashSet<&'a str> = FxHashSet::default();
     let names: Vec<&'a str> = lineage
         .iter()
         .flat_map(|&c| cx.model.class(c).attr_names())
         .filter(|name| seen.insert(name))
+        .filter(|&name| wanted(name, &mut lineage.iter().flat_map(|&c| cx.model.class(c).attr(name))))
         .collect();
+    if names.is_empty() {
+        return Vec::new();
+    }
     let puts = puts(cx, class, &lineage);
     names.into_iter().filter_map(|name| field(cx, &lineage, &puts, name)).collect()
 }
@@ -302,6 +317,14 @@ fn container_name(e: &Expr) -> &'static str {
         Expr::Tuple(_) => "tuple",
         _ => "list",
     }
+}
+
+/// A value a plain container of modules or tensors can come from ([`Holds::ModulesInPlain`],
+/// [`Holds::TensorsInPlain`]): a display or comprehension, or an empty `list()` or `dict()`
+/// filled later. By its syntax alone.
+pub(crate) fn may_be_container(e: &Expr) -> bool {
+    matches!(e, Expr::List(_) | Expr::Tuple(_) | Expr::Dict(_) | Expr::ListComp(_) | Expr::DictComp(_))
+        || is_empty_display(e)
 }
 
 fn is_empty_display(e: &Expr) -> bool {

@@ -6,8 +6,10 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::api;
 use crate::python::checker::{Checker, Node, Reads, Rule};
-use crate::python::fields::{Field, Holds, module_fields};
-use crate::python::model::{AttrHow, BindingId, BindingKind, ClassId, FunctionId, Model, Part, ScopeId};
+use crate::python::fields::{Field, Holds, may_be_container, module_fields_where};
+use crate::python::model::{
+    AttrAssign, AttrHow, BindingId, BindingKind, ClassId, FunctionId, Model, Part, ScopeId,
+};
 use crate::python::typing::{Kind, Truth};
 use crate::rules::D004UnmovedTensorField;
 
@@ -112,7 +114,20 @@ impl Rule for Check {
             if cx.types.is_module_class(class) != Truth::Yes || overrides_apply(cx.model, class) {
                 continue;
             }
-            for field in module_fields(cx, class) {
+            // Only fields that can be reported are worked out: one assigned a moved parameter
+            // (`nn.Parameter(x).to(device)`), and one a forward pass reads that is assigned a
+            // tensor made on the host or a plain container.
+            let wanted = |name: &str, assigns: &mut dyn Iterator<Item = &AttrAssign<'_>>| {
+                let read = self.uses.contains_key(&(class, Name::new(name)));
+                for a in assigns {
+                    let Some(v) = a.value else { continue };
+                    if is_moved_call(v) || (read && (may_be_container(v) || made_on_host(cx, v))) {
+                        return true;
+                    }
+                }
+                false
+            };
+            for field in module_fields_where(cx, class, wanted) {
                 let finding = match field.holds {
                     Holds::PlainTensor => self.plain_tensor(cx, class, &field),
                     Holds::UnregisteredParameter => Some(unregistered(&field)),
@@ -258,6 +273,15 @@ fn read_of(cx: &Checker<'_, '_>, e: &Expr) -> Read {
         }
         _ => Read::Computes,
     }
+}
+
+/// `<call>.to(..)` (or `.cuda()`, `.cpu()`, `.half()`, `.float()`, `.double()`): the shape of a
+/// value [`Holds::UnregisteredParameter`] can be (`nn.Parameter(x).to(device)`), by its syntax
+/// alone.
+fn is_moved_call(v: &Expr) -> bool {
+    matches!(v, Expr::Call(c) if matches!(&*c.func, Expr::Attribute(m)
+        if matches!(m.attr.as_str(), "to" | "cuda" | "cpu" | "half" | "float" | "double")
+            && matches!(&*m.value, Expr::Call(_))))
 }
 
 /// `self.w = nn.Parameter(x).to(device)`
