@@ -11,7 +11,9 @@
 //!
 //! `cargo bench --bench lint_python` (defaults to the ecosystem check's exported trees, the
 //! folder `ECOSYSTEM_DIR` or `../ecosystem`), or
-//! `cargo bench --bench lint_python -- [--json] [--repeat N] PATH...`.
+//! `cargo bench --bench lint_python -- [--json] [--repeat N] [--select D001,D002] PATH...`
+//! (`--select`: only those rules, in both lint passes — a preview rule runs in the every-rule one
+//! only — to measure what a rule adds).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -22,16 +24,19 @@ use ruff_python_ast::{Expr, Stmt};
 
 struct Args {
     json: bool,
+    /// `--select D001,D002`: only these rules (both lint passes), to measure what a rule costs.
+    select: Option<Vec<String>>,
     repeat: usize,
     paths: Vec<PathBuf>,
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { json: false, repeat: 5, paths: Vec::new() };
+    let mut args = Args { json: false, select: None, repeat: 5, paths: Vec::new() };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--json" => args.json = true,
+            "--select" => args.select = it.next().map(|s| s.split(',').map(String::from).collect()),
             "--repeat" => args.repeat = it.next().and_then(|n| n.parse().ok()).unwrap_or(5).max(1),
             // `cargo bench` passes `--bench`; other flags are libtest's and mean nothing here.
             s if s.starts_with('-') => {}
@@ -112,7 +117,7 @@ fn main() {
     }
     let bytes: usize = files.iter().map(|(_, t)| t.len()).sum();
     let settings_with = |preview: bool| {
-        let overrides = Overrides { preview, ..Overrides::default() };
+        let overrides = Overrides { preview, select: args.select.clone(), ..Overrides::default() };
         Settings::from_table(LintTable::default(), PathBuf::from("."), None, &overrides)
     };
     let (Ok(settings), Ok(default_settings)) = (settings_with(true), settings_with(false)) else {
