@@ -7,7 +7,7 @@
 //! a plain tensor attribute, modules or tensors in a plain `list`, `tuple` or `dict` — stays where
 //! it was made, and is not in `state_dict()`.
 
-use ruff_python_ast::Expr;
+use ruff_python_ast::{self as ast, Expr};
 use ruff_text_size::{Ranged, TextRange};
 use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
@@ -120,9 +120,7 @@ impl Field<'_> {
             Holds::Submodule => "submodule".to_string(),
             Holds::Container(c) => format!("{c} (registers what it holds)"),
             Holds::PlainTensor => "plain tensor attribute".to_string(),
-            Holds::UnregisteredParameter => {
-                "plain tensor (`nn.Parameter(..).to(..)` unregistered it)".to_string()
-            }
+            Holds::UnregisteredParameter => "plain tensor, not a parameter".to_string(),
             Holds::ModulesInPlain { container, parameters: false } => {
                 format!("modules in a plain {container}")
             }
@@ -223,6 +221,24 @@ fn field<'a>(cx: &Checker<'_, 'a>, lineage: &[ClassId], puts: &Puts<'a>, name: &
             _ => Holds::Unknown,
         };
     }
+    // A plain container turned into a registered one later (`self.blocks = []`, appended to,
+    // then `self.blocks = nn.Sequential(*self.blocks)`): the module keeps what it was turned into.
+    if matches!(holds, Holds::ModulesInPlain { .. } | Holds::TensorsInPlain { .. })
+        && let Some((later, registered)) = assigns
+            .iter()
+            .filter(|a| a.method == first.method && a.range.start() > first.range.start())
+            .filter_map(|a| Some((*a, holds_of(cx, a.value?))))
+            .find(|(_, h)| matches!(h, Holds::Container(_) | Holds::Submodule | Holds::Parameter))
+    {
+        return Some(Field {
+            name,
+            holds: registered,
+            at: later.range,
+            method: later.method,
+            value: later.value,
+            filled_at,
+        });
+    }
     Some(Field { name, holds, at: first.range, method: first.method, value, filled_at })
 }
 
@@ -234,7 +250,11 @@ pub(crate) fn holds_of(cx: &Checker<'_, '_>, v: &Expr) -> Holds {
                 && matches!(m.attr.as_str(), "to" | "cuda" | "cpu" | "half" | "float" | "double")
                 && is_parameter_call(cx, &m.value)
             {
-                return Holds::UnregisteredParameter;
+                return if changes_the_tensor(cx, m.attr.as_str(), c) {
+                    Holds::UnregisteredParameter
+                } else {
+                    Holds::Parameter
+                };
             }
             if let Some(q) = cx.callee_name(c) {
                 if api::is_parameter_class(&q) {
@@ -287,6 +307,22 @@ fn kind_holds(cx: &Checker<'_, '_>, v: &Expr) -> Holds {
             }
             _ => Holds::Unknown,
         },
+    }
+}
+
+/// Does `.<method>(..)` (the call `c`) make a new tensor of a new parameter's data, and so drop
+/// the `nn.Parameter`? A conversion to what the data already is returns the parameter itself:
+/// its data is made on the CPU in the default `float32` (`nn.Parameter(torch.ones(d))`), so
+/// `.float()`, `.cpu()`, `.to(torch.float32)` and `.to("cpu")` change nothing.
+fn changes_the_tensor(cx: &Checker<'_, '_>, method: &str, c: &ast::ExprCall) -> bool {
+    match method {
+        "cuda" | "half" | "double" => true,
+        "cpu" | "float" => false,
+        "to" => !c.arguments.args.iter().chain(c.arguments.keywords.iter().map(|k| &k.value)).all(|a| {
+            cx.model.canonical_name(a).is_some_and(|q| matches!(q.as_ref(), "torch.float32" | "torch.float"))
+                || matches!(a, Expr::StringLiteral(s) if s.value.to_str() == "cpu")
+        }),
+        _ => true,
     }
 }
 

@@ -76,7 +76,7 @@ fn classes(report: &FileReport, parsed: Parsed<ModModule>) -> Vec<StructReport> 
                         f.filled_at.map(|r| format!("filled at line {}", line(r.start().to_usize())))
                     }
                     (Holds::UnregisteredParameter, _) => {
-                        Some("move the data before wrapping it in `nn.Parameter`".to_string())
+                        Some("move or convert the data before wrapping it in `nn.Parameter`".to_string())
                     }
                     _ => None,
                 };

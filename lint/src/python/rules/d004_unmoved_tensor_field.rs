@@ -25,7 +25,13 @@ python_side! {
     ///   other than as an index or mask, or after moving it (`self.pe.to(x.device)`);
     /// - submodules or parameters kept in a plain `list`, `tuple` or `dict`
     ///   (`self.layers = [nn.Linear(d, d) for _ in range(n)]`, or `self.heads = []` filled with
-    ///   `self.heads.append(nn.Linear(..))`);
+    ///   `self.heads.append(nn.Linear(..))`), unless the same method turns the container into a
+    ///   registered one (`self.layers = nn.Sequential(*self.layers)`);
+    /// - a parameter moved or converted after it was wrapped (`nn.Parameter(x).to(device)`,
+    ///   `.cuda()`, `.half()`, `.double()`): the result is a plain tensor, not a parameter. A
+    ///   conversion to what the data already is (`.float()`, `.cpu()`, `.to(torch.float32)`,
+    ///   `.to("cpu")` of data made on the CPU in the default dtype) returns the parameter itself
+    ///   and is not flagged;
     /// - a loss module built with a CPU tensor argument (`nn.CrossEntropyLoss(weight=w)`,
     ///   `pos_weight=`) in a file that uses an accelerator, bound to a name that is never moved.
     ///
@@ -277,7 +283,7 @@ fn read_of(cx: &Checker<'_, '_>, e: &Expr) -> Read {
 
 /// `<call>.to(..)` (or `.cuda()`, `.cpu()`, `.half()`, `.float()`, `.double()`): the shape of a
 /// value [`Holds::UnregisteredParameter`] can be (`nn.Parameter(x).to(device)`), by its syntax
-/// alone.
+/// alone (a superset: `fields` decides which of these drop the parameter).
 fn is_moved_call(v: &Expr) -> bool {
     matches!(v, Expr::Call(c) if matches!(&*c.func, Expr::Attribute(m)
         if matches!(m.attr.as_str(), "to" | "cuda" | "cpu" | "half" | "float" | "double")
@@ -286,23 +292,26 @@ fn is_moved_call(v: &Expr) -> bool {
 
 /// `self.w = nn.Parameter(x).to(device)`
 fn unregistered(field: &Field<'_>) -> Finding {
-    let method = match field.value {
+    let (method, args) = match field.value {
         Some(Expr::Call(c)) => match &*c.func {
-            Expr::Attribute(m) => m.attr.as_str(),
-            _ => "to",
+            Expr::Attribute(m) => (m.attr.as_str(), !c.arguments.is_empty()),
+            _ => ("to", true),
         },
-        _ => "to",
+        _ => ("to", true),
     };
+    let call = if args { format!("{method}(..)") } else { format!("{method}()") };
+    let (noun, verb) =
+        if matches!(method, "to" | "cuda") { ("move", "move") } else { ("conversion", "convert") };
     Finding::new(
         &D004UnmovedTensorField::META,
         range(field.at),
         format!(
-            "`nn.Parameter(..).{method}()` returns a plain tensor: `self.{}` is not a registered parameter, so it is neither trained nor saved",
+            "`nn.Parameter(..).{call}` returns a plain tensor: `self.{}` is not a registered parameter, so it is neither trained nor saved",
             field.name
         ),
     )
-    .label("the move returns a plain tensor")
-    .help("move the data before wrapping it (`nn.Parameter(x.to(device))`), or move the whole module later")
+    .label(format!("the {noun} returns a plain tensor"))
+    .help(format!("{verb} the data before wrapping it (`nn.Parameter(x.{call})`), or {verb} the whole module later"))
 }
 
 /// `self.name = torch.zeros(..)` → `self.register_buffer("name", torch.zeros(..), persistent=False)`.
