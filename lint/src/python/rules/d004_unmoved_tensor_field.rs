@@ -14,7 +14,7 @@ use crate::python::typing::{Kind, Truth};
 use crate::rules::D004UnmovedTensorField;
 
 use super::helpers::{Fixed, fixed_creation, keyword, name_binding, provenance, range};
-use super::{NOT_MEASURED, python_side};
+use super::python_side;
 
 python_side! {
     /// ### What it does
@@ -77,7 +77,7 @@ python_side! {
     /// modules' parameters join `state_dict()`, so older checkpoints no longer load strictly.
     pub struct D004Torch {
         code: "D004",
-        preview: NOT_MEASURED,
+        preview: "Precision 0.00 on the Python files of the ecosystem check: its one finding there is a false alarm (a plain list of modules that hold no parameters or buffers, so nothing is lost). Two more false-alarm patterns found on the same repositories are fixed.",
     }
 }
 

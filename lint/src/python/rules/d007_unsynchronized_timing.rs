@@ -48,7 +48,7 @@ python_side! {
     /// There is no automatic fix: where the synchronisation belongs depends on what is measured.
     pub struct D007Torch {
         code: "D007",
-        preview: "It reported one finding (true) in the Python files of the ecosystem check and found 1 of their 5 known hazards: too few findings to measure its precision on real code.",
+        preview: "It reported two findings (both true) in the Python files of the ecosystem check and found 2 of their 7 known hazards: too few findings to measure its precision on real code.",
     }
 }
 
