@@ -317,6 +317,43 @@ impl<'m, 'a> Checker<'m, 'a> {
     }
 
     /// The statement the current node is part of.
+    /// Does the call queue work on the device (a module, `backward()`, an optimizer step): what
+    /// the whole-file facts ask of every call.
+    pub fn queues_device_work(&self, call: &ast::ExprCall) -> bool {
+        queues_device_work(self.model, &self.types, call)
+    }
+
+    /// The block that holds the innermost statement being checked, and its place there.
+    pub fn block_of_statement(&self) -> Option<(&'a [Stmt], usize)> {
+        let at = self.parents.iter().rposition(|n| matches!(n, Node::Stmt(_)))?;
+        let Node::Stmt(stmt) = self.parents[at] else { return None };
+        let parent = self.parents[..at].iter().rev().find_map(|n| match n {
+            Node::Stmt(s) => Some(*s),
+            Node::Expr(_) => None,
+        });
+        let blocks: Vec<&'a [Stmt]> = match parent {
+            None => vec![self.module_body],
+            Some(Stmt::FunctionDef(d)) => vec![&d.body],
+            Some(Stmt::ClassDef(d)) => vec![&d.body],
+            Some(Stmt::For(f)) => vec![&f.body, &f.orelse],
+            Some(Stmt::While(w)) => vec![&w.body, &w.orelse],
+            Some(Stmt::If(i)) => {
+                std::iter::once(&i.body[..]).chain(i.elif_else_clauses.iter().map(|c| &c.body[..])).collect()
+            }
+            Some(Stmt::With(w)) => vec![&w.body],
+            Some(Stmt::Try(t)) => std::iter::once(&t.body[..])
+                .chain(t.handlers.iter().map(|h| {
+                    let ast::ExceptHandler::ExceptHandler(h) = h;
+                    &h.body[..]
+                }))
+                .chain([&t.orelse[..], &t.finalbody[..]])
+                .collect(),
+            Some(Stmt::Match(m)) => m.cases.iter().map(|c| &c.body[..]).collect(),
+            Some(_) => Vec::new(),
+        };
+        blocks.into_iter().find_map(|b| b.iter().position(|s| std::ptr::eq(s, stmt)).map(|i| (b, i)))
+    }
+
     pub fn statement(&self) -> Option<&'a Stmt> {
         self.parents.iter().rev().find_map(|n| match n {
             Node::Stmt(s) => Some(*s),

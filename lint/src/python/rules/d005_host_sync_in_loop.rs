@@ -21,10 +21,13 @@ python_side! {
     ///
     /// Not flagged: reads in branches taken now and then (`if step % 100 == 0:`,
     /// `if args.verbose:`), once-per-epoch reads in the outer loop, and inherent decisions: a
-    /// value the host needs to go on (a condition that breaks, continues, returns or raises, such
-    /// as an early-stop or end-of-sequence check; a sampled action handed to an environment; an
-    /// index into a Python list). A tensor needs evidence that it may be on an accelerator: it
-    /// was moved there or computed by a module, in a file that uses one.
+    /// value the host needs to go on (a condition that breaks, continues, returns, raises or
+    /// asserts, such as an early-stop, NaN or end-of-sequence check; a sampled action handed to
+    /// an environment; an index into a Python list). Nor a read right after an explicit
+    /// `torch.cuda.synchronize()` in the same block, with no work queued in between: it waits for
+    /// nothing (the explicit wait, there for timing as a rule, is the stall). A tensor needs
+    /// evidence that it may be on an accelerator: it was moved there or computed by a module, in
+    /// a file that uses one.
     ///
     /// ### Why is this bad?
     /// CUDA kernels run asynchronously. A host read waits for every queued kernel to finish and
@@ -108,7 +111,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     if !cx.kind_of(sync.tensor).may_be_tensor() || !provenance(cx, sync.tensor).on_accelerator {
         return;
     }
-    if needed_on_host(cx, sync.value, sync.bulk) {
+    if needed_on_host(cx, sync.value, sync.bulk) || synchronized_just_before(cx) {
         return;
     }
     let (message, help) = match hot {
@@ -311,9 +314,11 @@ fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) 
     names_use(cx, &names, s.end(), bulk)
 }
 
-/// A condition whose branch leaves the loop or the function decides the control flow.
+/// A condition whose branch leaves the loop or the function, or checks with an `assert`
+/// (`if not math.isfinite(v): assert ..`), decides the control flow.
 fn decision(cx: &Checker<'_, '_>, body: &[Stmt]) -> Use {
-    let leaves = body.iter().any(|s| matches!(s, Stmt::Continue(_)) || leaves_for_good(cx.model, s));
+    let leaves =
+        body.iter().any(|s| matches!(s, Stmt::Continue(_) | Stmt::Assert(_)) || leaves_for_good(cx.model, s));
     if leaves { Use::Needed } else { Use::Deferrable }
 }
 
@@ -436,6 +441,44 @@ fn names_use(cx: &Checker<'_, '_>, names: &[BindingId], after: ruff_text_size::T
         }
     });
     result
+}
+
+/// Has the device just been waited for: an explicit `torch.cuda.synchronize()` (any
+/// `*.synchronize()`) earlier in the same block, with no work queued since — no statement in
+/// between, nor the read's own statement, calls a module, `backward()` or a step, and none holds
+/// a block of its own? The read then waits for nothing (the wait, if any, is the explicit one).
+fn synchronized_just_before(cx: &Checker<'_, '_>) -> bool {
+    let Some((block, at)) = cx.block_of_statement() else { return false };
+    let queues = |s: &Stmt| {
+        let simple = matches!(
+            s,
+            Stmt::Expr(_) | Stmt::Assign(_) | Stmt::AugAssign(_) | Stmt::AnnAssign(_) | Stmt::Pass(_)
+        );
+        let mut work = !simple;
+        for e in statement_exprs(s) {
+            any_subexpr(e, &mut |sub| {
+                work |= matches!(sub, Expr::Call(c) if cx.queues_device_work(c));
+                !work
+            });
+        }
+        work
+    };
+    if queues(&block[at]) {
+        return false;
+    }
+    for s in block[..at].iter().rev() {
+        if let Stmt::Expr(e) = s
+            && let Expr::Call(c) = &*e.value
+            && c.arguments.is_empty()
+            && cx.callee_name(c).is_some_and(|q| q.starts_with("torch.") && q.ends_with(".synchronize"))
+        {
+            return true;
+        }
+        if queues(s) {
+            return false;
+        }
+    }
+    false
 }
 
 /// The expressions a statement evaluates itself (not those of the blocks it holds).
