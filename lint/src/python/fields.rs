@@ -36,6 +36,12 @@ pub(crate) enum Holds {
         container: &'static str,
         parameters: bool,
     },
+    /// Modules kept in a plain `list` or `dict` that are each registered on their own too
+    /// (`self.add_module(f"q{i}", q)` next to `self.qs.append(q)`): the container is another name
+    /// for registered submodules, which move in place.
+    ModulesRegisteredElsewhere {
+        container: &'static str,
+    },
     /// Tensors kept in a plain `list`, `tuple` or `dict`.
     TensorsInPlain {
         container: &'static str,
@@ -88,7 +94,11 @@ impl Field<'_> {
 
     pub fn fate(&self) -> Fate {
         match self.holds {
-            Holds::Parameter | Holds::Buffer { .. } | Holds::Submodule | Holds::Container(_) => Fate::Moves,
+            Holds::Parameter
+            | Holds::Buffer { .. }
+            | Holds::Submodule
+            | Holds::Container(_)
+            | Holds::ModulesRegisteredElsewhere { .. } => Fate::Moves,
             Holds::PlainTensor
             | Holds::UnregisteredParameter
             | Holds::ModulesInPlain { .. }
@@ -101,7 +111,10 @@ impl Field<'_> {
     /// Is it in `state_dict()`?
     pub fn saved(&self) -> Option<bool> {
         match self.holds {
-            Holds::Parameter | Holds::Submodule | Holds::Container(_) => Some(true),
+            Holds::Parameter
+            | Holds::Submodule
+            | Holds::Container(_)
+            | Holds::ModulesRegisteredElsewhere { .. } => Some(true),
             Holds::Buffer { persistent } => Some(persistent),
             Holds::PlainTensor
             | Holds::UnregisteredParameter
@@ -126,6 +139,9 @@ impl Field<'_> {
             }
             Holds::ModulesInPlain { container, parameters: true } => {
                 format!("parameters in a plain {container}")
+            }
+            Holds::ModulesRegisteredElsewhere { container } => {
+                format!("modules in a plain {container}, each also registered")
             }
             Holds::TensorsInPlain { container } => format!("tensors in a plain {container}"),
             Holds::Data => "plain data".to_string(),
@@ -215,6 +231,11 @@ fn field<'a>(cx: &Checker<'_, 'a>, lineage: &[ClassId], puts: &Puts<'a>, name: &
     {
         let container = container_name(v);
         holds = match filled_with(cx, puts_here) {
+            Some(Kind::Module)
+                if puts_here.iter().all(|(_, v)| registered_on_their_own(cx, first.method, v)) =>
+            {
+                Holds::ModulesRegisteredElsewhere { container }
+            }
             Some(Kind::Module) => Holds::ModulesInPlain { container, parameters: false },
             Some(Kind::Tensor) => Holds::TensorsInPlain { container },
             // Filled with values of unknown kind: not plain data for sure.
@@ -353,6 +374,29 @@ fn container_name(e: &Expr) -> &'static str {
         Expr::Tuple(_) => "tuple",
         _ => "list",
     }
+}
+
+/// Is `v`, put into a plain container, a name the method also registers another way
+/// (`self.add_module(..)`, `nn.Sequential(..)`, `nn.ModuleList(..)`, ...)?
+fn registered_on_their_own(cx: &Checker<'_, '_>, method: FunctionId, v: &Expr) -> bool {
+    matches!(v, Expr::Name(n) if registered_elsewhere(cx, method, n.id.as_str()))
+}
+
+/// Does a statement of `method` both name `list` and register modules (`nn.Sequential(*list)`,
+/// `self.add_module(name, list)`)? By the statement's text.
+pub(crate) fn registered_elsewhere(cx: &Checker<'_, '_>, method: FunctionId, list: &str) -> bool {
+    let mut found = false;
+    crate::python::rules::helpers::each_stmt(&cx.model.function(method).def.body, &mut |s| {
+        let text = cx.text(s.range());
+        if text.contains(list)
+            && ["Sequential(", "ModuleList(", "ModuleDict(", "add_module(", "ParameterList("]
+                .iter()
+                .any(|w| text.contains(w))
+        {
+            found = true;
+        }
+    });
+    found
 }
 
 /// A value a plain container of modules or tensors can come from ([`Holds::ModulesInPlain`],

@@ -61,7 +61,7 @@ python_side! {
     /// at the top level of the file, where its input does not exist).
     pub struct D001Torch {
         code: "D001",
-        preview: "It reported one finding (true) on the 30 public PyTorch repositories of the ecosystem check and found 1 of their 6 known hazards: too few findings to measure its precision on real code.",
+        preview: "It reported one finding (true) on the 36 public PyTorch repositories of the ecosystem check and found 1 of their 7 known hazards: too few findings to measure its precision on real code.",
     }
 }
 

@@ -6,10 +6,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::api;
 use crate::python::checker::{Checker, Node, Reads, Rule};
-use crate::python::fields::{Field, Holds, may_be_container, module_fields_where};
-use crate::python::model::{
-    AttrAssign, AttrHow, BindingId, BindingKind, ClassId, FunctionId, Model, Part, ScopeId,
-};
+use crate::python::fields::{Field, Holds, may_be_container, module_fields_where, registered_elsewhere};
+use crate::python::model::{AttrAssign, AttrHow, BindingId, BindingKind, ClassId, Model, Part, ScopeId};
 use crate::python::typing::{Kind, Truth};
 use crate::rules::D004UnmovedTensorField;
 
@@ -77,7 +75,7 @@ python_side! {
     /// modules' parameters join `state_dict()`, so older checkpoints no longer load strictly.
     pub struct D004Torch {
         code: "D004",
-        preview: "Precision 0.00 on the Python files of the ecosystem check: its one finding there is a false alarm (a plain list of modules that hold no parameters or buffers, so nothing is lost). Two more false-alarm patterns found on the same repositories are fixed.",
+        preview: "Precision 0.00 on the Python files of the ecosystem check: its one finding there is a false alarm (a plain list of modules that hold no parameters or buffers, so nothing is lost). Three more false-alarm patterns found on the same repositories are fixed.",
     }
 }
 
@@ -353,6 +351,7 @@ fn plain_container(
     {
         return None;
     }
+
     let wrapper = match (container, parameters) {
         ("dict", false) => "ModuleDict",
         ("dict", true) => "ParameterDict",
@@ -432,22 +431,6 @@ fn made_on_host_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
         Expr::UnaryOp(u) => next(&u.operand),
         _ => false,
     }
-}
-
-/// Is the list named `list` also handed to a registering container or `add_module` in the method?
-fn registered_elsewhere(cx: &Checker<'_, '_>, method: FunctionId, list: &str) -> bool {
-    let mut found = false;
-    super::helpers::each_stmt(&cx.model.function(method).def.body, &mut |s| {
-        let text = cx.text(s.range());
-        if text.contains(list)
-            && ["Sequential(", "ModuleList(", "ModuleDict(", "add_module(", "ParameterList("]
-                .iter()
-                .any(|w| text.contains(w))
-        {
-            found = true;
-        }
-    });
-    found
 }
 
 /// Does the class (or a base class of this file) override `_apply`, `to` or `cuda`?
