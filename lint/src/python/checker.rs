@@ -973,7 +973,7 @@ impl Facts {
             }
         }
         for (id, l) in model.loops() {
-            if loop_is_over_epochs(l) {
+            if loop_is_over_epochs(model, l) {
                 outer_loop[id.index()] = true;
             }
         }
@@ -1158,12 +1158,38 @@ fn moves_to_accelerator(callee: Option<&str>, call: &ast::ExprCall) -> bool {
 }
 
 /// `for epoch in range(..)`: once per epoch, not per step.
-fn loop_is_over_epochs(l: &super::model::Loop<'_>) -> bool {
-    let Some((target, _)) = l.for_parts() else { return false };
+fn loop_is_over_epochs(model: &Model<'_>, l: &super::model::Loop<'_>) -> bool {
+    let Some((target, iter)) = l.for_parts() else { return false };
     let mut names = Vec::new();
     super::rules::helpers::target_names(target, &mut names);
     static EPOCH: NameWords = NameWords::new(&["epoch"]);
-    names.iter().any(|n| EPOCH.in_name(n))
+    // `for iter_epoch, (x, y) in enumerate(loader)`: whatever the index is called, a loop over a
+    // loader's batches runs at every step.
+    names.iter().any(|n| EPOCH.in_name(n)) && !draws_batches(model, iter)
+}
+
+/// Is a loop's iterable, out of `enumerate(..)`, `iter(..)` or `tqdm(..)`, named for a data loader
+/// (`loader`, `self.train_loader`)? By its name alone, as the whole-file facts see it.
+fn draws_batches(model: &Model<'_>, iter: &Expr) -> bool {
+    static LOADER: NameWords = NameWords::new(&["loader"]);
+    let mut e = iter;
+    for _ in 0..4 {
+        let Expr::Call(c) = e else { break };
+        let wrapper = model.canonical_name(&c.func).is_some_and(|q| {
+            matches!(q.as_ref(), "builtins.enumerate" | "builtins.iter")
+                || q.starts_with("tqdm.")
+                || q == "tqdm"
+        });
+        match c.arguments.args.first() {
+            Some(first) if wrapper => e = first,
+            _ => break,
+        }
+    }
+    match e {
+        Expr::Name(n) => LOADER.in_name(n.id.as_str()),
+        Expr::Attribute(a) => LOADER.in_name(a.attr.as_str()),
+        _ => false,
+    }
 }
 
 /// A script: its name says what it runs (`train.py`, `eval_imagenet.py`, `demo.py`, ...), or it
