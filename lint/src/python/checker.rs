@@ -316,7 +316,6 @@ impl<'m, 'a> Checker<'m, 'a> {
         self.parents.last().copied()
     }
 
-    /// The statement the current node is part of.
     /// Does the call queue work on the device (a module, `backward()`, an optimizer step): what
     /// the whole-file facts ask of every call.
     pub fn queues_device_work(&self, call: &ast::ExprCall) -> bool {
@@ -354,6 +353,7 @@ impl<'m, 'a> Checker<'m, 'a> {
         blocks.into_iter().find_map(|b| b.iter().position(|s| std::ptr::eq(s, stmt)).map(|i| (b, i)))
     }
 
+    /// The statement the current node is part of.
     pub fn statement(&self) -> Option<&'a Stmt> {
         self.parents.iter().rev().find_map(|n| match n {
             Node::Stmt(s) => Some(*s),
