@@ -24,7 +24,8 @@ python_side! {
     /// - submodules or parameters kept in a plain `list`, `tuple` or `dict`
     ///   (`self.layers = [nn.Linear(d, d) for _ in range(n)]`, or `self.heads = []` filled with
     ///   `self.heads.append(nn.Linear(..))`), unless the same method turns the container into a
-    ///   registered one (`self.layers = nn.Sequential(*self.layers)`);
+    ///   registered one (`self.layers = nn.Sequential(*self.layers)`) or registers each module
+    ///   on its own too (`self.add_module(f"head{i}", head)`);
     /// - a parameter moved or converted after it was wrapped (`nn.Parameter(x).to(device)`,
     ///   `.cuda()`, `.half()`, `.double()`): the result is a plain tensor, not a parameter. A
     ///   conversion to what the data already is (`.float()`, `.cpu()`, `.to(torch.float32)`,
@@ -351,7 +352,6 @@ fn plain_container(
     {
         return None;
     }
-
     let wrapper = match (container, parameters) {
         ("dict", false) => "ModuleDict",
         ("dict", true) => "ParameterDict",
