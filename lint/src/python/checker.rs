@@ -1165,31 +1165,7 @@ fn loop_is_over_epochs(model: &Model<'_>, l: &super::model::Loop<'_>) -> bool {
     static EPOCH: NameWords = NameWords::new(&["epoch"]);
     // `for iter_epoch, (x, y) in enumerate(loader)`: whatever the index is called, a loop over a
     // loader's batches runs at every step.
-    names.iter().any(|n| EPOCH.in_name(n)) && !draws_batches(model, iter)
-}
-
-/// Is a loop's iterable, out of `enumerate(..)`, `iter(..)` or `tqdm(..)`, named for a data loader
-/// (`loader`, `self.train_loader`)? By its name alone, as the whole-file facts see it.
-fn draws_batches(model: &Model<'_>, iter: &Expr) -> bool {
-    static LOADER: NameWords = NameWords::new(&["loader"]);
-    let mut e = iter;
-    for _ in 0..4 {
-        let Expr::Call(c) = e else { break };
-        let wrapper = model.canonical_name(&c.func).is_some_and(|q| {
-            matches!(q.as_ref(), "builtins.enumerate" | "builtins.iter")
-                || q.starts_with("tqdm.")
-                || q == "tqdm"
-        });
-        match c.arguments.args.first() {
-            Some(first) if wrapper => e = first,
-            _ => break,
-        }
-    }
-    match e {
-        Expr::Name(n) => LOADER.in_name(n.id.as_str()),
-        Expr::Attribute(a) => LOADER.in_name(a.attr.as_str()),
-        _ => false,
-    }
+    names.iter().any(|n| EPOCH.in_name(n)) && !super::rules::helpers::named_for_loader(model, iter)
 }
 
 /// A script: its name says what it runs (`train.py`, `eval_imagenet.py`, `demo.py`, ...), or it

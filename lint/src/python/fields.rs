@@ -267,8 +267,7 @@ fn field<'a>(cx: &Checker<'_, 'a>, lineage: &[ClassId], puts: &Puts<'a>, name: &
 pub(crate) fn holds_of(cx: &Checker<'_, '_>, v: &Expr) -> Holds {
     match v {
         Expr::Call(c) => {
-            if let Expr::Attribute(m) = &*c.func
-                && matches!(m.attr.as_str(), "to" | "cuda" | "cpu" | "half" | "float" | "double")
+            if let Some(m) = conversion(v)
                 && is_parameter_call(cx, &m.value)
             {
                 return if changes_the_tensor(cx, m.attr.as_str(), c) {
@@ -329,6 +328,17 @@ fn kind_holds(cx: &Checker<'_, '_>, v: &Expr) -> Holds {
             _ => Holds::Unknown,
         },
     }
+}
+
+/// `<receiver>.to(..)` (or `.cuda()`, `.cpu()`, `.half()`, `.float()`, `.double()`) of a call's
+/// result: the method, whose receiver may be an `nn.Parameter(..)` it unregisters
+/// ([`Holds::UnregisteredParameter`]). By its syntax alone.
+pub(crate) fn conversion(v: &Expr) -> Option<&ast::ExprAttribute> {
+    let Expr::Call(c) = v else { return None };
+    let Expr::Attribute(m) = &*c.func else { return None };
+    (matches!(m.attr.as_str(), "to" | "cuda" | "cpu" | "half" | "float" | "double")
+        && matches!(&*m.value, Expr::Call(_)))
+    .then_some(m)
 }
 
 /// Does `.<method>(..)` (the call `c`) make a new tensor of a new parameter's data, and so drop

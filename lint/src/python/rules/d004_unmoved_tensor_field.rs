@@ -6,7 +6,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::api;
 use crate::python::checker::{Checker, Node, Reads, Rule};
-use crate::python::fields::{Field, Holds, may_be_container, module_fields_where, registered_elsewhere};
+use crate::python::fields::{
+    Field, Holds, conversion, may_be_container, module_fields_where, registered_elsewhere,
+};
 use crate::python::model::{AttrAssign, AttrHow, BindingId, BindingKind, ClassId, Model, Part, ScopeId};
 use crate::python::typing::{Kind, Truth};
 use crate::rules::D004UnmovedTensorField;
@@ -126,7 +128,7 @@ impl Rule for Check {
                 let read = self.uses.contains_key(&(class, Name::new(name)));
                 for a in assigns {
                     let Some(v) = a.value else { continue };
-                    if is_moved_call(v) || (read && (may_be_container(v) || made_on_host(cx, v))) {
+                    if conversion(v).is_some() || (read && (may_be_container(v) || made_on_host(cx, v))) {
                         return true;
                     }
                 }
@@ -278,15 +280,6 @@ fn read_of(cx: &Checker<'_, '_>, e: &Expr) -> Read {
         }
         _ => Read::Computes,
     }
-}
-
-/// `<call>.to(..)` (or `.cuda()`, `.cpu()`, `.half()`, `.float()`, `.double()`): the shape of a
-/// value [`Holds::UnregisteredParameter`] can be (`nn.Parameter(x).to(device)`), by its syntax
-/// alone (a superset: `fields` decides which of these drop the parameter).
-fn is_moved_call(v: &Expr) -> bool {
-    matches!(v, Expr::Call(c) if matches!(&*c.func, Expr::Attribute(m)
-        if matches!(m.attr.as_str(), "to" | "cuda" | "cpu" | "half" | "float" | "double")
-            && matches!(&*m.value, Expr::Call(_))))
 }
 
 /// `self.w = nn.Parameter(x).to(device)`

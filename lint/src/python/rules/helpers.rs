@@ -12,7 +12,7 @@ use ruff_text_size::{Ranged, TextRange};
 use crate::diagnostic::Edit;
 use crate::python::api;
 use crate::python::checker::{Checker, Node};
-use crate::python::model::{BindingId, BindingKind, Part};
+use crate::python::model::{BindingId, BindingKind, Model, Part};
 use crate::python::typing::Kind;
 
 /// Words looked for inside names, case-insensitively (`log` in `should_log`, `LOG_EVERY`): one
@@ -242,26 +242,27 @@ pub(crate) fn is_batch_element(cx: &Checker<'_, '_>, e: &Expr) -> bool {
 /// Does a `for` loop's iterable draw batches from a DataLoader: the loader itself, a name bound
 /// to one or called `*loader*`, or either wrapped in `enumerate`, `tqdm` or `iter`?
 pub(crate) fn iterates_loader(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
+    loader_of(cx, iter).is_some() || named_for_loader(cx.model, iter)
+}
+
+/// Is an iterable, out of `enumerate(..)`, `tqdm(..)`, `iter(..)` or `zip(..)`, named for a data
+/// loader (`loader`, `self.train_loader`, `dm.train_dataloader()`)? By its name alone.
+pub(crate) fn named_for_loader(model: &Model<'_>, iter: &Expr) -> bool {
     static LOADER: NameWords = NameWords::new(&["loader"]);
-    loader_of(cx, iter).is_some() || {
-        let inner = unwrap_iteration(cx, iter);
-        match inner {
-            Expr::Name(n) => LOADER.in_name(n.id.as_str()),
-            Expr::Attribute(a) => LOADER.in_name(a.attr.as_str()),
-            Expr::Call(c) => {
-                matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str().ends_with("dataloader"))
-            }
-            _ => false,
-        }
+    match unwrap_iteration(model, iter) {
+        Expr::Name(n) => LOADER.in_name(n.id.as_str()),
+        Expr::Attribute(a) => LOADER.in_name(a.attr.as_str()),
+        Expr::Call(c) => matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str().ends_with("dataloader")),
+        _ => false,
     }
 }
 
 /// `enumerate(x)`, `tqdm(x)`, `iter(x)`, `zip(x, ..)` → `x`.
-pub(crate) fn unwrap_iteration<'e>(cx: &Checker<'_, '_>, iter: &'e Expr) -> &'e Expr {
+pub(crate) fn unwrap_iteration<'e>(model: &Model<'_>, iter: &'e Expr) -> &'e Expr {
     let mut e = iter;
     for _ in 0..4 {
         let Expr::Call(c) = e else { break };
-        let wrapper = cx.callee_name(c).is_some_and(|q| {
+        let wrapper = model.canonical_name(&c.func).is_some_and(|q| {
             matches!(q.as_ref(), "builtins.enumerate" | "builtins.iter" | "builtins.zip")
                 || q.starts_with("tqdm.")
                 || q == "tqdm"
@@ -276,7 +277,7 @@ pub(crate) fn unwrap_iteration<'e>(cx: &Checker<'_, '_>, iter: &'e Expr) -> &'e 
 
 /// The `DataLoader(..)` call that an iterable comes from, in this file.
 pub(crate) fn loader_of<'e>(cx: &Checker<'_, 'e>, iter: &Expr) -> Option<&'e ast::ExprCall> {
-    let inner = unwrap_iteration(cx, iter);
+    let inner = unwrap_iteration(cx.model, iter);
     let b = name_binding(cx, inner)?;
     let BindingKind::Assignment { value: Expr::Call(c), part: Part::Whole, .. } = cx.model.binding(b).kind
     else {
