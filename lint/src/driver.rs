@@ -39,6 +39,15 @@ pub struct LintRun {
     /// Every file linted, in path order (files without findings included), and every path that
     /// could not be walked or read.
     pub files: Vec<FileReport>,
+    /// The paths the run was given, resolved: `--fix` writes nothing outside them.
+    pub(crate) roots: Vec<super::fix::Root>,
+}
+
+/// A run of these reports, as if their files had been named on the command line one by one.
+impl From<Vec<FileReport>> for LintRun {
+    fn from(files: Vec<FileReport>) -> LintRun {
+        LintRun { files, roots: Vec::new() }
+    }
 }
 
 impl LintRun {
@@ -71,7 +80,8 @@ pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, Lin
     super::crates::resolve(&mut reports);
     reports.extend(unwalkable);
     reports.sort_by(|a, b| a.disk_path.cmp(&b.disk_path));
-    Ok(LintRun { files: reports })
+    let roots = paths.iter().filter_map(|p| super::fix::Root::new(p)).collect();
+    Ok(LintRun { files: reports, roots })
 }
 
 /// The files to lint, and a `D000` report for each path the walk could not enter or read.

@@ -3,14 +3,18 @@
 //! and a file that cannot be fixed or written never stops the others. Files are replaced
 //! atomically ([`crate::atomic`]); when a write fails, the file and its report stay as they were.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
 use rayon::prelude::*;
 
+use super::compile_errors;
 use super::config::Settings;
 use super::diagnostic::{Applicability, Edit};
 use super::driver::{FileReport, LintRun};
 use super::error::LintError;
 use super::output::printable_line;
-use super::registry;
+use super::source::Language;
 
 /// Which fixes to apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,12 +39,16 @@ impl FixMode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FixOutcome {
     /// Fixes were applied (and the file written, when writing): `findings` findings are gone.
-    Fixed { findings: usize },
+    /// `refused` fixes were left out because the text they made would not compile (a bug in a
+    /// fix); `refused_because` says why the first was.
+    Fixed { findings: usize, refused: usize, refused_because: Option<String> },
     /// There was nothing to fix.
     Unchanged,
-    /// The fixed text did not parse (a bug in a fix): nothing was applied to this file.
-    Rejected,
-    /// The fixed text could not be written; the file is as it was, and so is its report.
+    /// Every fix made text the language's compiler would refuse (a bug in a fix): nothing was
+    /// applied to this file.
+    Rejected { reason: String },
+    /// The fixed text was not written (it could not be, or must not be); the file is as it was,
+    /// and so is its report.
     Failed { reason: String },
 }
 
@@ -64,7 +72,7 @@ impl FixSummary {
         self.files
             .iter()
             .map(|f| match f.outcome {
-                FixOutcome::Fixed { findings } => findings,
+                FixOutcome::Fixed { findings, .. } => findings,
                 _ => 0,
             })
             .sum()
@@ -80,9 +88,9 @@ impl FixSummary {
         self.with(|o| matches!(o, FixOutcome::Fixed { .. }))
     }
 
-    /// Files whose fixes did not parse.
+    /// Files none of whose fixes made valid text.
     pub fn rejected(&self) -> impl Iterator<Item = &FileFix> {
-        self.with(|o| *o == FixOutcome::Rejected)
+        self.with(|o| matches!(o, FixOutcome::Rejected { .. }))
     }
 
     /// Files that could not be written.
@@ -90,9 +98,13 @@ impl FixSummary {
         self.with(|o| matches!(o, FixOutcome::Failed { .. }))
     }
 
-    /// Did fixing go wrong for some file (a fix that did not parse, a file not written)?
+    /// Did fixing go wrong for some file (a fix that made invalid text, a file not written)?
     pub fn has_errors(&self) -> bool {
-        self.rejected().chain(self.failed()).next().is_some()
+        self.files.iter().any(|f| match &f.outcome {
+            FixOutcome::Fixed { refused, .. } => *refused > 0,
+            FixOutcome::Unchanged => false,
+            FixOutcome::Rejected { .. } | FixOutcome::Failed { .. } => true,
+        })
     }
 
     /// What `devcheck lint --fix` prints: a line for each file fixed or not fixed, then the
@@ -103,18 +115,22 @@ impl FixSummary {
         for file in &self.files {
             let path = printable_line(&file.path);
             let line = match &file.outcome {
-                FixOutcome::Fixed { findings } => {
+                FixOutcome::Fixed { findings, refused: 0, .. } => {
                     format!("{path}: fixed {}", plural(*findings, "finding", "findings"))
                 }
+                FixOutcome::Fixed { findings, refused, refused_because } => format!(
+                    "{path}: fixed {}; {} not applied: {} (a bug in a fix; please report it)",
+                    plural(*findings, "finding", "findings"),
+                    plural(*refused, "fix", "fixes"),
+                    printable_line(refused_because.as_deref().unwrap_or("the fixed text would not compile"))
+                ),
                 FixOutcome::Unchanged => continue,
-                FixOutcome::Rejected => format!(
-                    "{path}: not fixed: the fixed text did not parse (a bug in a fix; please report it); the file is unchanged"
+                FixOutcome::Rejected { reason } => format!(
+                    "{path}: not fixed: {} (a bug in a fix; please report it); the file is unchanged",
+                    printable_line(reason)
                 ),
                 FixOutcome::Failed { reason } => {
-                    format!(
-                        "{path}: not fixed: could not write it: {}; the file is unchanged",
-                        printable_line(reason)
-                    )
+                    format!("{path}: not fixed: {}; the file is unchanged", printable_line(reason))
                 }
             };
             out.push_str(&format!("devcheck: {line}\n"));
@@ -140,7 +156,8 @@ impl FixSummary {
 
 /// Applies fixes to every file of the run, writes the files (when `write`), and re-lints them so
 /// the run reports what is left. Files are fixed in parallel; `Err` only when no threads could
-/// be started.
+/// be started. A file is written only where it is: inside the paths the run was given (a
+/// symbolic link in a folder that leads out of it is linted, not rewritten).
 pub fn apply_fixes(
     run: &mut LintRun,
     mode: FixMode,
@@ -150,12 +167,13 @@ pub fn apply_fixes(
     let pool = super::stack::pool()
         .map_err(|source| LintError::Io { path: std::path::PathBuf::from("."), source })?;
     let before: Vec<usize> = run.files.iter().map(|r| r.diagnostics.len()).collect();
+    let roots = &run.roots;
     let mut files: Vec<FileFix> = pool.install(|| {
         run.files
             .par_iter_mut()
             .map(|report| FileFix {
                 path: report.path.clone(),
-                outcome: fix_file(report, mode, settings, write),
+                outcome: fix_file(report, mode, settings, write, roots),
             })
             .collect()
     });
@@ -164,7 +182,7 @@ pub fn apply_fixes(
         // is really gone.
         super::crates::resolve(&mut run.files);
         for ((file, report), before) in files.iter_mut().zip(&run.files).zip(before) {
-            if let FixOutcome::Fixed { findings } = &mut file.outcome {
+            if let FixOutcome::Fixed { findings, .. } = &mut file.outcome {
                 *findings = before.saturating_sub(report.diagnostics.len());
             }
         }
@@ -173,20 +191,52 @@ pub fn apply_fixes(
 }
 
 /// Fixes one file: rounds of fixes (they can overlap; each round applies the ones left out of the
-/// previous one), each re-linted, then one atomic write.
-fn fix_file(report: &mut FileReport, mode: FixMode, settings: &Settings, write: bool) -> FixOutcome {
+/// previous one), each checked by the language's own rules and re-linted, then one atomic write.
+fn fix_file(
+    report: &mut FileReport,
+    mode: FixMode,
+    settings: &Settings,
+    write: bool,
+    roots: &[Root],
+) -> FixOutcome {
+    if count_fixable(report, mode) == 0 {
+        return FixOutcome::Unchanged;
+    }
+    let lang = Language::of_named_file(&report.disk_path);
+    // What the compiler already refuses in the file is not a fix's doing. (The file parsed: its
+    // rules ran.)
+    let already = compile_errors(lang, &report.text).unwrap_or_default();
+    let valid = |text: &str| match compile_errors(lang, text) {
+        Err(e) => Err(format!("the fixed text would not be valid {}: {e}", lang.title())),
+        Ok(errors) => match new_errors(&already, errors) {
+            Some(e) => Err(format!("the fixed text would not compile as {}: {e}", lang.title())),
+            None => Ok(()),
+        },
+    };
     let original = report.clone();
     let mut fixed = report.clone();
     let mut changed = false;
+    let (mut refused, mut refused_because) = (0, None);
     for _ in 0..4 {
         let fixable = count_fixable(&fixed, mode);
-        let Some(text) = fixed_text(&fixed, mode) else { break };
-        let next = super::lint_text(&fixed.disk_path, &fixed.path, fixed.kind, text.into(), settings);
-        // The original parsed (rules ran on it), so a parse error now is the fix's.
-        if next.diagnostics.iter().any(|d| d.code == registry::PARSE_ERROR.code) {
-            return FixOutcome::Rejected;
+        let groups = non_overlapping(&fixed, mode);
+        if groups.is_empty() {
+            break;
         }
-        fixed = next;
+        let round = apply_valid(&fixed.text, &groups, &valid);
+        refused += round.refused;
+        refused_because = refused_because.or(round.refused_because);
+        let Some(text) = round.text else { break };
+        if text.len() > crate::MAX_FILE_BYTES {
+            return FixOutcome::Failed {
+                reason: format!(
+                    "the fixed text would be {} bytes, more than the limit of {} bytes",
+                    text.len(),
+                    crate::MAX_FILE_BYTES
+                ),
+            };
+        }
+        fixed = super::lint_text(&fixed.disk_path, &fixed.path, fixed.kind, text.into(), settings);
         changed = true;
         // A round that removed nothing would only apply the same edits again.
         if count_fixable(&fixed, mode) >= fixable {
@@ -194,66 +244,198 @@ fn fix_file(report: &mut FileReport, mode: FixMode, settings: &Settings, write: 
         }
     }
     if !changed {
-        return FixOutcome::Unchanged;
+        return match refused_because {
+            Some(reason) => FixOutcome::Rejected { reason },
+            None => FixOutcome::Unchanged,
+        };
     }
-    if write
-        && let Err(e) =
-            super::atomic::replace_file(&fixed.disk_path, original.text.as_bytes(), fixed.text.as_bytes())
-    {
-        return FixOutcome::Failed { reason: e.to_string() };
+    if write {
+        if let Some(reason) = outside(&fixed.disk_path, roots) {
+            return FixOutcome::Failed { reason };
+        }
+        if let Err(e) = devcheck_atomic::replace_if_unchanged(
+            &fixed.disk_path,
+            original.text.as_bytes(),
+            fixed.text.as_bytes(),
+        ) {
+            return FixOutcome::Failed { reason: format!("could not write it: {e}") };
+        }
     }
     let findings = original.diagnostics.len().saturating_sub(fixed.diagnostics.len());
     *report = fixed;
-    FixOutcome::Fixed { findings }
+    FixOutcome::Fixed { findings, refused, refused_because }
+}
+
+/// A path the run was given, as the file system resolves it.
+#[derive(Debug, Clone)]
+pub(crate) struct Root {
+    resolved: PathBuf,
+    is_dir: bool,
+}
+
+impl Root {
+    pub(crate) fn new(path: &Path) -> Option<Root> {
+        let resolved = std::fs::canonicalize(path).ok()?;
+        let is_dir = resolved.is_dir();
+        Some(Root { resolved, is_dir })
+    }
+}
+
+/// Why `file` must not be written: it resolves to a file outside every path the run was given
+/// (a symbolic link inside a folder that points out of it). A run made without paths (by hand,
+/// through the library) is not limited.
+fn outside(file: &Path, roots: &[Root]) -> Option<String> {
+    if roots.is_empty() {
+        return None;
+    }
+    let resolved = std::fs::canonicalize(file).ok()?;
+    let inside = roots
+        .iter()
+        .any(|r| if r.is_dir { resolved.starts_with(&r.resolved) } else { resolved == r.resolved });
+    (!inside).then(|| {
+        format!(
+            "it is a link to `{}`, outside the paths given; name that file to fix it",
+            super::display_path(&resolved)
+        )
+    })
+}
+
+/// The first error of `now` that `before` does not account for (a multiset difference).
+fn new_errors(before: &[String], now: Vec<String>) -> Option<String> {
+    let mut left: Vec<&String> = before.iter().collect();
+    for e in now {
+        match left.iter().position(|b| **b == e) {
+            Some(i) => {
+                left.swap_remove(i);
+            }
+            None => return Some(e),
+        }
+    }
+    None
 }
 
 fn count_fixable(report: &FileReport, mode: FixMode) -> usize {
     report.diagnostics.iter().filter(|d| d.fix.as_ref().is_some_and(|f| mode.allows(f.applicability))).count()
 }
 
-/// The text with every applicable, non-overlapping fix applied; `None` if there is none.
-fn fixed_text(report: &FileReport, mode: FixMode) -> Option<String> {
-    let mut fixes: Vec<&Vec<Edit>> = report
+/// The applicable fixes (each a group of edits made together) that do not overlap an earlier
+/// one, in order of position. Linear in the fixes (up to a log factor): a file can have tens of
+/// thousands.
+fn non_overlapping(report: &FileReport, mode: FixMode) -> Vec<&[Edit]> {
+    let text_len = report.text.len();
+    let mut fixes: Vec<&[Edit]> = report
         .diagnostics
         .iter()
         .filter_map(|d| d.fix.as_ref())
         .filter(|f| mode.allows(f.applicability) && !f.edits.is_empty())
-        .map(|f| &f.edits)
+        .map(|f| f.edits.as_slice())
+        .filter(|edits| {
+            edits.iter().all(|e| {
+                e.range.start <= e.range.end
+                    && e.range.end <= text_len
+                    && report.text.is_char_boundary(e.range.start)
+                    && report.text.is_char_boundary(e.range.end)
+            })
+        })
         .collect();
     fixes.sort_by_key(|edits| edits.iter().map(|e| e.range.start).min().unwrap_or(0));
-    let mut chosen: Vec<&Edit> = Vec::new();
+    // Chosen edits by start: they never overlap one another, so an edit can only overlap the
+    // last one starting before it and those starting inside it.
+    let mut chosen: BTreeMap<usize, usize> = BTreeMap::new();
+    let overlaps = |chosen: &BTreeMap<usize, usize>, e: &Edit| {
+        let (s, t) = (e.range.start, e.range.end);
+        let before = chosen.range(..s).next_back().is_some_and(|(_, &end)| end > s);
+        let inside =
+            chosen.range(s..=t).any(|(&cs, &ce)| cs < t || cs == s || (ce == cs && cs == t && s == t));
+        before || inside
+    };
+    let mut out = Vec::new();
     for edits in fixes {
-        let overlaps = edits.iter().any(|e| {
-            chosen.iter().any(|c| {
-                e.range.start < c.range.end && c.range.start < e.range.end
-                    || (e.range.is_empty() && c.range.contains(&e.range.start))
-                    || (c.range.is_empty() && e.range.contains(&c.range.start))
-                    || (e.range.is_empty() && c.range.is_empty() && e.range.start == c.range.start)
-            })
-        });
-        if !overlaps {
-            chosen.extend(edits.iter());
-        }
-    }
-    if chosen.is_empty() {
-        return None;
-    }
-    chosen.sort_by_key(|e| (e.range.start, e.range.end));
-    let text = &report.text;
-    let mut out = String::with_capacity(text.len());
-    let mut pos = 0;
-    for e in chosen {
-        if e.range.start < pos
-            || e.range.end > text.len()
-            || !text.is_char_boundary(e.range.start)
-            || !text.is_char_boundary(e.range.end)
-        {
+        if edits.iter().any(|e| overlaps(&chosen, e)) {
             continue;
         }
+        // Two edits of one fix overlapping each other would not apply either.
+        let mut own = BTreeMap::new();
+        if edits.iter().any(|e| {
+            let clash = overlaps(&own, e);
+            own.insert(e.range.start, e.range.end);
+            clash
+        }) {
+            continue;
+        }
+        chosen.extend(own);
+        out.push(edits);
+    }
+    out
+}
+
+/// The text with these (non-overlapping) fixes applied.
+fn apply(text: &str, fixes: &[&[Edit]]) -> String {
+    let mut edits: Vec<&Edit> = fixes.iter().flat_map(|f| f.iter()).collect();
+    edits.sort_by_key(|e| (e.range.start, e.range.end));
+    let mut out = String::with_capacity(text.len());
+    let mut pos = 0;
+    for e in edits {
         out.push_str(&text[pos..e.range.start]);
         out.push_str(&e.replacement);
         pos = e.range.end;
     }
     out.push_str(&text[pos..]);
-    Some(out)
+    out
+}
+
+/// One round of fixes: the text with every fix applied whose result the compiler accepts.
+struct Round {
+    /// `None` when no fix could be applied.
+    text: Option<String>,
+    refused: usize,
+    refused_because: Option<String>,
+}
+
+/// Bisections of a round whose text is refused before the remaining fixes are refused without
+/// looking: each costs a parse of the file.
+const MAX_BISECTIONS: usize = 64;
+
+/// Puts the halves of a part that failed on the list to try (the left one next); a single fix
+/// that failed is refused.
+fn split<'f, 'e>(part: &'f [&'e [Edit]], pending: &mut Vec<&'f [&'e [Edit]]>, refused: &mut usize) {
+    if part.len() > 1 {
+        let (left, right) = part.split_at(part.len() / 2);
+        pending.push(right);
+        pending.push(left);
+    } else {
+        *refused += part.len();
+    }
+}
+
+/// Applies `fixes`; when the result is not valid, finds the fixes that make it so by halving
+/// (a few parses for a few bad fixes among many) and applies the others.
+fn apply_valid(text: &str, fixes: &[&[Edit]], valid: &dyn Fn(&str) -> Result<(), String>) -> Round {
+    let all = apply(text, fixes);
+    let reason = match valid(&all) {
+        Ok(()) => return Round { text: Some(all), refused: 0, refused_because: None },
+        Err(reason) => reason,
+    };
+    let mut accepted: Vec<&[Edit]> = Vec::new();
+    let mut refused = 0;
+    // Parts still to try, the next last; the whole is known to fail, so it starts halved.
+    let mut pending: Vec<&[&[Edit]]> = Vec::new();
+    split(fixes, &mut pending, &mut refused);
+    let mut parses = 0;
+    while let Some(part) = pending.pop() {
+        if parses >= MAX_BISECTIONS {
+            refused += part.len();
+            continue;
+        }
+        parses += 1;
+        let mut candidate = accepted.clone();
+        candidate.extend_from_slice(part);
+        if valid(&apply(text, &candidate)).is_ok() {
+            accepted = candidate;
+        } else {
+            split(part, &mut pending, &mut refused);
+        }
+    }
+    let text = (!accepted.is_empty()).then(|| apply(text, &accepted));
+    Round { text, refused, refused_because: Some(reason) }
 }

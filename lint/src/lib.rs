@@ -15,7 +15,6 @@
 //! assert!(report.diagnostics.is_empty());
 //! ```
 
-mod atomic;
 mod config;
 mod crates;
 mod depth;
@@ -257,6 +256,28 @@ fn check_text(
     let checks = rules::checks(enabled);
     let (findings, summary) = walker::Walker::new(&file, &facts, checks).run(&ast);
     (findings, apis, Some(summary))
+}
+
+/// What the language's own compiler would refuse in `text`, as far as the linter can tell
+/// without compiling it: `Err` with the syntax error (or why the text cannot be analysed), else
+/// the errors a parse lets through that the compiler does not (Python's repeated keyword
+/// arguments and the like). Independent of every setting: `--fix` asks it of fixed text.
+pub(crate) fn compile_errors(lang: Language, text: &str) -> Result<Vec<String>, String> {
+    match lang {
+        Language::Python => python::compile_errors(text),
+        Language::Rust => {
+            let depth = unparseable(text).map_err(|problem| problem.message)?;
+            let base = stripped_prefix(text);
+            let parsed = stack::within(depth::stack_needed(depth), || {
+                let result =
+                    syn::parse_file(&text[base..]).map(drop).map_err(|e| lowercase_first(&e.to_string()));
+                proc_macro2::extra::invalidate_current_thread_spans();
+                result
+            });
+            parsed.map_err(|e| format!("no stack could be set up to check it ({e})"))??;
+            Ok(Vec::new())
+        }
+    }
 }
 
 /// The estimated depth of a Rust file's tree ([`depth::stack_needed`] says how much stack it

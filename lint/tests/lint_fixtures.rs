@@ -127,7 +127,7 @@ fn rendered_reports_match_snapshots() {
     let mut names = std::collections::HashSet::new();
     for path in fixtures() {
         let (_, report) = lint(&path);
-        let run = LintRun { files: vec![report] };
+        let run = LintRun::from(vec![report]);
         let human = render(&run, Format::Human, RenderOptions { color: false, width: 100, summary: true });
         let name = path
             .strip_prefix("fixtures/lint")

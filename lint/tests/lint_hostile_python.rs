@@ -112,7 +112,7 @@ fn a_huge_line_is_linted() {
     assert_eq!(&text[d003[0].range.clone()], "x.cuda()");
     // Shown in a window around the finding, never the whole line.
     let human =
-        render(&devcheck_lint::LintRun { files: vec![r.clone()] }, Format::Human, RenderOptions::default());
+        render(&devcheck_lint::LintRun::from(vec![r.clone()]), Format::Human, RenderOptions::default());
     assert!(human.len() < 10_000, "{} bytes", human.len());
 }
 

@@ -265,7 +265,7 @@ mod tests {
     fn render_one(path: &str, text: &str) -> String {
         let report = lint_source(path, text, &Settings::default());
         assert!(!report.diagnostics.is_empty(), "expected a finding");
-        let run = LintRun { files: vec![report] };
+        let run = LintRun::from(vec![report]);
         render(&run, RenderOptions { color: false, width: 100, summary: false })
     }
 

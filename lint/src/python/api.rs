@@ -40,6 +40,15 @@ pub(crate) fn is_creation(q: &str) -> bool {
     )
 }
 
+/// Creation functions that take a `device=` argument. `torch.from_numpy` and `torch.frombuffer`
+/// share the host memory and take none; the typed constructors (`torch.FloatTensor(..)`) refuse
+/// any device but the CPU.
+pub(crate) fn creation_takes_device(q: &str) -> bool {
+    is_creation(q)
+        && !matches!(q, "torch.from_numpy" | "torch.frombuffer" | "torch.Tensor")
+        && !q.ends_with("Tensor")
+}
+
 /// Creation functions whose result is the data passed in, not a shape: `torch.tensor(0.5)` is a
 /// 0-dim tensor, which PyTorch lets CUDA ops take from the CPU.
 pub(crate) fn creation_takes_data(q: &str) -> bool {

@@ -10,6 +10,7 @@
 
 mod api;
 mod checker;
+mod compile;
 mod depth;
 mod fields;
 pub(crate) mod inspect;
@@ -97,6 +98,24 @@ pub(crate) fn parse(text: &str) -> Result<(Parsed<ModModule>, usize), Box<Findin
         }
         Ok(depth) => Ok((parsed, depth)),
     }
+}
+
+/// What CPython's compiler would refuse in `text` beyond a syntax error: the messages of the
+/// semantic syntax errors ruff's parser knows (a keyword argument repeated, a parameter named
+/// twice, ...), or `Err` with the syntax error (or the reason the text is not analysed). `--fix`
+/// accepts fixed text only when it adds none, whatever rules the user has turned off.
+pub(crate) fn compile_errors(text: &str) -> Result<Vec<String>, String> {
+    let (parsed, depth) = parse(text).map_err(|problem| problem.message)?;
+    let tree = std::cell::Cell::new(Some(parsed));
+    let found = crate::stack::within(depth::stack_needed(depth), || {
+        let Some(parsed) = tree.take() else { return Vec::new() };
+        let mut visitor = compile::Visitor::new(text);
+        for stmt in &parsed.syntax().body {
+            ruff_python_ast::visitor::Visitor::visit_stmt(&mut visitor, stmt);
+        }
+        visitor.into_errors()
+    });
+    found.map_err(|e| format!("no stack could be set up to check it ({e})"))
 }
 
 fn too_deep(deep: TooDeep) -> Finding {

@@ -54,11 +54,13 @@ python_side! {
     /// ```
     ///
     /// ### Fix safety
-    /// The fix passes `device=x.device`, where `x` is the function's first tensor parameter. It
-    /// is safe when that parameter is annotated `torch.Tensor`; otherwise it is unsafe (the
-    /// parameter may not be a tensor). There is no fix when the function has no such parameter,
-    /// nor when the tensor is made outside the function (in a helper, an enclosing function or
-    /// at the top level of the file, where its input does not exist).
+    /// The fix passes `device=x.device`, where `x` is the function's first tensor parameter (to
+    /// `torch.from_numpy`, `torch.frombuffer` and the typed constructors, which take no device,
+    /// it appends `.to(x.device)`). It is safe when that parameter is annotated `torch.Tensor`;
+    /// otherwise it is unsafe (the parameter may not be a tensor). There is no fix when the
+    /// function has no such parameter, nor when the tensor is made outside the function (in a
+    /// helper, an enclosing function or at the top level of the file, where its input does not
+    /// exist).
     pub struct D001Torch {
         code: "D001",
         preview: "It reported one finding (true) on the 36 public PyTorch repositories of the ecosystem check and found 1 of their 7 known hazards: too few findings to measure its precision on real code.",
@@ -546,8 +548,15 @@ fn finding(cx: &Checker<'_, '_>, origin: &ast::ExprCall, how: Fixed, used: &Expr
         Made::TopLevel => format!("`{callee}` at the top level of the file (used by `{function}`) {tail}"),
     };
     // Only a creation in this function can take its input's device.
+    let takes_device = cx.model.canonical_name(&origin.func).is_some_and(|q| api::creation_takes_device(&q));
     let fix = input.filter(|_| matches!(made, Made::Here)).map(|(x, annotated)| {
         let edit = match keyword(origin, "device") {
+            // `torch.from_numpy(a)` takes no `device` (a typed constructor only the CPU): the
+            // tensor is moved once made.
+            _ if !takes_device => {
+                let end = origin.end().to_usize();
+                Edit { range: end..end, replacement: format!(".to({x}.device)") }
+            }
             Some(d) => Edit { range: range(d.range()), replacement: format!("{x}.device") },
             None => {
                 let close = origin.arguments.end().to_usize().saturating_sub(1);

@@ -239,7 +239,7 @@ impl Check {
             .related(range(*used_at), "used in the forward pass here")
             .help(format!(
                 "register it as a buffer: `self.register_buffer(\"{}\", ..., persistent=False)` (or wrap it in `nn.Parameter` if it is trained)",
-                field.name
+                mangled(field.name, cx.model.class(class).def.name.as_str()).unwrap_or_else(|| field.name.to_string())
             ))
             .fix(buffer_fix(cx, field)),
         )
@@ -322,14 +322,29 @@ fn buffer_fix(cx: &Checker<'_, '_>, field: &Field<'_>) -> Option<Fix> {
         text.contains("super(") && text.contains("__init__")
     });
     let applicability = if after_init { Applicability::Safe } else { Applicability::Unsafe };
+    // `self.__scale` in class `M` is the attribute `_M__scale`: the buffer must have that name.
+    let class = method.class.map(|c| cx.model.class(c).def.name.as_str());
+    let name = mangled(field.name, class?)?;
     Some(Fix::new(
         applicability,
         "register it as a non-persistent buffer",
         vec![Edit {
             range: range(stmt.range()),
-            replacement: format!("{receiver}.register_buffer(\"{}\", {value}, persistent=False)", field.name),
+            replacement: format!("{receiver}.register_buffer(\"{name}\", {value}, persistent=False)"),
         }],
     ))
+}
+
+/// The attribute's real name as Python stores it: a private name (`__x`, not `__x__`) written in
+/// class `C` is `_C__x` (the class name without its leading underscores). `None` where no name
+/// can be given: a class whose name is all underscores does not mangle, but then the text is
+/// not ordinary enough to rewrite.
+fn mangled(name: &str, class: &str) -> Option<String> {
+    if !name.starts_with("__") || name.ends_with("__") {
+        return Some(name.to_string());
+    }
+    let class = class.trim_start_matches('_');
+    (!class.is_empty()).then(|| format!("_{class}{name}"))
 }
 
 /// `self.layers = [nn.Linear(..), ..]`, or a list filled with modules later.

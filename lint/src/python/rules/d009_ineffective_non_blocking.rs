@@ -1,4 +1,4 @@
-use ruff_python_ast::Expr;
+use ruff_python_ast::{self as ast, Expr};
 use ruff_text_size::Ranged;
 
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
@@ -43,7 +43,8 @@ declare_rule! {
     /// ```
     ///
     /// ### Fix safety
-    /// For a pinned batch moved blocking, the fix adds `non_blocking=True`; it is safe: kernels
+    /// For a pinned batch moved blocking, the fix adds `non_blocking=True` (or turns an explicit
+    /// `non_blocking=False`, by keyword or by position, into `True`); it is safe: kernels
     /// that use the batch run on the same stream, after the copy. A non-blocking copy from an
     /// unpinned loader has no fix: pinning is the loader's decision.
     pub struct D009IneffectiveNonBlocking {
@@ -91,7 +92,14 @@ impl Rule for Check {
             // `pin_memory=args.pin`: decided elsewhere.
             Some(_) => return,
         };
-        let non_blocking = match keyword(call, "non_blocking") {
+        // `non_blocking` may be given by keyword or by position (`.to(dev, dtype, False)`,
+        // `.cuda(0, False)`); a value that is not a literal, or a position that cannot be told,
+        // is not judged.
+        let given = match non_blocking_argument(cx, call, method) {
+            Some(given) => given,
+            None => return,
+        };
+        let non_blocking = match given {
             None => false,
             Some(v) if is_true(v) => true,
             Some(Expr::BooleanLiteral(_)) => false,
@@ -110,8 +118,15 @@ impl Rule for Check {
                 .related(range(loader.range()), "the batches are not pinned"),
             );
         } else if pinned && !non_blocking {
-            let close = call.arguments.end().to_usize().saturating_sub(1);
-            let separator = if call.arguments.is_empty() { "" } else { ", " };
+            // An explicit `False` becomes `True`; never a second `non_blocking`.
+            let edit = match given {
+                Some(value) => Edit { range: range(value.range()), replacement: "True".to_string() },
+                None => {
+                    let close = call.arguments.end().to_usize().saturating_sub(1);
+                    let separator = if call.arguments.is_empty() { "" } else { ", " };
+                    Edit { range: close..close, replacement: format!("{separator}non_blocking=True") }
+                }
+            };
             out.push(
                 Finding::new(
                     &D009IneffectiveNonBlocking::META,
@@ -124,9 +139,38 @@ impl Rule for Check {
                 .fix(Some(Fix::new(
                     Applicability::Safe,
                     "copy without blocking",
-                    vec![Edit { range: close..close, replacement: format!("{separator}non_blocking=True") }],
+                    vec![edit],
                 ))),
             );
         }
     }
+}
+
+/// Where the call gives `non_blocking`: `Some(None)` when it does not, `Some(Some(value))` when
+/// it does (by keyword, or by position: `Tensor.to(device, dtype, non_blocking)`,
+/// `Tensor.to(dtype | other, non_blocking)`, `Tensor.cuda(device, non_blocking)`), `None` when
+/// a positional argument may be it and cannot be told from a dtype.
+fn non_blocking_argument<'e>(
+    cx: &Checker<'_, '_>,
+    call: &'e ast::ExprCall,
+    method: &str,
+) -> Option<Option<&'e Expr>> {
+    if let Some(value) = keyword(call, "non_blocking") {
+        return Some(Some(value));
+    }
+    let args = &call.arguments.args;
+    if args.iter().any(Expr::is_starred_expr) {
+        return None;
+    }
+    let at = match method {
+        "cuda" => 1,
+        // `.to(x, y, ..)`: `y` is the dtype (then `non_blocking` is third) unless it is a bool.
+        _ => match args.get(1) {
+            None => return Some(None),
+            Some(second) if is_dtype(cx, second) => 2,
+            Some(Expr::BooleanLiteral(_)) => 1,
+            Some(_) => return None,
+        },
+    };
+    Some(args.get(at))
 }

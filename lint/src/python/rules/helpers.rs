@@ -304,9 +304,12 @@ pub(crate) fn is_true(e: &Expr) -> bool {
 /// Removing a statement, or replacing it with `pass` when it is alone in its block (a block
 /// cannot be empty in Python). The whole lines go when nothing else is on them.
 pub(crate) fn remove_statement(cx: &Checker<'_, '_>, stmt: &Stmt) -> Edit {
+    // The statement itself is on the stack of parents too: its parent is the next one out.
     let alone = cx.parents.iter().rev().find_map(|n| match n {
-        Node::Stmt(parent) => Some(block_of(parent, stmt).is_some_and(|b| b.len() == 1)),
-        Node::Expr(_) => None,
+        Node::Stmt(parent) if parent.range() != stmt.range() => {
+            Some(block_of(parent, stmt).is_some_and(|b| b.len() == 1))
+        }
+        _ => None,
     });
     let r = range(stmt.range());
     if alone.unwrap_or(false) {
