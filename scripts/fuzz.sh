@@ -18,4 +18,8 @@ cargo test --release --config 'profile.release.overflow-checks=true' \
     --test fuzz_checkpoint --test fuzz_tensor
 # The linter: every file gets an outcome, nothing panics or overflows the stack.
 cargo test --release --config 'profile.release.overflow-checks=true' \
-    -p devcheck-lint --test lint_hostile
+    -p devcheck-lint --test lint_hostile --test lint_hostile_python
+cargo test --release --config 'profile.release.overflow-checks=true' -p devcheck-lint --lib fix::
+# Files: replacement under concurrent edits, special files, limits.
+cargo test --release -p devcheck-files
+cargo test --release -p devcheck-cli --test cli_hostile --test cli_hostile_python

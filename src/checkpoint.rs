@@ -148,7 +148,7 @@ fn write_tensors(
     // A tensor that cannot be read (a fake one, a failing device) stops the write; its error is
     // the one to report, not the I/O error that carries it out of the writer.
     let mut tensor_error = None;
-    let written = devcheck_atomic::write_atomically(path, |out| {
+    let written = devcheck_files::write_atomically(path, |out| {
         out.write_all(&(header.len() as u64).to_le_bytes())?;
         out.write_all(&header)?;
         for (_, tensor) in &order {

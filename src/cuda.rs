@@ -20,6 +20,14 @@ fn probe() -> &'static Probe {
                 reason: Some("no NVIDIA driver was found (libcuda.so could not be loaded)".to_string()),
             };
         }
+        if let Some(missing) = missing_driver_function() {
+            return Probe {
+                count: 0,
+                reason: Some(format!(
+                    "the NVIDIA driver library that was found (libcuda.so) is not usable: it has no `{missing}`"
+                )),
+            };
+        }
         match cudarc::driver::CudaContext::device_count() {
             Ok(n) if n > 0 => Probe { count: n as usize, reason: None },
             Ok(_) => {
@@ -30,6 +38,26 @@ fn probe() -> &'static Probe {
             }
         }
     })
+}
+
+/// The first driver function the probe and [`device_name`] need that the loaded driver library
+/// lacks. cudarc looks each function up when first called and panics when it is missing (a
+/// stub or foreign `libcuda.so` on the library path), so they are looked up here first.
+fn missing_driver_function() -> Option<&'static str> {
+    const NEEDED: &[&str] =
+        &["cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName", "cuDeviceGetAttribute"];
+    // SAFETY: the library is present (checked by the caller); looking a symbol up runs none of
+    // its code.
+    let library = unsafe { cudarc::driver::sys::culib() };
+    first_missing(NEEDED, |symbol| {
+        // SAFETY: only the lookup, never a call through this type.
+        unsafe { library.get::<unsafe extern "C" fn()>(symbol) }.is_ok()
+    })
+}
+
+/// The first of `names` for which `has` (given the NUL-terminated symbol) says no.
+pub(crate) fn first_missing(names: &[&'static str], has: impl Fn(&[u8]) -> bool) -> Option<&'static str> {
+    names.iter().copied().find(|name| !has(format!("{name}\0").as_bytes()))
 }
 
 /// Is at least one CUDA device usable? (`torch.cuda.is_available()`)

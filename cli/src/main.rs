@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use devcheck_lint::output::{Format, RenderOptions, render};
+use devcheck_lint::output::{Format, RenderOptions, json_escaped, printable, render};
 use devcheck_lint::{
     Api, FixMode, Overrides, Settings, Severity, apply_fixes, inspect_paths, lint_paths, registry,
     render_inspect,
@@ -162,11 +162,14 @@ fn width() -> usize {
     std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()).filter(|w| *w >= 40).unwrap_or(100)
 }
 
-/// Prints an error of the run itself as a miette report on stderr.
-fn report_error(error: &dyn Diagnostic, color: bool) {
-    let err_color = color && std::io::stderr().is_terminal();
-    let theme = if err_color { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
-    let handler = GraphicalReportHandler::new_themed(theme).with_links(false).with_width(width());
+/// Prints an error of the run itself as a miette report on stderr. Errors quote what users and
+/// their files wrote (paths, rule codes, configuration, checkpoint tensor names), so the report
+/// is rendered without colour and goes out through [`print_err`], which escapes every control
+/// character: nothing in it can drive the terminal.
+fn report_error(error: &dyn Diagnostic, _color: bool) {
+    let handler = GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor())
+        .with_links(false)
+        .with_width(width());
     let mut out = String::new();
     if handler.render_report(&mut out, error).is_err() {
         out = error.to_string();
@@ -181,10 +184,11 @@ fn print(text: &str) {
     let _ = stdout.flush();
 }
 
-/// Like [`print`], on stderr: a full disk or a closed stderr must not turn into a panic that
-/// hides the exit code.
+/// Everything devcheck writes to stderr goes through here: control and bidirectional-override
+/// characters are escaped (`\u{1b}`), and a full disk or a closed stderr must not turn into a
+/// panic that hides the exit code.
 fn print_err(text: &str) {
-    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    let _ = std::io::stderr().lock().write_all(printable(text).as_bytes());
 }
 
 fn lint(args: LintArgs, color: bool) -> u8 {
@@ -263,7 +267,12 @@ fn inspect(args: InspectArgs, color: bool) -> u8 {
     for path in &checkpoints {
         match devcheck::check::inspect_checkpoint(path) {
             Ok(inventory) => {
-                print(&if json { format!("{}\n", inventory.to_json()) } else { format!("{inventory}\n") });
+                // Tensor names come from the checkpoint, which may come from anywhere.
+                print(&if json {
+                    format!("{}\n", json_escaped(inventory.to_json().to_string()))
+                } else {
+                    format!("{}\n", printable(&inventory.to_string()))
+                });
                 if !inventory.is_clean() {
                     report_error(&inventory.to_error(), color);
                     code = 1;
@@ -385,11 +394,14 @@ fn env_rows() -> Vec<EnvRow> {
         (true, Some((major, minor)), Some(path)) => format!("{major}.{minor} ({})", path.display()),
         (true, Some((major, minor)), None) => format!("{major}.{minor}"),
         (true, None, _) => "found, version unknown".to_string(),
-        (false, _, _) => format!(
-            "not found (looked for {}; LD_LIBRARY_PATH={})",
-            nvrtc.searched.join(", "),
-            nvrtc.ld_library_path.as_deref().unwrap_or("")
-        ),
+        (false, _, _) => match &nvrtc.unusable {
+            Some(why) => why.clone(),
+            None => format!(
+                "not found (looked for {}; LD_LIBRARY_PATH={})",
+                nvrtc.searched.join(", "),
+                nvrtc.ld_library_path.as_deref().unwrap_or("")
+            ),
+        },
     };
     rows.push(EnvRow { key: "nvrtc", value: nvrtc_row });
     let headers = if nvrtc.include_dirs.is_empty() {

@@ -269,7 +269,7 @@ fn a_finding_past_column_65535_is_reported_in_every_format() {
         ("human", "[src/model.rs:4:70001]"),
         ("concise", "src/model.rs:4:70001: D001"),
         ("json", "\"column\": 70001"),
-        ("sarif", "\"startColumn\": 70001"),
+        ("sarif", "\"startColumn\":70001"),
         ("github", "::error file=src/model.rs,line=4,col=70001,"),
     ];
     for (format, needle) in expected {

@@ -29,6 +29,9 @@ use super::profile::Api;
 use super::registry::{self, RuleMeta, Severity};
 use super::source::Language;
 
+/// The most a configuration file is read: far above any real one.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 /// The name of the configuration file, looked up from the current directory upwards.
 pub const CONFIG_FILE: &str = "devcheck.toml";
 
@@ -114,7 +117,10 @@ impl Settings {
     pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Settings, LintError> {
         let (table, root, config_path) = match path {
             Some(p) => {
-                let text = std::fs::read_to_string(p)
+                // A FIFO or `/dev/zero` named with `--config` must not hang the run.
+                let text = devcheck_files::read_limited(p, MAX_CONFIG_BYTES)
+                    .map_err(std::io::Error::other)
+                    .and_then(|bytes| String::from_utf8(bytes).map_err(std::io::Error::other))
                     .map_err(|source| LintError::Io { path: p.to_path_buf(), source })?;
                 let file: ConfigFile = toml::from_str(&text).map_err(|e| {
                     LintError::Config(Box::new(ConfigError {
@@ -147,7 +153,11 @@ impl Settings {
     ) -> Result<Settings, LintError> {
         let context = config_path.as_ref().map(|p| p.display().to_string());
         let preview = overrides.preview || table.preview.unwrap_or(false);
-        let select = overrides.select.clone().or(table.select);
+        // An unknown code is blamed on where it was written: the command line or the file.
+        let (select, select_context) = match &overrides.select {
+            Some(list) => (Some(list.clone()), Some("`--select`".to_string())),
+            None => (table.select, context.clone()),
+        };
         let selected = |lang: Language| -> Result<HashSet<&'static str>, LintError> {
             let Some(list) = &select else { return Ok(default_rules(preview, lang).collect()) };
             let mut set: HashSet<&'static str> =
@@ -157,7 +167,7 @@ impl Settings {
                     set.extend(default_rules(preview, lang));
                 } else {
                     // A rule named on its own runs, preview or not: the user asked for it.
-                    let rules = resolve(code, context.as_deref())?;
+                    let rules = resolve(code, select_context.as_deref())?;
                     set.extend(rules.iter().filter(|r| r.status_in(lang).is_some()).map(|r| r.code));
                 }
             }
@@ -165,8 +175,10 @@ impl Settings {
         };
         let mut enabled = selected(Language::Rust)?;
         let mut enabled_python = selected(Language::Python)?;
-        for code in table.ignore.iter().flatten().chain(&overrides.ignore) {
-            for rule in resolve(code, context.as_deref())? {
+        let file_ignores = table.ignore.iter().flatten().map(|c| (c, context.as_deref()));
+        let cli_ignores = overrides.ignore.iter().map(|c| (c, Some("`--ignore`")));
+        for (code, written_in) in file_ignores.chain(cli_ignores) {
+            for rule in resolve(code, written_in)? {
                 // An internal error is never silenced: it means the results are incomplete.
                 if rule.code != registry::INTERNAL_ERROR.code {
                     enabled.remove(rule.code);

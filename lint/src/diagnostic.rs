@@ -113,11 +113,53 @@ impl LineCol {
     /// The same answer as [`LineIndex::line_col`].
     pub fn at(text: &str, offset: usize) -> LineCol {
         let offset = char_floor(text, offset);
-        let before = &text.as_bytes()[..offset];
-        let start = memchr::memrchr(b'\n', before).map_or(0, |i| i + 1);
-        let line = memchr::memchr_iter(b'\n', &before[..start]).count() + 1;
+        let bytes = text.as_bytes();
+        let before = &bytes[..offset];
+        // Past the last line break before `offset` (the `\r` of a `\r\n` is not one: the
+        // `\n` is).
+        let start =
+            memchr::memrchr2_iter(b'\n', b'\r', before).find(|&i| is_break(bytes, i)).map_or(0, |i| i + 1);
+        let line =
+            memchr::memchr2_iter(b'\n', b'\r', &before[..start]).filter(|&i| is_break(bytes, i)).count() + 1;
         LineCol { line, column: text[start..offset].chars().count() + 1 }
     }
+}
+
+/// Does a line end at byte `i`? At a `\n`, and at a `\r` that no `\n` follows (old Mac files:
+/// Python reads a lone `\r` as a line break, and so does every editor).
+fn is_break(bytes: &[u8], i: usize) -> bool {
+    match bytes[i] {
+        b'\n' => true,
+        b'\r' => bytes.get(i + 1) != Some(&b'\n'),
+        _ => false,
+    }
+}
+
+/// The lines of `text` without their breaks (`\n`, `\r\n`, or a lone `\r`), as [`LineIndex`]
+/// numbers them.
+pub(crate) fn lines(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    let mut breaks = memchr::memchr2_iter(b'\n', b'\r', bytes).filter(move |&i| is_break(bytes, i));
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        match breaks.next() {
+            Some(i) => {
+                let end = if i > start && bytes[i] == b'\n' && bytes[i - 1] == b'\r' { i - 1 } else { i };
+                let line = &text[start..end];
+                start = i + 1;
+                Some(line)
+            }
+            None => {
+                done = true;
+                // Like `str::lines`, no empty last line after a final break.
+                (start < text.len()).then(|| &text[start..])
+            }
+        }
+    })
 }
 
 /// `offset` clamped to the text, then moved back to the start of the character it falls in.
@@ -157,7 +199,9 @@ impl LineIndex {
         // Lines average some 30 bytes of source: room for most files without growing.
         let mut starts = Vec::with_capacity(text.len() / 32 + 1);
         starts.push(0);
-        starts.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1));
+        let bytes = text.as_bytes();
+        starts
+            .extend(memchr::memchr2_iter(b'\n', b'\r', bytes).filter(|&i| is_break(bytes, i)).map(|i| i + 1));
         LineIndex { starts }
     }
 
@@ -193,14 +237,27 @@ mod tests {
         /// offsets inside a character, at a line break and past the end.
         #[test]
         fn a_position_counted_from_the_start_is_the_indexed_one(
-            text in "(a|é|\u{1F600}|\n|\r\n| ){0,40}",
+            text in "(a|é|\u{1F600}|\n|\r\n|\r| ){0,40}",
             offsets in proptest::collection::vec(0usize..200, 1..8),
         ) {
             let index = LineIndex::new(&text);
             for offset in offsets {
                 prop_assert_eq!(LineCol::at(&text, offset), index.line_col(&text, offset), "offset {}", offset);
             }
+            // The lines the suppressions read are the index's lines.
+            for (i, line) in lines(&text).enumerate() {
+                prop_assert_eq!(line, &text[index.line_range(&text, i + 1)]);
+            }
         }
+    }
+
+    #[test]
+    fn a_lone_carriage_return_ends_a_line() {
+        let text = "a\rb\r\nc\nd";
+        assert_eq!(lines(text).collect::<Vec<_>>(), ["a", "b", "c", "d"]);
+        assert_eq!(LineCol::at(text, 2), LineCol { line: 2, column: 1 });
+        assert_eq!(LineCol::at(text, 5), LineCol { line: 3, column: 1 });
+        assert_eq!(LineIndex::new(text).line_count(), 4);
     }
 
     #[test]

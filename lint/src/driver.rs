@@ -3,7 +3,6 @@
 //! collects one report per file in path order. What cannot be walked or read is reported as a
 //! `D000` for its path; every other file is still linted.
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -253,9 +252,10 @@ fn system_reason(error: &std::io::Error) -> Option<String> {
 pub(crate) fn lint_file(path: &Path, settings: &Settings) -> FileReport {
     let shown = super::display_path(path);
     let kind = FileKind::of_path(path);
-    let bytes = match read_at_most(path, super::MAX_FILE_BYTES) {
-        Ok(Some(b)) => b,
-        Ok(None) => {
+    // Read no further than the limit, so a huge or endless file costs nothing.
+    let bytes = match devcheck_files::read_limited(path, super::MAX_FILE_BYTES as u64) {
+        Ok(b) => b,
+        Err(devcheck_files::ReadError::TooLarge { .. }) => {
             let size = std::fs::metadata(path).ok().map(|m| m.len());
             return report_finding(path, &shown, kind, super::too_large(size), "".into());
         }
@@ -282,26 +282,6 @@ pub(crate) fn lint_file(path: &Path, settings: &Settings) -> FileReport {
             )
         }
     }
-}
-
-/// The file's bytes, or `None` if it holds more than `limit` (read no further than that, so a
-/// huge or endless file costs nothing).
-fn read_at_most(path: &Path, limit: usize) -> std::io::Result<Option<Vec<u8>>> {
-    let file = std::fs::File::open(path)?;
-    let cap = limit.saturating_add(1);
-    // Sized from the file's length when it has one, so a file is read in one call (growing from
-    // nothing took a dozen for a few kilobytes); the limit still holds for files that grow or
-    // never end.
-    let size = match file.metadata() {
-        Ok(m) if m.is_file() => usize::try_from(m.len()).unwrap_or(usize::MAX),
-        _ => 0,
-    };
-    if size > limit {
-        return Ok(None);
-    }
-    let mut bytes = Vec::with_capacity(size);
-    file.take(cap as u64).read_to_end(&mut bytes)?;
-    Ok((bytes.len() <= limit).then_some(bytes))
 }
 
 fn unreadable(
@@ -349,33 +329,5 @@ fn report_finding(
         text,
         diagnostics: vec![diagnostic],
         summary: None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_file_is_read_whole_up_to_the_limit_and_refused_past_it() {
-        let dir = tempfile::tempdir().expect("a temporary folder");
-        let path = dir.path().join("m.py");
-        let text = "import torch\n".repeat(1000);
-        std::fs::write(&path, &text).expect("written");
-        let n = text.len();
-        assert_eq!(read_at_most(&path, n).expect("read").as_deref(), Some(text.as_bytes()));
-        assert_eq!(read_at_most(&path, n + 1).expect("read").as_deref(), Some(text.as_bytes()));
-        assert_eq!(read_at_most(&path, n - 1).expect("read"), None);
-    }
-
-    /// Files whose length the system does not know (procfs says 0) are read to their end all the
-    /// same, and still no further than the limit.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn a_file_of_unknown_length_is_read_by_growing() {
-        let path = Path::new("/proc/self/status");
-        let bytes = read_at_most(path, 1 << 20).expect("read").expect("within the limit");
-        assert!(bytes.starts_with(b"Name:"), "{}", String::from_utf8_lossy(&bytes));
-        assert_eq!(read_at_most(path, 16).expect("read"), None);
     }
 }

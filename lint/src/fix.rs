@@ -223,19 +223,21 @@ fn fix_file(
         if groups.is_empty() {
             break;
         }
-        let round = apply_valid(&fixed.text, &groups, &valid);
-        refused += round.refused;
-        refused_because = refused_because.or(round.refused_because);
-        let Some(text) = round.text else { break };
-        if text.len() > crate::MAX_FILE_BYTES {
+        let all = apply(&fixed.text, &groups);
+        // Too large to lint again (and to check) is not a bug in a fix: the file stays as it is.
+        if all.len() > crate::MAX_FILE_BYTES {
             return FixOutcome::Failed {
                 reason: format!(
                     "the fixed text would be {} bytes, more than the limit of {} bytes",
-                    text.len(),
+                    all.len(),
                     crate::MAX_FILE_BYTES
                 ),
             };
         }
+        let round = apply_valid(&fixed.text, &groups, all, &valid);
+        refused += round.refused;
+        refused_because = refused_because.or(round.refused_because);
+        let Some(text) = round.text else { break };
         fixed = super::lint_text(&fixed.disk_path, &fixed.path, fixed.kind, text.into(), settings);
         changed = true;
         // A round that removed nothing would only apply the same edits again.
@@ -253,7 +255,7 @@ fn fix_file(
         if let Some(reason) = outside(&fixed.disk_path, roots) {
             return FixOutcome::Failed { reason };
         }
-        if let Err(e) = devcheck_atomic::replace_if_unchanged(
+        if let Err(e) = devcheck_files::replace_if_unchanged(
             &fixed.disk_path,
             original.text.as_bytes(),
             fixed.text.as_bytes(),
@@ -408,10 +410,14 @@ fn split<'f, 'e>(part: &'f [&'e [Edit]], pending: &mut Vec<&'f [&'e [Edit]]>, re
     }
 }
 
-/// Applies `fixes`; when the result is not valid, finds the fixes that make it so by halving
+/// Applies `fixes` (`all` is the text with all of them); when the result is not valid, finds the fixes that make it so by halving
 /// (a few parses for a few bad fixes among many) and applies the others.
-fn apply_valid(text: &str, fixes: &[&[Edit]], valid: &dyn Fn(&str) -> Result<(), String>) -> Round {
-    let all = apply(text, fixes);
+fn apply_valid(
+    text: &str,
+    fixes: &[&[Edit]],
+    all: String,
+    valid: &dyn Fn(&str) -> Result<(), String>,
+) -> Round {
     let reason = match valid(&all) {
         Ok(()) => return Round { text: Some(all), refused: 0, refused_because: None },
         Err(reason) => reason,
@@ -438,4 +444,128 @@ fn apply_valid(text: &str, fixes: &[&[Edit]], valid: &dyn Fn(&str) -> Result<(),
     }
     let text = (!accepted.is_empty()).then(|| apply(text, &accepted));
     Round { text, refused, refused_because: Some(reason) }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::diagnostic::Fix;
+    use crate::{Overrides, Settings};
+
+    /// Preview on (D009, whose finding the tests borrow, is a preview rule), these rules off.
+    fn settings(ignore: &[&str]) -> Settings {
+        let overrides = Overrides {
+            ignore: ignore.iter().map(|s| s.to_string()).collect(),
+            preview: true,
+            ..Overrides::default()
+        };
+        Settings::load(None, &overrides).expect("settings")
+    }
+
+    /// A Python file with one finding whose fix is replaced by `edits`.
+    fn report_with_fix(text: &str, edits: Vec<Edit>) -> FileReport {
+        let mut report = crate::lint_source("m.py", text, &settings(&[]));
+        let d = report.diagnostics.first_mut().expect("a finding");
+        d.fix = Some(Fix::new(Applicability::Safe, "a fix", edits));
+        report
+    }
+
+    const MODEL: &str = "import torch\nfrom torch.utils.data import DataLoader\n\ndef train(ds, dev):\n    \
+                         loader = DataLoader(ds, pin_memory=True)\n    for xb in loader:\n        \
+                         xb = xb.to(dev)\n";
+
+    #[test]
+    fn a_fix_that_would_not_compile_is_refused_whatever_the_user_ignores() {
+        let settings = settings(&["D000"]);
+        let at = MODEL.find("xb.to(dev)").expect("the call") + "xb.to(dev".len();
+        // A repeated keyword: ruff's parser takes it, CPython refuses the file.
+        let bad = vec![Edit { range: at..at, replacement: ", non_blocking=True, non_blocking=True".into() }];
+        let mut report = report_with_fix(MODEL, bad);
+        let outcome = fix_file(&mut report, FixMode::Safe, &settings, false, &[]);
+        assert_eq!(
+            outcome,
+            FixOutcome::Rejected {
+                reason:
+                    "the fixed text would not compile as Python: Duplicate keyword argument `non_blocking`"
+                        .into()
+            }
+        );
+        assert_eq!(&*report.text, MODEL);
+        // One that does not parse at all.
+        let broken = vec![Edit { range: at..at, replacement: "((".into() }];
+        let mut report = report_with_fix(MODEL, broken);
+        let outcome = fix_file(&mut report, FixMode::Safe, &settings, false, &[]);
+        assert!(
+            matches!(&outcome, FixOutcome::Rejected { reason } if reason.starts_with("the fixed text would not be valid Python")),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn the_bad_fixes_of_a_round_are_found_and_the_good_ones_applied() {
+        let text = "a = 1\n".repeat(40);
+        let good = |i: usize| vec![Edit { range: i * 6..i * 6 + 1, replacement: "b".into() }];
+        let bad = |i: usize| vec![Edit { range: i * 6 + 4..i * 6 + 5, replacement: "(".into() }];
+        let fixes: Vec<Vec<Edit>> =
+            (0..40).map(|i| if i == 7 || i == 31 { bad(i) } else { good(i) }).collect();
+        let refs: Vec<&[Edit]> = fixes.iter().map(Vec::as_slice).collect();
+        let valid = |t: &str| match compile_errors(Language::Python, t) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        };
+        let round = apply_valid(&text, &refs, apply(&text, &refs), &valid);
+        assert_eq!(round.refused, 2);
+        let fixed = round.text.expect("the good fixes");
+        assert_eq!(fixed.matches("b = 1").count(), 38);
+        assert_eq!(fixed.matches("a = 1").count(), 2);
+    }
+
+    /// The overlap rule as it was first written, pair by pair: the fast version must agree.
+    fn overlaps_pairwise(chosen: &[Edit], e: &Edit) -> bool {
+        chosen.iter().any(|c| {
+            e.range.start < c.range.end && c.range.start < e.range.end
+                || (e.range.is_empty() && c.range.contains(&e.range.start))
+                || (c.range.is_empty() && e.range.contains(&c.range.start))
+                || (e.range.is_empty() && c.range.is_empty() && e.range.start == c.range.start)
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn the_overlap_check_chooses_what_the_pairwise_one_chooses(
+            fixes in proptest::collection::vec(
+                proptest::collection::vec((0usize..60, 0usize..6), 1..3), 0..40),
+        ) {
+            let text = "x".repeat(80);
+            let mut report = crate::lint_source("m.py", "", &Settings::default());
+            report.text = text.as_str().into();
+            report.diagnostics = fixes.iter().map(|edits| {
+                let mut d = crate::lint_source("m.py", MODEL, &settings(&[])).diagnostics.remove(0);
+                d.fix = Some(Fix::new(Applicability::Safe, "f", edits.iter().map(|&(s, l)| Edit { range: s..s + l, replacement: "y".into() }).collect()));
+                d
+            }).collect();
+            let fast: Vec<Vec<Edit>> = non_overlapping(&report, FixMode::Safe).into_iter().map(<[Edit]>::to_vec).collect();
+            // The reference: in order of first start, a fix whose edits overlap nothing chosen
+            // (nor one another) is taken.
+            let mut sorted: Vec<Vec<Edit>> = fixes.iter().map(|edits| edits.iter().map(|&(s, l)| Edit { range: s..s + l, replacement: "y".into() }).collect()).collect();
+            sorted.sort_by_key(|edits: &Vec<Edit>| edits.iter().map(|e| e.range.start).min().unwrap_or(0));
+            let mut chosen: Vec<Edit> = Vec::new();
+            let mut slow = Vec::new();
+            for edits in sorted {
+                let mut own: Vec<Edit> = Vec::new();
+                let clash = edits.iter().any(|e| {
+                    let c = overlaps_pairwise(&chosen, e) || overlaps_pairwise(&own, e);
+                    own.push(e.clone());
+                    c
+                });
+                if !clash {
+                    chosen.extend(own);
+                    slow.push(edits);
+                }
+            }
+            prop_assert_eq!(fast, slow);
+        }
+    }
 }

@@ -76,8 +76,10 @@ pub fn lint_source(path: impl AsRef<Path>, text: &str, settings: &Settings) -> F
 }
 
 /// The path as diagnostics show it: without a leading `./`, with `/` between folders on every
-/// system, and bytes that are not UTF-8 written as `\xNN`. Only for showing: files are read and
-/// written through their `Path` (a `\` in a Unix file name is a name, not a separator).
+/// system. A name that is not UTF-8 shows its odd bytes as `\xNN`; so that no two names ever
+/// show alike, such a name (or one whose text holds a `\xNN` of its own) shows its backslashes
+/// doubled. Only for showing: files are read and written through their `Path` (a `\` in a Unix
+/// file name is a name, not a separator).
 pub(crate) fn display_path(path: &Path) -> String {
     let shown = os_str_display(path.as_os_str());
     let shown = if cfg!(windows) { shown.replace('\\', "/") } else { shown };
@@ -90,14 +92,28 @@ pub(crate) fn display_path(path: &Path) -> String {
 #[cfg(unix)]
 fn os_str_display(s: &std::ffi::OsStr) -> String {
     use std::os::unix::ffi::OsStrExt as _;
+    let bytes = s.as_bytes();
+    if let Ok(text) = std::str::from_utf8(bytes)
+        && !has_hex_escape(text)
+    {
+        return text.to_string();
+    }
     let mut out = String::new();
-    for chunk in s.as_bytes().utf8_chunks() {
-        out.push_str(chunk.valid());
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(&chunk.valid().replace('\\', "\\\\"));
         for b in chunk.invalid() {
             out.push_str(&format!("\\x{b:02X}"));
         }
     }
     out
+}
+
+/// Does `text` hold `\x` and two hex digits, which would read as an escaped byte?
+#[cfg(unix)]
+fn has_hex_escape(text: &str) -> bool {
+    text.as_bytes()
+        .windows(4)
+        .any(|w| w[0] == b'\\' && w[1] == b'x' && w[2].is_ascii_hexdigit() && w[3].is_ascii_hexdigit())
 }
 
 #[cfg(not(unix))]
@@ -413,6 +429,10 @@ mod tests {
             use std::os::unix::ffi::OsStrExt as _;
             let name = std::ffi::OsStr::from_bytes(b"caf\xe9.rs");
             assert_eq!(display_path(Path::new(name)), "caf\\xE9.rs");
+            // A name whose text is what the escape looks like shows differently.
+            assert_eq!(display_path(Path::new("caf\\xE9.rs")), "caf\\\\xE9.rs");
+            let both = std::ffi::OsStr::from_bytes(b"a\\b\xe9.rs");
+            assert_eq!(display_path(Path::new(both)), "a\\\\b\\xE9.rs");
         }
     }
 }

@@ -2,7 +2,8 @@
 //! `// devcheck: ignore[D001]` on the finding's line or the line above,
 //! `// devcheck: ignore` for every rule there, and `//! devcheck: ignore-file[D001, D005]`
 //! anywhere in the file. In Python the same comments start with `#`
-//! (`# devcheck: ignore[D001]`, `# devcheck: ignore-file[D005]`).
+//! (`# devcheck: ignore[D001]`, `# devcheck: ignore-file[D005]`). `ignore[ALL]` is every rule;
+//! `ignore[]` names none and suppresses nothing.
 
 use std::collections::HashMap;
 
@@ -30,7 +31,7 @@ impl Suppressions {
         if memchr::memmem::find(text.as_bytes(), b"devcheck:").is_none() {
             return s;
         }
-        for (i, line) in text.lines().enumerate() {
+        for (i, line) in crate::diagnostic::lines(text).enumerate() {
             let Some(comment) = comment_of(line) else { continue };
             let Some(rest) = comment.strip_prefix("devcheck:") else { continue };
             let rest = rest.trim();
@@ -79,18 +80,23 @@ fn python_comment(line: &str) -> Option<&str> {
     line[hash + 1..at].trim().is_empty().then(|| line[at..].trim())
 }
 
-/// `[D001, tensor-on-fixed-device]` → codes; nothing → all codes; anything else → not a
-/// suppression comment.
+/// `[D001, tensor-on-fixed-device]` → codes; nothing, or `[ALL]` → all codes (an empty list);
+/// an empty `[]` names no rule, and anything else is not a suppression comment.
 fn parse_codes(rest: &str) -> Option<Vec<String>> {
     if rest.is_empty() || !rest.starts_with('[') {
         // `// devcheck: ignore` alone, possibly followed by a reason after a space or colon.
         return (rest.is_empty() || rest.starts_with([' ', ':', '-', '('])).then(Vec::new);
     }
     let end = rest.find(']')?;
-    let codes = rest[1..end]
-        .split(',')
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
+    let named: Vec<&str> = rest[1..end].split(',').map(str::trim).filter(|c| !c.is_empty()).collect();
+    if named.is_empty() {
+        return None;
+    }
+    if named.iter().any(|c| c.eq_ignore_ascii_case("ALL")) {
+        return Some(Vec::new());
+    }
+    let codes = named
+        .into_iter()
         .map(|c| registry::lookup(c).map(|r| r.code.to_string()).unwrap_or_else(|| c.to_ascii_uppercase()))
         .collect();
     Some(codes)

@@ -50,7 +50,11 @@ impl CheckpointFile {
     pub(crate) fn open(path: &Path) -> Result<CheckpointFile> {
         let io_error = |source| CheckpointError::Io { action: "read", path: path.to_path_buf(), source };
         let malformed = |detail: String| CheckpointError::Malformed { path: path.to_path_buf(), detail };
-        let mut file = File::open(path).map_err(io_error)?;
+        // A FIFO or a device named `*.safetensors` is refused before anything waits on it.
+        let mut file = devcheck_files::open_regular(path).map_err(|e| match e {
+            devcheck_files::ReadError::Io(e) => io_error(e),
+            other => io_error(std::io::Error::other(other)),
+        })?;
         let file_len = file.metadata().map_err(io_error)?.len();
         if file_len < LENGTH_FIELD {
             return Err(malformed(

@@ -8,7 +8,7 @@ mod json;
 mod printable;
 mod sarif;
 
-pub use printable::{printable, printable_line};
+pub use printable::{json_escaped, printable, printable_line};
 
 use std::fmt::Write as _;
 

@@ -22,7 +22,7 @@ pub fn printable_line(text: &str) -> Cow<'_, str> {
 /// overrides, line separators) written as `\uXXXX` escapes: the same strings to a JSON reader,
 /// harmless to a terminal. They can only occur inside strings, so the document's own line breaks
 /// are kept.
-pub(crate) fn json_escaped(json: String) -> String {
+pub fn json_escaped(json: String) -> String {
     if !json.chars().any(|c| needs_escape(c, false)) {
         return json;
     }

@@ -174,6 +174,9 @@ pub(crate) struct Checker<'m, 'a> {
     /// The call being checked and its callee's canonical name, worked out once for every rule
     /// that reads the call ([`Checker::callee_name`]).
     callee: Option<(TextRange, Option<std::borrow::Cow<'m, str>>)>,
+    /// What the file's calls put into containers held by instances of each class
+    /// (`self.heads.append(..)`), worked out once for the file ([`super::fields`]).
+    pub(super) container_puts: std::cell::OnceCell<super::fields::ContainerPuts>,
 }
 
 impl<'m, 'a> Checker<'m, 'a> {
@@ -201,6 +204,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             call_filtered: 0,
             call_names: Vec::new(),
             callee: None,
+            container_puts: std::cell::OnceCell::new(),
         }
     }
 

@@ -25,7 +25,7 @@
 
 use std::cell::RefCell;
 
-use ruff_python_ast::token::{Token, TokenKind};
+use ruff_python_ast::token::{Token, TokenFlags, TokenKind};
 use ruff_python_ast::visitor::transformer::{self, Transformer};
 use ruff_python_ast::{self as ast, AtomicNodeIndex, Expr, InterpolatedStringElement, Pattern, Stmt};
 use ruff_text_size::{Ranged, TextRange};
@@ -191,7 +191,52 @@ pub(crate) fn check(tokens: &[Token], max: usize, valid: bool) -> Result<usize, 
     if bound <= max.min(QUICK_ENOUGH) {
         return Ok(bound);
     }
-    estimate(tokens, max)
+    estimate(tokens.iter().copied(), max)
+}
+
+/// Files larger than this are lexed, and their depth estimated, before ruff's parser builds their
+/// tree. The parser recurses once per level of nesting, on stack segments it allocates as it
+/// goes (about 1 KB a level), and nested f-strings take it time quadratic in their depth: an
+/// 8 MiB file of unary minus once took 7.5 GB and 21 s. A smaller file cannot nest deep
+/// enough to cost much (the deepest 64 KiB files measured: 70 MB, 0.3 s), and lexing every file
+/// first would add a quarter of the parse to every run, so only larger files pay for it.
+pub(crate) const LEX_FIRST: usize = 64 << 10;
+
+/// Before parsing a file larger than [`LEX_FIRST`]: `Err` where the estimate of its tree's depth
+/// goes past `max`, located at the first place it does. Linear in the file (the location takes a
+/// few more lexes of prefixes of a file that is refused).
+pub(crate) fn check_source(text: &str, max: usize) -> Result<(), TooDeep> {
+    if text.len() <= LEX_FIRST || estimate(lexed(text), max).is_ok() {
+        return Ok(());
+    }
+    // The lexer gives no offsets: the place is the shortest prefix that is already too deep.
+    let (mut fits, mut too_deep) = (0, text.len());
+    while too_deep - fits > 1 {
+        let mut mid = fits + (too_deep - fits) / 2;
+        while !text.is_char_boundary(mid) {
+            mid += 1;
+        }
+        if mid >= too_deep {
+            break;
+        }
+        if estimate(lexed(&text[..mid]), max).is_ok() { fits = mid } else { too_deep = mid }
+    }
+    let at = text[..too_deep].char_indices().next_back().map_or(0, |(i, _)| i);
+    Err(TooDeep { at, len: too_deep - at })
+}
+
+/// The tokens of `text` as ruff's lexer makes them, without offsets (it does not give them).
+fn lexed(text: &str) -> impl Iterator<Item = Token> + '_ {
+    let mut lexer = ruff_python_parser::lexer::lex(text, ruff_python_parser::Mode::Module);
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        let kind = lexer.next_token();
+        done = kind == TokenKind::EndOfFile;
+        Some(Token::new(kind, TextRange::default(), TokenFlags::empty()))
+    })
 }
 
 /// What a token adds to [`quick_bound`]: its weight, its change to the count of open brackets
@@ -250,7 +295,7 @@ fn quick_bound(tokens: &[Token]) -> usize {
 
 /// The estimated depth of the tree of a file with these tokens (at most `max`), or `Err` with the
 /// first token past `max` if it may nest deeper than `max` levels.
-fn estimate(tokens: &[Token], max: usize) -> Result<usize, TooDeep> {
+fn estimate(tokens: impl IntoIterator<Item = Token>, max: usize) -> Result<usize, TooDeep> {
     // The innermost frame: the levels below it, the operators and keywords since its last
     // separator (`base + run` is its depth), and what it is. `below` holds the frames around it,
     // outermost first.
@@ -827,7 +872,7 @@ mod tests {
                 ruff_python_parser::parse_unchecked_source(&text, ruff_python_ast::PySourceType::Python);
             let valid = parsed.errors().is_empty();
             let bound = quick_bound(parsed.tokens());
-            let exact = estimate(parsed.tokens(), usize::MAX);
+            let exact = estimate(parsed.tokens().iter().copied(), usize::MAX);
             dismantle(parsed.into_syntax().body);
             // The generator aims at valid Python; too many misses fail the test.
             prop_assume!(valid);
@@ -840,7 +885,8 @@ mod tests {
                     &as_file(nest, blocks, n),
                     ruff_python_ast::PySourceType::Python,
                 );
-                let (bound, exact) = (quick_bound(parsed.tokens()), estimate(parsed.tokens(), usize::MAX));
+                let (bound, exact) =
+                    (quick_bound(parsed.tokens()), estimate(parsed.tokens().iter().copied(), usize::MAX));
                 dismantle(parsed.into_syntax().body);
                 assert!(exact.is_ok_and(|e| e <= bound), "{name} {n}: bound {bound}, estimate {exact:?}");
             }
@@ -858,7 +904,7 @@ mod tests {
         let long = format!("x = f({})\n", ["a=1"; 300].join(", "));
         let parsed = ruff_python_parser::parse_unchecked_source(&long, ruff_python_ast::PySourceType::Python);
         assert!(quick_bound(parsed.tokens()) > QUICK_ENOUGH);
-        let exact = estimate(parsed.tokens(), MAX_DEPTH);
+        let exact = estimate(parsed.tokens().iter().copied(), MAX_DEPTH);
         assert!(exact.is_ok_and(|e| e < 10), "{exact:?}");
         assert_eq!(check(parsed.tokens(), MAX_DEPTH, true), exact);
     }

@@ -442,20 +442,42 @@ fn filled_with(cx: &Checker<'_, '_>, puts: &[(TextRange, &Expr)]) -> Option<Kind
 }
 
 /// [`Puts`] of `class` (whose lineage is `lineage`), from one pass over the file's calls.
+/// For each class, the calls of the file (indices into the model's calls) that put a value into
+/// a container attribute of one of its instances.
+pub(super) type ContainerPuts = FxHashMap<ClassId, Vec<usize>>;
+
+/// `self.heads.append(v)`: the attribute, the call, and the value put.
+fn container_put(call: &ast::ExprCall) -> Option<(&ast::ExprAttribute, &Expr)> {
+    let Expr::Attribute(m) = &*call.func else { return None };
+    if !matches!(m.attr.as_str(), "append" | "extend" | "insert" | "update" | "setdefault") {
+        return None;
+    }
+    let Expr::Attribute(list) = &*m.value else { return None };
+    // `insert(i, v)`, `setdefault(k, v)`: the value is the last argument.
+    Some((list, call.arguments.args.last()?))
+}
+
+/// The file's container puts, grouped by the receiver's class: one pass over the calls for the
+/// whole file (a pass per class took time quadratic in the number of classes).
+fn container_puts<'c>(cx: &'c Checker<'_, '_>) -> &'c ContainerPuts {
+    cx.container_puts.get_or_init(|| {
+        let mut out = ContainerPuts::default();
+        for (i, site) in cx.model.calls.iter().enumerate() {
+            let Some((list, _)) = container_put(site.call) else { continue };
+            if let Some(class) = cx.types.receiver_class(&list.value) {
+                out.entry(class).or_default().push(i);
+            }
+        }
+        out
+    })
+}
+
 fn puts<'a>(cx: &Checker<'_, 'a>, class: ClassId, lineage: &[ClassId]) -> Puts<'a> {
     let mut out: Puts<'a> = FxHashMap::default();
-    for site in &cx.model.calls {
-        let Expr::Attribute(m) = &*site.call.func else { continue };
-        if !matches!(m.attr.as_str(), "append" | "extend" | "insert" | "update" | "setdefault") {
-            continue;
-        }
-        let Expr::Attribute(list) = &*m.value else { continue };
-        if cx.types.receiver_class(&list.value) != Some(class) {
-            continue;
-        }
-        // `insert(i, v)`, `setdefault(k, v)`: the value is the last argument.
-        if let Some(v) = site.call.arguments.args.last() {
-            out.entry(list.attr.as_str()).or_default().push((site.call.range(), v));
+    for &i in container_puts(cx).get(&class).map_or(&[][..], Vec::as_slice) {
+        let call = cx.model.calls[i].call;
+        if let Some((list, v)) = container_put(call) {
+            out.entry(list.attr.as_str()).or_default().push((call.range(), v));
         }
     }
     for &c in lineage {

@@ -64,6 +64,10 @@ fn analyse(
     }
     let body = &parsed.syntax().body;
     let model = model::Model::build(text, body);
+    if let Some(at) = model.too_deep_at {
+        let at = at.to_std_range();
+        return vec![too_deep(TooDeep { at: at.start, len: at.len().max(1) })];
+    }
     if !model.imports_torch {
         return Vec::new();
     }
@@ -82,6 +86,11 @@ fn analyse(
 pub(crate) fn parse(text: &str) -> Result<(Parsed<ModModule>, usize), Box<Finding>> {
     if text.len() > crate::MAX_FILE_BYTES {
         return Err(Box::new(crate::too_large(u64::try_from(text.len()).ok())));
+    }
+    // A large file's depth is known before its tree is built: the parse itself can take
+    // memory and time that grow with the nesting.
+    if let Err(deep) = depth::check_source(text, depth::MAX_DEPTH) {
+        return Err(Box::new(too_deep(deep)));
     }
     let parsed = ruff_python_parser::parse_unchecked_source(text, PySourceType::Python);
     let problem = match depth::check(parsed.tokens(), depth::MAX_DEPTH, parsed.errors().is_empty()) {

@@ -280,6 +280,9 @@ pub(crate) struct Model<'a> {
     imports: Vec<String>,
     /// Some import is from `torch` (or a library built on it).
     pub imports_torch: bool,
+    /// Where the builder stopped descending, past [`MAX_DEPTH`]: the file is then not analysed
+    /// (never half-analysed). The depth estimate refuses such trees first, so this is a guard.
+    pub too_deep_at: Option<TextRange>,
     /// The canonical name of every call's callee, worked out once: every rule asks for it.
     /// Indexed by the node index the build gives each callee that is an attribute (`torch.zeros`,
     /// `self.net`, `x.to`): looking one up is a load and a bounds check.
@@ -309,6 +312,7 @@ impl<'a> Model<'a> {
                 loops_by_start: FxHashMap::default(),
                 imports: Vec::new(),
                 imports_torch: false,
+                too_deep_at: None,
                 callee_names: Vec::new(),
             },
             scope: ScopeId(0),
@@ -834,8 +838,10 @@ struct Builder<'a> {
     depth: usize,
 }
 
-/// Deeper than this, code is generated; the builder (and the checker) skip what is below.
-pub(crate) const MAX_DEPTH: usize = 400;
+/// The deepest nesting of statements and expressions analysed: the limit of the depth estimate
+/// that decides which files are parsed ([`super::depth::MAX_DEPTH`]), so that every tree it lets
+/// through is analysed whole. Past it, the builder stops and says where.
+pub(crate) const MAX_DEPTH: usize = super::depth::MAX_DEPTH;
 
 /// Where a bound name's value comes from, before the target's shape says which part it takes.
 #[derive(Clone, Copy)]
@@ -1302,6 +1308,7 @@ fn collect_outer_names<'a>(body: &'a [Stmt], out: &mut FxHashSet<&'a str>) {
 impl<'a> Visitor<'a> for Builder<'a> {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
         if self.depth > MAX_DEPTH {
+            self.model.too_deep_at.get_or_insert(stmt.range());
             return;
         }
         self.depth += 1;
@@ -1386,6 +1393,7 @@ impl<'a> Visitor<'a> for Builder<'a> {
 
     fn visit_expr(&mut self, expr: &'a Expr) {
         if self.depth > MAX_DEPTH {
+            self.model.too_deep_at.get_or_insert(expr.range());
             return;
         }
         self.depth += 1;

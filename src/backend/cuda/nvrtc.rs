@@ -26,7 +26,24 @@ pub struct NvrtcInfo {
     pub ld_library_path: Option<String>,
     /// Directories where the CUDA headers the kernels include (cuda_fp16.h) were found.
     pub include_dirs: Vec<PathBuf>,
+    /// Why a library that was loaded cannot be used (a function it must have is missing); it
+    /// then counts as not found.
+    pub unusable: Option<String>,
 }
+
+/// The NVRTC functions devcheck calls.
+const NVRTC_FUNCTIONS: &[&str] = &[
+    "nvrtcVersion",
+    "nvrtcCreateProgram",
+    "nvrtcCompileProgram",
+    "nvrtcGetProgramLogSize",
+    "nvrtcGetProgramLog",
+    "nvrtcGetPTXSize",
+    "nvrtcGetPTX",
+    "nvrtcGetCUBINSize",
+    "nvrtcGetCUBIN",
+    "nvrtcDestroyProgram",
+];
 
 /// Probes NVRTC once per process; never panics.
 pub fn info() -> &'static NvrtcInfo {
@@ -41,7 +58,21 @@ pub fn info() -> &'static NvrtcInfo {
         let ld_library_path = std::env::var("LD_LIBRARY_PATH").ok();
         // SAFETY: `is_culib_present` only tries to dlopen the library by the names above and drops
         // the handle again; no NVRTC function is called.
-        let found = unsafe { sys::is_culib_present() };
+        let present = unsafe { sys::is_culib_present() };
+        // cudarc panics at the first call of a function the library lacks (a stub or foreign
+        // library of the same name): look them up first.
+        let unusable = present
+            .then(|| {
+                // SAFETY: the library is present; looking symbols up runs none of its code.
+                let library = unsafe { sys::culib() };
+                crate::cuda::first_missing(NVRTC_FUNCTIONS, |symbol| {
+                    // SAFETY: only the lookup, never a call through this type.
+                    unsafe { library.get::<unsafe extern "C" fn()>(symbol) }.is_ok()
+                })
+            })
+            .flatten()
+            .map(|missing| format!("the library that was found is not usable: it has no `{missing}`"));
+        let found = present && unusable.is_none();
         let (version, library) = if found {
             let (mut major, mut minor): (c_int, c_int) = (0, 0);
             // SAFETY: NVRTC is loadable (checked above), and both pointers are valid for writes.
@@ -52,7 +83,7 @@ pub fn info() -> &'static NvrtcInfo {
             (None, None)
         };
         let include_dirs = default_include_dirs(library.as_deref());
-        NvrtcInfo { found, version, library, searched, ld_library_path, include_dirs }
+        NvrtcInfo { found, version, library, searched, ld_library_path, include_dirs, unusable }
     })
 }
 

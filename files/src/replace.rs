@@ -18,18 +18,20 @@
 //! 2. A write *lease* is taken on it (`F_SETLEASE`): the kernel grants it only while no other
 //!    program has the file open, and from then on any program that opens it waits until the
 //!    lease is released, which tells us it tried. No lease while another program holds the
-//!    file open (retried for a second): the file is left alone ([`ReplaceError::Busy`]).
+//!    file open (retried for a second): the file is left alone ([`ReplaceError::Busy`]). The
+//!    new file is leased too, so that nobody opens it before step 5 is done.
 //! 3. The contents are compared again, then the new file and the old are swapped in one step
 //!    (`renameat2(RENAME_EXCHANGE)`), so the old file is still at hand under the temporary name.
 //! 4. If the file swapped out is not the one read (another program saved over it), or another
 //!    program tried to open it meanwhile, or its contents changed, the swap is undone: the old
-//!    file is put back, and anything a program appended to the new one in that instant is
-//!    appended to it. The run reports the file as changed and writes nothing.
-//! 5. Otherwise the old file's last name is removed while the lease still holds, and the lease
+//!    file is put back, the leases are released, and the program that was waiting opens the
+//!    original. The run reports the file as changed and writes nothing.
+//! 5. Otherwise the old file's last name is removed while its lease still holds, and its lease
 //!    is released. A program that had found the file just before the swap and was about to open
 //!    it (its open waited on the lease) may open it now: the lease is taken once more, which
 //!    succeeds only when no other program has the file open, and whatever was appended to the
-//!    old file is appended to the new one.
+//!    old file is appended to the new one. Only then is the new file's lease released, so what
+//!    others append to it comes after: appends keep their order.
 //!
 //! What remains: a program that holds the file open from before step 2 and keeps it open (it
 //! makes step 2 fail: the file is not fixed); a write that is not an append made through a
@@ -153,42 +155,51 @@ pub fn replace_if_unchanged_with(
         keep_owner(&temp, &meta);
         fs_ops.sync(&temp).map_err(io_at("sync the temporary file to disk"))
     })();
-    drop(temp);
     if let Err(e) = written {
         // Best effort: the original is untouched either way.
+        drop(temp);
         let _ = fs::remove_file(&temp_path);
         return Err(e);
     }
-    let result = swap_in(fs_ops, &old, &temp_path, &target, expected, contents);
+    let result = swap_in(fs_ops, (&old, &temp), &temp_path, &target, (expected, contents));
+    drop(temp);
     // Whatever happened, the temporary name goes (after a swap, it names the old file).
     let _ = fs::remove_file(&temp_path);
     sync_dir(&folder);
     result
 }
 
-/// Steps 2 to 5 of the crate docs: the new file is at `temp`, `old` is the file that was read.
+/// Steps 2 to 5 of the crate docs: `new` is the new file, open, at `temp`; `old` is the file
+/// that was read. Both are leased while the swap is decided, so that nobody opens either: not
+/// the old one, whose edits would be lost, nor the new one, whose appends would land before
+/// those carried over from the old one.
 fn swap_in(
     fs_ops: &mut dyn FileSystem,
-    old: &File,
+    (old, new): (&File, &File),
     temp: &Path,
     target: &Path,
-    expected: &[u8],
-    contents: &[u8],
+    (expected, contents): (&[u8], &[u8]),
 ) -> Result<(), ReplaceError> {
-    let lease = Lease::take(old, Duration::from_secs(1));
-    if matches!(lease, Lease::Busy) {
+    let old_lease = Lease::take(old, Duration::from_secs(1));
+    if matches!(old_lease, Lease::Busy) {
         return Err(ReplaceError::Busy);
     }
+    // Nobody else has the new file: it was made by this call, under a fresh name.
+    let new_lease = Lease::take(new, Duration::ZERO);
+    let release = |old_lease: &Lease, new_lease: &Lease| {
+        old_lease.release(old);
+        new_lease.release(new);
+    };
     let unchanged = holds(old, expected).map_err(io_at("read the file"))?
         && same_file(old, target).map_err(io_at("read the file's metadata"))?;
     if !unchanged {
-        lease.release(old);
+        release(&old_lease, &new_lease);
         return Err(ReplaceError::Changed);
     }
     let swapped = match fs_ops.swap(temp, target) {
         Ok(s) => s,
         Err(e) => {
-            lease.release(old);
+            release(&old_lease, &new_lease);
             return Err(io_at("put the new file in place")(e));
         }
     };
@@ -196,27 +207,31 @@ fn swap_in(
         // The name held the file that was read, nobody tried to open it, and it still holds the
         // text that was linted: the swap stands. Otherwise it is undone.
         let stands = same_file(old, temp).unwrap_or(false)
-            && !lease.broken(old)
+            && !old_lease.broken(old)
             && holds(old, expected).unwrap_or(false);
         if !stands {
             let undone = fs_ops.swap(temp, target);
-            lease.release(old);
+            release(&old_lease, &new_lease);
             undone.map_err(io_at("put the original back after a concurrent edit"))?;
-            // `temp` is the new file again: what another program appended to it in that instant
-            // belongs to the original.
-            carry_appends(temp, contents, target)?;
+            // Without a lease on the new file, a program may have appended to it in that
+            // instant: those bytes belong to the original.
+            if matches!(new_lease, Lease::Unavailable) {
+                carry_appends(new, contents, target)?;
+            }
             return Err(ReplaceError::Changed);
         }
         // The old file's last name goes while nobody else can open it.
         let _ = fs::remove_file(temp);
     }
-    lease.release(old);
-    settle(old, expected, target)
+    old_lease.release(old);
+    let settled = settle(old, expected, new, target);
+    new_lease.release(new);
+    settled
 }
 
 /// Step 5 of the crate docs: once nobody else has the old file open, whatever was appended to it
-/// since it was read is appended to the new file at `target`.
-fn settle(old: &File, expected: &[u8], target: &Path) -> Result<(), ReplaceError> {
+/// since it was read is appended to the new file (still leased, so before anyone else's).
+fn settle(old: &File, expected: &[u8], new: &File, target: &Path) -> Result<(), ReplaceError> {
     let lease = Lease::take(old, Duration::from_secs(5));
     let now = read_all(old).map_err(io_at("read the replaced file"))?;
     lease.release(old);
@@ -224,27 +239,31 @@ fn settle(old: &File, expected: &[u8], target: &Path) -> Result<(), ReplaceError
         return Ok(());
     }
     match now.strip_prefix(expected) {
-        Some(tail) => append(target, tail).map_err(io_at("carry over what another program appended")),
+        Some(tail) => append_to(new, tail).map_err(io_at("carry over what another program appended")),
         None => Err(ReplaceError::ConflictKept { kept: keep_conflict(target, &now)? }),
     }
 }
 
-/// `file` (the new contents at `temp`, put back aside after an undone swap) may have been
-/// appended to by a program that opened `target` in the instant it held the new file: those bytes
-/// go to `target`, which holds the original again.
-fn carry_appends(temp: &Path, contents: &[u8], target: &Path) -> Result<(), ReplaceError> {
-    let now = fs::read(temp).map_err(io_at("read the set-aside file"))?;
+/// After an undone swap where the new file could not be leased: a program may have opened
+/// `target` in the instant it held the new file and appended to it; those bytes go to `target`,
+/// which holds the original again.
+fn carry_appends(new: &File, contents: &[u8], target: &Path) -> Result<(), ReplaceError> {
+    let now = read_all(new).map_err(io_at("read the set-aside file"))?;
     if now == contents {
         return Ok(());
     }
     match now.strip_prefix(contents) {
-        Some(tail) => append(target, tail).map_err(io_at("carry over what another program appended")),
+        Some(tail) => OpenOptions::new()
+            .append(true)
+            .open(target)
+            .and_then(|f| append_to(&f, tail))
+            .map_err(io_at("carry over what another program appended")),
         None => Err(ReplaceError::ConflictKept { kept: keep_conflict(target, &now)? }),
     }
 }
 
-fn append(target: &Path, tail: &[u8]) -> io::Result<()> {
-    let mut file = OpenOptions::new().append(true).open(target)?;
+fn append_to(mut file: &File, tail: &[u8]) -> io::Result<()> {
+    file.seek(io::SeekFrom::End(0))?;
     file.write_all(tail)?;
     file.sync_all()
 }
@@ -496,7 +515,7 @@ fn create_named(folder: &Path, target: &Path, what: &str, suffix: &str) -> io::R
             std::process::id(),
             random_u32()
         ));
-        match OpenOptions::new().write(true).create_new(true).open(&candidate) {
+        match OpenOptions::new().read(true).write(true).create_new(true).open(&candidate) {
             Ok(f) => return Ok((candidate, f)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_error = Some(e),
             Err(e) => return Err(e),
