@@ -681,6 +681,10 @@ def _mismatch_finding(
             )
     if m.module is not None:
         finding.details.append(f"inside {m.module}")
+    if m.repeats:
+        shown = ", ".join(str(site) for site in m.repeats[:4])
+        more = f" and {len(m.repeats) - 4} more" if len(m.repeats) > 4 else ""
+        finding.details.append(f"the same tensors mixed devices again at {shown}{more}")
     if m.echoes:
         first = m.operands[0].device
         finding.details.append(

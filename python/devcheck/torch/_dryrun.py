@@ -206,6 +206,8 @@ class Mismatch:
     count: int = 1
     follows: int | None = None
     echoes: int = 0
+    # Other lines where the same culprit met tensors on the target.
+    repeats: list[Site] = field(default_factory=list)
 
 
 @dataclass
@@ -235,7 +237,7 @@ class Recorder:
     _creation_index: dict[tuple[Any, ...], int] = field(default_factory=dict)
     _mismatch_index: dict[tuple[Any, ...], int] = field(default_factory=dict)
     _read_index: dict[tuple[Any, ...], int] = field(default_factory=dict)
-    _culprits_at: dict[Any, list[tuple[int, set[Any]]]] = field(default_factory=dict)
+    _root_culprits: list[tuple[int, set[Any]]] = field(default_factory=list)
 
 
 # -------------------------------------------------------------------------------------------
@@ -730,24 +732,29 @@ class LogicalDevices(TorchFunctionMode):
         off_target = [o for o in operands if o.device != self.target] or operands
         roots = {o.info.follows if o.info is not None else None for o in off_target}
         follows = roots.pop() if len(roots) == 1 else None
-        if follows is None:
-            # The same culprit again at the same line (an optimizer's next foreach op on the
-            # same state): an echo of the first finding, not a new one.
-            culprits = _culprits(operands, self.target)
-            for earlier, seen in recorder._culprits_at.get(site_key, []):
-                if culprits & seen:
-                    follows = earlier
+        repeat_of = None
+        culprits = _culprits(operands, self.target)
+        if follows is None and culprits:
+            # The same culprit mixed in again elsewhere (a plain attribute used by two ops, an
+            # optimizer's state in each of its foreach ops): one finding, with the other lines.
+            for earlier, seen in recorder._root_culprits:
+                if culprits <= seen:
+                    repeat_of = earlier
                     break
         index = len(recorder.mismatches)
         recorder._mismatch_index[key] = index
+        root = follows if follows is not None else repeat_of
         recorder.mismatches.append(
-            Mismatch(spec.display, site, operands, self._module_here(), follows=follows)
+            Mismatch(spec.display, site, operands, self._module_here(), follows=root)
         )
-        if follows is None:
-            culprits = _culprits(operands, self.target)
-            recorder._culprits_at.setdefault(site_key, []).append((index, culprits))
         if follows is not None:
             recorder.mismatches[follows].echoes += 1
+        elif repeat_of is not None:
+            first = recorder.mismatches[repeat_of]
+            if site is not None and site not in first.repeats and site != first.site:
+                first.repeats.append(site)
+        else:
+            recorder._root_culprits.append((index, culprits))
         for operand in operands:
             info = operand.info
             if info is None or operand.device == self.target:
@@ -757,7 +764,7 @@ class LogicalDevices(TorchFunctionMode):
                     recorder.creations[creation].mismatch = index
             if info.entry is not None and not info.entry.moved:
                 recorder.used_in_mismatch.add(id(info.entry))
-        return index if follows is None else follows
+        return index if root is None else root
 
     def _creation(self, op: str, site: Site, device: torch.device, result: Any) -> int:
         key = (site.key, op)
@@ -933,6 +940,17 @@ _CPU_OK: dict[str, frozenset[str]] = {
     "F.ctc_loss": frozenset({"targets", "input_lengths", "target_lengths"}),
     "torch.ctc_loss": frozenset({"targets", "input_lengths", "target_lengths"}),
 }
+# Operand names of calls torch's signature table does not list.
+_NAMES: dict[str, tuple[str, ...]] = {
+    "torch._pack_padded_sequence": ("input", "lengths", "batch_first"),
+    "torch._pad_packed_sequence": (
+        "data",
+        "batch_sizes",
+        "batch_first",
+        "padding_value",
+        "total_length",
+    ),
+}
 # Results that are on the CPU whatever the inputs: (index in the result tuple) -> device.
 _RESULT_DEVICES: dict[str, dict[int, str]] = {
     "torch._pack_padded_sequence": {1: "cpu"},
@@ -978,6 +996,7 @@ def _display(func: Any) -> str:
         ("torch.nn.functional.", "F."),
         ("torch._C._nn.", "F."),
         ("torch._C._VariableFunctions.", "torch."),
+        ("_VariableFunctionsClass.", "torch."),
         ("torch._VF.", "torch."),
         ("torch.functional.", "torch."),
     ):
@@ -1021,6 +1040,7 @@ def _spec(func: Any) -> _Spec:
         names = ("input", *names[1:])
     if display in _DUNDERS.values() and display not in ("[]", "[]="):
         names = ("lhs", "rhs")
+    names = _NAMES.get(display, names)
     if display.startswith("torch.") and display.split(".")[-1] in (
         "lstm",
         "gru",
@@ -1141,18 +1161,24 @@ def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _culprits(operands: list[Operand], target: torch.device) -> set[Any]:
-    """What makes a mismatch the same problem as another at its line: the same off-target tensor,
-    or for an optimizer's state and gradients (one tensor per parameter) the same kind of tensor."""
+    """What makes a mismatch the same problem as another: the same model tensor left behind, the
+    same tensor made off the target, the same batch tensor, or for an optimizer's state and
+    gradients (one tensor per parameter) the same kind of tensor."""
     out: set[Any] = set()
     for operand in operands:
         info = operand.info
         if info is None or operand.device == target:
             continue
-        out.add(
-            (info.role, operand.device)
-            if info.role in ("optimizer state", "gradient")
-            else id(info)
-        )
+        if info.role in ("optimizer state", "gradient"):
+            out.add((info.role, operand.device))
+        elif info.entry is not None:
+            out.add(("model", id(info.entry)))
+        elif info.creations:
+            out.update(("made", c) for c in info.creations)
+        elif info.name is not None:
+            out.add(("named", info.name, info.role))
+        else:
+            out.add(("tensor", id(info)))
     return out
 
 
@@ -1291,12 +1317,12 @@ def dry_run_context(
     - The mode itself.
     - cuDNN off (`torch.backends.cudnn.flags`): with tensors that say `cuda`, `nn.LSTM` would
       otherwise take cuDNN's path and call the driver.
-    - `torch.cuda.is_available()` answers True and `torch.cuda.device_count()` at least the
-      target's index + 1 when the target is a CUDA device, so that code choosing its device the
-      usual way (`"cuda" if torch.cuda.is_available() else "cpu"`) chooses as it would on the
-      GPU machine; `torch.cuda.current_device()` answers 0 and `torch.cuda.synchronize()` does
-      nothing (there is nothing to wait for). These four are patched on `torch.cuda` and put
-      back in a `finally`: no extension point answers them.
+    - Asked by the user's code (not by torch's own), `torch.cuda.is_available()` answers True,
+      `torch.cuda.device_count()` the target's index + 1, `torch.cuda.current_device()` 0, and
+      `torch.cuda.synchronize()` does nothing, when the target is a CUDA device: code choosing
+      its device the usual way (`"cuda" if torch.cuda.is_available() else "cpu"`) chooses as it
+      would on a GPU machine. These four are patched on `torch.cuda` and put back in a
+      `finally`: no extension point answers them.
     - A global optimizer step pre-hook (`register_optimizer_step_pre_hook`), so that an
       optimizer stepped during the run works on a copy of its state.
     """
@@ -1305,15 +1331,36 @@ def dry_run_context(
     patches: list[tuple[Any, str, Any]] = []
     if mode.target.type == "cuda":
         index = mode.target.index or 0
-        real_count = torch.cuda.device_count
         patches = [
-            (torch.cuda, "is_available", lambda: True),
-            (torch.cuda, "device_count", lambda: max(index + 1, real_count())),
-            (torch.cuda, "current_device", lambda: 0),
-            (torch.cuda, "synchronize", lambda device=None: None),
+            (
+                torch.cuda,
+                "is_available",
+                _for_the_user(torch.cuda.is_available, lambda: True),
+            ),
+            (
+                torch.cuda,
+                "device_count",
+                _for_the_user(torch.cuda.device_count, lambda: index + 1),
+            ),
+            (
+                torch.cuda,
+                "current_device",
+                _for_the_user(torch.cuda.current_device, lambda: 0),
+            ),
+            (
+                torch.cuda,
+                "synchronize",
+                _for_the_user(torch.cuda.synchronize, lambda device=None: None),
+            ),
         ]
     elif mode.target.type == "mps":
-        patches = [(torch.backends.mps, "is_available", lambda: True)]
+        patches = [
+            (
+                torch.backends.mps,
+                "is_available",
+                _for_the_user(torch.backends.mps.is_available, lambda: True),
+            )
+        ]
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
 
     def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -1331,6 +1378,23 @@ def dry_run_context(
             handle.remove()
         for owner, name, value in saved:
             setattr(owner, name, value)
+
+
+def _for_the_user(
+    real: Callable[..., Any], answer: Callable[..., Any]
+) -> Callable[..., Any]:
+    """`answer` when the user's code asks, the real function when torch's own code does.
+
+    Torch consults the same functions to choose its internal paths (an optimizer checks for
+    CUDA graph capture when an accelerator is available, which needs the driver); those must
+    keep seeing the machine as it is.
+    """
+
+    @functools.wraps(real)
+    def patched(*args: Any, **kwargs: Any) -> Any:
+        return answer(*args, **kwargs) if caller_is_user() else real(*args, **kwargs)
+
+    return patched
 
 
 def is_missing_driver(error: BaseException) -> bool:
