@@ -189,23 +189,16 @@ def inspect(model: nn.Module) -> Report:
         model_walk, main, used_in_mismatch=set(), in_run=False
     )
 
-    parameters = sum(
-        e.tensor.numel()
-        for e in model_walk.unique()
-        if "parameter" in e.kind and e.moved
-    )
+    moved_params = [e for e in model_walk.unique() if e.kind == "parameter"]
+    buffers = [e for e in model_walk.unique() if e.moved and e.kind != "parameter"]
+    behind = [e for e in model_walk.unique() if not e.moved]
+    elements = sum(e.tensor.numel() for e in moved_params)
     total = sum(_nbytes(e.tensor) for e in model_walk.unique())
-    counts = defaultdict(int)
-    for entry in model_walk.unique():
-        counts[_kind_group(entry.kind)] += 1
-    parts = [
-        plural(counts[k], k)
-        for k in ("parameter", "buffer", "tensor left behind")
-        if counts[k]
-    ]
-    summary = [
-        f"{', '.join(parts) or 'no tensors'} ({parameters:,} parameter elements), {fmt_bytes(total)}"
-    ]
+    parts = [f"{plural(len(moved_params), 'parameter')} ({elements:,} elements)"]
+    parts.append(plural(len(buffers), "buffer"))
+    if behind:
+        parts.append(f"{plural(len(behind), 'tensor')} `.to()` leaves behind")
+    summary = [f"{', '.join(parts)}, {fmt_bytes(total)}"]
     table = (
         ["  " + line for line in _table(rows)]
         + ["per device:"]
@@ -532,8 +525,10 @@ def _left_behind_findings(
         else:
             container_path = f"{owner_path + '.' if owner_path else ''}{attribute}"
             kind = first.kind.removeprefix("in a plain ")
+            held = plural(len(entries), "tensor")
+            verb = rest if len(entries) == 1 else plural_rest
             message = (
-                f"`{container_path}` is a plain {kind} of {plural(len(entries), 'tensor')} that {plural_rest}: "
+                f"`{container_path}` is a plain {kind} holding {held} that {verb}: "
                 "`.to()` does not move what plain containers hold"
             )
             help_text = (
@@ -892,17 +887,9 @@ def _device_counts(entries: Iterator[ModelTensor]) -> dict[torch.device, list[in
         row = counts.setdefault(device, [0, 0, 0])
         row[0] += 1
         row[1] += _nbytes(entry.tensor)
-        if "parameter" in entry.kind:
+        if entry.kind == "parameter":
             row[2] += entry.tensor.numel()
     return counts
-
-
-def _kind_group(kind: str) -> str:
-    if kind == "parameter":
-        return "parameter"
-    if kind in ("buffer", "non-persistent buffer"):
-        return "buffer"
-    return "tensor left behind"
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:

@@ -814,7 +814,8 @@ class LogicalDevices(TorchFunctionMode):
         return None
 
     def _module_here(self) -> str | None:
-        """The model's module whose code is running: the innermost frame whose `self` is one."""
+        """The model's submodule whose code is running: the innermost frame whose `self` is
+        one (None at the model's own level, where the snippet says all there is)."""
         frame: Any = sys._getframe(1)
         while frame is not None:
             owner = (
@@ -824,11 +825,7 @@ class LogicalDevices(TorchFunctionMode):
             )
             if owner is not None and id(owner) in self.module_paths:
                 path = self.module_paths[id(owner)]
-                return (
-                    f"`{path}` ({type(owner).__name__})"
-                    if path
-                    else f"the model ({type(owner).__name__})"
-                )
+                return f"`{path}` ({type(owner).__name__})" if path else None
             frame = frame.f_back
         return None
 
