@@ -169,3 +169,23 @@ def test_the_device_a_user_reads_is_the_target_inside_and_real_outside():
     assert report.codes() == ["created-off-device", "host-read"], report
     assert [f.severity for f in report.findings] == ["note", "warning"]
     assert torch.cuda.is_available() is False or torch.cuda.device_count() >= 1
+
+
+def test_a_model_not_on_the_cpu_is_refused_with_help():
+    model = nn.Linear(2, 2).to("meta")
+    with pytest.raises(ValueError, match="the dry run computes on the CPU") as raised:
+        dct.check_forward(model, torch.randn(1, 2))
+    assert "\nhelp: dry-run the model as built or loaded on the CPU" in str(
+        raised.value
+    )
+
+
+def test_bad_arguments_are_clear_errors():
+    with pytest.raises(ValueError, match="unknown device 'gpu'.*\n.*help:"):
+        dct.check_forward(nn.Linear(2, 2), torch.randn(1, 2), device="gpu")
+    with pytest.raises(TypeError, match="takes a torch.nn.Module, not function"):
+        dct.check_forward(lambda x: x, torch.randn(1, 2))
+    with pytest.raises(TypeError, match="takes the step first"):
+        dct.check_step(nn.Linear(2, 2), torch.randn(1, 2))
+    with pytest.raises(TypeError, match="takes a torch.nn.Module, not list"):
+        dct.inspect([nn.Linear(2, 2)])

@@ -102,9 +102,11 @@ def check_step(
     run; the model's parameters, gradients, buffers and attributes come back as they were. The
     report is `check_forward`'s, for the whole step.
     """
-    if not callable(step):
+    if not callable(step) or (
+        isinstance(step, nn.Module) and not isinstance(model, nn.Module)
+    ):
         raise TypeError(
-            f"check_step takes the step first, a callable `step(model, *batch)`, not {type(step).__name__}\n"
+            "check_step takes the step first, a callable `step(model, *batch)`, then the model\n"
             'help: dct.check_step(train_step, model, x, y, device="cuda:0")'
         )
     _require_module(model, "check_step")
@@ -364,19 +366,23 @@ def _copied_state(optimizer: Any, mode: LogicalDevices) -> Any:
 
 
 def _real_device(model_walk: Walk) -> torch.device:
-    """Where the run computes: where the model's parameters and buffers really are."""
-    devices = {_normalize(e.tensor.device) for e in model_walk.entries if e.moved}
-    if not devices:
-        return CPU
-    if len(devices) == 1:
-        return next(iter(devices))
-    listed = ", ".join(sorted(str(d) for d in devices))
-    raise ValueError(
-        f"the model's parameters and buffers are on several devices ({listed}); the dry run computes "
-        "where they are, so they must be on one\n"
-        "help: build the model on the CPU (or call `model.cpu()`) and dry-run that; "
-        "`dct.inspect(model)` lists which tensor is where"
+    """Where the run computes: the CPU, where the model must be.
+
+    The dry run computes for real and relies on every tensor really being in one place, so that
+    an op the target would refuse still runs and the run goes on to find the next problem.
+    """
+    elsewhere = sorted(
+        {str(_normalize(e.tensor.device)) for e in model_walk.entries if e.moved}
+        - {"cpu"}
     )
+    if elsewhere:
+        raise ValueError(
+            f"the dry run computes on the CPU, and the model's parameters or buffers are on "
+            f"{' and '.join(elsewhere)}\n"
+            "help: dry-run the model as built or loaded on the CPU (`model.cpu()`, or "
+            '`torch.load(..., map_location="cpu")`); `dct.inspect(model)` lists which tensor is where'
+        )
+    return CPU
 
 
 def _copy(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -445,9 +451,12 @@ def _bind_names(
 
 def _require_module(model: Any, check: str) -> None:
     if not isinstance(model, nn.Module):
+        call = {"check_step": "check_step(step, model, *batch)"}.get(
+            check, f"{check}(model, ...)"
+        )
         raise TypeError(
             f"{check} takes a torch.nn.Module, not {type(model).__name__}\n"
-            f"help: pass the model object, e.g. dct.{check}(model, ...)"
+            f"help: pass the model object: dct.{call}"
         )
 
 
