@@ -90,14 +90,21 @@ def make_step() -> Callable[..., torch.Tensor]:
     return train_step
 
 
-def timed(runs: int, work: Callable[[], Any]) -> list[float]:
-    work()  # warm-up: first calls allocate and fill caches
-    times = []
+def alternate(
+    runs: int, cases: dict[str, tuple[Callable[[], Any], Callable[[Any], Any]]]
+) -> dict[str, float]:
+    """Median seconds of each case's work, the cases taking turns so that a busy neighbour on
+    the machine slows them alike. A case is (setup, work): setup runs untimed before each run."""
+    for setup, work in cases.values():
+        work(setup())  # warm-up: first calls allocate and fill caches
+    times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(runs):
-        start = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - start)
-    return times
+        for name, (setup, work) in cases.items():
+            argument = setup()
+            start = time.perf_counter()
+            work(argument)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main() -> None:
@@ -118,37 +125,46 @@ def main() -> None:
     dct.assert_clean(report)
     dct.assert_clean(dct.check_step(step, model, x, y))
 
-    def plain_step() -> None:
-        # The same step on the CPU, on a copy so that the model stays as it was.
-        copy = GPT2()
-        copy.load_state_dict(model.state_dict())
+    spare = GPT2()
+
+    def fresh_copy() -> GPT2:
+        # The plain step changes the model it steps: each run steps a copy reset to the model.
+        spare.load_state_dict(model.state_dict())
+        return spare
+
+    def plain_step(copy: GPT2) -> None:
         step(copy, x, y)
 
-    def plain_copy() -> None:
-        copy = GPT2()
-        copy.load_state_dict(model.state_dict())
+    def plain_forward(_: None) -> None:
+        with torch.no_grad():
+            model(x)
 
-    with torch.no_grad():
-        forward_plain = timed(args.runs, lambda: model(x))
-    forward_check = timed(args.runs, lambda: dct.check_forward(model, x))
-    step_plain = statistics.median(timed(args.runs, plain_step)) - statistics.median(
-        timed(args.runs, plain_copy)
+    def nothing() -> None:
+        return None
+
+    medians = alternate(
+        args.runs,
+        {
+            "forward on the CPU (plain, no_grad)": (nothing, plain_forward),
+            "dct.check_forward on fake cuda:0": (
+                nothing,
+                lambda _: dct.check_forward(model, x),
+            ),
+            "training step on the CPU (plain, AdamW)": (fresh_copy, plain_step),
+            "dct.check_step on fake cuda:0": (
+                nothing,
+                lambda _: dct.check_step(step, model, x, y),
+            ),
+        },
     )
-    step_check = timed(args.runs, lambda: dct.check_step(step, model, x, y))
 
     print(
         f"GPT-2 small shape: {parameters:,} parameters, batch {args.batch} x {args.seq} tokens; "
         f"torch {torch.__version__}, Python {platform.python_version()}, "
         f"{torch.get_num_threads()} CPU threads ({platform.processor() or platform.machine()})"
     )
-    print(f"median of {args.runs} runs after one warm-up, seconds:")
-    rows = [
-        ("forward on the CPU (plain, no_grad)", statistics.median(forward_plain)),
-        ("dct.check_forward on fake cuda:0", statistics.median(forward_check)),
-        ("training step on the CPU (plain, AdamW)", step_plain),
-        ("dct.check_step on fake cuda:0", statistics.median(step_check)),
-    ]
-    for name, seconds in rows:
+    print(f"median of {args.runs} alternating runs after one warm-up each, seconds:")
+    for name, seconds in medians.items():
         print(f"  {name:<42} {seconds:8.3f}")
     print(f"  {report.summary[1]}")
 

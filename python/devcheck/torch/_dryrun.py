@@ -49,7 +49,6 @@ __all__ = [
     "Info",
     "LogicalDevices",
     "Recorder",
-    "describe_device",
     "dry_run_context",
     "parse_device",
 ]
@@ -72,10 +71,6 @@ def parse_device(spec: Any) -> torch.device:
             'help: pass the device the model runs on, e.g. device="cuda:0"'
         )
     return _normalize(device)
-
-
-def describe_device(device: torch.device) -> str:
-    return str(device)
 
 
 def _normalize(device: torch.device) -> torch.device:
@@ -231,8 +226,7 @@ class Recorder:
     made: dict[torch.device, list[int]] = field(
         default_factory=lambda: defaultdict(lambda: [0, 0])
     )
-    # Left-behind model tensors (by id of their entry) seen as operands, and in a mismatch.
-    used: set[int] = field(default_factory=set)
+    # Left-behind model tensors (by id of their entry) that took part in a mismatch.
     used_in_mismatch: set[int] = field(default_factory=set)
     _creation_index: dict[tuple[Any, ...], int] = field(default_factory=dict)
     _mismatch_index: dict[tuple[Any, ...], int] = field(default_factory=dict)
@@ -542,9 +536,13 @@ class LogicalDevices(TorchFunctionMode):
             if kwargs.get("pin_memory"):
                 kwargs["pin_memory"] = False
         infos = [(label, tensor, self.infos.get(tensor)) for label, tensor in operands]
+        checked = infos
+        if spec.display == "[]=" and not any(label == "idx" for label, _, _ in infos):
+            # `x[a:b] = t` with plain slices is a copy, which crosses devices.
+            checked = [entry for entry in infos if entry[0] != "value"]
         mismatch: int | None = None
-        if spec.check and operands and requested is None:
-            mismatch = self._check(spec, infos, args, site)
+        if spec.check and checked and requested is None:
+            mismatch = self._check(spec, checked, args, site)
         result = func(*args, **kwargs)
         results = list(_tensors_in(result))
         if not results:
@@ -677,8 +675,6 @@ class LogicalDevices(TorchFunctionMode):
         first_device: torch.device | None = None
         for label, tensor, info in infos:
             device = info.device if info is not None else self.device_of(tensor)
-            if info is not None and info.entry is not None and not info.entry.moved:
-                self.recorder.used.add(id(info.entry))
             if label in spec.cpu_ok and device.type == "cpu":
                 continue
             if label in spec.index_like:

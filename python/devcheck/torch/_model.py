@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ._source import Site
+from ._source import Site, absolute_path
 
 __all__ = ["ModelState", "ModelTensor", "Walk", "assignment_site", "walk"]
 
@@ -327,7 +327,7 @@ def _class_assignments(klass: type, attribute: str) -> list[tuple[bool, Site]]:
         for target, value_node in _assignments(node):
             if _is_attribute_of(target, this, attribute):
                 site = Site(
-                    filename=code.co_filename,
+                    filename=absolute_path(code.co_filename),
                     line=target.lineno,
                     column=target.col_offset + 1,
                     end_line=target.end_lineno or target.lineno,

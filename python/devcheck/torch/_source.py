@@ -19,7 +19,14 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Site", "caller_is_user", "display_path", "snippet_lines", "user_site"]
+__all__ = [
+    "Site",
+    "absolute_path",
+    "caller_is_user",
+    "display_path",
+    "snippet_lines",
+    "user_site",
+]
 
 
 @dataclass(frozen=True)
@@ -51,13 +58,6 @@ def user_site(skip: int = 1) -> Site | None:
     return None if frame is None else site_of(frame)
 
 
-def user_frame(skip: int = 1) -> types.FrameType | None:
-    frame: types.FrameType | None = sys._getframe(skip)
-    while frame is not None and _is_internal(frame.f_code.co_filename):
-        frame = frame.f_back
-    return frame
-
-
 def caller_is_user(skip: int = 1) -> bool:
     """Did the user's code itself call the torch function now being handled?
 
@@ -80,7 +80,7 @@ def site_of(frame: types.FrameType) -> Site:
     line, end_line, column, end_column = _positions(code)[frame.f_lasti // 2]
     line = line if line is not None else frame.f_lineno
     return Site(
-        filename=_absolute(code.co_filename),
+        filename=absolute_path(code.co_filename),
         line=line,
         column=(column or 0) + 1,
         end_line=end_line if end_line is not None else line,
@@ -185,5 +185,6 @@ def _operator_at(code: types.CodeType, lasti: int) -> str | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _absolute(filename: str) -> str:
+def absolute_path(filename: str) -> str:
+    """A code object's file name as an absolute path (`<string>` and the like unchanged)."""
     return filename if filename.startswith("<") else os.path.abspath(filename)
