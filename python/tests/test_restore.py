@@ -189,3 +189,42 @@ def test_bad_arguments_are_clear_errors():
         dct.check_step(nn.Linear(2, 2), torch.randn(1, 2))
     with pytest.raises(TypeError, match="takes a torch.nn.Module, not list"):
         dct.inspect([nn.Linear(2, 2)])
+
+
+def test_gradients_and_helpers_are_on_the_target_where_the_step_reads_them():
+    seen = {}
+
+    def step(model, x):
+        x = x.cuda(non_blocking=True)
+        loss = model(x).sum()
+        loss.backward()
+        weight = model[0].weight
+        seen["grad"] = (weight.grad.device, weight.grad.is_cuda)
+        (bias_grad,) = torch.autograd.grad(model(x).sum(), [model[0].bias])
+        seen["autograd.grad"] = bias_grad.device
+        with torch.device(
+            x.device
+        ):  # torch's own device context, on top of the dry run's mode
+            seen["context"] = torch.ones(2).device
+        seen["as_tensor"] = torch.as_tensor(torch.ones(2), device="cuda").device
+        seen["pinned"] = torch.ones(2).pin_memory().device
+        seen["half"] = x.half().device
+        return loss.detach()
+
+    model = nn.Sequential(nn.Linear(3, 2))
+    report = dct.check_step(step, model, torch.randn(4, 3))
+    cuda = torch.device("cuda:0")
+    assert seen == {
+        "grad": (cuda, True),
+        "autograd.grad": cuda,
+        "context": cuda,
+        "as_tensor": cuda,
+        "pinned": torch.device("cpu"),
+        "half": cuda,
+    }
+    # `torch.ones(2)` copied to the target by `as_tensor` works (a note); the pinned one stays
+    # on the CPU and never meets the target (a note too).
+    assert [(f.code, f.severity) for f in report.findings] == [
+        ("created-off-device", "note")
+    ] * 2
+    assert "then copied to cuda:0" in report.findings[0].details[1]

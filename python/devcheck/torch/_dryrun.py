@@ -382,6 +382,23 @@ class LogicalDevices(TorchFunctionMode):
         tensor = args[0]
         return self._moved(tensor, tensor, self.device_of(tensor), CPU, ".cpu()")
 
+    def _pin_memory(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        # Page-locked memory needs the CUDA driver; the copy stands in for it (host memory,
+        # where the tensor already is), so `is_pinned()` answers False.
+        tensor = args[0]
+        copy = tensor.clone()
+        info = self.infos.get(tensor)
+        device = self.device_of(tensor)
+        self.mark(
+            copy,
+            info.derived(
+                device, view=False, made_by=".pin_memory()", made_at=user_site()
+            )
+            if info
+            else Info(device),
+        )
+        return copy
+
     def _type_as(self, func: Any, args: tuple, kwargs: dict) -> Any:
         tensor, other = args[0], args[1]
         result = tensor.to(dtype=other.dtype)
@@ -573,6 +590,19 @@ class LogicalDevices(TorchFunctionMode):
             and caller_is_user()
         ):
             creations.add(self._creation(spec.display, site, device, result))
+        if requested == self.target and site is not None:
+            for _, _, info in infos:
+                for index in info.creations if info is not None else ():
+                    creation = self.recorder.creations[index]
+                    creation.moved_to_target = creation.moved_to_target or site
+        if (
+            requested is not None
+            and device != self.device_of(results[0])
+            and (any(results[0] is t for _, t in operands) or results[0] in self.infos)
+        ):
+            # `torch.as_tensor(t, device=...)` handed back `t` itself (it is on the CPU, where
+            # the run computes); on the target it would be a new tensor, so it is one here.
+            result = results[0] = results[0].clone()
         source_ids = {id(t) for _, t in operands}
         view_source = None
         if len(infos) >= 1 and infos[0][2] is not None and infos[0][2].name is not None:
@@ -1245,6 +1275,7 @@ def _register_handlers() -> None:
         torch.Tensor.cuda: mode._cuda,
         torch.Tensor.cpu: mode._cpu,
         torch.Tensor.type_as: mode._type_as,
+        torch.Tensor.pin_memory: mode._pin_memory,
         torch.Tensor.item: _reader(".item()"),
         torch.Tensor.tolist: _reader(".tolist()"),
         torch.Tensor.__bool__: _reader("bool()"),
