@@ -559,7 +559,7 @@ class LogicalDevices(TorchFunctionMode):
             checked = [entry for entry in infos if entry[0] != "value"]
         mismatch: int | None = None
         if spec.check and checked and requested is None:
-            mismatch = self._check(spec, checked, args, site)
+            mismatch = self._check(spec, checked, site)
         result = func(*args, **kwargs)
         results = list(_tensors_in(result))
         if not results:
@@ -597,6 +597,7 @@ class LogicalDevices(TorchFunctionMode):
                     creation.moved_to_target = creation.moved_to_target or site
         if (
             requested is not None
+            and result is results[0]
             and device != self.device_of(results[0])
             and (any(results[0] is t for _, t in operands) or results[0] in self.infos)
         ):
@@ -658,7 +659,7 @@ class LogicalDevices(TorchFunctionMode):
                 (f"{n}[{i}]", a[i]) for n, a in tensor_lists if i < len(a)
             ] + scalars
             infos = [(label, t, self.infos.get(t)) for label, t in operands]
-            self._check(spec, infos, args, site)
+            self._check(spec, infos, site)
         result = func(*args, **kwargs)
         # Out-of-place foreach ops return one new tensor per index, on its first list's device.
         if isinstance(result, (list, tuple)) and tensor_lists:
@@ -697,7 +698,6 @@ class LogicalDevices(TorchFunctionMode):
         self,
         spec: _Spec,
         infos: list[tuple[str, torch.Tensor, Info | None]],
-        args: tuple,
         site: Site | None,
     ) -> int | None:
         devices: list[torch.device] = []
