@@ -103,63 +103,74 @@ impl Status {
     }
 }
 
-/// Everything fixed about a rule.
+/// Everything fixed about a rule: what the table below declares.
 #[derive(Debug)]
 pub struct RuleMeta {
     pub code: &'static str,
     pub name: &'static str,
     pub group: Group,
-    /// The status in its first language: Rust, or Python for a Python-only rule. A rule that
-    /// checks both has its Python status on its [`PythonSide`]; see [`RuleMeta::status_in`].
+    /// The status in its first language: Rust, or Python for a Python-only rule. See
+    /// [`RuleMeta::status_in`] for each language.
     pub status: Status,
-    /// Only Python code has this hazard (D008..D010).
-    python_only: bool,
     /// One line for tables, `--list-rules` and SARIF's short description.
     pub summary: &'static str,
     pub fix: FixKind,
     /// Patterns of a stable rule that run only with preview, and why (their measured precision,
-    /// or that the ecosystem check has not seen them yet).
+    /// or that the ecosystem check has not seen them yet), in its first language.
     pub preview_patterns: Option<&'static str>,
-    /// The rule's doc comment, one source line per line, each with the leading space rustdoc keeps.
-    docs_raw: &'static str,
+    /// How the rule checks each language it checks: `None` where it does not.
+    rust: Option<Side>,
+    python: Option<Side>,
+    /// The docs of a meta code (`D000`, `D999`), which belongs to no language's rules.
+    meta_docs: &'static str,
+}
+
+/// A rule in one language: its status there and its docs (What it does / Why is this bad? /
+/// Example / Use instead / Fix safety), the Markdown file beside the rule's code
+/// (`rust/rules/d001_tensor_on_fixed_device.md`, `python/rules/..`).
+#[derive(Clone, Copy, Debug)]
+pub struct Side {
+    pub status: Status,
+    pub preview_patterns: Option<&'static str>,
+    docs: &'static str,
+}
+
+impl Side {
+    pub fn docs(&self) -> String {
+        self.docs.to_string()
+    }
 }
 
 impl RuleMeta {
-    pub(crate) const fn new(
-        code: &'static str,
-        name: &'static str,
-        group: Group,
-        summary: &'static str,
-        fix: FixKind,
-        docs_raw: &'static str,
-    ) -> Self {
+    /// A meta code: about files of either language, not a rule of either.
+    const fn meta(code: &'static str, name: &'static str, summary: &'static str, docs: &'static str) -> Self {
         RuleMeta {
             code,
             name,
-            group,
+            group: Group::Meta,
             status: Status::Stable,
-            python_only: false,
             summary,
-            fix,
+            fix: FixKind::None,
             preview_patterns: None,
-            docs_raw,
+            rust: None,
+            python: None,
+            meta_docs: docs,
         }
-    }
-
-    /// Marks a rule about a PyTorch-only hazard: it checks Python files and no others.
-    pub const fn python_only(mut self) -> Self {
-        self.python_only = true;
-        self
     }
 
     /// The rule's status for files of `lang`; `None` when the rule does not check that language.
     pub fn status_in(&self, lang: Language) -> Option<Status> {
-        match (lang, self.python_only) {
-            (Language::Rust, true) => None,
-            (Language::Rust, false) | (Language::Python, true) => Some(self.status),
-            // Parse errors and internal errors are about files of either language.
-            (Language::Python, false) if self.group == Group::Meta => Some(self.status),
-            (Language::Python, false) => python_side(self.code).map(|p| p.status),
+        // Parse errors and internal errors are about files of either language.
+        if self.group == Group::Meta {
+            return Some(self.status);
+        }
+        self.side(lang).map(|s| s.status)
+    }
+
+    fn side(&self, lang: Language) -> Option<&Side> {
+        match lang {
+            Language::Rust => self.rust.as_ref(),
+            Language::Python => self.python.as_ref(),
         }
     }
 
@@ -168,161 +179,237 @@ impl RuleMeta {
         Language::ALL.into_iter().filter_map(|l| self.status_in(l).map(|s| (l, s)))
     }
 
-    /// Marks the rule `Preview`, with the reason `devcheck explain` prints.
-    pub const fn preview(mut self, why: &'static str) -> Self {
-        self.status = Status::Preview(why);
-        self
-    }
-
-    /// Names the rule's preview patterns, with the reason `devcheck explain` prints.
-    pub const fn preview_patterns(mut self, what: &'static str) -> Self {
-        self.preview_patterns = Some(what);
-        self
-    }
-
     pub fn default_severity(&self) -> Severity {
         self.group.default_severity()
     }
 
-    /// The rule's documentation as Markdown: What it does / Why is this bad? / Example /
-    /// Use instead / Fix safety. The same text rustdoc shows for the rule's type.
+    /// The rule's documentation in its first language, as Markdown: What it does / Why is this
+    /// bad? / Example / Use instead / Fix safety.
     pub fn docs(&self) -> String {
-        doc_text(self.docs_raw)
+        self.rust.as_ref().or(self.python.as_ref()).map_or_else(|| self.meta_docs.to_string(), Side::docs)
     }
 
-    /// The PyTorch part of a rule that checks both languages (its own docs, for a Python-only
-    /// rule, are already about PyTorch).
-    pub fn python(&self) -> Option<&'static PythonSide> {
-        if self.python_only { None } else { python_side(self.code) }
-    }
-}
-
-/// A doc comment as Markdown: one source line per line, without the space rustdoc keeps.
-fn doc_text(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len());
-    for line in raw.lines() {
-        let line = line.strip_prefix(' ').unwrap_or(line);
-        // Examples are `ignore` for rustdoc (they need a framework); to a reader they are Rust.
-        out.push_str(if line == "```ignore" { "```rust" } else { line });
-        out.push('\n');
-    }
-    while out.ends_with("\n\n") {
-        out.pop();
-    }
-    out
-}
-
-/// What a rule shared with Rust does on PyTorch code: its status there (a Python pattern can be
-/// less precise than the Rust one) and its docs (What it does / Why is this bad? / Example /
-/// Use instead / Fix safety, about PyTorch). Declared beside the Python rule
-/// (`python/rules/`).
-#[derive(Debug)]
-pub struct PythonSide {
-    pub code: &'static str,
-    pub status: Status,
-    docs_raw: &'static str,
-}
-
-impl PythonSide {
-    pub(crate) const fn new(code: &'static str, docs_raw: &'static str) -> Self {
-        PythonSide { code, status: Status::Stable, docs_raw }
-    }
-
-    pub const fn preview(mut self, why: &'static str) -> Self {
-        self.status = Status::Preview(why);
-        self
-    }
-
-    pub fn docs(&self) -> String {
-        doc_text(self.docs_raw)
+    /// The PyTorch side of a rule that checks both languages (a Python-only rule's own docs are
+    /// already about PyTorch).
+    pub fn python(&self) -> Option<&Side> {
+        self.rust.as_ref().and(self.python.as_ref())
     }
 }
 
-/// The Python side of a rule shared with Rust.
-pub fn python_side(code: &str) -> Option<&'static PythonSide> {
-    super::python::rules::SIDES.iter().copied().find(|s| s.code == code)
-}
-
-/// Declares a rule type whose doc comment is also its `devcheck explain` text, so the two can
-/// never drift apart.
-macro_rules! declare_rule {
-    (
-        $(#[doc = $doc:literal])+
-        pub struct $ty:ident {
-            code: $code:literal,
-            name: $name:literal,
-            group: $group:ident,
-            summary: $summary:literal,
-            fix: $fix:ident
-            $(, preview: $why:expr)?
-            $(, preview_patterns: $what:literal)?
-            $(, only: $only:ident)? $(,)?
-        }
-    ) => {
-        $(#[doc = $doc])+
-        pub struct $ty;
-
-        impl $ty {
-            pub const META: $crate::registry::RuleMeta = $crate::registry::RuleMeta::new(
-                $code,
-                $name,
-                $crate::registry::Group::$group,
-                $summary,
-                $crate::registry::FixKind::$fix,
-                concat!($($doc, "\n"),+),
-            )$(.preview($why))?$(.preview_patterns($what))?$(.$only())?;
+/// The one rule table. Each rule is declared here once: its code and name (stable forever), its
+/// group (which sets its default level), its fix kind, its summary, and for each language it
+/// checks, the file of its implementation (`rust/rules/<file>.rs`, `python/rules/<file>.rs`, with
+/// its docs in `<file>.md` beside it) and its status there. The rule statics below, `all()`,
+/// `--list-rules`, `explain` and each front end's dispatch ([`crate::rust`]'s `rules/mod.rs`,
+/// [`crate::python`]'s) are generated from it: a new rule for one language is a row here and its
+/// file (and docs) there.
+///
+/// `$then` receives every row; each front end takes the rows of its own language.
+#[rustfmt::skip]
+macro_rules! with_rules {
+    ($then:ident) => {
+        $then! {
+            D001 TensorOnFixedDevice {
+                name: "tensor-on-fixed-device",
+                group: Correctness,
+                fix: Mixed,
+                summary: "a tensor made in a forward pass on a device that does not come from an \
+                    input",
+                rust: d001_tensor_on_fixed_device (Stable, patterns: "free functions of examples \
+                    and binaries that take and return tensors count as forward passes; not yet \
+                    measured: the ecosystem check has no findings of it"),
+                python: d001_tensor_on_fixed_device (Preview("It reported one finding (true) on the \
+                    36 public PyTorch repositories of the ecosystem check and found 1 of their 7 \
+                    known hazards: too few findings to measure its precision on real code.")),
+            }
+            D002 HardcodedAccelerator {
+                name: "hardcoded-accelerator",
+                group: Suspicious,
+                fix: None,
+                summary: "`Cuda(0)`-style device literals in library/model code (not in main, \
+                    tests, examples, benches)",
+                rust: d002_hardcoded_accelerator (Stable),
+                python: d002_hardcoded_accelerator (Stable),
+            }
+            D003 DiscardedTransfer {
+                name: "discarded-transfer",
+                group: Correctness,
+                fix: Unsafe,
+                summary: "the result of `.to(..)` / `.to_non_blocking(..)` / `.to_device(..)` / \
+                    `.cuda()` / `.cpu()` thrown away",
+                rust: d003_discarded_transfer (Stable),
+                python: d003_discarded_transfer (Preview("It reported nothing in the Python files \
+                    of the ecosystem check (36 public PyTorch repositories, and the .py files of \
+                    the Rust ones), so its precision on real code is not measured yet.")),
+            }
+            D004 UnmovedTensorField {
+                name: "unmoved-tensor-field",
+                group: Correctness,
+                fix: Safe,
+                summary: "a tensor kept in a struct where the framework's device move does not \
+                    reach it",
+                rust: d004_unmoved_tensor_field (Stable, patterns: "statics holding a tensor made \
+                    on a fixed device (`lazy_static!`, `LazyLock`, `OnceLock::get_or_init`) used by \
+                    a forward pass, and fields used by an optimizer's `step`; not yet measured: the \
+                    ecosystem check has no findings of them"),
+                python: d004_unmoved_tensor_field (Preview("Precision 0.00 on the Python files of \
+                    the ecosystem check: its one finding there is a false alarm (a plain list of \
+                    modules that hold no parameters or buffers, so nothing is lost). Three more \
+                    false-alarm patterns found on the same repositories are fixed.")),
+            }
+            D005 HostRoundTripInLoop {
+                name: "host-round-trip-in-loop",
+                group: Perf,
+                fix: None,
+                summary: "device→host reads (`to_vec*`, `to_scalar`, `item`, move to CPU) inside a \
+                    per-step/per-layer loop",
+                rust: d005_host_round_trip_in_loop (Stable),
+                python: d005_host_round_trip_in_loop (Stable),
+            }
+            D006 EmptyCacheInLoop {
+                name: "empty-cache-in-loop",
+                group: Perf,
+                fix: Unsafe,
+                summary: "`empty_cache()` inside a loop",
+                rust: d006_empty_cache_in_loop (Stable),
+                python: d006_empty_cache_in_loop (Preview("It reported nothing in the Python files \
+                    of the ecosystem check (36 public PyTorch repositories, and the .py files of \
+                    the Rust ones), so its precision on real code is not measured yet.")),
+            }
+            D007 UnsynchronizedTiming {
+                name: "unsynchronized-timing",
+                group: Suspicious,
+                fix: None,
+                summary: "wall-clock timing around device work without a synchronize",
+                rust: d007_unsynchronized_timing (Stable),
+                python: d007_unsynchronized_timing (Preview("It reported two findings (both true) \
+                    in the Python files of the ecosystem check and found 2 of their 7 known \
+                    hazards: too few findings to measure its precision on real code.")),
+            }
+            D008 HostConversionOfDeviceTensor {
+                name: "host-conversion-of-device-tensor",
+                group: Correctness,
+                fix: Safe,
+                summary: "`.numpy()` on a tensor that may be on an accelerator (no `.cpu()`) or \
+                    require grad (no `.detach()`)",
+                python: d008_host_conversion_of_device_tensor (Preview("It reported two findings \
+                    (both true) in the Python files of the ecosystem check and found 2 of their 3 \
+                    known hazards: too few findings to measure its precision on real code.")),
+            }
+            D009 IneffectiveNonBlocking {
+                name: "ineffective-non-blocking",
+                group: Perf,
+                fix: Safe,
+                summary: "`non_blocking=True` copies from an unpinned DataLoader, or pinned batches \
+                    moved blocking",
+                python: d009_ineffective_non_blocking (Preview("Precision 0.00 on 36 public PyTorch \
+                    repositories: its two findings there are false alarms (a pinned batch consumed \
+                    by the next kernel at once).")),
+            }
+            D010 LoadWithoutMapLocation {
+                name: "load-without-map-location",
+                group: Suspicious,
+                fix: Unsafe,
+                summary: "`torch.load` with no `map_location` in code that may run without the \
+                    saving GPU",
+                python: d010_load_without_map_location (Preview("Precision 0.78 on the Python files \
+                    of the ecosystem check (18 of 23 findings real): the false alarms load weights \
+                    saved from the CPU (downloaded, converted), a file holding no tensors, or a \
+                    run's own checkpoint on its training machine.")),
+            }
         }
     };
 }
-pub(crate) use declare_rule;
+pub(crate) use with_rules;
+
+/// The rule statics (`registry::D001`, ..) and [`all`], from the table.
+macro_rules! declare_rules {
+    ($(
+        $code:ident $ty:ident {
+            name: $name:literal,
+            group: $group:ident,
+            fix: $fix:ident,
+            summary: $summary:literal,
+            $(rust: $rust:ident ($rust_status:expr $(, patterns: $rust_patterns:literal)?),)?
+            $(python: $python:ident ($python_status:expr $(, patterns: $python_patterns:literal)?),)?
+        }
+    )*) => {
+        $(
+            #[doc = concat!("`", stringify!($code), "` (`", $name, "`): ", $summary)]
+            pub static $code: RuleMeta = {
+                #[allow(unused_imports)]
+                use Status::{Preview, Stable};
+                let rust = at_most_one(&[$(Side {
+                    status: $rust_status,
+                    preview_patterns: at_most_one(&[$($rust_patterns)?]),
+                    docs: include_str!(concat!("rust/rules/", stringify!($rust), ".md")),
+                })?]);
+                let python = at_most_one(&[$(Side {
+                    status: $python_status,
+                    preview_patterns: at_most_one(&[$($python_patterns)?]),
+                    docs: include_str!(concat!("python/rules/", stringify!($python), ".md")),
+                })?]);
+                let first = match (&rust, &python) {
+                    (Some(side), _) | (None, Some(side)) => side,
+                    (None, None) => panic!(concat!("rule ", stringify!($code), " checks no language")),
+                };
+                RuleMeta {
+                    code: stringify!($code),
+                    name: $name,
+                    group: Group::$group,
+                    status: first.status,
+                    summary: $summary,
+                    fix: FixKind::$fix,
+                    preview_patterns: first.preview_patterns,
+                    rust,
+                    python,
+                    meta_docs: "",
+                }
+            };
+        )*
+
+        /// All rules in code order, then the meta codes.
+        pub fn all() -> &'static [&'static RuleMeta] {
+            static ALL: &[&RuleMeta] = &[&PARSE_ERROR, $(&$code,)* &INTERNAL_ERROR];
+            ALL
+        }
+    };
+}
+
+with_rules!(declare_rules);
+
+/// The element of a list of none or one: what an optional part of a table row declared.
+const fn at_most_one<T: Copy>(list: &[T]) -> Option<T> {
+    match list {
+        [] => None,
+        [one, ..] => Some(*one),
+    }
+}
 
 /// Files that do not parse are reported under this code, and the run goes on.
-pub static PARSE_ERROR: RuleMeta = RuleMeta::new(
+pub static PARSE_ERROR: RuleMeta = RuleMeta::meta(
     "D000",
     "parse-error",
-    Group::Meta,
     "a file that could not be read or parsed as Rust or Python (the run goes on with the other files)",
-    FixKind::None,
-    " ### What it does\n Reports a file the linter could not read as Rust or Python source: a syntax \
-     error, a file that is not UTF-8, or one that is too large or too deeply nested to lint safely.\n\n \
-     ### Why is this bad?\n Nothing in that file was checked.\n\n ### Example\n ```ignore\n fn forward(&self) -> Tensor {\n ```\n\n \
-     ### Use instead\n Fix the syntax error (`cargo check` or `python -m py_compile` shows it too), or \
-     exclude generated files with `exclude` in devcheck.toml.\n\n ### Fix safety\n There is no automatic fix.\n",
+    "### What it does\nReports a file the linter could not read as Rust or Python source: a syntax \
+     error, a file that is not UTF-8, or one that is too large or too deeply nested to lint safely.\n\n\
+     ### Why is this bad?\nNothing in that file was checked.\n\n### Example\n```rust\nfn forward(&self) -> Tensor {\n```\n\n\
+     ### Use instead\nFix the syntax error (`cargo check` or `python -m py_compile` shows it too), or \
+     exclude generated files with `exclude` in devcheck.toml.\n\n### Fix safety\nThere is no automatic fix.\n",
 );
 
 /// A rule that panicked on a file. Never expected: it is a bug in devcheck, reported instead of
 /// stopping the run, and it makes the run exit with 2.
-pub static INTERNAL_ERROR: RuleMeta = RuleMeta::new(
+pub static INTERNAL_ERROR: RuleMeta = RuleMeta::meta(
     "D999",
     "internal-error",
-    Group::Meta,
     "the linter failed on this file (a bug in devcheck; the other files were still checked)",
-    FixKind::None,
-    " ### What it does\n Reports that a rule failed on a file. The other rules' findings for the file \
-     are lost, the other files are still checked, and the run exits with 2.\n\n ### Why is this bad?\n \
-     It is a bug in devcheck, not in your code.\n\n ### Example\n A file that makes a rule panic.\n\n \
-     ### Use instead\n Please report it with the file (or a reduced copy) attached; meanwhile exclude \
-     the file.\n\n ### Fix safety\n There is no automatic fix.\n",
+    "### What it does\nReports that a rule failed on a file. The other rules' findings for the file \
+     are lost, the other files are still checked, and the run exits with 2.\n\n### Why is this bad?\n\
+     It is a bug in devcheck, not in your code.\n\n### Example\nA file that makes a rule panic.\n\n\
+     ### Use instead\nPlease report it with the file (or a reduced copy) attached; meanwhile exclude \
+     the file.\n\n### Fix safety\nThere is no automatic fix.\n",
 );
-
-/// All rules in code order, then the meta codes.
-pub fn all() -> &'static [&'static RuleMeta] {
-    static ALL: [&RuleMeta; 12] = [
-        &PARSE_ERROR,
-        &super::rules::D001TensorOnFixedDevice::META,
-        &super::rules::D002HardcodedAccelerator::META,
-        &super::rules::D003DiscardedTransfer::META,
-        &super::rules::D004UnmovedTensorField::META,
-        &super::rules::D005HostRoundTripInLoop::META,
-        &super::rules::D006EmptyCacheInLoop::META,
-        &super::rules::D007UnsynchronizedTiming::META,
-        &super::python::rules::D008HostConversionOfDeviceTensor::META,
-        &super::python::rules::D009IneffectiveNonBlocking::META,
-        &super::python::rules::D010LoadWithoutMapLocation::META,
-        &INTERNAL_ERROR,
-    ];
-    &ALL
-}
 
 /// The rules proper (D001..), without the meta codes.
 pub fn rules() -> impl Iterator<Item = &'static RuleMeta> {
