@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use devcheck_lint::output::{Format, RenderOptions, json_escaped, printable, render};
+use devcheck_lint::output::{Format, RenderOptions, json_escaped, printable, render, statistics};
 use devcheck_lint::{
     Api, FixMode, Overrides, Settings, Severity, apply_fixes, inspect_paths, lint_paths, registry,
-    render_inspect,
+    render_inspect, unified_diff,
 };
 use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme};
 
@@ -131,9 +131,22 @@ struct LintArgs {
     /// Apply safe fixes in place.
     #[arg(long)]
     fix: bool,
-    /// With --fix, apply unsafe fixes too (read them first: see `devcheck explain`).
-    #[arg(long, requires = "fix")]
+    /// With --fix or --diff, apply unsafe fixes too (read them first: see `devcheck explain`).
+    #[arg(long)]
     unsafe_fixes: bool,
+    /// Print what `--fix` would change as a unified diff, and write nothing (exit 1 when there
+    /// is a diff).
+    #[arg(long, conflicts_with = "fix")]
+    diff: bool,
+    /// Print how many findings each rule has instead of the findings.
+    #[arg(long)]
+    statistics: bool,
+    /// Show only errors (warnings are not printed nor counted).
+    #[arg(long)]
+    errors_only: bool,
+    /// Exit with 0 even when there are findings (2 still means the run itself failed).
+    #[arg(long)]
+    exit_zero: bool,
     /// List the rules and exit.
     #[arg(long)]
     list_rules: bool,
@@ -211,12 +224,38 @@ fn lint(args: LintArgs, color: bool) -> u8 {
             return 2;
         }
     };
+    if args.unsafe_fixes && !(args.fix || args.diff) {
+        print_err(
+            "error: `--unsafe-fixes` needs `--fix` or `--diff`\n\nhelp: `devcheck lint --fix --unsafe-fixes` applies them; `--diff` shows them first\n",
+        );
+        return 2;
+    }
+    let mode = if args.unsafe_fixes { FixMode::Unsafe } else { FixMode::Safe };
     let mut fix_errors = false;
-    if args.fix {
-        let mode = if args.unsafe_fixes { FixMode::Unsafe } else { FixMode::Safe };
-        match apply_fixes(&mut run, mode, &settings, true) {
-            Ok(summary) => {
+    let mut has_diff = false;
+    if args.fix || args.diff {
+        let before: Vec<(String, std::sync::Arc<str>)> =
+            run.files.iter().map(|f| (f.path.clone(), f.text.clone())).collect();
+        match apply_fixes(&mut run, mode, &settings, args.fix) {
+            Ok(summary) if args.fix => {
                 print_err(&summary.render());
+                fix_errors = summary.has_errors();
+            }
+            Ok(summary) => {
+                // `--diff`: what `--fix` would write, file by file; nothing is written.
+                let mut diff = String::new();
+                for ((path, old), file) in before.iter().zip(&run.files) {
+                    diff.push_str(&unified_diff(path, old, &file.text));
+                }
+                has_diff = !diff.is_empty();
+                print(&printable(&diff));
+                let fixes = summary.fixed();
+                print_err(&format!(
+                    "devcheck: would fix {fixes} finding{} in {} file{}\n",
+                    if fixes == 1 { "" } else { "s" },
+                    summary.fixed_files().count(),
+                    if summary.fixed_files().count() == 1 { "" } else { "s" }
+                ));
                 fix_errors = summary.has_errors();
             }
             Err(e) => {
@@ -225,11 +264,20 @@ fn lint(args: LintArgs, color: bool) -> u8 {
             }
         }
     }
-    let opts = RenderOptions { color, width: width(), summary: true };
-    print(&render(&run, args.format, opts));
+    if args.errors_only {
+        run.keep_at_least(Severity::Error);
+    }
+    if args.statistics {
+        print(&statistics(&run, args.format));
+    } else if !args.diff {
+        let opts = RenderOptions { color, width: width(), summary: true };
+        print(&render(&run, args.format, opts));
+    }
     if run.has_internal_errors() || fix_errors {
         2
-    } else if run.fails_at(settings.fail_on) {
+    } else if args.diff {
+        u8::from(has_diff)
+    } else if !args.exit_zero && run.fails_at(settings.fail_on) {
         1
     } else {
         0

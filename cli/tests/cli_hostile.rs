@@ -115,7 +115,7 @@ fn a_file_that_cannot_be_written_fails_alone() {
     );
     // Its finding is still reported, as it still is in the file.
     assert!(
-        stdout(&out).starts_with("src/b.rs:4:5: D001 [error] `Tensor::zeros` in `forward`"),
+        stdout(&out).starts_with("src/b.rs:4:5: D001 [error] [*] `Tensor::zeros` in `forward`"),
         "{}",
         stdout(&out)
     );
@@ -331,7 +331,7 @@ fn symbolic_links_are_followed_and_what_cannot_be_read_is_reported() {
     assert_eq!(
         stdout(&out),
         "tree/dangling.rs:1:1: D000 [error] not linted: a symbolic link to `nowhere.rs`, which does not exist\n\
-         tree/linked.rs:4:5: D001 [error] `Tensor::zeros` in `forward` makes a tensor on the CPU (`Device::Cpu`), not on the device of its inputs\n\
+         tree/linked.rs:4:5: D001 [error] [*] `Tensor::zeros` in `forward` makes a tensor on the CPU (`Device::Cpu`), not on the device of its inputs\n\
          tree/loop1.rs:1:1: D000 [error] not linted: a symbolic link to `loop2.rs` that cannot be followed (Too many levels of symbolic links (os error 40))\n\
          tree/loop2.rs:1:1: D000 [error] not linted: a symbolic link to `loop1.rs` that cannot be followed (Too many levels of symbolic links (os error 40))\n\
          tree/sub/up:1:1: D000 [error] not linted: a symbolic link loop (`tree/sub/up` leads back to `tree`)\n\

@@ -614,7 +614,8 @@ fn sarif_for_many_findings_stays_within_a_memory_bound() {
     write(root.join("m.py"), &text);
     let out =
         run_bounded(&["lint", "--isolated", "--format", "sarif", "m.py"], &root, 120, Some(768 << 20), &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // Warnings (D002) do not fail the run by default.
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let sarif: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
     assert_eq!(sarif["runs"][0]["results"].as_array().map(Vec::len), Some(80_000));
 }

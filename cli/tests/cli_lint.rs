@@ -80,7 +80,7 @@ fn json_format_has_the_documented_fields() {
 
 #[test]
 fn sarif_format_is_what_code_scanning_reads() {
-    let out = lint(&["--format", "sarif", "fixtures/lint/d002/devcheck.rs"]);
+    let out = lint(&["--fail-on", "warning", "--format", "sarif", "fixtures/lint/d002/devcheck.rs"]);
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
     let sarif: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
@@ -258,7 +258,20 @@ fn gitignored_files_are_skipped_unless_named() {
     std::fs::write(d.join("gen/model.rs"), &model).expect("write");
     let out = devcheck(&["--color", "never", "lint", "--isolated"], d);
     assert_eq!(stdout(&out), "No findings in 0 files.\n");
-    let out = devcheck(&["--color", "never", "lint", "--isolated", "--format", "concise", "gen/model.rs"], d);
+    let out = devcheck(
+        &[
+            "--color",
+            "never",
+            "lint",
+            "--isolated",
+            "--fail-on",
+            "warning",
+            "--format",
+            "concise",
+            "gen/model.rs",
+        ],
+        d,
+    );
     assert_eq!(out.status.code(), Some(1));
 }
 

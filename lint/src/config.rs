@@ -1,11 +1,12 @@
-//! `devcheck.toml`: which rules run where, at which level, and on which API.
+//! `devcheck.toml` (or `[tool.devcheck]` in `pyproject.toml`, with the same keys): which rules
+//! run where, at which level, and on which API.
 //!
 //! ```toml
 //! [lint]
 //! select = ["ALL"]                  # codes or names; default: all rules
 //! ignore = ["D007"]
 //! api = "candle"                    # devcheck | candle | tch | burn; default: from `use` lines
-//! fail-on = "warning"               # the level that makes `devcheck lint` exit with 1
+//! fail-on = "error"                 # the level that makes `devcheck lint` exit with 1 (default)
 //! preview = false                   # also run the preview rules and patterns
 //! exclude = ["generated/**"]
 //!
@@ -25,9 +26,44 @@ use miette::{NamedSource, SourceSpan};
 use serde::Deserialize;
 
 use super::error::{ConfigError, LintError};
-use super::profile::Api;
 use super::registry::{self, RuleMeta, Severity};
 use super::source::Language;
+use crate::source::Api;
+
+/// A Python project's own configuration file, which can hold devcheck's under `[tool.devcheck]`.
+pub const PYPROJECT: &str = "pyproject.toml";
+
+/// `pyproject.toml`: only `[tool.devcheck]` is devcheck's; every other table is someone else's.
+#[derive(Debug, Default, Deserialize)]
+struct PyProject {
+    #[serde(default)]
+    tool: PyProjectTools,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct PyProjectTools {
+    devcheck: Option<ConfigFile>,
+}
+
+fn is_pyproject(path: &Path) -> bool {
+    path.file_name().is_some_and(|n| n == PYPROJECT)
+}
+
+/// Does this `pyproject.toml` configure devcheck? (One that does not, or cannot be read, is
+/// passed over on the way up, as if it were not there.)
+fn has_devcheck_table(path: &Path) -> bool {
+    #[derive(Deserialize)]
+    struct Tools {
+        #[serde(default)]
+        tool: toml::Table,
+    }
+    devcheck_files::read_limited(path, MAX_CONFIG_BYTES)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .filter(|text| text.contains("devcheck"))
+        .and_then(|text| toml::from_str::<Tools>(&text).ok())
+        .is_some_and(|t| t.tool.contains_key("devcheck"))
+}
 
 /// The most a configuration file is read: far above any real one.
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
@@ -86,7 +122,7 @@ impl Default for Settings {
             exclude: GlobSet::empty(),
             root: PathBuf::from("."),
             api: None,
-            fail_on: Severity::Warning,
+            fail_on: Severity::Error,
             preview: false,
             config_path: None,
         }
@@ -107,10 +143,19 @@ pub struct Overrides {
 }
 
 impl Settings {
-    /// Finds `devcheck.toml` in `start` or its ancestors.
+    /// Finds the configuration for `start`: in `start` or the closest of its ancestors that has
+    /// one, `devcheck.toml`, or else a `pyproject.toml` with a `[tool.devcheck]` table (the
+    /// closest configuration file wins; in one folder, `devcheck.toml` wins).
     pub fn discover(start: &Path) -> Option<PathBuf> {
         let start = start.canonicalize().ok()?;
-        start.ancestors().map(|d| d.join(CONFIG_FILE)).find(|p| p.is_file())
+        start.ancestors().find_map(|dir| {
+            let own = dir.join(CONFIG_FILE);
+            if own.is_file() {
+                return Some(own);
+            }
+            let pyproject = dir.join(PYPROJECT);
+            (pyproject.is_file() && has_devcheck_table(&pyproject)).then_some(pyproject)
+        })
     }
 
     /// Reads a configuration file and applies the command line on top.
@@ -122,17 +167,28 @@ impl Settings {
                     .map_err(std::io::Error::other)
                     .and_then(|bytes| String::from_utf8(bytes).map_err(std::io::Error::other))
                     .map_err(|source| LintError::Io { path: p.to_path_buf(), source })?;
-                let file: ConfigFile = toml::from_str(&text).map_err(|e| {
+                let invalid = |e: toml::de::Error, table: &str| {
                     LintError::Config(Box::new(ConfigError {
                         path: p.to_path_buf(),
                         message: e.message().to_string(),
-                        help: "the `[lint]` table takes select, ignore, api, fail-on, preview, exclude, \
-                               severity and per-file-ignores"
-                            .to_string(),
+                        help: format!(
+                            "the `{table}` table takes select, ignore, api, fail-on, preview, exclude, \
+                             severity and per-file-ignores"
+                        ),
                         span: e.span().map(|s| SourceSpan::from(s.start..s.end)),
                         src: NamedSource::new(p.display().to_string(), text.clone()),
                     }))
-                })?;
+                };
+                // `pyproject.toml` holds the same tables under `[tool.devcheck]`.
+                let file: ConfigFile = if is_pyproject(p) {
+                    toml::from_str::<PyProject>(&text)
+                        .map_err(|e| invalid(e, "[tool.devcheck.lint]"))?
+                        .tool
+                        .devcheck
+                        .unwrap_or_default()
+                } else {
+                    toml::from_str(&text).map_err(|e| invalid(e, "[lint]"))?
+                };
                 let root = p
                     .parent()
                     .filter(|d| !d.as_os_str().is_empty())
@@ -209,7 +265,7 @@ impl Settings {
             exclude,
             root,
             api: overrides.api.or(table.api),
-            fail_on: overrides.fail_on.or(table.fail_on).unwrap_or(Severity::Warning),
+            fail_on: overrides.fail_on.or(table.fail_on).unwrap_or(Severity::Error),
             preview,
             config_path,
         })

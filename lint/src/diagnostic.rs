@@ -5,7 +5,6 @@ use std::ops::Range;
 
 use serde::Serialize;
 
-use super::crates::Condition;
 use super::registry::{RuleMeta, Severity};
 
 /// How far a fix can be trusted.
@@ -224,6 +223,32 @@ impl LineIndex {
     pub fn line_count(&self) -> usize {
         self.starts.len()
     }
+}
+
+/// A function's index among the functions of its file.
+pub(crate) type FnId = u32;
+
+/// What a pending finding needs from the crate to be reported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Condition {
+    /// The function runs once per layer: it is called, directly or through other calls, from a
+    /// per-layer loop.
+    PerLayer(FnId),
+    /// The function is not an entry point: not a free function that `main` calls.
+    NotEntry(FnId),
+    /// The crate handles devices somewhere (a device parameter or field, or `x.device()`): then a
+    /// tensor on the default device can meet tensors that are elsewhere.
+    UsesDevices,
+    /// The crate defines no in-place method of this name (`fn to_device(&mut self, ..)`).
+    NoInPlaceMethod(String),
+    /// The file is not in a package made only of binaries (there, every module is application
+    /// code).
+    NotBinaryOnly,
+    /// A tensor library is known for the file: from its `use` lines or its package's dependencies.
+    FrameworkKnown,
+    /// The function reached by the call whose name starts at byte `at` of the file reads its
+    /// argument number `arg` back to the host.
+    CalleeReadsArg { at: usize, arg: u32 },
 }
 
 #[cfg(test)]

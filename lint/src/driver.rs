@@ -11,26 +11,10 @@ use rayon::prelude::*;
 use super::config::Settings;
 use super::diagnostic::{Diagnostic, Finding, LineIndex};
 use super::error::LintError;
-use super::profile::ApiSet;
+use super::pipeline::FileReport;
 use super::registry::{self, Severity};
 use super::source::{FileKind, Language};
-
-/// The result for one file.
-#[derive(Debug, Clone)]
-pub struct FileReport {
-    /// As shown in diagnostics (relative, `/`-separated, odd bytes escaped): for people only.
-    pub path: String,
-    /// The file itself, as walked or given: what is read and, by `--fix`, written.
-    pub disk_path: PathBuf,
-    pub kind: FileKind,
-    /// The APIs detected (or forced with `--api`).
-    pub apis: ApiSet,
-    pub text: Arc<str>,
-    /// Sorted by position.
-    pub diagnostics: Vec<Diagnostic>,
-    /// What the crate-wide pass needs (kept, so that it can run again after fixes).
-    pub(crate) summary: Option<Box<super::crates::FileSummary>>,
-}
+use crate::source::ApiSet;
 
 /// The result of a run.
 #[derive(Debug, Default)]
@@ -39,7 +23,7 @@ pub struct LintRun {
     /// could not be walked or read.
     pub files: Vec<FileReport>,
     /// The paths the run was given, resolved: `--fix` writes nothing outside them.
-    pub(crate) roots: Vec<super::fix::Root>,
+    pub(crate) roots: Vec<Root>,
 }
 
 /// A run of these reports, as if their files had been named on the command line one by one.
@@ -63,6 +47,14 @@ impl LintRun {
         self.diagnostics().any(|d| d.code == registry::INTERNAL_ERROR.code)
     }
 
+    /// Keeps only the findings at `level` or above (`--errors-only`); files that could not be
+    /// analysed (`D000`) and rule failures (`D999`) are errors, so they always stay.
+    pub fn keep_at_least(&mut self, level: Severity) {
+        for file in &mut self.files {
+            file.diagnostics.retain(|d| d.severity >= level);
+        }
+    }
+
     /// Are there findings at `level` or above?
     pub fn fails_at(&self, level: Severity) -> bool {
         self.diagnostics().any(|d| d.severity >= level)
@@ -73,13 +65,14 @@ impl LintRun {
 /// their extension or ignore rules: as Python when they end in `.py`, as Rust otherwise).
 pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, LintError> {
     let (files, unwalkable) = collect_files(paths, settings)?;
-    let pool = super::stack::pool().map_err(|source| LintError::Io { path: PathBuf::from("."), source })?;
+    let pool =
+        crate::pipeline::pool().map_err(|source| LintError::Io { path: PathBuf::from("."), source })?;
     let mut reports: Vec<FileReport> =
         pool.install(|| files.par_iter().map(|p| lint_file(p, settings)).collect());
-    super::crates::resolve(&mut reports);
+    resolve(&mut reports);
     reports.extend(unwalkable);
     reports.sort_by(|a, b| a.disk_path.cmp(&b.disk_path));
-    let roots = paths.iter().filter_map(|p| super::fix::Root::new(p)).collect();
+    let roots = paths.iter().filter_map(|p| Root::new(p)).collect();
     Ok(LintRun { files: reports, roots })
 }
 
@@ -172,7 +165,7 @@ fn walk_error(root: &Path, error: &ignore::Error, settings: &Settings) -> Option
     if settings.is_excluded(&path) || (is_link && !loops && Language::of_path(&path).is_none()) {
         return None;
     }
-    let shown = super::display_path(&path);
+    let shown = crate::source::display_path(&path);
     let help =
         "fix or remove the path, or exclude it (`exclude` in devcheck.toml); the other files were linted";
     Some(unreadable(&path, &shown, FileKind::of_path(&path), message, help, 0..0, "".into()))
@@ -194,8 +187,8 @@ fn describe_walk_error(error: &ignore::Error) -> (Option<PathBuf>, String) {
             Some(child.clone()),
             format!(
                 "not linted: a symbolic link loop (`{}` leads back to `{}`)",
-                super::display_path(child),
-                super::display_path(ancestor)
+                crate::source::display_path(child),
+                crate::source::display_path(ancestor)
             ),
         ),
         ignore::Error::WithPath { path, err } => {
@@ -223,7 +216,7 @@ fn broken_link(path: &Path) -> Option<String> {
         return None;
     }
     let error = std::fs::metadata(path).err()?;
-    let target = super::display_path(&std::fs::read_link(path).unwrap_or_default());
+    let target = crate::source::display_path(&std::fs::read_link(path).unwrap_or_default());
     Some(if error.kind() == std::io::ErrorKind::NotFound {
         format!("not linted: a symbolic link to `{target}`, which does not exist")
     } else {
@@ -250,14 +243,14 @@ fn system_reason(error: &std::io::Error) -> Option<String> {
 /// Reads and lints one file; a file that cannot be read, is too large or is not UTF-8 gets a
 /// `D000`.
 pub(crate) fn lint_file(path: &Path, settings: &Settings) -> FileReport {
-    let shown = super::display_path(path);
+    let shown = crate::source::display_path(path);
     let kind = FileKind::of_path(path);
     // Read no further than the limit, so a huge or endless file costs nothing.
     let bytes = match devcheck_files::read_limited(path, super::MAX_FILE_BYTES as u64) {
         Ok(b) => b,
         Err(devcheck_files::ReadError::TooLarge { .. }) => {
             let size = std::fs::metadata(path).ok().map(|m| m.len());
-            return report_finding(path, &shown, kind, super::too_large(size), "".into());
+            return report_finding(path, &shown, kind, crate::unlinted::too_large(size), "".into());
         }
         Err(e) => {
             let message = format!("could not read the file: {e}");
@@ -265,7 +258,7 @@ pub(crate) fn lint_file(path: &Path, settings: &Settings) -> FileReport {
         }
     };
     match String::from_utf8(bytes) {
-        Ok(text) => super::lint_text(path, &shown, kind, Arc::from(text), settings),
+        Ok(text) => crate::pipeline::lint_text(path, &shown, kind, Arc::from(text), settings),
         Err(e) => {
             let at = e.utf8_error().valid_up_to();
             let lossy: Arc<str> = Arc::from(String::from_utf8_lossy(e.as_bytes()).into_owned());
@@ -330,4 +323,33 @@ fn report_finding(
         diagnostics: vec![diagnostic],
         summary: None,
     }
+}
+
+/// A path the run was given, as the file system resolves it.
+#[derive(Debug, Clone)]
+pub(crate) struct Root {
+    resolved: PathBuf,
+    is_dir: bool,
+}
+
+impl Root {
+    pub(crate) fn new(path: &Path) -> Option<Root> {
+        let resolved = std::fs::canonicalize(path).ok()?;
+        let is_dir = resolved.is_dir();
+        Some(Root { resolved, is_dir })
+    }
+
+    /// Is the file at this resolved path the root, or inside it?
+    pub(crate) fn holds(&self, resolved: &Path) -> bool {
+        if self.is_dir { resolved.starts_with(&self.resolved) } else { resolved == self.resolved }
+    }
+}
+
+/// The crate-wide pass over the reports of a run (see [`crate::rust::crates`]).
+pub(crate) fn resolve(reports: &mut [FileReport]) {
+    let mut passes: Vec<crate::rust::crates::Pass<'_>> = reports
+        .iter_mut()
+        .map(|r| crate::rust::crates::Pass { summary: r.summary.as_deref(), diagnostics: &mut r.diagnostics })
+        .collect();
+    crate::rust::crates::resolve(&mut passes);
 }

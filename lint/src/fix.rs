@@ -4,17 +4,18 @@
 //! atomically ([`crate::atomic`]); when a write fails, the file and its report stay as they were.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rayon::prelude::*;
 
-use super::compile_errors;
 use super::config::Settings;
 use super::diagnostic::{Applicability, Edit};
-use super::driver::{FileReport, LintRun};
+use super::driver::{LintRun, Root};
 use super::error::LintError;
 use super::output::printable_line;
+use super::pipeline::FileReport;
 use super::source::Language;
+use crate::pipeline::compile_errors;
 
 /// Which fixes to apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,6 +155,20 @@ impl FixSummary {
     }
 }
 
+/// `--diff`: what `--fix` would write to a file, as a unified diff (`a/PATH`, `b/PATH`); empty
+/// when nothing changes.
+pub fn unified_diff(path: &str, before: &str, after: &str) -> String {
+    if before == after {
+        return String::new();
+    }
+    let shown = printable_line(path);
+    similar::TextDiff::from_lines(before, after)
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{shown}"), &format!("b/{shown}"))
+        .to_string()
+}
+
 /// Applies fixes to every file of the run, writes the files (when `write`), and re-lints them so
 /// the run reports what is left. Files are fixed in parallel; `Err` only when no threads could
 /// be started. A file is written only where it is: inside the paths the run was given (a
@@ -164,7 +179,7 @@ pub fn apply_fixes(
     settings: &Settings,
     write: bool,
 ) -> Result<FixSummary, LintError> {
-    let pool = super::stack::pool()
+    let pool = crate::pipeline::pool()
         .map_err(|source| LintError::Io { path: std::path::PathBuf::from("."), source })?;
     let before: Vec<usize> = run.files.iter().map(|r| r.diagnostics.len()).collect();
     let roots = &run.roots;
@@ -180,7 +195,7 @@ pub fn apply_fixes(
     if files.iter().any(|f| matches!(f.outcome, FixOutcome::Fixed { .. })) {
         // The re-linted files' crate-wide findings (a helper called per layer, ...), then what
         // is really gone.
-        super::crates::resolve(&mut run.files);
+        crate::driver::resolve(&mut run.files);
         for ((file, report), before) in files.iter_mut().zip(&run.files).zip(before) {
             if let FixOutcome::Fixed { findings, .. } = &mut file.outcome {
                 *findings = before.saturating_sub(report.diagnostics.len());
@@ -238,7 +253,7 @@ fn fix_file(
         refused += round.refused;
         refused_because = refused_because.or(round.refused_because);
         let Some(text) = round.text else { break };
-        fixed = super::lint_text(&fixed.disk_path, &fixed.path, fixed.kind, text.into(), settings);
+        fixed = crate::pipeline::lint_text(&fixed.disk_path, &fixed.path, fixed.kind, text.into(), settings);
         changed = true;
         // A round that removed nothing would only apply the same edits again.
         if count_fixable(&fixed, mode) >= fixable {
@@ -268,21 +283,6 @@ fn fix_file(
     FixOutcome::Fixed { findings, refused, refused_because }
 }
 
-/// A path the run was given, as the file system resolves it.
-#[derive(Debug, Clone)]
-pub(crate) struct Root {
-    resolved: PathBuf,
-    is_dir: bool,
-}
-
-impl Root {
-    pub(crate) fn new(path: &Path) -> Option<Root> {
-        let resolved = std::fs::canonicalize(path).ok()?;
-        let is_dir = resolved.is_dir();
-        Some(Root { resolved, is_dir })
-    }
-}
-
 /// Why `file` must not be written: it resolves to a file outside every path the run was given
 /// (a symbolic link inside a folder that points out of it). A run made without paths (by hand,
 /// through the library) is not limited.
@@ -291,13 +291,11 @@ fn outside(file: &Path, roots: &[Root]) -> Option<String> {
         return None;
     }
     let resolved = std::fs::canonicalize(file).ok()?;
-    let inside = roots
-        .iter()
-        .any(|r| if r.is_dir { resolved.starts_with(&r.resolved) } else { resolved == r.resolved });
+    let inside = roots.iter().any(|r| r.holds(&resolved));
     (!inside).then(|| {
         format!(
             "it is a link to `{}`, outside the paths given; name that file to fix it",
-            super::display_path(&resolved)
+            crate::source::display_path(&resolved)
         )
     })
 }

@@ -1,71 +1,25 @@
-//! `devcheck inspect`: for every module struct in the source, what a device move carries
-//! (parameters, buffers, submodules) and what it leaves behind, with the lint findings in the
-//! struct and its impls. Python files get the same report for each `nn.Module` class
-//! ([`crate::python::inspect`]).
+//! `devcheck inspect`: for every module struct in the source (every `nn.Module` class in Python),
+//! what a device move carries (parameters, buffers, submodules) and what it leaves behind, with
+//! the lint findings in the struct and its impls.
 //!
-//! devcheck structs are read with the derive's own classification (`devcheck-classify`); burn,
-//! tch and candle structs with what the linter knows of those APIs (see [`super::fields`]).
+//! Each front end reads its own files' structs ([`crate::rust::inspect`],
+//! [`crate::python::inspect`]); this module runs them over the paths, holds the report they fill
+//! in and renders it.
 
 use std::fmt::Write as _;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use serde::Serialize;
-use syn::Item;
 
-use super::config::Settings;
-use super::diagnostic::{Diagnostic, LineIndex};
-use super::driver::FileReport;
-use super::error::LintError;
-use super::facts::Facts;
-use super::fields::{FieldFate, burn_fields, devcheck_fields, plain_struct_fields};
-use super::output::printable_line;
-use super::profile::{self, Api, ApiSet};
-use super::registry::Severity;
-use super::source::{FileCx, Language};
-use super::syntax::{is_cfg_test, mentions_tensor, type_name};
+use crate::config::Settings;
+use crate::diagnostic::Diagnostic;
+use crate::error::LintError;
+use crate::output::printable_line;
+use crate::pipeline::FileReport;
+use crate::registry::Severity;
+use crate::source::Language;
 
-/// One struct and what a device move does to it.
-#[derive(Debug, Clone, Serialize)]
-pub struct StructReport {
-    pub path: String,
-    pub line: usize,
-    pub column: usize,
-    /// `struct` (Rust) or `class` (Python).
-    pub kind: &'static str,
-    pub name: String,
-    /// The API the struct is read with: `devcheck`, `burn`, `tch` or `candle`.
-    pub api: &'static str,
-    /// How the framework moves it, in words.
-    pub mover: String,
-    pub fields: Vec<FieldReport>,
-    /// What the derive would reject, with its help.
-    pub errors: Vec<String>,
-    /// Lint findings in the struct and its impls.
-    #[serde(serialize_with = "findings_json")]
-    pub findings: Vec<Diagnostic>,
-}
-
-/// One field of a [`StructReport`].
-#[derive(Debug, Clone, Serialize)]
-pub struct FieldReport {
-    pub name: String,
-    #[serde(rename = "type")]
-    pub ty: String,
-    pub class: String,
-    /// `moves`, `left behind`, `stays` (candle), `rejected`, `unknown`, or `-` for plain data.
-    pub fate: &'static str,
-    pub saved: Option<bool>,
-    pub note: Option<String>,
-    pub line: usize,
-}
-
-impl StructReport {
-    pub fn count(&self, fate: &str) -> usize {
-        self.fields.iter().filter(|f| f.fate == fate).count()
-    }
-}
+pub use crate::fields::{FieldReport, StructReport};
 
 /// The result of `devcheck inspect`.
 #[derive(Debug, Default)]
@@ -87,7 +41,8 @@ impl InspectRun {
 /// Inspects every Rust file under `paths`.
 pub fn inspect_paths(paths: &[PathBuf], settings: &Settings) -> Result<InspectRun, LintError> {
     let run = super::driver::lint_paths(paths, settings)?;
-    let pool = super::stack::pool().map_err(|source| LintError::Io { path: PathBuf::from("."), source })?;
+    let pool =
+        crate::pipeline::pool().map_err(|source| LintError::Io { path: PathBuf::from("."), source })?;
     let per_file: Vec<InspectRun> =
         pool.install(|| run.files.into_par_iter().map(|r| inspect_report(r, settings)).collect());
     let mut out = InspectRun::default();
@@ -116,11 +71,7 @@ fn inspect_report(report: FileReport, settings: &Settings) -> InspectRun {
     // when this thread has too little left).
     let structs = match Language::of_named_file(&report.disk_path) {
         Language::Python => crate::python::inspect::classes_in(&report),
-        Language::Rust => {
-            // The file was linted, so its depth is within the limit.
-            let depth = super::unparseable(&report.text).unwrap_or(super::depth::MAX_DEPTH);
-            super::stack::within(super::depth::stack_needed(depth), || structs_in(&report, settings))
-        }
+        Language::Rust => crate::rust::inspect::structs_in(&report, settings),
     };
     match structs {
         Ok(structs) => out.structs = structs,
@@ -149,178 +100,6 @@ fn not_inspected(report: &FileReport, error: &std::io::Error) -> Diagnostic {
         fix: None,
         related: Vec::new(),
     }
-}
-
-fn structs_in(report: &FileReport, settings: &Settings) -> Vec<StructReport> {
-    let (text, kind, diagnostics) = (&*report.text, report.kind, &report.diagnostics[..]);
-    let base = super::stripped_prefix(text);
-    let Ok(ast) = syn::parse_file(&text[base..]) else {
-        proc_macro2::extra::invalidate_current_thread_spans();
-        return Vec::new();
-    };
-    let apis = settings.api.map(ApiSet::only).unwrap_or_else(|| profile::detect(&ast, text));
-    let file = FileCx { text, base, kind, apis, preview: false, backend: false };
-    let facts = Facts::gather(&file, &ast.items);
-    let mut found = Vec::new();
-    collect(&ast.items, &mut found);
-    let mut impls: Vec<(String, Range<usize>)> = Vec::new();
-    impl_ranges(&file, &ast.items, &mut impls);
-    let index = LineIndex::new(text);
-    let shown = report.path.clone();
-    let reports = found
-        .into_iter()
-        .filter_map(|s| {
-            let (api, mover, fields) = read_struct(&file, s, &facts)?;
-            let name = s.ident.to_string();
-            let own = file.range(s.struct_token.span).start..struct_end(&file, s);
-            let mut ranges = vec![own];
-            ranges.extend(impls.iter().filter(|(n, _)| *n == name).map(|(_, r)| r.clone()));
-            let findings = diagnostics
-                .iter()
-                .filter(|d| ranges.iter().any(|r| r.contains(&d.range.start)))
-                .cloned()
-                .collect();
-            let at = index.line_col(text, file.range(s.ident.span()).start);
-            let errors =
-                fields.iter().flat_map(|f| f.errors.iter().map(|e| format!("`{}`: {e}", f.name))).collect();
-            Some(StructReport {
-                path: shown.clone(),
-                line: at.line,
-                column: at.column,
-                kind: "struct",
-                name,
-                api: api.as_str(),
-                mover,
-                fields: fields
-                    .into_iter()
-                    .map(|f| FieldReport {
-                        line: index.line_col(text, f.range.start).line,
-                        name: f.name,
-                        ty: f.ty,
-                        class: f.class,
-                        fate: f.fate.as_str(),
-                        saved: f.saved,
-                        note: f.note,
-                    })
-                    .collect(),
-                errors,
-                findings,
-            })
-        })
-        .collect();
-    proc_macro2::extra::invalidate_current_thread_spans();
-    reports
-}
-
-fn struct_end(file: &FileCx<'_>, s: &syn::ItemStruct) -> usize {
-    match &s.fields {
-        syn::Fields::Named(f) => file.range(f.brace_token.span.join()).end,
-        syn::Fields::Unnamed(f) => file.range(f.paren_token.span.join()).end,
-        syn::Fields::Unit => file.range(s.ident.span()).end,
-    }
-}
-
-/// Which API reads the struct, how it moves, and its fields; `None` for a struct holding no
-/// module state.
-fn read_struct(
-    file: &FileCx<'_>,
-    s: &syn::ItemStruct,
-    facts: &Facts,
-) -> Option<(Api, String, Vec<FieldFate>)> {
-    let apis = file.apis;
-    let module = devcheck_classify::has_module_derive(&s.attrs);
-    let name = &s.ident;
-    if module && apis.is(Api::Burn) {
-        return Some((
-            Api::Burn,
-            format!("`{name}::to_device(&device)` (burn's `Module`)"),
-            burn_fields(file, s),
-        ));
-    }
-    if module && (apis.is(Api::Devcheck) || apis.is_empty()) {
-        return Some((
-            Api::Devcheck,
-            format!("`{name}::to(&device)` (devcheck's `Module`)"),
-            devcheck_fields(file, s),
-        ));
-    }
-    if !s.fields.iter().any(|f| mentions_tensor(&f.ty) || is_tch_module(&f.ty)) {
-        return None;
-    }
-    let facts = facts.structs.get(&name.to_string());
-    if apis.is(Api::Tch) {
-        let fields = plain_struct_fields(file, s, facts, Api::Tch);
-        return Some((Api::Tch, "`VarStore::set_device(device)` (tch)".to_string(), fields));
-    }
-    if apis.is(Api::Candle) {
-        let fields = plain_struct_fields(file, s, facts, Api::Candle);
-        return Some((
-            Api::Candle,
-            "nothing (candle modules do not move: each tensor stays where its constructor made it)"
-                .to_string(),
-            fields,
-        ));
-    }
-    None
-}
-
-fn is_tch_module(ty: &syn::Type) -> bool {
-    let syn::Type::Path(p) = ty else { return false };
-    p.path.segments.len() >= 2 && p.path.segments[0].ident == "nn"
-}
-
-fn collect<'a>(items: &'a [Item], out: &mut Vec<&'a syn::ItemStruct>) {
-    for item in items {
-        match item {
-            Item::Struct(s) if !is_cfg_test(&s.attrs) => out.push(s),
-            Item::Mod(m) if !is_cfg_test(&m.attrs) => {
-                if let Some((_, items)) = &m.content {
-                    collect(items, out);
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-fn impl_ranges(file: &FileCx<'_>, items: &[Item], out: &mut Vec<(String, Range<usize>)>) {
-    for item in items {
-        match item {
-            Item::Impl(imp) => {
-                if let Some(name) = type_name(&imp.self_ty) {
-                    let start = file.range(imp.impl_token.span).start;
-                    let end = file.range(imp.brace_token.span.join()).end;
-                    out.push((name, start..end));
-                }
-            }
-            Item::Mod(m) => {
-                if let Some((_, items)) = &m.content {
-                    impl_ranges(file, items, out);
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-fn findings_json<S: serde::Serializer>(findings: &[Diagnostic], s: S) -> Result<S::Ok, S::Error> {
-    use serde::ser::SerializeSeq;
-    let mut seq = s.serialize_seq(Some(findings.len()))?;
-    for d in findings {
-        seq.serialize_element(&serde_json::json!({
-            "code": d.code,
-            "name": d.name,
-            "severity": d.severity.as_str(),
-            "message": d.message,
-            "path": d.path,
-            "line": d.start.line,
-            "column": d.start.column,
-            "end_line": d.end.line,
-            "end_column": d.end.column,
-            "help": d.help,
-        }))?;
-    }
-    seq.end()
 }
 
 /// Renders an inspection: a table per struct (human) or an array of structs (JSON).

@@ -1,12 +1,10 @@
-//! One file being linted: its text, what kind of code it holds, and byte ranges of syn spans.
+//! What a file is, before any front end reads it: its language (from its name), what kind of
+//! code it holds (from its path), and the tensor APIs it is read with.
 
-use std::ops::Range;
+use std::fmt;
 use std::path::Path;
 
-use proc_macro2::Span;
-use serde::Serialize;
-
-use super::profile::ApiSet;
+use serde::{Deserialize, Serialize};
 
 /// What a file is for, from its path. Several rules only apply to library/model code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -135,40 +133,168 @@ fn python_kind(path: &Path, file_name: &str, stem: &str) -> Option<FileKind> {
     None
 }
 
-/// A parsed file as the rules see it.
-pub(crate) struct FileCx<'a> {
-    pub text: &'a str,
-    /// Bytes stripped before parsing (a BOM, a shebang line): add to every span offset.
-    pub base: usize,
-    pub kind: FileKind,
-    pub apis: ApiSet,
-    /// Preview patterns of stable rules run too (`--preview`).
-    pub preview: bool,
-    /// Under a backend or kernel directory (`backends/vulkan/mod.rs`, `src/cpu_backend/ops.rs`).
-    pub backend: bool,
+/// A tensor library the linter knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Api {
+    Devcheck,
+    Candle,
+    Tch,
+    Burn,
 }
 
-impl FileCx<'_> {
-    /// The byte range of a span in the file's text.
-    pub fn range(&self, span: Span) -> Range<usize> {
-        let r = span.byte_range();
-        (r.start + self.base)..(r.end + self.base)
+impl Api {
+    pub const ALL: [Api; 4] = [Api::Devcheck, Api::Candle, Api::Tch, Api::Burn];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Devcheck => "devcheck",
+            Api::Candle => "candle",
+            Api::Tch => "tch",
+            Api::Burn => "burn",
+        }
     }
 
-    /// The source text of a range, for messages; empty if out of bounds.
-    pub fn snippet(&self, range: &Range<usize>) -> &str {
-        self.text.get(range.clone()).unwrap_or("")
+    fn bit(self) -> u8 {
+        1 << (self as u8)
     }
 
-    /// The source text of a range on one line, shortened for a message.
-    pub fn short(&self, range: &Range<usize>) -> String {
-        let s = self.snippet(range);
-        let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-        if one_line.chars().count() > 60 {
-            let cut: String = one_line.chars().take(57).collect();
-            format!("{cut}...")
-        } else {
-            one_line
+    /// The API a crate root belongs to, from the first segment of a `use` path.
+    pub(crate) fn of_crate(root: &str) -> Option<Api> {
+        match root {
+            "devcheck" => Some(Api::Devcheck),
+            "candle" | "candle_core" | "candle_nn" | "candle_transformers" | "candle_examples" => {
+                Some(Api::Candle)
+            }
+            "tch" => Some(Api::Tch),
+            _ if root == "burn" || root.starts_with("burn_") => Some(Api::Burn),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Api {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The APIs a file uses. Empty means "not known": rules then use what all profiles agree on and
+/// stay quiet where they differ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ApiSet(u8);
+
+impl ApiSet {
+    pub const EMPTY: ApiSet = ApiSet(0);
+
+    pub fn only(api: Api) -> Self {
+        ApiSet(api.bit())
+    }
+
+    pub fn insert(&mut self, api: Api) {
+        self.0 |= api.bit();
+    }
+
+    /// True when the file uses `api`, or when nothing is known about the file.
+    pub fn may_be(self, api: Api) -> bool {
+        self.0 == 0 || self.0 & api.bit() != 0
+    }
+
+    /// True only when the file is known to use `api`.
+    pub fn is(self, api: Api) -> bool {
+        self.0 & api.bit() != 0
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = Api> {
+        Api::ALL.into_iter().filter(move |a| self.is(*a))
+    }
+
+    /// Burn only: the rules that the issue scopes to devcheck, candle and tch skip such files.
+    pub fn only_burn(self) -> bool {
+        self.0 == Api::Burn.bit()
+    }
+}
+
+impl fmt::Display for ApiSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return f.write_str("unknown");
+        }
+        let names: Vec<&str> = self.iter().map(Api::as_str).collect();
+        f.write_str(&names.join("+"))
+    }
+}
+
+/// The path as diagnostics show it: without a leading `./`, with `/` between folders on every
+/// system. A name that is not UTF-8 shows its odd bytes as `\xNN`; so that no two names ever
+/// show alike, such a name (or one whose text holds a `\xNN` of its own) shows its backslashes
+/// doubled. Only for showing: files are read and written through their `Path` (a `\` in a Unix
+/// file name is a name, not a separator).
+pub(crate) fn display_path(path: &Path) -> String {
+    let shown = os_str_display(path.as_os_str());
+    let shown = if cfg!(windows) { shown.replace('\\', "/") } else { shown };
+    match shown.strip_prefix("./") {
+        Some(rest) if !rest.is_empty() => rest.to_string(),
+        _ => shown,
+    }
+}
+
+#[cfg(unix)]
+fn os_str_display(s: &std::ffi::OsStr) -> String {
+    use std::os::unix::ffi::OsStrExt as _;
+    let bytes = s.as_bytes();
+    if let Ok(text) = std::str::from_utf8(bytes)
+        && !has_hex_escape(text)
+    {
+        return text.to_string();
+    }
+    let mut out = String::new();
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(&chunk.valid().replace('\\', "\\\\"));
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Does `text` hold `\x` and two hex digits, which would read as an escaped byte?
+#[cfg(unix)]
+fn has_hex_escape(text: &str) -> bool {
+    text.as_bytes()
+        .windows(4)
+        .any(|w| w[0] == b'\\' && w[1] == b'x' && w[2].is_ascii_hexdigit() && w[3].is_ascii_hexdigit())
+}
+
+#[cfg(not(unix))]
+fn os_str_display(s: &std::ffi::OsStr) -> String {
+    s.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_shown_as_they_are_named() {
+        assert_eq!(display_path(Path::new("./src/a.rs")), "src/a.rs");
+        // On Unix a backslash is part of a name.
+        #[cfg(unix)]
+        assert_eq!(display_path(Path::new("src/a\\b.rs")), "src/a\\b.rs");
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt as _;
+            let name = std::ffi::OsStr::from_bytes(b"caf\xe9.rs");
+            assert_eq!(display_path(Path::new(name)), "caf\\xE9.rs");
+            // A name whose text is what the escape looks like shows differently.
+            assert_eq!(display_path(Path::new("caf\\xE9.rs")), "caf\\\\xE9.rs");
+            let both = std::ffi::OsStr::from_bytes(b"a\\b\xe9.rs");
+            assert_eq!(display_path(Path::new(both)), "a\\\\b\\xE9.rs");
         }
     }
 }

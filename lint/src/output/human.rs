@@ -18,7 +18,8 @@ use miette::{
 use super::RenderOptions;
 use super::printable::{escaped, needs_escape, printable, printable_line};
 use crate::diagnostic::{Diagnostic, LineIndex};
-use crate::driver::{FileReport, LintRun};
+use crate::driver::LintRun;
+use crate::pipeline::FileReport;
 use crate::registry::Severity;
 
 /// Longer lines are shown as a window of this many characters around their labels.

@@ -112,15 +112,51 @@ pub fn summary(run: &LintRun) -> String {
 }
 
 /// One finding on one line, as the concise format prints it: `path:line:col: CODE [severity]
-/// message`, with control characters from the file escaped.
+/// message`, with `[*]` before the message when `--fix` fixes it, and control characters from the
+/// file escaped.
 pub(crate) fn concise_line(d: &crate::diagnostic::Diagnostic) -> String {
+    let fixable = d.fix.as_ref().is_some_and(|f| f.applicability == super::Applicability::Safe);
     format!(
-        "{}:{}:{}: {} [{}] {}",
+        "{}:{}:{}: {} [{}] {}{}",
         printable_line(&d.path),
         d.start.line,
         d.start.column,
         d.code,
         d.severity.as_str(),
+        if fixable { "[*] " } else { "" },
         printable_line(&d.message)
     )
+}
+
+/// `--statistics`: how many findings each rule has, most first, with how many `--fix` fixes.
+pub fn statistics(run: &LintRun, format: Format) -> String {
+    let mut counts: Vec<(&'static str, &'static str, usize, usize)> = Vec::new();
+    for d in run.diagnostics() {
+        let fixable =
+            usize::from(d.fix.as_ref().is_some_and(|f| f.applicability == super::Applicability::Safe));
+        match counts.iter_mut().find(|c| c.0 == d.code) {
+            Some(c) => {
+                c.2 += 1;
+                c.3 += fixable;
+            }
+            None => counts.push((d.code, d.name, 1, fixable)),
+        }
+    }
+    counts.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(b.0)));
+    if format == Format::Json {
+        let rows: Vec<serde_json::Value> = counts
+            .iter()
+            .map(|(code, name, count, fixable)| {
+                serde_json::json!({ "code": code, "name": name, "count": count, "fixable": fixable })
+            })
+            .collect();
+        return serde_json::to_string_pretty(&rows).unwrap_or_default() + "\n";
+    }
+    let width = counts.iter().map(|c| c.2.to_string().len()).max().unwrap_or(1);
+    let mut out = String::new();
+    for (code, name, count, fixable) in &counts {
+        let fix = if *fixable > 0 { format!(" ({fixable} fixable with `--fix`)") } else { String::new() };
+        let _ = writeln!(out, "{count:>width$}  {code}  {name}{fix}");
+    }
+    out
 }

@@ -30,7 +30,7 @@ use ruff_python_ast::visitor::transformer::{self, Transformer};
 use ruff_python_ast::{self as ast, AtomicNodeIndex, Expr, InterpolatedStringElement, Pattern, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
-use crate::depth::TooDeep;
+use crate::unlinted::TooDeep;
 
 /// The largest estimated depth analysed. CPython itself refuses more than 200 nested brackets
 /// and 100 levels of indentation, so real code is far below this.

@@ -51,26 +51,7 @@ pub(crate) enum Holds {
     Unknown,
 }
 
-/// Where an attribute ends up when the module moves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fate {
-    Moves,
-    LeftBehind,
-    /// Plain data: a move has nothing to do with it.
-    NotApplicable,
-    Unknown,
-}
-
-impl Fate {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Fate::Moves => "moves",
-            Fate::LeftBehind => "left behind",
-            Fate::NotApplicable => "-",
-            Fate::Unknown => "unknown",
-        }
-    }
-}
+pub(crate) use crate::fields::Fate;
 
 /// One attribute of a module class.
 pub(crate) struct Field<'a> {
@@ -103,7 +84,7 @@ impl Field<'_> {
             | Holds::UnregisteredParameter
             | Holds::ModulesInPlain { .. }
             | Holds::TensorsInPlain { .. } => Fate::LeftBehind,
-            Holds::Data => Fate::NotApplicable,
+            Holds::Data => Fate::Plain,
             Holds::Unknown => Fate::Unknown,
         }
     }

@@ -8,8 +8,8 @@ use ruff_python_parser::Parsed;
 use ruff_text_size::Ranged;
 
 use crate::diagnostic::LineIndex;
-use crate::driver::FileReport;
-use crate::inspect::{FieldReport, StructReport};
+use crate::fields::{FieldReport, StructReport};
+use crate::pipeline::FileReport;
 
 use super::checker::Checker;
 use super::fields::{Fate, Holds, module_fields};

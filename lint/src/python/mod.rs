@@ -24,10 +24,10 @@ use ruff_python_ast::{ModModule, PySourceType};
 use ruff_python_parser::Parsed;
 use ruff_text_size::Ranged;
 
-use crate::depth::TooDeep;
 use crate::diagnostic::Finding;
 use crate::registry;
 use crate::source::FileKind;
+use crate::unlinted::TooDeep;
 
 /// Parses and checks one Python file: the findings of the enabled rules.
 pub(crate) fn check(path: &Path, kind: FileKind, text: &str, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
@@ -46,7 +46,7 @@ pub(crate) fn check(path: &Path, kind: FileKind, text: &str, enabled: &dyn Fn(&s
         if let Some(parsed) = tree.take() {
             depth::dismantle(parsed.into_syntax().body);
         }
-        vec![crate::no_stack(&e)]
+        vec![crate::unlinted::no_stack(&e)]
     })
 }
 
@@ -84,8 +84,8 @@ fn analyse(
 /// too large, nested too deeply ([`depth`]), or not valid Python. A refused tree is freed
 /// without recursion before this returns.
 pub(crate) fn parse(text: &str) -> Result<(Parsed<ModModule>, usize), Box<Finding>> {
-    if text.len() > crate::MAX_FILE_BYTES {
-        return Err(Box::new(crate::too_large(u64::try_from(text.len()).ok())));
+    if text.len() > crate::unlinted::MAX_FILE_BYTES {
+        return Err(Box::new(crate::unlinted::too_large(u64::try_from(text.len()).ok())));
     }
     // A large file's depth is known before its tree is built: the parse itself can take
     // memory and time that grow with the nesting.
@@ -140,7 +140,7 @@ fn parse_error(text: &str, e: &ruff_python_parser::ParseError) -> Finding {
     let r = e.range().to_std_range();
     let start = r.start.min(text.len());
     let end = r.end.clamp(start, text.len());
-    Finding::new(&registry::PARSE_ERROR, start..end, crate::lowercase_first(&e.error.to_string()))
+    Finding::new(&registry::PARSE_ERROR, start..end, crate::unlinted::lowercase_first(&e.error.to_string()))
         .label("here")
         .help("the file was skipped; `python -m py_compile` shows the same error")
 }

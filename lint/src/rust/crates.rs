@@ -15,35 +15,10 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-use super::diagnostic::Diagnostic;
-use super::driver::FileReport;
-use super::profile::{Api, ApiSet};
+use super::api::{Api, ApiSet};
+use crate::diagnostic::Diagnostic;
 
-/// A function's index among the functions of its file.
-pub(crate) type FnId = u32;
-
-/// What a pending finding needs from the crate to be reported.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Condition {
-    /// The function runs once per layer: it is called, directly or through other calls, from a
-    /// per-layer loop.
-    PerLayer(FnId),
-    /// The function is not an entry point: not a free function that `main` calls.
-    NotEntry(FnId),
-    /// The crate handles devices somewhere (a device parameter or field, or `x.device()`): then a
-    /// tensor on the default device can meet tensors that are elsewhere.
-    UsesDevices,
-    /// The crate defines no in-place method of this name (`fn to_device(&mut self, ..)`).
-    NoInPlaceMethod(String),
-    /// The file is not in a package made only of binaries (there, every module is application
-    /// code).
-    NotBinaryOnly,
-    /// A tensor library is known for the file: from its `use` lines or its package's dependencies.
-    FrameworkKnown,
-    /// The function reached by the call whose name starts at byte `at` of the file reads its
-    /// argument number `arg` back to the host.
-    CalleeReadsArg { at: usize, arg: u32 },
-}
+pub(crate) use crate::diagnostic::{Condition, FnId};
 
 /// A function defined in a file.
 #[derive(Clone, Debug)]
@@ -166,14 +141,21 @@ const COMMON_METHODS: &[&str] = &[
     "deref",
 ];
 
+/// One file as the crate-wide pass sees it: what its analysis left for the pass, and its
+/// diagnostics, which the pending findings that hold join.
+pub(crate) struct Pass<'r> {
+    pub summary: Option<&'r FileSummary>,
+    pub diagnostics: &'r mut Vec<Diagnostic>,
+}
+
 /// Applies the crate-wide conditions: every pending finding whose conditions hold joins its
 /// file's diagnostics. Files are grouped by package (the nearest `Cargo.toml`); files without one
 /// form a single group. Running it again (after `--fix` re-lints some files) adds nothing twice.
-pub(crate) fn resolve(reports: &mut [FileReport]) {
+pub(crate) fn resolve(reports: &mut [Pass<'_>]) {
     let mut packages = Packages::default();
     let mut groups: HashMap<Option<PathBuf>, Vec<usize>> = HashMap::new();
     for (i, report) in reports.iter().enumerate() {
-        let Some(summary) = &report.summary else { continue };
+        let Some(summary) = report.summary else { continue };
         let root = summary.disk_path.as_deref().and_then(|p| packages.root_of(p));
         groups.entry(root).or_default().push(i);
     }
@@ -181,15 +163,11 @@ pub(crate) fn resolve(reports: &mut [FileReport]) {
     groups.sort();
     // In-place moves are looked up across the whole run: the type may come from another package
     // of the workspace (a tokenizer crate's `Encoding::to_device(&mut self, ..)`).
-    let in_place: HashSet<String> = reports
-        .iter()
-        .filter_map(|r| r.summary.as_deref())
-        .flat_map(|s| s.in_place.iter().cloned())
-        .collect();
+    let in_place: HashSet<String> =
+        reports.iter().filter_map(|r| r.summary).flat_map(|s| s.in_place.iter().cloned()).collect();
     for (root, members) in groups {
         let package = root.as_deref().and_then(|r| packages.info(r));
-        let summaries: Vec<&FileSummary> =
-            members.iter().filter_map(|&i| reports[i].summary.as_deref()).collect();
+        let summaries: Vec<&FileSummary> = members.iter().filter_map(|&i| reports[i].summary).collect();
         let graph = Graph::build(&summaries, package.as_ref(), &in_place);
         let verdicts: Vec<Vec<Diagnostic>> = summaries
             .iter()

@@ -1,4 +1,4 @@
-//! How deep a file's syntax tree can be, read before syn sees the file.
+//! How deep a Rust file's syntax tree can be, read before syn sees the file.
 //!
 //! syn parses, the walker visits and `Drop` frees a syntax tree recursively, one call per level,
 //! so a file nested deep enough ends the process with a stack overflow, which no `catch_unwind`
@@ -15,21 +15,14 @@
 //! every construct that nests), so [`stack_needed`] of the estimate bounds what a file needs: the
 //! analysis runs on the caller's stack when that much is left, else on a fresh segment.
 
+use crate::unlinted::TooDeep;
+
 /// The largest estimated depth analysed. Real code stays far below it (of six thousand files of
 /// crates.io sources, 999 in 1000 estimate below 150 and the largest, generated Unicode tables,
 /// about 1,400), and the costliest construct needs about 5.5 KB of stack per level in a debug
 /// build, so a file at the limit uses about a third of [`crate::stack::STACK_BYTES`]
 /// ([`stack_needed`] allows twice that).
 pub const MAX_DEPTH: usize = 4000;
-
-/// Where and how deep a file first nests beyond the limit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct TooDeep {
-    /// Byte offset of the token that went past the limit.
-    pub at: usize,
-    /// The token's length in bytes (at least 1), for the label.
-    pub len: usize,
-}
 
 /// The estimated depth of the file's tree (at most `max`), or `Err` with the first token past
 /// `max` if the file may nest deeper than `max` levels.
@@ -688,5 +681,13 @@ mod tests {
         let e = check(text, 4).expect_err("too deep");
         assert_eq!(&text[e.at..e.at + e.len], "(");
         assert_eq!(e.at, 10);
+    }
+
+    #[test]
+    fn pool_workers_have_room_for_a_tree_at_the_limit() {
+        let pool = crate::pipeline::pool().expect("a pool");
+        let need = stack_needed(MAX_DEPTH);
+        let left = pool.install(stacker::remaining_stack).expect("the stack is known");
+        assert!(left >= need, "{left} < {need}");
     }
 }

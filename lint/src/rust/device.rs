@@ -7,12 +7,12 @@ use std::ops::Range;
 use syn::Expr;
 use syn::spanned::Spanned;
 
-use super::profile::{CtorDevice, is_host_read, is_transfer_method};
-use super::source::FileCx;
+use super::api::{CtorDevice, is_host_read, is_transfer_method};
 use super::syntax::{
     Ctor, as_ident, call_path, chain_calls, chain_root, is_tensor_query, last_two, path_ends_with, peel,
     self_field, str_lit,
 };
+use crate::rust::FileCx;
 
 /// Which fixed device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

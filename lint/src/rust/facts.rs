@@ -8,13 +8,13 @@ use syn::spanned::Spanned;
 use syn::visit::Visit;
 use syn::{Expr, Item};
 
+use super::api::{CtorDevice, is_transfer_method};
 use super::device::{DevEnv, DevSrc, classify, classify_options};
-use super::profile::{CtorDevice, is_transfer_method};
-use super::source::FileCx;
 use super::syntax::{
     Ctor, ParamKind, as_ident, call_path, chain_calls, chain_root, classify_type, is_cfg_test, last_two,
     mentions_tensor, pat_ident, peel, type_name,
 };
+use crate::rust::FileCx;
 
 /// A tensor a constructor made on a fixed device and stored in a field.
 #[derive(Clone, Debug)]

@@ -7,40 +7,11 @@ use std::ops::Range;
 use devcheck_classify::{FieldClass, classify_field, type_to_string};
 use syn::spanned::Spanned;
 
+use super::api::Api;
 use super::facts::StructFacts;
-use super::profile::Api;
-use super::source::FileCx;
 use super::syntax::{ParamKind, classify_type, mentions_tensor, module_attr_word};
-
-/// Where a field ends up when its module moves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fate {
-    /// The framework's move (`Module::to`, `to_device`, `VarStore::set_device`) carries it.
-    Moves,
-    /// It holds tensors the move does not reach.
-    LeftBehind,
-    /// candle has no module move: the tensor stays where its constructor put it.
-    Stays,
-    /// Holds no tensor.
-    Plain,
-    /// The derive rejects this field (a compile error).
-    Rejected,
-    /// Not known from the source.
-    Unknown,
-}
-
-impl Fate {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Fate::Moves => "moves",
-            Fate::LeftBehind => "left behind",
-            Fate::Stays => "stays",
-            Fate::Plain => "-",
-            Fate::Rejected => "rejected",
-            Fate::Unknown => "unknown",
-        }
-    }
-}
+pub(crate) use crate::fields::Fate;
+use crate::rust::FileCx;
 
 /// One field and its fate.
 #[derive(Clone, Debug)]

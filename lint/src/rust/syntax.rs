@@ -4,7 +4,7 @@ use proc_macro2::TokenTree;
 use syn::visit::Visit;
 use syn::{Attribute, Expr, ExprCall, ExprMethodCall, Type};
 
-use super::profile::{ApiSet, CtorDevice, tensor_ctor};
+use super::api::{ApiSet, CtorDevice, tensor_ctor};
 
 /// Strips what does not change which value an expression denotes: parentheses, `&`, `?`,
 /// `.unwrap()`, `.expect(..)`, `.clone()`, `.as_ref()`.

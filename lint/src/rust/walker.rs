@@ -1,6 +1,6 @@
 //! The one pass over a file: a syn visitor that keeps track of where it is (test code, which
 //! function, loops, debug-gated or device-specific branches, logging macros) and hands each node
-//! to every rule's [`Check`].
+//! to every rule ([`Rule`]).
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -10,16 +10,16 @@ use syn::spanned::Spanned;
 use syn::visit::{self, Visit};
 use syn::{Block, Expr, ExprMethodCall, Token};
 
+use super::api::is_host_read;
 use super::crates::{Call, Callee, FileSummary, FnId, FnInfo, StructInfo};
 use super::device::{DevEnv, DevSrc, classify_options, is_host_tensor};
-use super::diagnostic::Finding;
 use super::facts::Facts;
-use super::profile::is_host_read;
-use super::source::FileCx;
 use super::syntax::{
     ParamKind, as_ident, chain_calls, chain_root, classify_type, is_assert_macro, is_cfg_test,
     is_formatting_macro, is_test_fn, pat_ident, pat_idents, returns_self, self_field, type_name,
 };
+use crate::diagnostic::Finding;
+use crate::rust::FileCx;
 
 /// The function being read.
 #[derive(Debug)]
@@ -115,13 +115,13 @@ pub(crate) struct Scope {
 }
 
 /// What a rule sees at each node.
-pub(crate) struct Cx<'a, 'f> {
+pub(crate) struct Checker<'a, 'f> {
     pub file: &'a FileCx<'f>,
     pub facts: &'a Facts,
     pub scope: &'a Scope,
 }
 
-impl Cx<'_, '_> {
+impl Checker<'_, '_> {
     /// In test code: a test/bench file, `#[cfg(test)]`, or a `#[test]` function.
     pub fn in_test(&self) -> bool {
         self.scope.test > 0 || self.file.kind.is_test_like()
@@ -192,7 +192,7 @@ impl Cx<'_, '_> {
     }
 }
 
-/// A loop body as handed to [`Check::enter_loop`].
+/// A loop body as handed to [`Rule::enter_loop`].
 #[derive(Clone, Copy)]
 pub(crate) enum LoopBody<'a> {
     Block(&'a Block),
@@ -200,26 +200,33 @@ pub(crate) enum LoopBody<'a> {
 }
 
 /// A rule's per-file state. Every hook has an empty default.
-pub(crate) trait Check {
-    fn enter_fn(&mut self, _cx: &Cx<'_, '_>, _sig: &syn::Signature) {}
-    fn exit_fn(&mut self, _cx: &Cx<'_, '_>, _out: &mut Vec<Finding>) {}
+pub(crate) trait Rule {
+    fn enter_fn(&mut self, _cx: &Checker<'_, '_>, _sig: &syn::Signature) {}
+    fn exit_fn(&mut self, _cx: &Checker<'_, '_>, _out: &mut Vec<Finding>) {}
     /// Every expression, outer before inner.
-    fn expr(&mut self, _cx: &Cx<'_, '_>, _e: &Expr, _out: &mut Vec<Finding>) {}
-    fn stmt(&mut self, _cx: &Cx<'_, '_>, _s: &syn::Stmt, _out: &mut Vec<Finding>) {}
-    fn block(&mut self, _cx: &Cx<'_, '_>, _b: &Block, _out: &mut Vec<Finding>) {}
+    fn expr(&mut self, _cx: &Checker<'_, '_>, _e: &Expr, _out: &mut Vec<Finding>) {}
+    fn stmt(&mut self, _cx: &Checker<'_, '_>, _s: &syn::Stmt, _out: &mut Vec<Finding>) {}
+    fn block(&mut self, _cx: &Checker<'_, '_>, _b: &Block, _out: &mut Vec<Finding>) {}
     /// A loop body, before it is visited (the scope already counts the loop).
-    fn enter_loop(&mut self, _cx: &Cx<'_, '_>, _body: LoopBody<'_>, _out: &mut Vec<Finding>) {}
-    fn item_struct(&mut self, _cx: &Cx<'_, '_>, _s: &syn::ItemStruct, _out: &mut Vec<Finding>) {}
+    fn enter_loop(&mut self, _cx: &Checker<'_, '_>, _body: LoopBody<'_>, _out: &mut Vec<Finding>) {}
+    fn item_struct(&mut self, _cx: &Checker<'_, '_>, _s: &syn::ItemStruct, _out: &mut Vec<Finding>) {}
     /// A `static` (also one of `lazy_static!`): its name and initialiser.
-    fn item_static(&mut self, _cx: &Cx<'_, '_>, _name: &syn::Ident, _init: &Expr, _out: &mut Vec<Finding>) {}
-    fn finish(&mut self, _cx: &Cx<'_, '_>, _out: &mut Vec<Finding>) {}
+    fn item_static(
+        &mut self,
+        _cx: &Checker<'_, '_>,
+        _name: &syn::Ident,
+        _init: &Expr,
+        _out: &mut Vec<Finding>,
+    ) {
+    }
+    fn finish(&mut self, _cx: &Checker<'_, '_>, _out: &mut Vec<Finding>) {}
 }
 
 pub(crate) struct Walker<'a, 'f> {
     pub file: &'a FileCx<'f>,
     pub facts: &'a Facts,
     pub scope: Scope,
-    pub checks: Vec<Box<dyn Check + 'a>>,
+    pub checks: Vec<Box<dyn Rule + 'a>>,
     pub out: Vec<Finding>,
     impls: Vec<(Option<String>, Option<String>)>,
     /// What the crate-wide pass needs from this file.
@@ -228,7 +235,7 @@ pub(crate) struct Walker<'a, 'f> {
 
 macro_rules! hook {
     ($w:expr, $method:ident $(, $arg:expr)*) => {{
-        let cx = Cx { file: $w.file, facts: $w.facts, scope: &$w.scope };
+        let cx = Checker { file: $w.file, facts: $w.facts, scope: &$w.scope };
         for check in $w.checks.iter_mut() {
             check.$method(&cx $(, $arg)*, &mut $w.out);
         }
@@ -236,7 +243,7 @@ macro_rules! hook {
 }
 
 impl<'a, 'f> Walker<'a, 'f> {
-    pub fn new(file: &'a FileCx<'f>, facts: &'a Facts, checks: Vec<Box<dyn Check + 'a>>) -> Self {
+    pub fn new(file: &'a FileCx<'f>, facts: &'a Facts, checks: Vec<Box<dyn Rule + 'a>>) -> Self {
         let summary = FileSummary { apis: file.apis, ..FileSummary::default() };
         let scope = Scope { backend: file.backend as u32, ..Scope::default() };
         Walker { file, facts, scope, checks, out: Vec::new(), impls: Vec::new(), summary }
@@ -272,7 +279,7 @@ impl<'a, 'f> Walker<'a, 'f> {
         }
         self.scope.fns.push(fcx);
         {
-            let cx = Cx { file: self.file, facts: self.facts, scope: &self.scope };
+            let cx = Checker { file: self.file, facts: self.facts, scope: &self.scope };
             for check in self.checks.iter_mut() {
                 check.enter_fn(&cx, sig);
             }
@@ -361,7 +368,7 @@ impl<'a, 'f> Walker<'a, 'f> {
         };
         if receiver.is_some_and(|r| r.mutability.is_some() && r.reference.is_some())
             && returns_nothing
-            && super::profile::is_transfer_name(&fcx.name)
+            && super::api::is_transfer_name(&fcx.name)
         {
             self.summary.in_place.push(fcx.name.clone());
         }

@@ -1,3 +1,6 @@
+//! D001 for PyTorch code. What it finds, why, and its fixes: `d001_tensor_on_fixed_device.md` beside this file (what
+//! `devcheck explain D001` prints); its row in the rule table is in [`crate::registry`].
+
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::{Ranged, TextSize};
 use rustc_hash::FxHashSet;
@@ -8,64 +11,12 @@ use crate::python::api;
 use crate::python::checker::{Checker, Node, Reads, Rule};
 use crate::python::model::{AttrHow, BindingKind, Callee, FunctionId, Part};
 use crate::python::typing::Kind;
-use crate::rules::D001TensorOnFixedDevice;
+use crate::registry;
 
 use super::helpers::{
     Fixed, checks_for_accelerator, fixed_creation, is_dtype, keyword, literal_device, range,
 };
-use super::python_side;
 
-python_side! {
-    /// ### What it does
-    /// Flags a tensor made on a fixed device — `torch.zeros/ones/full/empty/arange/linspace/eye/
-    /// rand/randn/randint/tensor/as_tensor/from_numpy` with no `device=`, or with
-    /// `device="cpu"` — inside `forward` (or a function it calls in the same file, or a function
-    /// whose parameters are annotated `torch.Tensor`) and then combined with a tensor on the
-    /// inputs' device: in arithmetic, in a `torch` op, as an argument of a tensor method, or
-    /// passed to a module (`self.pos_emb(torch.arange(t))`).
-    ///
-    /// Not flagged: `device=x.device` (any device that is not a literal), `x.new_zeros(..)`,
-    /// `torch.zeros_like(x)`, a 0-dim tensor from a Python scalar (`torch.tensor(0.5)`: PyTorch
-    /// lets a CUDA op take it from the CPU), a tensor moved before it is used (at once, or by a
-    /// later `mask = mask.to(x.device)`), a tensor used only as an index or mask of a tensor on
-    /// the device (`x[torch.arange(n)]` is allowed), code under `with torch.device(..)` or in a
-    /// file that calls `torch.set_default_device`, branches chosen by the device
-    /// (`if x.is_cuda:`), and tests.
-    ///
-    /// ### Why is this bad?
-    /// The model works on the CPU and fails the first time it runs on a GPU: the new tensor stays
-    /// on the CPU while the inputs and weights moved, and the op reports "Expected all tensors to
-    /// be on the same device". This is the most common device bug in model code.
-    ///
-    /// ### Example
-    /// ```python
-    /// def forward(self, idx):
-    ///     b, t = idx.size()
-    ///     pos = torch.arange(0, t, dtype=torch.long)
-    ///     return self.tok_emb(idx) + self.pos_emb(pos)
-    /// ```
-    ///
-    /// ### Use instead
-    /// ```python
-    /// def forward(self, idx):
-    ///     b, t = idx.size()
-    ///     pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
-    ///     return self.tok_emb(idx) + self.pos_emb(pos)
-    /// ```
-    ///
-    /// ### Fix safety
-    /// The fix passes `device=x.device`, where `x` is the function's first tensor parameter (to
-    /// `torch.from_numpy`, `torch.frombuffer` and the typed constructors, which take no device,
-    /// it appends `.to(x.device)`). It is safe when that parameter is annotated `torch.Tensor`;
-    /// otherwise it is unsafe (the parameter may not be a tensor). There is no fix when the
-    /// function has no such parameter, nor when the tensor is made outside the function (in a
-    /// helper, an enclosing function or at the top level of the file, where its input does not
-    /// exist).
-    pub struct D001Torch {
-        code: "D001",
-        preview: "It reported one finding (true) on the 36 public PyTorch repositories of the ecosystem check and found 1 of their 7 known hazards: too few findings to measure its precision on real code.",
-    }
-}
 
 #[derive(Default)]
 pub(crate) struct Check {
@@ -569,7 +520,7 @@ fn finding(cx: &Checker<'_, '_>, origin: &ast::ExprCall, how: Fixed, used: &Expr
         let applicability = if annotated { Applicability::Safe } else { Applicability::Unsafe };
         Fix::new(applicability, format!("make it on `{x}.device`"), vec![edit])
     });
-    Finding::new(&D001TensorOnFixedDevice::META, range(origin.range()), message)
+    Finding::new(&registry::D001, range(origin.range()), message)
         .label(label)
         .related(range(used.range()), "used with a tensor on the inputs' device here")
         .help(help)

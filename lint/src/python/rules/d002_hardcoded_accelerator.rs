@@ -1,3 +1,6 @@
+//! D002 for PyTorch code. What it finds, why, and its fixes: `d002_hardcoded_accelerator.md` beside this file (what
+//! `devcheck explain D002` prints); its row in the rule table is in [`crate::registry`].
+
 use ruff_python_ast::{Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange, TextSize};
 use rustc_hash::FxHashMap;
@@ -5,59 +8,12 @@ use rustc_hash::FxHashMap;
 use crate::diagnostic::Finding;
 use crate::python::checker::{Checker, Node, Reads, Rule};
 use crate::python::model::FunctionId;
-use crate::rules::D002HardcodedAccelerator;
+use crate::registry;
 
 use super::helpers::{
     accelerator, checks_for_accelerator, method_call, name_words, names_accelerator, range, str_lit,
 };
-use super::python_side;
 
-python_side! {
-    /// ### What it does
-    /// Flags an accelerator written into library or model code: `x.cuda()` (which always means
-    /// the current CUDA device), `.to("cuda")`, `torch.device("cuda:0")`, `device="cuda"` in a
-    /// call.
-    ///
-    /// Scripts are where a device is chosen, so these are not checked: files named for what they
-    /// run (`train.py`, `eval_*.py`, `demo.py`, `main.py`, ...), files under `scripts/`, `tools/`,
-    /// `examples/` and tests, files with an `if __name__ == "__main__":` block or a command
-    /// line parser that define no `nn.Module`, the `__main__` block of any file, and functions
-    /// called `main`. Nor are a parameter's default (`def load(device="cuda")`: the caller
-    /// chooses), comparisons (`x.device.type == "cuda"`), placements that depend on a check
-    /// (`"cuda" if torch.cuda.is_available() else "cpu"`, a branch under `if args.cuda:`), a
-    /// device index taken from a variable (`x.cuda(rank)`, `torch.device("cuda", rank)`), and
-    /// code named for the accelerator it names — a file, class or function with `cuda` or `gpu`
-    /// (or `mps`) as a word of its name (`accelerators/cuda.py`, `class CUDAAccelerator`,
-    /// `def move_to_gpu`): that code is where the accelerator belongs.
-    ///
-    /// ### Why is this bad?
-    /// The library only works on a machine whose first GPU is free and usable. It cannot run on
-    /// the CPU (or on Apple's MPS), on another GPU, or under `DistributedDataParallel` with one
-    /// process per GPU, and the caller cannot change that without editing the library.
-    ///
-    /// ### Example
-    /// ```python
-    /// class Attention(nn.Module):
-    ///     def forward(self, x):
-    ///         mask = torch.tril(torch.ones(x.size(1), x.size(1))).cuda()
-    ///         ...
-    /// ```
-    ///
-    /// ### Use instead
-    /// ```python
-    /// class Attention(nn.Module):
-    ///     def forward(self, x):
-    ///         mask = torch.tril(torch.ones(x.size(1), x.size(1), device=x.device))
-    ///         ...
-    /// ```
-    ///
-    /// ### Fix safety
-    /// There is no automatic fix: the device has to come from an input, a parameter or the
-    /// caller.
-    pub struct D002Torch {
-        code: "D002",
-    }
-}
 
 #[derive(Default)]
 pub(crate) struct Check {
@@ -135,7 +91,7 @@ impl Rule for Check {
         }
         let shown = shown.text(cx);
         out.push(
-            Finding::new(&D002HardcodedAccelerator::META, range(at), format!("`{shown}` hard-codes {what} in library code"))
+            Finding::new(&registry::D002, range(at), format!("`{shown}` hard-codes {what} in library code"))
                 .label(format!("always {what}"))
                 .help("take the device from the inputs (`x.device`) or the module's weights, or as a parameter; let the script choose it"),
         );

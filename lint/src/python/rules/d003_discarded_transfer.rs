@@ -1,3 +1,6 @@
+//! D003 for PyTorch code. What it finds, why, and its fixes: `d003_discarded_transfer.md` beside this file (what
+//! `devcheck explain D003` prints); its row in the rule table is in [`crate::registry`].
+
 use ruff_python_ast::{Expr, Stmt};
 use ruff_text_size::Ranged;
 
@@ -5,55 +8,10 @@ use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::api;
 use crate::python::checker::{Checker, Reads, Rule};
 use crate::python::typing::Kind;
-use crate::rules::D003DiscardedTransfer;
+use crate::registry;
 
 use super::helpers::{is_batch_element, is_dtype, method_call, range};
-use super::{NOT_MEASURED, python_side};
 
-python_side! {
-    /// ### What it does
-    /// Flags a statement that moves or converts a **tensor** and throws the result away:
-    /// `x.to(device)`, `x.cuda()`, `x.cpu()`, `x.to(torch.float16)`, `x.half()` as a statement.
-    ///
-    /// Only receivers known to be tensors are flagged: a name bound to a tensor (a `torch`
-    /// function's result, a tensor method's result, a parameter annotated `torch.Tensor`), a
-    /// tensor attribute of a module (`self.pe` built with `torch.zeros(..)` or registered as a
-    /// buffer), or a part of a batch drawn from a DataLoader (`for x, y in loader`).
-    /// `model.to(device)`, `criterion.cuda()` and `self.to(device)` are never flagged:
-    /// `nn.Module.to` moves the module in place. A receiver whose kind is unknown (a value from
-    /// another file, a `BatchEncoding`, whose `.to` also works in place) is not flagged either.
-    ///
-    /// ### Why is this bad?
-    /// Unlike `nn.Module.to`, `Tensor.to`, `.cuda()`, `.cpu()` and the dtype conversions return
-    /// a new tensor and leave the original as it was. The statement makes the copy and drops it;
-    /// the code after it uses the tensor on the old device (or with the old dtype), and the next
-    /// op with the model's weights fails with a device mismatch.
-    ///
-    /// ### Example
-    /// ```python
-    /// for images, labels in train_loader:
-    ///     images.to(device)
-    ///     labels.to(device)
-    ///     loss = criterion(model(images), labels)
-    /// ```
-    ///
-    /// ### Use instead
-    /// ```python
-    /// for images, labels in train_loader:
-    ///     images = images.to(device)
-    ///     labels = labels.to(device)
-    ///     loss = criterion(model(images), labels)
-    /// ```
-    ///
-    /// ### Fix safety
-    /// The fix assigns the result back (`images = images.to(device)`, `self.pe = self.pe.to(..)`).
-    /// It is unsafe: every later use now sees the moved tensor, which is the intent but changes
-    /// behaviour, and a name that was global or a parameter becomes local to the function.
-    pub struct D003Torch {
-        code: "D003",
-        preview: NOT_MEASURED,
-    }
-}
 
 #[derive(Default)]
 pub(crate) struct Check;
@@ -107,7 +65,7 @@ impl Rule for Check {
         });
         out.push(
             Finding::new(
-                &D003DiscardedTransfer::META,
+                &registry::D003,
                 range(stmt.range()),
                 format!(
                     "the result of `{call_text}` is thrown away: `{}` {what}",

@@ -1,3 +1,6 @@
+//! D004 for PyTorch code. What it finds, why, and its fixes: `d004_unmoved_tensor_field.md` beside this file (what
+//! `devcheck explain D004` prints); its row in the rule table is in [`crate::registry`].
+
 use ruff_python_ast::name::Name;
 use ruff_python_ast::{self as ast, Expr, ExprContext, Stmt};
 use ruff_text_size::{Ranged, TextRange};
@@ -11,76 +14,10 @@ use crate::python::fields::{
 };
 use crate::python::model::{AttrAssign, AttrHow, BindingId, BindingKind, ClassId, Model, Part, ScopeId};
 use crate::python::typing::{Kind, Truth};
-use crate::rules::D004UnmovedTensorField;
+use crate::registry;
 
 use super::helpers::{Fixed, fixed_creation, keyword, name_binding, provenance, range};
-use super::python_side;
 
-python_side! {
-    /// ### What it does
-    /// Flags state of an `nn.Module` that `model.to(device)` does not move:
-    ///
-    /// - a plain tensor attribute set in a method such as `__init__` (`self.pe = torch.zeros(..)`:
-    ///   not an `nn.Parameter`, not registered with `register_buffer`) and used in `forward`
-    ///   other than as an index or mask, or after moving it (`self.pe.to(x.device)`);
-    /// - submodules or parameters kept in a plain `list`, `tuple` or `dict`
-    ///   (`self.layers = [nn.Linear(d, d) for _ in range(n)]`, or `self.heads = []` filled with
-    ///   `self.heads.append(nn.Linear(..))`), unless the same method turns the container into a
-    ///   registered one (`self.layers = nn.Sequential(*self.layers)`) or registers each module
-    ///   on its own too (`self.add_module(f"head{i}", head)`);
-    /// - a parameter moved or converted after it was wrapped (`nn.Parameter(x).to(device)`,
-    ///   `.cuda()`, `.half()`, `.double()`): the result is a plain tensor, not a parameter. A
-    ///   conversion to what the data already is (`.float()`, `.cpu()`, `.to(torch.float32)`,
-    ///   `.to("cpu")` of data made on the CPU in the default dtype) returns the parameter itself
-    ///   and is not flagged;
-    /// - a loss module built with a CPU tensor argument (`nn.CrossEntropyLoss(weight=w)`,
-    ///   `pos_weight=`) in a file that uses an accelerator, bound to a name that is never moved.
-    ///
-    /// Classes that override `_apply` (which `.to()` and `.cuda()` go through) are not checked:
-    /// they move what they keep themselves. Nor are attributes that `forward` assigns again.
-    ///
-    /// ### Why is this bad?
-    /// `Module.to(device)` moves what the module registered: parameters, buffers and submodules
-    /// (also inside `nn.ModuleList`/`ModuleDict`/`ParameterList`). A plain tensor attribute stays
-    /// on the CPU and the first forward pass on a GPU fails with a device mismatch; modules in a
-    /// plain list are also missing from `model.parameters()` — **the optimizer never trains them**
-    /// — and from `state_dict()`, so checkpoints silently lose them.
-    ///
-    /// ### Example
-    /// ```python
-    /// class Encoder(nn.Module):
-    ///     def __init__(self, d, n):
-    ///         super().__init__()
-    ///         self.layers = [nn.Linear(d, d) for _ in range(n)]
-    ///         self.scale = torch.ones(d)
-    ///
-    ///     def forward(self, x):
-    ///         for layer in self.layers:
-    ///             x = layer(x)
-    ///         return x * self.scale
-    /// ```
-    ///
-    /// ### Use instead
-    /// ```python
-    /// class Encoder(nn.Module):
-    ///     def __init__(self, d, n):
-    ///         super().__init__()
-    ///         self.layers = nn.ModuleList([nn.Linear(d, d) for _ in range(n)])
-    ///         self.register_buffer("scale", torch.ones(d), persistent=False)
-    /// ```
-    ///
-    /// ### Fix safety
-    /// For a plain tensor attribute, the fix registers it as a non-persistent buffer
-    /// (`self.register_buffer("scale", torch.ones(d), persistent=False)`): it then moves with the
-    /// module and checkpoints stay as they were. It is safe when `super().__init__()` comes first
-    /// (a buffer cannot be registered before), unsafe otherwise. For a list of modules, the fix
-    /// wraps it in `nn.ModuleList` (`nn.ModuleDict`, `nn.ParameterList`); it is unsafe: the
-    /// modules' parameters join `state_dict()`, so older checkpoints no longer load strictly.
-    pub struct D004Torch {
-        code: "D004",
-        preview: "Precision 0.00 on the Python files of the ecosystem check: its one finding there is a false alarm (a plain list of modules that hold no parameters or buffers, so nothing is lost). Three more false-alarm patterns found on the same repositories are fixed.",
-    }
-}
 
 #[derive(Default)]
 pub(crate) struct Check {
@@ -156,7 +93,7 @@ impl Rule for Check {
                     let name = cx.model.binding(*binding).name;
                     out.push(
                         Finding::new(
-                            &D004UnmovedTensorField::META,
+                            &registry::D004,
                             range(*at),
                             format!("`{class}` keeps this tensor on the CPU, and `{name}` is never moved to the device"),
                         )
@@ -231,7 +168,7 @@ impl Check {
         let (used_at, _) = uses.iter().find(|(_, r)| *r == Read::Computes)?;
         Some(
             Finding::new(
-                &D004UnmovedTensorField::META,
+                &registry::D004,
                 range(field.at),
                 format!("`self.{}` is a plain tensor attribute: `model.to(device)` does not move it", field.name),
             )
@@ -295,7 +232,7 @@ fn unregistered(field: &Field<'_>) -> Finding {
     let (noun, verb) =
         if matches!(method, "to" | "cuda") { ("move", "move") } else { ("conversion", "convert") };
     Finding::new(
-        &D004UnmovedTensorField::META,
+        &registry::D004,
         range(field.at),
         format!(
             "`nn.Parameter(..).{call}` returns a plain tensor: `self.{}` is not a registered parameter, so it is neither trained nor saved",
@@ -369,7 +306,7 @@ fn plain_container(
     let kind = if parameters { "parameters" } else { "modules" };
     let name = field.name;
     let mut finding = Finding::new(
-        &D004UnmovedTensorField::META,
+        &registry::D004,
         range(field.at),
         format!("`self.{name}` keeps {kind} in a plain {container}: they are not moved by `.to(device)`, not saved and not trained"),
     )

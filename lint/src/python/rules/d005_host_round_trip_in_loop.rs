@@ -1,3 +1,6 @@
+//! D005 for PyTorch code. What it finds, why, and its fixes: `d005_host_round_trip_in_loop.md` beside this file (what
+//! `devcheck explain D005` prints); its row in the rule table is in [`crate::registry`].
+
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
@@ -6,63 +9,10 @@ use crate::python::api;
 use crate::python::checker::{Checker, Hot, Node, Reads, Rule, leaves_for_good};
 use crate::python::model::BindingId;
 use crate::python::typing::Kind;
-use crate::rules::D005HostRoundTripInLoop;
+use crate::registry;
 
 use super::helpers::{any_subexpr, each_stmt, method_call, provenance, range};
-use super::python_side;
 
-python_side! {
-    /// ### What it does
-    /// Flags a host sync on a tensor that may be on an accelerator — `.item()`, `.tolist()`,
-    /// `.numpy()`, `.cpu()`, `.to("cpu")`, `float(t)`, `int(t)`, `bool(t)`, `if t:` — where it
-    /// runs at every step: in an inner loop (over batches, tokens or layers; a loop over epochs
-    /// that runs another loop is an outer loop), in `forward`, or in a function of the same file
-    /// called from such a loop.
-    ///
-    /// Not flagged: reads in branches taken now and then (`if step % 100 == 0:`,
-    /// `if args.verbose:`), once-per-epoch reads in the outer loop, and inherent decisions: a
-    /// value the host needs to go on (a condition that breaks, continues, returns, raises or
-    /// asserts, such as an early-stop, NaN or end-of-sequence check; a sampled action handed to
-    /// an environment; an index into a Python list). Nor a read right after an explicit
-    /// `torch.cuda.synchronize()` in the same block, with no work queued in between: it waits for
-    /// nothing (the explicit wait, there for timing as a rule, is the stall). A tensor needs
-    /// evidence that it may be on an accelerator: it was moved there or computed by a module, in
-    /// a file that uses one.
-    ///
-    /// ### Why is this bad?
-    /// CUDA kernels run asynchronously. A host read waits for every queued kernel to finish and
-    /// copies the value back, so the GPU runs dry at each step while Python catches up:
-    /// `running_loss += loss.item()` in the training loop costs a full pipeline stall per batch.
-    /// In `forward`, data-dependent Python control flow (`if mask.any():`) also stalls every
-    /// layer and breaks CUDA graphs and `torch.compile`.
-    ///
-    /// ### Example
-    /// ```python
-    /// for step, (x, y) in enumerate(loader):
-    ///     loss = criterion(model(x.to(device)), y.to(device))
-    ///     loss.backward()
-    ///     optimizer.step()
-    ///     running_loss += loss.item()
-    /// ```
-    ///
-    /// ### Use instead
-    /// ```python
-    /// running_loss = torch.zeros((), device=device)
-    /// for step, (x, y) in enumerate(loader):
-    ///     loss = criterion(model(x.to(device)), y.to(device))
-    ///     loss.backward()
-    ///     optimizer.step()
-    ///     running_loss += loss.detach()
-    ///     if step % 100 == 0:
-    ///         print(running_loss.item() / (step + 1))
-    /// ```
-    ///
-    /// ### Fix safety
-    /// There is no automatic fix: keeping the value on the device changes the code around it.
-    pub struct D005Torch {
-        code: "D005",
-    }
-}
 
 #[derive(Default)]
 pub(crate) struct Check;
@@ -129,7 +79,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         ),
     };
     let mut finding =
-        Finding::new(&D005HostRoundTripInLoop::META, range(sync.at), message).label("host read").help(help);
+        Finding::new(&registry::D005, range(sync.at), message).label("host read").help(help);
     if let (Hot::CalledInLoop(at), true) = (hot, cx.loops.is_empty()) {
         finding = finding.related(range(at), "called in a loop here");
     }

@@ -1,52 +1,15 @@
+//! D006 for PyTorch code. What it finds, why, and its fixes: `d006_empty_cache_in_loop.md` beside this file (what
+//! `devcheck explain D006` prints); its row in the rule table is in [`crate::registry`].
+
 use ruff_python_ast::{Expr, Stmt};
 use ruff_text_size::Ranged;
 
 use crate::diagnostic::{Applicability, Finding, Fix};
 use crate::python::checker::{Checker, Hot, Node, Reads, Rule};
-use crate::rules::D006EmptyCacheInLoop;
+use crate::registry;
 
 use super::helpers::{range, remove_statement};
-use super::{NOT_MEASURED, python_side};
 
-python_side! {
-    /// ### What it does
-    /// Flags `torch.cuda.empty_cache()` (also `torch.mps.empty_cache()`, `torch.xpu.empty_cache()`,
-    /// under any import alias) that runs at every step: inside an inner loop (a loop over
-    /// batches, tokens or layers, not one over epochs that runs another loop), in `forward`, or
-    /// in a function of the same file called from such a loop. Calls in `except` clauses
-    /// (out-of-memory recovery) and in branches taken now and then (`if step % 100 == 0`) are
-    /// not flagged.
-    ///
-    /// ### Why is this bad?
-    /// PyTorch's caching allocator keeps freed blocks so the next step can reuse them without
-    /// asking the driver. Emptying the cache every step hands them back, and every allocation of
-    /// the next step becomes a `cudaMalloc` (which synchronises the device). It frees no memory
-    /// held by live tensors, so it does not prevent out-of-memory errors either.
-    ///
-    /// ### Example
-    /// ```python
-    /// for batch in loader:
-    ///     loss = train_step(model, batch)
-    ///     torch.cuda.empty_cache()
-    /// ```
-    ///
-    /// ### Use instead
-    /// ```python
-    /// for batch in loader:
-    ///     loss = train_step(model, batch)
-    /// # once, between phases that need the memory for something else:
-    /// torch.cuda.empty_cache()
-    /// ```
-    ///
-    /// ### Fix safety
-    /// The fix deletes the statement (or leaves `pass` where it was alone in its block). It is
-    /// unsafe: results do not change, but the memory the process holds between steps does, which
-    /// matters when another process shares the GPU.
-    pub struct D006Torch {
-        code: "D006",
-        preview: NOT_MEASURED,
-    }
-}
 
 #[derive(Default)]
 pub(crate) struct Check;
@@ -90,7 +53,7 @@ impl Rule for Check {
                 "called every iteration",
             ),
         };
-        let mut finding = Finding::new(&D006EmptyCacheInLoop::META, range(call.range()), message)
+        let mut finding = Finding::new(&registry::D006, range(call.range()), message)
             .label(label)
             .help("let the caching allocator reuse its blocks; empty it once, between phases (after training, before evaluation)")
             .fix(fix);

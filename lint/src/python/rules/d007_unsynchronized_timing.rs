@@ -1,3 +1,6 @@
+//! D007 for PyTorch code. What it finds, why, and its fixes: `d007_unsynchronized_timing.md` beside this file (what
+//! `devcheck explain D007` prints); its row in the rule table is in [`crate::registry`].
+
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange, TextSize};
 use rustc_hash::FxHashSet;
@@ -7,50 +10,10 @@ use crate::python::api;
 use crate::python::checker::{Checker, Reads, Rule};
 use crate::python::model::{BindingId, BindingKind, Callee, FunctionId, Part};
 use crate::python::typing::Kind;
-use crate::rules::D007UnsynchronizedTiming;
+use crate::registry;
 
 use super::helpers::{any_subexpr, calls_a_value, each_stmt, range};
-use super::python_side;
 
-python_side! {
-    /// ### What it does
-    /// Flags a wall-clock timing (`t0 = time.time()` ... `time.time() - t0`, also
-    /// `time.perf_counter()`, `time.monotonic()`) around CUDA work — a module call, `backward()`,
-    /// a tensor op — with nothing between the two clock reads that waits for the device: no
-    /// `torch.cuda.synchronize()`, no host read (`.item()`, `.cpu()`, `.tolist()`, `float(t)`,
-    /// printing a tensor), and no call that hands tensors to code this file cannot see (which may
-    /// read them). When the timer is read inside a loop and started outside it, a sync anywhere in
-    /// the loop counts: each iteration waits for the previous one's work. Functions that use
-    /// `torch.cuda.Event` are not checked.
-    ///
-    /// ### Why is this bad?
-    /// CUDA kernels run asynchronously: the calls return once the work is queued. The timer then
-    /// measures how long Python took to launch the kernels, not how long the GPU took to run
-    /// them, and the cost shows up later, wherever the next synchronisation happens.
-    ///
-    /// ### Example
-    /// ```python
-    /// start = time.time()
-    /// output = model(images)
-    /// print(f"inference took {time.time() - start:.3f}s")
-    /// ```
-    ///
-    /// ### Use instead
-    /// ```python
-    /// torch.cuda.synchronize()
-    /// start = time.time()
-    /// output = model(images)
-    /// torch.cuda.synchronize()
-    /// print(f"inference took {time.time() - start:.3f}s")
-    /// ```
-    ///
-    /// ### Fix safety
-    /// There is no automatic fix: where the synchronisation belongs depends on what is measured.
-    pub struct D007Torch {
-        code: "D007",
-        preview: "It reported two findings (both true) in the Python files of the ecosystem check and found 2 of their 7 known hazards: too few findings to measure its precision on real code.",
-    }
-}
 
 #[derive(Default)]
 pub(crate) struct Check;
@@ -233,7 +196,7 @@ fn check_timing(
     let timer = cx.short(read.range());
     out.push(
         Finding::new(
-            &D007UnsynchronizedTiming::META,
+            &registry::D007,
             range(read.range()),
             format!("`{timer}` times CUDA work without waiting for it: it measures the launch, not the work"),
         )

@@ -1,62 +1,17 @@
+//! D009 for PyTorch code. What it finds, why, and its fixes: `d009_ineffective_non_blocking.md` beside this file (what
+//! `devcheck explain D009` prints); its row in the rule table is in [`crate::registry`].
+
 use ruff_python_ast::{self as ast, Expr};
 use ruff_text_size::Ranged;
 
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::checker::{Checker, Reads, Rule};
-use crate::registry::declare_rule;
+use crate::registry;
 
 use super::helpers::{
     batch_loader, has_splat, is_dtype, is_true, keyword, literal_device, method_call, range,
 };
 
-declare_rule! {
-    /// ### What it does
-    /// Flags a batch from a DataLoader built in the same file that is copied to the accelerator
-    /// in a way that cannot overlap with compute:
-    ///
-    /// - `x.to(device, non_blocking=True)` (or `.cuda(non_blocking=True)`) when the loader has no
-    ///   `pin_memory=True`: the copy comes from pageable memory and is synchronous anyway;
-    /// - `x.to(device)` or `x.cuda()` without `non_blocking=True` when the loader has
-    ///   `pin_memory=True`: the batch was pinned for nothing.
-    ///
-    /// Loaders made elsewhere (passed in as a parameter) and `pin_memory` given as a variable are
-    /// not judged.
-    ///
-    /// ### Why is this bad?
-    /// A host-to-device copy overlaps with the kernels already queued only when the source is
-    /// page-locked (pinned) and the copy is asynchronous. With only one of the two, the training
-    /// loop waits for every batch's copy, and the flag (or the pinning thread's work and memory)
-    /// buys nothing.
-    ///
-    /// ### Example
-    /// ```python
-    /// loader = DataLoader(dataset, batch_size=64, num_workers=4)
-    /// for x, y in loader:
-    ///     x = x.to(device, non_blocking=True)
-    /// ```
-    ///
-    /// ### Use instead
-    /// ```python
-    /// loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
-    /// for x, y in loader:
-    ///     x = x.to(device, non_blocking=True)
-    /// ```
-    ///
-    /// ### Fix safety
-    /// For a pinned batch moved blocking, the fix adds `non_blocking=True` (or turns an explicit
-    /// `non_blocking=False`, by keyword or by position, into `True`); it is safe: kernels
-    /// that use the batch run on the same stream, after the copy. A non-blocking copy from an
-    /// unpinned loader has no fix: pinning is the loader's decision.
-    pub struct D009IneffectiveNonBlocking {
-        code: "D009",
-        name: "ineffective-non-blocking",
-        group: Perf,
-        summary: "`non_blocking=True` copies from an unpinned DataLoader, or pinned batches moved blocking",
-        fix: Safe,
-        preview: "Precision 0.00 on 36 public PyTorch repositories: its two findings there are false alarms (a pinned batch consumed by the next kernel at once).",
-        only: python_only,
-    }
-}
 
 #[derive(Default)]
 pub(crate) struct Check;
@@ -109,7 +64,7 @@ impl Rule for Check {
         if non_blocking && !pinned {
             out.push(
                 Finding::new(
-                    &D009IneffectiveNonBlocking::META,
+                    &registry::D009,
                     range(call.range()),
                     format!("`non_blocking=True` has no effect: `{text}` comes from a DataLoader without `pin_memory=True`"),
                 )
@@ -129,7 +84,7 @@ impl Rule for Check {
             };
             out.push(
                 Finding::new(
-                    &D009IneffectiveNonBlocking::META,
+                    &registry::D009,
                     range(call.range()),
                     format!("`{text}` is pinned (`pin_memory=True`) but copied with a blocking `.{method}(..)`"),
                 )

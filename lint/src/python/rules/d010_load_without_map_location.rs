@@ -1,55 +1,16 @@
+//! D010 for PyTorch code. What it finds, why, and its fixes: `d010_load_without_map_location.md` beside this file (what
+//! `devcheck explain D010` prints); its row in the rule table is in [`crate::registry`].
+
 use ruff_python_ast::{self as ast, Expr};
 use ruff_text_size::{Ranged, TextSize};
 
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::checker::{Checker, Reads, Rule};
-use crate::registry::declare_rule;
 
 use super::helpers::{any_subexpr, has_splat, name_binding, range};
 use crate::python::model::BindingKind;
+use crate::registry;
 
-declare_rule! {
-    /// ### What it does
-    /// Flags `torch.load(path)` with no `map_location` in code that is meant to run where the
-    /// GPU the checkpoint was saved on may be missing: a file that uses an accelerator and also
-    /// has a CPU path (it checks `torch.cuda.is_available()` or names the `"cpu"` device).
-    /// Files that only ever run on a GPU, and files with no accelerator at all, are not flagged.
-    ///
-    /// ### Why is this bad?
-    /// `torch.load` puts every tensor back on the device it was saved from. A checkpoint written
-    /// during GPU training holds `cuda:0` tensors: loading it on a machine without CUDA fails
-    /// ("Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is
-    /// False"), and on a machine with several GPUs every process loads onto `cuda:0`, which runs
-    /// out of memory before anything else happens.
-    ///
-    /// ### Example
-    /// ```python
-    /// device = "cuda" if torch.cuda.is_available() else "cpu"
-    /// model.load_state_dict(torch.load("model.pt"))
-    /// model.to(device)
-    /// ```
-    ///
-    /// ### Use instead
-    /// ```python
-    /// device = "cuda" if torch.cuda.is_available() else "cpu"
-    /// model.load_state_dict(torch.load("model.pt", map_location=device))
-    /// model.to(device)
-    /// ```
-    ///
-    /// ### Fix safety
-    /// The fix adds `map_location="cpu"`. It is unsafe: the loaded tensors then start on the
-    /// CPU, which is right for `load_state_dict` (it copies into the model's own tensors) but not
-    /// for code that uses the loaded tensors directly on the GPU.
-    pub struct D010LoadWithoutMapLocation {
-        code: "D010",
-        name: "load-without-map-location",
-        group: Suspicious,
-        summary: "`torch.load` with no `map_location` in code that may run without the saving GPU",
-        fix: Unsafe,
-        preview: "Precision 0.78 on the Python files of the ecosystem check (18 of 23 findings real): the false alarms load weights saved from the CPU (downloaded, converted), a file holding no tensors, or a run's own checkpoint on its training machine.",
-        only: python_only,
-    }
-}
 
 #[derive(Default)]
 pub(crate) struct Check {
@@ -97,7 +58,7 @@ impl Rule for Check {
         };
         out.push(
             Finding::new(
-                &D010LoadWithoutMapLocation::META,
+                &registry::D010,
                 range(call.range()),
                 "`torch.load` without `map_location` puts every tensor back on the device it was saved from",
             )

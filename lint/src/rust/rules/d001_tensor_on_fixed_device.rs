@@ -1,85 +1,26 @@
+//! D001 for Rust code. What it finds, why, and its fixes: `d001_tensor_on_fixed_device.md` beside this file (what
+//! `devcheck explain D001` prints); its row in the rule table is in [`crate::registry`].
+
 use std::collections::{HashMap, HashSet};
 
 use syn::Expr;
 use syn::spanned::Spanned;
 
-use crate::crates::Condition;
-use crate::device::{DevSrc, FixedKind, device_part};
+use crate::rust::crates::Condition;
+use crate::rust::device::{DevSrc, FixedKind, device_part};
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
-use crate::profile::{Api, CtorDevice, is_transfer_method};
-use crate::registry::declare_rule;
-use crate::source::FileCx;
-use crate::syntax::{
+use crate::rust::api::{Api, CtorDevice, is_transfer_method};
+use crate::rust::FileCx;
+use crate::rust::syntax::{
     Ctor, ParamKind, as_ident, chain_root, is_assert_macro, is_formatting_macro, pat_ident, pat_idents,
     peel_result,
 };
-use crate::walker::{Check, Cx, FnCx};
+use crate::rust::walker::{Rule, Checker, FnCx};
+use crate::registry;
 
-declare_rule! {
-    /// ### What it does
-    /// Flags a tensor created inside a forward pass on a device written into the code, instead
-    /// of the device of the inputs: `Tensor::zeros(.., &Device::Cpu)` (candle, devcheck),
-    /// `(Kind::Float, Device::Cpu)` or `FLOAT_CPU` (tch), `&Default::default()` or
-    /// `B::Device::default()` (burn), `Device::default()` or `default_device()` (devcheck).
-    ///
-    /// A forward pass is a `forward*` method, or any function with tensor inputs that is not a
-    /// constructor. Tests, benches and `#[cfg(test)]` code are not checked, nor branches chosen by
-    /// the device (`if xs.device().is_cpu()`).
-    ///
-    /// Not flagged: a device taken from an input (`xs.device()`), from a variable holding one
-    /// (`let dev = xs.device();`), from a parameter, from the module's weights
-    /// (`self.w.device()`) or from a device field its constructor took from the weight loader;
-    /// and a tensor built on the CPU and moved at once to a device that follows the input
-    /// (`Tensor::new(.., &Device::Cpu)?.to_device(xs.device())?`, also through a variable).
-    ///
-    /// ### Why is this bad?
-    /// The model works on the CPU and fails the first time it runs on a GPU: the helper tensor
-    /// (a mask, positions, an epsilon) stays on the fixed device while the inputs and weights
-    /// move, and the next op reports a device mismatch. This is the most common device bug in
-    /// model code ("mask created inside forward on CPU").
-    ///
-    /// ### Example
-    /// ```ignore
-    /// fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-    ///     let (b, t, _) = xs.dims3()?;
-    ///     let mask = Tensor::ones((t, t), DType::F32, &Device::Cpu)?.tril2(t)?;
-    ///     xs.broadcast_mul(&mask)
-    /// }
-    /// ```
-    ///
-    /// ### Use instead
-    /// ```ignore
-    /// fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-    ///     let (b, t, _) = xs.dims3()?;
-    ///     let mask = Tensor::ones((t, t), DType::F32, xs.device())?.tril2(t)?;
-    ///     xs.broadcast_mul(&mask)
-    /// }
-    /// ```
-    ///
-    /// ### Fix safety
-    /// The fix replaces the fixed device with the device of the function's first tensor input
-    /// (`xs.device()`; for tch constants such as `FLOAT_CPU`, `(Kind::Float, xs.device())`; for
-    /// tch's `Tensor::from_slice(..)` it appends `.to_device(xs.device())`). It is safe when
-    /// that input is borrowed (`xs: &Tensor`): the input is then always in scope and the result
-    /// only differs when the input is not on the fixed device, which is the bug. When the input
-    /// is taken by value (burn's `input: Tensor<B, 3>`), it may have been moved before the line,
-    /// so the fix is unsafe; inside a closure, whose parameters may shadow the input, too.
-    /// When the input's name is bound again anywhere in the function before the line (a `let`,
-    /// a pattern, a closure parameter, or a macro that is handed the name), it may no longer
-    /// denote the input (`let xs = vec![..]`), so the fix is unsafe too.
-    /// There is no fix when the function has no tensor input.
-    pub struct D001TensorOnFixedDevice {
-        code: "D001",
-        name: "tensor-on-fixed-device",
-        group: Correctness,
-        summary: "a tensor made in a forward pass on a device that does not come from an input",
-        fix: Mixed,
-        preview_patterns: "free functions of examples and binaries that take and return tensors count as forward passes; not yet measured: the ecosystem check has no findings of it",
-    }
-}
 
 #[derive(Default)]
-pub(crate) struct Check001 {
+pub(crate) struct Check {
     stack: Vec<FnState>,
 }
 
@@ -173,7 +114,7 @@ impl FnState {
             return;
         }
         let at = file.range(mac.path.span()).start;
-        crate::syntax::for_each_token_ident(mac.tokens.clone(), &mut |i| {
+        crate::rust::syntax::for_each_token_ident(mac.tokens.clone(), &mut |i| {
             self.bindings.push((i.to_string(), at))
         });
     }
@@ -213,8 +154,8 @@ fn addr(e: &Expr) -> usize {
     e as *const Expr as usize
 }
 
-impl Check for Check001 {
-    fn enter_fn(&mut self, cx: &Cx<'_, '_>, _sig: &syn::Signature) {
+impl Rule for Check {
+    fn enter_fn(&mut self, cx: &Checker<'_, '_>, _sig: &syn::Signature) {
         let name = cx.fun().map(|f| f.name.to_ascii_lowercase()).unwrap_or_default();
         // A function about the host (`flash_attn_cpu`, `to_host`) makes host tensors on purpose.
         let host_fn = name.contains("cpu") || name.contains("host");
@@ -227,7 +168,7 @@ impl Check for Check001 {
         self.stack.push(state);
     }
 
-    fn exit_fn(&mut self, _cx: &Cx<'_, '_>, out: &mut Vec<Finding>) {
+    fn exit_fn(&mut self, _cx: &Checker<'_, '_>, out: &mut Vec<Finding>) {
         let Some(mut state) = self.stack.pop() else { return };
         for c in std::mem::take(&mut state.candidates) {
             if c.binding.as_ref().is_some_and(|b| state.moved.contains(b)) || state.only_returned(&c) {
@@ -249,7 +190,7 @@ impl Check for Check001 {
         }
     }
 
-    fn block(&mut self, cx: &Cx<'_, '_>, b: &syn::Block, _out: &mut Vec<Finding>) {
+    fn block(&mut self, cx: &Checker<'_, '_>, b: &syn::Block, _out: &mut Vec<Finding>) {
         let Some(state) = self.stack.last_mut() else { return };
         if let Some(syn::Stmt::Expr(tail, None)) = b.stmts.last()
             && state.active
@@ -262,7 +203,7 @@ impl Check for Check001 {
         }
     }
 
-    fn stmt(&mut self, cx: &Cx<'_, '_>, s: &syn::Stmt, _out: &mut Vec<Finding>) {
+    fn stmt(&mut self, cx: &Checker<'_, '_>, s: &syn::Stmt, _out: &mut Vec<Finding>) {
         // Only an active function yields candidates, the one thing this bookkeeping is read for.
         let Some(state) = self.stack.last_mut().filter(|s| s.active) else { return };
         state.note_bindings(cx.file, Binder::Stmt(s));
@@ -273,7 +214,7 @@ impl Check for Check001 {
         // Reads of an older variable of the same name inside the initialiser are not uses of
         // this one.
         let mut shadowed = 0;
-        crate::syntax::for_each_ident(&init.expr, |i| shadowed += usize::from(*i == name));
+        crate::rust::syntax::for_each_ident(&init.expr, |i| shadowed += usize::from(*i == name));
         state.discount.insert(name.clone(), shadowed);
         state.uses.insert(name.clone(), 0);
         state.returned_uses.insert(name.clone(), 0);
@@ -283,7 +224,7 @@ impl Check for Check001 {
         }
     }
 
-    fn expr(&mut self, cx: &Cx<'_, '_>, e: &Expr, _out: &mut Vec<Finding>) {
+    fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, _out: &mut Vec<Finding>) {
         let Some(state) = self.stack.last_mut().filter(|s| s.active) else { return };
         state.note_bindings(cx.file, Binder::Expr(e));
         match e {
@@ -381,9 +322,9 @@ impl Check for Check001 {
 }
 
 /// A tensor that comes from elsewhere: a tensor parameter or a field of `self`.
-fn tensor_input(cx: &Cx<'_, '_>, e: &Expr) -> bool {
-    let e = crate::syntax::peel(e);
-    crate::syntax::self_field(e).is_some()
+fn tensor_input(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    let e = crate::rust::syntax::peel(e);
+    crate::rust::syntax::self_field(e).is_some()
         || as_ident(e).is_some_and(|id| {
             cx.fun().is_some_and(|f| {
                 f.params.iter().any(|(n, k)| id == n && matches!(k, ParamKind::Tensor { .. }))
@@ -392,8 +333,8 @@ fn tensor_input(cx: &Cx<'_, '_>, e: &Expr) -> bool {
 }
 
 /// Is `e` a host tensor, or an array or slice of values holding one (`&[a, host]`)?
-fn holds_host(cx: &Cx<'_, '_>, e: &Expr) -> bool {
-    match crate::syntax::peel(e) {
+fn holds_host(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    match crate::rust::syntax::peel(e) {
         Expr::Array(a) => a.elems.iter().any(|x| holds_host(cx, x)),
         Expr::Tuple(t) => t.elems.iter().any(|x| holds_host(cx, x)),
         _ => cx.is_host(e),
@@ -419,7 +360,7 @@ fn primary_api(file: &FileCx<'_>) -> Option<Api> {
 }
 
 fn fixed_arg(
-    cx: &Cx<'_, '_>,
+    cx: &Checker<'_, '_>,
     f: &FnCx,
     call: &Expr,
     ctor: &Ctor<'_>,
@@ -497,7 +438,7 @@ fn fixed_arg(
             vec![Edit { range: dev_range.clone(), replacement: new }],
         ))
     });
-    let mut finding = Finding::new(&D001TensorOnFixedDevice::META, file.range(call.span()), message)
+    let mut finding = Finding::new(&registry::D001, file.range(call.span()), message)
         .label(format!("made on {}", describe(kind)))
         .help(help)
         .fix(fix);
@@ -519,7 +460,7 @@ fn implicit_cpu(file: &FileCx<'_>, f: &FnCx, call: &Expr, ctor: &Ctor<'_>, in_cl
         )
     });
     Finding::new(
-        &D001TensorOnFixedDevice::META,
+        &registry::D001,
         range,
         format!(
             "`{}` in `{}` always makes a tensor on the CPU, not on the device of its inputs",

@@ -1,70 +1,22 @@
+//! D002 for Rust code. What it finds, why, and its fixes: `d002_hardcoded_accelerator.md` beside this file (what
+//! `devcheck explain D002` prints); its row in the rule table is in [`crate::registry`].
+
 use std::collections::HashSet;
 
 use syn::Expr;
 use syn::spanned::Spanned;
 
-use crate::crates::Condition;
-use crate::device::is_device_type;
+use crate::rust::crates::Condition;
+use crate::rust::device::is_device_type;
 use crate::diagnostic::Finding;
-use crate::profile::Api;
-use crate::registry::declare_rule;
-use crate::syntax::{as_ident, call_path, int_lit, last_two, pat_ident, peel, str_lit};
-use crate::walker::{Check, Cx};
+use crate::rust::api::Api;
+use crate::rust::syntax::{as_ident, call_path, int_lit, last_two, pat_ident, peel, str_lit};
+use crate::rust::walker::{Rule, Checker};
+use crate::registry;
 
-declare_rule! {
-    /// ### What it does
-    /// Flags an accelerator written into library or model code: `Device::Cuda(0)`,
-    /// `Device::new_cuda(0)`, `Device::cuda_if_available(0)` (candle), `Device::cuda_if_available()`
-    /// (tch), `CudaDevice::new(0)`, `WgpuDevice::DiscreteGpu(0)` (burn), `"cuda:0".parse()`.
-    ///
-    /// Application code is where a device is chosen, so `main` functions, the free functions
-    /// `main` calls (a `run()` or `fit()` entry point), `src/main.rs`, `src/bin/`, the modules of
-    /// a package that only builds binaries, examples, tests, benches and build scripts are not
-    /// checked. Configuration is not a hard-coded device either: comparisons
-    /// (`dev == Device::Cuda(0)`) and availability checks (`Device::cuda_if_available().is_cuda()`,
-    /// also through a variable used for nothing else), parsing or conversion code (`impl FromStr`,
-    /// `impl Default`), configuration types (`impl RunConfig`, a `DeviceSetup` or `*Builder`, a
-    /// `*Config { .. }` literal), probe-then-choose branches (`if has_mps() { .. } else { .. }`),
-    /// dispatch on a device-configuration enum, and code that defines device values for its
-    /// callers: a function returning a device (`fn device(cpu: bool) -> Result<Device>`) or a
-    /// `(Kind, Device)` constant.
-    ///
-    /// ### Why is this bad?
-    /// The library only works on a machine whose first GPU is free and usable. It cannot run on
-    /// the CPU, on another GPU, or on several GPUs at once, and the caller cannot change that
-    /// without editing the library.
-    ///
-    /// ### Example
-    /// ```ignore
-    /// pub fn load(path: &Path) -> Result<Model> {
-    ///     let device = Device::new_cuda(0)?;
-    ///     let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[path], DType::F32, &device)? };
-    ///     Model::new(vb)
-    /// }
-    /// ```
-    ///
-    /// ### Use instead
-    /// ```ignore
-    /// pub fn load(path: &Path, device: &Device) -> Result<Model> {
-    ///     let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[path], DType::F32, device)? };
-    ///     Model::new(vb)
-    /// }
-    /// // in main: let device = Device::cuda_if_available(0)?;
-    /// ```
-    ///
-    /// ### Fix safety
-    /// There is no automatic fix: the device has to become a parameter, and its callers change.
-    pub struct D002HardcodedAccelerator {
-        code: "D002",
-        name: "hardcoded-accelerator",
-        group: Suspicious,
-        summary: "`Cuda(0)`-style device literals in library/model code (not in main, tests, examples, benches)",
-        fix: None,
-    }
-}
 
 #[derive(Default)]
-pub(crate) struct Check002 {
+pub(crate) struct Check {
     /// Device expressions whose value is only tested (`Device::cuda_if_available().is_cuda()`),
     /// by address in the tree.
     tested: HashSet<usize>,
@@ -87,12 +39,12 @@ fn is_device_test(name: &str) -> bool {
     matches!(name, "is_cuda" | "is_cpu" | "is_metal" | "is_mps" | "is_gpu" | "is_vulkan")
 }
 
-impl Check for Check002 {
-    fn enter_fn(&mut self, _cx: &Cx<'_, '_>, _sig: &syn::Signature) {
+impl Rule for Check {
+    fn enter_fn(&mut self, _cx: &Checker<'_, '_>, _sig: &syn::Signature) {
         self.fns.push(Vec::new());
     }
 
-    fn exit_fn(&mut self, _cx: &Cx<'_, '_>, out: &mut Vec<Finding>) {
+    fn exit_fn(&mut self, _cx: &Checker<'_, '_>, out: &mut Vec<Finding>) {
         for b in self.fns.pop().unwrap_or_default() {
             if b.uses > b.tests {
                 out.extend(b.finding);
@@ -100,7 +52,7 @@ impl Check for Check002 {
         }
     }
 
-    fn stmt(&mut self, _cx: &Cx<'_, '_>, s: &syn::Stmt, _out: &mut Vec<Finding>) {
+    fn stmt(&mut self, _cx: &Checker<'_, '_>, s: &syn::Stmt, _out: &mut Vec<Finding>) {
         let syn::Stmt::Local(local) = s else { return };
         let (Some(name), Some(init)) = (pat_ident(&local.pat), &local.init) else { return };
         let value = peel(&init.expr);
@@ -111,7 +63,7 @@ impl Check for Check002 {
         }
     }
 
-    fn expr(&mut self, cx: &Cx<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
+    fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         match e {
             Expr::MethodCall(m) if is_device_test(&m.method.to_string()) && m.args.is_empty() => {
                 self.tested.insert(addr(peel(&m.receiver)));
@@ -166,7 +118,7 @@ impl Check for Check002 {
             }
         };
         let mut finding = Finding::new(
-            &D002HardcodedAccelerator::META,
+            &registry::D002,
             range,
             format!("`{text}` hard-codes {what} in library code"),
         )

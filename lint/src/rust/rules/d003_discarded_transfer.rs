@@ -1,75 +1,30 @@
+//! D003 for Rust code. What it finds, why, and its fixes: `d003_discarded_transfer.md` beside this file (what
+//! `devcheck explain D003` prints); its row in the rule table is in [`crate::registry`].
+
 use std::collections::HashSet;
 
 use syn::spanned::Spanned;
 use syn::{Expr, Stmt};
 
-use crate::crates::Condition;
+use crate::rust::crates::Condition;
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
-use crate::profile::{Api, is_transfer_method};
-use crate::registry::declare_rule;
-use crate::syntax::{
+use crate::rust::api::{Api, is_transfer_method};
+use crate::rust::syntax::{
     Ctor, ParamKind, as_ident, chain_root, classify_type, mentions_tensor, pat_ident, peel, peel_result,
     self_field,
 };
-use crate::walker::{Check, Cx};
+use crate::rust::walker::{Rule, Checker};
+use crate::registry;
 
-declare_rule! {
-    /// ### What it does
-    /// Flags a statement that moves a tensor to a device and throws the moved copy away:
-    /// `x.to_device(&d)?;`, `x.to(&d);`, `x.cuda();`, `let _ = x.to_device(&d);`.
-    ///
-    /// In devcheck, `.to(..)`, `.cpu()` and `.cuda(..)` are only flagged on values known to be
-    /// tensors (a tensor parameter, a variable made by a tensor constructor, a `Tensor` field),
-    /// because `Module::to(&mut self, ..)` moves a module in place and is right as a statement.
-    /// In-place methods (`copy_`, names ending in `_`) and results that are used are fine, and so
-    /// is a receiver that is not known to be a tensor when the crate defines an in-place method of
-    /// that name (`fn to_device(&mut self, device: &Device) -> Result<()>` on a batch or an
-    /// encoding, which moves its tensors and returns nothing).
-    ///
-    /// ### Why is this bad?
-    /// Tensor moves are not in place: they return a new tensor on the target device and leave
-    /// the original where it was. The statement does the copy and drops it, and the code after
-    /// it still uses the tensor on the old device.
-    ///
-    /// ### Example
-    /// ```ignore
-    /// for (xs, ys) in batches {
-    ///     xs.to_device(&device)?;
-    ///     let logits = model.forward(&xs)?;
-    /// }
-    /// ```
-    ///
-    /// ### Use instead
-    /// ```ignore
-    /// for (xs, ys) in batches {
-    ///     let xs = xs.to_device(&device)?;
-    ///     let logits = model.forward(&xs)?;
-    /// }
-    /// ```
-    ///
-    /// ### Fix safety
-    /// The fix binds the result to the same name (`let xs = xs.to_device(&device)?;`, or
-    /// `self.w = self.w.to_device(..)?;` for a field). It is unsafe: every later use now sees the
-    /// moved tensor, which is the intent but changes behaviour, and a borrowed input
-    /// (`xs: &Tensor`) becomes an owned tensor, which may not compile where a reference was
-    /// expected.
-    pub struct D003DiscardedTransfer {
-        code: "D003",
-        name: "discarded-transfer",
-        group: Correctness,
-        summary: "the result of `.to(..)` / `.to_non_blocking(..)` / `.to_device(..)` / `.cuda()` / `.cpu()` thrown away",
-        fix: Unsafe,
-    }
-}
 
 #[derive(Default)]
-pub(crate) struct Check003 {
+pub(crate) struct Check {
     /// Names known to hold tensors, per function.
     tensors: Vec<HashSet<String>>,
 }
 
-impl Check003 {
-    fn is_tensor(&self, cx: &Cx<'_, '_>, e: &Expr) -> bool {
+impl Check {
+    fn is_tensor(&self, cx: &Checker<'_, '_>, e: &Expr) -> bool {
         let e = peel(e);
         if let Some(id) = as_ident(e) {
             return self.tensors.last().is_some_and(|t| t.contains(&id.to_string()));
@@ -86,7 +41,7 @@ impl Check003 {
 
     fn report(
         &self,
-        cx: &Cx<'_, '_>,
+        cx: &Checker<'_, '_>,
         stmt: &Stmt,
         value: &Expr,
         wild_let: Option<&syn::Local>,
@@ -146,7 +101,7 @@ impl Check003 {
             None
         };
         let mut finding = Finding::new(
-            &D003DiscardedTransfer::META,
+            &registry::D003,
             stmt_range,
             format!(
                 "the result of `{call}` is thrown away: `{}` stays on its old device",
@@ -165,17 +120,17 @@ impl Check003 {
     }
 }
 
-impl Check for Check003 {
-    fn enter_fn(&mut self, cx: &Cx<'_, '_>, _sig: &syn::Signature) {
+impl Rule for Check {
+    fn enter_fn(&mut self, cx: &Checker<'_, '_>, _sig: &syn::Signature) {
         let names = cx.tensor_params();
         self.tensors.push(names);
     }
 
-    fn exit_fn(&mut self, _cx: &Cx<'_, '_>, _out: &mut Vec<Finding>) {
+    fn exit_fn(&mut self, _cx: &Checker<'_, '_>, _out: &mut Vec<Finding>) {
         self.tensors.pop();
     }
 
-    fn stmt(&mut self, cx: &Cx<'_, '_>, s: &Stmt, out: &mut Vec<Finding>) {
+    fn stmt(&mut self, cx: &Checker<'_, '_>, s: &Stmt, out: &mut Vec<Finding>) {
         match s {
             Stmt::Expr(e, Some(_)) => self.report(cx, s, e, None, out),
             Stmt::Local(local) => {

@@ -1,82 +1,24 @@
+//! D004 for Rust code. What it finds, why, and its fixes: `d004_unmoved_tensor_field.md` beside this file (what
+//! `devcheck explain D004` prints); its row in the rule table is in [`crate::registry`].
+
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
 
 use syn::Expr;
 use syn::spanned::Spanned;
 
-use crate::device::{DevSrc, classify_options};
+use crate::rust::device::{DevSrc, classify_options};
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
-use crate::facts::{FixedTensor, fixed_tensor_of};
-use crate::fields::{Fate, burn_fields, devcheck_fields};
-use crate::profile::{Api, is_transfer_method};
-use crate::registry::declare_rule;
-use crate::syntax::{chain_root, peel, self_field};
-use crate::walker::{Check, Cx};
+use crate::rust::facts::{FixedTensor, fixed_tensor_of};
+use crate::rust::fields::{Fate, burn_fields, devcheck_fields};
+use crate::rust::api::{Api, is_transfer_method};
+use crate::rust::syntax::{chain_root, peel, self_field};
+use crate::rust::walker::{Rule, Checker};
+use crate::registry;
 
-declare_rule! {
-    /// ### What it does
-    /// Flags a tensor kept in a struct where the framework's device move does not reach it:
-    ///
-    /// - devcheck: a field of a `#[derive(Module)]` struct marked `#[module(skip)]` that holds
-    ///   tensors (`Tensor`, `Option<Tensor>`, `Vec<Tensor>`, ...), as the derive itself classifies
-    ///   it;
-    /// - burn: a tensor field marked `#[module(skip)]`, or held in `Ignored<..>`;
-    /// - candle and tch: a tensor field that a constructor builds on a fixed device
-    ///   (`Tensor::ones(.., &Device::Cpu)`, tch's `FLOAT_CPU`, outside the VarStore) — directly, in
-    ///   a `match` arm or an `unwrap_or_else` fallback, through a helper of the file that builds
-    ///   it, or inside a layer built around it (`LayerNorm::new(weight, eps)`) — and that a
-    ///   `forward*` method (or an optimizer's `step`) uses without moving it to the input's device.
-    ///   (Buffers that only other methods use, such as a replay buffer filled from host data, are
-    ///   not flagged.)
-    ///
-    /// A skipped `Option` field that every constructor leaves `None` is a cache filled later from
-    /// the module's own tensors (a fused weight), and is not flagged.
-    ///
-    /// ### Why is this bad?
-    /// Moving the model (`model.to(&device)`, `module.to_device(&device)`, loading the weights
-    /// on a GPU) moves its parameters and buffers, not this tensor. It stays on the CPU, and the
-    /// first forward pass on a GPU fails with a device mismatch, exactly like a PyTorch tensor
-    /// attribute that was never registered as a buffer.
-    ///
-    /// ### Example
-    /// ```ignore
-    /// #[derive(Module)]
-    /// struct Attention {
-    ///     qkv: Linear,
-    ///     #[module(skip)]
-    ///     causal_mask: Tensor,
-    /// }
-    /// ```
-    ///
-    /// ### Use instead
-    /// ```ignore
-    /// #[derive(Module)]
-    /// struct Attention {
-    ///     qkv: Linear,
-    ///     #[module(non_persistent)] // moved with the module, not saved
-    ///     causal_mask: Tensor,
-    /// }
-    /// ```
-    /// For candle, build the tensor on the device of the weights (`vb.device()`); for tch, on
-    /// the VarStore's device (`vs.device()`); or move it where it is used
-    /// (`self.mask.to_device(xs.device())?`).
-    ///
-    /// ### Fix safety
-    /// For devcheck the fix turns `#[module(skip)]` into `#[module(non_persistent)]`: the tensor
-    /// is then moved with the module and still not saved in checkpoints, which is what a skipped
-    /// buffer almost always meant. It is safe. The other frameworks have no automatic fix.
-    pub struct D004UnmovedTensorField {
-        code: "D004",
-        name: "unmoved-tensor-field",
-        group: Correctness,
-        summary: "a tensor kept in a struct where the framework's device move does not reach it",
-        fix: Safe,
-        preview_patterns: "statics holding a tensor made on a fixed device (`lazy_static!`, `LazyLock`, `OnceLock::get_or_init`) used by a forward pass, and fields used by an optimizer's `step`; not yet measured: the ecosystem check has no findings of them",
-    }
-}
 
 #[derive(Default)]
-pub(crate) struct Check004 {
+pub(crate) struct Check {
     /// Receivers of moves seen in forward methods (by address in the tree).
     moved: HashSet<usize>,
     /// `self.<field>` used in a forward method without a move: (struct, field) → first use.
@@ -88,13 +30,13 @@ pub(crate) struct Check004 {
     static_uses: BTreeMap<String, (Range<usize>, String)>,
 }
 
-impl Check004 {
+impl Check {
     /// Preview: statics filled with `OnceLock::get_or_init(|| ..)`, and statics read in a forward
     /// pass.
-    fn static_expr(&mut self, cx: &Cx<'_, '_>, e: &Expr) {
+    fn static_expr(&mut self, cx: &Checker<'_, '_>, e: &Expr) {
         match e {
             Expr::MethodCall(m) if m.method == "get_or_init" => {
-                if let (Some(name), Some(arg)) = (crate::syntax::as_ident(peel(&m.receiver)), m.args.first())
+                if let (Some(name), Some(arg)) = (crate::rust::syntax::as_ident(peel(&m.receiver)), m.args.first())
                     && let Some(fixed) = fixed_in(cx, closure_body(arg), &name.to_string())
                 {
                     self.statics.entry(name.to_string()).or_insert(fixed);
@@ -115,7 +57,7 @@ impl Check004 {
 
 /// The tensor a static's initialiser makes on a fixed device, directly or through
 /// `LazyLock::new(|| ..)` / `Lazy::new(..)`.
-fn static_tensor(cx: &Cx<'_, '_>, init: &Expr, in_fn: &str) -> Option<FixedTensor> {
+fn static_tensor(cx: &Checker<'_, '_>, init: &Expr, in_fn: &str) -> Option<FixedTensor> {
     match peel(init) {
         Expr::Call(c) if c.args.len() == 1 => fixed_in(cx, closure_body(&c.args[0]), in_fn),
         other => fixed_in(cx, other, in_fn),
@@ -130,12 +72,12 @@ fn closure_body(e: &Expr) -> &Expr {
     }
 }
 
-fn fixed_in(cx: &Cx<'_, '_>, e: &Expr, in_fn: &str) -> Option<FixedTensor> {
+fn fixed_in(cx: &Checker<'_, '_>, e: &Expr, in_fn: &str) -> Option<FixedTensor> {
     fixed_tensor_of(cx.file, e, &Default::default(), &|_| None, in_fn, &cx.facts.fixed_helpers)
 }
 
-impl Check for Check004 {
-    fn item_struct(&mut self, cx: &Cx<'_, '_>, s: &syn::ItemStruct, out: &mut Vec<Finding>) {
+impl Rule for Check {
+    fn item_struct(&mut self, cx: &Checker<'_, '_>, s: &syn::ItemStruct, out: &mut Vec<Finding>) {
         if cx.in_test() || !devcheck_classify::has_module_derive(&s.attrs) {
             return;
         }
@@ -187,7 +129,7 @@ impl Check for Check004 {
                     vec![Edit { range: skip.clone(), replacement: "non_persistent".to_string() }],
                 )
             });
-            let mut finding = Finding::new(&D004UnmovedTensorField::META, field.range.clone(), message)
+            let mut finding = Finding::new(&registry::D004, field.range.clone(), message)
                 .label("not moved with the module")
                 .help(help)
                 .fix(fix);
@@ -198,7 +140,7 @@ impl Check for Check004 {
         }
     }
 
-    fn item_static(&mut self, cx: &Cx<'_, '_>, name: &syn::Ident, init: &Expr, _out: &mut Vec<Finding>) {
+    fn item_static(&mut self, cx: &Checker<'_, '_>, name: &syn::Ident, init: &Expr, _out: &mut Vec<Finding>) {
         if !cx.file.preview {
             return;
         }
@@ -207,7 +149,7 @@ impl Check for Check004 {
         }
     }
 
-    fn expr(&mut self, cx: &Cx<'_, '_>, e: &Expr, _out: &mut Vec<Finding>) {
+    fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, _out: &mut Vec<Finding>) {
         if cx.file.preview && !cx.in_test() {
             self.static_expr(cx, e);
         }
@@ -247,12 +189,12 @@ impl Check for Check004 {
         }
     }
 
-    fn finish(&mut self, cx: &Cx<'_, '_>, out: &mut Vec<Finding>) {
+    fn finish(&mut self, cx: &Checker<'_, '_>, out: &mut Vec<Finding>) {
         for (name, (use_range, in_fn)) in &self.static_uses {
             let Some(fixed) = self.statics.get(name) else { continue };
             out.push(
                 Finding::new(
-                    &D004UnmovedTensorField::META,
+                    &registry::D004,
                     fixed.ctor_range.clone(),
                     format!(
                         "the static `{name}` holds a tensor made on a fixed device (`{}`), and `{in_fn}` uses it with its inputs",
@@ -284,7 +226,7 @@ impl Check for Check004 {
                 };
                 out.push(
                     Finding::new(
-                        &D004UnmovedTensorField::META,
+                        &registry::D004,
                         fixed.ctor_range.clone(),
                         format!(
                             "`{ty}.{field}` is made on a fixed device ({device}) in `{}` and used in `{in_fn}` without a move",

@@ -1,3 +1,6 @@
+//! D005 for Rust code. What it finds, why, and its fixes: `d005_host_round_trip_in_loop.md` beside this file (what
+//! `devcheck explain D005` prints); its row in the rule table is in [`crate::registry`].
+
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
@@ -5,81 +8,18 @@ use syn::spanned::Spanned;
 use syn::visit::{self, Visit};
 use syn::{Expr, ExprMethodCall};
 
-use crate::crates::Condition;
-use crate::device::{DevEnv, DevSrc, FixedKind, classify_options, is_host_tensor};
+use crate::rust::crates::Condition;
+use crate::rust::device::{DevEnv, DevSrc, FixedKind, classify_options, is_host_tensor};
 use crate::diagnostic::Finding;
-use crate::profile::{Api, is_host_read, is_transfer_method};
-use crate::registry::declare_rule;
-use crate::source::FileCx;
-use crate::syntax::{Ctor, as_ident, chain_calls, chain_root, for_each_ident, macro_args, pat_idents, peel};
-use crate::walker::{Check, Cx, LoopBody, cond_flags, is_slice_iterator};
+use crate::rust::api::{Api, is_host_read, is_transfer_method};
+use crate::rust::FileCx;
+use crate::rust::syntax::{Ctor, as_ident, chain_calls, chain_root, for_each_ident, macro_args, pat_idents, peel};
+use crate::rust::walker::{Rule, Checker, LoopBody, cond_flags, is_slice_iterator};
+use crate::registry;
 
-declare_rule! {
-    /// ### What it does
-    /// Flags a read of device data on the host (`to_vec1/2/3`, `to_scalar`, `item`,
-    /// `into_scalar`, `into_data`, `int64_value`, `double_value`, a move to the CPU) that runs
-    /// many times for one result:
-    ///
-    /// - in a per-layer loop: any loop of a `forward*` function, a loop over the module's own
-    ///   layers (`for layer in &self.layers`) in a method with tensor inputs, or a loop over a
-    ///   model's parameters (`vs.variables()`, `model.parameters()`: there, scalar reads such as a
-    ///   norm or a NaN check);
-    /// - anywhere in a function that runs once per layer: one called, directly or through other
-    ///   functions of the crate, from such a loop (a RoPE helper, a router, an attention kernel's
-    ///   wrapper);
-    /// - element by element: inside a loop, a read of one slice of a tensor picked by the loop's
-    ///   own variable (`img.slice([y..y + 1, x..x + 1]).into_scalar()`), or of each item of a loop
-    ///   over a tensor's slices (`for row in t.iter_dim(0)`);
-    /// - the same data again: inside a loop, a read of a tensor made before the loop and not
-    ///   changed in it, also through a function of the crate that reads its argument
-    ///   (`for i in 0..n { get(i, &rewards) }`);
-    /// - a round trip: the value read goes back to the device in the same loop (into a tensor's
-    ///   data, or a move to a device).
-    ///
-    /// Not flagged: reads of tensors that live on the host by construction (made on the CPU, or
-    /// computed from such tensors only); reads inside printing or logging macros, and in branches
-    /// gated on debugging, logging, an environment variable or a step count
-    /// (`if step % 100 == 0`); and inherent per-token reads of generation loops: a token chosen
-    /// with `argmax` or a sampler, or a value the loop needs to decide whether to stop (an
-    /// end-of-sequence check). A loop over images or batch items is not a per-layer loop.
-    ///
-    /// ### Why is this bad?
-    /// Kernels on an accelerator run asynchronously. A host read waits until all queued work
-    /// has finished and then copies the data back, so the loop stops feeding the device at
-    /// every iteration; sending the value back adds a second transfer. In a per-layer or
-    /// per-element loop this often costs more than the computation.
-    ///
-    /// ### Example
-    /// ```ignore
-    /// for layer in &self.layers {
-    ///     xs = layer.forward(&xs)?;
-    ///     let scale = xs.abs()?.max_all()?.to_scalar::<f32>()?;
-    ///     xs = (xs / scale as f64)?;
-    /// }
-    /// ```
-    ///
-    /// ### Use instead
-    /// ```ignore
-    /// for layer in &self.layers {
-    ///     xs = layer.forward(&xs)?;
-    ///     let scale = xs.abs()?.max_keepdim(D::Minus1)?;
-    ///     xs = xs.broadcast_div(&scale)?;
-    /// }
-    /// ```
-    ///
-    /// ### Fix safety
-    /// There is no automatic fix: keeping the value on the device needs a different op.
-    pub struct D005HostRoundTripInLoop {
-        code: "D005",
-        name: "host-round-trip-in-loop",
-        group: Perf,
-        summary: "device→host reads (`to_vec*`, `to_scalar`, `item`, move to CPU) inside a per-step/per-layer loop",
-        fix: None,
-    }
-}
 
 #[derive(Default)]
-pub(crate) struct Check005 {
+pub(crate) struct Check {
     /// Reads already reported (by start offset), so nested loops report each once.
     reported: HashSet<usize>,
 }
@@ -92,8 +32,8 @@ enum Why {
     RoundTrip(Range<usize>),
 }
 
-impl Check for Check005 {
-    fn enter_loop(&mut self, cx: &Cx<'_, '_>, body: LoopBody<'_>, out: &mut Vec<Finding>) {
+impl Rule for Check {
+    fn enter_loop(&mut self, cx: &Checker<'_, '_>, body: LoopBody<'_>, out: &mut Vec<Finding>) {
         if cx.in_test() || cx.quiet() || cx.scope.device_branch > 0 {
             return;
         }
@@ -149,7 +89,7 @@ impl Check for Check005 {
             }
             out.push(
                 Finding::new(
-                    &D005HostRoundTripInLoop::META,
+                    &registry::D005,
                     call.range.clone(),
                     format!(
                         "`{}` reads `{}` back to the host at every iteration, though `{}` does not change in the loop",
@@ -165,7 +105,7 @@ impl Check for Check005 {
 
     /// A host read outside any per-layer loop of its function: a finding if the function itself
     /// runs once per layer.
-    fn expr(&mut self, cx: &Cx<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
+    fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         let Expr::MethodCall(m) = e else { return };
         if cx.in_test()
             || cx.quiet()
@@ -186,7 +126,7 @@ impl Check for Check005 {
         let range = cx.file.range(m.method.span());
         out.push(
             Finding::new(
-                &D005HostRoundTripInLoop::META,
+                &registry::D005,
                 range,
                 format!(
                     "`{what}` in `{}` waits for the device, and `{}` runs once per layer",
@@ -222,7 +162,7 @@ fn finding(in_fn: &str, read: &Read, why: Why) -> Finding {
             "keep the value on the device (use tensor ops such as `argmax`, `gather`, `where_cond` instead of reading it), or read once after the loop",
         ),
     };
-    let mut finding = Finding::new(&D005HostRoundTripInLoop::META, read.range.clone(), message)
+    let mut finding = Finding::new(&registry::D005, read.range.clone(), message)
         .label("host read")
         .help(help);
     if let Why::RoundTrip(at) = why {

@@ -1,3 +1,6 @@
+//! D006 for Rust code. What it finds, why, and its fixes: `d006_empty_cache_in_loop.md` beside this file (what
+//! `devcheck explain D006` prints); its row in the rule table is in [`crate::registry`].
+
 use std::collections::HashMap;
 use std::ops::Range;
 
@@ -5,54 +8,13 @@ use syn::spanned::Spanned;
 use syn::{Expr, Stmt};
 
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
-use crate::registry::declare_rule;
-use crate::syntax::{call_path, peel_result};
-use crate::walker::{Check, Cx};
+use crate::rust::syntax::{call_path, peel_result};
+use crate::rust::walker::{Rule, Checker};
+use crate::registry;
 
-declare_rule! {
-    /// ### What it does
-    /// Flags a call to `empty_cache()` (any path or receiver: `devcheck::cuda::empty_cache()`,
-    /// `Cuda::empty_cache()`, `allocator.empty_cache()`) inside a loop. Calls in error or
-    /// out-of-memory branches (`Err(e) => { empty_cache(); retry }`) and in periodic branches
-    /// (`if step % 1000 == 0`) are not flagged.
-    ///
-    /// ### Why is this bad?
-    /// The caching allocator keeps freed blocks so the next iteration can reuse them without
-    /// asking the driver. Emptying the cache every iteration hands them back and makes every
-    /// allocation of the next iteration a slow driver call (and a synchronisation). It frees no
-    /// memory held by live tensors, so it does not prevent out-of-memory errors either.
-    ///
-    /// ### Example
-    /// ```ignore
-    /// for batch in loader {
-    ///     let loss = step(&model, &batch?)?;
-    ///     devcheck::cuda::empty_cache();
-    /// }
-    /// ```
-    ///
-    /// ### Use instead
-    /// ```ignore
-    /// for batch in loader {
-    ///     let loss = step(&model, &batch?)?;
-    /// }
-    /// // once, between phases that need the memory for something else:
-    /// devcheck::cuda::empty_cache();
-    /// ```
-    ///
-    /// ### Fix safety
-    /// The fix deletes the statement. It is unsafe: results do not change, but memory held by
-    /// the process between iterations does, which matters when another process shares the GPU.
-    pub struct D006EmptyCacheInLoop {
-        code: "D006",
-        name: "empty-cache-in-loop",
-        group: Perf,
-        summary: "`empty_cache()` inside a loop",
-        fix: Unsafe,
-    }
-}
 
 #[derive(Default)]
-pub(crate) struct Check006 {
+pub(crate) struct Check {
     /// Calls that form a whole statement, with the statement's range (by address in the tree).
     statements: HashMap<usize, Range<usize>>,
 }
@@ -67,8 +29,8 @@ fn is_empty_cache(e: &Expr) -> bool {
     }
 }
 
-impl Check for Check006 {
-    fn stmt(&mut self, cx: &Cx<'_, '_>, s: &Stmt, _out: &mut Vec<Finding>) {
+impl Rule for Check {
+    fn stmt(&mut self, cx: &Checker<'_, '_>, s: &Stmt, _out: &mut Vec<Finding>) {
         if let Stmt::Expr(e, Some(_)) = s {
             let inner = peel_result(e);
             if is_empty_cache(inner) && cx.in_loop() {
@@ -77,7 +39,7 @@ impl Check for Check006 {
         }
     }
 
-    fn expr(&mut self, cx: &Cx<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
+    fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         if !is_empty_cache(e) || !cx.in_loop() || cx.in_test() || cx.file.apis.only_burn() {
             return;
         }
@@ -94,7 +56,7 @@ impl Check for Check006 {
         });
         out.push(
             Finding::new(
-                &D006EmptyCacheInLoop::META,
+                &registry::D006,
                 range,
                 "`empty_cache()` in a loop hands cached memory back to the driver every iteration",
             )

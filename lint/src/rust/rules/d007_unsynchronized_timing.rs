@@ -1,3 +1,6 @@
+//! D007 for Rust code. What it finds, why, and its fixes: `d007_unsynchronized_timing.md` beside this file (what
+//! `devcheck explain D007` prints); its row in the rule table is in [`crate::registry`].
+
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
@@ -7,64 +10,18 @@ use syn::visit::{self, Visit};
 use syn::{Expr, Stmt};
 
 use crate::Api;
-use crate::crates::Condition;
+use crate::rust::crates::Condition;
 use crate::diagnostic::Finding;
-use crate::profile::{is_host_read, is_sync_method};
-use crate::registry::declare_rule;
-use crate::syntax::{
+use crate::rust::api::{is_host_read, is_sync_method};
+use crate::rust::syntax::{
     Ctor, as_ident, call_path, is_tensor_query, pat_ident, pat_idents, path_ends_with, peel,
 };
-use crate::walker::{Check, Cx};
+use crate::rust::walker::{Rule, Checker};
+use crate::registry;
 
-declare_rule! {
-    /// ### What it does
-    /// Flags wall-clock timing (`let start = Instant::now(); ..; start.elapsed()`, also a timer
-    /// restarted with `start = Instant::now();`) around device work that has not finished when the
-    /// clock is read: after the last device work of the region, nothing waited for the device.
-    /// Device work is a `forward*` call, a matmul, a convolution, a backward pass, a tensor
-    /// constructor off the host, an op on a device result or a tensor parameter, or a call that
-    /// takes one (`backend.embedding(&x, ..)`, `decoder.decode(z)`). Waiting is a
-    /// `synchronize()`/`sync()` (tch's `Cuda::synchronize`, `f_cuda_synchronize`, burn's
-    /// `B::sync(&device)`), a host read (`to_vec*`, `to_scalar`, `item`, `into_data`, a move to
-    /// the CPU), tch's blocking moves, printing a result, or handing it to a token sampler
-    /// (`logits_processor.sample(&logits)`) — also inside the timed loop, as a generation loop
-    /// does every token. Applies to devcheck, candle, tch and burn; a file that names no tensor
-    /// library is checked when its package depends on one.
-    ///
-    /// ### Why is this bad?
-    /// Accelerator kernels run asynchronously: the calls return once the work is queued. The
-    /// timer then measures how long it took to launch the kernels, not to run them, and the
-    /// cost shows up later, wherever the next synchronisation happens.
-    ///
-    /// ### Example
-    /// ```ignore
-    /// let start = Instant::now();
-    /// let logits = model.forward(&xs)?;
-    /// println!("forward took {:?}", start.elapsed());
-    /// ```
-    ///
-    /// ### Use instead
-    /// ```ignore
-    /// device.synchronize()?;
-    /// let start = Instant::now();
-    /// let logits = model.forward(&xs)?;
-    /// device.synchronize()?;
-    /// println!("forward took {:?}", start.elapsed());
-    /// ```
-    ///
-    /// ### Fix safety
-    /// There is no automatic fix: which device to synchronise is not always clear from the code.
-    pub struct D007UnsynchronizedTiming {
-        code: "D007",
-        name: "unsynchronized-timing",
-        group: Suspicious,
-        summary: "wall-clock timing around device work without a synchronize",
-        fix: None,
-    }
-}
 
 #[derive(Default)]
-pub(crate) struct Check007 {
+pub(crate) struct Check {
     /// Per function: names holding results of device work (and tensor parameters), in program
     /// order, so a timed region knows what earlier code produced.
     device_values: Vec<HashSet<String>>,
@@ -94,8 +51,8 @@ fn starts_timer(stmt: &Stmt) -> Option<String> {
     }
 }
 
-impl Check for Check007 {
-    fn enter_fn(&mut self, cx: &Cx<'_, '_>, _sig: &syn::Signature) {
+impl Rule for Check {
+    fn enter_fn(&mut self, cx: &Checker<'_, '_>, _sig: &syn::Signature) {
         let params = cx.tensor_params();
         self.device_values.push(params);
         self.closures.push(HashMap::new());
@@ -107,13 +64,13 @@ impl Check for Check007 {
         self.timed.push(timed);
     }
 
-    fn exit_fn(&mut self, _cx: &Cx<'_, '_>, _out: &mut Vec<Finding>) {
+    fn exit_fn(&mut self, _cx: &Checker<'_, '_>, _out: &mut Vec<Finding>) {
         self.device_values.pop();
         self.closures.pop();
         self.timed.pop();
     }
 
-    fn stmt(&mut self, cx: &Cx<'_, '_>, s: &Stmt, _out: &mut Vec<Finding>) {
+    fn stmt(&mut self, cx: &Checker<'_, '_>, s: &Stmt, _out: &mut Vec<Finding>) {
         if self.timed.last() == Some(&false) {
             return;
         }
@@ -145,7 +102,7 @@ impl Check for Check007 {
         }
     }
 
-    fn block(&mut self, cx: &Cx<'_, '_>, b: &syn::Block, out: &mut Vec<Finding>) {
+    fn block(&mut self, cx: &Checker<'_, '_>, b: &syn::Block, out: &mut Vec<Finding>) {
         if cx.in_test() {
             return;
         }
@@ -172,7 +129,7 @@ impl Check for Check007 {
                 continue;
             }
             let mut finding = Finding::new(
-                &D007UnsynchronizedTiming::META,
+                &registry::D007,
                 cx.file.range(end_stmt.span()),
                 format!("`{timer}` times device work without waiting for the device: it measures the launch, not the work"),
             )
@@ -190,7 +147,7 @@ impl Check for Check007 {
 }
 
 /// True when the function only ever names the CPU as its device: timing is then exact.
-fn cpu_only(cx: &Cx<'_, '_>) -> bool {
+fn cpu_only(cx: &Checker<'_, '_>) -> bool {
     let Some(f) = cx.fun() else { return false };
     let body = cx.file.snippet(&f.body_range);
     (body.contains("Device::Cpu") || body.contains("NdArray"))
@@ -323,7 +280,7 @@ fn receiver_name(e: &Expr) -> Option<String> {
 
 /// What happens on the device between starting and reading a timer, in program order.
 struct Flow<'c, 'a, 'f> {
-    cx: &'c Cx<'a, 'f>,
+    cx: &'c Checker<'a, 'f>,
     /// Names holding device results (and tensor parameters).
     values: HashSet<String>,
     /// The first device work seen.
@@ -341,7 +298,7 @@ struct Flow<'c, 'a, 'f> {
 }
 
 impl<'c, 'a, 'f> Flow<'c, 'a, 'f> {
-    fn new(cx: &'c Cx<'a, 'f>, values: HashSet<String>) -> Self {
+    fn new(cx: &'c Checker<'a, 'f>, values: HashSet<String>) -> Self {
         Flow {
             cx,
             values,
@@ -374,7 +331,7 @@ impl<'c, 'a, 'f> Flow<'c, 'a, 'f> {
     /// Does `e` name a device value (`logits`, `&x`, `self.w` is not known)?
     fn mentions_value(&self, e: &Expr) -> bool {
         let mut hit = false;
-        crate::syntax::for_each_ident(e, |i| hit |= self.values.contains(&i.to_string()));
+        crate::rust::syntax::for_each_ident(e, |i| hit |= self.values.contains(&i.to_string()));
         hit
     }
 
@@ -425,11 +382,11 @@ impl<'c, 'a, 'f> Flow<'c, 'a, 'f> {
 
     /// Does the value come back from the device (`x.to_vec1()?`, `sampler.sample(&logits)?`)?
     fn yields_host(&self, e: &Expr) -> bool {
-        if matches!(crate::syntax::peel_result(e), Expr::Macro(_)) {
+        if matches!(crate::rust::syntax::peel_result(e), Expr::Macro(_)) {
             return true;
         }
         // After a wait in the chain (`sampler.sample(&x).map_err(..)?`) the value is on the host.
-        crate::syntax::chain_calls(e).iter().any(|m| {
+        crate::rust::syntax::chain_calls(e).iter().any(|m| {
             let name = m.method.to_string();
             is_sync_method(&name)
                 || is_host_read(self.apis(), &name, m.turbofish.is_some())
@@ -583,7 +540,7 @@ impl<'c, 'a, 'f> Flow<'c, 'a, 'f> {
         }
         // tch's `Vec::<f32>::try_from(&t)`, `f64::from(&t)`: a read back to the host.
         if matches!(name.as_str(), "try_from" | "from")
-            && crate::syntax::last_two(path).is_some_and(|(ty, _)| {
+            && crate::rust::syntax::last_two(path).is_some_and(|(ty, _)| {
                 matches!(
                     ty.to_string().as_str(),
                     "Vec" | "f32" | "f64" | "i64" | "i32" | "u8" | "bool" | "usize"

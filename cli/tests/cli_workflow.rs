@@ -1,0 +1,145 @@
+//! What a team needs to adopt the linter on an existing codebase: exit codes that do not fail CI
+//! on warnings unless asked, `--exit-zero`, `--statistics`, `--errors-only`, `--diff` (exactly what
+//! `--fix` would write), the `[*]` marker of fixable findings, and configuration in
+//! `pyproject.toml`.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn devcheck(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_devcheck"))
+        .args(["--color", "never"])
+        .args(args)
+        .current_dir(cwd)
+        .env("COLUMNS", "100")
+        .output()
+        .expect("the devcheck binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn write(path: impl AsRef<Path>, text: &str) {
+    let path = path.as_ref();
+    std::fs::create_dir_all(path.parent().expect("a folder")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
+}
+
+/// A module with a warning (D002) and, under `--preview`, fixable findings (D004, D009).
+const MODEL: &str = "import torch\nfrom torch import nn\nfrom torch.utils.data import DataLoader\n\n\n\
+    class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        \
+    self.scale = torch.ones(3)\n\n    def forward(self, x):\n        return x * self.scale\n\n\n\
+    def mask(n):\n    return torch.ones(n).cuda()\n\n\n\
+    def train(ds, dev):\n    loader = DataLoader(ds, pin_memory=True)\n    for xb in loader:\n        \
+    xb = xb.to(dev)\n";
+
+#[test]
+fn warnings_do_not_fail_the_run_unless_asked() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    write(dir.path().join("m.py"), MODEL);
+    let plain = devcheck(&["lint", "--isolated", "--format", "concise", "m.py"], dir.path());
+    assert_eq!(plain.status.code(), Some(0), "{}", stdout(&plain));
+    assert!(stdout(&plain).contains("m.py:16:12: D002 [warning] `torch.ones(n).cuda()`"), "{}", stdout(&plain));
+    let strict = devcheck(&["lint", "--isolated", "--fail-on", "warning", "m.py"], dir.path());
+    assert_eq!(strict.status.code(), Some(1));
+    // Errors fail the run; `--exit-zero` says nothing fails it.
+    let errors = devcheck(&["lint", "--isolated", "--preview", "m.py"], dir.path());
+    assert_eq!(errors.status.code(), Some(1));
+    let zero = devcheck(&["lint", "--isolated", "--preview", "--exit-zero", "m.py"], dir.path());
+    assert_eq!(zero.status.code(), Some(0));
+    assert_eq!(stdout(&zero), stdout(&errors));
+}
+
+#[test]
+fn statistics_count_each_rule_and_errors_only_hides_warnings() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    write(dir.path().join("m.py"), MODEL);
+    let out = devcheck(&["lint", "--isolated", "--preview", "--statistics", "m.py"], dir.path());
+    assert_eq!(
+        stdout(&out),
+        "1  D002  hardcoded-accelerator\n\
+         1  D004  unmoved-tensor-field (1 fixable with `--fix`)\n\
+         1  D009  ineffective-non-blocking (1 fixable with `--fix`)\n"
+    );
+    let json = devcheck(
+        &["lint", "--isolated", "--preview", "--statistics", "--format", "json", "m.py"],
+        dir.path(),
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(
+        rows[1],
+        serde_json::json!({"code": "D004", "name": "unmoved-tensor-field", "count": 1, "fixable": 1})
+    );
+    let errors = devcheck(
+        &["lint", "--isolated", "--preview", "--errors-only", "--format", "concise", "m.py"],
+        dir.path(),
+    );
+    assert_eq!(
+        stdout(&errors),
+        "m.py:9:9: D004 [error] [*] `self.scale` is a plain tensor attribute: `model.to(device)` does not move it\n\
+         Found 1 finding (1 error, 0 warnings) in 1 of 1 file. 1 fixable with `--fix`.\n"
+    );
+}
+
+/// `--diff` writes nothing and prints exactly the change `--fix` makes to the same file.
+#[test]
+fn diff_is_exactly_what_fix_would_write() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    write(dir.path().join("a/m.py"), MODEL);
+    write(dir.path().join("b/m.py"), MODEL);
+    let diff = devcheck(&["lint", "--isolated", "--preview", "--diff", "m.py"], &dir.path().join("a"));
+    assert_eq!(diff.status.code(), Some(1), "{}", stderr(&diff));
+    assert_eq!(std::fs::read_to_string(dir.path().join("a/m.py")).expect("read"), MODEL, "--diff wrote");
+    assert_eq!(stderr(&diff), "devcheck: would fix 2 findings in 1 file\n");
+    let fix = devcheck(&["lint", "--isolated", "--preview", "--fix", "m.py"], &dir.path().join("b"));
+    assert_eq!(fix.status.code(), Some(0), "{}", stderr(&fix));
+    let fixed = std::fs::read_to_string(dir.path().join("b/m.py")).expect("read");
+    assert_ne!(fixed, MODEL);
+    let expected = similar::TextDiff::from_lines(MODEL, &fixed)
+        .unified_diff()
+        .context_radius(3)
+        .header("a/m.py", "b/m.py")
+        .to_string();
+    assert_eq!(stdout(&diff), expected);
+    // Nothing to fix: no diff, exit 0.
+    let clean = devcheck(&["lint", "--isolated", "--preview", "--diff", "m.py"], &dir.path().join("b"));
+    assert_eq!((clean.status.code(), stdout(&clean)), (Some(0), String::new()));
+}
+
+/// `[tool.devcheck]` in `pyproject.toml` takes `devcheck.toml`'s keys; the closest configuration
+/// file wins, and in one folder `devcheck.toml` wins.
+#[test]
+fn pyproject_configures_devcheck_and_the_closest_file_wins() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    write(
+        root.join("pyproject.toml"),
+        "[project]\nname = \"demo\"\n\n[tool.other]\nx = 1\n\n[tool.devcheck.lint]\nignore = [\"D002\"]\n",
+    );
+    write(root.join("pkg/m.py"), MODEL);
+    let out = devcheck(&["lint", "--format", "concise", "pkg"], root);
+    assert_eq!(stdout(&out), "No findings in 1 file.\n", "{}", stderr(&out));
+    // From inside the package, the same file is found upwards.
+    let inside = devcheck(&["lint", "--format", "concise", "."], &root.join("pkg"));
+    assert_eq!(stdout(&inside), "No findings in 1 file.\n");
+    // A closer pyproject.toml without a devcheck table is passed over.
+    write(root.join("pkg/pyproject.toml"), "[project]\nname = \"inner\"\n");
+    let passed_over = devcheck(&["lint", "--format", "concise", "."], &root.join("pkg"));
+    assert_eq!(stdout(&passed_over), "No findings in 1 file.\n");
+    // A devcheck.toml beside the pyproject.toml wins over it.
+    write(root.join("devcheck.toml"), "[lint]\nselect = [\"D002\"]\n");
+    let own = devcheck(&["lint", "--format", "concise", "pkg"], root);
+    assert!(stdout(&own).contains("D002"), "{}", stdout(&own));
+    // Errors point into the pyproject.toml's table.
+    std::fs::remove_file(root.join("devcheck.toml")).expect("rm");
+    write(root.join("pyproject.toml"), "[tool.devcheck.lint]\nignor = [\"D002\"]\n");
+    let bad = devcheck(&["lint", "pkg"], root);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("unknown field `ignor`"), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("the `[tool.devcheck.lint]` table takes"), "{}", stderr(&bad));
+}

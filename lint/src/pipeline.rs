@@ -1,0 +1,153 @@
+//! One file in, findings out: the front end of the file's language ([`crate::rust`],
+//! [`crate::python`]) runs the enabled rules, and this module turns their findings into
+//! diagnostics (lines and columns, suppression comments, severities), reports a rule that panics
+//! as `D999`, and keeps the findings that wait on the whole crate for the crate-wide pass. It is
+//! also where the language's own compile checks are asked for (`--fix`), and where the worker
+//! threads get stacks for the deepest tree either front end lets through.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::config::Settings;
+use crate::diagnostic::{Diagnostic, Finding, LineCol, LineIndex};
+use crate::registry;
+use crate::source::{ApiSet, FileKind, Language};
+use crate::suppress::Suppressions;
+
+/// The result for one file.
+#[derive(Debug, Clone)]
+pub struct FileReport {
+    /// As shown in diagnostics (relative, `/`-separated, odd bytes escaped): for people only.
+    pub path: String,
+    /// The file itself, as walked or given: what is read and, by `--fix`, written.
+    pub disk_path: PathBuf,
+    pub kind: FileKind,
+    /// The APIs detected (or forced with `--api`).
+    pub apis: ApiSet,
+    pub text: Arc<str>,
+    /// Sorted by position.
+    pub diagnostics: Vec<Diagnostic>,
+    /// What the crate-wide pass needs (kept, so that it can run again after fixes).
+    pub(crate) summary: Option<Box<crate::rust::crates::FileSummary>>,
+}
+
+/// Up to this many findings in a file are placed without building its line index.
+const FEW_FINDINGS: usize = 8;
+
+/// Lints one file's text: the enabled rules of its language, its suppression comments, lines and
+/// columns, severities; findings that wait on the whole crate go to its summary. Never panics: a
+/// failing rule becomes a `D999` diagnostic.
+pub(crate) fn lint_text(
+    path: &Path,
+    shown: &str,
+    kind: FileKind,
+    text: Arc<str>,
+    settings: &Settings,
+) -> FileReport {
+    let enabled = settings.enabled_for(path);
+    let lang = Language::of_named_file(path);
+    let analysed = match lang {
+        Language::Rust => crate::rust::check(path, kind, &text, settings, &|c| enabled.contains(c)),
+        // ruff's parser grows its own stack, and the walk moves to a fresh segment when the tree
+        // needs more than this thread has left.
+        Language::Python => Ok(catch_unwind(AssertUnwindSafe(|| {
+            (crate::python::check(path, kind, &text, &|c| enabled.contains(c)), ApiSet::EMPTY, None)
+        }))),
+    };
+    let (findings, apis, summary) = match analysed {
+        Ok(Ok(r)) => r,
+        Err(e) => (vec![crate::unlinted::no_stack(&e)], ApiSet::EMPTY, None),
+        Ok(Err(payload)) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            let finding = Finding::new(&registry::INTERNAL_ERROR, 0..0, format!("a rule failed on this file: {what}"))
+                .help("this is a bug in devcheck; please report it with this file attached, and exclude the file meanwhile");
+            (vec![finding], ApiSet::EMPTY, None)
+        }
+    };
+    // Most files have no finding: their lines and suppression comments are read only when one does.
+    let suppressions = std::cell::OnceCell::new();
+    let suppressions = || {
+        suppressions.get_or_init(|| match lang {
+            Language::Rust => Suppressions::parse(&text),
+            Language::Python => Suppressions::parse_python(&text),
+        })
+    };
+    // A file with a few findings counts lines from the start for each; more share an index.
+    let index = (findings.len() > FEW_FINDINGS).then(|| LineIndex::new(&text));
+    let line_col =
+        |offset| index.as_ref().map_or_else(|| LineCol::at(&text, offset), |i| i.line_col(&text, offset));
+    let mut pending = Vec::new();
+    let mut diagnostics: Vec<Diagnostic> = findings
+        .into_iter()
+        .filter(|f| f.rule.code == registry::INTERNAL_ERROR.code || enabled.contains(f.rule.code))
+        .filter_map(|mut f| {
+            let start = line_col(f.range.start);
+            let end = line_col(f.range.end);
+            if f.rule.code != registry::INTERNAL_ERROR.code
+                && suppressions().suppresses(f.rule.code, start.line)
+            {
+                return None;
+            }
+            let conditions = std::mem::take(&mut f.conditions);
+            let diagnostic = Diagnostic {
+                code: f.rule.code,
+                name: f.rule.name,
+                severity: settings.severity(f.rule),
+                message: f.message,
+                path: shown.to_string(),
+                range: f.range,
+                start,
+                end,
+                label: f.label,
+                help: f.help,
+                fix: f.fix,
+                related: f.related,
+            };
+            if conditions.is_empty() {
+                Some(diagnostic)
+            } else {
+                pending.push((diagnostic, conditions));
+                None
+            }
+        })
+        .collect();
+    diagnostics
+        .sort_by(|a, b| (a.range.start, a.code, a.range.end).cmp(&(b.range.start, b.code, b.range.end)));
+    diagnostics.dedup_by(|a, b| a.code == b.code && a.range == b.range);
+    let summary = summary.map(|mut s| {
+        s.disk_path = Some(path.to_path_buf());
+        s.pending = pending;
+        Box::new(s)
+    });
+    FileReport {
+        path: shown.to_string(),
+        disk_path: path.to_path_buf(),
+        kind,
+        apis,
+        text,
+        diagnostics,
+        summary,
+    }
+}
+
+/// What the language's own compiler would refuse in `text`, as far as the linter can tell
+/// without compiling it: `Err` with the syntax error (or why the text cannot be analysed), else
+/// the errors a parse lets through that the compiler does not (Python's repeated keyword
+/// arguments and the like). Independent of every setting: `--fix` asks it of fixed text.
+pub(crate) fn compile_errors(lang: Language, text: &str) -> Result<Vec<String>, String> {
+    match lang {
+        Language::Python => crate::python::compile_errors(text),
+        Language::Rust => crate::rust::compile_errors(text),
+    }
+}
+
+/// A thread pool whose workers have stacks deep enough for any tree a front end lets through,
+/// for linting, inspecting and fixing files in parallel.
+pub(crate) fn pool() -> std::io::Result<rayon::ThreadPool> {
+    crate::stack::pool()
+}
