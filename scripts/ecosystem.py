@@ -188,10 +188,18 @@ def lint(binary, tree, preview):
     if run.returncode not in (0, 1):
         print(f"  devcheck exited with {run.returncode}: {run.stderr.strip()[:500]}", file=sys.stderr)
     try:
-        return json.loads(run.stdout or "[]")
+        found = json.loads(run.stdout or "[]")
     except json.JSONDecodeError:
         print(f"  devcheck printed no JSON: {run.stdout[:200]!r} {run.stderr[:300]!r}", file=sys.stderr)
         return []
+    # A finding repeated in one function is reported once, with its other places in `also`;
+    # labels are per place, so each place counts.
+    places = []
+    for f in found:
+        places.append(f)
+        for other in f.get("also", []):
+            places.append({**f, "line": other["line"], "column": other["column"], "also": []})
+    return places
 
 
 def table(rows):

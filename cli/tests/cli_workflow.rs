@@ -44,7 +44,11 @@ fn warnings_do_not_fail_the_run_unless_asked() {
     write(dir.path().join("m.py"), MODEL);
     let plain = devcheck(&["lint", "--isolated", "--format", "concise", "m.py"], dir.path());
     assert_eq!(plain.status.code(), Some(0), "{}", stdout(&plain));
-    assert!(stdout(&plain).contains("m.py:16:12: D002 [warning] `torch.ones(n).cuda()`"), "{}", stdout(&plain));
+    assert!(
+        stdout(&plain).contains("m.py:16:12: D002 [warning] `torch.ones(n).cuda()`"),
+        "{}",
+        stdout(&plain)
+    );
     let strict = devcheck(&["lint", "--isolated", "--fail-on", "warning", "m.py"], dir.path());
     assert_eq!(strict.status.code(), Some(1));
     // Errors fail the run; `--exit-zero` says nothing fails it.

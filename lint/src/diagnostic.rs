@@ -56,6 +56,9 @@ pub struct Finding {
     /// What must hold in the crate for the finding to be reported (all of them); checked once
     /// every file is read.
     pub(crate) conditions: Vec<Condition>,
+    /// Where the function the finding is in starts (set by the front end): findings of one rule
+    /// with the same message in one function are one cause, reported once with a count.
+    pub(crate) scope: Option<usize>,
 }
 
 impl Finding {
@@ -69,6 +72,7 @@ impl Finding {
             fix: None,
             related: Vec::new(),
             conditions: Vec::new(),
+            scope: None,
         }
     }
 
@@ -185,6 +189,67 @@ pub struct Diagnostic {
     pub help: Option<String>,
     pub fix: Option<Fix>,
     pub related: Vec<(Range<usize>, String)>,
+    /// The same finding (rule and message) elsewhere in the same function: one cause, reported
+    /// once. Their fixes are part of [`Diagnostic::fix`].
+    pub also: Vec<LineCol>,
+    /// Where the function the finding is in starts, when the front end knows it.
+    pub(crate) scope: Option<usize>,
+}
+
+/// Folds the findings of one rule with the same message in one function into the first of
+/// them (sorted by position): `x.cuda()` six times in a function is one cause, reported once with
+/// its count and the other lines. Their fixes are merged into one (when they apply alike), so
+/// `--fix` still fixes every place. Running it again changes nothing.
+pub(crate) fn group_repeats(diagnostics: &mut Vec<Diagnostic>) {
+    if diagnostics.len() < 2 {
+        return;
+    }
+    let mut first_of: std::collections::HashMap<(&'static str, usize, String), usize> =
+        std::collections::HashMap::new();
+    let mut keep = vec![true; diagnostics.len()];
+    for i in 0..diagnostics.len() {
+        let Some(scope) = diagnostics[i].scope else { continue };
+        let key = (diagnostics[i].code, scope, diagnostics[i].message.clone());
+        let Some(&first) = first_of.get(&key) else {
+            first_of.insert(key, i);
+            continue;
+        };
+        let same_fix_kind = match (&diagnostics[first].fix, &diagnostics[i].fix) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.applicability == b.applicability,
+            _ => false,
+        };
+        if !same_fix_kind {
+            continue;
+        }
+        keep[i] = false;
+        let (start, fix) = (diagnostics[i].start, diagnostics[i].fix.take());
+        let into = &mut diagnostics[first];
+        into.also.push(start);
+        if let (Some(into), Some(fix)) = (into.fix.as_mut(), fix) {
+            into.edits.extend(fix.edits);
+        }
+    }
+    let mut keep = keep.into_iter();
+    diagnostics.retain(|_| keep.next().unwrap_or(true));
+}
+
+impl Diagnostic {
+    /// How many places the finding covers: its own and [`Diagnostic::also`].
+    pub fn count(&self) -> usize {
+        1 + self.also.len()
+    }
+
+    /// `(6 times in this function: also lines 12, 14, ..)`, for the text formats; empty for a
+    /// finding in one place.
+    pub fn repeats(&self) -> String {
+        if self.also.is_empty() {
+            return String::new();
+        }
+        let lines: Vec<String> = self.also.iter().take(8).map(|p| p.line.to_string()).collect();
+        let more = if self.also.len() > 8 { ", .." } else { "" };
+        format!(" ({} times in this function: also lines {}{more})", self.count(), lines.join(", "))
+    }
 }
 
 /// Maps byte offsets to lines and columns.

@@ -313,6 +313,8 @@ fn report_finding(
         help: finding.help,
         fix: None,
         related: Vec::new(),
+        also: Vec::new(),
+        scope: None,
     };
     FileReport {
         path: shown.to_string(),
@@ -352,4 +354,7 @@ pub(crate) fn resolve(reports: &mut [FileReport]) {
         .map(|r| crate::rust::crates::Pass { summary: r.summary.as_deref(), diagnostics: &mut r.diagnostics })
         .collect();
     crate::rust::crates::resolve(&mut passes);
+    for report in reports {
+        crate::diagnostic::group_repeats(&mut report.diagnostics);
+    }
 }

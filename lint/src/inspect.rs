@@ -99,6 +99,8 @@ fn not_inspected(report: &FileReport, error: &std::io::Error) -> Diagnostic {
         ),
         fix: None,
         related: Vec::new(),
+        also: Vec::new(),
+        scope: None,
     }
 }
 

@@ -107,6 +107,8 @@ pub(crate) fn lint_text(
                 help: f.help,
                 fix: f.fix,
                 related: f.related,
+                also: Vec::new(),
+                scope: f.scope,
             };
             if conditions.is_empty() {
                 Some(diagnostic)

@@ -21,7 +21,7 @@ pub(super) fn render(run: &LintRun) -> String {
             d.end.line,
             d.end.column,
             property(&format!("{} {}", d.code, d.name)),
-            data(&d.message)
+            data(&format!("{}{}", d.message, d.repeats()))
         );
     }
     out

@@ -35,13 +35,14 @@ struct Report<'a> {
 
 impl fmt::Debug for Report<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&printable(&self.d.message))
+        fmt::Display::fmt(self, f)
     }
 }
 
 impl fmt::Display for Report<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&printable(&self.d.message))
+        f.write_str(&printable(&self.d.message))?;
+        f.write_str(&self.d.repeats())
     }
 }
 

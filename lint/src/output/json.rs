@@ -1,4 +1,5 @@
-//! JSON: an array of findings (the fields DESIGN.md fixes, plus the fix).
+//! JSON: an array of findings (the fields DESIGN.md fixes, plus the fix, and for a finding
+//! repeated in one function, its `count` and the other places, `also`).
 
 use serde::Serialize;
 
@@ -18,6 +19,18 @@ struct JsonDiagnostic<'a> {
     end_column: usize,
     help: Option<&'a str>,
     fix: Option<JsonFix<'a>>,
+    /// The same finding elsewhere in the same function (one cause, reported once): present only
+    /// when there are such places, with `count` the number of places in all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    count: Option<usize>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    also: Vec<JsonPlace>,
+}
+
+#[derive(Serialize)]
+struct JsonPlace {
+    line: usize,
+    column: usize,
 }
 
 #[derive(Serialize)]
@@ -75,6 +88,8 @@ pub(super) fn render(run: &LintRun) -> String {
                 end_column: d.end.column,
                 help: d.help.as_deref(),
                 fix,
+                count: (!d.also.is_empty()).then(|| d.count()),
+                also: d.also.iter().map(|p| JsonPlace { line: p.line, column: p.column }).collect(),
             });
         }
     }

@@ -50,7 +50,7 @@ pub(super) fn render(run: &LintRun) -> String {
         let uri = uri(&file.disk_path);
         for d in &file.diagnostics {
             let index = registry::all().iter().position(|r| r.code == d.code).unwrap_or(0);
-            let mut message = d.message.clone();
+            let mut message = format!("{}{}", d.message, d.repeats());
             if let Some(help) = &d.help {
                 message.push_str("\nhelp: ");
                 message.push_str(help);

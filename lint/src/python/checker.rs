@@ -540,7 +540,13 @@ impl<'m, 'a> Checker<'m, 'a> {
             no_grad: std::mem::replace(&mut self.no_grad, usize::from(no_grad)),
         };
         self.function = self.model.function_of_def(def);
+        let first = out.len();
         self.body(&def.body, rules, out);
+        // The findings of the body are in this function (those of nested functions already say
+        // which): repeats of one are reported once.
+        for f in &mut out[first..] {
+            f.scope.get_or_insert(def.range.start().to_usize());
+        }
         self.function = saved.function;
         self.loops = saved.loops;
         self.in_except = saved.in_except;

@@ -284,8 +284,15 @@ impl<'a, 'f> Walker<'a, 'f> {
                 check.enter_fn(&cx, sig);
             }
         }
+        let first = self.out.len();
+        let start = self.file.range(sig.fn_token.span).start;
         self.visit_block(body);
         hook!(self, exit_fn);
+        // The findings of the body are in this function (those of nested functions already say
+        // which): repeats of one are reported once.
+        for f in &mut self.out[first..] {
+            f.scope.get_or_insert(start);
+        }
         self.scope.fns.pop();
         self.scope.device_def -= device_def as u32;
         if conversion {
