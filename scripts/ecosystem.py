@@ -30,6 +30,10 @@ import subprocess
 import sys
 import tarfile
 import io
+import difflib
+import re
+import shutil
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -202,6 +206,59 @@ def lint(binary, tree, preview):
     return places
 
 
+SUPPRESSION = re.compile(r"^(?P<code>.*?)(?P<comment>\s*(#|//) devcheck: ignore\[[A-Z0-9, ]+\])$")
+
+
+def only_comments_added(before, after):
+    """Does `after` differ from `before` only by suppression comments: appended to a line, a
+    code list extended, or on a line of its own? Returns the first offending line, or None."""
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        added = new[j1:j2]
+        removed = old[i1:i2]
+        if op == "insert" and all(re.fullmatch(r"\s*(#|//) devcheck: ignore\[[A-Z0-9, ]+\]\r?\n", l) for l in added):
+            continue
+        if op == "replace" and len(removed) == len(added):
+            ok = True
+            for o, n in zip(removed, added):
+                ending = "\r\n" if n.endswith("\r\n") else "\n" if n.endswith("\n") else ""
+                n_body, o_body = n[: len(n) - len(ending)], o.rstrip("\r\n")
+                m = SUPPRESSION.match(n_body)
+                if m and (m.group("code") == o_body or SUPPRESSION.match(o_body)):
+                    continue
+                ok = False
+                break
+            if ok:
+                continue
+        return (removed[:1] or [""])[0] + " -> " + (added[:1] or [""])[0]
+    return None
+
+
+def add_ignore_check(binary, tree):
+    """`--add-ignore` on a copy of the tree; the problems found (empty when it holds)."""
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "tree"
+        shutil.copytree(tree, copy, symlinks=True)
+        before = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file() and p.suffix in (".py", ".rs")}
+        run = subprocess.run([binary, "--color", "never", "lint", "--isolated", "--add-ignore", "."], cwd=copy, capture_output=True, text=True)
+        if run.returncode not in (0, 1):
+            problems.append(f"--add-ignore exited with {run.returncode}: {run.stderr.strip()[-300:]}")
+        left = [f for f in json.loads(subprocess.run([binary, "--color", "never", "lint", "--isolated", "--format", "json", "."], cwd=copy, capture_output=True, text=True).stdout or "[]") if f["code"] not in NOT_RULES]
+        for f in left[:5]:
+            problems.append(f"still reported: {f['path']}:{f['line']} {f['code']}")
+        for path, old in before.items():
+            new = path.read_bytes()
+            if new != old:
+                bad = only_comments_added(old.decode("utf-8", "replace"), new.decode("utf-8", "replace"))
+                if bad:
+                    problems.append(f"{path.relative_to(copy)}: more than comments changed: {bad.strip()[:200]}")
+    return problems
+
+
 def table(rows):
     """Per rule and group: findings, labelled true/false, unlabelled, precision; known hazards,
     found, recall."""
@@ -272,6 +329,12 @@ def main():
     ap.add_argument("--lang", choices=["rust", "python"], help="only repositories of this language")
     ap.add_argument("--table", action="store_true", help="print the table of the stored labels and exit")
     ap.add_argument("--validate", action="store_true", help="check the stored files and exit")
+    ap.add_argument(
+        "--add-ignore-check",
+        action="store_true",
+        help="on a copy of each tree: `--add-ignore`, then check that a plain run reports nothing and "
+        "that the files changed only by suppression comments",
+    )
     args = ap.parse_args()
 
     repos = read_tsv(REPOS, REPO_COLUMNS)
@@ -300,6 +363,18 @@ def main():
         r for r in repos
         if (not args.only or r["repo"] in args.only) and (not args.lang or r["lang"] == args.lang)
     ]
+    if args.add_ignore_check:
+        failed = 0
+        for repo in selected:
+            tree = ensure_tree(repo["repo"], repo["commit"], base, Path(args.mirrors))
+            if tree is None:
+                print(f"{repo['repo']}: not available", file=sys.stderr)
+                continue
+            problems = add_ignore_check(args.bin, tree)
+            failed += bool(problems)
+            print(f"{repo['repo']}: " + ("ok" if not problems else "; ".join(problems)))
+        print(f"--add-ignore: {len(selected) - failed} of {len(selected)} repositories fully suppressed with comments only")
+        sys.exit(1 if failed else 0)
     by_key = {(r["repo"], r["path"], r["line"], r["code"]): r for r in stored}
     current = []  # the rows after this run, for the repositories linted
     diff = []

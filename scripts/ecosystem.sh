@@ -3,6 +3,7 @@
 # labelled ones in fixtures/ecosystem/findings.tsv (metadata only: none of their code is stored).
 #
 #   scripts/ecosystem.sh [--bin PATH] [--dir DIR] [--mirrors DIR] [--update] [--only REPO] [--lang rust|python]
+#                        [--add-ignore-check]
 #
 # --dir      where the repositories are checked out (default: $ECOSYSTEM_DIR or ../ecosystem, outside
 #            this repository). A missing one is exported from a bare mirror under --mirrors
@@ -14,6 +15,8 @@
 #            longer found is dropped, a MISS now found becomes TRUE.
 # --only     lint only this repository (repeatable).
 # --lang     only repositories of this language.
+# --add-ignore-check  instead of the table: `--add-ignore` on a copy of each tree, then check that
+#            a plain run reports nothing and that only suppression comments were added.
 # Prints per-rule findings, precision and recall, and the difference against the stored labels.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

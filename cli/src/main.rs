@@ -10,8 +10,8 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use devcheck_lint::output::{Format, RenderOptions, json_escaped, printable, render, statistics};
 use devcheck_lint::{
-    Api, FixMode, Overrides, Settings, Severity, apply_fixes, inspect_paths, lint_paths, registry,
-    render_inspect, unified_diff,
+    Api, FixMode, Overrides, Settings, Severity, add_ignores, apply_fixes, inspect_paths, lint_paths,
+    registry, render_inspect, unified_diff,
 };
 use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme};
 
@@ -138,6 +138,10 @@ struct LintArgs {
     /// is a diff).
     #[arg(long, conflicts_with = "fix")]
     diff: bool,
+    /// Write a suppression comment (`# devcheck: ignore[D002]`) for every current finding, so
+    /// that only new findings fail from now on; nothing else in the files changes.
+    #[arg(long, conflicts_with_all = ["fix", "diff"])]
+    add_ignore: bool,
     /// Print how many findings each rule has instead of the findings.
     #[arg(long)]
     statistics: bool,
@@ -256,6 +260,18 @@ fn lint(args: LintArgs, color: bool) -> u8 {
                     summary.fixed_files().count(),
                     if summary.fixed_files().count() == 1 { "" } else { "s" }
                 ));
+                fix_errors = summary.has_errors();
+            }
+            Err(e) => {
+                report_error(&e, color);
+                return 2;
+            }
+        }
+    }
+    if args.add_ignore {
+        match add_ignores(&mut run, &settings, true) {
+            Ok(summary) => {
+                print_err(&summary.render());
                 fix_errors = summary.has_errors();
             }
             Err(e) => {

@@ -147,3 +147,45 @@ fn pyproject_configures_devcheck_and_the_closest_file_wins() {
     assert!(stderr(&bad).contains("unknown field `ignor`"), "{}", stderr(&bad));
     assert!(stderr(&bad).contains("the `[tool.devcheck.lint]` table takes"), "{}", stderr(&bad));
 }
+
+/// `--add-ignore` writes a suppression for every finding and nothing else: after it, a plain run
+/// reports nothing, and the files differ only by the comments.
+#[test]
+fn add_ignore_suppresses_every_finding_and_changes_nothing_else() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let python = "import torch\n\n\ndef masks(n):\n    a = torch.ones(n).cuda()\n    b = torch.ones(n).cuda()  # a note\n    \
+                  d = torch.ones(n).cuda()  # devcheck: ignore[D005]\n    return a, b, d\n\n\n\
+                  def continued(n):\n    x = 1\n    c = torch.zeros(n).cuda() + \\\n        x\n    return c\n\n\n\
+                  def in_string(n):\n    t = torch.ones(n).cuda(); s = \"\"\"a\n    b\"\"\"\n    return t, s\n";
+    let rust = "use candle_core::{Device, Tensor};\n\npub fn forward(xs: &Tensor) -> candle_core::Result<Tensor> {\n    \
+                Tensor::zeros(3, candle_core::DType::F32, &Device::Cpu)?.add(xs) // note\n}\n";
+    write(dir.path().join("m.py"), python);
+    write(dir.path().join("r.rs"), rust);
+    let out = devcheck(&["lint", "--isolated", "--add-ignore", "."], dir.path());
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        "devcheck: m.py: suppressed 3 findings\ndevcheck: r.rs: suppressed 1 finding\n\
+         devcheck: suppressed 4 findings in 2 files\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("m.py")).expect("read"),
+        "import torch\n\n\ndef masks(n):\n    a = torch.ones(n).cuda()  # devcheck: ignore[D002]\n    \
+         b = torch.ones(n).cuda()  # a note  # devcheck: ignore[D002]\n    \
+         d = torch.ones(n).cuda()  # devcheck: ignore[D002, D005]\n    return a, b, d\n\n\n\
+         def continued(n):\n    x = 1\n    # devcheck: ignore[D002]\n    c = torch.zeros(n).cuda() + \\\n        x\n    return c\n\n\n\
+         def in_string(n):\n    # devcheck: ignore[D002]\n    t = torch.ones(n).cuda(); s = \"\"\"a\n    b\"\"\"\n    return t, s\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("r.rs")).expect("read"),
+        rust.replace("// note\n", "// note  // devcheck: ignore[D001]\n")
+    );
+    let plain = devcheck(&["lint", "--isolated", "--preview", "--format", "concise", "."], dir.path());
+    assert_eq!(stdout(&plain), "No findings in 2 files.\n");
+    // Run again: nothing left to suppress, nothing written.
+    let again = devcheck(&["lint", "--isolated", "--add-ignore", "."], dir.path());
+    assert_eq!(
+        stderr(&again),
+        "devcheck: suppressed 0 findings in 0 files, 2 files with nothing to suppress\n"
+    );
+}

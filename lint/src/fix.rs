@@ -65,6 +65,34 @@ pub struct FileFix {
 #[derive(Debug, Default)]
 pub struct FixSummary {
     pub files: Vec<FileFix>,
+    /// What was done to the files: fixes, or suppression comments (`--add-ignore`).
+    pub action: Action,
+}
+
+/// What a [`FixSummary`] reports on: `--fix` or `--add-ignore` (the same guarantees, other words).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Action {
+    #[default]
+    Fix,
+    AddIgnore,
+}
+
+impl Action {
+    /// (done, not done, nothing to do, a part not applied, who to tell)
+    fn words(self) -> (&'static str, &'static str, &'static str, (&'static str, &'static str), &'static str) {
+        match self {
+            Action::Fix => {
+                ("fixed", "not fixed", "nothing to fix", ("fix", "fixes"), "a bug in a fix; please report it")
+            }
+            Action::AddIgnore => (
+                "suppressed",
+                "not suppressed",
+                "nothing to suppress",
+                ("comment", "comments"),
+                "the comment would change the code; please report it",
+            ),
+        }
+    }
 }
 
 impl FixSummary {
@@ -112,26 +140,29 @@ impl FixSummary {
     /// counts (files with nothing to fix are only counted).
     pub fn render(&self) -> String {
         let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let (done, not_done, nothing, (unit, units), report) = self.action.words();
         let mut out = String::new();
         for file in &self.files {
             let path = printable_line(&file.path);
             let line = match &file.outcome {
                 FixOutcome::Fixed { findings, refused: 0, .. } => {
-                    format!("{path}: fixed {}", plural(*findings, "finding", "findings"))
+                    format!("{path}: {done} {}", plural(*findings, "finding", "findings"))
                 }
                 FixOutcome::Fixed { findings, refused, refused_because } => format!(
-                    "{path}: fixed {}; {} not applied: {} (a bug in a fix; please report it)",
+                    "{path}: {done} {}; {} not applied: {} ({report})",
                     plural(*findings, "finding", "findings"),
-                    plural(*refused, "fix", "fixes"),
-                    printable_line(refused_because.as_deref().unwrap_or("the fixed text would not compile"))
+                    plural(*refused, unit, units),
+                    printable_line(refused_because.as_deref().unwrap_or("the new text would not compile"))
                 ),
                 FixOutcome::Unchanged => continue,
-                FixOutcome::Rejected { reason } => format!(
-                    "{path}: not fixed: {} (a bug in a fix; please report it); the file is unchanged",
-                    printable_line(reason)
-                ),
+                FixOutcome::Rejected { reason } => {
+                    format!(
+                        "{path}: {not_done}: {} ({report}); the file is unchanged",
+                        printable_line(reason)
+                    )
+                }
                 FixOutcome::Failed { reason } => {
-                    format!("{path}: not fixed: {}; the file is unchanged", printable_line(reason))
+                    format!("{path}: {not_done}: {}; the file is unchanged", printable_line(reason))
                 }
             };
             out.push_str(&format!("devcheck: {line}\n"));
@@ -140,15 +171,15 @@ impl FixSummary {
         let not_fixed = self.rejected().count() + self.failed().count();
         let unchanged = self.with(|o| *o == FixOutcome::Unchanged).count();
         let mut parts = vec![format!(
-            "fixed {} in {}",
+            "{done} {} in {}",
             plural(self.fixed(), "finding", "findings"),
             plural(fixed, "file", "files")
         )];
         if not_fixed > 0 {
-            parts.push(format!("{} not fixed", plural(not_fixed, "file", "files")));
+            parts.push(format!("{} {not_done}", plural(not_fixed, "file", "files")));
         }
         if unchanged > 0 {
-            parts.push(format!("{} with nothing to fix", plural(unchanged, "file", "files")));
+            parts.push(format!("{} with {nothing}", plural(unchanged, "file", "files")));
         }
         out.push_str(&format!("devcheck: {}\n", parts.join(", ")));
         out
@@ -202,7 +233,7 @@ pub fn apply_fixes(
             }
         }
     }
-    Ok(FixSummary { files })
+    Ok(FixSummary { files, action: Action::Fix })
 }
 
 /// Fixes one file: rounds of fixes (they can overlap; each round applies the ones left out of the
@@ -286,7 +317,7 @@ fn fix_file(
 /// Why `file` must not be written: it resolves to a file outside every path the run was given
 /// (a symbolic link inside a folder that points out of it). A run made without paths (by hand,
 /// through the library) is not limited.
-fn outside(file: &Path, roots: &[Root]) -> Option<String> {
+pub(crate) fn outside(file: &Path, roots: &[Root]) -> Option<String> {
     if roots.is_empty() {
         return None;
     }
@@ -301,7 +332,7 @@ fn outside(file: &Path, roots: &[Root]) -> Option<String> {
 }
 
 /// The first error of `now` that `before` does not account for (a multiset difference).
-fn new_errors(before: &[String], now: Vec<String>) -> Option<String> {
+pub(crate) fn new_errors(before: &[String], now: Vec<String>) -> Option<String> {
     let mut left: Vec<&String> = before.iter().collect();
     for e in now {
         match left.iter().position(|b| **b == e) {
@@ -370,7 +401,7 @@ fn non_overlapping(report: &FileReport, mode: FixMode) -> Vec<&[Edit]> {
 }
 
 /// The text with these (non-overlapping) fixes applied.
-fn apply(text: &str, fixes: &[&[Edit]]) -> String {
+pub(crate) fn apply(text: &str, fixes: &[&[Edit]]) -> String {
     let mut edits: Vec<&Edit> = fixes.iter().flat_map(|f| f.iter()).collect();
     edits.sort_by_key(|e| (e.range.start, e.range.end));
     let mut out = String::with_capacity(text.len());
@@ -385,11 +416,11 @@ fn apply(text: &str, fixes: &[&[Edit]]) -> String {
 }
 
 /// One round of fixes: the text with every fix applied whose result the compiler accepts.
-struct Round {
+pub(crate) struct Round {
     /// `None` when no fix could be applied.
-    text: Option<String>,
-    refused: usize,
-    refused_because: Option<String>,
+    pub text: Option<String>,
+    pub refused: usize,
+    pub refused_because: Option<String>,
 }
 
 /// Bisections of a round whose text is refused before the remaining fixes are refused without
@@ -410,7 +441,7 @@ fn split<'f, 'e>(part: &'f [&'e [Edit]], pending: &mut Vec<&'f [&'e [Edit]]>, re
 
 /// Applies `fixes` (`all` is the text with all of them); when the result is not valid, finds the fixes that make it so by halving
 /// (a few parses for a few bad fixes among many) and applies the others.
-fn apply_valid(
+pub(crate) fn apply_valid(
     text: &str,
     fixes: &[&[Edit]],
     all: String,

@@ -19,6 +19,7 @@
 //! assert!(report.diagnostics.is_empty());
 //! ```
 
+mod add_ignore;
 mod config;
 mod diagnostic;
 mod driver;
@@ -39,11 +40,12 @@ mod unlinted;
 use std::path::Path;
 use std::sync::Arc;
 
+pub use add_ignore::add_ignores;
 pub use config::{CONFIG_FILE, LintTable, Overrides, Settings};
 pub use diagnostic::{Applicability, Diagnostic, Edit, Fix, LineCol, LineIndex};
 pub use driver::{LintRun, lint_paths};
 pub use error::{ConfigError, LintError};
-pub use fix::{FileFix, FixMode, FixOutcome, FixSummary, apply_fixes, unified_diff};
+pub use fix::{Action, FileFix, FixMode, FixOutcome, FixSummary, apply_fixes, unified_diff};
 pub use inspect::{FieldReport, InspectRun, StructReport, inspect_paths, inspect_source, render_inspect};
 pub use pipeline::FileReport;
 pub use registry::{RuleMeta, Severity};

@@ -148,6 +148,14 @@ pub(crate) fn compile_errors(lang: Language, text: &str) -> Result<Vec<String>, 
     }
 }
 
+/// Does `after` hold the same code as `before` but for comments and blank lines?
+pub(crate) fn same_code(lang: Language, before: &str, after: &str) -> bool {
+    match lang {
+        Language::Python => crate::python::same_code(before, after),
+        Language::Rust => crate::rust::same_code(before, after),
+    }
+}
+
 /// A thread pool whose workers have stacks deep enough for any tree a front end lets through,
 /// for linting, inspecting and fixing files in parallel.
 pub(crate) fn pool() -> std::io::Result<rayon::ThreadPool> {

@@ -68,9 +68,12 @@ impl Suppressions {
 }
 
 /// The text of a `//`, `///` or `//!` comment on the line.
+/// The text of the `//` (`///`, `//!`) comment that holds `devcheck:`, also after another
+/// comment on the line (`x; // note // devcheck: ignore[D001]`) or a `//` in a string.
 fn rust_comment(line: &str) -> Option<&str> {
-    let pos = line.find("//")?;
-    Some(line[pos + 2..].trim_start_matches(['/', '!']).trim())
+    let at = line.find("devcheck:")?;
+    let slashes = line[..at].rfind("//")?;
+    line[slashes + 2..at].trim_start_matches(['/', '!']).trim().is_empty().then(|| line[at..].trim())
 }
 
 /// The text of the `#` comment that holds `devcheck:` (an earlier `#` may sit in a string).

@@ -127,6 +127,37 @@ pub(crate) fn compile_errors(text: &str) -> Result<Vec<String>, String> {
     found.map_err(|e| format!("no stack could be set up to check it ({e})"))
 }
 
+/// Does `b` hold the same code as `a`, token for token, once comments and blank lines are left
+/// out? `--add-ignore` asks it: a suppression comment must change nothing else (a `#` that landed
+/// inside a string would change the string). `false` when either does not parse.
+pub(crate) fn same_code(a: &str, b: &str) -> bool {
+    fn code(text: &str) -> Option<Vec<(ruff_python_ast::token::TokenKind, String)>> {
+        use ruff_python_ast::token::TokenKind as K;
+        let (parsed, depth) = parse(text).ok()?;
+        let tree = std::cell::Cell::new(Some(parsed));
+        crate::stack::within(depth::stack_needed(depth), || {
+            let parsed = tree.take()?;
+            let tokens = parsed
+                .tokens()
+                .iter()
+                .filter(|t| !matches!(t.kind(), K::Comment | K::NonLogicalNewline))
+                .map(|t| {
+                    // Line breaks and indentation may be written differently; the rest is the text.
+                    let shown = match t.kind() {
+                        K::Newline | K::Indent | K::Dedent => "",
+                        _ => text.get(t.range().to_std_range()).unwrap_or(""),
+                    };
+                    (t.kind(), shown.to_string())
+                })
+                .collect();
+            Some(tokens)
+        })
+        .ok()
+        .flatten()
+    }
+    matches!((code(a), code(b)), (Some(x), Some(y)) if x == y)
+}
+
 fn too_deep(deep: TooDeep) -> Finding {
     Finding::new(&registry::PARSE_ERROR, deep.at..deep.at + deep.len, format!(
         "file not linted: it is too deeply nested to analyse (more than {} levels of brackets, operators, keywords or blocks)",

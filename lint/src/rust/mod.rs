@@ -154,6 +154,23 @@ pub(crate) fn compile_errors(text: &str) -> Result<Vec<String>, String> {
     Ok(Vec::new())
 }
 
+/// Does `b` hold the same code as `a`, token for token? Comments are not tokens (doc comments
+/// are, as attributes). `--add-ignore` asks it: a suppression comment must change nothing else.
+pub(crate) fn same_code(a: &str, b: &str) -> bool {
+    fn code(text: &str) -> Option<String> {
+        let depth = depth_of(text).ok()?;
+        let base = stripped_prefix(text);
+        crate::stack::within(depth::stack_needed(depth), || {
+            let tokens = text[base..].parse::<proc_macro2::TokenStream>().ok().map(|t| t.to_string());
+            proc_macro2::extra::invalidate_current_thread_spans();
+            tokens
+        })
+        .ok()
+        .flatten()
+    }
+    matches!((code(a), code(b)), (Some(x), Some(y)) if x == y)
+}
+
 /// A parsed file as the rules see it.
 pub(crate) struct FileCx<'a> {
     pub text: &'a str,
