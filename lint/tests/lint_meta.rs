@@ -194,3 +194,50 @@ fn every_message_starts_lowercase_without_a_trailing_period() {
             .all(|r| r.code == "D000" || r.code == "D999")
     );
 }
+
+/// The ```python block after `heading` in `docs`.
+fn python_block<'a>(docs: &'a str, heading: &str) -> Option<&'a str> {
+    let after = &docs[docs.find(heading)? + heading.len()..];
+    let start = after.find("```python\n")? + "```python\n".len();
+    let end = after[start..].find("```")?;
+    Some(&after[start..start + end])
+}
+
+/// Every rule's PyTorch docs show code that the rule flags (`### Example`) and the same code
+/// fixed, which it does not flag (`### Use instead`): the examples are linted, as users will
+/// paste them.
+#[test]
+fn every_pytorch_example_is_flagged_and_its_fix_is_not() {
+    let settings = Settings::from_table(
+        LintTable::default(),
+        PathBuf::from("."),
+        None,
+        &Overrides { preview: true, ..Overrides::default() },
+    )
+    .expect("settings");
+    let mut problems = Vec::new();
+    for rule in registry::rules() {
+        if rule.status_in(Language::Python).is_none() {
+            continue;
+        }
+        let docs = rule.python().map(|p| p.docs()).unwrap_or_else(|| rule.docs());
+        for (heading, flagged) in [("### Example", true), ("### Use instead", false)] {
+            let Some(code) = python_block(&docs, heading) else {
+                problems.push(format!("{}: no Python block under `{heading}`", rule.code));
+                continue;
+            };
+            let report = devcheck_lint::lint_source("model.py", code, &settings);
+            let codes: Vec<&str> = report.diagnostics.iter().map(|d| d.code).collect();
+            if codes.contains(&"D000") {
+                problems.push(format!("{}: `{heading}` does not parse: {:?}", rule.code, report.diagnostics));
+            } else if codes.contains(&rule.code) != flagged {
+                problems.push(format!(
+                    "{}: `{heading}` is {}flagged (findings: {codes:?})",
+                    rule.code,
+                    if flagged { "not " } else { "" }
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -75,7 +75,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         ),
         Hot::CalledInLoop(_) => (
             format!("`{}` in a loop waits for the device at every step", sync.what),
-            "accumulate on the device (`total += loss.detach()`) and read once per epoch, or read every N steps (`if step % 100 == 0:`)",
+            "accumulate a detached tensor on the device (`total += loss.detach()`) and read it every N steps (`if step % log_every == 0:`) or once at the end",
         ),
     };
     let mut finding =
