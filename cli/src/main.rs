@@ -1,4 +1,4 @@
-//! The `devcheck` command line: `lint`, `inspect`, `explain`, `env`.
+//! The `devcheck` command line: `lint`, `inspect`, `check`, `explain`, `env`.
 //!
 //! Exit codes: 0 clean, 1 findings at the failing level, 2 usage, I/O or internal error (a
 //! file `--fix` could not write included; every other file is still fixed and reported).
@@ -42,6 +42,10 @@ enum Command {
     Lint(LintArgs),
     /// Show what a device move carries in each module struct, and what it leaves behind.
     Inspect(InspectArgs),
+    /// Dry-run a PyTorch model on a fake GPU and report its device bugs at their lines:
+    /// `devcheck check model.py:build --input x:float32[8,128]` (needs the devcheck package and
+    /// torch in a Python: see `--python`).
+    Check(CheckArgs),
     /// Print a rule's documentation: `devcheck explain D001`.
     Explain {
         /// A rule code (`D001`) or name (`tensor-on-fixed-device`).
@@ -96,6 +100,27 @@ struct InspectArgs {
     /// Ignore every devcheck.toml.
     #[arg(long)]
     isolated: bool,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// The model to check: FILE.py:NAME, NAME being a zero-argument factory function or an
+    /// `nn.Module` class in that file.
+    target: String,
+    /// An input of `forward`: NAME:DTYPE[SHAPE], e.g. `x:float32[8,128]`, `ids:int64[2,64]=0..50257`
+    /// (repeatable).
+    #[arg(long = "input")]
+    inputs: Vec<String>,
+    /// The device the model is checked for.
+    #[arg(long, default_value = "cuda:0")]
+    device: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = EnvFormat::Human)]
+    format: EnvFormat,
+    /// The Python to run the check in (it needs the devcheck package and torch). Default:
+    /// `DEVCHECK_PYTHON`, else the Python this command was installed with, else `python3`.
+    #[arg(long)]
+    python: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -166,6 +191,7 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::Lint(args) => lint(args, color),
         Command::Inspect(args) => inspect(args, color),
+        Command::Check(args) => check(args),
         Command::Explain { code } => explain(&code, color),
         Command::Env { format } => env(format),
         Command::Kernels { command: KernelsCommand::Check { archs, include } } => {
@@ -362,6 +388,61 @@ fn inspect(args: InspectArgs, color: bool) -> u8 {
     };
     print(&render_inspect(&run, json, color));
     if run.fails_at(settings.fail_on) { 1 } else { code }
+}
+
+/// `devcheck check`: the PyTorch dry run, in the user's own Python (`python -m devcheck.torch
+/// check`, where its arguments are read); its output and exit code are this command's.
+fn check(args: CheckArgs) -> u8 {
+    let python =
+        args.python.clone().or_else(|| std::env::var_os("DEVCHECK_PYTHON").map(PathBuf::from)).or_else(
+            || {
+                // Installed from the wheel, the command sits beside the environment's interpreter.
+                let dir = std::env::current_exe().ok()?.parent()?.to_path_buf();
+                ["python3", "python", "python.exe"].iter().map(|n| dir.join(n)).find(|p| p.is_file())
+            },
+        );
+    let python = python.unwrap_or_else(|| PathBuf::from("python3"));
+    // Is the package there (and torch)? Asked without importing torch, which takes seconds.
+    let probe = std::process::Command::new(&python)
+        .args([
+            "-c",
+            "import importlib.util as u, sys; sys.exit(0 if u.find_spec('devcheck') and u.find_spec('devcheck.torch') \
+             else 3 if not u.find_spec('torch') and u.find_spec('devcheck') else 4)",
+        ])
+        .status();
+    let help = match probe {
+        Ok(s) if s.success() => None,
+        Ok(s) if s.code() == Some(3) => Some((
+            format!("PyTorch is not installed in `{}`", python.display()),
+            "`pip install torch` in that environment, or name another Python with `--python`",
+        )),
+        Ok(_) => Some((
+            format!("the devcheck package is not installed in `{}`", python.display()),
+            "`pip install .` from a devcheck checkout into the environment that has torch, or name that \
+             environment's Python with `--python` (or DEVCHECK_PYTHON)",
+        )),
+        Err(e) => Some((
+            format!("could not run `{}`: {e}", python.display()),
+            "name a Python with PyTorch and the devcheck package with `--python` (or DEVCHECK_PYTHON)",
+        )),
+    };
+    if let Some((error, help)) = help {
+        print_err(&format!("error: {error}\n\nhelp: {help}\n"));
+        return 2;
+    }
+    let mut command = std::process::Command::new(&python);
+    command.args(["-m", "devcheck.torch", "check", &args.target, "--device", &args.device]);
+    command.args(["--format", if args.format == EnvFormat::Json { "json" } else { "human" }]);
+    for input in &args.inputs {
+        command.args(["--input", input]);
+    }
+    match command.status() {
+        Ok(status) => status.code().and_then(|c| u8::try_from(c).ok()).unwrap_or(2),
+        Err(e) => {
+            print_err(&format!("error: could not run `{}`: {e}\n", python.display()));
+            2
+        }
+    }
 }
 
 fn list_rules(format: Format) -> String {

@@ -76,3 +76,20 @@ fn env_reports_version_cuda_and_default_device() {
         serde_json::from_str(&stdout(&devcheck(&["env", "--format", "json"]))).expect("JSON");
     assert_eq!(json[0]["key"], "devcheck");
 }
+
+/// `devcheck check` runs in the user's Python; one that cannot run it is a usage error that
+/// says which Python and how to fix it, never a traceback.
+#[test]
+fn check_without_a_usable_python_says_which_and_how_to_fix_it() {
+    let out = Command::new(env!("CARGO_BIN_EXE_devcheck"))
+        .args(["check", "--python", "/nonexistent/python3", "model.py:Net", "--input", "x:float32[2,8]"])
+        .output()
+        .expect("the devcheck binary runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("error: could not run `/nonexistent/python3`: "), "{stderr}");
+    assert!(
+        stderr.contains("help: name a Python with PyTorch and the devcheck package with `--python`"),
+        "{stderr}"
+    );
+}
