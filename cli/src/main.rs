@@ -264,8 +264,8 @@ fn lint(args: LintArgs, color: bool) -> u8 {
     let mut fix_errors = false;
     let mut has_diff = false;
     if args.fix || args.diff {
-        let before: Vec<(String, std::sync::Arc<str>)> =
-            run.files.iter().map(|f| (f.path.clone(), f.text.clone())).collect();
+        let before: Vec<(String, String)> =
+            run.files.iter().map(|f| (f.path.clone(), f.disk_text().into_owned())).collect();
         match apply_fixes(&mut run, mode, &settings, args.fix) {
             Ok(summary) if args.fix => {
                 print_err(&summary.render());
@@ -275,7 +275,7 @@ fn lint(args: LintArgs, color: bool) -> u8 {
                 // `--diff`: what `--fix` would write, file by file; nothing is written.
                 let mut diff = String::new();
                 for ((path, old), file) in before.iter().zip(&run.files) {
-                    diff.push_str(&unified_diff(path, old, &file.text));
+                    diff.push_str(&unified_diff(path, old, &file.disk_text()));
                 }
                 has_diff = !diff.is_empty();
                 print(&printable(&diff));

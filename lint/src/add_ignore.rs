@@ -64,7 +64,7 @@ fn add_to_file(report: &mut FileReport, settings: &Settings, write: bool, roots:
     let lang = Language::of_named_file(&report.disk_path);
     let original = report.clone();
     let valid = |text: &str| {
-        if same_code(lang, &original.text, text) {
+        if same_code(&original.disk_path, &original.text, text) {
             Ok(())
         } else {
             Err("the comment would change the code (it landed in a string or a continued line)".to_string())
@@ -116,13 +116,19 @@ fn add_to_file(report: &mut FileReport, settings: &Settings, write: bool, roots:
         if let Some(reason) = outside(&current.disk_path, roots) {
             return FixOutcome::Failed { reason };
         }
-        if let Err(e) = devcheck_files::replace_if_unchanged(
-            &current.disk_path,
-            original.text.as_bytes(),
-            text.as_bytes(),
-        ) {
+        let (on_disk, new) = match original.to_write(&text) {
+            Ok(pair) => pair,
+            Err(reason) => return FixOutcome::Failed { reason },
+        };
+        if let Err(e) =
+            devcheck_files::replace_if_unchanged(&current.disk_path, on_disk.as_bytes(), new.as_bytes())
+        {
             return FixOutcome::Failed { reason: format!("could not write it: {e}") };
         }
+        current.source = original.source.as_ref().map(|_| new.into());
+    }
+    if current.source.is_none() {
+        current.source.clone_from(&original.source);
     }
     let findings = original.diagnostics.len().saturating_sub(current.diagnostics.len());
     *report = current;

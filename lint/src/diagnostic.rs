@@ -194,6 +194,17 @@ pub struct Diagnostic {
     pub also: Vec<LineCol>,
     /// Where the function the finding is in starts, when the front end knows it.
     pub(crate) scope: Option<usize>,
+    /// In a notebook: the cell the finding is in. Lines (`start`, `end`, `also`) are lines of
+    /// the cells joined; [`Diagnostic::line`] and [`Diagnostic::location`] show them in the cell.
+    pub cell: Option<CellPlace>,
+}
+
+/// A notebook cell: its number in the notebook (as Jupyter counts them, from 1) and the line of
+/// the joined cells its code starts on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CellPlace {
+    pub number: usize,
+    pub first_line: usize,
 }
 
 /// Folds the findings of one rule with the same message in one function into the first of
@@ -240,13 +251,31 @@ impl Diagnostic {
         1 + self.also.len()
     }
 
+    /// A line of the file as shown: in a notebook, the line in the finding's cell.
+    pub fn shown_line(&self, line: usize) -> usize {
+        match self.cell {
+            Some(cell) => (line + 1).saturating_sub(cell.first_line).max(1),
+            None => line,
+        }
+    }
+
+    /// `path:line:column`, or in a notebook `path:cell N:line:column`, unescaped.
+    pub fn location(&self) -> String {
+        let line = self.shown_line(self.start.line);
+        match self.cell {
+            Some(cell) => format!("{}:cell {}:{line}:{}", self.path, cell.number, self.start.column),
+            None => format!("{}:{line}:{}", self.path, self.start.column),
+        }
+    }
+
     /// `(6 times in this function: also lines 12, 14, ..)`, for the text formats; empty for a
     /// finding in one place.
     pub fn repeats(&self) -> String {
         if self.also.is_empty() {
             return String::new();
         }
-        let lines: Vec<String> = self.also.iter().take(8).map(|p| p.line.to_string()).collect();
+        let lines: Vec<String> =
+            self.also.iter().take(8).map(|p| self.shown_line(p.line).to_string()).collect();
         let more = if self.also.len() > 8 { ", .." } else { "" };
         format!(" ({} times in this function: also lines {}{more})", self.count(), lines.join(", "))
     }

@@ -257,14 +257,14 @@ pub(crate) fn lint_file(path: &Path, settings: &Settings) -> FileReport {
             return unreadable(path, &shown, kind, message, "check the file's permissions", 0..0, "".into());
         }
     };
-    match String::from_utf8(bytes) {
-        Ok(text) => crate::pipeline::lint_text(path, &shown, kind, Arc::from(text), settings),
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
         Err(e) => {
             let at = e.utf8_error().valid_up_to();
             let lossy: Arc<str> = Arc::from(String::from_utf8_lossy(e.as_bytes()).into_owned());
             // The lossy text keeps the valid prefix byte for byte, so `at` still points there.
             let message = format!("file is not valid UTF-8 (invalid byte at offset {at})");
-            unreadable(
+            return unreadable(
                 path,
                 &shown,
                 kind,
@@ -272,9 +272,24 @@ pub(crate) fn lint_file(path: &Path, settings: &Settings) -> FileReport {
                 "source files must be UTF-8; the file was skipped",
                 at..at,
                 lossy,
-            )
+            );
         }
+    };
+    // A notebook: its code cells are linted, and its JSON kept to write fixes back into.
+    if crate::python::source_type(path) == ruff_python_ast::PySourceType::Ipynb {
+        let notebook = match crate::python::notebook::Notebook::parse(&text) {
+            Ok(notebook) => notebook,
+            Err(why) => {
+                let help =
+                    "open and save it in Jupyter to repair it, or exclude it (`exclude` in devcheck.toml)";
+                return unreadable(path, &shown, kind, why, help, 0..0, Arc::from(text));
+            }
+        };
+        let mut report = super::pipeline::lint_text(path, &shown, kind, Arc::from(notebook.text()), settings);
+        report.source = Some(Arc::from(text));
+        return report;
     }
+    super::pipeline::lint_text(path, &shown, kind, Arc::from(text), settings)
 }
 
 fn unreadable(
@@ -315,6 +330,7 @@ fn report_finding(
         related: Vec::new(),
         also: Vec::new(),
         scope: None,
+        cell: None,
     };
     FileReport {
         path: shown.to_string(),
@@ -324,6 +340,7 @@ fn report_finding(
         text,
         diagnostics: vec![diagnostic],
         summary: None,
+        source: None,
     }
 }
 

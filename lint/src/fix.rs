@@ -251,8 +251,9 @@ fn fix_file(
     let lang = Language::of_named_file(&report.disk_path);
     // What the compiler already refuses in the file is not a fix's doing. (The file parsed: its
     // rules ran.)
-    let already = compile_errors(lang, &report.text).unwrap_or_default();
-    let valid = |text: &str| match compile_errors(lang, text) {
+    let path = report.disk_path.clone();
+    let already = compile_errors(&path, &report.text).unwrap_or_default();
+    let valid = |text: &str| match compile_errors(&path, text) {
         Err(e) => Err(format!("the fixed text would not be valid {}: {e}", lang.title())),
         Ok(errors) => match new_errors(&already, errors) {
             Some(e) => Err(format!("the fixed text would not compile as {}: {e}", lang.title())),
@@ -301,15 +302,21 @@ fn fix_file(
         if let Some(reason) = outside(&fixed.disk_path, roots) {
             return FixOutcome::Failed { reason };
         }
-        if let Err(e) = devcheck_files::replace_if_unchanged(
-            &fixed.disk_path,
-            original.text.as_bytes(),
-            fixed.text.as_bytes(),
-        ) {
+        let (on_disk, new) = match original.to_write(&fixed.text) {
+            Ok(pair) => pair,
+            Err(reason) => return FixOutcome::Failed { reason },
+        };
+        if let Err(e) =
+            devcheck_files::replace_if_unchanged(&fixed.disk_path, on_disk.as_bytes(), new.as_bytes())
+        {
             return FixOutcome::Failed { reason: format!("could not write it: {e}") };
         }
+        fixed.source = original.source.as_ref().map(|_| new.into());
     }
     let findings = original.diagnostics.len().saturating_sub(fixed.diagnostics.len());
+    if fixed.source.is_none() {
+        fixed.source.clone_from(&original.source);
+    }
     *report = fixed;
     FixOutcome::Fixed { findings, refused, refused_because }
 }
@@ -540,7 +547,7 @@ mod tests {
         let fixes: Vec<Vec<Edit>> =
             (0..40).map(|i| if i == 7 || i == 31 { bad(i) } else { good(i) }).collect();
         let refs: Vec<&[Edit]> = fixes.iter().map(Vec::as_slice).collect();
-        let valid = |t: &str| match compile_errors(Language::Python, t) {
+        let valid = |t: &str| match compile_errors(Path::new("m.py"), t) {
             Ok(_) => Ok(()),
             Err(e) => Err(e),
         };

@@ -101,6 +101,7 @@ fn not_inspected(report: &FileReport, error: &std::io::Error) -> Diagnostic {
         related: Vec::new(),
         also: Vec::new(),
         scope: None,
+        cell: None,
     }
 }
 

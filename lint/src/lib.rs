@@ -42,7 +42,7 @@ use std::sync::Arc;
 
 pub use add_ignore::add_ignores;
 pub use config::{CONFIG_FILE, LintTable, Overrides, Settings};
-pub use diagnostic::{Applicability, Diagnostic, Edit, Fix, LineCol, LineIndex};
+pub use diagnostic::{Applicability, CellPlace, Diagnostic, Edit, Fix, LineCol, LineIndex};
 pub use driver::{LintRun, lint_paths};
 pub use error::{ConfigError, LintError};
 pub use fix::{Action, FileFix, FixMode, FixOutcome, FixSummary, apply_fixes, unified_diff};

@@ -30,6 +30,33 @@ pub struct FileReport {
     pub diagnostics: Vec<Diagnostic>,
     /// What the crate-wide pass needs (kept, so that it can run again after fixes).
     pub(crate) summary: Option<Box<crate::rust::crates::FileSummary>>,
+    /// The file's own text when it is not what was linted: a notebook's JSON (`text` is its
+    /// code cells joined). Fixes are written back into it.
+    pub(crate) source: Option<Arc<str>>,
+}
+
+impl FileReport {
+    /// The file as it is on disk, or would be once its linted text is written (for a notebook,
+    /// its JSON with the cells of `text`): what `--diff` compares.
+    pub fn disk_text(&self) -> std::borrow::Cow<'_, str> {
+        match self.to_write(&self.text) {
+            Ok((_, new)) if self.source.is_some() => new.into(),
+            _ => std::borrow::Cow::Borrowed(&self.text),
+        }
+    }
+
+    /// The file's bytes on disk, and the bytes it holds once its linted text becomes `new_text`
+    /// (for a notebook, its JSON with the changed cells written back): what `--fix` and
+    /// `--add-ignore` write.
+    pub(crate) fn to_write(&self, new_text: &str) -> Result<(&str, String), String> {
+        match &self.source {
+            None => Ok((&self.text, new_text.to_string())),
+            Some(json) => {
+                let notebook = crate::python::notebook::Notebook::parse(json)?;
+                Ok((json, notebook.write_back(json, new_text)?))
+            }
+        }
+    }
 }
 
 /// Up to this many findings in a file are placed without building its line index.
@@ -109,6 +136,7 @@ pub(crate) fn lint_text(
                 related: f.related,
                 also: Vec::new(),
                 scope: f.scope,
+                cell: None,
             };
             if conditions.is_empty() {
                 Some(diagnostic)
@@ -121,6 +149,15 @@ pub(crate) fn lint_text(
     diagnostics
         .sort_by(|a, b| (a.range.start, a.code, a.range.end).cmp(&(b.range.start, b.code, b.range.end)));
     diagnostics.dedup_by(|a, b| a.code == b.code && a.range == b.range);
+    // A notebook's findings are shown by cell.
+    if crate::python::source_type(path) == ruff_python_ast::PySourceType::Ipynb {
+        let cells = crate::python::notebook::Cells::of(&text);
+        for d in &mut diagnostics {
+            d.cell = cells
+                .place(d.start.line)
+                .map(|(number, first_line)| crate::diagnostic::CellPlace { number, first_line });
+        }
+    }
     let summary = summary.map(|mut s| {
         s.disk_path = Some(path.to_path_buf());
         s.pending = pending;
@@ -134,6 +171,7 @@ pub(crate) fn lint_text(
         text,
         diagnostics,
         summary,
+        source: None,
     }
 }
 
@@ -141,17 +179,17 @@ pub(crate) fn lint_text(
 /// without compiling it: `Err` with the syntax error (or why the text cannot be analysed), else
 /// the errors a parse lets through that the compiler does not (Python's repeated keyword
 /// arguments and the like). Independent of every setting: `--fix` asks it of fixed text.
-pub(crate) fn compile_errors(lang: Language, text: &str) -> Result<Vec<String>, String> {
-    match lang {
-        Language::Python => crate::python::compile_errors(text),
+pub(crate) fn compile_errors(path: &Path, text: &str) -> Result<Vec<String>, String> {
+    match Language::of_named_file(path) {
+        Language::Python => crate::python::compile_errors(text, crate::python::source_type(path)),
         Language::Rust => crate::rust::compile_errors(text),
     }
 }
 
 /// Does `after` hold the same code as `before` but for comments and blank lines?
-pub(crate) fn same_code(lang: Language, before: &str, after: &str) -> bool {
-    match lang {
-        Language::Python => crate::python::same_code(before, after),
+pub(crate) fn same_code(path: &Path, before: &str, after: &str) -> bool {
+    match Language::of_named_file(path) {
+        Language::Python => crate::python::same_code(before, after, crate::python::source_type(path)),
         Language::Rust => crate::rust::same_code(before, after),
     }
 }

@@ -76,11 +76,12 @@ pub enum Language {
 impl Language {
     pub const ALL: [Language; 2] = [Language::Rust, Language::Python];
 
-    /// `.rs` is Rust, `.py` is Python; anything else is neither (a directory walk skips it).
+    /// `.rs` is Rust, `.py` and `.ipynb` (a notebook's code cells) are Python; anything else is
+    /// neither (a directory walk skips it).
     pub fn of_path(path: &Path) -> Option<Language> {
         match path.extension().and_then(|e| e.to_str()) {
             Some("rs") => Some(Language::Rust),
-            Some("py") => Some(Language::Python),
+            Some("py" | "ipynb") => Some(Language::Python),
             _ => None,
         }
     }
@@ -116,7 +117,8 @@ fn python_kind(path: &Path, file_name: &str, stem: &str) -> Option<FileKind> {
     if file_name == "setup.py" {
         return Some(FileKind::BuildScript);
     }
-    if matches!(file_name, "__main__.py" | "main.py") {
+    // A notebook runs top to bottom as a script does: choosing a device is its job.
+    if matches!(file_name, "__main__.py" | "main.py") || file_name.ends_with(".ipynb") {
         return Some(FileKind::Binary);
     }
     let in_dir = |names: &[&str]| {

@@ -16,15 +16,20 @@ pub(super) fn render(run: &LintRun) -> String {
             out,
             "::{level} file={},line={},col={},endLine={},endColumn={},title={}::{}",
             property(&d.path),
-            d.start.line,
+            d.shown_line(d.start.line),
             d.start.column,
-            d.end.line,
+            d.shown_line(d.end.line),
             d.end.column,
             property(&format!("{} {}", d.code, d.name)),
-            data(&format!("{}{}", d.message, d.repeats()))
+            data(&format!("{}{}{}", cell_prefix(d), d.message, d.repeats()))
         );
     }
     out
+}
+
+/// `cell 3: ` before a notebook finding's message (its line is the cell's).
+pub(super) fn cell_prefix(d: &crate::diagnostic::Diagnostic) -> String {
+    d.cell.map(|c| format!("cell {}: ", c.number)).unwrap_or_default()
 }
 
 /// Escapes a command's message: control characters as everywhere, then what the workflow

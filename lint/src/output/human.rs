@@ -95,14 +95,8 @@ pub(super) fn render(run: &LintRun, opts: RenderOptions) -> String {
             let report = Report { d, excerpt: Excerpt::new(file, &index, d) };
             let mut one = String::new();
             if handler.render_report(&mut one, &report).is_err() {
-                one = format!(
-                    "{}:{}:{}: {} {}\n",
-                    printable_line(&d.path),
-                    d.start.line,
-                    d.start.column,
-                    d.code,
-                    printable_line(&d.message)
-                );
+                one =
+                    format!("{}: {} {}\n", printable_line(&d.location()), d.code, printable_line(&d.message));
             }
             out.push_str(&one);
             if !one.ends_with('\n') {
@@ -136,10 +130,22 @@ impl Excerpt {
         let line_of = |offset: usize| index.line_col(text, offset).line;
         let last_line = index.line_count();
         // The labels' lines and one line either side; miette may show any line between them.
+        // Not before the finding's notebook cell (nor its boundary line).
+        let floor = d.cell.map_or(1, |c| c.first_line);
         let first =
-            spans.iter().map(|(r, _, _)| line_of(r.start)).min().unwrap_or(1).saturating_sub(1).max(1);
+            spans.iter().map(|(r, _, _)| line_of(r.start)).min().unwrap_or(1).saturating_sub(1).max(floor);
         let last =
             spans.iter().map(|(r, _, _)| line_of(r.end)).max().unwrap_or(1).saturating_add(1).min(last_line);
+        // Not past the finding's notebook cell either (the next cell's boundary line).
+        let last = match d.cell {
+            Some(_) => (first..=last)
+                .find(|&l| {
+                    l > first
+                        && text[index.line_range(text, l)].starts_with(crate::python::notebook::BOUNDARY)
+                })
+                .map_or(last, |l| l - 1),
+            None => last,
+        };
         let mut points: Vec<usize> = spans.iter().flat_map(|(r, _, _)| [r.start, r.end]).collect();
         points.sort_unstable();
         points.dedup();
@@ -168,13 +174,12 @@ impl Excerpt {
             });
             columns.insert(start, index.line_col(text, r.start).column.saturating_sub(1));
         }
-        Excerpt {
-            name: printable_line(&file.path).into_owned(),
-            text: out,
-            first_line: first - 1,
-            labels,
-            columns,
-        }
+        // In a notebook, the cell and its lines.
+        let (name, first_line) = match d.cell {
+            Some(cell) => (format!("{}:cell {}", file.path, cell.number), d.shown_line(first) - 1),
+            None => (file.path.clone(), first - 1),
+        };
+        Excerpt { name: printable_line(&name).into_owned(), text: out, first_line, labels, columns }
     }
 }
 

@@ -19,6 +19,9 @@ struct JsonDiagnostic<'a> {
     end_column: usize,
     help: Option<&'a str>,
     fix: Option<JsonFix<'a>>,
+    /// In a notebook: the cell's number (lines and columns are in the cell).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cell: Option<usize>,
     /// The same finding elsewhere in the same function (one cause, reported once): present only
     /// when there are such places, with `count` the number of places in all.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -67,9 +70,9 @@ pub(super) fn render(run: &LintRun) -> String {
                         let s = index.line_col(&file.text, e.range.start);
                         let t = index.line_col(&file.text, e.range.end);
                         JsonEdit {
-                            line: s.line,
+                            line: d.shown_line(s.line),
                             column: s.column,
-                            end_line: t.line,
+                            end_line: d.shown_line(t.line),
                             end_column: t.column,
                             content: &e.replacement,
                         }
@@ -82,14 +85,19 @@ pub(super) fn render(run: &LintRun) -> String {
                 severity: d.severity.as_str(),
                 message: &d.message,
                 path: &d.path,
-                line: d.start.line,
+                line: d.shown_line(d.start.line),
                 column: d.start.column,
-                end_line: d.end.line,
+                end_line: d.shown_line(d.end.line),
                 end_column: d.end.column,
                 help: d.help.as_deref(),
                 fix,
+                cell: d.cell.map(|c| c.number),
                 count: (!d.also.is_empty()).then(|| d.count()),
-                also: d.also.iter().map(|p| JsonPlace { line: p.line, column: p.column }).collect(),
+                also: d
+                    .also
+                    .iter()
+                    .map(|p| JsonPlace { line: d.shown_line(p.line), column: p.column })
+                    .collect(),
             });
         }
     }

@@ -117,10 +117,8 @@ pub fn summary(run: &LintRun) -> String {
 pub(crate) fn concise_line(d: &crate::diagnostic::Diagnostic) -> String {
     let fixable = d.fix.as_ref().is_some_and(|f| f.applicability == super::Applicability::Safe);
     format!(
-        "{}:{}:{}: {} [{}] {}{}{}",
-        printable_line(&d.path),
-        d.start.line,
-        d.start.column,
+        "{}: {} [{}] {}{}{}",
+        printable_line(&d.location()),
         d.code,
         d.severity.as_str(),
         if fixable { "[*] " } else { "" },

@@ -50,7 +50,7 @@ pub(super) fn render(run: &LintRun) -> String {
         let uri = uri(&file.disk_path);
         for d in &file.diagnostics {
             let index = registry::all().iter().position(|r| r.code == d.code).unwrap_or(0);
-            let mut message = format!("{}{}", d.message, d.repeats());
+            let mut message = format!("{}{}{}", super::github::cell_prefix(d), d.message, d.repeats());
             if let Some(help) = &d.help {
                 message.push_str("\nhelp: ");
                 message.push_str(help);
@@ -64,9 +64,9 @@ pub(super) fn render(run: &LintRun) -> String {
                     "physicalLocation": {
                         "artifactLocation": { "uri": uri, "uriBaseId": "%SRCROOT%" },
                         "region": {
-                            "startLine": d.start.line,
+                            "startLine": d.shown_line(d.start.line),
                             "startColumn": d.start.column,
-                            "endLine": d.end.line,
+                            "endLine": d.shown_line(d.end.line),
                             "endColumn": d.end.column,
                         }
                     }

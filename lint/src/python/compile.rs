@@ -111,14 +111,17 @@ impl SemanticSyntaxContext for Context<'_> {
 
 #[cfg(test)]
 mod tests {
+    use ruff_python_ast::PySourceType;
+
     use super::super::compile_errors;
 
     #[test]
     fn a_repeated_keyword_is_an_error_and_ordinary_code_is_not() {
-        let errors = compile_errors("x.to(d, non_blocking=False, non_blocking=True)\n").expect("parses");
+        let errors = compile_errors("x.to(d, non_blocking=False, non_blocking=True)\n", PySourceType::Python)
+            .expect("parses");
         assert_eq!(errors, ["Duplicate keyword argument `non_blocking`"]);
         let fine = "import torch\nasync def f(x):\n    for y in x:\n        await g(y)\n        break\n    yield 1\n";
-        assert_eq!(compile_errors(fine).expect("parses"), Vec::<String>::new());
-        assert!(compile_errors("def f(:\n").is_err());
+        assert_eq!(compile_errors(fine, PySourceType::Python).expect("parses"), Vec::<String>::new());
+        assert!(compile_errors("def f(:\n", PySourceType::Python).is_err());
     }
 }

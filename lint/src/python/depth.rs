@@ -25,9 +25,11 @@
 
 use std::cell::RefCell;
 
+use ruff_python_ast::PySourceType;
 use ruff_python_ast::token::{Token, TokenFlags, TokenKind};
 use ruff_python_ast::visitor::transformer::{self, Transformer};
 use ruff_python_ast::{self as ast, AtomicNodeIndex, Expr, InterpolatedStringElement, Pattern, Stmt};
+use ruff_python_parser::AsMode as _;
 use ruff_text_size::{Ranged, TextRange};
 
 use crate::unlinted::TooDeep;
@@ -205,8 +207,9 @@ pub(crate) const LEX_FIRST: usize = 64 << 10;
 /// Before parsing a file larger than [`LEX_FIRST`]: `Err` where the estimate of its tree's depth
 /// goes past `max`, located at the first place it does. Linear in the file (the location takes a
 /// few more lexes of prefixes of a file that is refused).
-pub(crate) fn check_source(text: &str, max: usize) -> Result<(), TooDeep> {
-    if text.len() <= LEX_FIRST || estimate(lexed(text), max).is_ok() {
+pub(crate) fn check_source(text: &str, source_type: PySourceType, max: usize) -> Result<(), TooDeep> {
+    let mode = source_type.as_mode();
+    if text.len() <= LEX_FIRST || estimate(lexed(text, mode), max).is_ok() {
         return Ok(());
     }
     // The lexer gives no offsets: the place is the shortest prefix that is already too deep.
@@ -219,15 +222,15 @@ pub(crate) fn check_source(text: &str, max: usize) -> Result<(), TooDeep> {
         if mid >= too_deep {
             break;
         }
-        if estimate(lexed(&text[..mid]), max).is_ok() { fits = mid } else { too_deep = mid }
+        if estimate(lexed(&text[..mid], mode), max).is_ok() { fits = mid } else { too_deep = mid }
     }
     let at = text[..too_deep].char_indices().next_back().map_or(0, |(i, _)| i);
     Err(TooDeep { at, len: too_deep - at })
 }
 
 /// The tokens of `text` as ruff's lexer makes them, without offsets (it does not give them).
-fn lexed(text: &str) -> impl Iterator<Item = Token> + '_ {
-    let mut lexer = ruff_python_parser::lexer::lex(text, ruff_python_parser::Mode::Module);
+fn lexed(text: &str, mode: ruff_python_parser::Mode) -> impl Iterator<Item = Token> + '_ {
+    let mut lexer = ruff_python_parser::lexer::lex(text, mode);
     let mut done = false;
     std::iter::from_fn(move || {
         if done {

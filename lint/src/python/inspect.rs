@@ -20,7 +20,9 @@ use super::typing::Truth;
 /// The module classes of one Python file, with the lint findings inside each.
 /// `Err` only when the tree needed more stack than the thread had and the system gave none.
 pub(crate) fn classes_in(report: &FileReport) -> std::io::Result<Vec<StructReport>> {
-    let Ok((parsed, depth)) = super::parse(&report.text) else { return Ok(Vec::new()) };
+    let Ok((parsed, depth)) = super::parse(&report.text, super::source_type(&report.disk_path)) else {
+        return Ok(Vec::new());
+    };
     let tree = std::cell::Cell::new(Some(parsed));
     let found = crate::stack::within(super::depth::stack_needed(depth), || {
         tree.take().map(|parsed| classes(report, parsed)).unwrap_or_default()

@@ -15,6 +15,7 @@ mod depth;
 mod fields;
 pub(crate) mod inspect;
 mod model;
+pub(crate) mod notebook;
 pub mod rules;
 mod typing;
 
@@ -31,7 +32,7 @@ use crate::unlinted::TooDeep;
 
 /// Parses and checks one Python file: the findings of the enabled rules.
 pub(crate) fn check(path: &Path, kind: FileKind, text: &str, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
-    let (parsed, depth) = match parse(text) {
+    let (parsed, depth) = match parse(text, source_type(path)) {
         Ok(p) => p,
         Err(problem) => return vec![*problem],
     };
@@ -83,16 +84,19 @@ fn analyse(
 /// ([`depth::stack_needed`] says how much stack walking it takes): `Err` is the file's `D000` —
 /// too large, nested too deeply ([`depth`]), or not valid Python. A refused tree is freed
 /// without recursion before this returns.
-pub(crate) fn parse(text: &str) -> Result<(Parsed<ModModule>, usize), Box<Finding>> {
+pub(crate) fn parse(
+    text: &str,
+    source_type: PySourceType,
+) -> Result<(Parsed<ModModule>, usize), Box<Finding>> {
     if text.len() > crate::unlinted::MAX_FILE_BYTES {
         return Err(Box::new(crate::unlinted::too_large(u64::try_from(text.len()).ok())));
     }
     // A large file's depth is known before its tree is built: the parse itself can take
     // memory and time that grow with the nesting.
-    if let Err(deep) = depth::check_source(text, depth::MAX_DEPTH) {
+    if let Err(deep) = depth::check_source(text, source_type, depth::MAX_DEPTH) {
         return Err(Box::new(too_deep(deep)));
     }
-    let parsed = ruff_python_parser::parse_unchecked_source(text, PySourceType::Python);
+    let parsed = ruff_python_parser::parse_unchecked_source(text, source_type);
     let problem = match depth::check(parsed.tokens(), depth::MAX_DEPTH, parsed.errors().is_empty()) {
         Err(deep) => Err(too_deep(deep)),
         Ok(depth) => match parsed.errors().first() {
@@ -113,8 +117,8 @@ pub(crate) fn parse(text: &str) -> Result<(Parsed<ModModule>, usize), Box<Findin
 /// semantic syntax errors ruff's parser knows (a keyword argument repeated, a parameter named
 /// twice, ...), or `Err` with the syntax error (or the reason the text is not analysed). `--fix`
 /// accepts fixed text only when it adds none, whatever rules the user has turned off.
-pub(crate) fn compile_errors(text: &str) -> Result<Vec<String>, String> {
-    let (parsed, depth) = parse(text).map_err(|problem| problem.message)?;
+pub(crate) fn compile_errors(text: &str, source_type: PySourceType) -> Result<Vec<String>, String> {
+    let (parsed, depth) = parse(text, source_type).map_err(|problem| problem.message)?;
     let tree = std::cell::Cell::new(Some(parsed));
     let found = crate::stack::within(depth::stack_needed(depth), || {
         let Some(parsed) = tree.take() else { return Vec::new() };
@@ -130,10 +134,10 @@ pub(crate) fn compile_errors(text: &str) -> Result<Vec<String>, String> {
 /// Does `b` hold the same code as `a`, token for token, once comments and blank lines are left
 /// out? `--add-ignore` asks it: a suppression comment must change nothing else (a `#` that landed
 /// inside a string would change the string). `false` when either does not parse.
-pub(crate) fn same_code(a: &str, b: &str) -> bool {
-    fn code(text: &str) -> Option<Vec<(ruff_python_ast::token::TokenKind, String)>> {
+pub(crate) fn same_code(a: &str, b: &str, source_type: PySourceType) -> bool {
+    let code = |text: &str| -> Option<Vec<(ruff_python_ast::token::TokenKind, String)>> {
         use ruff_python_ast::token::TokenKind as K;
-        let (parsed, depth) = parse(text).ok()?;
+        let (parsed, depth) = parse(text, source_type).ok()?;
         let tree = std::cell::Cell::new(Some(parsed));
         crate::stack::within(depth::stack_needed(depth), || {
             let parsed = tree.take()?;
@@ -154,8 +158,13 @@ pub(crate) fn same_code(a: &str, b: &str) -> bool {
         })
         .ok()
         .flatten()
-    }
+    };
     matches!((code(a), code(b)), (Some(x), Some(y)) if x == y)
+}
+
+/// How a file's Python is read: as IPython in a notebook (`%magic`, `!shell`), else as Python.
+pub(crate) fn source_type(path: &Path) -> PySourceType {
+    if path.extension().is_some_and(|e| e == "ipynb") { PySourceType::Ipynb } else { PySourceType::Python }
 }
 
 fn too_deep(deep: TooDeep) -> Finding {
