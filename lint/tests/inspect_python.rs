@@ -46,3 +46,41 @@ class Net(nn.Module):
     assert_eq!(fate("scale"), "unknown");
     assert_eq!(fate("size"), "unknown");
 }
+
+/// A diffusion model as such models are written: buffers registered through a local alias (a
+/// lambda that calls `register_buffer`, or the bound method kept in a name), and the denoising
+/// network passed to the constructor and called in `forward`. Every field moves.
+#[test]
+fn aliased_registrations_and_modules_passed_in_move() {
+    let text = r#"import torch
+from torch import nn
+
+
+class GaussianDiffusion(nn.Module):
+    def __init__(self, model, betas):
+        super().__init__()
+        self.model = model
+        self.num_timesteps = len(betas)
+        register_buffer = lambda name, val: self.register_buffer(name, val.to(torch.float32))
+        register_buffer("betas", torch.tensor(betas))
+        rb = self.register_buffer
+        rb("sqrt_betas", torch.sqrt(torch.tensor(betas)))
+        self.scale = torch.ones(1)
+
+    def forward(self, x, t):
+        return self.model(x * self.betas[t] * self.sqrt_betas[t] * self.scale, t)
+"#;
+    let run = inspect_source("diffusion.py", text, &settings());
+    let fields: Vec<(&str, &str, &str)> =
+        run.structs[0].fields.iter().map(|f| (f.name.as_str(), f.class.as_str(), f.fate)).collect();
+    assert_eq!(
+        fields,
+        [
+            ("model", "submodule", "moves"),
+            ("num_timesteps", "plain data", "-"),
+            ("betas", "buffer", "moves"),
+            ("sqrt_betas", "buffer", "moves"),
+            ("scale", "plain tensor attribute", "left behind"),
+        ]
+    );
+}

@@ -177,6 +177,9 @@ pub(crate) struct Checker<'m, 'a> {
     /// What the file's calls put into containers held by instances of each class
     /// (`self.heads.append(..)`), worked out once for the file ([`super::fields`]).
     pub(super) container_puts: std::cell::OnceCell<super::fields::ContainerPuts>,
+    /// The calls of the file that call an attribute of an instance of each class
+    /// (`self.net(x)`), worked out once for the file ([`super::fields`]).
+    pub(super) attribute_calls: std::cell::OnceCell<super::fields::ContainerPuts>,
 }
 
 impl<'m, 'a> Checker<'m, 'a> {
@@ -205,6 +208,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             call_names: Vec::new(),
             callee: None,
             container_puts: std::cell::OnceCell::new(),
+            attribute_calls: std::cell::OnceCell::new(),
         }
     }
 

@@ -14,7 +14,7 @@ use smallvec::SmallVec;
 
 use super::api;
 use super::checker::Checker;
-use super::model::{AttrAssign, AttrHow, ClassId, FunctionId};
+use super::model::{AttrAssign, AttrHow, BindingKind, ClassId, FunctionId};
 use super::typing::{Kind, Truth};
 
 /// What an attribute is, as far as a move is concerned.
@@ -241,7 +241,42 @@ fn field<'a>(cx: &Checker<'_, 'a>, lineage: &[ClassId], puts: &Puts<'a>, name: &
             filled_at,
         });
     }
+    // A value passed to the constructor and called like a module (`self.net = net` and
+    // `self.net(x)`): a module the caller built (assigning one registers it), or a function, which
+    // has nothing to move. Either way nothing is left behind.
+    if holds == Holds::Unknown
+        && let Some(Expr::Name(n)) = value
+        && cx
+            .model
+            .binding_of(n)
+            .is_some_and(|b| matches!(cx.model.binding(b).kind, BindingKind::Parameter { .. }))
+        && called_on_instances(cx, lineage, name)
+    {
+        holds = Holds::Submodule;
+    }
     Some(Field { name, holds, at: first.range, method: first.method, value, filled_at })
+}
+
+/// Is `self.<name>(..)` called on an instance of the class (or a same-file subclass's)?
+fn called_on_instances(cx: &Checker<'_, '_>, lineage: &[ClassId], name: &str) -> bool {
+    let calls = cx.attribute_calls.get_or_init(|| {
+        let mut out = ContainerPuts::default();
+        for (i, site) in cx.model.calls.iter().enumerate() {
+            if let Expr::Attribute(a) = &*site.call.func
+                && let Some(class) = cx.types.receiver_class(&a.value)
+            {
+                out.entry(class).or_default().push(i);
+            }
+        }
+        out
+    });
+    lineage.iter().any(|class| {
+        calls.get(class).is_some_and(|sites| {
+            sites.iter().any(
+                |&i| matches!(&*cx.model.calls[i].call.func, Expr::Attribute(a) if a.attr.as_str() == name),
+            )
+        })
+    })
 }
 
 /// What a value assigned to an attribute holds.

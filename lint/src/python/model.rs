@@ -959,29 +959,72 @@ impl<'a> Builder<'a> {
         });
     }
 
-    /// `self.register_buffer("name", value)` and its kin, `setattr(self, "name", value)`.
+    /// `self.register_buffer("name", value)` and its kin, `setattr(self, "name", value)`; also
+    /// through a local alias (`rb = self.register_buffer`, or `register_buffer = lambda name, val:
+    /// self.register_buffer(name, val.float())`, as diffusion models write it).
     fn note_registration(&mut self, call: &'a ast::ExprCall) {
         let Some((method, class, receiver)) = self.method() else { return };
         let args = &call.arguments;
-        let (how, name_at, value_key) = match &*call.func {
-            Expr::Attribute(a) if matches!(&*a.value, Expr::Name(n) if n.id.as_str() == receiver) => {
-                match a.attr.as_str() {
-                    "register_buffer" => {
-                        let persistent = !args
-                            .find_keyword("persistent")
-                            .is_some_and(|k| matches!(k.value, Expr::BooleanLiteral(ref b) if !b.value));
-                        (AttrHow::Buffer { persistent }, 0, "tensor")
-                    }
-                    "register_parameter" => (AttrHow::Parameter, 0, "param"),
-                    "add_module" | "register_module" => (AttrHow::Module, 0, "module"),
-                    _ => return,
-                }
+        let registration = |attr: &ast::ExprAttribute, args: &ast::Arguments| {
+            if !matches!(&*attr.value, Expr::Name(n) if n.id.as_str() == receiver) {
+                return None;
             }
+            Some(match attr.attr.as_str() {
+                "register_buffer" => {
+                    let persistent = !args
+                        .find_keyword("persistent")
+                        .is_some_and(|k| matches!(k.value, Expr::BooleanLiteral(ref b) if !b.value));
+                    (AttrHow::Buffer { persistent }, 0, "tensor")
+                }
+                "register_parameter" => (AttrHow::Parameter, 0, "param"),
+                "add_module" | "register_module" => (AttrHow::Module, 0, "module"),
+                _ => return None,
+            })
+        };
+        let (how, name_at, value_key) = match &*call.func {
+            Expr::Attribute(a) => match registration(a, args) {
+                Some(r) => r,
+                None => return,
+            },
             Expr::Name(f) if f.id.as_str() == "setattr" => {
                 if !matches!(args.args.first(), Some(Expr::Name(n)) if n.id.as_str() == receiver) {
                     return;
                 }
                 (AttrHow::SetAttr, 1, "value")
+            }
+            Expr::Name(f) => {
+                // A local name bound to the registration, or to a lambda that calls it with the
+                // name it is given first.
+                let Some(b) = self.model.lookup(self.scope, f.id.as_str()) else { return };
+                let BindingKind::Assignment { value, part: Part::Whole, .. } = self.model.binding(b).kind
+                else {
+                    return;
+                };
+                let through = match value {
+                    Expr::Attribute(a) => registration(a, args),
+                    Expr::Lambda(l) => {
+                        let first = l
+                            .parameters
+                            .as_deref()
+                            .and_then(|p| p.args.first())
+                            .map(|p| p.parameter.name.as_str());
+                        match &*l.body {
+                            Expr::Call(inner) => match (&*inner.func, inner.arguments.args.first()) {
+                                (Expr::Attribute(a), Some(Expr::Name(n))) if Some(n.id.as_str()) == first => {
+                                    registration(a, &inner.arguments)
+                                }
+                                _ => None,
+                            },
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                match through {
+                    // The alias is called with the name first and the value second.
+                    Some((how, _, _)) => (how, 0, "value"),
+                    None => return,
+                }
             }
             _ => return,
         };
