@@ -73,7 +73,7 @@ fn collect(roots: &[PathBuf]) -> Vec<(PathBuf, String)> {
 /// The floor: parse, and visit every node once. Returns the number of expressions seen.
 /// Never inlined, so `valgrind --tool=callgrind --toggle-collect='*lint_python::bare*'` counts it
 /// alone (and `--toggle-collect='devcheck_lint::python::check'` the Python pass, or
-/// `--toggle-collect='devcheck_lint::lint_text'` the whole analysis of a file with its report;
+/// `--toggle-collect='devcheck_lint::pipeline::lint_text'` the whole analysis of a file with its report;
 /// divide by the number of calls each shows).
 #[inline(never)]
 fn bare(text: &str) -> usize {
