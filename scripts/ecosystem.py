@@ -41,7 +41,8 @@ REPOS = ROOT / "fixtures/ecosystem/repos.tsv"
 FINDINGS = ROOT / "fixtures/ecosystem/findings.tsv"
 FINDING_COLUMNS = ["repo", "commit", "path", "line", "code", "label", "reason", "group"]
 REPO_COLUMNS = ["repo", "commit", "lang", "api", "what"]
-LABELS = {"TRUE", "FALSE", "MISS", "?"}
+LABELS = {"TRUE", "FALSE", "ARGUABLE", "MISS", "?"}
+SPLIT = ROOT / "fixtures/ecosystem/split.tsv"
 GROUPS = {"stable", "preview", "-"}
 # Not hazard rules: files that could not be read or parsed, and rule failures.
 NOT_RULES = {"D000", "D999"}
@@ -259,64 +260,88 @@ def add_ignore_check(binary, tree):
     return problems
 
 
-def table(rows):
-    """Per rule and group: findings, labelled true/false, unlabelled, precision; known hazards,
-    found, recall."""
-    stats = collections.defaultdict(collections.Counter)
-    for r in rows:
-        group = "stable" if r["label"] == "MISS" else r["group"]
-        stats[r["code"]][(group, r["label"])] += 1
-    lines = [
-        "| rule | group | findings | true | false | unlabelled | precision | known hazards | found | recall |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    total = collections.Counter()
-    for code in sorted(stats):
-        s = stats[code]
-        total.update(s)
-        lines.extend(rule_lines(code, s))
-    lines.extend(rule_lines("all", total))
-    return "\n".join(lines)
-
-
-def rule_lines(code, s):
-    """The stable row, and the preview row when --preview adds findings."""
-    hazards = s["stable", "TRUE"] + s["preview", "TRUE"] + s["stable", "MISS"]
-    if not any(s[group, label] for group in ("stable", "preview") for label in ("TRUE", "FALSE", "?")):
-        # Nothing reported in either run: the row claims no group (`devcheck explain` says it).
-        return [row_line(code, "-", s, "-", 0, hazards)]
-    out = [row_line(code, "stable", s, "stable", s["stable", "TRUE"], hazards)]
-    if any(s["preview", label] for label in ("TRUE", "FALSE", "?")):
-        found = s["stable", "TRUE"] + s["preview", "TRUE"]
-        out.append(row_line(code, "preview", s, "preview", found, hazards))
-    if not any(s["stable", label] for label in ("TRUE", "FALSE", "?")) and len(out) == 2:
-        out = out[1:]
+def read_split():
+    """repo -> `tuning` or `heldout` (fixtures/ecosystem/split.tsv); a repository not listed is
+    tuning."""
+    out = {}
+    if SPLIT.exists():
+        for line in SPLIT.read_text(encoding="utf-8").splitlines():
+            if line and not line.startswith("#") and not line.startswith("repo\t"):
+                repo, split = line.split("\t")[:2]
+                out[repo] = split
     return out
 
 
-def row_line(code, group, s, counted, found, hazards):
-    true, false, unlabelled = s[counted, "TRUE"], s[counted, "FALSE"], s[counted, "?"]
-    findings = true + false + unlabelled
-    labelled = true + false
-    precision = f"{true / labelled:.2f}" if labelled else "-"
-    recall = f"{found / hazards:.2f}" if hazards else "-"
-    return (
-        f"| {code} | {group} | {findings} | {true} | {false} | {unlabelled} | {precision} | {hazards} "
-        f"| {found} | {recall} |"
-    )
+def run_of(rows):
+    """How a rule runs in one language: `default` when a plain run reports it there (stable),
+    else `--preview`. Its precision and recall are those of that run."""
+    return "default" if any(r["group"] == "stable" and r["label"] != "MISS" for r in rows) else "--preview"
+
+
+def measure(rows, run):
+    """(true, arguable, false, unlabelled, found, known) of the rows for the run: findings of a
+    plain run for `default`, of a --preview run for `--preview`; every TRUE and MISS is a known
+    hazard, found only when the run reports it."""
+    counted = [r for r in rows if r["label"] != "MISS" and (run == "--preview" or r["group"] == "stable")]
+    c = collections.Counter(r["label"] for r in counted)
+    known = sum(1 for r in rows if r["label"] in ("TRUE", "MISS"))
+    return c["TRUE"], c["ARGUABLE"], c["FALSE"], c["?"], c["TRUE"], known
+
+
+def fmt_precision(true, arguable, false):
+    n = true + arguable + false
+    return f"{true / n:.2f} ({n})" if n else "-"
+
+
+def fmt_recall(found, known):
+    return f"{found / known:.2f} ({found}/{known})" if known else "-"
+
+
+def table(rows, split):
+    """The table README shows: per rule and language, how the rule runs, its strict precision
+    on the tuning and the held-out repositories (ARGUABLE counts as false), and its recall of the
+    known hazards of the held-out ones."""
+    lines = [
+        "| rule | language | run | precision, tuning | precision, held-out | recall, held-out |",
+        "|---|---|---|---|---|---|",
+    ]
+    by = collections.defaultdict(list)
+    for r in rows:
+        by[(r["code"], file_lang(r["path"]))].append(r)
+    for (code, lang) in sorted(by):
+        group = by[(code, lang)]
+        run = run_of(group)
+        cells = []
+        for part in ("tuning", "heldout"):
+            t, a, f, _, found, known = measure([r for r in group if split.get(r["repo"], "tuning") == part], run)
+            cells.append((fmt_precision(t, a, f), fmt_recall(found, known)))
+        lines.append(f"| {code} | {lang} | {run} | {cells[0][0]} | {cells[1][0]} | {cells[1][1]} |")
+    return "\n".join(lines)
 
 
 def file_lang(path):
     """A finding counts for the language of its file, whatever the repository's language."""
-    return "python" if path.endswith(".py") else "rust"
+    return "python" if path.endswith(".py") or ".ipynb" in path else "rust"
 
 
-def lang_header(lang, names, rows):
-    """`python: 24 repositories`, and how many repositories of the other language add files."""
-    others = {r["repo"] for r in rows} - names
-    ext = ".py" if lang == "python" else ".rs"
-    extra = f" (and the {ext} files of {len(others)} other{'s' if len(others) != 1 else ''})" if others else ""
-    return f"{lang}: {len(names)} repositories{extra}"
+def place(finding):
+    """The file a finding is in, as stored: its path, and for a notebook its cell
+    (`tools/demo.ipynb (cell 2)`, whose line is the line in that cell)."""
+    path = finding.get("path", "").removeprefix("./")
+    if finding.get("cell") is not None:
+        path += f" (cell {finding['cell']})"
+    return path
+
+
+def coverage(repos, rows, split):
+    """What the table stands on: repositories per language and split, labelled findings."""
+    parts = []
+    for lang in ("rust", "python"):
+        of = [r for r in repos if r["lang"] == lang]
+        held = sum(1 for r in of if split.get(r["repo"], "tuning") == "heldout")
+        parts.append(f"{len(of)} {lang.title() if lang == 'rust' else 'PyTorch'} repositories ({len(of) - held} tuning, {held} held out)")
+    labelled = sum(1 for r in rows if r["label"] != "?")
+    return f"{parts[0]} and {parts[1]}; {labelled} places labelled by reading."
 
 
 def main():
@@ -344,11 +369,9 @@ def main():
         for p in problems:
             print(p, file=sys.stderr)
         if args.table:
-            for lang in ("rust", "python"):
-                names = {r["repo"] for r in repos if r["lang"] == lang}
-                rows = [r for r in stored if file_lang(r["path"]) == lang]
-                if rows:
-                    print(f"{lang_header(lang, names, rows)}\n\n{table(rows)}\n")
+            print(coverage(repos, stored, read_split()))
+            print()
+            print(table(stored, read_split()))
         sys.exit(1 if problems else 0)
     if problems:
         sys.exit("fixtures/ecosystem/findings.tsv has problems:\n" + "\n".join(problems))
@@ -389,10 +412,10 @@ def main():
             continue
         found = set()
         plain = lint(args.bin, tree, False)
-        stable_keys = {(name, f.get("path", "").removeprefix("./"), str(f.get("line", 0)), f.get("code", "")) for f in plain}
+        stable_keys = {(name, place(f), str(f.get("line", 0)), f.get("code", "")) for f in plain}
         for f in (lint(args.bin, tree, True) if preview else plain):
             code = f.get("code", "")
-            path = f.get("path", "").removeprefix("./")
+            path = place(f)
             if code in NOT_RULES:
                 not_rules[code] += 1
                 continue
@@ -406,8 +429,9 @@ def main():
                 row = dict(zip(FINDING_COLUMNS, [name, commit, key[1], key[2], code, "?", f.get("message", ""), group]))
                 diff.append(f"+ new        {name} {key[1]}:{key[2]} {code} ({group})  {f.get('message', '')}")
             elif old["label"] == "MISS":
-                row = dict(old, label="TRUE", group=group)
-                diff.append(f"+ now found  {name} {key[1]}:{key[2]} {code} ({group})  (labelled hazard: {old['reason']})")
+                # A person relabels it by reading it again; the script never turns a label.
+                row = dict(old, label="?", group=group, reason=f"was MISS: {old['reason']}")
+                diff.append(f"+ now found  {name} {key[1]}:{key[2]} {code} ({group})  (read it again: {old['reason']})")
             else:
                 row = dict(old, group=group)
                 if old["group"] != group:
@@ -419,8 +443,8 @@ def main():
             if old["label"] == "TRUE":
                 diff.append(f"- lost       {name} {key[1]}:{key[2]} {key[3]}  (a real hazard: {old['reason']})")
                 current.append(dict(old, label="MISS", group="-"))
-            elif old["label"] == "FALSE":
-                diff.append(f"- dropped    {name} {key[1]}:{key[2]} {key[3]}  (a false alarm: {old['reason']})")
+            elif old["label"] in ("FALSE", "ARGUABLE"):
+                diff.append(f"- dropped    {name} {key[1]}:{key[2]} {key[3]}  ({old['label'].lower()}: {old['reason']})")
             elif old["label"] == "MISS":
                 current.append(dict(old))
             # an unlabelled `?` row that is no longer reported simply goes away
@@ -433,13 +457,10 @@ def main():
     print("difference against fixtures/ecosystem/findings.tsv:")
     print("\n".join(diff) if diff else "  none")
     print()
-    for lang in ("rust", "python"):
-        names = {r["repo"] for r in selected if r["lang"] == lang} & linted
-        rows = [r for r in current if file_lang(r["path"]) == lang and r["repo"] in linted]
-        if rows:
-            print(lang_header(lang, names, rows))
-            print(table(rows))
-            print()
+    shown = [r for r in current if r["repo"] in linted]
+    print(coverage([r for r in selected if r["repo"] in linted], shown, read_split()))
+    print()
+    print(table(shown, read_split()))
     if args.update:
         kept = [r for r in stored if r["repo"] not in linted]
         write_findings(kept + current)

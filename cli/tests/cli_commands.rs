@@ -50,9 +50,9 @@ fn list_rules() {
     let rules = json.as_array().expect("an array of rules");
     assert_eq!(rules.len(), 12);
     // Each rule says which languages it checks, with its status in each.
-    let d001 = rules.iter().find(|r| r["code"] == "D001").expect("D001");
-    assert_eq!(d001["languages"]["rust"], "stable");
-    assert_eq!(d001["languages"]["python"], "preview");
+    let d002 = rules.iter().find(|r| r["code"] == "D002").expect("D002");
+    assert_eq!(d002["languages"]["rust"], "stable");
+    assert_eq!(d002["languages"]["python"], "preview");
     let d008 = rules.iter().find(|r| r["code"] == "D008").expect("D008");
     assert!(d008["languages"].get("rust").is_none());
 }

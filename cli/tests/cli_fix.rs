@@ -10,9 +10,10 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root")
 }
 
+/// `devcheck lint` with the preview rules on: these tests are about what `--fix` writes.
 fn devcheck(args: &[&str], cwd: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_devcheck"))
-        .args(["--color", "never", "lint", "--isolated", "--format", "concise"])
+        .args(["--color", "never", "lint", "--isolated", "--preview", "--format", "concise"])
         .args(args)
         .current_dir(cwd)
         .output()
@@ -136,7 +137,7 @@ fn every_fix_of_every_fixture_leaves_code_that_parses() {
 #[test]
 fn fix_python_numpy_on_the_gpu_safely() {
     let (dir, before) = copy_fixture_as("fixtures/lint/d008/torch.py", "src/model.py");
-    let out = devcheck(&["--preview", "--fix", "src/model.py"], dir.path());
+    let out = devcheck(&["--fix", "src/model.py"], dir.path());
     let after = read_as(dir.path(), "src/model.py");
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
@@ -149,9 +150,9 @@ fn fix_python_numpy_on_the_gpu_safely() {
 #[test]
 fn fix_python_module_state_registers_it() {
     let (dir, before) = copy_fixture_as("fixtures/lint/d004/torch.py", "src/model.py");
-    devcheck(&["--preview", "--fix", "--unsafe-fixes", "src/model.py"], dir.path());
+    devcheck(&["--fix", "--unsafe-fixes", "src/model.py"], dir.path());
     let after = read_as(dir.path(), "src/model.py");
-    let out = devcheck(&["--preview", "--select", "D004", "src/model.py"], dir.path());
+    let out = devcheck(&["--select", "D004", "src/model.py"], dir.path());
     // What has no fix is left: the three unregistered parameters and the criterion never moved.
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(" D004 ")).count(), 4);
     insta::assert_snapshot!("fix_d004_torch", changes(&before, &after));

@@ -17,10 +17,15 @@ const FIXED: &str = "use candle_core::{Device, Tensor};\n\n\
     pub fn forward(xs: &Tensor) -> candle_core::Result<Tensor> {\n\
     \x20   Tensor::zeros(3, candle_core::DType::F32, xs.device())?.add(xs)\n}\n";
 
+/// Runs the command; `lint` runs with `--preview`: these tests are about input, not rule status.
 fn devcheck(args: &[&str], cwd: &Path) -> Output {
+    let mut args = args.to_vec();
+    if args.first() == Some(&"lint") && !args.contains(&"--preview") {
+        args.insert(1, "--preview");
+    }
     Command::new(env!("CARGO_BIN_EXE_devcheck"))
         .args(["--color", "never"])
-        .args(args)
+        .args(&args)
         .current_dir(cwd)
         .env("COLUMNS", "100")
         .env_remove("NO_COLOR")
@@ -130,7 +135,7 @@ fn under_strace(injection: &str, args: &[&str], cwd: &Path) -> Option<Output> {
     }
     let output = Command::new("strace")
         .args(["-f", "-qq", "-o", "/dev/null", "-e", injection, env!("CARGO_BIN_EXE_devcheck")])
-        .args(["--color", "never", "lint", "--isolated", "--format", "concise"])
+        .args(["--color", "never", "lint", "--preview", "--isolated", "--format", "concise"])
         .args(args)
         .current_dir(cwd)
         .output()

@@ -25,9 +25,10 @@ fn stderr(o: &Output) -> String {
     String::from_utf8(o.stderr.clone()).expect("stderr is UTF-8")
 }
 
-/// Lints `paths` (relative to the crate root) without any devcheck.toml.
+/// Lints `paths` (relative to the crate root) without any devcheck.toml, with the preview rules
+/// on: these tests are about the command, whatever each rule's status.
 fn lint(args: &[&str]) -> Output {
-    let mut all = vec!["--color", "never", "lint", "--isolated"];
+    let mut all = vec!["--color", "never", "lint", "--isolated", "--preview"];
     all.extend_from_slice(args);
     devcheck(&all, root())
 }
@@ -53,7 +54,7 @@ fn json_format_has_the_documented_fields() {
     let text = stdout(&out);
     let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
     let items = value.as_array().expect("an array");
-    assert_eq!(items.len(), 5);
+    assert_eq!(items.len(), 4);
     for item in items {
         for key in [
             "code",
@@ -220,7 +221,7 @@ fn config_file_selects_ignores_and_sets_levels() {
     std::fs::write(d.join("scripts/attention.rs"), &model).expect("write");
     std::fs::write(
         d.join("devcheck.toml"),
-        "[lint]\nignore = [\"D002\"]\nfail-on = \"error\"\n\n[lint.severity]\nD001 = \"warning\"\n\n\
+        "[lint]\npreview = true\nignore = [\"D002\"]\nfail-on = \"error\"\n\n[lint.severity]\nD001 = \"warning\"\n\n\
          [lint.per-file-ignores]\n\"scripts/**\" = [\"D001\"]\n",
     )
     .expect("write");
@@ -234,7 +235,7 @@ fn config_file_selects_ignores_and_sets_levels() {
     // The command line overrides the file.
     let out = devcheck(&["--color", "never", "lint", "--format", "concise", "--fail-on", "warning"], d);
     assert_eq!(out.status.code(), Some(1));
-    let out = devcheck(&["--color", "never", "lint", "--format", "concise", "--isolated"], d);
+    let out = devcheck(&["--color", "never", "lint", "--format", "concise", "--isolated", "--preview"], d);
     assert_eq!(stdout(&out).matches(" D001 [error] ").count(), 12);
 }
 

@@ -134,7 +134,8 @@ fn inspect_python_modules() {
         &["--color", "never", "inspect", "--isolated", "fixtures/lint/inspect/torch_model.py"],
         root(),
     );
-    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    // Fields a move leaves behind are D004 errors: the run fails, as `lint --preview` would.
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     insta::assert_snapshot!("inspect_torch", stdout(&out));
     let out = devcheck(
         &[
@@ -167,4 +168,22 @@ fn inspect_python_modules() {
     assert_eq!(field("heads")["class"], "modules in a plain list");
     assert_eq!(field("cache")["class"], "tensors in a plain dict");
     assert_eq!(field("dropout")["fate"], "-");
+}
+
+/// With every Python rule in preview, a plain run on PyTorch code says so, rather than letting
+/// "no findings" read as "nothing wrong"; with `--preview`, or on Rust files alone, it does not.
+#[test]
+fn a_run_with_no_python_rule_on_says_so() {
+    let note = "note: no rule checks Python files by default";
+    let plain = lint(&["fixtures/lint/d005/torch.py"]);
+    assert_eq!(stdout(&plain), "No findings in 1 file.\n");
+    let err = String::from_utf8_lossy(&plain.stderr).into_owned();
+    assert!(err.starts_with(note) && err.contains("help: `--preview`"), "{err}");
+    let preview = lint(&["--preview", "fixtures/lint/d005/torch.py"]);
+    assert!(!String::from_utf8_lossy(&preview.stderr).contains(note));
+    let rust = lint(&["fixtures/lint/d003/candle.rs"]);
+    assert!(!String::from_utf8_lossy(&rust.stderr).contains("note:"));
+    // Machine formats keep stderr for errors.
+    let json = lint(&["--format", "json", "fixtures/lint/d005/torch.py"]);
+    assert!(json.stderr.is_empty());
 }

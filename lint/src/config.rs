@@ -143,6 +143,17 @@ pub struct Overrides {
 }
 
 impl Settings {
+    /// The defaults with the preview rules and patterns on: what `--preview` gives with no
+    /// configuration file.
+    pub fn with_preview() -> Settings {
+        Settings {
+            enabled: default_rules(true, Language::Rust).collect(),
+            enabled_python: default_rules(true, Language::Python).collect(),
+            preview: true,
+            ..Settings::default()
+        }
+    }
+
     /// Finds the configuration for `start`: in `start` or the closest of its ancestors that has
     /// one, `devcheck.toml`, or else a `pyproject.toml` with a `[tool.devcheck]` table (the
     /// closest configuration file wins; in one folder, `devcheck.toml` wins).

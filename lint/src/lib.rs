@@ -119,7 +119,7 @@ mod tests {
         let text = "\u{feff}#!/usr/bin/env rust-script\nuse candle_core::{Device, Tensor};\n\
                     fn forward(xs: &Tensor) -> candle_core::Result<Tensor> {\n\
                     \x20   Tensor::zeros(3, candle_core::DType::F32, &Device::Cpu)?.add(xs)\n}\n";
-        let report = lint_source("src/model.rs", text, &Settings::default());
+        let report = lint_source("src/model.rs", text, &Settings::with_preview());
         let d = report.diagnostics.first().expect("a D001 finding");
         assert_eq!(d.code, "D001");
         assert_eq!((d.start.line, d.start.column), (4, 5));

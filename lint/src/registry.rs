@@ -215,12 +215,18 @@ macro_rules! with_rules {
                 fix: Mixed,
                 summary: "a tensor made in a forward pass on a device that does not come from an \
                     input",
-                rust: d001_tensor_on_fixed_device (Stable, patterns: "free functions of examples \
-                    and binaries that take and return tensors count as forward passes; not yet \
-                    measured: the ecosystem check has no findings of it"),
-                python: d001_tensor_on_fixed_device (Preview("It reported one finding (true) on the \
-                    36 public PyTorch repositories of the ecosystem check and found 1 of their 7 \
-                    known hazards: too few findings to measure its precision on real code.")),
+                rust: d001_tensor_on_fixed_device (Preview("Strict precision 0.00 on the Rust \
+                    repositories of the ecosystem check: 0 of 6 findings on the held-out ones, 0 \
+                    of 2 on the tuning ones. Each was a CPU tensor made on a path the repository's \
+                    own callers never take (an `inputs_embeds` argument they always pass as None, \
+                    an error path) or in a model only ever run on the CPU: latent, not a failure \
+                    of a GPU run. Telling those apart needs the callers across the repository."),
+                    patterns: "free functions of examples and binaries that take and return \
+                    tensors count as forward passes"),
+                python: d001_tensor_on_fixed_device (Preview("One finding (true) on the held-out \
+                    PyTorch repositories of the ecosystem check, and 1 of their 7 known hazards \
+                    found (recall 0.14): too few findings to measure its precision, and most \
+                    hazards are in helpers and other files it does not follow yet.")),
             }
             D002 HardcodedAccelerator {
                 name: "hardcoded-accelerator",
@@ -229,7 +235,13 @@ macro_rules! with_rules {
                 summary: "`Cuda(0)`-style device literals in library/model code (not in main, \
                     tests, examples, benches)",
                 rust: d002_hardcoded_accelerator (Stable),
-                python: d002_hardcoded_accelerator (Stable),
+                python: d002_hardcoded_accelerator (Preview("Strict precision 0.27 on the held-out \
+                    PyTorch repositories of the ecosystem check (18 of 66) and 0.10 on the tuning \
+                    ones, though it finds 0.86 of their known hazards: most `.cuda()` calls are in \
+                    codebases that are CUDA-only by design (they call `torch.cuda.set_device`, \
+                    build NCCL groups, launch Triton kernels), where the call lands on the right \
+                    GPU, or in code nothing calls. It bites where a project also runs on the CPU, \
+                    on MPS or on a chosen GPU; knowing the project's target is not built yet.")),
             }
             D003 DiscardedTransfer {
                 name: "discarded-transfer",
@@ -248,10 +260,13 @@ macro_rules! with_rules {
                 fix: Safe,
                 summary: "a tensor kept in a struct where the framework's device move does not \
                     reach it",
-                rust: d004_unmoved_tensor_field (Stable, patterns: "statics holding a tensor made \
-                    on a fixed device (`lazy_static!`, `LazyLock`, `OnceLock::get_or_init`) used by \
-                    a forward pass, and fields used by an optimizer's `step`; not yet measured: the \
-                    ecosystem check has no findings of them"),
+                rust: d004_unmoved_tensor_field (Preview("Strict precision 0.00 on the Rust \
+                    repositories of the ecosystem check (0 of 1 held-out finding, 0 of 2 tuning): \
+                    each field it found holds a tensor made on the CPU in a repository that only \
+                    ever runs on the CPU, so nothing breaks as the code is run."),
+                    patterns: "statics holding a tensor made on a fixed device (`lazy_static!`, `LazyLock`, \
+                    `OnceLock::get_or_init`) used by a forward pass, and fields used by an \
+                    optimizer's `step`"),
                 python: d004_unmoved_tensor_field (Preview("Precision 0.00 on the Python files of \
                     the ecosystem check: its one finding there is a false alarm (a plain list of \
                     modules that hold no parameters or buffers, so nothing is lost). Three more \
@@ -263,8 +278,16 @@ macro_rules! with_rules {
                 fix: None,
                 summary: "device→host reads (`to_vec*`, `to_scalar`, `item`, move to CPU) inside a \
                     per-step/per-layer loop",
-                rust: d005_host_round_trip_in_loop (Stable),
-                python: d005_host_round_trip_in_loop (Stable),
+                rust: d005_host_round_trip_in_loop (Preview("Strict precision 0.08 on the held-out \
+                    Rust repositories of the ecosystem check (2 of 25) and 0.28 on the tuning ones \
+                    (10 of 36), recall 0.08: most reads it finds are in code that only runs on the \
+                    CPU, only in tests, only under a debug switch, or nowhere (dead code), and \
+                    telling those apart needs the callers across the repository.")),
+                python: d005_host_round_trip_in_loop (Preview("Strict precision 0.83 on the held-out \
+                    PyTorch repositories of the ecosystem check (15 of 18) and 1.00 on the tuning \
+                    ones (42 of 42), recall 0.33 (15 of 46 known hazards): the 3 false alarms \
+                    left are reads in a branch taken once (the first iteration); most misses are syncs in helpers of other files and \
+                    implicit reads (`if t == 0:` on a device tensor).")),
             }
             D006 EmptyCacheInLoop {
                 name: "empty-cache-in-loop",
@@ -281,10 +304,14 @@ macro_rules! with_rules {
                 group: Suspicious,
                 fix: None,
                 summary: "wall-clock timing around device work without a synchronize",
-                rust: d007_unsynchronized_timing (Stable),
-                python: d007_unsynchronized_timing (Preview("It reported two findings (both true) \
-                    in the Python files of the ecosystem check and found 2 of their 7 known \
-                    hazards: too few findings to measure its precision on real code.")),
+                rust: d007_unsynchronized_timing (Preview("Strict precision 0.67 on the held-out \
+                    Rust repositories of the ecosystem check (2 of 3) and 0.76 on the tuning ones \
+                    (16 of 21), recall 0.29: the false alarms time code whose printed result \
+                    already waits for the device, or code nothing calls.")),
+                python: d007_unsynchronized_timing (Preview("Two findings in the PyTorch \
+                    repositories of the ecosystem check (one true, on the tuning ones; one arguable, \
+                    held out) and none of the 3 known held-out hazards found: too few findings \
+                    to measure its precision on real code.")),
             }
             D008 HostConversionOfDeviceTensor {
                 name: "host-conversion-of-device-tensor",
@@ -292,9 +319,10 @@ macro_rules! with_rules {
                 fix: Safe,
                 summary: "`.numpy()` on a tensor that may be on an accelerator (no `.cpu()`) or \
                     require grad (no `.detach()`)",
-                python: d008_host_conversion_of_device_tensor (Preview("It reported two findings \
-                    (both true) in the Python files of the ecosystem check and found 2 of their 3 \
-                    known hazards: too few findings to measure its precision on real code.")),
+                python: d008_host_conversion_of_device_tensor (Preview("Two findings (both true) \
+                    on the tuning PyTorch repositories of the ecosystem check, none on the held-out \
+                    ones, where it found 0 of 1 known hazard: too few findings to measure its \
+                    precision on real code.")),
             }
             D009 IneffectiveNonBlocking {
                 name: "ineffective-non-blocking",
@@ -312,10 +340,11 @@ macro_rules! with_rules {
                 fix: Unsafe,
                 summary: "`torch.load` with no `map_location` in code that may run without the \
                     saving GPU",
-                python: d010_load_without_map_location (Preview("Precision 0.78 on the Python files \
-                    of the ecosystem check (18 of 23 findings real): the false alarms load weights \
-                    saved from the CPU (downloaded, converted), a file holding no tensors, or a \
-                    run's own checkpoint on its training machine.")),
+                python: d010_load_without_map_location (Preview("Strict precision 0.64 on the \
+                    tuning PyTorch repositories of the ecosystem check (14 of 22) and 0.25 on the \
+                    held-out ones (1 of 4): the false alarms load weights saved from the CPU \
+                    (released, converted), a file holding no tensors, or a run's own checkpoint on \
+                    its training machine.")),
             }
         }
     };

@@ -11,7 +11,7 @@ fn applicability_around(body: &str, after: &str) -> Applicability {
          pub fn forward(xs: &Tensor) -> candle_core::Result<Tensor> {{\n{body}\n\
          \x20   let t = Tensor::zeros(3, candle_core::DType::F32, &Device::Cpu)?;\n{after}\n    t.add(xs)\n}}\n"
     );
-    let report = lint_source("src/model.rs", &text, &Settings::default());
+    let report = lint_source("src/model.rs", &text, &Settings::with_preview());
     let fixes: Vec<_> =
         report.diagnostics.iter().filter(|d| d.code == "D001").filter_map(|d| d.fix.as_ref()).collect();
     assert_eq!(fixes.len(), 1, "{body}: {:?}", report.diagnostics);

@@ -270,7 +270,7 @@ mod tests {
     use crate::{Settings, lint_source};
 
     fn render_one(path: &str, text: &str) -> String {
-        let report = lint_source(path, text, &Settings::default());
+        let report = lint_source(path, text, &Settings::with_preview());
         assert!(!report.diagnostics.is_empty(), "expected a finding");
         let run = LintRun::from(vec![report]);
         render(&run, RenderOptions { color: false, width: 100, summary: false })

@@ -61,7 +61,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     if !cx.kind_of(sync.tensor).may_be_tensor() || !provenance(cx, sync.tensor).on_accelerator {
         return;
     }
-    if needed_on_host(cx, sync.value, sync.bulk) || synchronized_just_before(cx) {
+    if needed_on_host(cx, sync.value, sync.bulk) || synchronized_just_before(cx) || in_evaluation_pass(cx) {
         return;
     }
     let (message, help) = match hot {
@@ -84,6 +84,58 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         finding = finding.related(range(at), "called in a loop here");
     }
     out.push(finding);
+}
+
+/// Is the read in an evaluation pass: a `for` loop that trains nothing (no `backward()`, no
+/// `.step(..)` in its body), in a function named for evaluation (`evaluate`, `validate`, `vali`,
+/// `test_epoch`), or over data (not `range(..)`) under `no_grad` or in a function named for
+/// prediction (`predict`, `inference`)? Such a pass runs now and then, between training epochs or
+/// once at the end, so a read per batch there costs little; generation loops (over `range(..)`,
+/// or `while`) are left to the rule.
+fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
+    let named = |prefixes: &[&str]| {
+        cx.enclosing_functions().any(|f| {
+            super::helpers::name_words(cx.model.function(f).name()).any(|w| {
+                let w = w.to_ascii_lowercase();
+                prefixes.iter().any(|p| w.starts_with(p))
+            })
+        })
+    };
+    let evaluation = named(&["eval", "vali", "test"]);
+    let over_data = cx.no_grad > 0 || named(&["predict", "infer"]);
+    (evaluation || over_data)
+        && cx.loops.iter().any(|&l| {
+            let Stmt::For(f) = cx.model.loop_(l).stmt else { return false };
+            !trains(&f.body) && (evaluation || !is_range(cx, &f.iter))
+        })
+}
+
+/// Is the iterable `range(..)` (or `enumerate(range(..))`, `tqdm(range(..))`)?
+fn is_range(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
+    let mut found = false;
+    any_subexpr(iter, &mut |e| {
+        if let Expr::Call(c) = e
+            && cx.callee_name(c).is_some_and(|q| q.as_ref() == "builtins.range")
+        {
+            found = true;
+        }
+        !found
+    });
+    found
+}
+
+/// Does the body run a training step: a `.backward(..)` or `.step(..)` call as a statement
+/// (`loss.backward()`, `scaler.scale(loss).backward()`, `optimizer.step()`)?
+fn trains(body: &[Stmt]) -> bool {
+    let mut found = false;
+    each_stmt(body, &mut |s| {
+        if let Stmt::Expr(e) = s
+            && let Some((_, _, "backward" | "step")) = method_call(&e.value)
+        {
+            found = true;
+        }
+    });
+    found
 }
 
 /// What a call is to this rule.

@@ -156,10 +156,11 @@ fn hardcoded(e: &Expr) -> Option<String> {
             let name = f.to_string();
             let ordinal = || c.args.first().and_then(int_lit).filter(|_| c.args.len() == 1);
             match name.as_str() {
-                // tch's form takes no ordinal and means cuda:0.
-                "cuda_if_available" if c.args.is_empty() => Some("cuda:0".to_string()),
-                "Cuda" | "new_cuda" | "cuda_if_available" => ordinal().map(|n| format!("cuda:{n}")),
-                "Metal" | "new_metal" | "metal_if_available" => ordinal().map(|n| format!("metal:{n}")),
+                // `cuda_if_available` / `metal_if_available` pick a device with a CPU fallback:
+                // the idiomatic selection, not a literal (strict precision 0.00 on the tuning
+                // repositories while they counted).
+                "Cuda" | "new_cuda" => ordinal().map(|n| format!("cuda:{n}")),
+                "Metal" | "new_metal" => ordinal().map(|n| format!("metal:{n}")),
                 "DiscreteGpu" | "IntegratedGpu" | "VirtualGpu" => ordinal().map(|n| format!("gpu {n}")),
                 "new" if ty == "CudaDevice" => ordinal().map(|n| format!("cuda:{n}")),
                 "from_str" | "try_from" | "from" | "new" => {
