@@ -34,7 +34,8 @@ fn every_relative_link_and_backticked_path_in_the_docs_exists() {
     let mut links = 0;
     let mut paths = 0;
     for file in doc_files(&root) {
-        let text = std::fs::read_to_string(root.join(&file)).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let text =
+            std::fs::read_to_string(root.join(&file)).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         for (line, target) in links_in(&text) {
             links += 1;
             if let Err(why) = check_link(&root, &file, &target) {
@@ -48,7 +49,10 @@ fn every_relative_link_and_backticked_path_in_the_docs_exists() {
             }
         }
     }
-    assert!(links > 10 && paths > 10, "the docs name only {links} links and {paths} paths: is the parser broken?");
+    assert!(
+        links > 10 && paths > 10,
+        "the docs name only {links} links and {paths} paths: is the parser broken?"
+    );
     assert!(problems.is_empty(), "the docs point at what does not exist:\n{}", problems.join("\n"));
 }
 
@@ -205,9 +209,9 @@ fn looks_like_a_path(span: &str, top_level: &BTreeSet<String>) -> bool {
     let path = strip_location(span);
     let first = path.split('/').next().unwrap_or("");
     let last = path.rsplit('/').next().unwrap_or("");
-    let has_extension = last
-        .rsplit_once('.')
-        .is_some_and(|(stem, ext)| !stem.is_empty() && !ext.is_empty() && ext.chars().all(|c| c.is_ascii_alphanumeric()));
+    let has_extension = last.rsplit_once('.').is_some_and(|(stem, ext)| {
+        !stem.is_empty() && !ext.is_empty() && ext.chars().all(|c| c.is_ascii_alphanumeric())
+    });
     has_extension || top_level.contains(first)
 }
 
