@@ -261,7 +261,7 @@ impl Tensor {
         }
         let _recording_off = no_grad();
         // The gradient ops run inside devcheck: what they report belongs to this call.
-        let _user_call = crate::check::recorder::internal_work(location, true);
+        let _user_call = crate::tensor::observe::on_behalf_of(location, true);
         graph::run_backward(self, seed, location).map_err(|e| e.relocated(location))
     }
 }

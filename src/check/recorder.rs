@@ -1,19 +1,21 @@
 //! What the op front end tells the checker while a dry run or a trace is recording on a thread.
 //!
-//! The tensor code calls the `pub(crate)` hooks below at the few places where data is created,
-//! moved, read, or where operands disagree on their device. When nothing records on the thread,
-//! each hook is one thread-local flag test. Records are aggregated by call site as they arrive,
+//! The tensor layer reports, through the hook it owns (`crate::tensor::observe`), the few places
+//! where data is created, moved, read, or where operands disagree on their device; a
+//! [`Recording`] installs this recorder there for its thread and takes it out when it ends. When
+//! nothing records on the thread, each report is one thread-local test. Records are aggregated by call site as they arrive,
 //! so a trace over a long training run stays small: its size grows with the number of distinct
 //! lines, not with the number of steps.
 
 use std::any::Any;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::Location;
 use std::sync::Weak;
 
 use crate::device::Device;
 use crate::error::Operand;
+use crate::tensor::observe::{self, Observer, UserCall};
 use crate::tensor::{Origin, Tensor};
 
 use super::ledger::{Allocations, HostRead, Transfer};
@@ -21,40 +23,7 @@ use super::ledger::{Allocations, HostRead, Transfer};
 type Loc = &'static Location<'static>;
 
 thread_local! {
-    static RECORDING: Cell<bool> = const { Cell::new(false) };
     static RECORDER: RefCell<Option<Box<Recorder>>> = const { RefCell::new(None) };
-    static INTERNAL: Cell<Option<Internal>> = const { Cell::new(None) };
-}
-
-/// devcheck's own work on behalf of one call of the user's (`loss.backward()`, an optimizer
-/// step): what it does is reported at that call, never at a line inside devcheck.
-#[derive(Clone, Copy)]
-struct Internal {
-    call_site: Loc,
-    /// The backward pass: a device mismatch there only repeats one forward already reported (its
-    /// gradients meet the tensors forward mixed), and the tensors it makes are gradients.
-    echoes_only: bool,
-}
-
-/// While alive, the recorder attributes what happens on this thread to `call_site` (see
-/// [`Internal`]); `echoes_only` for the backward pass.
-pub(crate) struct InternalWork {
-    previous: Option<Internal>,
-}
-
-pub(crate) fn internal_work(call_site: Loc, echoes_only: bool) -> InternalWork {
-    let previous = INTERNAL.with(|i| i.replace(Some(Internal { call_site, echoes_only })));
-    InternalWork { previous }
-}
-
-impl Drop for InternalWork {
-    fn drop(&mut self) {
-        INTERNAL.with(|i| i.set(self.previous));
-    }
-}
-
-fn internal() -> Option<Internal> {
-    INTERNAL.with(Cell::get)
 }
 
 /// What a recorder is for.
@@ -429,7 +398,7 @@ pub(crate) struct Recording {
 impl Recording {
     pub fn start(mode: Mode) -> Recording {
         let outer = RECORDER.with(|r| r.borrow_mut().replace(Box::new(Recorder::new(mode))));
-        RECORDING.with(|flag| flag.set(true));
+        observe::watch(Some(&RECORDER_HOOKS));
         Recording { outer, finished: false, _not_send: std::marker::PhantomData }
     }
 
@@ -456,7 +425,7 @@ impl Recording {
 
     fn restore_outer(&mut self) {
         let outer = self.outer.take();
-        RECORDING.with(|flag| flag.set(outer.is_some()));
+        observe::watch(outer.is_some().then_some(&RECORDER_HOOKS as &dyn Observer));
         RECORDER.with(|r| *r.borrow_mut() = outer);
     }
 }
@@ -480,23 +449,22 @@ fn with_recorder<R>(f: impl FnOnce(&mut Recorder) -> R) -> Option<R> {
     })
 }
 
-#[inline]
-fn recording() -> bool {
-    RECORDING.with(Cell::get)
-}
-
 // ---------------------------------------------------------------------------------------------
-// Hooks called by the op front end
+// What the tensor layer reports (see `crate::tensor::observe`)
 
-/// A constructor made `tensor` (`zeros`, `from_vec`, ...).
-#[inline]
-pub(crate) fn created(tensor: &Tensor) {
-    if recording() {
-        match internal() {
-            Some(Internal { echoes_only: true, .. }) => {
+/// The recorder as the tensor layer's observer: installed on a thread while a [`Recording`] is
+/// alive there, it adds each report to that thread's recorder.
+struct RecorderHooks;
+
+static RECORDER_HOOKS: RecorderHooks = RecorderHooks;
+
+impl Observer for RecorderHooks {
+    fn created(&self, tensor: &Tensor) {
+        match observe::user_call() {
+            Some(UserCall { echoes_only: true, .. }) => {
                 with_recorder(|r| r.allocation(tensor));
             }
-            Some(Internal { call_site, .. }) => {
+            Some(UserCall { call_site, .. }) => {
                 with_recorder(|r| r.created_at(tensor, Origin::new(tensor.origin().op(), call_site)));
             }
             None => {
@@ -504,73 +472,50 @@ pub(crate) fn created(tensor: &Tensor) {
             }
         }
     }
-}
 
-/// The constructor just recorded reports itself under another op name (`zeros` is built on
-/// `full`).
-#[inline]
-pub(crate) fn renamed(tensor: &Tensor) {
-    if recording() {
+    fn renamed(&self, tensor: &Tensor) {
         with_recorder(|r| r.renamed(tensor.origin()));
     }
-}
 
-/// An op computed `result`, on the device of its operand `source`.
-#[inline]
-pub(crate) fn computed(source: &Tensor, result: &Tensor) {
-    if recording() {
+    fn computed(&self, source: &Tensor, result: &Tensor) {
         with_recorder(|r| r.computed(source, result));
     }
-}
 
-/// `source` was copied to another device as `moved`, at `call_site`.
-#[inline]
-pub(crate) fn moved(source: &Tensor, moved: &Tensor, call_site: Loc) {
-    if recording() {
-        let call_site = internal().map_or(call_site, |i| i.call_site);
+    fn moved(&self, source: &Tensor, moved: &Tensor, call_site: Loc) {
+        let call_site = observe::user_call().map_or(call_site, |c| c.call_site);
         with_recorder(|r| r.moved(source, moved, call_site));
     }
-}
 
-/// A host read of `tensor` at `call_site`. True when the read should be answered with zeros: the
-/// tensor has no data, and a dry run (or a trace inside a fake scope) records, so the run goes on
-/// and the read is reported. Elsewhere reading a fake tensor stays an error.
-#[inline]
-pub(crate) fn host_read(tensor: &Tensor, op: &'static str, call_site: Loc) -> bool {
-    if !recording() {
-        return false;
+    /// True when the tensor has no data and a dry run (or a trace inside a fake scope) records:
+    /// the run goes on and the read is reported. Elsewhere reading a fake tensor stays an error.
+    fn host_read(&self, tensor: &Tensor, op: &'static str, call_site: Loc) -> bool {
+        let call_site = observe::user_call().map_or(call_site, |c| c.call_site);
+        let mode = with_recorder(|r| {
+            r.read(tensor, op, call_site);
+            r.mode
+        });
+        let answer_fakes = match mode {
+            Some(Mode::DryRun { .. }) => true,
+            Some(Mode::Trace) => crate::fake::is_active(),
+            None => false,
+        };
+        answer_fakes && tensor.is_fake()
     }
-    let call_site = internal().map_or(call_site, |i| i.call_site);
-    let mode = with_recorder(|r| {
-        r.read(tensor, op, call_site);
-        r.mode
-    });
-    let answer_fakes = match mode {
-        Some(Mode::DryRun { .. }) => true,
-        Some(Mode::Trace) => crate::fake::is_active(),
-        None => false,
-    };
-    answer_fakes && tensor.is_fake()
-}
 
-/// Operands of `op` on different devices. True when a dry run records the mismatch and lets the
-/// op go on (its result lands on the first operand's device); false when it must fail.
-#[cold]
-pub(crate) fn device_mismatch(op: &'static str, operands: &[(&str, &Tensor)], call_site: Loc) -> bool {
-    if !recording() {
-        return false;
+    /// A dry run records the mismatch and lets the op go on; a trace lets it fail.
+    fn device_mismatch(&self, op: &'static str, operands: &[(&str, &Tensor)], call_site: Loc) -> bool {
+        with_recorder(|r| {
+            if !matches!(r.mode, Mode::DryRun { .. }) {
+                return false;
+            }
+            match observe::user_call() {
+                // Tolerated, not reported again.
+                Some(UserCall { echoes_only: true, .. }) => {}
+                Some(UserCall { call_site, .. }) => r.mismatch(op, operands, call_site),
+                None => r.mismatch(op, operands, call_site),
+            }
+            true
+        })
+        .unwrap_or(false)
     }
-    with_recorder(|r| {
-        if !matches!(r.mode, Mode::DryRun { .. }) {
-            return false;
-        }
-        match internal() {
-            // Tolerated, not reported again.
-            Some(Internal { echoes_only: true, .. }) => {}
-            Some(Internal { call_site, .. }) => r.mismatch(op, operands, call_site),
-            None => r.mismatch(op, operands, call_site),
-        }
-        true
-    })
-    .unwrap_or(false)
 }

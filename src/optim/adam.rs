@@ -63,7 +63,7 @@ impl Core {
 
     fn step(&mut self, name: &'static str, location: &'static Location<'static>) -> Result<()> {
         // The update's ops run inside devcheck: what they report belongs to the user's call.
-        let _user_call = crate::check::recorder::internal_work(location, false);
+        let _user_call = crate::tensor::observe::on_behalf_of(location, false);
         self.step_at(name, location).map_err(|e| e.relocated(location))
     }
 

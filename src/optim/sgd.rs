@@ -111,7 +111,7 @@ impl Optimizer for Sgd {
     fn step(&mut self) -> Result<()> {
         let location = Location::caller();
         // The update's ops run inside devcheck: what they report belongs to this call.
-        let _user_call = crate::check::recorder::internal_work(location, false);
+        let _user_call = crate::tensor::observe::on_behalf_of(location, false);
         self.step_at(location).map_err(|e| e.relocated(location))
     }
 

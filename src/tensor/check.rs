@@ -25,7 +25,7 @@ pub(crate) fn same_device(op: &'static str, operands: &[(&str, &Tensor)], locati
         return Ok(device);
     }
     // A dry run records the mismatch and goes on, to find every problem in one run.
-    if crate::check::recorder::device_mismatch(op, operands, location) {
+    if super::observe::device_mismatch(op, operands, location) {
         return Ok(device);
     }
     Err(Error::DeviceMismatch {

@@ -39,7 +39,7 @@ impl Tensor {
             opts.device,
             Origin::new(op, location),
         );
-        crate::check::recorder::created(&tensor);
+        super::observe::created(&tensor);
         Ok(tensor)
     }
 
@@ -219,7 +219,7 @@ impl Tensor {
             opts.device,
             Origin::new(op, location),
         );
-        crate::check::recorder::created(&tensor);
+        super::observe::created(&tensor);
         tensor
     }
 
@@ -358,7 +358,7 @@ impl Tensor {
     fn renamed_op(self, op: &'static str) -> Tensor {
         let origin = Origin::new(op, self.origin().location());
         let renamed = self.view(self.layout().clone(), origin);
-        crate::check::recorder::renamed(&renamed);
+        super::observe::renamed(&renamed);
         renamed
     }
 }

@@ -9,6 +9,7 @@ mod create;
 mod interop;
 mod label;
 mod moves;
+pub(crate) mod observe;
 mod ops;
 mod origin;
 mod sugar;

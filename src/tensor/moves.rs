@@ -124,7 +124,7 @@ impl Tensor {
             self.origin(),
         );
         moved.copy_label_from(self);
-        crate::check::recorder::moved(self, &moved, location);
+        super::observe::moved(self, &moved, location);
         Ok(record(moved, &[self], |_| GradFn::ToDevice { device: self.device() }))
     }
 
@@ -192,7 +192,7 @@ impl Tensor {
         let converted = if T::DTYPE == self.dtype() { 0 } else { self.numel() };
         let bytes = self.numel().saturating_add(converted).saturating_mul(T::DTYPE.size_in_bytes());
         super::ensure_host_room("to_vec", location, bytes)?;
-        if crate::check::recorder::host_read(self, "to_vec", location) {
+        if super::observe::host_read(self, "to_vec", location) {
             return Ok(vec![T::from_f64(0.0); self.numel()]);
         }
         self.with_host("to_vec", location, |s, l| match s.as_slice::<T>() {
@@ -219,7 +219,7 @@ impl Tensor {
                 location,
             ));
         }
-        if crate::check::recorder::host_read(self, "to_scalar", location) {
+        if super::observe::host_read(self, "to_scalar", location) {
             return Ok(T::from_f64(0.0));
         }
         let host = self.host_data("to_scalar", location)?;
@@ -235,7 +235,7 @@ impl Tensor {
     /// [`Tensor::to_raw_bytes`] on behalf of `op` (a checkpoint save names the user's line).
     pub(crate) fn raw_bytes_at(&self, op: &'static str, location: Loc) -> Result<Vec<u8>> {
         super::ensure_host_room(op, location, self.nbytes())?;
-        if crate::check::recorder::host_read(self, op, location) {
+        if super::observe::host_read(self, op, location) {
             return Ok(vec![0; self.nbytes()]);
         }
         self.with_host(op, location, |s, l| s.to_le_bytes(l))
@@ -262,7 +262,7 @@ impl Tensor {
             self.device(),
             super::Origin::new(op, location),
         );
-        crate::check::recorder::computed(self, &derived);
+        super::observe::computed(self, &derived);
         derived
     }
 
