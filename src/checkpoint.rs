@@ -59,7 +59,7 @@ use safetensors::tensor::{Dtype as FileDType, Metadata, TensorInfo};
 
 use crate::device::Device;
 use crate::dtype::DType;
-use crate::error::Result;
+use crate::error::{Error, LayerDetail, LayerError, Result};
 use crate::module::{
     EntryKind, Module, ModulePath, Param, ParamId, ParamInstaller, Persistence, Visitor, VisitorMut,
 };
@@ -682,6 +682,18 @@ impl CheckpointError {
             CheckpointError::Mismatch(report) => report.location,
             _ => None,
         }
+    }
+}
+
+impl LayerError for CheckpointError {
+    fn location(&self) -> Option<&'static Location<'static>> {
+        CheckpointError::location(self)
+    }
+}
+
+impl From<CheckpointError> for Error {
+    fn from(error: CheckpointError) -> Error {
+        Error::Checkpoint(LayerDetail::new(error))
     }
 }
 

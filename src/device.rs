@@ -151,3 +151,12 @@ pub fn set_default_device(device: Device) {
 pub fn default_device() -> Device {
     *DEFAULT_DEVICE.read().unwrap_or_else(|e| e.into_inner())
 }
+
+/// The Rust expression for a device, for help lines.
+pub(crate) fn device_expr(device: &Device) -> String {
+    match device {
+        Device::Cpu => "Device::Cpu".to_string(),
+        Device::Cuda(i) => format!("Device::Cuda({i})"),
+        Device::Mps => "Device::Mps".to_string(),
+    }
+}

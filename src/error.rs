@@ -1,5 +1,11 @@
 //! The one error type of devcheck: every failure is a [`miette::Diagnostic`] with a help line.
 //!
+//! This file sits below every layer that raises errors and imports none of them: it holds the
+//! errors of the tensor core (devices, dtypes, shapes, memory) and the help lines they share with
+//! the checker's reports. The layers above keep their own error types next to their code
+//! (`ModuleError`, `CheckpointError`, `CheckError`, `DataError`, `CudaError`), each a
+//! [`LayerError`] with a `From` into [`Error`] beside it.
+//!
 //! `Debug` renders the full report (not a struct dump), so a test written
 //! `fn t() -> devcheck::Result<()>` that fails through `?` prints what a person needs to fix it.
 
@@ -183,15 +189,12 @@ pub enum Error {
 
     #[error(
         "CUDA out of memory: tried to allocate {} on {device}\n  {device}: {}\n  devcheck: {} allocated by tensors, {} reserved but unused (cached)",
-        crate::backend::cuda::allocator::format_bytes(*requested),
-        crate::backend::cuda::allocator::capacity_line(*total, *free),
-        crate::backend::cuda::allocator::format_bytes(*allocated),
-        crate::backend::cuda::allocator::format_bytes(reserved.saturating_sub(*allocated))
+        crate::units::format_bytes(*requested, 2),
+        device_capacity_line(*total, *free),
+        crate::units::format_bytes(*allocated, 2),
+        crate::units::format_bytes(reserved.saturating_sub(*allocated), 2)
     )]
-    #[diagnostic(
-        code(devcheck::cuda_out_of_memory),
-        help("{}", crate::backend::cuda::allocator::out_of_memory_help(*allocated, *reserved))
-    )]
+    #[diagnostic(code(devcheck::cuda_out_of_memory), help("{}", device_out_of_memory_help(*allocated, *reserved)))]
     OutOfMemory {
         device: Device,
         /// Bytes asked for, before rounding.
@@ -222,59 +225,108 @@ pub enum Error {
         location: &'static Location<'static>,
     },
 
-    /// A module-wide problem: tensors on several devices, no tensors at all.
+    /// A module-wide problem: tensors on several devices, no tensors at all
+    /// (a `ModuleError`, from `devcheck::module`).
     #[error(transparent)]
     #[diagnostic(transparent)]
-    Module(#[from] crate::module::ModuleError),
+    Module(LayerDetail),
 
-    /// A checkpoint that cannot be read, written or loaded into the model.
+    /// A checkpoint that cannot be read, written or loaded into the model
+    /// (a `CheckpointError`, from `devcheck::checkpoint`).
     #[error(transparent)]
     #[diagnostic(transparent)]
-    Checkpoint(#[from] crate::checkpoint::CheckpointError),
+    Checkpoint(LayerDetail),
 
-    /// A check that found problems: an inventory, a forward dry run, a trace (see
-    /// [`crate::check`]), with every finding, its source line and help.
+    /// A check that found problems: an inventory, a forward dry run, a trace, with every finding,
+    /// its source line and help (a `CheckError`, from `devcheck::check`).
     #[error(transparent)]
     #[diagnostic(transparent)]
-    Check(#[from] crate::check::CheckError),
+    Check(LayerDetail),
 
-    /// A data file that cannot be read or parsed.
+    /// A data file that cannot be read or parsed (a `DataError`, from `devcheck::data`).
     #[error(transparent)]
     #[diagnostic(transparent)]
-    Data(#[from] crate::data::DataError),
+    Data(LayerDetail),
 
     /// The CUDA backend failed below the op front end: a kernel that did not compile or load, a
-    /// driver or cuBLAS call (see [`crate::backend::cuda::CudaError`]).
+    /// driver or cuBLAS call (a `CudaError`, from `devcheck::cuda`).
     #[error(transparent)]
     #[diagnostic(transparent)]
-    Cuda(Box<crate::backend::cuda::CudaError>),
+    Cuda(LayerDetail),
 }
 
-impl From<crate::backend::cuda::CudaError> for Error {
-    /// A devcheck error that travelled through the backend comes out as itself.
-    fn from(e: crate::backend::cuda::CudaError) -> Self {
-        match e {
-            crate::backend::cuda::CudaError::Core(inner) => *inner,
-            other => Error::Cuda(Box::new(other)),
-        }
+/// The error type of a layer above this file (a module walk, a checkpoint, a check report, a
+/// data file, the CUDA backend), defined next to the code that raises it, with its `From` into
+/// [`Error`] there: this file depends on no layer above it. [`Error::downcast_ref`] gives the
+/// layer's own type back.
+pub trait LayerError: std::any::Any + Diagnostic + Send + Sync {
+    /// The line in the user's code to fix, when the error has one (see [`Error::location`]).
+    fn location(&self) -> Option<&'static Location<'static>> {
+        None
     }
 }
 
-impl Error {
-    /// The error for host memory that could not be had, with the machine's memory as it is now.
-    pub(crate) fn host_out_of_memory(
-        op: &'static str,
-        requested: usize,
-        location: &'static Location<'static>,
-    ) -> Error {
-        let memory = crate::backend::cpu::host_memory();
-        Error::HostOutOfMemory {
-            op,
-            requested,
-            total: memory.map(|m| m.total),
-            available: memory.map(|m| m.available),
-            location,
-        }
+/// A [`LayerError`] inside [`Error`]: displays, renders and chains exactly as the error it
+/// holds.
+pub struct LayerDetail(Box<dyn LayerError>);
+
+impl LayerDetail {
+    pub(crate) fn new(error: impl LayerError) -> LayerDetail {
+        LayerDetail(Box::new(error))
+    }
+
+    /// The layer's error as its own type (`CheckpointError`, `CheckError`, ...), if it is one.
+    pub fn downcast_ref<E: LayerError>(&self) -> Option<&E> {
+        (&*self.0 as &dyn std::any::Any).downcast_ref()
+    }
+
+    pub fn location(&self) -> Option<&'static Location<'static>> {
+        self.0.location()
+    }
+}
+
+impl fmt::Debug for LayerDetail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for LayerDetail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl std::error::Error for LayerDetail {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl Diagnostic for LayerDetail {
+    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        self.0.code()
+    }
+    fn severity(&self) -> Option<miette::Severity> {
+        self.0.severity()
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        self.0.help()
+    }
+    fn url<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        self.0.url()
+    }
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        self.0.source_code()
+    }
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = miette::LabeledSpan> + '_>> {
+        self.0.labels()
+    }
+    fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn Diagnostic> + 'a>> {
+        self.0.related()
+    }
+    fn diagnostic_source(&self) -> Option<&dyn Diagnostic> {
+        self.0.diagnostic_source()
     }
 }
 
@@ -305,6 +357,44 @@ fn host_out_of_memory_help(requested: usize, total: Option<usize>) -> String {
     } else {
         format!("{workload}; {shape}")
     }
+}
+
+/// The device line of the CUDA out-of-memory message.
+fn device_capacity_line(total: Option<usize>, free: Option<usize>) -> String {
+    match (total, free) {
+        (Some(total), Some(free)) => format!(
+            "{} total, {} free (other processes included)",
+            crate::units::format_bytes(total, 2),
+            crate::units::format_bytes(free, 2)
+        ),
+        _ => "total and free memory unknown (the driver could not be asked)".to_string(),
+    }
+}
+
+/// The help of the CUDA out-of-memory message, in the order the fixes should be tried. By the
+/// time it is shown the allocator has already released every segment without a live tensor.
+fn device_out_of_memory_help(allocated: usize, reserved: usize) -> String {
+    let unused = reserved.saturating_sub(allocated);
+    let cache = if unused > allocated.max(1) * 2 {
+        format!(
+            "here {} is reserved but unused against {} allocated even after devcheck released its unused \
+             segments: the free memory is split across segments that each still hold a live tensor \
+             (fragmentation), so create long-lived tensors before the loop; `devcheck::cuda::empty_cache` \
+             helps only when reserved ≫ allocated, and belongs outside the loop, never inside it",
+            crate::units::format_bytes(unused, 2),
+            crate::units::format_bytes(allocated, 2)
+        )
+    } else {
+        "call `devcheck::cuda::empty_cache` only when reserved memory is much larger than allocated, and \
+         never inside the training loop: it cannot free memory that tensors still hold"
+            .to_string()
+    };
+    format!(
+        "lower the batch size first; to keep the effective batch size, accumulate gradients over several \
+         smaller batches (gradient accumulation); {cache}; look for tensors kept alive between steps, such \
+         as a loss kept for logging without `.detach()` or a list of outputs: `devcheck::trace` around \
+         one step counts the tensors and bytes it creates on each device"
+    )
 }
 
 fn mismatch_summary(operands: &[Operand]) -> String {
@@ -349,7 +439,7 @@ pub(crate) fn device_fixes<'a>(
              (it moves every parameter and buffer)",
             and_list(&names),
             devices.into_iter().collect::<Vec<_>>().join(" and "),
-            crate::module::device_expr(&target)
+            crate::device::device_expr(&target)
         ));
     }
     // Tensors inside one skipped submodule: one fix, the skip.
@@ -430,7 +520,7 @@ pub(crate) enum Unlabelled {
 pub(crate) fn operand_fix(operand: &Operand, target: Device, unlabelled: Unlabelled) -> String {
     use crate::tensor::TensorRole;
     let who = who(operand);
-    let device = crate::module::device_expr(&target);
+    let device = crate::device::device_expr(&target);
     match &operand.kind {
         Some(TensorRole::Parameter | TensorRole::Buffer | TensorRole::NonPersistentBuffer) => {
             device_fixes([operand], target, unlabelled)
@@ -468,6 +558,20 @@ pub(crate) fn operand_fix(operand: &Operand, target: Device, unlabelled: Unlabel
 }
 
 impl Error {
+    /// The error of the layer that raised it, as that layer's own type: `error.downcast_ref::<
+    /// CheckpointError>()` for a checkpoint that did not load, `CheckError` for a failed check.
+    /// `None` for the errors of the tensor core (the other variants) and for another type.
+    pub fn downcast_ref<E: LayerError>(&self) -> Option<&E> {
+        match self {
+            Error::Module(detail)
+            | Error::Checkpoint(detail)
+            | Error::Check(detail)
+            | Error::Data(detail)
+            | Error::Cuda(detail) => detail.downcast_ref(),
+            _ => None,
+        }
+    }
+
     /// The full report, rendered without colour at `width` columns (what tests snapshot).
     pub fn render(&self, width: usize) -> String {
         render_diagnostic(self, width)
@@ -488,14 +592,12 @@ impl Error {
             | Error::HostOutOfMemory { location, .. }
             | Error::Unsupported { location, .. } => Some(location),
             Error::DeviceUnavailable { location, .. } => *location,
-            Error::Module(error) => error.location(),
-            Error::Checkpoint(error) => error.location(),
-            Error::Check(report) => report.findings().iter().find_map(|f| f.location()),
-            Error::InvalidDevice { .. }
-            | Error::InvalidDType { .. }
-            | Error::OutOfMemory { .. }
-            | Error::Data(_)
-            | Error::Cuda(_) => None,
+            Error::Module(detail)
+            | Error::Checkpoint(detail)
+            | Error::Check(detail)
+            | Error::Data(detail)
+            | Error::Cuda(detail) => detail.location(),
+            Error::InvalidDevice { .. } | Error::InvalidDType { .. } | Error::OutOfMemory { .. } => None,
         }
     }
 

@@ -1624,6 +1624,18 @@ impl ModuleError {
     }
 }
 
+impl crate::error::LayerError for ModuleError {
+    fn location(&self) -> Option<&'static Location<'static>> {
+        ModuleError::location(self)
+    }
+}
+
+impl From<ModuleError> for crate::Error {
+    fn from(error: ModuleError) -> crate::Error {
+        crate::Error::Module(crate::error::LayerDetail::new(error))
+    }
+}
+
 fn location_string(location: &Location<'_>) -> String {
     format!("{}:{}:{}", location.file(), location.line(), location.column())
 }
@@ -1665,7 +1677,7 @@ fn mixed_help(groups: &[(Device, Vec<String>)]) -> String {
         "call `model.to(&{})` once after building or loading the model: it moves every parameter and \
          buffer. Tensors elsewhere were probably assigned by hand after the last move \
          (`model.field = tensor` with a tensor made on another device)",
-        device_expr(&target),
+        crate::device::device_expr(&target),
     )
 }
 
@@ -1689,15 +1701,6 @@ pub fn short_type_name(name: &str) -> String {
         out.push(c);
     }
     out
-}
-
-/// The Rust expression for a device, for help lines.
-pub(crate) fn device_expr(device: &Device) -> String {
-    match device {
-        Device::Cpu => "Device::Cpu".to_string(),
-        Device::Cuda(i) => format!("Device::Cuda({i})"),
-        Device::Mps => "Device::Mps".to_string(),
-    }
 }
 
 #[cfg(test)]

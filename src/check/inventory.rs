@@ -212,7 +212,7 @@ impl Inventory {
             format!(
                 "call `model.to(&{})` after building or loading the model and after assigning tensor \
                  fields; it moves every parameter and buffer (not `#[module(skip)]` fields)",
-                crate::module::device_expr(device)
+                crate::device::device_expr(device)
             ),
             findings,
         ))
@@ -383,7 +383,7 @@ impl Inventory {
         finding.help(format!(
             "call `model.to(&{})` once after building or loading the model; tensors left elsewhere \
              were assigned to the model after its last move",
-            crate::module::device_expr(&main)
+            crate::device::device_expr(&main)
         ))
     }
 }

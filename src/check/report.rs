@@ -251,6 +251,19 @@ impl CheckError {
     }
 }
 
+impl crate::error::LayerError for CheckError {
+    /// The line of its first finding that has one.
+    fn location(&self) -> Option<&'static Location<'static>> {
+        self.findings().iter().find_map(|f| f.location())
+    }
+}
+
+impl From<CheckError> for crate::Error {
+    fn from(error: CheckError) -> crate::Error {
+        crate::Error::Check(crate::error::LayerDetail::new(error))
+    }
+}
+
 impl fmt::Display for CheckError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0.title)?;

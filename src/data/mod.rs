@@ -67,3 +67,11 @@ pub enum DataError {
     )]
     Empty { path: PathBuf },
 }
+
+impl crate::error::LayerError for DataError {}
+
+impl From<DataError> for crate::Error {
+    fn from(error: DataError) -> crate::Error {
+        crate::Error::Data(crate::error::LayerDetail::new(error))
+    }
+}

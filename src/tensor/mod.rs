@@ -489,7 +489,7 @@ pub(crate) fn ensure_host_room(
     location: &'static Location<'static>,
     bytes: usize,
 ) -> Result<()> {
-    crate::backend::cpu::ensure_room(bytes).map_err(|e| Error::host_out_of_memory(op, e.requested, location))
+    crate::backend::cpu::ensure_room(bytes).map_err(|e| e.into_error(op, location))
 }
 
 /// The `cuda` kernel of an op that has none on the GPU (callers only reach it for host data).

@@ -10,8 +10,11 @@
 
 use std::alloc::Layout as AllocLayout;
 use std::mem::{ManuallyDrop, MaybeUninit};
+use std::panic::Location;
 use std::ptr::NonNull;
 use std::sync::Mutex;
+
+use crate::error::Error;
 
 /// Buffers at least this large get the huge-page advice.
 const HUGE_PAGE_THRESHOLD_BYTES: usize = 4 << 20;
@@ -57,6 +60,20 @@ const CHECKED_BYTES: usize = 64 << 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct HostAllocError {
     pub(crate) requested: usize,
+}
+
+impl HostAllocError {
+    /// The error for `op` at the user's `location`, with the machine's memory as it is now.
+    pub(crate) fn into_error(self, op: &'static str, location: &'static Location<'static>) -> Error {
+        let memory = host_memory();
+        Error::HostOutOfMemory {
+            op,
+            requested: self.requested,
+            total: memory.map(|m| m.total),
+            available: memory.map(|m| m.available),
+            location,
+        }
+    }
 }
 
 /// Checks that `bytes` of host memory can be allocated now, before a kernel allocates them

@@ -20,7 +20,7 @@ use half::{bf16, f16};
 use crate::dtype::{DType, WithDType};
 use crate::shape::Layout;
 
-pub(crate) use alloc::{as_uninit, ensure_room, filled, host_memory, recycle, room_for, try_vec};
+pub(crate) use alloc::{as_uninit, ensure_room, filled, recycle, room_for, try_vec};
 pub(crate) use conv::{ConvShape, conv2d, conv2d_input_grad, conv2d_output_grad, conv2d_weight_grad};
 pub(crate) use copy::{assemble, embed};
 pub(crate) use kernels::*;

@@ -441,42 +441,6 @@ pub fn format_bytes(bytes: usize) -> String {
     crate::units::format_bytes(bytes, 2)
 }
 
-/// The device line of the out-of-memory message.
-pub fn capacity_line(total: Option<usize>, free: Option<usize>) -> String {
-    match (total, free) {
-        (Some(total), Some(free)) => {
-            format!("{} total, {} free (other processes included)", format_bytes(total), format_bytes(free))
-        }
-        _ => "total and free memory unknown (the driver could not be asked)".to_string(),
-    }
-}
-
-/// The help of the out-of-memory message, in the order the fixes should be tried. By the time
-/// it is shown the allocator has already released every segment without a live tensor.
-pub fn out_of_memory_help(allocated: usize, reserved: usize) -> String {
-    let unused = reserved.saturating_sub(allocated);
-    let cache = if unused > allocated.max(1) * 2 {
-        format!(
-            "here {} is reserved but unused against {} allocated even after devcheck released its unused \
-             segments: the free memory is split across segments that each still hold a live tensor \
-             (fragmentation), so create long-lived tensors before the loop; `devcheck::cuda::empty_cache` \
-             helps only when reserved ≫ allocated, and belongs outside the loop, never inside it",
-            format_bytes(unused),
-            format_bytes(allocated)
-        )
-    } else {
-        "call `devcheck::cuda::empty_cache` only when reserved memory is much larger than allocated, and \
-         never inside the training loop: it cannot free memory that tensors still hold"
-            .to_string()
-    };
-    format!(
-        "lower the batch size first; to keep the effective batch size, accumulate gradients over several \
-         smaller batches (gradient accumulation); {cache}; look for tensors kept alive between steps, such \
-         as a loss kept for logging without `.detach()` or a list of outputs: `devcheck::trace` around \
-         one step counts the tensors and bytes it creates on each device"
-    )
-}
-
 /// The table of [`CachingAllocator::memory_summary`] for any counters.
 pub fn format_summary(device: Device, s: &MemoryStats) -> String {
     let rows: [(&str, String, String); 8] = [

@@ -134,6 +134,18 @@ impl From<crate::Error> for CudaError {
     }
 }
 
+impl crate::error::LayerError for CudaError {}
+
+impl From<CudaError> for crate::Error {
+    /// A devcheck error that travelled through the backend comes out as itself.
+    fn from(e: CudaError) -> Self {
+        match e {
+            CudaError::Core(inner) => *inner,
+            other => crate::Error::Cuda(crate::error::LayerDetail::new(other)),
+        }
+    }
+}
+
 impl CudaError {
     /// The full report, rendered without colour at `width` columns.
     pub fn render(&self, width: usize) -> String {
