@@ -115,10 +115,14 @@ pub(crate) fn unavailable_reason() -> String {
 pub use crate::backend::cuda::allocator::MemoryStats;
 pub use crate::backend::cuda::host_allocator::HostMemoryStats;
 pub use crate::backend::cuda::nvrtc::NvrtcInfo;
+/// The kernel registry under its former name (the `devcheck kernels` command's path to it).
+pub use crate::backend::cuda::registry as kernels;
 pub use crate::backend::cuda::{
     CudaDevice, CudaError, CudaResult, CudaStorage, DeviceBuffer, PinnedBuffer, allocator, host_allocator,
-    kernels, nvrtc,
+    nvrtc, registry,
 };
+/// The reductions [`CudaStorage::reduce`] launches (the other op enums are at the crate root).
+pub use crate::backend::op::ReduceOp;
 
 use std::panic::Location;
 use std::sync::Arc;

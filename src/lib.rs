@@ -39,4 +39,6 @@ pub use dtype::{DType, WithDType};
 pub use error::{Error, Result};
 pub use module::{Module, Param};
 pub use random::manual_seed;
-pub use tensor::{BinaryOp, CmpOp, Origin, SkippedField, Tensor, TensorOptions, TensorRole, UnaryOp};
+pub use tensor::{
+    BinaryOp, CmpOp, LogicalOp, Origin, SkippedField, Tensor, TensorOptions, TensorRole, UnaryOp,
+};

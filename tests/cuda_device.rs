@@ -8,9 +8,9 @@ mod gpu;
 
 use std::sync::{Arc, RwLockReadGuard};
 
-use devcheck::cuda::{self, CudaDevice, CudaStorage, PinnedBuffer};
+use devcheck::cuda::{self, CudaDevice, CudaStorage, PinnedBuffer, ReduceOp};
 use devcheck::shape::Layout;
-use devcheck::{DType, Device};
+use devcheck::{BinaryOp, CmpOp, DType, Device, UnaryOp};
 
 /// cuda:0 with the GPU lock held shared, or `None` (and a skip note) without a GPU.
 fn gpu(test: &str) -> Option<(RwLockReadGuard<'static, ()>, Arc<CudaDevice>)> {
@@ -99,18 +99,18 @@ fn copies_fill_and_elementwise_kernels_match_the_host() {
     let full = CudaStorage::full(&dev, DType::F32, 5, 2.5).unwrap();
     assert_eq!(download_f32(&full, &Layout::contiguous(&[5])), vec![2.5; 5]);
     for (op, f) in [
-        ("exp", f32::exp as fn(f32) -> f32),
-        ("tanh", f32::tanh),
-        ("relu", |v: f32| v.max(0.0)),
-        ("sigmoid", |v: f32| 1.0 / (1.0 + (-v).exp())),
-        ("neg", |v: f32| -v),
+        (UnaryOp::Exp, f32::exp as fn(f32) -> f32),
+        (UnaryOp::Tanh, f32::tanh),
+        (UnaryOp::Relu, |v: f32| v.max(0.0)),
+        (UnaryOp::Sigmoid, |v: f32| 1.0 / (1.0 + (-v).exp())),
+        (UnaryOp::Neg, |v: f32| -v),
     ] {
         let y = x.unary(op, &l).unwrap();
         close(&download_f32(&y, &l), &xs.iter().map(|&v| f(v)).collect::<Vec<_>>(), 1e-5);
     }
     // A transposed view goes through the strided path.
     let t = Layout { shape: vec![100, 10], strides: vec![1, 100], offset: 0 };
-    let y = x.unary("neg", &t).unwrap();
+    let y = x.unary(UnaryOp::Neg, &t).unwrap();
     let xs = &xs;
     let expected: Vec<f32> = (0..100).flat_map(|r| (0..10).map(move |c| -xs[c * 100 + r])).collect();
     assert_eq!(download_f32(&y, &Layout::contiguous(&[100, 10])), expected);
@@ -123,10 +123,10 @@ fn broadcast_binary_ops_casts_and_reductions_match_the_host() {
     let b: Vec<f32> = vec![10.0, 20.0, 30.0, 40.0];
     let (sa, sb) = (upload_f32(&dev, &a), upload_f32(&dev, &b));
     let (la, lb) = (Layout::contiguous(&[3, 4]), Layout::contiguous(&[4]));
-    let sum = sa.binary("add", &la, &sb, &lb, &[3, 4]).unwrap();
+    let sum = sa.binary(BinaryOp::Add, &la, &sb, &lb, &[3, 4]).unwrap();
     let expected: Vec<f32> = (0..12).map(|i| a[i] + b[i % 4]).collect();
     assert_eq!(download_f32(&sum, &la), expected);
-    let lt = sa.binary_scalar("lt", &la, 5.0, false).unwrap();
+    let lt = sa.compare_scalar(CmpOp::Lt, &la, 5.0).unwrap();
     assert_eq!(lt.dtype(), DType::Bool);
     let bools = lt.to_host_bytes(&la).unwrap();
     assert_eq!(bools, (0..12).map(|i| u8::from(i < 5)).collect::<Vec<_>>());
@@ -138,9 +138,9 @@ fn broadcast_binary_ops_casts_and_reductions_match_the_host() {
         .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
         .collect();
     assert_eq!(ints, (0..12).collect::<Vec<i64>>());
-    let rows = sa.reduce("sum", &la, 1, 0.0).unwrap();
+    let rows = sa.reduce(ReduceOp::Sum, &la, 1).unwrap();
     assert_eq!(download_f32(&rows, &Layout::contiguous(&[3])), vec![6.0, 22.0, 38.0]);
-    let argmax = sa.reduce("argmax", &la, 0, 0.0).unwrap();
+    let argmax = sa.reduce(ReduceOp::ArgMax, &la, 0).unwrap();
     assert_eq!(
         argmax
             .to_host_bytes(&Layout::contiguous(&[4]))
@@ -150,7 +150,7 @@ fn broadcast_binary_ops_casts_and_reductions_match_the_host() {
             .collect::<Vec<_>>(),
         vec![2; 4]
     );
-    let var = sa.reduce("var", &la, 1, 1.0).unwrap();
+    let var = sa.reduce(ReduceOp::Var(1), &la, 1).unwrap();
     close(&download_f32(&var, &Layout::contiguous(&[3])), &[5.0 / 3.0; 3], 1e-5);
     let sm = sa.softmax(&la, false).unwrap();
     let row: Vec<f32> = (0..4).map(|i| (i as f32).exp()).collect();
@@ -256,7 +256,7 @@ fn copies_kernels_and_cublas_work_on_a_thread_that_did_not_create_the_device() {
         let x = upload_f32(&dev, &xs);
         let l = Layout::contiguous(&[64, 64]);
         assert_eq!(download_f32(&x, &l), xs, "upload and download");
-        let y = x.unary("neg", &l).unwrap();
+        let y = x.unary(UnaryOp::Neg, &l).unwrap();
         assert_eq!(download_f32(&y, &l), xs.iter().map(|v| -v).collect::<Vec<_>>());
         let c = x.matmul(&l, &y, &l, (1, 64, 64, 64)).unwrap();
         let expected: Vec<f32> = (0..64 * 64)
@@ -276,17 +276,17 @@ fn long_rows_are_reduced_in_pieces_and_combined_exactly() {
     // Past 2^24 elements: every piece and the combined total are exact in i64 and f64.
     let n = (1 << 24) + 7;
     let ones = upload(&dev, DType::I32, &vec![1i32; n], |v| v.to_le_bytes().to_vec());
-    let total = ones.reduce("sum", &Layout::contiguous(&[n]), 0, 0.0).unwrap();
+    let total = ones.reduce(ReduceOp::Sum, &Layout::contiguous(&[n]), 0).unwrap();
     assert_eq!(download_i64(&total, 1), vec![n as i64]);
     let ramp: Vec<f64> = (0..n).map(|i| i as f64).collect();
     let x = upload(&dev, DType::F64, &ramp, |v| v.to_le_bytes().to_vec());
     let l = Layout::contiguous(&[n]);
-    let sum = x.reduce("sum", &l, 0, 0.0).unwrap();
+    let sum = x.reduce(ReduceOp::Sum, &l, 0).unwrap();
     assert_eq!(download_f64(&sum, 1), vec![(n as f64) * (n as f64 - 1.0) / 2.0]);
-    let max = x.reduce("max", &l, 0, 0.0).unwrap();
+    let max = x.reduce(ReduceOp::Max, &l, 0).unwrap();
     assert_eq!(download_f64(&max, 1), vec![(n - 1) as f64]);
     // Variance of 0..n (population): (n^2 - 1) / 12, through Welford and Chan's combination.
-    let var = x.reduce("var", &l, 0, 0.0).unwrap();
+    let var = x.reduce(ReduceOp::Var(0), &l, 0).unwrap();
     let expected = ((n as f64).powi(2) - 1.0) / 12.0;
     let got = download_f64(&var, 1)[0];
     assert!((got - expected).abs() <= 1e-7 * expected, "var {got} vs {expected}");
@@ -295,12 +295,12 @@ fn long_rows_are_reduced_in_pieces_and_combined_exactly() {
     peaks[n - 3] = 5.0;
     peaks[70_000] = 5.0;
     let p = upload(&dev, DType::F64, &peaks, |v| v.to_le_bytes().to_vec());
-    assert_eq!(download_i64(&p.reduce("argmax", &l, 0, 0.0).unwrap(), 1), vec![70_000]);
+    assert_eq!(download_i64(&p.reduce(ReduceOp::ArgMax, &l, 0).unwrap(), 1), vec![70_000]);
     let mut dip = vec![0.0f64; n];
     dip[n - 2] = f64::NAN;
     let d = upload(&dev, DType::F64, &dip, |v| v.to_le_bytes().to_vec());
-    assert!(download_f64(&d.reduce("max", &l, 0, 0.0).unwrap(), 1)[0].is_nan(), "NaN wins max");
-    assert_eq!(download_i64(&d.reduce("argmin", &l, 0, 0.0).unwrap(), 1), vec![(n - 2) as i64]);
+    assert!(download_f64(&d.reduce(ReduceOp::Max, &l, 0).unwrap(), 1)[0].is_nan(), "NaN wins max");
+    assert_eq!(download_i64(&d.reduce(ReduceOp::ArgMin, &l, 0).unwrap(), 1), vec![(n - 2) as i64]);
 }
 
 #[test]
@@ -312,10 +312,10 @@ fn reductions_over_a_leading_dim_read_columns_and_match_the_host() {
     let l = Layout::contiguous(&[rows, cols]);
     let xs = &xs;
     let column = |c: usize| (0..rows).map(move |r| xs[r * cols + c]);
-    let sums = download_f64(&x.reduce("sum", &l, 0, 0.0).unwrap(), cols);
+    let sums = download_f64(&x.reduce(ReduceOp::Sum, &l, 0).unwrap(), cols);
     let expected: Vec<f64> = (0..cols).map(|c| column(c).sum()).collect();
     assert_eq!(sums, expected, "integers in f64 sum exactly in any order");
-    let argmins = download_i64(&x.reduce("argmin", &l, 0, 0.0).unwrap(), cols);
+    let argmins = download_i64(&x.reduce(ReduceOp::ArgMin, &l, 0).unwrap(), cols);
     for (c, &got) in argmins.iter().enumerate() {
         let min = column(c).fold(f64::INFINITY, f64::min);
         let first = column(c).position(|v| v == min).unwrap();
@@ -323,7 +323,7 @@ fn reductions_over_a_leading_dim_read_columns_and_match_the_host() {
     }
     // The same columns seen through a transposed view: rows of the view, 37 apart in memory.
     let t = Layout { shape: vec![cols, rows], strides: vec![1, cols], offset: 0 };
-    assert_eq!(download_f64(&x.reduce("sum", &t, 1, 0.0).unwrap(), cols), expected);
+    assert_eq!(download_f64(&x.reduce(ReduceOp::Sum, &t, 1).unwrap(), cols), expected);
 }
 
 #[test]
@@ -336,7 +336,7 @@ fn a_pinned_buffer_waits_for_the_copy_filling_it_before_it_is_read_or_uploaded()
     for _ in 0..3 {
         let pinned = PinnedBuffer::new(&dev, n * 4, None).unwrap();
         // Queued, not waited for: the reads below must wait for it themselves.
-        x.unary("neg", &l).unwrap().copy_to_pinned(&l, &pinned).unwrap();
+        x.unary(UnaryOp::Neg, &l).unwrap().copy_to_pinned(&l, &pinned).unwrap();
         let again = CudaStorage::from_pinned(&dev, DType::F32, &pinned, true).unwrap();
         let host = pinned.to_vec().unwrap();
         let host: Vec<f32> =

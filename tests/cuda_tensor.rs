@@ -8,7 +8,7 @@
 //! errors without a driver, and that every op the front end sends to the GPU has a kernel) is
 //! checked everywhere.
 
-use devcheck::cuda::kernels::{kernel_name, module_for_kernel};
+use devcheck::cuda::registry::{kernel_name, module_for_kernel};
 use devcheck::nn::Forward;
 use devcheck::nn::functional::{ClassLossOptions, cross_entropy};
 use devcheck::optim::{AdamW, Optimizer};

@@ -4,3 +4,4 @@
 pub(crate) mod cpu;
 pub(crate) mod cuda;
 pub(crate) mod fake;
+pub(crate) mod op;

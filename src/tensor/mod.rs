@@ -19,9 +19,9 @@ use std::fmt;
 use std::panic::Location;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
+pub use crate::backend::op::{BinaryOp, CmpOp, LogicalOp, UnaryOp};
 pub use label::{SkippedField, TensorRole};
 pub(crate) use ops::GELU_TANH_CUBIC;
-pub use ops::{BinaryOp, CmpOp, UnaryOp};
 pub use origin::Origin;
 
 pub(crate) use check::on_one_device;

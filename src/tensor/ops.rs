@@ -7,108 +7,12 @@ use super::{Storage, Tensor, check, compute, cuda_error};
 use crate::autograd::{GradFn, record};
 use crate::backend::cpu::{self, Arith, CpuStorage, Float, with_float_storage, with_storage};
 use crate::backend::cuda::CudaError;
+use crate::backend::op::{BinaryOp, CmpOp, LogicalOp, ReduceOp, UnaryOp};
 use crate::dtype::{DType, WithDType};
 use crate::error::Result;
 use crate::shape::{Layout, fmt_shape};
 
 type Loc = &'static Location<'static>;
-
-/// Element-wise binary arithmetic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BinaryOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Pow,
-    Maximum,
-    Minimum,
-}
-
-impl BinaryOp {
-    pub fn name(self) -> &'static str {
-        match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "sub",
-            BinaryOp::Mul => "mul",
-            BinaryOp::Div => "div",
-            BinaryOp::Pow => "pow",
-            BinaryOp::Maximum => "maximum",
-            BinaryOp::Minimum => "minimum",
-        }
-    }
-}
-
-/// Element-wise comparisons; results are bool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CmpOp {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-impl CmpOp {
-    pub fn name(self) -> &'static str {
-        match self {
-            CmpOp::Eq => "eq",
-            CmpOp::Ne => "ne",
-            CmpOp::Lt => "lt",
-            CmpOp::Le => "le",
-            CmpOp::Gt => "gt",
-            CmpOp::Ge => "ge",
-        }
-    }
-}
-
-/// Element-wise unary functions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UnaryOp {
-    Neg,
-    Abs,
-    Relu,
-    Exp,
-    Log,
-    Sqrt,
-    Rsqrt,
-    Tanh,
-    Sigmoid,
-    /// The exact (erf) GELU, PyTorch's default (`approximate='none'`).
-    Gelu,
-    /// GELU's tanh approximation (PyTorch's `approximate='tanh'`).
-    GeluTanh,
-    Silu,
-    Sin,
-    Cos,
-}
-
-impl UnaryOp {
-    pub fn name(self) -> &'static str {
-        match self {
-            UnaryOp::Neg => "neg",
-            UnaryOp::Abs => "abs",
-            UnaryOp::Relu => "relu",
-            UnaryOp::Exp => "exp",
-            UnaryOp::Log => "log",
-            UnaryOp::Sqrt => "sqrt",
-            UnaryOp::Rsqrt => "rsqrt",
-            UnaryOp::Tanh => "tanh",
-            UnaryOp::Sigmoid => "sigmoid",
-            UnaryOp::Gelu => "gelu",
-            UnaryOp::GeluTanh => "gelu_tanh",
-            UnaryOp::Silu => "silu",
-            UnaryOp::Sin => "sin",
-            UnaryOp::Cos => "cos",
-        }
-    }
-
-    /// Neg, abs and relu also work on integers; the rest need a floating dtype.
-    fn takes_integers(self) -> bool {
-        matches!(self, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu)
-    }
-}
 
 /// The cubic coefficient of GELU's tanh approximation.
 pub(crate) const GELU_TANH_CUBIC: f64 = 0.044715;
@@ -328,31 +232,6 @@ impl Dims for Vec<isize> {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Reduce {
-    Sum,
-    Mean,
-    Max,
-    Min,
-    ArgMax,
-    ArgMin,
-    Var(usize),
-}
-
-impl Reduce {
-    fn name(self) -> &'static str {
-        match self {
-            Reduce::Sum => "sum",
-            Reduce::Mean => "mean",
-            Reduce::Max => "max",
-            Reduce::Min => "min",
-            Reduce::ArgMax => "argmax",
-            Reduce::ArgMin => "argmin",
-            Reduce::Var(_) => "var",
-        }
-    }
-}
-
 impl Tensor {
     // ---- element-wise binary -------------------------------------------------------------
 
@@ -419,7 +298,7 @@ impl Tensor {
             |s| float_binary(op, s[0], self.layout(), s[1], rhs.layout(), &shape),
             |s| {
                 gpu_has_kernel(op, dtype, self.device(), location)?;
-                s[0].binary(name, self.layout(), s[1], rhs.layout(), &shape)
+                s[0].binary(op, self.layout(), s[1], rhs.layout(), &shape)
             },
         )?;
         let out = self.derived(storage, &shape, dtype, name, location);
@@ -636,7 +515,7 @@ impl Tensor {
         };
         let storage = compute(name, location, &[self], (self.shape(), self.dtype()), cpu, |s| {
             gpu_has_kernel(op, self.dtype(), self.device(), location)?;
-            s[0].binary_scalar(name, self.layout(), value, cuda_reversed)
+            s[0].binary_scalar(op, self.layout(), value, cuda_reversed)
         })?;
         let out = self.derived(storage, self.shape(), self.dtype(), name, location);
         Ok(record(out, &[self], |_| GradFn::Scalar { op, value, reversed, input: self.clone() }))
@@ -696,7 +575,7 @@ impl Tensor {
                     CpuStorage::from_vec(cpu::unary_map(v, self.layout(), |x| f(x, c)))
                 })
             },
-            |s| s[0].binary_scalar(op.name(), self.layout(), value, false),
+            |s| s[0].compare_scalar(op, self.layout(), value),
         )?;
         Ok(self.derived(storage, self.shape(), DType::Bool, op.name(), location))
     }
@@ -721,7 +600,7 @@ impl Tensor {
             run!(F32, F64, F16, BF16, I64, I32, U8, Bool)
         };
         let storage = compute(name, location, &[self, rhs], (&shape, DType::Bool), cpu, |s| {
-            s[0].binary(name, self.layout(), s[1], rhs.layout(), &shape)
+            s[0].compare(op, self.layout(), s[1], rhs.layout(), &shape)
         })?;
         Ok(self.derived(storage, &shape, DType::Bool, name, location))
     }
@@ -729,13 +608,13 @@ impl Tensor {
     /// Logical and of two bool tensors.
     #[track_caller]
     pub fn logical_and(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.logical(rhs, "logical_and", |a, b| a && b, Location::caller())
+        self.logical(rhs, LogicalOp::And, |a, b| a && b, Location::caller())
     }
 
     /// Logical or of two bool tensors.
     #[track_caller]
     pub fn logical_or(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.logical(rhs, "logical_or", |a, b| a || b, Location::caller())
+        self.logical(rhs, LogicalOp::Or, |a, b| a || b, Location::caller())
     }
 
     /// Logical not of a bool tensor.
@@ -753,7 +632,7 @@ impl Tensor {
                 _ => unreachable!("dtype checked"),
             },
             // not x == (x == false)
-            |s| s[0].binary_scalar("eq", self.layout(), 0.0, false),
+            |s| s[0].compare_scalar(CmpOp::Eq, self.layout(), 0.0),
         )?;
         Ok(self.derived(storage, self.shape(), DType::Bool, "logical_not", location))
     }
@@ -761,10 +640,11 @@ impl Tensor {
     fn logical(
         &self,
         rhs: &Tensor,
-        name: &'static str,
+        op: LogicalOp,
         f: fn(bool, bool) -> bool,
         location: Loc,
     ) -> Result<Tensor> {
+        let name = op.name();
         check::same_device(name, &[("lhs", self), ("rhs", rhs)], location)?;
         check::dtype_is(name, "lhs", self, DType::Bool, location)?;
         check::dtype_is(name, "rhs", rhs, DType::Bool, location)?;
@@ -780,7 +660,7 @@ impl Tensor {
                 }
                 _ => unreachable!("dtype checked"),
             },
-            |s| s[0].binary(name, self.layout(), s[1], rhs.layout(), &shape),
+            |s| s[0].logical(op, self.layout(), s[1], rhs.layout(), &shape),
         )?;
         Ok(self.derived(storage, &shape, DType::Bool, name, location))
     }
@@ -883,7 +763,7 @@ impl Tensor {
                     self.device(),
                     location,
                 )),
-                _ => s[0].unary(op.name(), self.layout()),
+                _ => s[0].unary(op, self.layout()),
             }
         })?;
         let out = self.derived(storage, self.shape(), self.dtype(), op.name(), location);
@@ -998,71 +878,71 @@ impl Tensor {
     /// Sum over `dims` (integers and bools sum to i64, as in PyTorch).
     #[track_caller]
     pub fn sum(&self, dims: impl Dims, keepdim: bool) -> Result<Tensor> {
-        self.reduce(Reduce::Sum, &dims.to_dims(), keepdim, Location::caller())
+        self.reduce(ReduceOp::Sum, &dims.to_dims(), keepdim, Location::caller())
     }
 
     /// Mean over `dims`; floating dtypes only.
     #[track_caller]
     pub fn mean(&self, dims: impl Dims, keepdim: bool) -> Result<Tensor> {
-        self.reduce(Reduce::Mean, &dims.to_dims(), keepdim, Location::caller())
+        self.reduce(ReduceOp::Mean, &dims.to_dims(), keepdim, Location::caller())
     }
 
     /// Maximum values over `dims` (NaN-propagating).
     #[track_caller]
     pub fn max(&self, dims: impl Dims, keepdim: bool) -> Result<Tensor> {
-        self.reduce(Reduce::Max, &dims.to_dims(), keepdim, Location::caller())
+        self.reduce(ReduceOp::Max, &dims.to_dims(), keepdim, Location::caller())
     }
 
     #[track_caller]
     pub fn min(&self, dims: impl Dims, keepdim: bool) -> Result<Tensor> {
-        self.reduce(Reduce::Min, &dims.to_dims(), keepdim, Location::caller())
+        self.reduce(ReduceOp::Min, &dims.to_dims(), keepdim, Location::caller())
     }
 
     /// Index (i64) of the first maximum along `dim`.
     #[track_caller]
     pub fn argmax(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
-        self.reduce(Reduce::ArgMax, &[dim], keepdim, Location::caller())
+        self.reduce(ReduceOp::ArgMax, &[dim], keepdim, Location::caller())
     }
 
     #[track_caller]
     pub fn argmin(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
-        self.reduce(Reduce::ArgMin, &[dim], keepdim, Location::caller())
+        self.reduce(ReduceOp::ArgMin, &[dim], keepdim, Location::caller())
     }
 
     /// Unbiased variance over `dims` (PyTorch's default `correction=1`).
     #[track_caller]
     pub fn var(&self, dims: impl Dims, keepdim: bool) -> Result<Tensor> {
-        self.reduce(Reduce::Var(1), &dims.to_dims(), keepdim, Location::caller())
+        self.reduce(ReduceOp::Var(1), &dims.to_dims(), keepdim, Location::caller())
     }
 
     /// Variance with an explicit correction (0 = population variance).
     #[track_caller]
     pub fn var_with_correction(&self, dims: impl Dims, correction: usize, keepdim: bool) -> Result<Tensor> {
-        self.reduce(Reduce::Var(correction), &dims.to_dims(), keepdim, Location::caller())
+        self.reduce(ReduceOp::Var(correction), &dims.to_dims(), keepdim, Location::caller())
     }
 
     /// Sum of every element, as a 0-dim tensor.
     #[track_caller]
     pub fn sum_all(&self) -> Result<Tensor> {
-        self.reduce(Reduce::Sum, &all_dims(self), false, Location::caller())
+        self.reduce(ReduceOp::Sum, &all_dims(self), false, Location::caller())
     }
 
     #[track_caller]
     pub fn mean_all(&self) -> Result<Tensor> {
-        self.reduce(Reduce::Mean, &all_dims(self), false, Location::caller())
+        self.reduce(ReduceOp::Mean, &all_dims(self), false, Location::caller())
     }
 
     #[track_caller]
     pub fn max_all(&self) -> Result<Tensor> {
-        self.reduce(Reduce::Max, &all_dims(self), false, Location::caller())
+        self.reduce(ReduceOp::Max, &all_dims(self), false, Location::caller())
     }
 
     #[track_caller]
     pub fn min_all(&self) -> Result<Tensor> {
-        self.reduce(Reduce::Min, &all_dims(self), false, Location::caller())
+        self.reduce(ReduceOp::Min, &all_dims(self), false, Location::caller())
     }
 
-    fn reduce(&self, kind: Reduce, dims: &[isize], keepdim: bool, location: Loc) -> Result<Tensor> {
+    fn reduce(&self, kind: ReduceOp, dims: &[isize], keepdim: bool, location: Loc) -> Result<Tensor> {
         let op = kind.name();
         let mut dims = check::dims(op, self, dims, location)?;
         if self.rank() == 0 {
@@ -1070,17 +950,17 @@ impl Tensor {
             dims.clear();
         }
         let out_dtype = match kind {
-            Reduce::Sum if !self.dtype().is_float() => DType::I64,
-            Reduce::Mean | Reduce::Var(_) => check::float(op, self, location)?,
-            Reduce::ArgMax | Reduce::ArgMin => DType::I64,
-            Reduce::Max | Reduce::Min => {
+            ReduceOp::Sum if !self.dtype().is_float() => DType::I64,
+            ReduceOp::Mean | ReduceOp::Var(_) => check::float(op, self, location)?,
+            ReduceOp::ArgMax | ReduceOp::ArgMin => DType::I64,
+            ReduceOp::Max | ReduceOp::Min => {
                 check::numeric(op, self, location)?;
                 self.dtype()
             }
-            Reduce::Sum => self.dtype(),
+            ReduceOp::Sum => self.dtype(),
         };
         let group: usize = dims.iter().map(|&d| self.shape()[d]).product();
-        let needs_elements = !matches!(kind, Reduce::Sum | Reduce::Mean | Reduce::Var(_));
+        let needs_elements = !matches!(kind, ReduceOp::Sum | ReduceOp::Mean | ReduceOp::Var(_));
         if group == 0 && needs_elements {
             return Err(check::invalid(
                 op,
@@ -1108,22 +988,19 @@ impl Tensor {
             &[self],
             (&shape, out_dtype),
             |s| reduce_kernel(kind, s[0], self.layout(), &dims),
-            |s| {
-                let correction = if let Reduce::Var(c) = kind { c as f64 } else { 0.0 };
-                s[0].reduce_dims(op, self.layout(), &dims, correction)
-            },
+            |s| s[0].reduce_dims(kind, self.layout(), &dims),
         )?;
         let out = self.derived(storage, &shape, out_dtype, op, location);
         Ok(record(out, &[self], |out| match kind {
-            Reduce::Max | Reduce::Min => {
+            ReduceOp::Max | ReduceOp::Min => {
                 GradFn::MaxMin { input: self.clone(), out: out.detach(), dims: dims.clone(), keepdim }
             }
-            Reduce::Var(correction) => {
+            ReduceOp::Var(correction) => {
                 GradFn::Var { input: self.clone(), dims: dims.clone(), keepdim, correction }
             }
             _ => GradFn::SumMean {
                 shape: self.shape().to_vec(),
-                scale: (kind == Reduce::Mean).then(|| 1.0 / group as f64),
+                scale: (kind == ReduceOp::Mean).then(|| 1.0 / group as f64),
                 dims: dims.clone(),
                 keepdim,
             },
@@ -1341,41 +1218,41 @@ fn promoted_strides(t: &Tensor, dim: usize) -> Vec<usize> {
     if dim == 1 { vec![0, t.stride()[0]] } else { vec![t.stride()[0], 0] }
 }
 
-fn reduce_kernel(kind: Reduce, s: &CpuStorage, layout: &Layout, dims: &[usize]) -> CpuStorage {
-    fn float<T: Float>(kind: Reduce, v: &[T], layout: &Layout, dims: &[usize]) -> CpuStorage {
+fn reduce_kernel(kind: ReduceOp, s: &CpuStorage, layout: &Layout, dims: &[usize]) -> CpuStorage {
+    fn float<T: Float>(kind: ReduceOp, v: &[T], layout: &Layout, dims: &[usize]) -> CpuStorage {
         let (data, group) = cpu::reduction_input(v, layout, dims);
         let out_len = data.len().checked_div(group).unwrap_or_else(|| layout.numel_without(dims));
         match kind {
-            Reduce::Sum if group == 0 => CpuStorage::from_vec(vec![T::ZERO; out_len]),
-            Reduce::Mean if group == 0 => CpuStorage::from_vec(vec![T::from_f64(f64::NAN); out_len]),
-            Reduce::Var(_) if group == 0 => CpuStorage::from_vec(vec![T::from_f64(f64::NAN); out_len]),
-            Reduce::Sum => {
+            ReduceOp::Sum if group == 0 => CpuStorage::from_vec(vec![T::ZERO; out_len]),
+            ReduceOp::Mean if group == 0 => CpuStorage::from_vec(vec![T::from_f64(f64::NAN); out_len]),
+            ReduceOp::Var(_) if group == 0 => CpuStorage::from_vec(vec![T::from_f64(f64::NAN); out_len]),
+            ReduceOp::Sum => {
                 CpuStorage::from_vec(cpu::reduce_groups(&data, group, |g| T::from_f64(cpu::sum_f64(g))))
             }
-            Reduce::Mean => CpuStorage::from_vec(cpu::reduce_groups(&data, group, |g| {
+            ReduceOp::Mean => CpuStorage::from_vec(cpu::reduce_groups(&data, group, |g| {
                 T::from_f64(cpu::sum_f64(g) / group as f64)
             })),
-            Reduce::Var(c) => {
+            ReduceOp::Var(c) => {
                 CpuStorage::from_vec(cpu::reduce_groups(&data, group, |g| T::from_f64(cpu::var_of(g, c))))
             }
-            Reduce::Max => CpuStorage::from_vec(cpu::reduce_groups(&data, group, cpu::max_of)),
-            Reduce::Min => CpuStorage::from_vec(cpu::reduce_groups(&data, group, cpu::min_of)),
-            Reduce::ArgMax => CpuStorage::I64(cpu::reduce_groups(&data, group, cpu::argmax_of)),
-            Reduce::ArgMin => CpuStorage::I64(cpu::reduce_groups(&data, group, cpu::argmin_of)),
+            ReduceOp::Max => CpuStorage::from_vec(cpu::reduce_groups(&data, group, cpu::max_of)),
+            ReduceOp::Min => CpuStorage::from_vec(cpu::reduce_groups(&data, group, cpu::min_of)),
+            ReduceOp::ArgMax => CpuStorage::I64(cpu::reduce_groups(&data, group, cpu::argmax_of)),
+            ReduceOp::ArgMin => CpuStorage::I64(cpu::reduce_groups(&data, group, cpu::argmin_of)),
         }
     }
-    fn int<T: Arith>(kind: Reduce, v: &[T], layout: &Layout, dims: &[usize]) -> CpuStorage {
+    fn int<T: Arith>(kind: ReduceOp, v: &[T], layout: &Layout, dims: &[usize]) -> CpuStorage {
         let (data, group) = cpu::reduction_input(v, layout, dims);
         match kind {
-            Reduce::Sum if group == 0 => CpuStorage::I64(vec![0; layout.numel_without(dims)]),
-            Reduce::Sum => CpuStorage::I64(cpu::reduce_groups(&data, group, |g| {
+            ReduceOp::Sum if group == 0 => CpuStorage::I64(vec![0; layout.numel_without(dims)]),
+            ReduceOp::Sum => CpuStorage::I64(cpu::reduce_groups(&data, group, |g| {
                 g.iter().fold(0i64, |acc, x| acc.wrapping_add(x.to_f64() as i64))
             })),
-            Reduce::Max => CpuStorage::from_vec(cpu::reduce_groups(&data, group, cpu::max_of)),
-            Reduce::Min => CpuStorage::from_vec(cpu::reduce_groups(&data, group, cpu::min_of)),
-            Reduce::ArgMax => CpuStorage::I64(cpu::reduce_groups(&data, group, cpu::argmax_of)),
-            Reduce::ArgMin => CpuStorage::I64(cpu::reduce_groups(&data, group, cpu::argmin_of)),
-            Reduce::Mean | Reduce::Var(_) => unreachable!("float-only reductions checked"),
+            ReduceOp::Max => CpuStorage::from_vec(cpu::reduce_groups(&data, group, cpu::max_of)),
+            ReduceOp::Min => CpuStorage::from_vec(cpu::reduce_groups(&data, group, cpu::min_of)),
+            ReduceOp::ArgMax => CpuStorage::I64(cpu::reduce_groups(&data, group, cpu::argmax_of)),
+            ReduceOp::ArgMin => CpuStorage::I64(cpu::reduce_groups(&data, group, cpu::argmin_of)),
+            ReduceOp::Mean | ReduceOp::Var(_) => unreachable!("float-only reductions checked"),
         }
     }
     match s {
@@ -1385,7 +1262,7 @@ fn reduce_kernel(kind: Reduce, s: &CpuStorage, layout: &Layout, dims: &[usize]) 
         CpuStorage::BF16(v) => float(kind, v, layout, dims),
         CpuStorage::I64(v) => {
             // i64 sums stay exact beyond 2^53.
-            if kind == Reduce::Sum {
+            if kind == ReduceOp::Sum {
                 let (data, group) = cpu::reduction_input(v, layout, dims);
                 if group == 0 {
                     return CpuStorage::I64(vec![0; layout.numel_without(dims)]);

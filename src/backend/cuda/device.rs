@@ -12,8 +12,8 @@ use cudarc::driver::{
 use super::allocator::{Allocation, CachingAllocator, RawAllocError, RawAllocator};
 use super::error::{CudaError, CudaResult};
 use super::host_allocator::{CachingHostAllocator, RawHostAllocator, UseEvent};
-use super::kernels::{self, KernelModule};
 use super::nvrtc::{self, Arch, PtxParam};
+use super::registry::{self, KernelModule};
 use crate::device::Device;
 
 /// A CUDA device in use by this process.
@@ -250,7 +250,7 @@ impl CudaDevice {
         if let Some(f) = lock(&self.functions).get(name) {
             return Ok(f.clone());
         }
-        let module_def = kernels::module_for_kernel(name)?;
+        let module_def = registry::module_for_kernel(name)?;
         let module = self.module(module_def)?;
         self.bind()?;
         let function = module.load_function(name).map_err(|e| CudaError::KernelNotFound {

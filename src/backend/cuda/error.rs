@@ -54,7 +54,7 @@ pub enum CudaError {
     #[diagnostic(
         code(devcheck::cuda::kernel_registry),
         help(
-            "the kernel names in src/backend/cuda/kernels.rs and the instantiations in kernels/{module}.cu \
+            "the kernel names in src/backend/cuda/registry.rs and the instantiations in kernels/{module}.cu \
              must list the same kernels; update whichever side is behind"
         )
     )]

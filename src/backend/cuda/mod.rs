@@ -2,8 +2,9 @@
 //! devcheck runs everywhere, and on a machine without them every entry point returns an error
 //! that says what is missing instead of panicking. The public surface is `devcheck::cuda`.
 //!
-//! - [`kernels`]: the `.cu` modules under `kernels/`, embedded, with the name of every kernel,
-//!   and [`kernels::check_all`], which compiles all of them for an architecture without a GPU;
+//! - [`registry`]: the kernel registry, the `.cu` modules under `kernels/`, embedded, with the
+//!   name of every kernel, and [`registry::check_all`], which compiles all of them for an
+//!   architecture without a GPU (the op enums in `src/backend/op.rs` name the kernels they launch);
 //! - [`nvrtc`]: finding NVRTC and compiling one module;
 //! - [`allocator`]: the caching allocator, generic over the driver's allocation calls;
 //! - [`host_allocator`]: the caching allocator of pinned host memory, and what may still use a
@@ -15,8 +16,8 @@
 
 pub mod allocator;
 pub mod host_allocator;
-pub mod kernels;
 pub mod nvrtc;
+pub mod registry;
 
 mod blas;
 pub(crate) mod device;

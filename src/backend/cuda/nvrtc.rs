@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use cudarc::nvrtc::sys;
 
 use super::error::{CudaError, CudaResult};
-use super::kernels::{HEADERS, KernelModule};
+use super::registry::{HEADERS, KernelModule};
 
 /// What a bug report needs to know about NVRTC.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -15,8 +15,8 @@ use cudarc::driver::LaunchConfig;
 
 use super::device::{Arg, DeviceBuffer};
 use super::error::CudaResult;
-use super::kernels::kernel_name;
 use super::storage::{CudaStorage, invalid};
+use crate::backend::op::ReduceOp;
 use crate::dtype::DType;
 use crate::shape::Layout;
 
@@ -100,18 +100,18 @@ pub(crate) fn finish_config(n_out: usize, splits: usize) -> LaunchConfig {
 
 /// Bytes of one partial state of reduction `op` over `dtype`: what `kernels/reduce.cu` writes
 /// between the passes (its `static_assert`s pin the struct sizes to these numbers).
-pub(crate) fn partial_state_bytes(op: &str, dtype: DType) -> usize {
+pub(crate) fn partial_state_bytes(op: ReduceOp, dtype: DType) -> usize {
     let wide = match dtype {
         DType::F16 | DType::BF16 => 4,
         d => d.size_in_bytes(),
     };
     match op {
         // (value, i64 index)
-        "argmax" | "argmin" => 16,
+        ReduceOp::ArgMax | ReduceOp::ArgMin => 16,
         // (mean, m2, i64 count)
-        "var" if dtype == DType::F64 => 24,
-        "var" => 16,
-        "sum" if !dtype.is_float() => 8,
+        ReduceOp::Var(_) if dtype == DType::F64 => 24,
+        ReduceOp::Var(_) => 16,
+        ReduceOp::Sum if !dtype.is_float() => 8,
         _ => wide,
     }
 }
@@ -149,21 +149,25 @@ pub(crate) fn merge_reduced_dims(layout: &Layout, dims: &[usize]) -> Option<(Lay
 }
 
 impl CudaStorage {
-    /// Reduces dimension `dim` (`"sum"`, `"mean"`, `"max"`, `"min"`, `"argmax"`, `"argmin"`,
-    /// `"var"` with `correction`). The output is contiguous over the kept dimensions (the
-    /// front end decides about keepdim). Integer and bool sums and arg-reductions give i64.
-    pub fn reduce(&self, op: &str, layout: &Layout, dim: usize, correction: f64) -> CudaResult<CudaStorage> {
+    /// Reduces dimension `dim`. The output is contiguous over the kept dimensions (the front end
+    /// decides about keepdim). Integer and bool sums and arg-reductions give i64.
+    pub fn reduce(&self, op: ReduceOp, layout: &Layout, dim: usize) -> CudaResult<CudaStorage> {
+        let correction = if let ReduceOp::Var(c) = op { c as f64 } else { 0.0 };
         if dim >= layout.rank() {
             return Err(invalid(
                 "reduce",
-                format!("`{op}` over dimension {dim}: out of range for a tensor of rank {}", layout.rank()),
+                format!(
+                    "`{}` over dimension {dim}: out of range for a tensor of rank {}",
+                    op.name(),
+                    layout.rank()
+                ),
                 "pass a dimension below the tensor's rank",
             ));
         }
         let dtype = self.dtype();
         let out_dtype = match op {
-            "argmax" | "argmin" => DType::I64,
-            "sum" if !dtype.is_float() => DType::I64,
+            ReduceOp::ArgMax | ReduceOp::ArgMin => DType::I64,
+            ReduceOp::Sum if !dtype.is_float() => DType::I64,
             _ => dtype,
         };
         let mut kept = layout.clone();
@@ -175,7 +179,7 @@ impl CudaStorage {
         if n_out == 0 || reduce_size == 0 {
             // PyTorch: the sum of nothing is 0, its mean and variance NaN; max of nothing is an
             // error the front end raises.
-            out.fill(if matches!(op, "mean" | "var") { f64::NAN } else { 0.0 })?;
+            out.fill(if matches!(op, ReduceOp::Mean | ReduceOp::Var(_)) { f64::NAN } else { 0.0 })?;
             return Ok(out);
         }
         let outputs_adjacent = kept
@@ -204,7 +208,7 @@ impl CudaStorage {
         let info = self.upload_info(&kept.shape, &[&kept.strides])?;
         let partials_ptr = partials.as_ref().map_or(0, DeviceBuffer::ptr);
         device.launch(
-            &kernel_name(op, dtype),
+            &op.kernel(dtype),
             plan.config(),
             &[
                 Arg::U64(n_out as u64),
@@ -221,7 +225,7 @@ impl CudaStorage {
         )?;
         if partials.is_some() {
             device.launch(
-                &kernel_name(&format!("{op}_finish"), dtype),
+                &op.finish_kernel(dtype),
                 finish_config(n_out, plan.splits),
                 &[
                     Arg::U64(n_out as u64),
@@ -239,18 +243,12 @@ impl CudaStorage {
     /// Reduces every dimension in `dims` (distinct, ascending) with one reduction: in place when
     /// they merge into one dimension ([`merge_reduced_dims`]), else moved last and flattened into
     /// one by a copy. The output is contiguous over the kept dimensions, in order.
-    pub fn reduce_dims(
-        &self,
-        op: &str,
-        layout: &Layout,
-        dims: &[usize],
-        correction: f64,
-    ) -> CudaResult<CudaStorage> {
+    pub fn reduce_dims(&self, op: ReduceOp, layout: &Layout, dims: &[usize]) -> CudaResult<CudaStorage> {
         if let [dim] = dims {
-            return self.reduce(op, layout, *dim, correction);
+            return self.reduce(op, layout, *dim);
         }
         if let Some((merged, dim)) = merge_reduced_dims(layout, dims) {
-            return self.reduce(op, &merged, dim, correction);
+            return self.reduce(op, &merged, dim);
         }
         let kept: Vec<usize> = (0..layout.rank()).filter(|d| !dims.contains(d)).collect();
         let order: Vec<usize> = kept.iter().chain(dims).copied().collect();
@@ -262,7 +260,7 @@ impl CudaStorage {
         let x = self.contiguous(&permuted)?;
         let mut shape: Vec<usize> = kept.iter().map(|&d| layout.shape[d]).collect();
         shape.push(dims.iter().map(|&d| layout.shape[d]).product());
-        x.reduce(op, &Layout::contiguous(&shape), kept.len(), correction)
+        x.reduce(op, &Layout::contiguous(&shape), kept.len())
     }
 }
 
@@ -312,16 +310,16 @@ mod tests {
 
     #[test]
     fn partial_states_have_the_sizes_the_kernels_assert() {
-        assert_eq!(partial_state_bytes("sum", DType::F16), 4);
-        assert_eq!(partial_state_bytes("sum", DType::F64), 8);
-        assert_eq!(partial_state_bytes("sum", DType::U8), 8);
-        assert_eq!(partial_state_bytes("sum", DType::Bool), 8);
-        assert_eq!(partial_state_bytes("mean", DType::BF16), 4);
-        assert_eq!(partial_state_bytes("max", DType::U8), 1);
-        assert_eq!(partial_state_bytes("min", DType::I32), 4);
-        assert_eq!(partial_state_bytes("argmax", DType::U8), 16);
-        assert_eq!(partial_state_bytes("var", DType::F32), 16);
-        assert_eq!(partial_state_bytes("var", DType::F64), 24);
+        assert_eq!(partial_state_bytes(ReduceOp::Sum, DType::F16), 4);
+        assert_eq!(partial_state_bytes(ReduceOp::Sum, DType::F64), 8);
+        assert_eq!(partial_state_bytes(ReduceOp::Sum, DType::U8), 8);
+        assert_eq!(partial_state_bytes(ReduceOp::Sum, DType::Bool), 8);
+        assert_eq!(partial_state_bytes(ReduceOp::Mean, DType::BF16), 4);
+        assert_eq!(partial_state_bytes(ReduceOp::Max, DType::U8), 1);
+        assert_eq!(partial_state_bytes(ReduceOp::Min, DType::I32), 4);
+        assert_eq!(partial_state_bytes(ReduceOp::ArgMax, DType::U8), 16);
+        assert_eq!(partial_state_bytes(ReduceOp::Var(1), DType::F32), 16);
+        assert_eq!(partial_state_bytes(ReduceOp::Var(1), DType::F64), 24);
     }
 
     fn layout(shape: &[usize], strides: &[usize]) -> Layout {

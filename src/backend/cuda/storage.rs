@@ -15,7 +15,7 @@ use super::device::{
 };
 use super::error::{CudaError, CudaResult};
 use super::host_allocator::{HostBlock, PendingUses, UseKind};
-use super::kernels::kernel_name;
+use crate::backend::op::{BinaryOp, CmpOp, LogicalOp, UnaryOp, kernel_name};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Error;
@@ -234,44 +234,72 @@ impl CudaStorage {
         )
     }
 
-    /// `op(x)` elementwise (`"exp"`, `"relu"`, `"gelu_tanh"`, ...), same dtype out.
-    pub fn unary(&self, op: &str, layout: &Layout) -> CudaResult<CudaStorage> {
-        self.elementwise(&kernel_name(op, self.dtype), self.dtype, &layout.shape, &[(self, layout)], &[])
+    /// `op(x)` elementwise, same dtype out.
+    pub fn unary(&self, op: UnaryOp, layout: &Layout) -> CudaResult<CudaStorage> {
+        self.elementwise(&op.kernel(self.dtype), self.dtype, &layout.shape, &[(self, layout)], &[])
     }
 
-    /// `op(lhs, rhs)` elementwise over `shape`, both broadcast to it (`"add"`, `"maximum"`,
-    /// `"lt"`, ...). Comparisons and logical ops write bool.
+    /// `op(lhs, rhs)` elementwise over `shape`, both broadcast to it, same dtype out.
     pub fn binary(
         &self,
-        op: &str,
+        op: BinaryOp,
         layout: &Layout,
         rhs: &CudaStorage,
         rhs_layout: &Layout,
         shape: &[usize],
     ) -> CudaResult<CudaStorage> {
-        same_dtype(op, self.dtype, rhs.dtype)?;
-        let out_dtype = if is_predicate(op) { DType::Bool } else { self.dtype };
+        same_dtype(op.name(), self.dtype, rhs.dtype)?;
+        self.elementwise(&op.kernel(self.dtype), self.dtype, shape, &[(self, layout), (rhs, rhs_layout)], &[])
+    }
+
+    /// `op(x, scalar)`, or `op(scalar, x)` when `reversed` (for `sub`, `div`, `pow`).
+    pub fn binary_scalar(
+        &self,
+        op: BinaryOp,
+        layout: &Layout,
+        scalar: f64,
+        reversed: bool,
+    ) -> CudaResult<CudaStorage> {
+        let kernel = op.scalar_kernel(self.dtype, reversed);
+        self.elementwise(&kernel, self.dtype, &layout.shape, &[(self, layout)], &[Arg::F64(scalar)])
+    }
+
+    /// `op(lhs, rhs)` over `shape`, both broadcast to it, as bool.
+    pub fn compare(
+        &self,
+        op: CmpOp,
+        layout: &Layout,
+        rhs: &CudaStorage,
+        rhs_layout: &Layout,
+        shape: &[usize],
+    ) -> CudaResult<CudaStorage> {
+        same_dtype(op.name(), self.dtype, rhs.dtype)?;
         self.elementwise(
-            &kernel_name(op, self.dtype),
-            out_dtype,
+            &op.kernel(self.dtype),
+            DType::Bool,
             shape,
             &[(self, layout), (rhs, rhs_layout)],
             &[],
         )
     }
 
-    /// `op(x, scalar)`, or `op(scalar, x)` when `reversed` (for `sub`, `div`, `pow`).
-    pub fn binary_scalar(
+    /// `op(x, scalar)` as bool.
+    pub fn compare_scalar(&self, op: CmpOp, layout: &Layout, scalar: f64) -> CudaResult<CudaStorage> {
+        let kernel = op.scalar_kernel(self.dtype);
+        self.elementwise(&kernel, DType::Bool, &layout.shape, &[(self, layout)], &[Arg::F64(scalar)])
+    }
+
+    /// `op(lhs, rhs)` of two bool operands over `shape`, both broadcast to it.
+    pub fn logical(
         &self,
-        op: &str,
+        op: LogicalOp,
         layout: &Layout,
-        scalar: f64,
-        reversed: bool,
+        rhs: &CudaStorage,
+        rhs_layout: &Layout,
+        shape: &[usize],
     ) -> CudaResult<CudaStorage> {
-        let out_dtype = if is_predicate(op) { DType::Bool } else { self.dtype };
-        let kernel = if reversed { format!("r{op}_scalar") } else { format!("{op}_scalar") };
-        let kernel = kernel_name(&kernel, self.dtype);
-        self.elementwise(&kernel, out_dtype, &layout.shape, &[(self, layout)], &[Arg::F64(scalar)])
+        same_dtype(op.name(), self.dtype, rhs.dtype)?;
+        self.elementwise(&op.kernel(), DType::Bool, shape, &[(self, layout), (rhs, rhs_layout)], &[])
     }
 
     /// The elements converted to `dtype`.
@@ -720,10 +748,6 @@ impl BadIndex {
              the index tensor was built",
         ))
     }
-}
-
-fn is_predicate(op: &str) -> bool {
-    matches!(op, "eq" | "ne" | "lt" | "le" | "gt" | "ge" | "logical_and" | "logical_or")
 }
 
 #[track_caller]

@@ -5,7 +5,9 @@
 //!
 //! Kernels are named `<op>_<dtype>` with the dtype spelled as [`crate::DType::as_str`]
 //! (`add_f32`, `cast_f16_i64`, `index_select_i64_bf16`); `copy_*` and `fill_*` work by element
-//! width (`u8`, `u16`, `u32`, `u64`) rather than dtype.
+//! width (`u8`, `u16`, `u32`, `u64`) rather than dtype. The element-wise and reduction launchers
+//! take an op enum (`src/backend/op.rs`), which names their kernels; a test below reads the
+//! `.cu` files and checks that every variant's kernels are there and listed here.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -14,7 +16,6 @@ use rayon::prelude::*;
 
 use super::error::{CudaError, CudaResult};
 use super::nvrtc::{self, Arch, Compiled};
-use crate::dtype::DType;
 
 /// One `.cu` file under `kernels/`.
 #[derive(Debug)]
@@ -122,9 +123,7 @@ pub fn module_for_kernel(kernel: &str) -> CudaResult<&'static KernelModule> {
 }
 
 /// The name of kernel `op` for `dtype`: `kernel_name("add", DType::F32)` = `add_f32`.
-pub fn kernel_name(op: &str, dtype: DType) -> String {
-    format!("{op}_{}", dtype.as_str())
-}
+pub use crate::backend::op::kernel_name;
 
 /// The outcome of compiling one module in [`check_all`].
 #[derive(Debug)]
@@ -372,6 +371,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::op::{BinaryOp, CmpOp, LogicalOp, ReduceOp, UnaryOp};
+    use crate::dtype::DType;
 
     #[test]
     fn every_cu_file_is_registered_and_every_module_exists() {
@@ -418,20 +419,99 @@ mod tests {
 
     #[test]
     fn every_op_the_cpu_side_names_has_kernels_for_f32() {
-        for op in [
-            "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "sin",
-            "cos",
-        ] {
-            assert_eq!(module_for_kernel(&kernel_name(op, DType::F32)).unwrap().name, "unary");
+        for &op in UnaryOp::ALL {
+            assert_eq!(module_for_kernel(&op.kernel(DType::F32)).unwrap().name, "unary");
         }
-        for op in
-            ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge"]
-        {
-            assert_eq!(module_for_kernel(&kernel_name(op, DType::BF16)).unwrap().name, "binary");
+        for &op in BinaryOp::ALL {
+            assert_eq!(module_for_kernel(&op.kernel(DType::BF16)).unwrap().name, "binary");
+        }
+        for &op in CmpOp::ALL {
+            assert_eq!(module_for_kernel(&op.kernel(DType::BF16)).unwrap().name, "binary");
         }
         assert_eq!(module_for_kernel("cast_bf16_i64").unwrap().name, "cast");
         assert_eq!(module_for_kernel("argmax_f16").unwrap().name, "reduce");
         assert_eq!(module_for_kernel("index_select_i32_bool").unwrap().name, "indexing");
+    }
+
+    /// Every variant of every op enum, for every dtype the front end sends to the GPU: the
+    /// kernels its launcher names (`CudaStorage::unary`, `binary`, `binary_scalar`, `compare`,
+    /// `compare_scalar`, `logical`, `reduce` take the enum and launch what it names) are defined
+    /// in the `.cu` file read from disk, and the registry, through which a launch finds its
+    /// module, lists them in that module. A variant added without its kernel fails here, on any
+    /// machine, instead of on a GPU at run time.
+    #[test]
+    fn every_op_variant_has_its_kernel_in_kernels_cu_and_a_launcher() {
+        const FLOATS: [DType; 4] = [DType::F32, DType::F64, DType::F16, DType::BF16];
+        const INTS: [DType; 3] = [DType::I64, DType::I32, DType::U8];
+        let numeric = [FLOATS.as_slice(), &INTS].concat();
+        let mut wanted: Vec<(&str, String)> = Vec::new();
+        for &op in UnaryOp::ALL {
+            // u8 abs and relu are a copy, and u8 neg an error, in the front end.
+            let ints: &[DType] = if op.takes_integers() { &[DType::I64, DType::I32] } else { &[] };
+            wanted.extend(FLOATS.iter().chain(ints).map(|&d| ("unary", op.kernel(d))));
+        }
+        for &op in BinaryOp::ALL {
+            // Integer division and powers are computed in floating point by the front end.
+            let float_only = matches!(op, BinaryOp::Div | BinaryOp::Pow);
+            for &d in if float_only { &FLOATS[..] } else { &numeric } {
+                wanted.push(("binary", op.kernel(d)));
+                wanted.push(("binary", op.scalar_kernel(d, false)));
+                // `rsub_scalar` etc.: commutative ops need no reversed kernel.
+                if matches!(op, BinaryOp::Sub | BinaryOp::Div | BinaryOp::Pow) {
+                    wanted.push(("binary", op.scalar_kernel(d, true)));
+                }
+            }
+        }
+        for &op in CmpOp::ALL {
+            let with_bool = matches!(op, CmpOp::Eq | CmpOp::Ne);
+            for &d in numeric.iter().chain(with_bool.then_some(&DType::Bool)) {
+                wanted.push(("binary", op.kernel(d)));
+                wanted.push(("binary", op.scalar_kernel(d)));
+            }
+        }
+        wanted.extend(LogicalOp::ALL.iter().map(|op| ("binary", op.kernel())));
+        for &op in ReduceOp::ALL {
+            let dtypes: Vec<DType> = match op {
+                ReduceOp::Sum => [numeric.as_slice(), &[DType::Bool]].concat(),
+                ReduceOp::Mean | ReduceOp::Var(_) => FLOATS.to_vec(),
+                ReduceOp::Max | ReduceOp::Min | ReduceOp::ArgMax | ReduceOp::ArgMin => numeric.clone(),
+            };
+            for d in dtypes {
+                wanted.push(("reduce", op.kernel(d)));
+                wanted.push(("reduce", op.finish_kernel(d)));
+            }
+        }
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("kernels");
+        let headers: Vec<String> =
+            HEADERS.iter().map(|(name, _)| std::fs::read_to_string(dir.join(name)).unwrap()).collect();
+        let mut problems = Vec::new();
+        for (module, kernel) in &wanted {
+            let file = format!("{module}.cu");
+            let source = std::fs::read_to_string(dir.join(&file)).unwrap();
+            if !cu::entry_points(&source, &headers).contains(kernel) {
+                problems.push(format!("`{kernel}` is not defined in kernels/{file}"));
+            }
+            match module_for_kernel(kernel) {
+                Ok(m) if m.name == *module => {}
+                Ok(m) => problems.push(format!("`{kernel}` is registered in `{}`, not `{module}`", m.name)),
+                Err(_) => problems.push(format!("`{kernel}` is not in the registry")),
+            }
+        }
+        assert!(problems.is_empty(), "op variants without their kernel:\n{}", problems.join("\n"));
+    }
+
+    #[test]
+    fn entry_points_are_found_through_the_macros_that_define_them() {
+        let header = "#define FOR_TWO(M, ...) M(f32, __VA_ARGS__) M(i64, __VA_ARGS__)\n".to_string();
+        let source = "// FOR_TWO(UNARY, commented, Out)\n\
+                      #define UNARY(T, NAME, OP) \\\n    extern \"C\" __global__ void NAME##_##T(const T *x) {}\n\
+                      #define TWICE(T, _u) UNARY(T, first, A) UNARY(T, second, B)\n\
+                      FOR_TWO(UNARY, neg, Neg)\nTWICE(bool, _)\n\
+                      extern \"C\" __global__ void plain(int n) {}\n";
+        assert_eq!(
+            cu::entry_points(source, &[header]),
+            ["neg_f32", "neg_i64", "first_bool", "second_bool", "plain"]
+        );
     }
 
     #[test]
@@ -493,5 +573,189 @@ mod tests {
                 ("nothing".to_string(), vec![]),
             ]
         );
+    }
+
+    /// Just enough of the C preprocessor to list the kernels a `.cu` file defines, without NVRTC:
+    /// the function-like `#define`s of the file and of the shared headers are expanded in the
+    /// file's other lines (parameters, `__VA_ARGS__`, `##` pasting, expansions of expansions),
+    /// and every `extern "C" __global__ void NAME` in the result is an entry point. Comments are
+    /// dropped first; object-like macros and conditionals are left alone (no kernel name is made
+    /// with them).
+    mod cu {
+        use std::collections::HashMap;
+
+        struct Macro {
+            params: Vec<String>,
+            body: String,
+        }
+
+        pub fn entry_points(source: &str, headers: &[String]) -> Vec<String> {
+            let mut macros = HashMap::new();
+            let mut text = String::new();
+            for (file, is_source) in headers.iter().map(|h| (h.as_str(), false)).chain([(source, true)]) {
+                for line in strip_comments(&file.replace("\\\n", " ")).lines() {
+                    let line = line.trim_start();
+                    if let Some(definition) = line.strip_prefix("#define") {
+                        define(definition.trim_start(), &mut macros);
+                    } else if is_source && !line.starts_with('#') {
+                        text.push_str(line);
+                        text.push('\n');
+                    }
+                }
+            }
+            let expanded = expand(&text, &macros, &mut Vec::new());
+            let words: Vec<&str> = expanded.split_whitespace().collect();
+            let mut found = Vec::new();
+            let flat = words.join(" ");
+            for (at, _) in flat.match_indices("extern \"C\" __global__ void ") {
+                let rest = &flat[at + "extern \"C\" __global__ void ".len()..];
+                let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                found.push(name);
+            }
+            found
+        }
+
+        fn strip_comments(code: &str) -> String {
+            let mut out = String::with_capacity(code.len());
+            let mut chars = code.chars().peekable();
+            let mut in_string = false;
+            while let Some(c) = chars.next() {
+                if in_string {
+                    in_string = c != '"';
+                    out.push(c);
+                } else if c == '"' {
+                    in_string = true;
+                    out.push(c);
+                } else if c == '/' && chars.peek() == Some(&'/') {
+                    while chars.peek().is_some_and(|&c| c != '\n') {
+                        chars.next();
+                    }
+                } else if c == '/' && chars.peek() == Some(&'*') {
+                    chars.next();
+                    let mut last = ' ';
+                    for c in chars.by_ref() {
+                        if last == '*' && c == '/' {
+                            break;
+                        }
+                        last = c;
+                    }
+                    out.push(' ');
+                } else {
+                    out.push(c);
+                }
+            }
+            out
+        }
+
+        /// `NAME(params) body`; object-like macros are skipped.
+        fn define(definition: &str, macros: &mut HashMap<String, Macro>) {
+            let name_end =
+                definition.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(definition.len());
+            let (name, rest) = definition.split_at(name_end);
+            let Some(rest) = rest.strip_prefix('(') else { return };
+            let Some((params, body)) = rest.split_once(')') else { return };
+            let params = params.split(',').map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect();
+            macros.insert(name.to_string(), Macro { params, body: body.trim().to_string() });
+        }
+
+        /// Identifiers, `##`, single other characters, and runs of whitespace, in order.
+        fn tokens(text: &str) -> Vec<String> {
+            let chars: Vec<char> = text.chars().collect();
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < chars.len() {
+                let start = i;
+                let c = chars[i];
+                if c.is_alphanumeric() || c == '_' {
+                    while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                        i += 1;
+                    }
+                } else if c.is_whitespace() {
+                    while i < chars.len() && chars[i].is_whitespace() {
+                        i += 1;
+                    }
+                } else if c == '#' && chars.get(i + 1) == Some(&'#') {
+                    i += 2;
+                } else {
+                    i += 1;
+                }
+                out.push(chars[start..i].iter().collect());
+            }
+            out
+        }
+
+        fn expand(text: &str, macros: &HashMap<String, Macro>, active: &mut Vec<String>) -> String {
+            let tokens = tokens(text);
+            let mut out = String::new();
+            let mut i = 0;
+            while i < tokens.len() {
+                let token = &tokens[i];
+                if let Some(m) = macros.get(token).filter(|_| !active.contains(token)) {
+                    let open = (i + 1..tokens.len()).find(|&j| !tokens[j].trim().is_empty());
+                    if let Some(open) = open.filter(|&j| tokens[j] == "(") {
+                        let (args, close) = arguments(&tokens, open);
+                        active.push(token.clone());
+                        out.push_str(&expand(&substitute(m, &args), macros, active));
+                        active.pop();
+                        i = close + 1;
+                        continue;
+                    }
+                }
+                out.push_str(token);
+                i += 1;
+            }
+            out
+        }
+
+        /// The arguments of the call whose `(` is `tokens[open]`, and the index of its `)`.
+        fn arguments(tokens: &[String], open: usize) -> (Vec<String>, usize) {
+            let (mut args, mut current, mut depth) = (Vec::new(), String::new(), 0);
+            for (j, token) in tokens.iter().enumerate().skip(open + 1) {
+                match token.as_str() {
+                    ")" if depth == 0 => {
+                        args.push(current.trim().to_string());
+                        return (args, j);
+                    }
+                    "," if depth == 0 => args.push(std::mem::take(&mut current).trim().to_string()),
+                    t => {
+                        depth += usize::from(t == "(");
+                        depth -= usize::from(t == ")");
+                        current.push_str(t);
+                    }
+                }
+            }
+            (args, tokens.len())
+        }
+
+        fn substitute(m: &Macro, args: &[String]) -> String {
+            let mut out: Vec<String> = Vec::new();
+            let mut paste = false;
+            for token in tokens(&m.body) {
+                if token == "##" {
+                    while out.last().is_some_and(|t| t.trim().is_empty()) {
+                        out.pop();
+                    }
+                    paste = true;
+                    continue;
+                }
+                if paste && token.trim().is_empty() {
+                    continue;
+                }
+                let value = if token == "__VA_ARGS__" {
+                    let first = m.params.iter().position(|p| p == "...").unwrap_or(m.params.len());
+                    args.get(first..).unwrap_or_default().join(", ")
+                } else if let Some(k) = m.params.iter().position(|p| *p == token) {
+                    args.get(k).cloned().unwrap_or_default()
+                } else {
+                    token
+                };
+                match out.last_mut() {
+                    Some(last) if paste => last.push_str(&value),
+                    _ => out.push(value),
+                }
+                paste = false;
+            }
+            out.concat()
+        }
     }
 }
