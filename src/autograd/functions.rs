@@ -1,13 +1,13 @@
 //! The backward function of every differentiable op, written with tensor ops so it runs on every
-//! device (fake ones included); the few hot ones use fused kernels from [`super::kernels`].
+//! device (fake ones included); the few hot ones use fused kernels from [`super::fused`].
 
-use crate::backend::cpu::WindowGeometry;
+use crate::backend::WindowGeometry;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::tensor::{BinaryOp, Tensor, UnaryOp};
 
-use super::{kernels, window};
+use super::{fused, window};
 
 /// What an op saved for its backward pass. Saved outputs are detached copies of the handle (same
 /// storage, no graph), so a node never keeps its own output's node alive.
@@ -135,7 +135,7 @@ pub(crate) enum GradFn {
     Identity,
     /// Layer norm run as one fused kernel on the host (other devices compose it from the ops
     /// above); the edges are the input, then the weight and the bias where given.
-    LayerNorm(kernels::LayerNormSaved),
+    LayerNorm(fused::LayerNormSaved),
 }
 
 type Grads = Vec<Option<Tensor>>;
@@ -201,7 +201,7 @@ impl GradFn {
     }
 
     /// Gradients of the inputs from the gradient of the output, which the engine hands over (a
-    /// kernel may write its result over it: see [`kernels::relu_backward`]); only those flagged
+    /// kernel may write its result over it: see [`fused::relu_backward`]); only those flagged
     /// in `needed` are computed.
     pub(crate) fn backward(&self, grad: Tensor, needed: &[bool]) -> Result<Grads> {
         let want = |i: usize| needed.get(i).copied().unwrap_or(false);
@@ -244,7 +244,7 @@ impl GradFn {
                 let scale = 2.0 / (n as f64 - *correction as f64);
                 vec![Some(input.sub(&mean)?.mul(&g)?.mul_scalar(scale)?)]
             }
-            GradFn::Softmax { out, dim, log } => vec![Some(kernels::softmax_backward(out, g, *dim, *log)?)],
+            GradFn::Softmax { out, dim, log } => vec![Some(fused::softmax_backward(out, g, *dim, *log)?)],
             GradFn::Where { condition, true_shape, false_shape } => {
                 let zero = g.new_zeros([])?;
                 let gt =
@@ -267,7 +267,7 @@ impl GradFn {
                 vec![Some(g.permute(inverse)?)]
             }
             GradFn::Narrow { shape, dim, start } => {
-                vec![Some(kernels::narrow_backward(shape, *dim, *start, g)?)]
+                vec![Some(fused::narrow_backward(shape, *dim, *start, g)?)]
             }
             GradFn::Squeeze { dim } => vec![Some(g.unsqueeze(*dim as isize)?)],
             GradFn::Unsqueeze { dim } => vec![Some(g.squeeze(*dim as isize)?)],
@@ -282,9 +282,9 @@ impl GradFn {
                 grads
             }
             GradFn::IndexSelect { shape, dim, index } => {
-                vec![Some(kernels::index_add(shape, *dim, index, g)?)]
+                vec![Some(fused::index_add(shape, *dim, index, g)?)]
             }
-            GradFn::Gather { shape, dim, index } => vec![Some(kernels::scatter_add(shape, *dim, index, g)?)],
+            GradFn::Gather { shape, dim, index } => vec![Some(fused::scatter_add(shape, *dim, index, g)?)],
             GradFn::Conv2d(saved) => window::conv2d_backward(saved, g, want)?,
             GradFn::MaxPool2d { input, out, geometry } => {
                 vec![Some(window::max_pool2d_backward(input, out, g, geometry)?)]
@@ -292,7 +292,7 @@ impl GradFn {
             GradFn::ToDType { dtype } => vec![Some(g.to_dtype(*dtype)?)],
             GradFn::ToDevice { device } => vec![Some(g.to(device)?)],
             GradFn::Identity => vec![Some(g.clone())],
-            GradFn::LayerNorm(saved) => kernels::layer_norm_backward(saved, g, want)?,
+            GradFn::LayerNorm(saved) => fused::layer_norm_backward(saved, g, want)?,
         })
     }
 }
@@ -328,7 +328,7 @@ pub(crate) fn sum_to(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
             dims.push((extra + i) as isize);
         }
     }
-    let summed = if dims.is_empty() { g.clone() } else { kernels::sum_keepdim(g, &dims)? };
+    let summed = if dims.is_empty() { g.clone() } else { fused::sum_keepdim(g, &dims)? };
     summed.reshape(shape)
 }
 
@@ -424,7 +424,7 @@ fn unary(op: UnaryOp, x: &Tensor, out: Option<&Tensor>, grad: Tensor) -> Result<
     let y = || result_of(op, x, out);
     match op {
         UnaryOp::Neg => g.neg(),
-        UnaryOp::Relu => kernels::relu_backward(x, grad),
+        UnaryOp::Relu => fused::relu_backward(x, grad),
         UnaryOp::Abs => {
             let dtype = g.dtype();
             let pos = x.cmp_scalar(crate::tensor::CmpOp::Gt, 0.0)?.to_dtype(dtype)?;
@@ -446,7 +446,7 @@ fn unary(op: UnaryOp, x: &Tensor, out: Option<&Tensor>, grad: Tensor) -> Result<
             g.mul(&y.mul(&y.rsub_scalar(1.0)?)?)
         }
         UnaryOp::Gelu | UnaryOp::GeluTanh
-            if let Some(fused) = kernels::gelu_backward(x, g, op == UnaryOp::GeluTanh) =>
+            if let Some(fused) = fused::gelu_backward(x, g, op == UnaryOp::GeluTanh) =>
         {
             fused
         }
@@ -462,7 +462,7 @@ fn unary(op: UnaryOp, x: &Tensor, out: Option<&Tensor>, grad: Tensor) -> Result<
             // y = x s(2u) with s the sigmoid and u = k (x + c x³):
             // dy/dx = s + 2 x s (1 - s) k (1 + 3 c x²)
             let k = (2.0 / std::f64::consts::PI).sqrt();
-            let c = crate::tensor::GELU_TANH_CUBIC;
+            let c = crate::backend::op::GELU_TANH_CUBIC;
             let x2 = x.mul(x)?;
             let u = x2.mul_scalar(c)?.add_scalar(1.0)?.mul(x)?.mul_scalar(k)?;
             let s = u.mul_scalar(2.0)?.sigmoid()?;

@@ -21,8 +21,8 @@
 //! - First-order only: the backward pass itself is not recorded (no `create_graph`).
 
 mod functions;
+mod fused;
 mod graph;
-mod kernels;
 mod window;
 
 use std::cell::Cell;
@@ -31,10 +31,10 @@ use std::panic::Location;
 use std::sync::Arc;
 
 pub(crate) use functions::{GradFn, unary_keeps_output};
+pub(crate) use fused::layer_norm;
 use graph::Edge;
 pub(crate) use graph::GradMeta;
 pub(crate) use graph::Node;
-pub(crate) use kernels::layer_norm;
 pub(crate) use window::{conv2d, max_pool2d};
 
 use crate::error::{Error, Result};

@@ -4,8 +4,8 @@
 
 use std::panic::Location;
 
-use crate::backend::cpu::{self, ConvShape, CpuStorage, WindowGeometry};
 use crate::backend::fake;
+use crate::backend::{self, ConvShape, CpuStorage, WindowGeometry};
 use crate::error::Result;
 use crate::shape::Layout;
 use crate::tensor::{Storage, Tensor, compute, host_only};
@@ -58,7 +58,7 @@ pub(crate) fn conv2d(
         (&out_shape, x.dtype()),
         |s| {
             let bias = bias.map(|b| (s[2], b.layout()));
-            cpu::conv2d(s[0], x.layout(), s[1], weight.layout(), bias, &shape)
+            backend::conv2d(s[0], x.layout(), s[1], weight.layout(), bias, &shape)
         },
         host_only("conv2d"),
     );
@@ -93,7 +93,7 @@ pub(crate) fn conv2d_backward(
         &[g],
         (&by_channel_shape, g.dtype()),
         |s| {
-            let (by_channel, bias) = cpu::conv2d_output_grad(s[0], g.layout(), shape);
+            let (by_channel, bias) = backend::conv2d_output_grad(s[0], g.layout(), shape);
             sums = Some(bias);
             by_channel
         },
@@ -114,8 +114,8 @@ pub(crate) fn conv2d_backward(
         Ok::<_, crate::error::Error>(g.derived(storage, result, g.dtype(), "conv2d_backward", location))
     };
     let mut grads = vec![
-        if want(0) { Some(grad(weight, x.shape(), cpu::conv2d_input_grad)?) } else { None },
-        if want(1) { Some(grad(x, weight.shape(), cpu::conv2d_weight_grad)?) } else { None },
+        if want(0) { Some(grad(weight, x.shape(), backend::conv2d_input_grad)?) } else { None },
+        if want(1) { Some(grad(x, weight.shape(), backend::conv2d_weight_grad)?) } else { None },
     ];
     if *has_bias {
         grads.push(want(2).then(|| {
@@ -141,11 +141,7 @@ pub(crate) fn max_pool2d(x: &Tensor, geometry: &WindowGeometry) -> Option<Result
         location,
         &[x],
         (&shape, x.dtype()),
-        |s| {
-            cpu::with_float_storage!(s[0], v => {
-                CpuStorage::from_vec(cpu::max_pool(v, x.layout(), geometry))
-            }, _ => unreachable!("max_pool2d runs on floating data only"))
-        },
+        |s| s[0].max_pool(x.layout(), geometry),
         host_only("max_pool2d"),
     );
     Some(storage.map(|storage| {
@@ -173,21 +169,7 @@ pub(crate) fn max_pool2d_backward(
         location,
         &[x, y, g],
         (&shape, g.dtype()),
-        |s| {
-            macro_rules! arm {
-                ($x:expr, $y:expr, $g:expr) => {{
-                    let (y, g) = (cpu::contiguous($y, y.layout()), cpu::contiguous($g, g.layout()));
-                    CpuStorage::from_vec(cpu::max_pool_backward($x, x.layout(), &y, &g, geometry))
-                }};
-            }
-            match (s[0], s[1], s[2]) {
-                (CpuStorage::F32(x), CpuStorage::F32(y), CpuStorage::F32(g)) => arm!(x, y, g),
-                (CpuStorage::F64(x), CpuStorage::F64(y), CpuStorage::F64(g)) => arm!(x, y, g),
-                (CpuStorage::F16(x), CpuStorage::F16(y), CpuStorage::F16(g)) => arm!(x, y, g),
-                (CpuStorage::BF16(x), CpuStorage::BF16(y), CpuStorage::BF16(g)) => arm!(x, y, g),
-                _ => unreachable!("max_pool2d's gradient is recorded for floating tensors of one dtype only"),
-            }
-        },
+        |s| s[0].max_pool_backward(x.layout(), (s[1], y.layout()), (s[2], g.layout()), geometry),
         host_only("max_pool2d_backward"),
     )?;
     Ok(g.derived(storage, &shape, g.dtype(), "max_pool2d_backward", location))

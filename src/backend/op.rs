@@ -90,6 +90,10 @@ ops! {
     }
 }
 
+/// The cubic coefficient of GELU's tanh approximation ([`UnaryOp::GeluTanh`]), shared by its
+/// CPU kernel, its gradient and the gradient's composite form.
+pub(crate) const GELU_TANH_CUBIC: f64 = 0.044715;
+
 /// The CUDA kernel `<stem>_<dtype>`: every kernel in `kernels/` is named so.
 pub fn kernel_name(stem: &str, dtype: DType) -> String {
     format!("{stem}_{}", dtype.as_str())

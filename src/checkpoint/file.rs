@@ -126,7 +126,7 @@ impl CheckpointFile {
         let (start, end) = info.data_offsets;
         // Both lie within the data (checked at open), so neither sum overflows.
         let len = end - start;
-        let mut bytes = crate::backend::cpu::try_vec::<u8>(len).map_err(|e| e.into_error(op, location))?;
+        let mut bytes = crate::backend::try_vec::<u8>(len).map_err(|e| e.into_error(op, location))?;
         let mut file = &self.file;
         file.seek(SeekFrom::Start(self.data_start + start as u64)).map_err(io_error)?;
         file.take(len as u64).read_to_end(&mut bytes).map_err(io_error)?;

@@ -4,7 +4,7 @@
 
 use std::panic::Location;
 
-use crate::backend::cpu::WindowGeometry;
+use crate::backend::WindowGeometry;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::{Error, Result};

@@ -3,7 +3,7 @@
 
 use std::panic::Location;
 
-use crate::backend::cpu::CpuStorage;
+use crate::backend::CpuStorage;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;

@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 use std::panic::Location;
 
-use super::kernels::{self, AdamConstants, Real};
 use super::{
     Optimizer, Slot, build_state_dict, check_hparam, fused_on_host, install_state, install_value,
     read_state_dict, slot, state_or_zeros,
 };
-use crate::backend::cpu::CpuStorage;
+// One step's numbers: the CPU backend's update takes them, the GPU and composite paths read them.
+use crate::backend::AdamStep as Hyper;
 use crate::error::Result;
 use crate::module::Param;
 use crate::tensor::{Storage, Tensor};
@@ -113,20 +113,6 @@ impl Core {
     }
 }
 
-/// One step's constants.
-struct Hyper {
-    lr: f64,
-    b1: f64,
-    b2: f64,
-    eps: f64,
-    weight_decay: f64,
-    decoupled: bool,
-    /// `lr / (1 - b1^t)`
-    step_size: f64,
-    /// `sqrt(1 - b2^t)`
-    bc2_sqrt: f64,
-}
-
 impl Hyper {
     fn new(c: &AdamConfig, t: u64, decoupled: bool) -> Hyper {
         let t = t.min(i32::MAX as u64) as i32;
@@ -145,40 +131,17 @@ impl Hyper {
 
 /// The update in one pass over host memory, writing the parameter and both moments in place.
 fn fused(value: &Tensor, grad: &Tensor, m: &Tensor, v: &Tensor, h: &Hyper) {
-    fn constants<T: Real>(h: &Hyper) -> AdamConstants<T> {
-        AdamConstants {
-            b1: T::of(h.b1),
-            b2: T::of(h.b2),
-            c1: T::of(1.0 - h.b1),
-            c2: T::of(1.0 - h.b2),
-            eps: T::of(h.eps),
-            step_size: T::of(h.step_size),
-            inv_bc2_sqrt: T::of(1.0 / h.bc2_sqrt),
-            decay: T::of(if h.decoupled { 1.0 - h.lr * h.weight_decay } else { 1.0 }),
-            l2: T::of(if h.decoupled { 0.0 } else { h.weight_decay }),
-        }
-    }
     let mut pv = value.storage_mut();
     let mut mv = m.storage_mut();
     let mut vv = v.storage_mut();
     let gv = grad.storage();
     let span = |t: &Tensor| t.layout().offset..t.layout().offset + t.numel();
     let (sp, sg, sm, sv) = (span(value), span(grad), span(m), span(v));
-    match (&mut *pv, &*gv, &mut *mv, &mut *vv) {
-        (
-            Storage::Cpu(CpuStorage::F32(p)),
-            Storage::Cpu(CpuStorage::F32(g)),
-            Storage::Cpu(CpuStorage::F32(m)),
-            Storage::Cpu(CpuStorage::F32(v)),
-        ) => kernels::adam_all(&mut p[sp], &g[sg], &mut m[sm], &mut v[sv], constants(h)),
-        (
-            Storage::Cpu(CpuStorage::F64(p)),
-            Storage::Cpu(CpuStorage::F64(g)),
-            Storage::Cpu(CpuStorage::F64(m)),
-            Storage::Cpu(CpuStorage::F64(v)),
-        ) => kernels::adam_all(&mut p[sp], &g[sg], &mut m[sm], &mut v[sv], constants(h)),
-        // `fused_on_host` admitted only host f32/f64 tensors of one dtype.
-        _ => {}
+    // `fused_on_host` admitted only host f32/f64 tensors of one dtype.
+    if let (Storage::Cpu(p), Storage::Cpu(g), Storage::Cpu(m), Storage::Cpu(v)) =
+        (&mut *pv, &*gv, &mut *mv, &mut *vv)
+    {
+        p.adam_step(sp, (g, sg), (m, sm), (v, sv), h);
     }
 }
 

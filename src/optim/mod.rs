@@ -35,7 +35,6 @@
 //! ```
 
 mod adam;
-mod kernels;
 mod sgd;
 
 use std::collections::BTreeMap;

@@ -5,12 +5,11 @@
 use std::collections::BTreeMap;
 use std::panic::Location;
 
-use super::kernels::{self, Real, SgdConstants};
 use super::{
     Optimizer, Slot, build_state_dict, check_hparam, fused_on_host, install_state, install_value,
     read_state_dict, slot,
 };
-use crate::backend::cpu::CpuStorage;
+use crate::backend::SgdStep;
 use crate::error::{Error, Result};
 use crate::module::Param;
 use crate::tensor::{Storage, Tensor};
@@ -157,40 +156,27 @@ impl Optimizer for Sgd {
 }
 
 fn fused(value: &Tensor, grad: &Tensor, buffer: Option<&(Tensor, bool)>, c: &SgdConfig) {
-    fn constants<T: Real>(c: &SgdConfig, first: bool) -> SgdConstants<T> {
-        SgdConstants {
-            lr: T::of(c.lr),
-            weight_decay: T::of(c.weight_decay),
-            momentum: T::of(c.momentum),
-            keep: T::of(1.0 - c.dampening),
-            nesterov: c.nesterov,
-            first,
-        }
-    }
+    let step = SgdStep {
+        lr: c.lr,
+        weight_decay: c.weight_decay,
+        momentum: c.momentum,
+        dampening: c.dampening,
+        nesterov: c.nesterov,
+        first: buffer.is_some_and(|(_, first)| *first),
+    };
     let span = |t: &Tensor| t.layout().offset..t.layout().offset + t.numel();
     let mut pv = value.storage_mut();
     let gv = grad.storage();
     let mut bv = buffer.map(|(b, _)| b.storage_mut());
-    let first = buffer.is_some_and(|(_, first)| *first);
     let bspan = buffer.map(|(b, _)| span(b));
     let (sp, sg) = (span(value), span(grad));
-    match (&mut *pv, &*gv, bv.as_deref_mut()) {
-        (Storage::Cpu(CpuStorage::F32(p)), Storage::Cpu(CpuStorage::F32(g)), b) => {
-            let b = match (b, &bspan) {
-                (Some(Storage::Cpu(CpuStorage::F32(b))), Some(s)) => Some(&mut b[s.clone()]),
-                _ => None,
-            };
-            kernels::sgd(&mut p[sp], &g[sg], b, constants(c, first));
-        }
-        (Storage::Cpu(CpuStorage::F64(p)), Storage::Cpu(CpuStorage::F64(g)), b) => {
-            let b = match (b, &bspan) {
-                (Some(Storage::Cpu(CpuStorage::F64(b))), Some(s)) => Some(&mut b[s.clone()]),
-                _ => None,
-            };
-            kernels::sgd(&mut p[sp], &g[sg], b, constants(c, first));
-        }
-        // `fused_on_host` admitted only host f32/f64 tensors of one dtype.
-        _ => {}
+    let b = match (bv.as_deref_mut(), bspan) {
+        (Some(Storage::Cpu(b)), Some(s)) => Some((b, s)),
+        _ => None,
+    };
+    // `fused_on_host` admitted only host f32/f64 tensors of one dtype.
+    if let (Storage::Cpu(p), Storage::Cpu(g)) = (&mut *pv, &*gv) {
+        p.sgd_step(sp, (g, sg), b, &step);
     }
 }
 

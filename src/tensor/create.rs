@@ -4,7 +4,7 @@ use std::panic::Location;
 
 use super::check;
 use super::{Origin, Storage, Tensor, TensorOptions};
-use crate::backend::cpu::{CpuStorage, dispatch_dtype};
+use crate::backend::CpuStorage;
 use crate::backend::cuda::CudaStorage;
 use crate::backend::fake;
 use crate::device::Device;
@@ -120,7 +120,7 @@ impl Tensor {
         let n = count as usize;
         let opts = opts.into();
         Self::create(&[n], opts, "arange", location, |n| {
-            from_f64s((0..n).map(|i| start + i as f64 * step), opts.dtype)
+            CpuStorage::from_f64s((0..n).map(|i| start + i as f64 * step), opts.dtype)
         })
     }
 
@@ -130,7 +130,7 @@ impl Tensor {
         let opts = opts.into();
         Self::create(&[steps], opts, "linspace", Location::caller(), |n| {
             let step = if n > 1 { (end - start) / (n - 1) as f64 } else { 0.0 };
-            from_f64s(
+            CpuStorage::from_f64s(
                 (0..n).map(|i| if i + 1 == n && n > 1 { end } else { start + i as f64 * step }),
                 opts.dtype,
             )
@@ -142,7 +142,10 @@ impl Tensor {
     pub fn eye(n: usize, opts: impl Into<TensorOptions>) -> Result<Tensor> {
         let opts = opts.into();
         Self::create(&[n, n], opts, "eye", Location::caller(), |len| {
-            from_f64s((0..len).map(|i| if i / n.max(1) == i % n.max(1) { 1.0 } else { 0.0 }), opts.dtype)
+            CpuStorage::from_f64s(
+                (0..len).map(|i| if i / n.max(1) == i % n.max(1) { 1.0 } else { 0.0 }),
+                opts.dtype,
+            )
         })
     }
 
@@ -160,7 +163,7 @@ impl Tensor {
         }
         Self::create(shape.as_ref(), opts, "rand", location, |n| {
             crate::random::with_rng(|rng| {
-                from_f64s((0..n).map(|_| crate::random::sample_uniform(rng)), opts.dtype)
+                CpuStorage::from_f64s((0..n).map(|_| crate::random::sample_uniform(rng)), opts.dtype)
             })
         })
     }
@@ -176,7 +179,7 @@ impl Tensor {
         }
         Self::create(shape.as_ref(), opts, "randn", location, |n| {
             crate::random::with_rng(|rng| {
-                from_f64s((0..n).map(|_| crate::random::sample_normal(rng)), opts.dtype)
+                CpuStorage::from_f64s((0..n).map(|_| crate::random::sample_normal(rng)), opts.dtype)
             })
         })
     }
@@ -345,7 +348,7 @@ impl Tensor {
         check_len("new_tensor", data.len(), shape, location)?;
         let dtype = self.dtype();
         Self::create(shape, self.options(), "new_tensor", location, |_| {
-            from_f64s(data.iter().map(|x| x.to_f64()), dtype)
+            CpuStorage::from_f64s(data.iter().map(|x| x.to_f64()), dtype)
         })
     }
 
@@ -371,7 +374,7 @@ pub(crate) fn upload(data: CpuStorage, device: &Device, op: &'static str, locati
             device.ensure_available().map_err(|e| e.located(location))?;
             let on_device = crate::cuda::cuda_device_for(device)
                 .and_then(|d| {
-                    let len = crate::backend::cpu::with_storage!(&data, v => v.len());
+                    let len = data.len();
                     let bytes = data.to_le_bytes(&Layout::contiguous(&[len]));
                     CudaStorage::from_host_bytes(&d, data.dtype(), &bytes)
                 })
@@ -390,14 +393,6 @@ pub(crate) fn upload(data: CpuStorage, device: &Device, op: &'static str, locati
             })
         }
     }
-}
-
-fn from_f64s(values: impl ExactSizeIterator<Item = f64>, dtype: DType) -> CpuStorage {
-    dispatch_dtype!(dtype, T => {
-        let mut v = crate::backend::cpu::room_for::<T>(values.len());
-        v.extend(values.map(T::from_f64));
-        CpuStorage::from_vec(v)
-    })
 }
 
 fn float_only(op: &'static str, dtype: DType, location: Loc) -> Result<()> {

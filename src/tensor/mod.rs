@@ -21,14 +21,13 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 pub use crate::backend::op::{BinaryOp, CmpOp, LogicalOp, UnaryOp};
 pub use label::{SkippedField, TensorRole};
-pub(crate) use ops::GELU_TANH_CUBIC;
 pub use origin::Origin;
 
 pub(crate) use check::on_one_device;
 pub(crate) use label::Label;
 
 use crate::autograd::GradMeta;
-use crate::backend::cpu::CpuStorage;
+use crate::backend::CpuStorage;
 use crate::backend::cuda::{CudaError, CudaResult, CudaStorage, PinnedBuffer};
 use crate::backend::fake;
 use crate::device::Device;
@@ -56,7 +55,7 @@ impl Drop for Storage {
     fn drop(&mut self) {
         // Large host buffers go back to the CPU backend's pool for the next result of their size.
         if let Storage::Cpu(s) = self {
-            crate::backend::cpu::with_storage!(s, v => crate::backend::cpu::recycle(std::mem::take(v)));
+            s.recycle();
         }
     }
 }
@@ -349,7 +348,7 @@ impl Tensor {
         }
         let mut guard = self.storage_mut();
         let Storage::Cpu(s) = &mut *guard else { return None };
-        if crate::backend::cpu::with_storage!(&*s, v => v.len()) != self.numel() {
+        if s.len() != self.numel() {
             return None;
         }
         Some(std::mem::replace(s, CpuStorage::full(0.0, 0, self.dtype())))
@@ -463,7 +462,7 @@ pub(crate) fn compute(
             _ => cpu_inputs.extend(copies.next()),
         }
     }
-    crate::backend::cpu::threads::enter();
+    crate::backend::enter_pool();
     Ok(Storage::Cpu(cpu(&cpu_inputs)))
 }
 
@@ -489,7 +488,7 @@ pub(crate) fn ensure_host_room(
     location: &'static Location<'static>,
     bytes: usize,
 ) -> Result<()> {
-    crate::backend::cpu::ensure_room(bytes).map_err(|e| e.into_error(op, location))
+    crate::backend::ensure_room(bytes).map_err(|e| e.into_error(op, location))
 }
 
 /// The `cuda` kernel of an op that has none on the GPU (callers only reach it for host data).
@@ -542,11 +541,8 @@ impl fmt::Display for Tensor {
         const SHOWN: usize = 64;
         // Values come from the host, downloaded from a GPU if need be; a tensor whose values
         // cannot be read (fake, or a failing device) shows its metadata only.
-        let values = self.with_host("display", Location::caller(), |s, layout| {
-            crate::backend::cpu::with_storage!(s, v => {
-                layout.offsets().take(SHOWN).map(|o| format!("{}", v[o])).collect::<Vec<String>>()
-            })
-        });
+        let values =
+            self.with_host("display", Location::caller(), |s, layout| s.element_strings(layout, SHOWN));
         if let Ok(values) = values {
             let more = if self.numel() > SHOWN { ", ..." } else { "" };
             write!(f, "[{}{}] ", values.join(", "), more)?;

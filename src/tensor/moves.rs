@@ -9,7 +9,7 @@ use std::panic::Location;
 use super::create::upload;
 use super::{Storage, Tensor, check, compute, cuda_error};
 use crate::autograd::{GradFn, record};
-use crate::backend::cpu::{CpuStorage, contiguous, with_storage};
+use crate::backend::CpuStorage;
 use crate::backend::cuda::{CudaStorage, PinnedBuffer};
 use crate::backend::fake;
 use crate::device::Device;
@@ -195,11 +195,7 @@ impl Tensor {
         if super::observe::host_read(self, "to_vec", location) {
             return Ok(vec![T::from_f64(0.0); self.numel()]);
         }
-        self.with_host("to_vec", location, |s, l| match s.as_slice::<T>() {
-            // One copy when the dtype already matches.
-            Some(v) => contiguous(v, l).into_owned(),
-            None => s.cast(l, T::DTYPE).as_slice::<T>().map(<[T]>::to_vec).unwrap_or_default(),
-        })
+        self.with_host("to_vec", location, |s, l| s.to_vec::<T>(l))
     }
 
     /// The one value of a one-element tensor (PyTorch's `.item()`), converted to `T`. A
@@ -223,7 +219,7 @@ impl Tensor {
             return Ok(T::from_f64(0.0));
         }
         let host = self.host_data("to_scalar", location)?;
-        Ok(with_storage!(&host, v => T::from_f64(v[0].to_f64())))
+        Ok(host.first::<T>())
     }
 
     /// Little-endian element bytes in row-major order (the safetensors layout).

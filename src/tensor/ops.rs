@@ -5,203 +5,14 @@ use std::panic::Location;
 
 use super::{Storage, Tensor, check, compute, cuda_error};
 use crate::autograd::{GradFn, record};
-use crate::backend::cpu::{self, Arith, CpuStorage, Float, with_float_storage, with_storage};
+use crate::backend::CpuStorage;
 use crate::backend::cuda::CudaError;
 use crate::backend::op::{BinaryOp, CmpOp, LogicalOp, ReduceOp, UnaryOp};
-use crate::dtype::{DType, WithDType};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::{Layout, fmt_shape};
 
 type Loc = &'static Location<'static>;
-
-/// The cubic coefficient of GELU's tanh approximation.
-pub(crate) const GELU_TANH_CUBIC: f64 = 0.044715;
-
-fn binary_kernel<T: Arith>(op: BinaryOp) -> fn(T, T) -> T {
-    match op {
-        BinaryOp::Add => T::add,
-        BinaryOp::Sub => T::sub,
-        BinaryOp::Mul => T::mul,
-        BinaryOp::Pow => T::pow,
-        BinaryOp::Maximum => T::maximum,
-        BinaryOp::Minimum => T::minimum,
-        // Division is float-only (checked by the front end) and dispatched separately.
-        BinaryOp::Div => T::sub,
-    }
-}
-
-fn cmp_kernel<T: PartialOrd>(op: CmpOp) -> fn(T, T) -> bool {
-    match op {
-        CmpOp::Eq => |a, b| a == b,
-        CmpOp::Ne => |a, b| a != b,
-        CmpOp::Lt => |a, b| a < b,
-        CmpOp::Le => |a, b| a <= b,
-        CmpOp::Gt => |a, b| a > b,
-        CmpOp::Ge => |a, b| a >= b,
-    }
-}
-
-fn float_binary(
-    op: BinaryOp,
-    a: &CpuStorage,
-    la: &Layout,
-    b: &CpuStorage,
-    lb: &Layout,
-    shape: &[usize],
-) -> CpuStorage {
-    fn run<T: Float>(
-        op: BinaryOp,
-        a: &[T],
-        la: &Layout,
-        b: &[T],
-        lb: &Layout,
-        shape: &[usize],
-    ) -> CpuStorage {
-        let out = match op {
-            // Monomorphised per op so each loop vectorises.
-            BinaryOp::Add => cpu::binary_map(a, la, b, lb, shape, |x, y| x.add(y)),
-            BinaryOp::Sub => cpu::binary_map(a, la, b, lb, shape, |x, y| x.sub(y)),
-            BinaryOp::Mul => cpu::binary_map(a, la, b, lb, shape, |x, y| x.mul(y)),
-            BinaryOp::Div => cpu::binary_map(a, la, b, lb, shape, |x, y| x.div(y)),
-            _ => cpu::binary_map(a, la, b, lb, shape, binary_kernel::<T>(op)),
-        };
-        CpuStorage::from_vec(out)
-    }
-    match (a, b) {
-        (CpuStorage::F32(a), CpuStorage::F32(b)) => run(op, a, la, b, lb, shape),
-        (CpuStorage::F64(a), CpuStorage::F64(b)) => run(op, a, la, b, lb, shape),
-        (CpuStorage::F16(a), CpuStorage::F16(b)) => run(op, a, la, b, lb, shape),
-        (CpuStorage::BF16(a), CpuStorage::BF16(b)) => run(op, a, la, b, lb, shape),
-        _ => int_binary(op, a, la, b, lb, shape),
-    }
-}
-
-fn int_binary(
-    op: BinaryOp,
-    a: &CpuStorage,
-    la: &Layout,
-    b: &CpuStorage,
-    lb: &Layout,
-    shape: &[usize],
-) -> CpuStorage {
-    fn run<T: Arith>(
-        op: BinaryOp,
-        a: &[T],
-        la: &Layout,
-        b: &[T],
-        lb: &Layout,
-        shape: &[usize],
-    ) -> CpuStorage {
-        CpuStorage::from_vec(cpu::binary_map(a, la, b, lb, shape, binary_kernel::<T>(op)))
-    }
-    match (a, b) {
-        (CpuStorage::I64(a), CpuStorage::I64(b)) => run(op, a, la, b, lb, shape),
-        (CpuStorage::I32(a), CpuStorage::I32(b)) => run(op, a, la, b, lb, shape),
-        (CpuStorage::U8(a), CpuStorage::U8(b)) => run(op, a, la, b, lb, shape),
-        _ => unreachable!("binary op dispatched with dtypes the front end rejects"),
-    }
-}
-
-/// [`float_binary`]/[`int_binary`] writing into `out`'s contiguous slice starting at `offset`.
-fn binary_into(
-    op: BinaryOp,
-    (out, offset): (&mut CpuStorage, usize),
-    (a, la): (&CpuStorage, &Layout),
-    (b, lb): (&CpuStorage, &Layout),
-    shape: &[usize],
-) {
-    let n: usize = shape.iter().product();
-    fn float<T: Float>(
-        op: BinaryOp,
-        o: &mut [T],
-        a: &[T],
-        la: &Layout,
-        b: &[T],
-        lb: &Layout,
-        shape: &[usize],
-    ) {
-        match op {
-            BinaryOp::Add => cpu::binary_map_into(o, a, la, b, lb, shape, |x, y| x.add(y)),
-            BinaryOp::Sub => cpu::binary_map_into(o, a, la, b, lb, shape, |x, y| x.sub(y)),
-            BinaryOp::Mul => cpu::binary_map_into(o, a, la, b, lb, shape, |x, y| x.mul(y)),
-            BinaryOp::Div => cpu::binary_map_into(o, a, la, b, lb, shape, |x, y| x.div(y)),
-            _ => cpu::binary_map_into(o, a, la, b, lb, shape, binary_kernel::<T>(op)),
-        }
-    }
-    fn int<T: Arith>(op: BinaryOp, o: &mut [T], a: &[T], la: &Layout, b: &[T], lb: &Layout, shape: &[usize]) {
-        cpu::binary_map_into(o, a, la, b, lb, shape, binary_kernel::<T>(op))
-    }
-    match (out, a, b) {
-        (CpuStorage::F32(o), CpuStorage::F32(a), CpuStorage::F32(b)) => {
-            float(op, &mut o[offset..offset + n], a, la, b, lb, shape)
-        }
-        (CpuStorage::F64(o), CpuStorage::F64(a), CpuStorage::F64(b)) => {
-            float(op, &mut o[offset..offset + n], a, la, b, lb, shape)
-        }
-        (CpuStorage::F16(o), CpuStorage::F16(a), CpuStorage::F16(b)) => {
-            float(op, &mut o[offset..offset + n], a, la, b, lb, shape)
-        }
-        (CpuStorage::BF16(o), CpuStorage::BF16(a), CpuStorage::BF16(b)) => {
-            float(op, &mut o[offset..offset + n], a, la, b, lb, shape)
-        }
-        (CpuStorage::I64(o), CpuStorage::I64(a), CpuStorage::I64(b)) => {
-            int(op, &mut o[offset..offset + n], a, la, b, lb, shape)
-        }
-        (CpuStorage::I32(o), CpuStorage::I32(a), CpuStorage::I32(b)) => {
-            int(op, &mut o[offset..offset + n], a, la, b, lb, shape)
-        }
-        (CpuStorage::U8(o), CpuStorage::U8(a), CpuStorage::U8(b)) => {
-            int(op, &mut o[offset..offset + n], a, la, b, lb, shape)
-        }
-        _ => unreachable!("binary_into dispatched with dtypes the front end rejects"),
-    }
-}
-
-fn unary_kernel<T: Float>(op: UnaryOp, data: &[T], layout: &Layout) -> Vec<T> {
-    let half = T::from_f32(0.5);
-    match op {
-        UnaryOp::Neg => cpu::unary_map(data, layout, |x: T| x.neg()),
-        UnaryOp::Abs => cpu::unary_map(data, layout, |x: T| x.abs()),
-        UnaryOp::Relu => cpu::unary_map(data, layout, |x: T| if x > T::ZERO { x } else { T::ZERO }),
-        UnaryOp::Exp => cpu::unary_map(data, layout, |x: T| x.exp()),
-        UnaryOp::Log => cpu::unary_map(data, layout, |x: T| x.ln()),
-        UnaryOp::Sqrt => cpu::unary_map(data, layout, |x: T| x.sqrt()),
-        UnaryOp::Rsqrt => cpu::unary_map(data, layout, |x: T| T::ONE.div(x.sqrt())),
-        UnaryOp::Tanh => cpu::unary_map(data, layout, |x: T| x.tanh()),
-        UnaryOp::Sigmoid => cpu::unary_map(data, layout, |x: T| T::ONE.div(T::ONE.add(x.neg().exp()))),
-        // x Φ(x) = x/2 erfc(-x/√2): `1 + erf(..)` would cancel to a few digits for x << 0.
-        UnaryOp::Gelu => {
-            let minus_inv_sqrt2 = T::from_f64(-std::f64::consts::FRAC_1_SQRT_2);
-            cpu::unary_map(
-                data,
-                layout,
-                #[inline(always)]
-                move |x: T| half.mul(x).mul(x.mul(minus_inv_sqrt2).erfc()),
-            )
-        }
-        // x/2 (1 + tanh(u)) = x / (1 + e^(-2u)), u = √(2/π) (x + 0.044715 x³): the same
-        // cancellation-free rewrite.
-        UnaryOp::GeluTanh => {
-            let minus_two_k = T::from_f64(-2.0 * (2.0 / std::f64::consts::PI).sqrt());
-            let cubic = T::from_f64(GELU_TANH_CUBIC);
-            cpu::unary_map(data, layout, move |x: T| {
-                let inner = x.add(cubic.mul(x).mul(x).mul(x));
-                x.div(T::ONE.add(minus_two_k.mul(inner).exp()))
-            })
-        }
-        UnaryOp::Silu => cpu::unary_map(data, layout, |x: T| x.div(T::ONE.add(x.neg().exp()))),
-        UnaryOp::Sin => cpu::unary_map(data, layout, |x: T| x.sin()),
-        UnaryOp::Cos => cpu::unary_map(data, layout, |x: T| x.cos()),
-    }
-}
-
-fn int_unary<T: Arith>(op: UnaryOp, data: &[T], layout: &Layout) -> Vec<T> {
-    match op {
-        UnaryOp::Neg => cpu::unary_map(data, layout, |x: T| x.neg()),
-        UnaryOp::Abs => cpu::unary_map(data, layout, |x: T| x.abs()),
-        _ => cpu::unary_map(data, layout, |x: T| if x > T::ZERO { x } else { T::ZERO }),
-    }
-}
 
 /// Which dims a reduction covers.
 pub trait Dims {
@@ -295,7 +106,7 @@ impl Tensor {
             location,
             &[self, rhs],
             (&shape, dtype),
-            |s| float_binary(op, s[0], self.layout(), s[1], rhs.layout(), &shape),
+            |s| s[0].binary(op, self.layout(), s[1], rhs.layout(), &shape),
             |s| {
                 gpu_has_kernel(op, dtype, self.device(), location)?;
                 s[0].binary(op, self.layout(), s[1], rhs.layout(), &shape)
@@ -378,7 +189,7 @@ impl Tensor {
         let (a, b) = (self.storage(), rhs.storage());
         let mut o = out.storage_mut();
         if let (Storage::Cpu(a), Storage::Cpu(b), Storage::Cpu(o)) = (&*a, &*b, &mut *o) {
-            binary_into(op, (o, out.layout().offset), (a, self.layout()), (b, rhs.layout()), &shape);
+            o.binary_into(out.layout().offset, op, (a, self.layout()), (b, rhs.layout()), &shape);
         }
         Ok(())
     }
@@ -390,9 +201,7 @@ impl Tensor {
         let mut to = self.storage_mut();
         match (&*from, &mut *to) {
             (Storage::Cpu(from), Storage::Cpu(to)) => {
-                let offset = self.layout().offset;
-                let from = from.gather(src.layout());
-                with_storage!(&from, v => copy_into(to, offset, v));
+                to.overwrite(self.layout().offset, from, src.layout());
                 Ok(())
             }
             (Storage::Cuda(from), Storage::Cuda(to)) => {
@@ -477,42 +286,7 @@ impl Tensor {
         }
         // Commutative ops have no reversed kernel on the GPU; they need none.
         let cuda_reversed = reversed && matches!(op, BinaryOp::Sub | BinaryOp::Div | BinaryOp::Pow);
-        let cpu = |s: &[&CpuStorage]| {
-            fn run<T: Arith>(
-                f: impl Fn(T, T) -> T + Sync,
-                v: &[T],
-                l: &Layout,
-                value: f64,
-                rev: bool,
-            ) -> CpuStorage {
-                let c = T::from_f64(value);
-                CpuStorage::from_vec(if rev {
-                    cpu::unary_map(v, l, |x| f(c, x))
-                } else {
-                    cpu::unary_map(v, l, |x| f(x, c))
-                })
-            }
-            fn float<T: Float>(op: BinaryOp, v: &[T], l: &Layout, value: f64, rev: bool) -> CpuStorage {
-                match op {
-                    BinaryOp::Add => run(|a: T, b| a.add(b), v, l, value, rev),
-                    BinaryOp::Sub => run(|a: T, b| a.sub(b), v, l, value, rev),
-                    BinaryOp::Mul => run(|a: T, b| a.mul(b), v, l, value, rev),
-                    BinaryOp::Div => run(|a: T, b| a.div(b), v, l, value, rev),
-                    _ => run(binary_kernel::<T>(op), v, l, value, rev),
-                }
-            }
-            let l = self.layout();
-            match s[0] {
-                CpuStorage::F32(v) => float(op, v, l, value, reversed),
-                CpuStorage::F64(v) => float(op, v, l, value, reversed),
-                CpuStorage::F16(v) => float(op, v, l, value, reversed),
-                CpuStorage::BF16(v) => float(op, v, l, value, reversed),
-                CpuStorage::I64(v) => run(binary_kernel::<i64>(op), v, l, value, reversed),
-                CpuStorage::I32(v) => run(binary_kernel::<i32>(op), v, l, value, reversed),
-                CpuStorage::U8(v) => run(binary_kernel::<u8>(op), v, l, value, reversed),
-                CpuStorage::Bool(_) => unreachable!("bool arithmetic is rejected by the front end"),
-            }
-        };
+        let cpu = |s: &[&CpuStorage]| s[0].binary_scalar(op, self.layout(), value, reversed);
         let storage = compute(name, location, &[self], (self.shape(), self.dtype()), cpu, |s| {
             gpu_has_kernel(op, self.dtype(), self.device(), location)?;
             s[0].binary_scalar(op, self.layout(), value, cuda_reversed)
@@ -568,13 +342,7 @@ impl Tensor {
             location,
             &[self],
             (self.shape(), DType::Bool),
-            |s| {
-                with_storage!(s[0], v => {
-                    let c = WithDType::from_f64(value);
-                    let f = cmp_kernel(op);
-                    CpuStorage::from_vec(cpu::unary_map(v, self.layout(), |x| f(x, c)))
-                })
-            },
+            |s| s[0].compare_scalar(op, self.layout(), value),
             |s| s[0].compare_scalar(op, self.layout(), value),
         )?;
         Ok(self.derived(storage, self.shape(), DType::Bool, op.name(), location))
@@ -586,19 +354,7 @@ impl Tensor {
         check::same_device(name, &operands, location)?;
         check::same_dtype(name, &operands, location)?;
         let shape = check::broadcast(name, self, rhs, location)?;
-        let cpu = |s: &[&CpuStorage]| {
-            macro_rules! run {
-                ($($v:ident),*) => {
-                    match (s[0], s[1]) {
-                        $((CpuStorage::$v(a), CpuStorage::$v(b)) => CpuStorage::from_vec(
-                            cpu::binary_map(a, self.layout(), b, rhs.layout(), &shape, cmp_kernel(op)),
-                        ),)*
-                        _ => unreachable!("same_dtype checked"),
-                    }
-                };
-            }
-            run!(F32, F64, F16, BF16, I64, I32, U8, Bool)
-        };
+        let cpu = |s: &[&CpuStorage]| s[0].compare(op, self.layout(), s[1], rhs.layout(), &shape);
         let storage = compute(name, location, &[self, rhs], (&shape, DType::Bool), cpu, |s| {
             s[0].compare(op, self.layout(), s[1], rhs.layout(), &shape)
         })?;
@@ -608,13 +364,13 @@ impl Tensor {
     /// Logical and of two bool tensors.
     #[track_caller]
     pub fn logical_and(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.logical(rhs, LogicalOp::And, |a, b| a && b, Location::caller())
+        self.logical(rhs, LogicalOp::And, Location::caller())
     }
 
     /// Logical or of two bool tensors.
     #[track_caller]
     pub fn logical_or(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.logical(rhs, LogicalOp::Or, |a, b| a || b, Location::caller())
+        self.logical(rhs, LogicalOp::Or, Location::caller())
     }
 
     /// Logical not of a bool tensor.
@@ -627,23 +383,14 @@ impl Tensor {
             location,
             &[self],
             (self.shape(), DType::Bool),
-            |s| match s[0] {
-                CpuStorage::Bool(v) => CpuStorage::Bool(cpu::unary_map(v, self.layout(), |x: bool| !x)),
-                _ => unreachable!("dtype checked"),
-            },
+            |s| s[0].logical_not(self.layout()),
             // not x == (x == false)
             |s| s[0].compare_scalar(CmpOp::Eq, self.layout(), 0.0),
         )?;
         Ok(self.derived(storage, self.shape(), DType::Bool, "logical_not", location))
     }
 
-    fn logical(
-        &self,
-        rhs: &Tensor,
-        op: LogicalOp,
-        f: fn(bool, bool) -> bool,
-        location: Loc,
-    ) -> Result<Tensor> {
+    fn logical(&self, rhs: &Tensor, op: LogicalOp, location: Loc) -> Result<Tensor> {
         let name = op.name();
         check::same_device(name, &[("lhs", self), ("rhs", rhs)], location)?;
         check::dtype_is(name, "lhs", self, DType::Bool, location)?;
@@ -654,12 +401,7 @@ impl Tensor {
             location,
             &[self, rhs],
             (&shape, DType::Bool),
-            |s| match (s[0], s[1]) {
-                (CpuStorage::Bool(a), CpuStorage::Bool(b)) => {
-                    CpuStorage::Bool(cpu::binary_map(a, self.layout(), b, rhs.layout(), &shape, f))
-                }
-                _ => unreachable!("dtype checked"),
-            },
+            |s| s[0].logical(op, self.layout(), s[1], rhs.layout(), &shape),
             |s| s[0].logical(op, self.layout(), s[1], rhs.layout(), &shape),
         )?;
         Ok(self.derived(storage, &shape, DType::Bool, name, location))
@@ -740,19 +482,7 @@ impl Tensor {
         } else {
             check::float(op.name(), self, location)?;
         }
-        let cpu = |s: &[&CpuStorage]| {
-            let l = self.layout();
-            match s[0] {
-                CpuStorage::F32(v) => CpuStorage::F32(unary_kernel(op, v, l)),
-                CpuStorage::F64(v) => CpuStorage::F64(unary_kernel(op, v, l)),
-                CpuStorage::F16(v) => CpuStorage::F16(unary_kernel(op, v, l)),
-                CpuStorage::BF16(v) => CpuStorage::BF16(unary_kernel(op, v, l)),
-                CpuStorage::I64(v) => CpuStorage::I64(int_unary(op, v, l)),
-                CpuStorage::I32(v) => CpuStorage::I32(int_unary(op, v, l)),
-                CpuStorage::U8(v) => CpuStorage::U8(int_unary(op, v, l)),
-                CpuStorage::Bool(_) => unreachable!("dtype checked"),
-            }
-        };
+        let cpu = |s: &[&CpuStorage]| s[0].unary(op, self.layout());
         let storage = compute(op.name(), location, &[self], (self.shape(), self.dtype()), cpu, |s| {
             match (op, self.dtype()) {
                 // Every u8 value is its own absolute value and relu (a fresh copy, not an alias).
@@ -860,7 +590,7 @@ impl Tensor {
             location,
             &[self, rhs],
             (&out_shape, dtype),
-            |s| cpu::matmul(s[0], &la, s[1], &lb),
+            |s| s[0].matmul(&la, s[1], &lb),
             |s| s[0].matmul(&la, s[1], &lb, (batch.iter().product(), m, n, k)),
         )?;
         let out = self.derived(storage, &out_shape, dtype, op, location);
@@ -969,7 +699,7 @@ impl Tensor {
                 location,
             ));
         }
-        if self.is_contiguous() && !cpu::reduction_layout(self.layout(), &dims).is_contiguous() {
+        if self.is_contiguous() && !crate::backend::reduction_layout(self.layout(), &dims).is_contiguous() {
             // The CPU kernel moves the reduced dims last, copying the input (a strided input is
             // a copy `compute` checks already).
             super::ensure_host_scratch(op, location, &[self], self.nbytes())?;
@@ -987,7 +717,7 @@ impl Tensor {
             location,
             &[self],
             (&shape, out_dtype),
-            |s| reduce_kernel(kind, s[0], self.layout(), &dims),
+            |s| s[0].reduce(kind, self.layout(), &dims),
             |s| s[0].reduce_dims(kind, self.layout(), &dims),
         )?;
         let out = self.derived(storage, &shape, out_dtype, op, location);
@@ -1031,17 +761,12 @@ impl Tensor {
         let last = self.rank() - 1;
         // Rows along `dim`: move it last, compute on contiguous rows, move it back.
         let moved = if d == last { self.clone() } else { self.transpose_at(d, last)? };
-        let row = self.shape()[d];
         let storage = compute(
             op,
             location,
             &[&moved],
             (moved.shape(), self.dtype()),
-            |s| {
-                let l = moved.layout();
-                with_float_storage!(s[0], v => CpuStorage::from_vec(cpu::softmax_rows(&cpu::contiguous(v, l), row, log)),
-                    _ => unreachable!("dtype checked"))
-            },
+            |s| s[0].softmax(moved.layout(), log),
             |s| s[0].softmax(moved.layout(), log),
         )?;
         let out = moved.derived(storage, moved.shape(), self.dtype(), op, location);
@@ -1078,19 +803,7 @@ impl Tensor {
         })?;
         check::valid_shape(op, &shape, dtype, location)?;
         let cpu = |s: &[&CpuStorage]| {
-            let CpuStorage::Bool(c) = s[0] else { unreachable!("dtype checked") };
-            let (tl, fl) = (on_true.layout(), on_false.layout());
-            macro_rules! run {
-                ($($v:ident),*) => {
-                    match (s[1], s[2]) {
-                        $((CpuStorage::$v(a), CpuStorage::$v(b)) => {
-                            CpuStorage::$v(cpu::select(c, self.layout(), (a, tl), (b, fl), &shape))
-                        })*
-                        _ => unreachable!("same_dtype checked"),
-                    }
-                };
-            }
-            run!(F32, F64, F16, BF16, I64, I32, U8, Bool)
+            s[1].where_cond(on_true.layout(), s[0], self.layout(), s[2], on_false.layout(), &shape)
         };
         let storage = compute(op, location, &[self, on_true, on_false], (&shape, dtype), cpu, |s| {
             s[1].where_cond(on_true.layout(), s[0], self.layout(), s[2], on_false.layout(), &shape)
@@ -1126,14 +839,7 @@ impl Tensor {
                 location,
             ));
         }
-        let cpu = |s: &[&CpuStorage]| {
-            let CpuStorage::Bool(m) = s[1] else { unreachable!("dtype checked") };
-            with_storage!(s[0], v => {
-                let fill = WithDType::from_f64(value);
-                CpuStorage::from_vec(cpu::binary_map(v, self.layout(), m, mask.layout(), self.shape(),
-                    move |x, masked: bool| if masked { fill } else { x }))
-            })
-        };
+        let cpu = |s: &[&CpuStorage]| s[0].masked_fill(self.layout(), s[1], mask.layout(), value);
         let storage = compute(op, location, &[self, mask], (self.shape(), self.dtype()), cpu, |s| {
             s[0].masked_fill(self.layout(), s[1], mask.layout(), value)
         })?;
@@ -1164,17 +870,7 @@ impl Tensor {
                 location,
             ));
         }
-        let (rows, cols) = (self.shape()[self.rank() - 2], self.shape()[self.rank() - 1]);
-        let cpu = |s: &[&CpuStorage]| {
-            with_storage!(s[0], v => {
-                let zero = WithDType::from_f64(0.0);
-                CpuStorage::from_vec(self.layout().offsets().enumerate().map(|(i, o)| {
-                    let (r, c) = (((i / cols.max(1)) % rows.max(1)) as i64, (i % cols.max(1)) as i64);
-                    let keep = if upper { c - r >= diagonal } else { c - r <= diagonal };
-                    if keep { v[o] } else { zero }
-                }).collect())
-            })
-        };
+        let cpu = |s: &[&CpuStorage]| s[0].triangle(self.layout(), diagonal, upper);
         let result = (self.shape(), self.dtype());
         let storage =
             compute(op, location, &[self], result, cpu, |s| s[0].triangle(self.layout(), diagonal, upper))?;
@@ -1216,77 +912,4 @@ fn promoted_strides(t: &Tensor, dim: usize) -> Vec<usize> {
         return t.stride().to_vec();
     }
     if dim == 1 { vec![0, t.stride()[0]] } else { vec![t.stride()[0], 0] }
-}
-
-fn reduce_kernel(kind: ReduceOp, s: &CpuStorage, layout: &Layout, dims: &[usize]) -> CpuStorage {
-    fn float<T: Float>(kind: ReduceOp, v: &[T], layout: &Layout, dims: &[usize]) -> CpuStorage {
-        let (data, group) = cpu::reduction_input(v, layout, dims);
-        let out_len = data.len().checked_div(group).unwrap_or_else(|| layout.numel_without(dims));
-        match kind {
-            ReduceOp::Sum if group == 0 => CpuStorage::from_vec(vec![T::ZERO; out_len]),
-            ReduceOp::Mean if group == 0 => CpuStorage::from_vec(vec![T::from_f64(f64::NAN); out_len]),
-            ReduceOp::Var(_) if group == 0 => CpuStorage::from_vec(vec![T::from_f64(f64::NAN); out_len]),
-            ReduceOp::Sum => {
-                CpuStorage::from_vec(cpu::reduce_groups(&data, group, |g| T::from_f64(cpu::sum_f64(g))))
-            }
-            ReduceOp::Mean => CpuStorage::from_vec(cpu::reduce_groups(&data, group, |g| {
-                T::from_f64(cpu::sum_f64(g) / group as f64)
-            })),
-            ReduceOp::Var(c) => {
-                CpuStorage::from_vec(cpu::reduce_groups(&data, group, |g| T::from_f64(cpu::var_of(g, c))))
-            }
-            ReduceOp::Max => CpuStorage::from_vec(cpu::reduce_groups(&data, group, cpu::max_of)),
-            ReduceOp::Min => CpuStorage::from_vec(cpu::reduce_groups(&data, group, cpu::min_of)),
-            ReduceOp::ArgMax => CpuStorage::I64(cpu::reduce_groups(&data, group, cpu::argmax_of)),
-            ReduceOp::ArgMin => CpuStorage::I64(cpu::reduce_groups(&data, group, cpu::argmin_of)),
-        }
-    }
-    fn int<T: Arith>(kind: ReduceOp, v: &[T], layout: &Layout, dims: &[usize]) -> CpuStorage {
-        let (data, group) = cpu::reduction_input(v, layout, dims);
-        match kind {
-            ReduceOp::Sum if group == 0 => CpuStorage::I64(vec![0; layout.numel_without(dims)]),
-            ReduceOp::Sum => CpuStorage::I64(cpu::reduce_groups(&data, group, |g| {
-                g.iter().fold(0i64, |acc, x| acc.wrapping_add(x.to_f64() as i64))
-            })),
-            ReduceOp::Max => CpuStorage::from_vec(cpu::reduce_groups(&data, group, cpu::max_of)),
-            ReduceOp::Min => CpuStorage::from_vec(cpu::reduce_groups(&data, group, cpu::min_of)),
-            ReduceOp::ArgMax => CpuStorage::I64(cpu::reduce_groups(&data, group, cpu::argmax_of)),
-            ReduceOp::ArgMin => CpuStorage::I64(cpu::reduce_groups(&data, group, cpu::argmin_of)),
-            ReduceOp::Mean | ReduceOp::Var(_) => unreachable!("float-only reductions checked"),
-        }
-    }
-    match s {
-        CpuStorage::F32(v) => float(kind, v, layout, dims),
-        CpuStorage::F64(v) => float(kind, v, layout, dims),
-        CpuStorage::F16(v) => float(kind, v, layout, dims),
-        CpuStorage::BF16(v) => float(kind, v, layout, dims),
-        CpuStorage::I64(v) => {
-            // i64 sums stay exact beyond 2^53.
-            if kind == ReduceOp::Sum {
-                let (data, group) = cpu::reduction_input(v, layout, dims);
-                if group == 0 {
-                    return CpuStorage::I64(vec![0; layout.numel_without(dims)]);
-                }
-                return CpuStorage::I64(cpu::reduce_groups(&data, group, |g| {
-                    g.iter().fold(0i64, |a, &x| a.wrapping_add(x))
-                }));
-            }
-            int(kind, v, layout, dims)
-        }
-        CpuStorage::I32(v) => int(kind, v, layout, dims),
-        CpuStorage::U8(v) => int(kind, v, layout, dims),
-        CpuStorage::Bool(v) => {
-            let as_u8: Vec<u8> = v.iter().map(|&b| b as u8).collect();
-            int(kind, &as_u8, layout, dims)
-        }
-    }
-}
-
-/// Copies `src` into `dst` at `offset` (same dtype, checked by the caller).
-fn copy_into<T: WithDType>(dst: &mut CpuStorage, offset: usize, src: &[T]) {
-    with_storage!(dst, d => {
-        if let Some(d) = (d as &mut dyn std::any::Any).downcast_mut::<Vec<T>>() {
-            d[offset..offset + src.len()].copy_from_slice(src);
-        }
-    })
 }

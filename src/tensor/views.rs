@@ -6,9 +6,9 @@ use std::panic::Location;
 
 use super::{Tensor, check, compute};
 use crate::autograd::{GradFn, record};
-use crate::backend::cpu::{self, CpuStorage, dispatch_dtype, with_storage};
+use crate::backend::CpuStorage;
 use crate::backend::cuda::CudaStorage;
-use crate::dtype::{DType, WithDType};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::{Layout, checked_numel, contiguous_strides, fmt_shape};
 
@@ -300,22 +300,9 @@ impl Tensor {
             })
             .collect();
         let cpu = |s: &[&CpuStorage]| {
-            fn join<T: WithDType>(
-                len: usize,
-                s: &[&CpuStorage],
-                tensors: &[&Tensor],
-                slots: &[Layout],
-            ) -> CpuStorage {
-                let pieces: Vec<(&[T], &Layout)> = s
-                    .iter()
-                    .zip(tensors)
-                    .map(|(src, t)| {
-                        (src.as_slice().unwrap_or_else(|| unreachable!("same_dtype checked")), t.layout())
-                    })
-                    .collect();
-                CpuStorage::from_vec(cpu::assemble(len, &pieces, slots))
-            }
-            dispatch_dtype!(dtype, T => join::<T>(shape.iter().product(), s, tensors, &slots))
+            let pieces: Vec<(&CpuStorage, &Layout)> =
+                s.iter().zip(tensors).map(|(src, t)| (*src, t.layout())).collect();
+            CpuStorage::cat(shape.iter().product(), &pieces, &slots, dtype)
         };
         let storage = compute(op, location, tensors, (&shape, dtype), cpu, |s| {
             let out = CudaStorage::alloc(s[0].device(), dtype, shape.iter().product())?;
@@ -358,19 +345,8 @@ impl Tensor {
         let indices = read_indices(op, index, d, size, location)?;
         // The index is an input too: a fake index makes a fake result.
         let cpu = |s: &[&CpuStorage]| {
-            let l = self.layout();
-            with_storage!(s[0], v => {
-                let mut out = Vec::with_capacity(shape.iter().product());
-                let inner = Layout { shape: l.shape[d + 1..].to_vec(), strides: l.strides[d + 1..].to_vec(), offset: 0 };
-                let outer_layout = Layout { shape: l.shape[..d].to_vec(), strides: l.strides[..d].to_vec(), offset: l.offset };
-                for base in outer_layout.offsets() {
-                    for &i in indices.iter().flatten() {
-                        let start = base + i * l.strides[d];
-                        out.extend(inner.offsets().map(|o| v[start + o]));
-                    }
-                }
-                CpuStorage::from_vec(out)
-            })
+            let indices = indices.as_deref().unwrap_or_default();
+            s[0].index_select(self.layout(), d, indices, shape.iter().product())
         };
         let storage = compute(op, location, &[self, index], (&shape, self.dtype()), cpu, |s| {
             s[0].index_select(self.layout(), d, s[1], index.layout())
@@ -413,25 +389,8 @@ impl Tensor {
         let indices = read_indices(op, index, d, size, location)?;
         let out_shape = index.shape().to_vec();
         let cpu = |s: &[&CpuStorage]| {
-            let l = self.layout();
-            let out_layout = Layout::contiguous(&out_shape);
-            with_storage!(s[0], v => {
-                let mut pos = vec![0usize; out_shape.len()];
-                let mut out = Vec::with_capacity(out_layout.numel());
-                for &i in indices.iter().flatten() {
-                    let mut o = l.offset;
-                    for (k, &p) in pos.iter().enumerate() {
-                        o += if k == d { i } else { p } * l.strides[k];
-                    }
-                    out.push(v[o]);
-                    for k in (0..pos.len()).rev() {
-                        pos[k] += 1;
-                        if pos[k] < out_shape[k] { break; }
-                        pos[k] = 0;
-                    }
-                }
-                CpuStorage::from_vec(out)
-            })
+            let indices = indices.as_deref().unwrap_or_default();
+            s[0].gather_dim(self.layout(), d, indices, &out_shape)
         };
         let storage = compute(op, location, &[self, index], (&out_shape, self.dtype()), cpu, |s| {
             s[0].gather(self.layout(), d, s[1], index.layout())

@@ -1,4 +1,5 @@
-//! Copies between strided views: `contiguous`, `cat`, and the gradient of `narrow`.
+//! Copies between strided views: `contiguous`, `cat`, `index_select`, `gather`, and the gradient
+//! of `narrow`.
 //!
 //! A copy walks the dims both views share, merged where both step through them as one run. The
 //! innermost run is copied whole when both views lay it out without gaps (a row of a narrowed or
@@ -11,7 +12,8 @@ use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
-use super::{PARALLEL_THRESHOLD, filled};
+use super::{CpuStorage, PARALLEL_THRESHOLD, dispatch_dtype, filled, with_storage};
+use crate::dtype::{DType, WithDType};
 use crate::shape::{Layout, contiguous_strides};
 
 /// The elements of the view `layout` of `data`, in row-major order, as a new vector; large
@@ -202,6 +204,71 @@ pub(crate) fn embed<T: Copy>(
                 r[before + taken..].fill(MaybeUninit::new(zero));
             }
             copy_axes(src, layout.offset, out, slot.offset, &axes(layout, &slot));
+        })
+    }
+}
+
+impl CpuStorage {
+    /// `len` elements made of `pieces` (views of one dtype `dtype`), each written to its `slot`
+    /// of the result (`cat`).
+    pub(crate) fn cat(
+        len: usize,
+        pieces: &[(&CpuStorage, &Layout)],
+        slots: &[Layout],
+        dtype: DType,
+    ) -> CpuStorage {
+        fn join<T: WithDType>(len: usize, pieces: &[(&CpuStorage, &Layout)], slots: &[Layout]) -> CpuStorage {
+            let pieces: Vec<(&[T], &Layout)> = pieces
+                .iter()
+                .map(|(src, l)| (src.as_slice().unwrap_or_else(|| unreachable!("same_dtype checked")), *l))
+                .collect();
+            CpuStorage::from_vec(assemble(len, &pieces, slots))
+        }
+        dispatch_dtype!(dtype, T => join::<T>(len, pieces, slots))
+    }
+
+    /// The entries `indices` along dim `d` of the view, in order (`index_select`); `len` elements.
+    pub(crate) fn index_select(&self, l: &Layout, d: usize, indices: &[usize], len: usize) -> CpuStorage {
+        with_storage!(self, v => {
+            let mut out = Vec::with_capacity(len);
+            let inner = Layout { shape: l.shape[d + 1..].to_vec(), strides: l.strides[d + 1..].to_vec(), offset: 0 };
+            let outer_layout = Layout { shape: l.shape[..d].to_vec(), strides: l.strides[..d].to_vec(), offset: l.offset };
+            for base in outer_layout.offsets() {
+                for &i in indices {
+                    let start = base + i * l.strides[d];
+                    out.extend(inner.offsets().map(|o| v[start + o]));
+                }
+            }
+            CpuStorage::from_vec(out)
+        })
+    }
+
+    /// `out[pos] = self[pos with its dim `d` coordinate replaced by indices[pos]]` over
+    /// `out_shape`, the indices in row-major order (`gather`).
+    pub(crate) fn gather_dim(
+        &self,
+        l: &Layout,
+        d: usize,
+        indices: &[usize],
+        out_shape: &[usize],
+    ) -> CpuStorage {
+        let out_layout = Layout::contiguous(out_shape);
+        with_storage!(self, v => {
+            let mut pos = vec![0usize; out_shape.len()];
+            let mut out = Vec::with_capacity(out_layout.numel());
+            for &i in indices {
+                let mut o = l.offset;
+                for (k, &p) in pos.iter().enumerate() {
+                    o += if k == d { i } else { p } * l.strides[k];
+                }
+                out.push(v[o]);
+                for k in (0..pos.len()).rev() {
+                    pos[k] += 1;
+                    if pos[k] < out_shape[k] { break; }
+                    pos[k] = 0;
+                }
+            }
+            CpuStorage::from_vec(out)
         })
     }
 }

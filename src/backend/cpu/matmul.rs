@@ -25,6 +25,13 @@ const DEPTH_SPLIT_MAX_RESULT: usize = 64 * 64;
 /// About how deep each part of a product split along its inner dimension is.
 const DEPTH_CHUNK: usize = 8192;
 
+impl CpuStorage {
+    /// `self @ rhs`: see [`matmul`].
+    pub(crate) fn matmul(&self, layout: &Layout, rhs: &CpuStorage, rhs_layout: &Layout) -> CpuStorage {
+        matmul(self, layout, rhs, rhs_layout)
+    }
+}
+
 /// `lhs @ rhs` where `lhs` is viewed as `[batch.., m, k]` and `rhs` as `[batch.., k, n]` (broadcast
 /// batch dims already expanded with zero strides by the front end). Returns `[batch.., m, n]`
 /// contiguous.

@@ -1,14 +1,26 @@
 //! The CPU backend: element data in `Vec`s, kernels over strided views. Matmul goes through the
 //! `gemm` crate; large element-wise work is split across threads with rayon.
+//!
+//! Every op's CPU kernel is a method of [`CpuStorage`], in the file for its kind: `elementwise.rs`
+//! (arithmetic, comparisons, unary functions, selection), `reduce.rs` (reductions, softmax),
+//! `copy.rs` (views, `cat`, indexing), `matmul.rs`, `conv.rs` and `window.rs` (convolution,
+//! pooling), `norm.rs` (layer norm), `grad.rs` (fused backward passes) and `optim.rs` (optimizer
+//! updates). The loops they share are in `kernels.rs` (strided maps, reductions over groups,
+//! softmax rows), `simd.rs` (run-time choice of vector extension) and `threads.rs`. The layers
+//! above reach this folder only through `src/backend/mod.rs`.
 
 mod alloc;
 mod conv;
 mod copy;
+mod elementwise;
+mod grad;
 mod kernels;
 mod matmul;
-pub(crate) mod norm;
-pub(crate) mod simd;
-pub(crate) mod threads;
+mod norm;
+mod optim;
+mod reduce;
+mod simd;
+mod threads;
 mod vmath;
 mod window;
 
@@ -22,10 +34,12 @@ use crate::shape::Layout;
 
 pub(crate) use alloc::{as_uninit, ensure_room, filled, recycle, room_for, try_vec};
 pub(crate) use conv::{ConvShape, conv2d, conv2d_input_grad, conv2d_output_grad, conv2d_weight_grad};
-pub(crate) use copy::{assemble, embed};
+pub(crate) use copy::embed;
 pub(crate) use kernels::*;
 pub(crate) use matmul::matmul;
-pub(crate) use window::{WindowGeometry, max_pool, max_pool_backward};
+pub(crate) use optim::{AdamStep, SgdStep};
+pub(crate) use threads::enter as enter_pool;
+pub(crate) use window::WindowGeometry;
 
 /// Work below this many elements stays on the calling thread: spawning costs more than it saves.
 pub(crate) const PARALLEL_THRESHOLD: usize = 1 << 15;
@@ -47,14 +61,14 @@ pub(crate) enum CpuStorage {
 macro_rules! with_storage {
     ($s:expr, $v:ident => $body:expr) => {
         match $s {
-            $crate::backend::cpu::CpuStorage::F32($v) => $body,
-            $crate::backend::cpu::CpuStorage::F64($v) => $body,
-            $crate::backend::cpu::CpuStorage::F16($v) => $body,
-            $crate::backend::cpu::CpuStorage::BF16($v) => $body,
-            $crate::backend::cpu::CpuStorage::I64($v) => $body,
-            $crate::backend::cpu::CpuStorage::I32($v) => $body,
-            $crate::backend::cpu::CpuStorage::U8($v) => $body,
-            $crate::backend::cpu::CpuStorage::Bool($v) => $body,
+            $crate::backend::CpuStorage::F32($v) => $body,
+            $crate::backend::CpuStorage::F64($v) => $body,
+            $crate::backend::CpuStorage::F16($v) => $body,
+            $crate::backend::CpuStorage::BF16($v) => $body,
+            $crate::backend::CpuStorage::I64($v) => $body,
+            $crate::backend::CpuStorage::I32($v) => $body,
+            $crate::backend::CpuStorage::U8($v) => $body,
+            $crate::backend::CpuStorage::Bool($v) => $body,
         }
     };
 }
@@ -63,10 +77,10 @@ macro_rules! with_storage {
 macro_rules! with_float_storage {
     ($s:expr, $v:ident => $body:expr, _ => $other:expr) => {
         match $s {
-            $crate::backend::cpu::CpuStorage::F32($v) => $body,
-            $crate::backend::cpu::CpuStorage::F64($v) => $body,
-            $crate::backend::cpu::CpuStorage::F16($v) => $body,
-            $crate::backend::cpu::CpuStorage::BF16($v) => $body,
+            $crate::backend::CpuStorage::F32($v) => $body,
+            $crate::backend::CpuStorage::F64($v) => $body,
+            $crate::backend::CpuStorage::F16($v) => $body,
+            $crate::backend::CpuStorage::BF16($v) => $body,
             _ => $other,
         }
     };
@@ -86,6 +100,17 @@ impl CpuStorage {
             CpuStorage::U8(_) => DType::U8,
             CpuStorage::Bool(_) => DType::Bool,
         }
+    }
+
+    /// The number of elements.
+    pub(crate) fn len(&self) -> usize {
+        with_storage!(self, v => v.len())
+    }
+
+    /// Gives the elements' buffer back to the pool for the next result of its size, leaving this
+    /// storage empty.
+    pub(crate) fn recycle(&mut self) {
+        with_storage!(self, v => recycle(std::mem::take(v)));
     }
 
     /// Wraps a typed vector.
@@ -125,6 +150,36 @@ impl CpuStorage {
             CpuStorage::from_vec(v)
         }
         dispatch_dtype!(dtype, T => fill::<T>(value, len))
+    }
+
+    /// `values` converted to `dtype`.
+    pub(crate) fn from_f64s(values: impl ExactSizeIterator<Item = f64>, dtype: DType) -> CpuStorage {
+        dispatch_dtype!(dtype, T => {
+            let mut v = room_for::<T>(values.len());
+            v.extend(values.map(T::from_f64));
+            CpuStorage::from_vec(v)
+        })
+    }
+
+    /// The elements of the view in row-major order, converted to `T`.
+    pub(crate) fn to_vec<T: WithDType>(&self, layout: &Layout) -> Vec<T> {
+        match self.as_slice::<T>() {
+            // One copy when the dtype already matches.
+            Some(v) => contiguous(v, layout).into_owned(),
+            None => self.cast(layout, T::DTYPE).as_slice::<T>().map(<[T]>::to_vec).unwrap_or_default(),
+        }
+    }
+
+    /// The first element, converted to `T`.
+    pub(crate) fn first<T: WithDType>(&self) -> T {
+        with_storage!(self, v => T::from_f64(v[0].to_f64()))
+    }
+
+    /// The first `limit` elements of the view in row-major order, as `Display` writes them.
+    pub(crate) fn element_strings(&self, layout: &Layout, limit: usize) -> Vec<String> {
+        with_storage!(self, v => {
+            layout.offsets().take(limit).map(|o| format!("{}", v[o])).collect::<Vec<String>>()
+        })
     }
 
     /// The elements of the view `layout`, in row-major order, as a new contiguous storage.

@@ -7,7 +7,8 @@ use std::mem::MaybeUninit;
 use rayon::prelude::*;
 
 use super::simd::{self, Kernel};
-use super::{Float, PARALLEL_THRESHOLD};
+use super::{CpuStorage, Float, PARALLEL_THRESHOLD, contiguous};
+use crate::shape::Layout;
 
 /// Lanes of the row sums: independent accumulators let the compiler vectorise a reduction
 /// without reordering any one lane's additions.
@@ -300,6 +301,73 @@ fn write_dx<T: Float>(
             }
         }
     }
+}
+
+impl CpuStorage {
+    /// Layer norm of `inputs[0]` over rows of `width` elements, with the weight and bias that
+    /// `affine` says are present (in that order after the input), all of one dtype (f32 or f64):
+    /// the result, and per row the mean and `1 / sqrt(var + eps)` the backward pass needs.
+    pub(crate) fn layer_norm(
+        inputs: &[&CpuStorage],
+        layouts: &[&Layout],
+        affine: (bool, bool),
+        width: usize,
+        eps: f64,
+    ) -> (CpuStorage, CpuStorage, CpuStorage) {
+        match inputs[0] {
+            CpuStorage::F32(_) => layer_norm_typed(&typed::<f32>(inputs), layouts, affine, width, eps),
+            CpuStorage::F64(_) => layer_norm_typed(&typed::<f64>(inputs), layouts, affine, width, eps),
+            _ => unreachable!("the fused layer norm is taken for f32 and f64 only"),
+        }
+    }
+
+    /// The gradients of [`CpuStorage::layer_norm`] from `inputs` = input, upstream gradient,
+    /// mean, rstd and the weight when there is one: the input's, the weight's and the bias's,
+    /// each empty unless `want` asks for it.
+    pub(crate) fn layer_norm_backward(
+        inputs: &[&CpuStorage],
+        layouts: &[&Layout],
+        width: usize,
+        want: [bool; 3],
+    ) -> [CpuStorage; 3] {
+        match inputs[0] {
+            CpuStorage::F32(_) => layer_norm_backward_typed(&typed::<f32>(inputs), layouts, width, want),
+            CpuStorage::F64(_) => layer_norm_backward_typed(&typed::<f64>(inputs), layouts, width, want),
+            _ => unreachable!("the fused layer norm is taken for f32 and f64 only"),
+        }
+    }
+}
+
+fn layer_norm_typed<T: Float>(
+    s: &[&[T]],
+    layouts: &[&Layout],
+    affine: (bool, bool),
+    width: usize,
+    eps: f64,
+) -> (CpuStorage, CpuStorage, CpuStorage) {
+    let x = contiguous(s[0], layouts[0]);
+    let params: Vec<_> = s[1..].iter().zip(&layouts[1..]).map(|(v, l)| contiguous(v, l)).collect();
+    let weight = if affine.0 { params.first().map(|w| &w[..]) } else { None };
+    let bias = if affine.1 { params.last().map(|b| &b[..]) } else { None };
+    let r = layer_norm(&x, width, weight, bias, eps);
+    (CpuStorage::from_vec(r.out), CpuStorage::from_vec(r.mean), CpuStorage::from_vec(r.rstd))
+}
+
+fn layer_norm_backward_typed<T: Float>(
+    s: &[&[T]],
+    layouts: &[&Layout],
+    width: usize,
+    want: [bool; 3],
+) -> [CpuStorage; 3] {
+    let [x, g, mean, rstd] = [0, 1, 2, 3].map(|i| contiguous(s[i], layouts[i]));
+    let weight = s.get(4).map(|w| contiguous(w, layouts[4]));
+    let grads = layer_norm_backward(&x, &g, (&mean, &rstd), width, weight.as_deref(), want);
+    [grads.input, grads.weight, grads.bias].map(|v| CpuStorage::from_vec(v.unwrap_or_default()))
+}
+
+/// The typed slices of storages that all hold `T` (the caller checked one dtype).
+fn typed<'a, T: crate::dtype::WithDType>(s: &[&'a CpuStorage]) -> Vec<&'a [T]> {
+    s.iter().map(|s| s.as_slice::<T>().unwrap_or_else(|| unreachable!("operands of one dtype"))).collect()
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use std::borrow::Cow;
 
-use super::{Float, PARALLEL_THRESHOLD, contiguous, filled, simd};
+use super::{CpuStorage, Float, PARALLEL_THRESHOLD, contiguous, filled, simd, with_float_storage};
 use crate::shape::Layout;
 
 /// Where each output position of a window reads its (N, C, H, W) input.
@@ -870,6 +870,40 @@ fn window_blocks<T: Float, const H: usize, const W: usize, const B: usize>(
                     dst[b * W + kj].write(T::ZERO.add(hit(row[b * W + kj], best[b]).mul(share[b])));
                 }
             }
+        }
+    }
+}
+
+impl CpuStorage {
+    /// `[N, C, H', W']`: the maximum of each window of this `[N, C, H, W]` view, padding counting
+    /// as -inf.
+    pub(crate) fn max_pool(&self, layout: &Layout, geometry: &WindowGeometry) -> CpuStorage {
+        with_float_storage!(self, v => {
+            CpuStorage::from_vec(max_pool(v, layout, geometry))
+        }, _ => unreachable!("max_pool2d runs on floating data only"))
+    }
+
+    /// The gradient of [`CpuStorage::max_pool`] from its input `x` (this storage), its output `y`
+    /// and the upstream gradient `g`, all of one dtype.
+    pub(crate) fn max_pool_backward(
+        &self,
+        lx: &Layout,
+        (y, ly): (&CpuStorage, &Layout),
+        (g, lg): (&CpuStorage, &Layout),
+        geometry: &WindowGeometry,
+    ) -> CpuStorage {
+        macro_rules! arm {
+            ($x:expr, $y:expr, $g:expr) => {{
+                let (y, g) = (contiguous($y, ly), contiguous($g, lg));
+                CpuStorage::from_vec(max_pool_backward($x, lx, &y, &g, geometry))
+            }};
+        }
+        match (self, y, g) {
+            (CpuStorage::F32(x), CpuStorage::F32(y), CpuStorage::F32(g)) => arm!(x, y, g),
+            (CpuStorage::F64(x), CpuStorage::F64(y), CpuStorage::F64(g)) => arm!(x, y, g),
+            (CpuStorage::F16(x), CpuStorage::F16(y), CpuStorage::F16(g)) => arm!(x, y, g),
+            (CpuStorage::BF16(x), CpuStorage::BF16(y), CpuStorage::BF16(g)) => arm!(x, y, g),
+            _ => unreachable!("max_pool2d's gradient is recorded for floating tensors of one dtype only"),
         }
     }
 }

@@ -1,12 +1,14 @@
-//! Fused backward kernels. On the host (and for fake tensors) each runs as one pass over the data
-//! instead of a chain of allocating ops; on other devices each falls back to the same math written
-//! with tensor ops, so autograd works wherever the forward ops do.
+//! Fused backward ops (and the fused layer norm). On the host (and for fake tensors) each runs its
+//! CPU kernel (`src/backend/cpu/grad.rs`, `norm.rs`, `reduce.rs`), one pass over the data instead
+//! of a chain of allocating ops; on other devices each falls back to the same math written with
+//! tensor ops, so autograd works wherever the forward ops do. This file decides which, and records
+//! the result; the arithmetic is in the backend.
 
 use std::panic::Location;
 
-use crate::backend::cpu::{self, CpuStorage, Float, with_storage};
+use crate::backend::CpuStorage;
 use crate::backend::fake;
-use crate::dtype::{DType, WithDType};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::shape::Layout;
 use crate::tensor::{CmpOp, Storage, Tensor, compute, host_only};
@@ -25,9 +27,6 @@ pub(crate) fn relu_backward(x: &Tensor, g: Tensor) -> Result<Tensor> {
     if !host_or_fake(&[x, &g]) {
         return g.mul(&x.cmp_scalar(CmpOp::Gt, 0.0)?.to_dtype(g.dtype())?);
     }
-    fn pass<T: Float>(x: T, g: T) -> T {
-        if x > T::ZERO { g } else { T::ZERO }
-    }
     let location = Location::caller();
     let in_place = !fake::is_active()
         && x.is_contiguous()
@@ -39,13 +38,7 @@ pub(crate) fn relu_backward(x: &Tensor, g: Tensor) -> Result<Tensor> {
             let Storage::Cpu(xs) = &*guard else { unreachable!("checked above: `x` is in host memory") };
             // `x` is contiguous with `g`'s shape: its elements are `g.numel()` from its offset.
             let run = x.layout().offset..x.layout().offset + g.numel();
-            match (xs, &mut elements) {
-                (CpuStorage::F32(a), CpuStorage::F32(b)) => cpu::zip_in_place(b, &a[run], pass),
-                (CpuStorage::F64(a), CpuStorage::F64(b)) => cpu::zip_in_place(b, &a[run], pass),
-                (CpuStorage::F16(a), CpuStorage::F16(b)) => cpu::zip_in_place(b, &a[run], pass),
-                (CpuStorage::BF16(a), CpuStorage::BF16(b)) => cpu::zip_in_place(b, &a[run], pass),
-                _ => unreachable!("relu's gradient is recorded for floating tensors of one dtype only"),
-            }
+            elements.relu_backward_in_place(xs, run);
             Storage::Cpu(elements)
         };
         return Ok(g.derived(written, g.shape(), g.dtype(), "relu_backward", location));
@@ -55,19 +48,7 @@ pub(crate) fn relu_backward(x: &Tensor, g: Tensor) -> Result<Tensor> {
         location,
         &[x, &g],
         (g.shape(), g.dtype()),
-        |s| {
-            fn run<T: Float>(x: &[T], lx: &Layout, g: &[T], lg: &Layout) -> CpuStorage {
-                CpuStorage::from_vec(cpu::binary_map(x, lx, g, lg, &lg.shape, pass))
-            }
-            let (lx, lg) = (x.layout(), g.layout());
-            match (s[0], s[1]) {
-                (CpuStorage::F32(a), CpuStorage::F32(b)) => run(a, lx, b, lg),
-                (CpuStorage::F64(a), CpuStorage::F64(b)) => run(a, lx, b, lg),
-                (CpuStorage::F16(a), CpuStorage::F16(b)) => run(a, lx, b, lg),
-                (CpuStorage::BF16(a), CpuStorage::BF16(b)) => run(a, lx, b, lg),
-                _ => unreachable!("relu's gradient is recorded for floating tensors of one dtype only"),
-            }
-        },
+        |s| s[0].relu_backward(x.layout(), s[1], g.layout()),
         host_only("relu_backward"),
     )?;
     Ok(g.derived(storage, g.shape(), g.dtype(), "relu_backward", location))
@@ -92,23 +73,7 @@ pub(crate) fn softmax_backward(y: &Tensor, g: &Tensor, dim: usize, log: bool) ->
         Location::caller(),
         &[y, g],
         (g.shape(), g.dtype()),
-        |s| {
-            let (ly, lg) = (y.layout(), g.layout());
-            macro_rules! arm {
-                ($a:expr, $b:expr) => {{
-                    let y = &$a[ly.offset..ly.offset + ly.numel()];
-                    let g = &$b[lg.offset..lg.offset + lg.numel()];
-                    CpuStorage::from_vec(cpu::softmax_backward_rows(y, g, row, log))
-                }};
-            }
-            match (s[0], s[1]) {
-                (CpuStorage::F32(a), CpuStorage::F32(b)) => arm!(a, b),
-                (CpuStorage::F64(a), CpuStorage::F64(b)) => arm!(a, b),
-                (CpuStorage::F16(a), CpuStorage::F16(b)) => arm!(a, b),
-                (CpuStorage::BF16(a), CpuStorage::BF16(b)) => arm!(a, b),
-                _ => unreachable!("softmax's gradient is recorded for floating tensors of one dtype only"),
-            }
-        },
+        |s| s[0].softmax_backward(y.layout(), s[1], g.layout(), row, log),
         host_only("softmax_backward"),
     )?;
     let op = if log { "log_softmax_backward" } else { "softmax_backward" };
@@ -139,32 +104,7 @@ pub(crate) fn sum_keepdim(g: &Tensor, dims: &[isize]) -> Result<Tensor> {
         Location::caller(),
         &[g],
         (&shape, g.dtype()),
-        |s| {
-            fn run<T: Float>(v: &[T], outer: usize, kept: usize, inner: usize) -> CpuStorage {
-                let mut out = vec![T::ZERO; kept];
-                if kept == 0 || inner == 0 {
-                    return CpuStorage::from_vec(out);
-                }
-                for block in v.chunks_exact(kept * inner).take(outer) {
-                    if inner == 1 {
-                        for (o, &x) in out.iter_mut().zip(block) {
-                            *o = o.add(x);
-                        }
-                    } else {
-                        for (o, row) in out.iter_mut().zip(block.chunks_exact(inner)) {
-                            *o = o.add(cpu::sum_lanes(row));
-                        }
-                    }
-                }
-                CpuStorage::from_vec(out)
-            }
-            let l = g.layout();
-            match s[0] {
-                CpuStorage::F32(v) => run(&v[l.offset..l.offset + l.numel()], outer, kept, inner),
-                CpuStorage::F64(v) => run(&v[l.offset..l.offset + l.numel()], outer, kept, inner),
-                _ => unreachable!("fast path taken for f32/f64 only"),
-            }
-        },
+        |s| s[0].sum_outer_inner(g.layout(), (outer, kept, inner)),
         host_only("sum"),
     )?;
     Ok(g.derived(storage, &shape, g.dtype(), "sum", Location::caller()))
@@ -199,12 +139,7 @@ pub(crate) fn narrow_backward(shape: &[usize], dim: usize, start: usize, g: &Ten
         Location::caller(),
         &[g],
         (shape, g.dtype()),
-        |s| {
-            with_storage!(s[0], v => {
-                let zero = WithDType::from_f64(0.0);
-                CpuStorage::from_vec(cpu::embed(v, g.layout(), shape, dim, start, zero))
-            })
-        },
+        |s| s[0].narrow_backward(g.layout(), shape, dim, start),
         host_only("narrow_backward"),
     )?;
     Ok(g.derived(storage, shape, g.dtype(), "narrow_backward", Location::caller()))
@@ -229,46 +164,7 @@ pub(crate) fn index_add(shape: &[usize], dim: usize, index: &Tensor, g: &Tensor)
         Location::caller(),
         &[index, g],
         (shape, g.dtype()),
-        |s| {
-            let CpuStorage::I64(idx) = s[0] else { unreachable!("index_select checks an i64 index") };
-            let idx = cpu::contiguous(idx, index.layout());
-            let size = shape[dim] as i64;
-            let outer: usize = shape[..dim].iter().product();
-            let inner: usize = shape[dim + 1..].iter().product();
-            let n = idx.len();
-            fn run<T: Float>(
-                g: &[T],
-                lg: &Layout,
-                idx: &[i64],
-                size: i64,
-                (outer, n, inner): (usize, usize, usize),
-            ) -> CpuStorage {
-                let g = cpu::contiguous(g, lg);
-                let mut out = vec![T::ZERO; outer * size as usize * inner];
-                for o in 0..outer {
-                    for (k, &i) in idx.iter().enumerate() {
-                        // The forward op checked the range; a GPU index was checked by its kernel.
-                        if !(0..size).contains(&i) {
-                            continue;
-                        }
-                        let src = &g[(o * n + k) * inner..][..inner];
-                        let dst = &mut out[(o * size as usize + i as usize) * inner..][..inner];
-                        for (d, &x) in dst.iter_mut().zip(src) {
-                            *d = d.add(x);
-                        }
-                    }
-                }
-                CpuStorage::from_vec(out)
-            }
-            let dims = (outer, n, inner);
-            match s[1] {
-                CpuStorage::F32(v) => run(v, g.layout(), &idx, size, dims),
-                CpuStorage::F64(v) => run(v, g.layout(), &idx, size, dims),
-                CpuStorage::F16(v) => run(v, g.layout(), &idx, size, dims),
-                CpuStorage::BF16(v) => run(v, g.layout(), &idx, size, dims),
-                _ => unreachable!("gradients are floating"),
-            }
-        },
+        |s| s[1].index_add(g.layout(), s[0], index.layout(), shape, dim),
         host_only("index_add"),
     )?;
     Ok(g.derived(storage, shape, g.dtype(), "index_add", Location::caller()))
@@ -285,54 +181,7 @@ pub(crate) fn scatter_add(shape: &[usize], dim: usize, index: &Tensor, g: &Tenso
         Location::caller(),
         &[index, g],
         (shape, g.dtype()),
-        |s| {
-            let CpuStorage::I64(idx) = s[0] else { unreachable!("gather checks an i64 index") };
-            let idx = cpu::contiguous(idx, index.layout());
-            fn run<T: Float>(g: &[T], lg: &Layout, idx: &[i64], shape: &[usize], dim: usize) -> CpuStorage {
-                let g = cpu::contiguous(g, lg);
-                let strides = crate::shape::contiguous_strides(shape);
-                let size = shape[dim] as i64;
-                // From the allocator's pool of reused buffers: a fresh `vec!` of this size (the
-                // gradient of a loss's `gather` is as large as the logits) faults in new pages on
-                // every step.
-                // SAFETY: the closure writes every element.
-                let mut out: Vec<T> = unsafe {
-                    cpu::filled(shape.iter().product(), |o| {
-                        o.iter_mut().for_each(|x| {
-                            x.write(T::ZERO);
-                        })
-                    })
-                };
-                let index_shape = &lg.shape;
-                let mut pos = vec![0usize; index_shape.len()];
-                for (&i, &x) in idx.iter().zip(g.iter()) {
-                    if (0..size).contains(&i) {
-                        let at: usize = pos
-                            .iter()
-                            .zip(&strides)
-                            .enumerate()
-                            .map(|(k, (&p, &st))| if k == dim { i as usize } else { p } * st)
-                            .sum();
-                        out[at] = out[at].add(x);
-                    }
-                    for k in (0..pos.len()).rev() {
-                        pos[k] += 1;
-                        if pos[k] < index_shape[k] {
-                            break;
-                        }
-                        pos[k] = 0;
-                    }
-                }
-                CpuStorage::from_vec(out)
-            }
-            match s[1] {
-                CpuStorage::F32(v) => run(v, g.layout(), &idx, shape, dim),
-                CpuStorage::F64(v) => run(v, g.layout(), &idx, shape, dim),
-                CpuStorage::F16(v) => run(v, g.layout(), &idx, shape, dim),
-                CpuStorage::BF16(v) => run(v, g.layout(), &idx, shape, dim),
-                _ => unreachable!("gradients are floating"),
-            }
-        },
+        |s| s[1].scatter_add(g.layout(), s[0], index.layout(), shape, dim),
         host_only("scatter_add"),
     )?;
     Ok(g.derived(storage, shape, g.dtype(), "scatter_add", Location::caller()))
@@ -375,56 +224,7 @@ pub(crate) fn gelu_backward(x: &Tensor, g: &Tensor, tanh: bool) -> Option<Result
         Location::caller(),
         &[x, g],
         (g.shape(), g.dtype()),
-        |s| {
-            fn run<T: Float>(x: &[T], lx: &Layout, g: &[T], lg: &Layout, tanh: bool) -> CpuStorage {
-                let half = T::from_f32(0.5);
-                if tanh {
-                    let k = T::from_f64((2.0 / std::f64::consts::PI).sqrt());
-                    let c = T::from_f64(crate::tensor::GELU_TANH_CUBIC);
-                    let (minus_two_k, three_c, two_k) =
-                        (T::from_f64(-2.0).mul(k), T::from_f32(3.0).mul(c), T::from_f32(2.0).mul(k));
-                    CpuStorage::from_vec(cpu::binary_map(
-                        x,
-                        lx,
-                        g,
-                        lg,
-                        &lg.shape,
-                        #[inline(always)]
-                        move |x: T, g: T| {
-                            let x2 = x.mul(x);
-                            let s = T::ONE.div(T::ONE.add(minus_two_k.mul(x.add(c.mul(x2).mul(x))).exp()));
-                            let du = two_k.mul(T::ONE.add(three_c.mul(x2)));
-                            g.mul(s.add(x.mul(s).mul(T::ONE.sub(s)).mul(du)))
-                        },
-                    ))
-                } else {
-                    let minus_inv_sqrt2 = T::from_f64(-std::f64::consts::FRAC_1_SQRT_2);
-                    let inv_sqrt_2pi = T::from_f64(1.0 / (2.0 * std::f64::consts::PI).sqrt());
-                    CpuStorage::from_vec(cpu::binary_map(
-                        x,
-                        lx,
-                        g,
-                        lg,
-                        &lg.shape,
-                        #[inline(always)]
-                        move |x: T, g: T| {
-                            // Φ(x) = erfc(-x/√2) / 2 and φ(x) = e^(-(x/√2)²) / √(2π) from one evaluation.
-                            let (erfc, gaussian) = x.mul(minus_inv_sqrt2).erfc_with_gaussian();
-                            let (cdf, pdf) = (half.mul(erfc), inv_sqrt_2pi.mul(gaussian));
-                            g.mul(cdf.add(x.mul(pdf)))
-                        },
-                    ))
-                }
-            }
-            let (lx, lg) = (x.layout(), g.layout());
-            match (s[0], s[1]) {
-                (CpuStorage::F32(a), CpuStorage::F32(b)) => run(a, lx, b, lg, tanh),
-                (CpuStorage::F64(a), CpuStorage::F64(b)) => run(a, lx, b, lg, tanh),
-                (CpuStorage::F16(a), CpuStorage::F16(b)) => run(a, lx, b, lg, tanh),
-                (CpuStorage::BF16(a), CpuStorage::BF16(b)) => run(a, lx, b, lg, tanh),
-                _ => unreachable!("gelu's gradient is recorded for floating tensors of one dtype only"),
-            }
-        },
+        |s| s[0].gelu_backward(x.layout(), s[1], g.layout(), tanh),
         host_only("gelu_backward"),
     );
     Some(storage.map(|s| g.derived(s, g.shape(), g.dtype(), "gelu_backward", Location::caller())))
@@ -475,28 +275,9 @@ pub(crate) fn layer_norm(
         &operands,
         (x.shape(), x.dtype()),
         |s| {
-            fn run<T: Float>(
-                s: &[&[T]],
-                layouts: &[&Layout],
-                affine: (bool, bool),
-                width: usize,
-                eps: f64,
-            ) -> (CpuStorage, CpuStorage, CpuStorage) {
-                let x = cpu::contiguous(s[0], layouts[0]);
-                let params: Vec<_> =
-                    s[1..].iter().zip(&layouts[1..]).map(|(v, l)| cpu::contiguous(v, l)).collect();
-                let weight = if affine.0 { params.first().map(|w| &w[..]) } else { None };
-                let bias = if affine.1 { params.last().map(|b| &b[..]) } else { None };
-                let r = cpu::norm::layer_norm(&x, width, weight, bias, eps);
-                (CpuStorage::from_vec(r.out), CpuStorage::from_vec(r.mean), CpuStorage::from_vec(r.rstd))
-            }
             let layouts: Vec<&Layout> = operands.iter().map(|t| t.layout()).collect();
             let affine = (weight.is_some(), bias.is_some());
-            let (out, mean, rstd) = match s[0] {
-                CpuStorage::F32(_) => run(&typed::<f32>(s), &layouts, affine, width, eps),
-                CpuStorage::F64(_) => run(&typed::<f64>(s), &layouts, affine, width, eps),
-                _ => unreachable!("the fused layer norm is taken for f32 and f64 only"),
-            };
+            let (out, mean, rstd) = CpuStorage::layer_norm(s, &layouts, affine, width, eps);
             stats = Some((mean, rstd));
             out
         },
@@ -545,24 +326,8 @@ pub(crate) fn layer_norm_backward(
         &operands,
         (input_shape, g.dtype()),
         |s| {
-            fn run<T: Float>(
-                s: &[&[T]],
-                layouts: &[&Layout],
-                width: usize,
-                want: [bool; 3],
-            ) -> [CpuStorage; 3] {
-                let [x, g, mean, rstd] = [0, 1, 2, 3].map(|i| cpu::contiguous(s[i], layouts[i]));
-                let weight = s.get(4).map(|w| cpu::contiguous(w, layouts[4]));
-                let grads =
-                    cpu::norm::layer_norm_backward(&x, &g, (&mean, &rstd), width, weight.as_deref(), want);
-                [grads.input, grads.weight, grads.bias].map(|v| CpuStorage::from_vec(v.unwrap_or_default()))
-            }
             let layouts: Vec<&Layout> = operands.iter().map(|t| t.layout()).collect();
-            let [input, weight, bias] = match s[0] {
-                CpuStorage::F32(_) => run(&typed::<f32>(s), &layouts, width, want),
-                CpuStorage::F64(_) => run(&typed::<f64>(s), &layouts, width, want),
-                _ => unreachable!("the fused layer norm is taken for f32 and f64 only"),
-            };
+            let [input, weight, bias] = CpuStorage::layer_norm_backward(s, &layouts, width, want);
             params = Some((weight, bias));
             input
         },
@@ -584,9 +349,4 @@ pub(crate) fn layer_norm_backward(
         grads.push(want[2].then(|| grad(bias_storage, normalized)));
     }
     Ok(grads)
-}
-
-/// The typed slices of storages that all hold `T` (the caller checked one dtype).
-fn typed<'a, T: crate::dtype::WithDType>(s: &[&'a CpuStorage]) -> Vec<&'a [T]> {
-    s.iter().map(|s| s.as_slice::<T>().unwrap_or_else(|| unreachable!("operands of one dtype"))).collect()
 }
