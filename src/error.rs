@@ -194,7 +194,10 @@ pub enum Error {
         crate::units::format_bytes(*allocated, 2),
         crate::units::format_bytes(reserved.saturating_sub(*allocated), 2)
     )]
-    #[diagnostic(code(devcheck::cuda_out_of_memory), help("{}", device_out_of_memory_help(*allocated, *reserved)))]
+    #[diagnostic(
+        code(devcheck::cuda_out_of_memory),
+        help("{}", device_out_of_memory_help(*allocated, *reserved))
+    )]
     OutOfMemory {
         device: Device,
         /// Bytes asked for, before rounding.

@@ -435,24 +435,33 @@ fn module_rows() -> Vec<Row> {
 fn public_entry_points() -> BTreeSet<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files: Vec<std::path::PathBuf> = Vec::new();
-    for dir in ["tensor", "nn", "optim"] {
-        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
-            let path = entry.unwrap().path();
-            // The ndarray interop is behind a feature; its errors are dtype errors of a view.
-            if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("interop.rs") {
-                files.push(path);
-            }
-        }
+    for dir in ["tensor", "nn", "optim", "module"] {
+        rust_files(&root.join(dir), &mut files);
     }
-    files.extend(["autograd/mod.rs", "module.rs", "checkpoint.rs"].map(|f| root.join(f)));
+    files.extend(["autograd/mod.rs", "checkpoint.rs"].map(|f| root.join(f)));
     let mut out = BTreeSet::new();
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
         let file = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let stem = path.file_stem().unwrap().to_string_lossy().to_string();
+        // A folder's `mod.rs` is the module named after the folder.
+        let named = if path.ends_with("mod.rs") { path.parent().unwrap() } else { &path };
+        let stem = named.file_stem().unwrap().to_string_lossy().to_string();
         collect(&file.items, &stem, &mut out);
     }
     out
+}
+
+/// The `.rs` files in `dir` and its folders.
+fn rust_files(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, files);
+        // The ndarray interop is behind a feature; its errors are dtype errors of a view.
+        } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("interop.rs") {
+            files.push(path);
+        }
+    }
 }
 
 fn collect(items: &[syn::Item], module: &str, out: &mut BTreeSet<String>) {
