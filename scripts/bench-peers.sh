@@ -20,6 +20,20 @@ while (($#)); do
 done
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "error: --rounds takes a positive number" >&2; exit 2; }
 
+# The machine first: the tables are kept per machine kind (docs/performance.md), so every run says
+# which CPU, which vector extensions and how many cores it ran on.
+machine() {
+    local model flags isa=()
+    model=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
+    flags=" $(grep -m 1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+    for f in avx2 fma avx512f avx512bw avx512vl avx512_vnni avx512_bf16 avx512_fp16 amx_tile amx_bf16; do
+        [[ "$flags" == *" $f "* ]] && isa+=("$f")
+    done
+    printf 'machine: %s; %s CPUs; %s\n' "${model:-unknown CPU}" "$(nproc)" "${isa[*]:-no AVX2}"
+    printf 'commit: %s; date: %s\n' "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(date -u +%F)"
+}
+machine
+
 venv=.venv/peers
 [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
 packages=(numpy threadpoolctl)

@@ -66,11 +66,11 @@ run devcheck --version >"$out" 2>&1 || fail "devcheck --version" "$out"
 ok "devcheck --version: $(cat "$out")"
 
 status=0
-run devcheck lint --format concise fixtures/lint/ >"$out" 2>&1 || status=$?
-[[ $status -eq 1 ]] || fail "devcheck lint fixtures/lint/ exits 1 (exit $status)" "$out"
+run devcheck lint --preview --format concise fixtures/lint/ >"$out" 2>&1 || status=$?
+[[ $status -eq 1 ]] || fail "devcheck lint --preview fixtures/lint/ exits 1 (exit $status)" "$out"
 finding='fixtures/lint/d001/devcheck.rs:16:25: D001 '
-grep -q "^$finding" "$out" || fail "devcheck lint fixtures/lint/ reports '$finding...'" "$out"
-ok "devcheck lint fixtures/lint/: exit 1, $(tail -n 1 "$out")"
+grep -q "^$finding" "$out" || fail "devcheck lint --preview fixtures/lint/ reports '$finding...'" "$out"
+ok "devcheck lint --preview fixtures/lint/: exit 1, $(tail -n 1 "$out")"
 
 run devcheck explain D001 >"$out" 2>&1 || fail "devcheck explain D001" "$out"
 grep -q "tensor-on-fixed-device" "$out" || fail "devcheck explain D001 names the rule" "$out"
