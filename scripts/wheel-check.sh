@@ -29,8 +29,11 @@ fail() {
 "$python" -m venv "$work/build"
 "$work/build/bin/pip" install --quiet --disable-pip-version-check "maturin>=1.9,<2" \
     >"$work/pip.log" 2>&1 || fail "install maturin from PyPI" "$work/pip.log"
-"$work/build/bin/maturin" build --release --out "$work/dist" >"$work/build.log" 2>&1 ||
-    fail "maturin build --release (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)" "$work/build.log"
+# DEVCHECK_WHEEL_PROFILE (default release): CI builds with `dev`, which reuses the test build's
+# compiled dependencies; what is checked is the packaging, not the speed.
+profile="${DEVCHECK_WHEEL_PROFILE:-release}"
+"$work/build/bin/maturin" build --profile "$profile" --out "$work/dist" >"$work/build.log" 2>&1 ||
+    fail "maturin build --profile $profile (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)" "$work/build.log"
 wheels=("$work"/dist/devcheck-*.whl)
 [[ ${#wheels[@]} -eq 1 && -f "${wheels[0]}" ]] || fail "maturin build made one wheel: ${wheels[*]}" "$work/build.log"
 wheel="${wheels[0]}"
