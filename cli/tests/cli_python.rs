@@ -187,3 +187,54 @@ fn a_run_with_no_python_rule_on_says_so() {
     let json = lint(&["--format", "json", "fixtures/lint/d005/torch.py"]);
     assert!(json.stderr.is_empty());
 }
+
+/// A module class whose base class is in another file of the repository: the repository index
+/// knows it is an `nn.Module`, whether the folder is linted or only the changed file (as
+/// pre-commit names it).
+#[test]
+fn classes_imported_from_other_files_are_known() {
+    let concise = |args: &[&str]| {
+        let mut all = vec!["--preview", "--format", "concise"];
+        all.extend_from_slice(args);
+        stdout(&lint(&all))
+    };
+    let whole = concise(&["fixtures/project"]);
+    assert!(whole.contains("fixtures/project/pkg/net.py:10:9: D004 [error]"), "{whole}");
+    assert!(whole.contains("fixtures/project/train.py:17:18: D005 [warning]"), "{whole}");
+    let one = concise(&["fixtures/project/pkg/net.py"]);
+    assert!(one.contains("fixtures/project/pkg/net.py:10:9: D004 [error]"), "{one}");
+
+    // No project marker above: the file's own folder is indexed.
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("base.py"),
+        "import torch.nn as nn\n\n\nclass Base(nn.Module):\n    pass\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("model.py"),
+        "import torch\n\nfrom base import Base\n\n\nclass Model(Base):\n    def __init__(self):\n        \
+         super().__init__()\n        self.mask = torch.ones(4)\n\n    def forward(self, x):\n        \
+         return x * self.mask\n",
+    )
+    .expect("write");
+    let out = devcheck(
+        &["--color", "never", "lint", "--isolated", "--preview", "--format", "concise", "model.py"],
+        dir.path(),
+    );
+    assert!(stdout(&out).contains("model.py:9:9: D004 [error]"), "{}", stdout(&out));
+    // Without the base class's file the class is not known to be a module: nothing is said.
+    std::fs::remove_file(dir.path().join("base.py")).expect("remove");
+    let out = devcheck(
+        &["--color", "never", "lint", "--isolated", "--preview", "--format", "concise", "model.py"],
+        dir.path(),
+    );
+    assert_eq!(stdout(&out), "No findings in 1 file.\n");
+
+    let out = devcheck(&["--color", "never", "inspect", "--isolated", "fixtures/project"], root());
+    let text = stdout(&out);
+    assert!(
+        text.contains("class Net (torch)") && text.contains("0 of 1 fields move, 1 left behind"),
+        "{text}"
+    );
+}

@@ -28,13 +28,13 @@ use crate::source::Language;
 pub fn add_ignores(run: &mut LintRun, settings: &Settings, write: bool) -> Result<FixSummary, LintError> {
     let pool = crate::pipeline::pool()
         .map_err(|source| LintError::Io { path: std::path::PathBuf::from("."), source })?;
-    let roots = &run.roots;
+    let (roots, project) = (&run.roots, &*run.project);
     let files: Vec<FileFix> = pool.install(|| {
         run.files
             .par_iter_mut()
             .map(|report| FileFix {
                 path: report.path.clone(),
-                outcome: add_to_file(report, settings, write, roots),
+                outcome: add_to_file(report, settings, project, write, roots),
             })
             .collect()
     });
@@ -56,7 +56,13 @@ fn wanted(report: &FileReport) -> BTreeMap<usize, BTreeSet<&'static str>> {
     lines
 }
 
-fn add_to_file(report: &mut FileReport, settings: &Settings, write: bool, roots: &[Root]) -> FixOutcome {
+fn add_to_file(
+    report: &mut FileReport,
+    settings: &Settings,
+    project: &crate::python::Project,
+    write: bool,
+    roots: &[Root],
+) -> FixOutcome {
     let lines = wanted(report);
     if lines.is_empty() {
         return FixOutcome::Unchanged;
@@ -101,7 +107,14 @@ fn add_to_file(report: &mut FileReport, settings: &Settings, write: bool, roots:
                 ),
             };
         }
-        current = lint_text(&current.disk_path, &current.path, current.kind, next.as_str().into(), settings);
+        current = lint_text(
+            &current.disk_path,
+            &current.path,
+            current.kind,
+            next.as_str().into(),
+            settings,
+            project,
+        );
         text = next;
     }
     let left: usize = wanted(&current).values().map(BTreeSet::len).sum();

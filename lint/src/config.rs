@@ -292,6 +292,13 @@ impl Settings {
         self.language_set(lang).contains(code)
     }
 
+    /// Whether any rule (not only the file-level `D000`/`D999`) runs on files of `lang`.
+    pub fn checks_language(&self, lang: Language) -> bool {
+        self.language_set(lang)
+            .iter()
+            .any(|c| *c != crate::registry::PARSE_ERROR.code && *c != crate::registry::INTERNAL_ERROR.code)
+    }
+
     fn language_set(&self, lang: Language) -> &HashSet<&'static str> {
         match lang {
             Language::Rust => &self.enabled,

@@ -24,12 +24,14 @@ pub struct LintRun {
     pub files: Vec<FileReport>,
     /// The paths the run was given, resolved: `--fix` writes nothing outside them.
     pub(crate) roots: Vec<Root>,
+    /// The classes of the run's Python files, for files that import them from each other.
+    pub(crate) project: Arc<crate::python::Project>,
 }
 
 /// A run of these reports, as if their files had been named on the command line one by one.
 impl From<Vec<FileReport>> for LintRun {
     fn from(files: Vec<FileReport>) -> LintRun {
-        LintRun { files, roots: Vec::new() }
+        LintRun { files, roots: Vec::new(), project: Arc::default() }
     }
 }
 
@@ -67,13 +69,87 @@ pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, Lin
     let (files, unwalkable) = collect_files(paths, settings)?;
     let pool =
         crate::pipeline::pool().map_err(|source| LintError::Io { path: PathBuf::from("."), source })?;
+    let project = if settings.checks_language(Language::Python) {
+        let mut indexed: Vec<PathBuf> =
+            files.iter().filter(|p| Language::of_named_file(p) == Language::Python).cloned().collect();
+        indexed.extend(neighbours(paths, settings));
+        pool.install(|| index_project(&indexed))
+    } else {
+        crate::python::Project::default()
+    };
     let mut reports: Vec<FileReport> =
-        pool.install(|| files.par_iter().map(|p| lint_file(p, settings)).collect());
+        pool.install(|| files.par_iter().map(|p| lint_file(p, settings, &project)).collect());
     resolve(&mut reports);
     reports.extend(unwalkable);
     reports.sort_by(|a, b| a.disk_path.cmp(&b.disk_path));
     let roots = paths.iter().filter_map(|p| Root::new(p)).collect();
-    Ok(LintRun { files: reports, roots })
+    Ok(LintRun { files: reports, roots, project: Arc::new(project) })
+}
+
+/// At most this many files outside the run are read for the repository index.
+const MAX_NEIGHBOURS: usize = 20_000;
+
+/// The Python files of the projects that files named one by one belong to (as pre-commit names
+/// the changed files): the folder holding the nearest `pyproject.toml`, `setup.py`, `setup.cfg`
+/// or `.git` above each, else the file's own folder, walked as a directory is (ignore files
+/// respected), up to [`MAX_NEIGHBOURS`] files. They are indexed, not linted, so a changed file
+/// knows the classes it imports from an unchanged one.
+fn neighbours(paths: &[PathBuf], settings: &Settings) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = paths
+        .iter()
+        .filter(|p| Language::of_path(p) == Some(Language::Python) && p.is_file())
+        .filter_map(|p| project_dir(p))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    let mut out = Vec::new();
+    let mut visited = 0usize;
+    for dir in dirs {
+        let walker = ignore::WalkBuilder::new(&dir).require_git(false).build();
+        for entry in walker.flatten() {
+            // A folder with no project above it may be a home directory: the walk stays short.
+            visited += 1;
+            if out.len() >= MAX_NEIGHBOURS || visited > 10 * MAX_NEIGHBOURS {
+                return out;
+            }
+            let path = entry.path();
+            if entry.file_type().is_some_and(|t| t.is_file())
+                && Language::of_path(path) == Some(Language::Python)
+                && !settings.is_excluded(path)
+            {
+                out.push(path.to_path_buf());
+            }
+        }
+    }
+    out
+}
+
+/// The nearest folder above `file` that holds a project marker, else the file's own folder.
+fn project_dir(file: &Path) -> Option<PathBuf> {
+    let absolute = std::path::absolute(file).ok()?;
+    let own = absolute.parent()?.to_path_buf();
+    const MARKERS: [&str; 4] = ["pyproject.toml", "setup.py", "setup.cfg", ".git"];
+    let found = own.ancestors().find(|dir| MARKERS.iter().any(|m| dir.join(m).exists()));
+    Some(found.map(Path::to_path_buf).unwrap_or(own))
+}
+
+/// The repository index of the run's Python files ([`crate::python::project`]): each file read
+/// and parsed once more, in parallel. A file that cannot be read or parsed adds nothing here (it
+/// gets its `D000` when it is linted).
+fn index_project(files: &[PathBuf]) -> crate::python::Project {
+    let entries = files
+        .par_iter()
+        .filter_map(|path| {
+            let bytes = devcheck_files::read_limited(path, super::MAX_FILE_BYTES as u64).ok()?;
+            let text = String::from_utf8(bytes).ok()?;
+            if crate::python::source_type(path) == ruff_python_ast::PySourceType::Ipynb {
+                let notebook = crate::python::notebook::Notebook::parse(&text).ok()?;
+                return crate::python::index_entry(path, &notebook.text());
+            }
+            crate::python::index_entry(path, &text)
+        })
+        .collect();
+    crate::python::Project::new(entries)
 }
 
 /// The files to lint, and a `D000` report for each path the walk could not enter or read.
@@ -242,7 +318,7 @@ fn system_reason(error: &std::io::Error) -> Option<String> {
 
 /// Reads and lints one file; a file that cannot be read, is too large or is not UTF-8 gets a
 /// `D000`.
-pub(crate) fn lint_file(path: &Path, settings: &Settings) -> FileReport {
+pub(crate) fn lint_file(path: &Path, settings: &Settings, project: &crate::python::Project) -> FileReport {
     let shown = crate::source::display_path(path);
     let kind = FileKind::of_path(path);
     // Read no further than the limit, so a huge or endless file costs nothing.
@@ -285,11 +361,12 @@ pub(crate) fn lint_file(path: &Path, settings: &Settings) -> FileReport {
                 return unreadable(path, &shown, kind, why, help, 0..0, Arc::from(text));
             }
         };
-        let mut report = super::pipeline::lint_text(path, &shown, kind, Arc::from(notebook.text()), settings);
+        let mut report =
+            super::pipeline::lint_text(path, &shown, kind, Arc::from(notebook.text()), settings, project);
         report.source = Some(Arc::from(text));
         return report;
     }
-    super::pipeline::lint_text(path, &shown, kind, Arc::from(text), settings)
+    super::pipeline::lint_text(path, &shown, kind, Arc::from(text), settings, project)
 }
 
 fn unreadable(

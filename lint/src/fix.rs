@@ -213,13 +213,13 @@ pub fn apply_fixes(
     let pool = crate::pipeline::pool()
         .map_err(|source| LintError::Io { path: std::path::PathBuf::from("."), source })?;
     let before: Vec<usize> = run.files.iter().map(|r| r.diagnostics.len()).collect();
-    let roots = &run.roots;
+    let (roots, project) = (&run.roots, &*run.project);
     let mut files: Vec<FileFix> = pool.install(|| {
         run.files
             .par_iter_mut()
             .map(|report| FileFix {
                 path: report.path.clone(),
-                outcome: fix_file(report, mode, settings, write, roots),
+                outcome: fix_file(report, mode, settings, project, write, roots),
             })
             .collect()
     });
@@ -242,6 +242,7 @@ fn fix_file(
     report: &mut FileReport,
     mode: FixMode,
     settings: &Settings,
+    project: &crate::python::Project,
     write: bool,
     roots: &[Root],
 ) -> FixOutcome {
@@ -285,7 +286,14 @@ fn fix_file(
         refused += round.refused;
         refused_because = refused_because.or(round.refused_because);
         let Some(text) = round.text else { break };
-        fixed = crate::pipeline::lint_text(&fixed.disk_path, &fixed.path, fixed.kind, text.into(), settings);
+        fixed = crate::pipeline::lint_text(
+            &fixed.disk_path,
+            &fixed.path,
+            fixed.kind,
+            text.into(),
+            settings,
+            project,
+        );
         changed = true;
         // A round that removed nothing would only apply the same edits again.
         if count_fixable(&fixed, mode) >= fixable {
@@ -519,7 +527,8 @@ mod tests {
         // A repeated keyword: ruff's parser takes it, CPython refuses the file.
         let bad = vec![Edit { range: at..at, replacement: ", non_blocking=True, non_blocking=True".into() }];
         let mut report = report_with_fix(MODEL, bad);
-        let outcome = fix_file(&mut report, FixMode::Safe, &settings, false, &[]);
+        let outcome =
+            fix_file(&mut report, FixMode::Safe, &settings, &crate::python::Project::default(), false, &[]);
         assert_eq!(
             outcome,
             FixOutcome::Rejected {
@@ -532,7 +541,8 @@ mod tests {
         // One that does not parse at all.
         let broken = vec![Edit { range: at..at, replacement: "((".into() }];
         let mut report = report_with_fix(MODEL, broken);
-        let outcome = fix_file(&mut report, FixMode::Safe, &settings, false, &[]);
+        let outcome =
+            fix_file(&mut report, FixMode::Safe, &settings, &crate::python::Project::default(), false, &[]);
         assert!(
             matches!(&outcome, FixOutcome::Rejected { reason } if reason.starts_with("the fixed text would not be valid Python")),
             "{outcome:?}"

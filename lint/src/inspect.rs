@@ -43,8 +43,9 @@ pub fn inspect_paths(paths: &[PathBuf], settings: &Settings) -> Result<InspectRu
     let run = super::driver::lint_paths(paths, settings)?;
     let pool =
         crate::pipeline::pool().map_err(|source| LintError::Io { path: PathBuf::from("."), source })?;
+    let project = &*run.project;
     let per_file: Vec<InspectRun> =
-        pool.install(|| run.files.into_par_iter().map(|r| inspect_report(r, settings)).collect());
+        pool.install(|| run.files.into_par_iter().map(|r| inspect_report(r, settings, project)).collect());
     let mut out = InspectRun::default();
     for one in per_file {
         out.files += one.files;
@@ -56,11 +57,11 @@ pub fn inspect_paths(paths: &[PathBuf], settings: &Settings) -> Result<InspectRu
 
 /// Inspects one file's text (lints it too, for the findings).
 pub fn inspect_source(path: impl AsRef<Path>, text: &str, settings: &Settings) -> InspectRun {
-    inspect_report(super::lint_source(path, text, settings), settings)
+    inspect_report(super::lint_source(path, text, settings), settings, &crate::python::Project::default())
 }
 
 /// The structs of a linted file, or its `D000` when it could not be analysed.
-fn inspect_report(report: FileReport, settings: &Settings) -> InspectRun {
+fn inspect_report(report: FileReport, settings: &Settings, project: &crate::python::Project) -> InspectRun {
     let mut out = InspectRun { files: 1, ..InspectRun::default() };
     let parse_error = |d: &Diagnostic| d.code == super::registry::PARSE_ERROR.code;
     if report.diagnostics.iter().any(parse_error) {
@@ -70,7 +71,7 @@ fn inspect_report(report: FileReport, settings: &Settings) -> InspectRun {
     // The file is parsed again here, on a stack deep enough for its tree (a fresh segment only
     // when this thread has too little left).
     let structs = match Language::of_named_file(&report.disk_path) {
-        Language::Python => crate::python::inspect::classes_in(&report),
+        Language::Python => crate::python::inspect::classes_in(&report, project),
         Language::Rust => crate::rust::inspect::structs_in(&report, settings),
     };
     match structs {

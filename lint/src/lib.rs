@@ -58,7 +58,9 @@ pub use unlinted::MAX_FILE_BYTES;
 pub fn lint_source(path: impl AsRef<Path>, text: &str, settings: &Settings) -> FileReport {
     let path = path.as_ref();
     let shown = source::display_path(path);
-    let mut report = pipeline::lint_text(path, &shown, FileKind::of_path(path), Arc::from(text), settings);
+    let project = python::Project::default();
+    let mut report =
+        pipeline::lint_text(path, &shown, FileKind::of_path(path), Arc::from(text), settings, &project);
     // The text is the whole crate: its own call graph, and no package on disk to consult.
     if let Some(summary) = report.summary.as_mut() {
         summary.disk_path = None;

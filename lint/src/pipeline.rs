@@ -71,6 +71,7 @@ pub(crate) fn lint_text(
     kind: FileKind,
     text: Arc<str>,
     settings: &Settings,
+    project: &crate::python::Project,
 ) -> FileReport {
     let enabled = settings.enabled_for(path);
     let lang = Language::of_named_file(path);
@@ -79,7 +80,7 @@ pub(crate) fn lint_text(
         // ruff's parser grows its own stack, and the walk moves to a fresh segment when the tree
         // needs more than this thread has left.
         Language::Python => Ok(catch_unwind(AssertUnwindSafe(|| {
-            (crate::python::check(path, kind, &text, &|c| enabled.contains(c)), ApiSet::EMPTY, None)
+            (crate::python::check(path, kind, &text, &|c| enabled.contains(c), project), ApiSet::EMPTY, None)
         }))),
     };
     let (findings, apis, summary) = match analysed {

@@ -17,6 +17,7 @@ use crate::source::FileKind;
 
 use super::api;
 use super::model::{BindingId, BindingKind, Callee, FunctionId, LoopId, MAX_DEPTH, Model, Part};
+use super::project::View;
 use super::rules::Rules;
 use super::rules::helpers::{NameWords, name_words, names_accelerator};
 use super::typing::{Kind, Truth, Types};
@@ -183,8 +184,8 @@ pub(crate) struct Checker<'m, 'a> {
 }
 
 impl<'m, 'a> Checker<'m, 'a> {
-    pub fn new(model: &'m Model<'a>, kind: FileKind, file_name: &str) -> Self {
-        let types = Types::new(model);
+    pub fn new(model: &'m Model<'a>, kind: FileKind, file_name: &str, project: View<'m>) -> Self {
+        let types = Types::new(model, project);
         let facts = Facts::gather(model, &types, kind, file_name);
         Checker {
             model,

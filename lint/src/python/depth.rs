@@ -761,7 +761,8 @@ mod tests {
                 REFUSE.with(|r| r.set(false));
                 let linted = crate::lint_source("model.py", &text, &settings);
                 REFUSE.with(|r| r.set(true));
-                let inspected = super::super::inspect::classes_in(&linted).map(|c| c.len());
+                let inspected = super::super::inspect::classes_in(&linted, &super::super::Project::default())
+                    .map(|c| c.len());
                 (refused, linted, inspected)
             });
             // `await` outside `async def` is a syntax error: that tree is never walked.

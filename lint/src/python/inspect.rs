@@ -15,17 +15,18 @@ use super::checker::Checker;
 use super::fields::{Fate, Holds, module_fields};
 use super::model::AttrHow;
 use super::model::Model;
+use super::project::{Project, View};
 use super::typing::Truth;
 
 /// The module classes of one Python file, with the lint findings inside each.
 /// `Err` only when the tree needed more stack than the thread had and the system gave none.
-pub(crate) fn classes_in(report: &FileReport) -> std::io::Result<Vec<StructReport>> {
+pub(crate) fn classes_in(report: &FileReport, project: &Project) -> std::io::Result<Vec<StructReport>> {
     let Ok((parsed, depth)) = super::parse(&report.text, super::source_type(&report.disk_path)) else {
         return Ok(Vec::new());
     };
     let tree = std::cell::Cell::new(Some(parsed));
     let found = crate::stack::within(super::depth::stack_needed(depth), || {
-        tree.take().map(|parsed| classes(report, parsed)).unwrap_or_default()
+        tree.take().map(|parsed| classes(report, project, parsed)).unwrap_or_default()
     });
     // No segment: the tree is still here, and may be too deep to drop on this stack.
     if let Some(parsed) = tree.take() {
@@ -35,7 +36,7 @@ pub(crate) fn classes_in(report: &FileReport) -> std::io::Result<Vec<StructRepor
 }
 
 /// [`classes_in`] on the parsed tree, which is dropped here.
-fn classes(report: &FileReport, parsed: Parsed<ModModule>) -> Vec<StructReport> {
+fn classes(report: &FileReport, project: &Project, parsed: Parsed<ModModule>) -> Vec<StructReport> {
     let (text, kind, diagnostics) = (&*report.text, report.kind, &report.diagnostics[..]);
     let body = &parsed.syntax().body;
     let model = Model::build(text, body);
@@ -43,7 +44,8 @@ fn classes(report: &FileReport, parsed: Parsed<ModModule>) -> Vec<StructReport> 
         return Vec::new();
     }
     let file_name = report.disk_path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let cx = Checker::new(&model, kind, file_name);
+    let (module, is_package) = super::project::module_path(&report.disk_path);
+    let cx = Checker::new(&model, kind, file_name, View::new(project, &module, is_package));
     let index = LineIndex::new(text);
     let shown = report.path.clone();
     let line = |offset: usize| index.line_col(text, offset).line;

@@ -16,6 +16,7 @@ mod fields;
 pub(crate) mod inspect;
 mod model;
 pub(crate) mod notebook;
+pub(crate) mod project;
 pub mod rules;
 mod typing;
 
@@ -30,8 +31,17 @@ use crate::registry;
 use crate::source::FileKind;
 use crate::unlinted::TooDeep;
 
-/// Parses and checks one Python file: the findings of the enabled rules.
-pub(crate) fn check(path: &Path, kind: FileKind, text: &str, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
+pub(crate) use project::Project;
+
+/// Parses and checks one Python file: the findings of the enabled rules. `project` holds the
+/// classes of the run's other Python files ([`project`]).
+pub(crate) fn check(
+    path: &Path,
+    kind: FileKind,
+    text: &str,
+    enabled: &dyn Fn(&str) -> bool,
+    project: &Project,
+) -> Vec<Finding> {
     let (parsed, depth) = match parse(text, source_type(path)) {
         Ok(p) => p,
         Err(problem) => return vec![*problem],
@@ -40,7 +50,7 @@ pub(crate) fn check(path: &Path, kind: FileKind, text: &str, enabled: &dyn Fn(&s
     // room for this tree (nearly every file), else on a fresh segment.
     let tree = std::cell::Cell::new(Some(parsed));
     let analysed = crate::stack::within(depth::stack_needed(depth), || {
-        tree.take().map(|parsed| analyse(path, kind, text, enabled, parsed)).unwrap_or_default()
+        tree.take().map(|parsed| analyse(path, kind, text, enabled, project, parsed)).unwrap_or_default()
     });
     analysed.unwrap_or_else(|e| {
         // No segment: the tree is still here, and may be too deep to drop on this stack.
@@ -57,6 +67,7 @@ fn analyse(
     kind: FileKind,
     text: &str,
     enabled: &dyn Fn(&str) -> bool,
+    project: &Project,
     parsed: Parsed<ModModule>,
 ) -> Vec<Finding> {
     // The cheap gate: no rule has anything to say about a file that never names torch.
@@ -77,7 +88,30 @@ fn analyse(
         return Vec::new();
     }
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    checker::Checker::new(&model, kind, file_name).run(body, rules)
+    let (module, is_package) = project::module_path(path);
+    let view = project::View::new(project, &module, is_package);
+    checker::Checker::new(&model, kind, file_name, view).run(body, rules)
+}
+
+/// What one Python file tells the repository index ([`project`]): its top-level classes and
+/// re-exports. `None` for a file that does not parse or is too deep (it gets its `D000` when
+/// it is linted).
+pub(crate) fn index_entry(path: &Path, text: &str) -> Option<project::FileEntry> {
+    // A file that defines no class and imports nothing adds nothing.
+    if memchr::memmem::find(text.as_bytes(), b"class ").is_none()
+        && memchr::memmem::find(text.as_bytes(), b"import ").is_none()
+    {
+        return None;
+    }
+    let (parsed, depth) = parse(text, source_type(path)).ok()?;
+    let tree = std::cell::Cell::new(Some(parsed));
+    let entry = crate::stack::within(depth::stack_needed(depth), || {
+        tree.take().map(|parsed| project::FileEntry::of(path, &parsed.syntax().body))
+    });
+    if let Some(parsed) = tree.take() {
+        depth::dismantle(parsed.into_syntax().body);
+    }
+    entry.ok().flatten()
 }
 
 /// A file's syntax tree, shallow enough to walk, with its estimated depth
@@ -192,7 +226,7 @@ mod tests {
     #[test]
     fn a_file_nested_too_deeply_is_a_parse_error_at_the_place() {
         let text = format!("import torch\nx = {}1{}\n", "(".repeat(5000), ")".repeat(5000));
-        let findings = check(Path::new("m.py"), FileKind::Library, &text, &|_| true);
+        let findings = check(Path::new("m.py"), FileKind::Library, &text, &|_| true, &Project::default());
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].rule.code, "D000");
         assert!(findings[0].message.contains("too deeply nested"), "{}", findings[0].message);
@@ -202,7 +236,7 @@ mod tests {
     #[test]
     fn a_syntax_error_is_a_parse_error_at_its_place() {
         let text = "import torch\ndef f(:\n    pass\n";
-        let findings = check(Path::new("m.py"), FileKind::Library, text, &|_| true);
+        let findings = check(Path::new("m.py"), FileKind::Library, text, &|_| true, &Project::default());
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].rule.code, "D000");
         assert_eq!(&text[..findings[0].range.start].matches('\n').count(), &1);

@@ -10,6 +10,7 @@ use rustc_hash::FxHashMap;
 
 use super::api;
 use super::model::{AttrHow, BindingId, BindingKind, Callee, ClassId, FunctionId, Model, Part};
+use super::project::View;
 
 /// What a value is, as far as the rules care.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +49,8 @@ const MAX_FOLLOW: usize = 48;
 /// The type inference of one file, with its memos.
 pub(crate) struct Types<'m, 'a> {
     pub model: &'m Model<'a>,
+    /// The classes of the other files of the run ([`super::project`]).
+    project: View<'m>,
     bindings: Slots<Kind>,
     classes: Slots<Truth>,
     returns: Slots<Kind>,
@@ -81,9 +84,10 @@ impl<V: Copy> Slots<V> {
 }
 
 impl<'m, 'a> Types<'m, 'a> {
-    pub fn new(model: &'m Model<'a>) -> Self {
+    pub fn new(model: &'m Model<'a>, project: View<'m>) -> Self {
         Types {
             model,
+            project,
             bindings: Slots::default(),
             classes: Slots::default(),
             returns: Slots::default(),
@@ -494,7 +498,7 @@ impl<'m, 'a> Types<'m, 'a> {
             if api::is_parameter_class(&q) || api::returns_tensor(&q) {
                 return Kind::Tensor;
             }
-            if api::is_module_class(&q) {
+            if api::is_module_class(&q) || self.project.is_module(&q) == Truth::Yes {
                 return Kind::Module;
             }
             if q == "torch.device" {
@@ -651,7 +655,7 @@ impl<'m, 'a> Types<'m, 'a> {
         let Some(q) = self.model.canonical_name(a) else { return Kind::Unknown };
         if api::is_tensor_type(&q) {
             Kind::Tensor
-        } else if api::is_module_class(&q) {
+        } else if api::is_module_class(&q) || self.project.is_module(&q) == Truth::Yes {
             Kind::Module
         } else if matches!(&*q, "builtins.int" | "builtins.float" | "builtins.bool" | "builtins.str") {
             Kind::Scalar
@@ -665,7 +669,7 @@ impl<'m, 'a> Types<'m, 'a> {
     }
 
     /// Is a class of this file an `nn.Module`? Yes when a base class is one (in PyTorch, a
-    /// library built on it, or this file); no when every base is known and none is; and when a
+    /// library built on it, this file or another file of the run); no when every base is known and none is; and when a
     /// base comes from elsewhere, yes if the class has a `forward` and keeps `nn` layers.
     pub fn is_module_class(&self, class: ClassId) -> Truth {
         if let Some(t) = self.classes.get(class.index()) {
@@ -692,6 +696,12 @@ impl<'m, 'a> Types<'m, 'a> {
             match self.model.canonical_name(base) {
                 Some(q) if api::is_module_class(&q) => return Truth::Yes,
                 Some(q) if api::is_plain_base(&q) => {}
+                // A class of another file of the run.
+                Some(q) => match self.project.is_module(&q) {
+                    Truth::Yes => return Truth::Yes,
+                    Truth::No => {}
+                    Truth::Unknown => unknown = true,
+                },
                 // `Generic[T]` and other subscripted bases say nothing.
                 _ if matches!(base, Expr::Subscript(_)) => {}
                 _ => unknown = true,

@@ -1,0 +1,488 @@
+//! The repository index: which classes of the linted Python files are `nn.Module`s, so that a
+//! file that imports one from a sibling (`from .layers import Block`, `from models import Net`)
+//! knows what it holds. Without it, `class Net(BaseModel)` with `BaseModel` defined in another
+//! file is not known to be a module (D004 and the `forward` rules skip it), and
+//! `model = Net()` followed by `model(x)` in a training loop is not known to queue device work
+//! (D005 stays silent there).
+//!
+//! Each file tells the index its top-level classes (with their base classes, as the file's
+//! imports name them) and the names it re-exports (`from .layers import Block` in an
+//! `__init__.py`); the index then answers "is `pkg.models.Net` a module?" once for every class,
+//! before any file is checked, so the answer is the same whichever thread asks. A name is found
+//! by any dotted suffix of its file's path (`src/pkg/models.py` defines `pkg.models.Net` and
+//! `models.Net`), since which folder is on `sys.path` is not known.
+
+use std::path::{Component, Path};
+
+use ruff_python_ast::{self as ast, Expr, Stmt};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::api;
+use super::typing::Truth;
+
+/// Re-exports and base classes are followed this deep.
+const MAX_CHAIN: usize = 16;
+/// Dotted suffixes longer than this are not indexed (a path is rarely imported by more).
+const MAX_SUFFIX: usize = 8;
+
+/// What the linted Python files say about their classes, for every file of the run.
+#[derive(Debug, Default)]
+pub(crate) struct Project {
+    /// Every indexed dotted name (each suffix of `pkg.models.Net` with two or more parts) → the
+    /// classes it may name.
+    classes: FxHashMap<String, Vec<usize>>,
+    /// Every indexed dotted name a file re-exports → the names it stands for.
+    aliases: FxHashMap<String, Vec<String>>,
+    /// Per class: is it an `nn.Module`, worked out when the index was built.
+    truth: Vec<Truth>,
+}
+
+/// What one file gives the index.
+#[derive(Debug, Default)]
+pub(crate) struct FileEntry {
+    /// The file's module path (`pkg/models/net.py` → `pkg.models.net`; an `__init__.py` is its
+    /// package).
+    module: Vec<String>,
+    /// Each top-level class: its name and its base classes as absolute dotted names.
+    classes: Vec<(String, Vec<Base>)>,
+    /// Each top-level name bound to another name (an import, `Model = Net`) → what it names.
+    aliases: Vec<(String, String)>,
+}
+
+/// A base class as the file names it.
+#[derive(Debug, Clone)]
+enum Base {
+    /// An absolute dotted name (`torch.nn.Module`, `pkg.layers.Block`, `builtins.object`).
+    Named(String),
+    /// `Generic[T]` and other subscripts: says nothing either way.
+    Neutral,
+    /// A call or other expression: not known.
+    Unknown,
+}
+
+impl Project {
+    /// Builds the index from each file's entry ([`FileEntry::of`]).
+    pub(crate) fn new(files: Vec<FileEntry>) -> Project {
+        let mut project = Project::default();
+        let mut bases: Vec<Vec<Base>> = Vec::new();
+        for file in files {
+            for (name, class_bases) in file.classes {
+                let id = bases.len();
+                bases.push(class_bases);
+                for key in suffixes(&file.module, &name) {
+                    project.classes.entry(key).or_default().push(id);
+                }
+            }
+            for (name, target) in file.aliases {
+                for key in suffixes(&file.module, &name) {
+                    let targets = project.aliases.entry(key).or_default();
+                    if !targets.contains(&target) {
+                        targets.push(target.clone());
+                    }
+                }
+            }
+        }
+        // Each class's answer, with a memo shared by all; a class met again while its own answer is
+        // being worked out (a cycle of bases) is unknown.
+        let mut memo: Vec<Option<Truth>> = vec![None; bases.len()];
+        for id in 0..bases.len() {
+            project.class_truth(id, &bases, &mut memo, 0);
+        }
+        project.truth = memo.into_iter().map(|t| t.unwrap_or(Truth::Unknown)).collect();
+        project
+    }
+
+    /// Is the class an absolute dotted name names an `nn.Module`? `Unknown` when the name is not
+    /// a class of the project (or names several that disagree).
+    pub(crate) fn is_module(&self, name: &str) -> Truth {
+        self.lookup(name, &|id| self.truth.get(id).copied().unwrap_or(Truth::Unknown))
+    }
+
+    /// Is the project empty (a single text, or no Python file)?
+    pub(crate) fn is_empty(&self) -> bool {
+        self.classes.is_empty()
+    }
+
+    /// The classes `name` names (through re-exports), combined: yes or no when they all agree.
+    fn lookup(&self, name: &str, answer: &dyn Fn(usize) -> Truth) -> Truth {
+        self.lookup_ids(name)
+            .into_iter()
+            .fold(None, |acc, id| Some(agree(acc, answer(id))))
+            .unwrap_or(Truth::Unknown)
+    }
+
+    fn class_truth(&self, id: usize, bases: &[Vec<Base>], memo: &mut [Option<Truth>], depth: usize) -> Truth {
+        if let Some(t) = memo[id] {
+            return t;
+        }
+        if depth > MAX_CHAIN {
+            return Truth::Unknown;
+        }
+        memo[id] = Some(Truth::Unknown);
+        let mut unknown = false;
+        let mut yes = false;
+        for base in &bases[id] {
+            match base {
+                Base::Neutral => {}
+                Base::Unknown => unknown = true,
+                Base::Named(q) if api::is_module_class(q) => yes = true,
+                Base::Named(q) if api::is_plain_base(q) => {}
+                Base::Named(q) => {
+                    let t = self
+                        .lookup_ids(q)
+                        .into_iter()
+                        .fold(None, |acc, i| Some(agree(acc, self.class_truth(i, bases, memo, depth + 1))));
+                    match t {
+                        Some(Truth::Yes) => yes = true,
+                        Some(Truth::No) => {}
+                        _ => unknown = true,
+                    }
+                }
+            }
+            if yes {
+                break;
+            }
+        }
+        let t = if yes {
+            Truth::Yes
+        } else if unknown {
+            Truth::Unknown
+        } else {
+            Truth::No
+        };
+        memo[id] = Some(t);
+        t
+    }
+
+    /// The ids of the classes `name` names, directly or through re-exports.
+    fn lookup_ids(&self, name: &str) -> Vec<usize> {
+        let mut ids = Vec::new();
+        let mut seen: FxHashSet<&str> = FxHashSet::default();
+        let mut todo: Vec<(&str, usize)> = vec![(name, 0)];
+        while let Some((name, depth)) = todo.pop() {
+            if depth > MAX_CHAIN || !seen.insert(name) {
+                continue;
+            }
+            ids.extend(self.classes.get(name).into_iter().flatten().copied());
+            for target in self.aliases.get(name).into_iter().flatten() {
+                todo.push((target, depth + 1));
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+}
+
+/// Two answers about what may be the same class: known only when they agree.
+fn agree(acc: Option<Truth>, t: Truth) -> Truth {
+    match acc {
+        None => t,
+        Some(a) if a == t => t,
+        Some(_) => Truth::Unknown,
+    }
+}
+
+/// The dotted names a top-level `name` of a file can be imported by: `pkg.models.Net`,
+/// `models.Net` (at least the module's last part and the name).
+fn suffixes(module: &[String], name: &str) -> Vec<String> {
+    let take = module.len().min(MAX_SUFFIX);
+    (1..=take)
+        .map(|n| {
+            let mut key = module[module.len() - n..].join(".");
+            key.push('.');
+            key.push_str(name);
+            key
+        })
+        .collect()
+}
+
+/// A Python file's module path, from its path relative to the folder the run walked:
+/// `pkg/models/net.py` → `pkg.models.net`, `pkg/__init__.py` → `pkg`. Parts that cannot be
+/// Python names (`..`, a root, `my-repo`) end the path: what is above them is not a package.
+pub(crate) fn module_path(path: &Path) -> (Vec<String>, bool) {
+    let mut parts: Vec<String> = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::Normal(part) => match part.to_str() {
+                Some(p) => parts.push(p.to_string()),
+                None => parts.clear(),
+            },
+            _ => parts.clear(),
+        }
+    }
+    let Some(last) = parts.pop() else { return (Vec::new(), false) };
+    let stem = last.strip_suffix(".py").or_else(|| last.strip_suffix(".ipynb")).unwrap_or(&last);
+    let is_package = stem == "__init__";
+    if !is_package {
+        parts.push(stem.to_string());
+    }
+    // Only the trailing run of parts that are identifiers can be a dotted module name.
+    let keep = parts.iter().rev().take_while(|p| is_identifier(p)).count();
+    let parts = parts.split_off(parts.len() - keep);
+    (parts, is_package)
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
+        && chars.all(|c| c == '_' || c.is_alphanumeric())
+}
+
+/// `.layers.Block` imported in `pkg/models/net.py` is `pkg.models.layers.Block`; an absolute
+/// name is itself. `None` when the dots climb above what is known of the path.
+pub(crate) fn absolute(name: &str, module: &[String], is_package: bool) -> Option<String> {
+    let rest = name.trim_start_matches('.');
+    let level = name.len() - rest.len();
+    if level == 0 {
+        return Some(name.to_string());
+    }
+    // The package the file is in: itself for an `__init__.py`, else its parent.
+    let package_len = if is_package { module.len() } else { module.len().checked_sub(1)? };
+    let keep = package_len.checked_sub(level - 1)?;
+    let mut parts: Vec<&str> = module[..keep].iter().map(String::as_str).collect();
+    if !rest.is_empty() {
+        parts.push(rest);
+    }
+    if parts.is_empty() { None } else { Some(parts.join(".")) }
+}
+
+impl FileEntry {
+    /// The top-level classes and re-exports of one parsed file; `path` is relative to the folder
+    /// the run walked (or as given).
+    pub(crate) fn of(path: &Path, body: &[Stmt]) -> FileEntry {
+        let (module, is_package) = module_path(path);
+        let mut names = Names { module: &module, is_package, bound: FxHashMap::default() };
+        let mut entry = FileEntry::default();
+        names.statements(body, &mut entry, 0);
+        entry.module = module.clone();
+        entry
+    }
+}
+
+/// The names a file's top level binds, as it goes: imports and its own classes.
+struct Names<'m> {
+    module: &'m [String],
+    is_package: bool,
+    /// Local name → absolute dotted name.
+    bound: FxHashMap<String, String>,
+}
+
+impl Names<'_> {
+    fn statements(&mut self, body: &[Stmt], entry: &mut FileEntry, depth: usize) {
+        // `if`/`try` blocks at the top level (optional imports) are read; nothing deeper.
+        if depth > 4 {
+            return;
+        }
+        for stmt in body {
+            match stmt {
+                Stmt::Import(i) => {
+                    for alias in &i.names {
+                        let full = alias.name.as_str();
+                        match &alias.asname {
+                            Some(as_name) => self.bind(as_name.as_str(), full.to_string(), entry),
+                            None => {
+                                let root = full.split('.').next().unwrap_or(full);
+                                self.bound.insert(root.to_string(), root.to_string());
+                            }
+                        }
+                    }
+                }
+                Stmt::ImportFrom(i) => {
+                    let dots = ".".repeat(i.level as usize);
+                    let module = i.module.as_ref().map(|m| m.as_str()).unwrap_or("");
+                    let base = format!("{dots}{module}");
+                    for alias in &i.names {
+                        if alias.name.as_str() == "*" {
+                            continue;
+                        }
+                        let full = if base.is_empty() || base.ends_with('.') {
+                            format!("{base}{}", alias.name.as_str())
+                        } else {
+                            format!("{base}.{}", alias.name.as_str())
+                        };
+                        let Some(full) = absolute(&full, self.module, self.is_package) else { continue };
+                        let bound = alias.asname.as_ref().unwrap_or(&alias.name);
+                        self.bind(bound.as_str(), full, entry);
+                    }
+                }
+                Stmt::ClassDef(c) => {
+                    let bases = c.bases().iter().map(|b| self.base(b)).collect();
+                    let name = c.name.as_str().to_string();
+                    let mut own = self.module.to_vec();
+                    own.push(name.clone());
+                    self.bound.insert(name.clone(), own.join("."));
+                    entry.classes.push((name, bases));
+                }
+                // `Model = Net`: another name for a class.
+                Stmt::Assign(a) if a.targets.len() == 1 => {
+                    if let Expr::Name(target) = &a.targets[0]
+                        && let Some(q) = self.dotted(&a.value)
+                    {
+                        self.bind(target.id.as_str(), q, entry);
+                    }
+                }
+                Stmt::If(s) => {
+                    self.statements(&s.body, entry, depth + 1);
+                    for clause in &s.elif_else_clauses {
+                        self.statements(&clause.body, entry, depth + 1);
+                    }
+                }
+                Stmt::Try(t) => {
+                    self.statements(&t.body, entry, depth + 1);
+                    for handler in &t.handlers {
+                        let ast::ExceptHandler::ExceptHandler(h) = handler;
+                        self.statements(&h.body, entry, depth + 1);
+                    }
+                    self.statements(&t.orelse, entry, depth + 1);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn bind(&mut self, name: &str, full: String, entry: &mut FileEntry) {
+        let full = super::model::canonical(full.into()).into_owned();
+        entry.aliases.push((name.to_string(), full.clone()));
+        self.bound.insert(name.to_string(), full);
+    }
+
+    /// `nn.Module`, `layers.Block`, `Base`: the absolute dotted name an expression spells.
+    fn dotted(&self, e: &Expr) -> Option<String> {
+        match e {
+            Expr::Name(n) => Some(match self.bound.get(n.id.as_str()) {
+                Some(q) => q.clone(),
+                None => format!("builtins.{}", n.id),
+            }),
+            Expr::Attribute(a) => {
+                let mut attrs = vec![a.attr.as_str()];
+                let mut at = &*a.value;
+                while let Expr::Attribute(inner) = at {
+                    attrs.push(inner.attr.as_str());
+                    at = &inner.value;
+                    if attrs.len() > MAX_CHAIN {
+                        return None;
+                    }
+                }
+                let Expr::Name(root) = at else { return None };
+                let mut q = self.bound.get(root.id.as_str())?.clone();
+                for attr in attrs.iter().rev() {
+                    q.push('.');
+                    q.push_str(attr);
+                }
+                Some(super::model::canonical(q.into()).into_owned())
+            }
+            _ => None,
+        }
+    }
+
+    fn base(&self, e: &Expr) -> Base {
+        if matches!(e, Expr::Subscript(_)) {
+            return Base::Neutral;
+        }
+        match self.dotted(e) {
+            Some(q) => Base::Named(q),
+            None => Base::Unknown,
+        }
+    }
+}
+
+/// One file's view of the project: names as the file spells them (relative imports included).
+#[derive(Clone, Copy)]
+pub(crate) struct View<'p> {
+    project: &'p Project,
+    module: &'p [String],
+    is_package: bool,
+}
+
+impl<'p> View<'p> {
+    pub(crate) fn new(project: &'p Project, module: &'p [String], is_package: bool) -> View<'p> {
+        View { project, module, is_package }
+    }
+
+    /// Is the class a name of this file (as the semantic model qualifies it) names an
+    /// `nn.Module` of the project?
+    pub(crate) fn is_module(&self, qualified: &str) -> Truth {
+        if self.project.is_empty() {
+            return Truth::Unknown;
+        }
+        match absolute(qualified, self.module, self.is_package) {
+            Some(q) => self.project.is_module(&q),
+            None => Truth::Unknown,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn project(files: &[(&str, &str)]) -> Project {
+        Project::new(
+            files
+                .iter()
+                .map(|(path, text)| {
+                    let parsed = ruff_python_parser::parse_module(text).expect("test source parses");
+                    FileEntry::of(Path::new(path), &parsed.syntax().body)
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn module_paths_follow_packages() {
+        let s = |v: &[&str]| v.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        assert_eq!(module_path(Path::new("pkg/models/net.py")), (s(&["pkg", "models", "net"]), false));
+        assert_eq!(module_path(Path::new("pkg/__init__.py")), (s(&["pkg"]), true));
+        assert_eq!(module_path(Path::new("./my-repo/src/pkg/a.py")), (s(&["src", "pkg", "a"]), false));
+        assert_eq!(module_path(Path::new("../x/train.py")), (s(&["x", "train"]), false));
+    }
+
+    #[test]
+    fn relative_names_resolve_against_the_package() {
+        let m = ["pkg".to_string(), "models".to_string(), "net".to_string()];
+        assert_eq!(absolute(".layers.Block", &m, false).as_deref(), Some("pkg.models.layers.Block"));
+        assert_eq!(absolute("..utils.Base", &m, false).as_deref(), Some("pkg.utils.Base"));
+        assert_eq!(absolute(".Block", &m[..2], true).as_deref(), Some("pkg.models.Block"));
+        assert_eq!(absolute("....far", &m, false), None);
+        assert_eq!(absolute("torch.nn.Module", &m, false).as_deref(), Some("torch.nn.Module"));
+    }
+
+    #[test]
+    fn a_base_class_from_another_file_makes_a_module() {
+        let p = project(&[
+            (
+                "repo/pkg/base.py",
+                "import torch.nn as nn\nclass BaseModel(nn.Module):\n    pass\nclass Config:\n    pass\n",
+            ),
+            (
+                "repo/pkg/net.py",
+                "from .base import BaseModel, Config\nclass Net(BaseModel):\n    pass\nclass Cfg(Config):\n    pass\n",
+            ),
+            ("repo/pkg/__init__.py", "from .net import Net as Model\n"),
+            ("repo/train.py", "from pkg.net import Net\nclass Wrapper(Net):\n    pass\n"),
+        ]);
+        assert_eq!(p.is_module("pkg.net.Net"), Truth::Yes);
+        assert_eq!(p.is_module("pkg.base.BaseModel"), Truth::Yes);
+        assert_eq!(p.is_module("pkg.net.Cfg"), Truth::No);
+        assert_eq!(p.is_module("pkg.Model"), Truth::Yes, "a re-export in __init__.py");
+        assert_eq!(p.is_module("train.Wrapper"), Truth::Yes);
+        assert_eq!(p.is_module("transformers.PreTrainedModel"), Truth::Unknown);
+    }
+
+    #[test]
+    fn cycles_and_disagreeing_duplicates_are_unknown() {
+        let p = project(&[
+            ("a.py", "from b import B\nclass A(B):\n    pass\n"),
+            ("b.py", "from a import A\nclass B(A):\n    pass\n"),
+            ("x/utils.py", "import torch\nclass Block(torch.nn.Module):\n    pass\n"),
+            ("y/utils.py", "class Block:\n    pass\n"),
+        ]);
+        assert_eq!(p.is_module("a.A"), Truth::Unknown);
+        assert_eq!(p.is_module("utils.Block"), Truth::Unknown);
+        assert_eq!(p.is_module("x.utils.Block"), Truth::Yes);
+        assert_eq!(p.is_module("y.utils.Block"), Truth::No);
+    }
+}
