@@ -190,7 +190,7 @@ fn a_run_with_no_python_rule_on_says_so() {
 
 /// A module class whose base class is in another file of the repository: the repository index
 /// knows it is an `nn.Module`, whether the folder is linted or only the changed file (as
-/// pre-commit names it).
+/// pre-commit names it). A function of another file called at every step runs at every step.
 #[test]
 fn classes_imported_from_other_files_are_known() {
     let concise = |args: &[&str]| {
@@ -200,7 +200,19 @@ fn classes_imported_from_other_files_are_known() {
     };
     let whole = concise(&["fixtures/project"]);
     assert!(whole.contains("fixtures/project/pkg/net.py:10:9: D004 [error]"), "{whole}");
-    assert!(whole.contains("fixtures/project/train.py:17:18: D005 [warning]"), "{whole}");
+    assert!(whole.contains("fixtures/project/train.py:19:18: D005 [warning]"), "{whole}");
+    // A helper of another file called in the training loop reads the device at every step; the
+    // same helper called only from the evaluation pass (`report`) is left alone.
+    assert!(
+        whole.contains(
+            "fixtures/project/pkg/metrics.py:6:12: D005 [warning] `.item()` in `accuracy` waits for the \
+             device at every step: `accuracy` is called in a loop at fixtures/project/train.py:20"
+        ),
+        "{whole}"
+    );
+    assert_eq!(whole.matches(" D005 ").count(), 2, "{whole}");
+    // A loop that calls another file's training pass is over epochs, not steps.
+    assert!(!whole.contains("schedule.py"), "{whole}");
     let one = concise(&["fixtures/project/pkg/net.py"]);
     assert!(one.contains("fixtures/project/pkg/net.py:10:9: D004 [error]"), "{one}");
 

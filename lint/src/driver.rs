@@ -69,16 +69,35 @@ pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, Lin
     let (files, unwalkable) = collect_files(paths, settings)?;
     let pool =
         crate::pipeline::pool().map_err(|source| LintError::Io { path: PathBuf::from("."), source })?;
-    let project = if settings.checks_language(Language::Python) {
+    let mut project = if settings.checks_language(Language::Python) {
         let mut indexed: Vec<PathBuf> =
             files.iter().filter(|p| Language::of_named_file(p) == Language::Python).cloned().collect();
-        indexed.extend(neighbours(paths, settings));
+        indexed.extend(neighbours(paths, &indexed, settings));
         pool.install(|| index_project(&indexed))
     } else {
         crate::python::Project::default()
     };
     let mut reports: Vec<FileReport> =
         pool.install(|| files.par_iter().map(|p| lint_file(p, settings, &project)).collect());
+    // Functions that another file calls at every step run at every step: their files are linted
+    // again knowing it, a few rounds for helpers that call helpers of a third file.
+    for _ in 0..3 {
+        let calls: Vec<(String, Vec<crate::python::project::HotCall>)> = reports
+            .iter()
+            .filter(|r| !r.hot_calls.is_empty())
+            .map(|r| (r.path.clone(), r.hot_calls.clone()))
+            .collect();
+        let changed = project.set_called_from(&calls);
+        if changed.is_empty() {
+            break;
+        }
+        pool.install(|| {
+            reports.par_iter_mut().filter(|r| changed.binary_search(&r.disk_path).is_ok()).for_each(|r| {
+                let path = r.disk_path.clone();
+                *r = lint_file(&path, settings, &project);
+            })
+        });
+    }
     resolve(&mut reports);
     reports.extend(unwalkable);
     reports.sort_by(|a, b| a.disk_path.cmp(&b.disk_path));
@@ -94,7 +113,7 @@ const MAX_NEIGHBOURS: usize = 20_000;
 /// or `.git` above each, else the file's own folder, walked as a directory is (ignore files
 /// respected), up to [`MAX_NEIGHBOURS`] files. They are indexed, not linted, so a changed file
 /// knows the classes it imports from an unchanged one.
-fn neighbours(paths: &[PathBuf], settings: &Settings) -> Vec<PathBuf> {
+fn neighbours(paths: &[PathBuf], linted: &[PathBuf], settings: &Settings) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = paths
         .iter()
         .filter(|p| Language::of_path(p) == Some(Language::Python) && p.is_file())
@@ -102,6 +121,12 @@ fn neighbours(paths: &[PathBuf], settings: &Settings) -> Vec<PathBuf> {
         .collect();
     dirs.sort();
     dirs.dedup();
+    if dirs.is_empty() {
+        return Vec::new();
+    }
+    // A linted file is indexed once, under the path it is linted by.
+    let linted: std::collections::HashSet<PathBuf> =
+        linted.iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect();
     let mut out = Vec::new();
     let mut visited = 0usize;
     for dir in dirs {
@@ -116,6 +141,7 @@ fn neighbours(paths: &[PathBuf], settings: &Settings) -> Vec<PathBuf> {
             if entry.file_type().is_some_and(|t| t.is_file())
                 && Language::of_path(path) == Some(Language::Python)
                 && !settings.is_excluded(path)
+                && !std::fs::canonicalize(path).is_ok_and(|c| linted.contains(&c))
             {
                 out.push(path.to_path_buf());
             }
@@ -418,6 +444,7 @@ fn report_finding(
         diagnostics: vec![diagnostic],
         summary: None,
         source: None,
+        hot_calls: Vec::new(),
     }
 }
 

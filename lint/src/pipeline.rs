@@ -33,6 +33,8 @@ pub struct FileReport {
     /// The file's own text when it is not what was linted: a notebook's JSON (`text` is its
     /// code cells joined). Fixes are written back into it.
     pub(crate) source: Option<Arc<str>>,
+    /// Python: the calls at every step to functions of other files ([`crate::python::project`]).
+    pub(crate) hot_calls: Vec<crate::python::project::HotCall>,
 }
 
 impl FileReport {
@@ -75,12 +77,15 @@ pub(crate) fn lint_text(
 ) -> FileReport {
     let enabled = settings.enabled_for(path);
     let lang = Language::of_named_file(path);
+    let mut hot_calls = Vec::new();
     let analysed = match lang {
         Language::Rust => crate::rust::check(path, kind, &text, settings, &|c| enabled.contains(c)),
         // ruff's parser grows its own stack, and the walk moves to a fresh segment when the tree
         // needs more than this thread has left.
         Language::Python => Ok(catch_unwind(AssertUnwindSafe(|| {
-            (crate::python::check(path, kind, &text, &|c| enabled.contains(c), project), ApiSet::EMPTY, None)
+            let (findings, hot) = crate::python::check(path, kind, &text, &|c| enabled.contains(c), project);
+            hot_calls = hot;
+            (findings, ApiSet::EMPTY, None)
         }))),
     };
     let (findings, apis, summary) = match analysed {
@@ -164,6 +169,9 @@ pub(crate) fn lint_text(
         s.pending = pending;
         Box::new(s)
     });
+    for call in &mut hot_calls {
+        call.line = line_col(call.offset).line;
+    }
     FileReport {
         path: shown.to_string(),
         disk_path: path.to_path_buf(),
@@ -173,6 +181,7 @@ pub(crate) fn lint_text(
         diagnostics,
         summary,
         source: None,
+        hot_calls,
     }
 }
 

@@ -17,7 +17,7 @@ use crate::source::FileKind;
 
 use super::api;
 use super::model::{BindingId, BindingKind, Callee, FunctionId, LoopId, MAX_DEPTH, Model, Part};
-use super::project::View;
+use super::project::{CalledFrom, HotCall, View};
 use super::rules::Rules;
 use super::rules::helpers::{NameWords, name_words, names_accelerator};
 use super::typing::{Kind, Truth, Types};
@@ -102,6 +102,9 @@ pub(crate) enum Hot {
     /// It is called inside an inner loop (per step, per token, per layer) of a function of this
     /// file; the range is that call.
     CalledInLoop(TextRange),
+    /// It is called at every step from another file of the project: an index into
+    /// [`Facts::elsewhere`].
+    CalledElsewhere(usize),
 }
 
 /// What is known about the whole file before the rules run.
@@ -135,6 +138,9 @@ pub(crate) struct Facts {
     /// Per function: the calls of this file that call it by name (indices into the model's
     /// calls), so a question about its callers does not scan every call of the file.
     pub calls_to: Vec<Vec<usize>>,
+    /// This file's functions that other files of the project call at every step
+    /// ([`super::project`]).
+    pub elsewhere: Vec<CalledFrom>,
 }
 
 /// The rules' view of the file and of the node being checked.
@@ -178,6 +184,8 @@ pub(crate) struct Checker<'m, 'a> {
     /// What the file's calls put into containers held by instances of each class
     /// (`self.heads.append(..)`), worked out once for the file ([`super::fields`]).
     pub(super) container_puts: std::cell::OnceCell<super::fields::ContainerPuts>,
+    /// Calls at every step to functions of other files of the project, for their files.
+    hot_calls: Vec<HotCall>,
     /// The calls of the file that call an attribute of an instance of each class
     /// (`self.net(x)`), worked out once for the file ([`super::fields`]).
     pub(super) attribute_calls: std::cell::OnceCell<super::fields::ContainerPuts>,
@@ -210,11 +218,13 @@ impl<'m, 'a> Checker<'m, 'a> {
             callee: None,
             container_puts: std::cell::OnceCell::new(),
             attribute_calls: std::cell::OnceCell::new(),
+            hot_calls: Vec::new(),
         }
     }
 
     /// Runs the rules over the module.
-    pub fn run(mut self, body: &'a [Stmt], mut rules: Rules) -> Vec<Finding> {
+    /// The findings, and the calls at every step to functions of other files of the project.
+    pub fn run(mut self, body: &'a [Stmt], mut rules: Rules) -> (Vec<Finding>, Vec<HotCall>) {
         let mut out = Vec::new();
         for (kind, readers) in self.readers.iter_mut().enumerate() {
             *readers = rules.readers(Reads(1 << kind));
@@ -231,7 +241,36 @@ impl<'m, 'a> Checker<'m, 'a> {
         self.module_body = body;
         self.body(body, &mut rules, &mut out);
         rules.finish(&self, &mut out);
-        out
+        (out, self.hot_calls)
+    }
+
+    /// Records a call, at every step, to a top-level function of another file of the project
+    /// (not in an evaluation pass): that function then runs at every step too.
+    fn note_hot_call(&mut self, expr: &Expr, call: &ast::ExprCall) {
+        if self.hot().is_none() || self.model.callee(call, self.function).is_some() {
+            return;
+        }
+        let Some(q) = self.model.canonical_name(&call.func) else { return };
+        let Some(callee) = self.types.project().function(&q) else { return };
+        if super::rules::helpers::in_evaluation_pass(self) {
+            return;
+        }
+        let args = call
+            .arguments
+            .args
+            .iter()
+            .map(|a| {
+                !matches!(a, Expr::Starred(_)) && super::rules::helpers::provenance(self, a).on_accelerator
+            })
+            .collect();
+        let result_needed = super::rules::result_needed_on_host(self, expr);
+        self.hot_calls.push(HotCall {
+            callee,
+            offset: call.start().to_usize(),
+            line: 0,
+            args,
+            result_needed,
+        });
     }
 
     // ---- questions the rules ask -------------------------------------------------------------
@@ -267,6 +306,11 @@ impl<'m, 'a> Checker<'m, 'a> {
     /// Is the function a forward pass (or called from one)?
     pub fn is_forward(&self, f: FunctionId) -> bool {
         self.facts.forward[f.index()]
+    }
+
+    /// Why a function runs at every step, if it does.
+    pub fn hot_of(&self, f: FunctionId) -> Option<Hot> {
+        self.facts.hot[f.index()]
     }
 
     /// Is the current function a forward pass (or called from one)?
@@ -612,6 +656,12 @@ impl<'m, 'a> Checker<'m, 'a> {
                 self.callee = Some((call.range(), callee));
             }
             rules.expr(readers, self, expr, out);
+        }
+        if let Expr::Call(call) = expr
+            && self.facts.uses_accelerator
+            && !self.types.project().is_empty()
+        {
+            self.note_hot_call(expr, call);
         }
         self.parents.push(Node::Expr(expr));
         match expr {
@@ -981,6 +1031,20 @@ impl Facts {
                 }
             }
         }
+        // A function of another file that runs a training or evaluation loop (`train_epoch`):
+        // the loop that calls it is over epochs.
+        if !types.project().is_empty() {
+            for site in &model.calls {
+                if model.callee(site.call, site.function).is_none()
+                    && model.canonical_name(&site.call.func).is_some_and(|q| types.project().runs_loop(&q))
+                {
+                    mark_out(&mut outer_loop, site.in_loop);
+                    if let Some(f) = site.function {
+                        work_loop_inside[f.index()] = true;
+                    }
+                }
+            }
+        }
         spread_to_callers(&mut work_loop_inside, &by_callee, &edges);
         for e in &edges {
             if work_loop_inside[e.callee.index()] {
@@ -1024,7 +1088,10 @@ impl Facts {
             clock_at_top,
             backward: losses(model),
             calls_to,
+            elsewhere: types.project().called_from().to_vec(),
         };
+        // A file whose functions another file calls at every step runs on that file's device.
+        facts.uses_accelerator |= !facts.elsewhere.is_empty();
         // Hot loops reach the functions called inside them, and through them, their callees: a
         // breadth-first walk from the calls in hot loops, so each function is hot by its shortest
         // chain of calls from a loop (the first such call in the file, among equals), and is
@@ -1046,6 +1113,19 @@ impl Facts {
             {
                 facts.hot[e.callee.index()] = Some(Hot::CalledInLoop(e.at));
                 queue.push_back(e.callee);
+            }
+        }
+        // Top-level functions that another file calls at every step.
+        for (i, called) in facts.elsewhere.iter().enumerate() {
+            let top = model
+                .functions()
+                .find(|(_, f)| f.class.is_none() && f.parent.is_none() && f.name() == called.function);
+            if let Some((id, _)) = top
+                && facts.hot[id.index()].is_none()
+                && !facts.forward[id.index()]
+            {
+                facts.hot[id.index()] = Some(Hot::CalledElsewhere(i));
+                queue.push_back(id);
             }
         }
         while let Some(f) = queue.pop_front() {

@@ -41,10 +41,10 @@ pub(crate) fn check(
     text: &str,
     enabled: &dyn Fn(&str) -> bool,
     project: &Project,
-) -> Vec<Finding> {
+) -> (Vec<Finding>, Vec<project::HotCall>) {
     let (parsed, depth) = match parse(text, source_type(path)) {
         Ok(p) => p,
-        Err(problem) => return vec![*problem],
+        Err(problem) => return (vec![*problem], Vec::new()),
     };
     // The walk and the tree's `Drop` recurse once per level: on this thread's stack when it has
     // room for this tree (nearly every file), else on a fresh segment.
@@ -57,7 +57,7 @@ pub(crate) fn check(
         if let Some(parsed) = tree.take() {
             depth::dismantle(parsed.into_syntax().body);
         }
-        vec![crate::unlinted::no_stack(&e)]
+        (vec![crate::unlinted::no_stack(&e)], Vec::new())
     })
 }
 
@@ -69,37 +69,38 @@ fn analyse(
     enabled: &dyn Fn(&str) -> bool,
     project: &Project,
     parsed: Parsed<ModModule>,
-) -> Vec<Finding> {
+) -> (Vec<Finding>, Vec<project::HotCall>) {
     // The cheap gate: no rule has anything to say about a file that never names torch.
     if memchr::memmem::find(text.as_bytes(), b"torch").is_none() {
-        return Vec::new();
+        return Default::default();
     }
     let body = &parsed.syntax().body;
     let model = model::Model::build(text, body);
     if let Some(at) = model.too_deep_at {
         let at = at.to_std_range();
-        return vec![too_deep(TooDeep { at: at.start, len: at.len().max(1) })];
+        return (vec![too_deep(TooDeep { at: at.start, len: at.len().max(1) })], Vec::new());
     }
     if !model.imports_torch {
-        return Vec::new();
+        return Default::default();
     }
     let rules = rules::Rules::enabled(enabled);
     if rules.is_empty() {
-        return Vec::new();
+        return Default::default();
     }
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let (module, is_package) = project::module_path(path);
-    let view = project::View::new(project, &module, is_package);
+    let view = project::View::new(project, path, &module, is_package);
     checker::Checker::new(&model, kind, file_name, view).run(body, rules)
 }
 
-/// What one Python file tells the repository index ([`project`]): its top-level classes and
-/// re-exports. `None` for a file that does not parse or is too deep (it gets its `D000` when
+/// What one Python file tells the repository index ([`project`]): its top-level classes,
+/// functions and re-exports. `None` for a file that does not parse or is too deep (it gets its `D000` when
 /// it is linted).
 pub(crate) fn index_entry(path: &Path, text: &str) -> Option<project::FileEntry> {
-    // A file that defines no class and imports nothing adds nothing.
-    if memchr::memmem::find(text.as_bytes(), b"class ").is_none()
-        && memchr::memmem::find(text.as_bytes(), b"import ").is_none()
+    // A file that defines nothing and imports nothing adds nothing.
+    if ["class ", "def ", "import "]
+        .iter()
+        .all(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_none())
     {
         return None;
     }
@@ -226,7 +227,8 @@ mod tests {
     #[test]
     fn a_file_nested_too_deeply_is_a_parse_error_at_the_place() {
         let text = format!("import torch\nx = {}1{}\n", "(".repeat(5000), ")".repeat(5000));
-        let findings = check(Path::new("m.py"), FileKind::Library, &text, &|_| true, &Project::default());
+        let (findings, _) =
+            check(Path::new("m.py"), FileKind::Library, &text, &|_| true, &Project::default());
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].rule.code, "D000");
         assert!(findings[0].message.contains("too deeply nested"), "{}", findings[0].message);
@@ -236,7 +238,7 @@ mod tests {
     #[test]
     fn a_syntax_error_is_a_parse_error_at_its_place() {
         let text = "import torch\ndef f(:\n    pass\n";
-        let findings = check(Path::new("m.py"), FileKind::Library, text, &|_| true, &Project::default());
+        let (findings, _) = check(Path::new("m.py"), FileKind::Library, text, &|_| true, &Project::default());
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].rule.code, "D000");
         assert_eq!(&text[..findings[0].range.start].matches('\n').count(), &1);

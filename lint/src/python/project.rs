@@ -12,7 +12,7 @@
 //! by any dotted suffix of its file's path (`src/pkg/models.py` defines `pkg.models.Net` and
 //! `models.Net`), since which folder is on `sys.path` is not known.
 
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -35,6 +35,46 @@ pub(crate) struct Project {
     aliases: FxHashMap<String, Vec<String>>,
     /// Per class: is it an `nn.Module`, worked out when the index was built.
     truth: Vec<Truth>,
+    /// Every indexed dotted name of a top-level function → the files that define it.
+    functions: FxHashMap<String, Vec<usize>>,
+    /// The indexed dotted names of the top-level functions that run a loop of steps themselves
+    /// (a training or evaluation loop: `.backward()`, `.step()` or a call of a parameter in it).
+    loop_runners: FxHashSet<String>,
+    /// The indexed files, in the order given.
+    paths: Vec<PathBuf>,
+    /// Per file (as indexed): its functions that another file calls at every step
+    /// ([`Project::set_called_from`]).
+    called_from: FxHashMap<PathBuf, Vec<CalledFrom>>,
+}
+
+/// A call, at every step (in a hot loop, or in a function that runs in one), to a top-level
+/// function of another file of the project: what the caller's file tells the callee's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HotCall {
+    /// The callee's absolute dotted name, as the caller imports it.
+    pub callee: String,
+    /// Where the call is in the caller's file (a byte offset; its line once the file is
+    /// reported).
+    pub offset: usize,
+    pub line: usize,
+    /// Per positional argument: is it on the accelerator, as far as the caller knows?
+    pub args: Vec<bool>,
+    /// Does the caller need the returned value on the host at once (a decision), rather than
+    /// log or accumulate it?
+    pub result_needed: bool,
+}
+
+/// A function of a file that another file calls at every step, and the first such call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CalledFrom {
+    pub function: String,
+    /// The caller's file as diagnostics show it, and the call's line.
+    pub caller: String,
+    pub line: usize,
+    /// Per positional parameter: does some caller pass a tensor on the accelerator?
+    pub args: Vec<bool>,
+    /// Does some caller need the returned value on the host at once?
+    pub result_needed: bool,
 }
 
 /// What one file gives the index.
@@ -47,6 +87,9 @@ pub(crate) struct FileEntry {
     classes: Vec<(String, Vec<Base>)>,
     /// Each top-level name bound to another name (an import, `Model = Net`) → what it names.
     aliases: Vec<(String, String)>,
+    /// The top-level functions, and whether each runs a loop of steps itself.
+    functions: Vec<(String, bool)>,
+    path: PathBuf,
 }
 
 /// A base class as the file names it.
@@ -66,6 +109,16 @@ impl Project {
         let mut project = Project::default();
         let mut bases: Vec<Vec<Base>> = Vec::new();
         for file in files {
+            let file_id = project.paths.len();
+            project.paths.push(file.path);
+            for (name, runs_loop) in file.functions {
+                for key in suffixes(&file.module, &name) {
+                    if runs_loop {
+                        project.loop_runners.insert(key.clone());
+                    }
+                    project.functions.entry(key).or_default().push(file_id);
+                }
+            }
             for (name, class_bases) in file.classes {
                 let id = bases.len();
                 bases.push(class_bases);
@@ -100,7 +153,75 @@ impl Project {
 
     /// Is the project empty (a single text, or no Python file)?
     pub(crate) fn is_empty(&self) -> bool {
-        self.classes.is_empty()
+        self.classes.is_empty() && self.functions.is_empty()
+    }
+
+    /// The one file of the project that defines the top-level function an absolute dotted name
+    /// names (directly or through re-exports), and the function's own name; `None` when no file
+    /// or several do.
+    pub(crate) fn function_file<'s>(&'s self, name: &'s str) -> Option<(&'s Path, &'s str)> {
+        let mut found: Option<(usize, &str)> = None;
+        for candidate in self.names_reached(name) {
+            for &file in self.functions.get(candidate).into_iter().flatten() {
+                let own = candidate.rsplit('.').next().unwrap_or(candidate);
+                match found {
+                    Some((f, n)) if f == file && n == own => {}
+                    Some(_) => return None,
+                    None => found = Some((file, own)),
+                }
+            }
+        }
+        found.map(|(file, own)| (self.paths[file].as_path(), own))
+    }
+
+    /// Records, per file, the functions other files call at every step: each file's [`HotCall`]s
+    /// (with the file as diagnostics show it) resolved to the one file that defines the callee.
+    /// Returns the files whose set changed.
+    pub(crate) fn set_called_from(&mut self, calls: &[(String, Vec<HotCall>)]) -> Vec<PathBuf> {
+        let mut next: FxHashMap<PathBuf, Vec<CalledFrom>> = FxHashMap::default();
+        for (caller, hot) in calls {
+            for call in hot {
+                let Some((file, function)) = self.function_file(&call.callee) else { continue };
+                let entry = next.entry(file.to_path_buf()).or_default();
+                match entry.iter_mut().find(|c| c.function == function) {
+                    Some(known) => {
+                        if known.args.len() < call.args.len() {
+                            known.args.resize(call.args.len(), false);
+                        }
+                        for (k, a) in known.args.iter_mut().zip(&call.args) {
+                            *k |= *a;
+                        }
+                        known.result_needed |= call.result_needed;
+                    }
+                    None => entry.push(CalledFrom {
+                        function: function.to_string(),
+                        caller: caller.clone(),
+                        line: call.line,
+                        args: call.args.clone(),
+                        result_needed: call.result_needed,
+                    }),
+                }
+            }
+        }
+        let mut changed: Vec<PathBuf> = next
+            .iter()
+            .filter(|(path, called)| self.called_from.get(*path) != Some(called))
+            .map(|(path, _)| path.clone())
+            .chain(self.called_from.keys().filter(|p| !next.contains_key(*p)).cloned())
+            .collect();
+        changed.sort();
+        self.called_from = next;
+        changed
+    }
+
+    /// Does the function an absolute dotted name names run a loop of steps itself?
+    pub(crate) fn runs_loop(&self, name: &str) -> bool {
+        self.names_reached(name).into_iter().any(|n| self.loop_runners.contains(n))
+    }
+
+    /// The functions of the file at `path` (as indexed) that other files call at every step.
+    pub(crate) fn called_from(&self, path: &Path) -> &[CalledFrom] {
+        self.called_from.get(path).map_or(&[], Vec::as_slice)
     }
 
     /// The classes `name` names (through re-exports), combined: yes or no when they all agree.
@@ -156,21 +277,31 @@ impl Project {
 
     /// The ids of the classes `name` names, directly or through re-exports.
     fn lookup_ids(&self, name: &str) -> Vec<usize> {
-        let mut ids = Vec::new();
+        let mut ids: Vec<usize> = self
+            .names_reached(name)
+            .into_iter()
+            .flat_map(|n| self.classes.get(n).into_iter().flatten().copied())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// `name` and every name it stands for through re-exports (`pkg.Model` → `pkg.net.Net`).
+    fn names_reached<'s>(&'s self, name: &'s str) -> Vec<&'s str> {
         let mut seen: FxHashSet<&str> = FxHashSet::default();
+        let mut out = Vec::new();
         let mut todo: Vec<(&str, usize)> = vec![(name, 0)];
         while let Some((name, depth)) = todo.pop() {
             if depth > MAX_CHAIN || !seen.insert(name) {
                 continue;
             }
-            ids.extend(self.classes.get(name).into_iter().flatten().copied());
+            out.push(name);
             for target in self.aliases.get(name).into_iter().flatten() {
                 todo.push((target, depth + 1));
             }
         }
-        ids.sort_unstable();
-        ids.dedup();
-        ids
+        out
     }
 }
 
@@ -256,6 +387,7 @@ impl FileEntry {
         let mut entry = FileEntry::default();
         names.statements(body, &mut entry, 0);
         entry.module = module.clone();
+        entry.path = path.to_path_buf();
         entry
     }
 }
@@ -306,6 +438,7 @@ impl Names<'_> {
                         self.bind(bound.as_str(), full, entry);
                     }
                 }
+                Stmt::FunctionDef(f) => entry.functions.push((f.name.as_str().to_string(), runs_steps(f))),
                 Stmt::ClassDef(c) => {
                     let bases = c.bases().iter().map(|b| self.base(b)).collect();
                     let name = c.name.as_str().to_string();
@@ -387,17 +520,97 @@ impl Names<'_> {
     }
 }
 
+/// Does a function run a loop of steps: a `for` or `while` whose body calls `.backward(..)`,
+/// `.step(..)` or `.forward(..)`, or calls one of the function's parameters (`model(x)`)?
+fn runs_steps(f: &ast::StmtFunctionDef) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    struct Steps<'f> {
+        params: Vec<&'f str>,
+        loops: usize,
+        found: bool,
+    }
+    impl<'f> Visitor<'f> for Steps<'f> {
+        fn visit_stmt(&mut self, stmt: &'f Stmt) {
+            if self.found {
+                return;
+            }
+            match stmt {
+                // A nested function or class is its own.
+                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
+                Stmt::For(_) | Stmt::While(_) => {
+                    self.loops += 1;
+                    visitor::walk_stmt(self, stmt);
+                    self.loops -= 1;
+                }
+                _ => visitor::walk_stmt(self, stmt),
+            }
+        }
+        fn visit_expr(&mut self, expr: &'f Expr) {
+            if self.found {
+                return;
+            }
+            if self.loops > 0
+                && let Expr::Call(c) = expr
+            {
+                self.found = match &*c.func {
+                    Expr::Attribute(a) => matches!(a.attr.as_str(), "backward" | "step" | "forward"),
+                    Expr::Name(n) => self.params.contains(&n.id.as_str()),
+                    _ => false,
+                };
+            }
+            visitor::walk_expr(self, expr);
+        }
+    }
+    let params = f.parameters.iter_non_variadic_params().map(|p| p.parameter.name.as_str()).collect();
+    let mut steps = Steps { params, loops: 0, found: false };
+    steps.visit_body(&f.body);
+    steps.found
+}
+
 /// One file's view of the project: names as the file spells them (relative imports included).
 #[derive(Clone, Copy)]
 pub(crate) struct View<'p> {
     project: &'p Project,
+    path: &'p Path,
     module: &'p [String],
     is_package: bool,
 }
 
 impl<'p> View<'p> {
-    pub(crate) fn new(project: &'p Project, module: &'p [String], is_package: bool) -> View<'p> {
-        View { project, module, is_package }
+    pub(crate) fn new(
+        project: &'p Project,
+        path: &'p Path,
+        module: &'p [String],
+        is_package: bool,
+    ) -> View<'p> {
+        View { project, path, module, is_package }
+    }
+
+    /// Does the project have anything to say about other files?
+    pub(crate) fn is_empty(&self) -> bool {
+        self.project.is_empty()
+    }
+
+    /// The absolute name of a top-level function of another file of the project that a name of
+    /// this file (as the semantic model qualifies it) names.
+    pub(crate) fn function(&self, qualified: &str) -> Option<String> {
+        if self.project.is_empty() {
+            return None;
+        }
+        let q = absolute(qualified, self.module, self.is_package)?;
+        let (file, _) = self.project.function_file(&q)?;
+        (file != self.path).then_some(q)
+    }
+
+    /// Does a function of another file of the project that a name of this file names run a loop
+    /// of steps itself?
+    pub(crate) fn runs_loop(&self, qualified: &str) -> bool {
+        self.function(qualified).is_some_and(|q| self.project.runs_loop(&q))
+    }
+
+    /// This file's functions that other files call at every step.
+    pub(crate) fn called_from(&self) -> &'p [CalledFrom] {
+        self.project.called_from(self.path)
     }
 
     /// Is the class a name of this file (as the semantic model qualifies it) names an
@@ -470,6 +683,70 @@ mod tests {
         assert_eq!(p.is_module("pkg.Model"), Truth::Yes, "a re-export in __init__.py");
         assert_eq!(p.is_module("train.Wrapper"), Truth::Yes);
         assert_eq!(p.is_module("transformers.PreTrainedModel"), Truth::Unknown);
+    }
+
+    #[test]
+    fn functions_resolve_to_one_file_and_know_their_loops() {
+        let p = project(&[
+            ("repo/utils/metrics.py", "def accuracy(out, y):\n    return (out == y).float().mean()\n"),
+            ("repo/utils/__init__.py", "from .metrics import accuracy as acc\n"),
+            (
+                "repo/engine.py",
+                "def train_epoch(model, loader, opt):\n    for x, y in loader:\n        loss = model(x)\n        \
+                 loss.backward()\n        opt.step()\n\ndef helper(xs):\n    for x in xs:\n        print(x)\n",
+            ),
+            ("a/common.py", "def log(x):\n    pass\n"),
+            ("b/common.py", "def log(x):\n    pass\n"),
+        ]);
+        let file = |name: &str| {
+            p.function_file(name).map(|(f, n)| (f.to_string_lossy().into_owned(), n.to_string()))
+        };
+        assert_eq!(file("utils.metrics.accuracy"), Some(("repo/utils/metrics.py".into(), "accuracy".into())));
+        assert_eq!(
+            file("utils.acc"),
+            Some(("repo/utils/metrics.py".into(), "accuracy".into())),
+            "a re-export"
+        );
+        assert_eq!(file("common.log"), None, "two files define it");
+        assert_eq!(file("a.common.log").map(|f| f.0), Some("a/common.py".into()));
+        assert!(p.runs_loop("engine.train_epoch"));
+        assert!(!p.runs_loop("engine.helper"), "a loop that runs no step");
+        assert!(!p.runs_loop("utils.metrics.accuracy"));
+    }
+
+    #[test]
+    fn calls_at_every_step_reach_the_callee_file() {
+        let mut p = project(&[
+            ("m/metrics.py", "def accuracy(out, y):\n    return out\n"),
+            ("m/train.py", "from metrics import accuracy\n"),
+        ]);
+        let call = |args: Vec<bool>, needed: bool| HotCall {
+            callee: "metrics.accuracy".into(),
+            offset: 0,
+            line: 7,
+            args,
+            result_needed: needed,
+        };
+        let changed = p.set_called_from(&[
+            ("m/train.py".into(), vec![call(vec![true, false], false)]),
+            ("m/eval.py".into(), vec![call(vec![false, true, false], false)]),
+        ]);
+        assert_eq!(changed, vec![PathBuf::from("m/metrics.py")]);
+        let called = p.called_from(Path::new("m/metrics.py"));
+        assert_eq!(called.len(), 1);
+        assert_eq!((called[0].caller.as_str(), called[0].line), ("m/train.py", 7), "the first caller");
+        assert_eq!(called[0].args, vec![true, true, false], "any caller's device counts");
+        assert!(!called[0].result_needed);
+        // The same calls again change nothing; none at all clears the file.
+        assert!(
+            p.set_called_from(&[
+                ("m/train.py".into(), vec![call(vec![true, false], false)]),
+                ("m/eval.py".into(), vec![call(vec![false, true, false], false)])
+            ])
+            .is_empty()
+        );
+        assert_eq!(p.set_called_from(&[]), vec![PathBuf::from("m/metrics.py")]);
+        assert!(p.called_from(Path::new("m/metrics.py")).is_empty());
     }
 
     #[test]

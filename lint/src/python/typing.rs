@@ -96,6 +96,11 @@ impl<'m, 'a> Types<'m, 'a> {
         }
     }
 
+    /// What the other files of the run say ([`super::project`]).
+    pub fn project(&self) -> View<'m> {
+        self.project
+    }
+
     /// The kind of value `e` holds.
     pub fn kind(&self, e: &Expr) -> Kind {
         let depth = self.depth.get();

@@ -61,7 +61,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     if !cx.kind_of(sync.tensor).may_be_tensor() || !provenance(cx, sync.tensor).on_accelerator {
         return;
     }
-    if needed_on_host(cx, sync.value, sync.bulk) || synchronized_just_before(cx) || in_evaluation_pass(cx) {
+    if needed_on_host(cx, sync.value, sync.bulk) || synchronized_just_before(cx) || super::helpers::in_evaluation_pass(cx) {
         return;
     }
     let (message, help) = match hot {
@@ -77,6 +77,20 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             format!("`{}` in a loop waits for the device at every step", sync.what),
             "accumulate a detached tensor on the device (`total += loss.detach()`) and read it every N steps (`if step % log_every == 0:`) or once at the end",
         ),
+        Hot::CalledElsewhere(i) => (
+            match cx.facts.elsewhere.get(i) {
+                Some(c) => format!(
+                    "`{}` in `{}` waits for the device at every step: `{}` is called in a loop at {}:{}",
+                    sync.what,
+                    cx.function_name().unwrap_or(&c.function),
+                    c.function,
+                    c.caller,
+                    c.line
+                ),
+                None => format!("`{}` waits for the device at every step", sync.what),
+            },
+            "return the tensor and let the caller accumulate it on the device (`total += acc.detach()`), reading it every N steps or once at the end",
+        ),
     };
     let mut finding =
         Finding::new(&registry::D005, range(sync.at), message).label("host read").help(help);
@@ -84,58 +98,6 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         finding = finding.related(range(at), "called in a loop here");
     }
     out.push(finding);
-}
-
-/// Is the read in an evaluation pass: a `for` loop that trains nothing (no `backward()`, no
-/// `.step(..)` in its body), in a function named for evaluation (`evaluate`, `validate`, `vali`,
-/// `test_epoch`), or over data (not `range(..)`) under `no_grad` or in a function named for
-/// prediction (`predict`, `inference`)? Such a pass runs now and then, between training epochs or
-/// once at the end, so a read per batch there costs little; generation loops (over `range(..)`,
-/// or `while`) are left to the rule.
-fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
-    let named = |prefixes: &[&str]| {
-        cx.enclosing_functions().any(|f| {
-            super::helpers::name_words(cx.model.function(f).name()).any(|w| {
-                let w = w.to_ascii_lowercase();
-                prefixes.iter().any(|p| w.starts_with(p))
-            })
-        })
-    };
-    let evaluation = named(&["eval", "vali", "test"]);
-    let over_data = cx.no_grad > 0 || named(&["predict", "infer"]);
-    (evaluation || over_data)
-        && cx.loops.iter().any(|&l| {
-            let Stmt::For(f) = cx.model.loop_(l).stmt else { return false };
-            !trains(&f.body) && (evaluation || !is_range(cx, &f.iter))
-        })
-}
-
-/// Is the iterable `range(..)` (or `enumerate(range(..))`, `tqdm(range(..))`)?
-fn is_range(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
-    let mut found = false;
-    any_subexpr(iter, &mut |e| {
-        if let Expr::Call(c) = e
-            && cx.callee_name(c).is_some_and(|q| q.as_ref() == "builtins.range")
-        {
-            found = true;
-        }
-        !found
-    });
-    found
-}
-
-/// Does the body run a training step: a `.backward(..)` or `.step(..)` call as a statement
-/// (`loss.backward()`, `scaler.scale(loss).backward()`, `optimizer.step()`)?
-fn trains(body: &[Stmt]) -> bool {
-    let mut found = false;
-    each_stmt(body, &mut |s| {
-        if let Stmt::Expr(e) = s
-            && let Some((_, _, "backward" | "step")) = method_call(&e.value)
-        {
-            found = true;
-        }
-    });
-    found
 }
 
 /// What a call is to this rule.
@@ -247,6 +209,22 @@ enum Use {
     Needed,
 }
 
+/// Does the caller need the value a call returns on the host at once (`call` is the call being
+/// checked, not yet among the parents)? What another file is told about a call at every step to
+/// one of its functions.
+pub(crate) fn result_needed_on_host(cx: &Checker<'_, '_>, call: &Expr) -> bool {
+    needed_on_host(cx, call, false)
+}
+
+/// Is the current function one that another file calls at every step, and does every such
+/// caller only log or accumulate what it returns?
+fn returned_for_bookkeeping(cx: &Checker<'_, '_>) -> bool {
+    cx.function.and_then(|f| cx.hot_of(f)).is_some_and(|h| match h {
+        Hot::CalledElsewhere(i) => cx.facts.elsewhere.get(i).is_some_and(|c| !c.result_needed),
+        _ => false,
+    })
+}
+
 /// Does the host need this value at this step (an inherent decision, or the data itself)?
 fn needed_on_host(cx: &Checker<'_, '_>, value: &Expr, bulk: bool) -> bool {
     use_from_parents(cx, value, bulk) == Use::Needed
@@ -287,6 +265,8 @@ fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) 
     let targets: Vec<&Expr> = match s {
         Stmt::If(i) if std::ptr::eq(&*i.test, child) => return decision(cx, &i.body),
         Stmt::While(w) if std::ptr::eq(&*w.test, child) => return Use::Needed,
+        // Returned to a caller of another file that only logs or accumulates it.
+        Stmt::Return(_) if returned_for_bookkeeping(cx) => return Use::Deferrable,
         // Returned to a caller, which may need it (an all-to-all's split sizes) or not.
         Stmt::Assert(_) | Stmt::Raise(_) | Stmt::Return(_) => return Use::Needed,
         Stmt::Assign(a) => a.targets.iter().collect(),

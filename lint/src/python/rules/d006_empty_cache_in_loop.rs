@@ -52,6 +52,19 @@ impl Rule for Check {
                     .to_string(),
                 "called every iteration",
             ),
+            Hot::CalledElsewhere(i) => (
+                match cx.facts.elsewhere.get(i) {
+                    Some(c) => format!(
+                        "`empty_cache()` in `{}` hands cached memory back to the driver every iteration: `{}` is called in a loop at {}:{}",
+                        cx.function_name().unwrap_or(&c.function),
+                        c.function,
+                        c.caller,
+                        c.line
+                    ),
+                    None => "`empty_cache()` hands cached memory back to the driver every iteration".to_string(),
+                },
+                "called every iteration",
+            ),
         };
         let mut finding = Finding::new(&registry::D006, range(call.range()), message)
             .label(label)

@@ -526,7 +526,14 @@ fn binding_value_provenance(
             let fun = cx.model.function(f);
             let is_self = position == 0 && fun.receiver == Some(binding.name);
             let forward = fun.name() == "forward" && fun.class.is_some();
-            Provenance { on_accelerator: forward && !is_self, requires_grad: false }
+            // A function another file calls at every step: where that file's arguments are.
+            let passed = match cx.hot_of(f) {
+                Some(crate::python::checker::Hot::CalledElsewhere(i)) => {
+                    cx.facts.elsewhere.get(i).is_some_and(|c| c.args.get(position).copied().unwrap_or(false))
+                }
+                _ => false,
+            };
+            Provenance { on_accelerator: (forward && !is_self) || passed, requires_grad: false }
         }
         _ => NONE,
     }
@@ -673,6 +680,58 @@ pub(crate) fn names_accelerator(word: &str, mps: bool) -> bool {
     } else {
         word.eq_ignore_ascii_case("cuda") || word.eq_ignore_ascii_case("gpu")
     }
+}
+
+/// Is the node in an evaluation pass: a `for` loop that trains nothing (no `backward()`, no
+/// `.step(..)` in its body), in a function named for evaluation (`evaluate`, `validate`, `vali`,
+/// `test_epoch`), or over data (not `range(..)`) under `no_grad` or in a function named for
+/// prediction (`predict`, `inference`)? Such a pass runs now and then, between training epochs or
+/// once at the end, so a read per batch there costs little; generation loops (over `range(..)`,
+/// or `while`) are left to the rule.
+pub(crate) fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
+    let named = |prefixes: &[&str]| {
+        cx.enclosing_functions().any(|f| {
+            name_words(cx.model.function(f).name()).any(|w| {
+                let w = w.to_ascii_lowercase();
+                prefixes.iter().any(|p| w.starts_with(p))
+            })
+        })
+    };
+    let evaluation = named(&["eval", "vali", "test"]);
+    let over_data = cx.no_grad > 0 || named(&["predict", "infer"]);
+    (evaluation || over_data)
+        && cx.loops.iter().any(|&l| {
+            let Stmt::For(f) = cx.model.loop_(l).stmt else { return false };
+            !trains(&f.body) && (evaluation || !is_range(cx, &f.iter))
+        })
+}
+
+/// Is the iterable `range(..)` (or `enumerate(range(..))`, `tqdm(range(..))`)?
+fn is_range(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
+    let mut found = false;
+    any_subexpr(iter, &mut |e| {
+        if let Expr::Call(c) = e
+            && cx.callee_name(c).is_some_and(|q| q.as_ref() == "builtins.range")
+        {
+            found = true;
+        }
+        !found
+    });
+    found
+}
+
+/// Does the body run a training step: a `.backward(..)` or `.step(..)` call as a statement
+/// (`loss.backward()`, `scaler.scale(loss).backward()`, `optimizer.step()`)?
+fn trains(body: &[Stmt]) -> bool {
+    let mut found = false;
+    each_stmt(body, &mut |s| {
+        if let Stmt::Expr(e) = s
+            && let Some((_, _, "backward" | "step")) = method_call(&e.value)
+        {
+            found = true;
+        }
+    });
+    found
 }
 
 #[cfg(test)]

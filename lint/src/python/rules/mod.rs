@@ -6,6 +6,10 @@
 
 pub(crate) mod helpers;
 
+/// D005's notion of a value the host needs at once, also what a call to another file's function
+/// tells that file ([`super::project`]).
+pub(crate) use d005_host_round_trip_in_loop::result_needed_on_host;
+
 use ruff_python_ast::{Expr, Stmt};
 
 use super::checker::{Checker, Reads, Rule};
