@@ -213,6 +213,9 @@ fn classes_imported_from_other_files_are_known() {
     assert_eq!(whole.matches(" D005 ").count(), 2, "{whole}");
     // A loop that calls another file's training pass is over epochs, not steps.
     assert!(!whole.contains("schedule.py"), "{whole}");
+    // The project offers the CPU in another file (`--device` in options.py): a load with no
+    // `map_location` in a file that leaves the device to its caller fails there.
+    assert!(whole.contains("fixtures/project/restore.py:9:27: D010 [warning]"), "{whole}");
     let one = concise(&["fixtures/project/pkg/net.py"]);
     assert!(one.contains("fixtures/project/pkg/net.py:10:9: D004 [error]"), "{one}");
 

@@ -107,7 +107,11 @@ pub(crate) fn index_entry(path: &Path, text: &str) -> Option<project::FileEntry>
     let (parsed, depth) = parse(text, source_type(path)).ok()?;
     let tree = std::cell::Cell::new(Some(parsed));
     let entry = crate::stack::within(depth::stack_needed(depth), || {
-        tree.take().map(|parsed| project::FileEntry::of(path, &parsed.syntax().body))
+        tree.take().map(|parsed| {
+            let mut entry = project::FileEntry::of(path, &parsed.syntax().body);
+            entry.cpu_path = rules::names_cpu_path(text);
+            entry
+        })
     });
     if let Some(parsed) = tree.take() {
         depth::dismantle(parsed.into_syntax().body);

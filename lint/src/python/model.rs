@@ -366,6 +366,10 @@ impl<'a> Model<'a> {
         self.imports.get(index).map(String::as_str).unwrap_or("")
     }
 
+    pub fn bindings(&self) -> impl Iterator<Item = &Binding<'a>> {
+        self.bindings.iter()
+    }
+
     pub fn binding(&self, id: BindingId) -> &Binding<'a> {
         &self.bindings[id.index()]
     }

@@ -45,6 +45,9 @@ pub(crate) struct Project {
     /// Per file (as indexed): its functions that another file calls at every step
     /// ([`Project::set_called_from`]).
     called_from: FxHashMap<PathBuf, Vec<CalledFrom>>,
+    /// Some file of the project chooses the CPU, or lets its user choose the device
+    /// ([`super::rules::names_cpu_path`]).
+    cpu_path: bool,
 }
 
 /// A call, at every step (in a hot loop, or in a function that runs in one), to a top-level
@@ -90,6 +93,8 @@ pub(crate) struct FileEntry {
     /// The top-level functions, and whether each runs a loop of steps itself.
     functions: Vec<(String, bool)>,
     path: PathBuf,
+    /// The file chooses the CPU, or lets its user choose the device.
+    pub(crate) cpu_path: bool,
 }
 
 /// A base class as the file names it.
@@ -111,6 +116,7 @@ impl Project {
         for file in files {
             let file_id = project.paths.len();
             project.paths.push(file.path);
+            project.cpu_path |= file.cpu_path;
             for (name, runs_loop) in file.functions {
                 for key in suffixes(&file.module, &name) {
                     if runs_loop {
@@ -212,6 +218,11 @@ impl Project {
         changed.sort();
         self.called_from = next;
         changed
+    }
+
+    /// Does some file of the project choose the CPU, or let its user choose the device?
+    pub(crate) fn has_cpu_path(&self) -> bool {
+        self.cpu_path
     }
 
     /// Does the function an absolute dotted name names run a loop of steps itself?
@@ -606,6 +617,11 @@ impl<'p> View<'p> {
     /// of steps itself?
     pub(crate) fn runs_loop(&self, qualified: &str) -> bool {
         self.function(qualified).is_some_and(|q| self.project.runs_loop(&q))
+    }
+
+    /// Does some file of the project choose the CPU, or let its user choose the device?
+    pub(crate) fn has_cpu_path(&self) -> bool {
+        self.project.has_cpu_path()
     }
 
     /// This file's functions that other files call at every step.

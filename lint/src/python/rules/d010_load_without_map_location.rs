@@ -7,7 +7,7 @@ use ruff_text_size::{Ranged, TextSize};
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::checker::{Checker, Reads, Rule};
 
-use super::helpers::{any_subexpr, has_splat, name_binding, range};
+use super::helpers::{any_subexpr, has_splat, literal_device, name_binding, range};
 use crate::python::model::BindingKind;
 use crate::registry;
 
@@ -39,6 +39,7 @@ impl Rule for Check {
         if args.args.iter().any(Expr::is_starred_expr)
             || !*self.cpu_path.get_or_insert_with(|| has_cpu_path(cx))
             || saved_earlier_here(cx, call)
+            || trained_earlier_here(cx, call)
             || args.args.first().is_some_and(|path| shipped_with_package(cx, path))
         {
             return;
@@ -69,14 +70,37 @@ impl Rule for Check {
     }
 }
 
-/// The file uses an accelerator and also runs without one: it checks for CUDA or names the CPU
-/// as a device to run on (`"cpu"` other than in `.to("cpu")`, which brings results back).
+/// The file uses an accelerator and also runs without one: it checks for CUDA, names the CPU as a
+/// device to run on, or takes the device as a command-line option ([`names_cpu_path`]); or another
+/// file of the project ([`crate::python::project`]) does, and this one does not fix its device to
+/// an accelerator (`device = "cuda"`: a script that cannot run without one).
 fn has_cpu_path(cx: &Checker<'_, '_>) -> bool {
-    if !cx.facts.uses_accelerator {
-        return false;
-    }
-    let src = cx.model.source.as_bytes();
+    cx.facts.uses_accelerator
+        && (names_cpu_path(cx.model.source) || (cx.types.project().has_cpu_path() && !fixes_an_accelerator(cx)))
+}
+
+/// Does the file fix its device to an accelerator: bind a name to an accelerator device literal
+/// (`device = "cuda"`, `dev = torch.device("cuda:0")`), or call `.cuda(..)`?
+fn fixes_an_accelerator(cx: &Checker<'_, '_>) -> bool {
+    memchr::memmem::find(cx.model.source.as_bytes(), b".cuda(").is_some()
+        || cx.model.bindings().any(|b| {
+        matches!(b.kind, BindingKind::Assignment { value, .. }
+            if literal_device(cx, value).is_some_and(|d| d != "cpu"))
+    })
+}
+
+/// Does a file's text choose the CPU (or let its user choose the device): `is_available`,
+/// `"cpu"` other than in `.to("cpu")` (which brings results back), or a `--device`/`--cpu`
+/// command-line option?
+pub(crate) fn names_cpu_path(text: &str) -> bool {
+    let src = text.as_bytes();
     if memchr::memmem::find(src, b"is_available").is_some() {
+        return true;
+    }
+    if ["\"--device\"", "'--device'", "\"--cpu\"", "'--cpu'"]
+        .iter()
+        .any(|option| memchr::memmem::find(src, option.as_bytes()).is_some())
+    {
         return true;
     }
     // `"cpu"` and `'cpu'`, and how many of them are `.to("cpu")`: one pass over the text.
@@ -108,6 +132,18 @@ fn shipped_with_package(cx: &Checker<'_, '_>, path: &Expr) -> bool {
     mentions_file(path)
         || name_binding(cx, path).is_some_and(|b| {
             matches!(cx.model.binding(b).kind, BindingKind::Assignment { value, .. } if mentions_file(value))
+        })
+}
+
+/// A training step (`.backward()`, `.step()`) earlier in the same function: the load at the end of
+/// training reads back the best weights this run saved (through an early-stopping helper, say),
+/// on this machine.
+fn trained_earlier_here(cx: &Checker<'_, '_>, load: &ast::ExprCall) -> bool {
+    cx.function.is_some()
+        && cx.model.calls.iter().any(|site| {
+            site.function == cx.function
+                && site.call.start() < load.start()
+                && matches!(&*site.call.func, Expr::Attribute(a) if matches!(a.attr.as_str(), "backward" | "step"))
         })
 }
 

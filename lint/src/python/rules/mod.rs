@@ -9,6 +9,8 @@ pub(crate) mod helpers;
 /// D005's notion of a value the host needs at once, also what a call to another file's function
 /// tells that file ([`super::project`]).
 pub(crate) use d005_host_round_trip_in_loop::result_needed_on_host;
+/// D010's notion of a file that runs without an accelerator, asked of every file of the project.
+pub(crate) use d010_load_without_map_location::names_cpu_path;
 
 use ruff_python_ast::{Expr, Stmt};
 
