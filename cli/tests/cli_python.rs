@@ -210,7 +210,9 @@ fn classes_imported_from_other_files_are_known() {
         ),
         "{whole}"
     );
-    assert_eq!(whole.matches(" D005 ").count(), 2, "{whole}");
+    // A file that names no device, in a project that uses one: its loss is on the GPU.
+    assert!(whole.contains("fixtures/project/pkg/algo.py:12:18: D005 [warning]"), "{whole}");
+    assert_eq!(whole.matches(" D005 ").count(), 3, "{whole}");
     // A loop that calls another file's training pass is over epochs, not steps.
     assert!(!whole.contains("schedule.py"), "{whole}");
     // The project offers the CPU in another file (`--device` in options.py): a load with no

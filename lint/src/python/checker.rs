@@ -124,6 +124,10 @@ pub(crate) struct Facts {
     pub sets_default_device: bool,
     /// The file mentions an accelerator (`cuda`, `mps`, ...): tensors may be on one.
     pub uses_accelerator: bool,
+    /// The file, or another file of its project, mentions an accelerator: the losses and outputs
+    /// its training code handles may be on one even when it never names a device (a PPO update
+    /// in `algo/ppo.py`, given its model by `main.py`).
+    pub project_uses_accelerator: bool,
     /// The file's name has `cuda` or `gpu` as a word (`accelerators/cuda.py`, `gpu_utils.py`),
     /// or `mps`: code about that accelerator.
     pub file_named_for_cuda: bool,
@@ -1082,6 +1086,7 @@ impl Facts {
             application: !kind.is_library() || is_script(model, types, file_name, parses_args),
             sets_default_device,
             uses_accelerator,
+            project_uses_accelerator: uses_accelerator || types.project().uses_accelerator(),
             file_named_for_cuda: stem_words().any(|w| names_accelerator(w, false)),
             file_named_for_mps: stem_words().any(|w| names_accelerator(w, true)),
             clock_in,
@@ -1092,6 +1097,7 @@ impl Facts {
         };
         // A file whose functions another file calls at every step runs on that file's device.
         facts.uses_accelerator |= !facts.elsewhere.is_empty();
+        facts.project_uses_accelerator |= facts.uses_accelerator;
         // Hot loops reach the functions called inside them, and through them, their callees: a
         // breadth-first walk from the calls in hot loops, so each function is hot by its shortest
         // chain of calls from a loop (the first such call in the file, among equals), and is

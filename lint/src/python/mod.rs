@@ -110,6 +110,9 @@ pub(crate) fn index_entry(path: &Path, text: &str) -> Option<project::FileEntry>
         tree.take().map(|parsed| {
             let mut entry = project::FileEntry::of(path, &parsed.syntax().body);
             entry.cpu_path = rules::names_cpu_path(text);
+            entry.accelerator = ["cuda", "\"mps\"", "'mps'", "xla"]
+                .iter()
+                .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some());
             entry
         })
     });

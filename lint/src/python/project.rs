@@ -48,6 +48,8 @@ pub(crate) struct Project {
     /// Some file of the project chooses the CPU, or lets its user choose the device
     /// ([`super::rules::names_cpu_path`]).
     cpu_path: bool,
+    /// Some file of the project names an accelerator (`cuda`, `mps`, `xla`).
+    accelerator: bool,
 }
 
 /// A call, at every step (in a hot loop, or in a function that runs in one), to a top-level
@@ -95,6 +97,8 @@ pub(crate) struct FileEntry {
     path: PathBuf,
     /// The file chooses the CPU, or lets its user choose the device.
     pub(crate) cpu_path: bool,
+    /// The file names an accelerator.
+    pub(crate) accelerator: bool,
 }
 
 /// A base class as the file names it.
@@ -117,6 +121,7 @@ impl Project {
             let file_id = project.paths.len();
             project.paths.push(file.path);
             project.cpu_path |= file.cpu_path;
+            project.accelerator |= file.accelerator;
             for (name, runs_loop) in file.functions {
                 for key in suffixes(&file.module, &name) {
                     if runs_loop {
@@ -223,6 +228,11 @@ impl Project {
     /// Does some file of the project choose the CPU, or let its user choose the device?
     pub(crate) fn has_cpu_path(&self) -> bool {
         self.cpu_path
+    }
+
+    /// Does some file of the project name an accelerator?
+    pub(crate) fn uses_accelerator(&self) -> bool {
+        self.accelerator
     }
 
     /// Does the function an absolute dotted name names run a loop of steps itself?
@@ -622,6 +632,11 @@ impl<'p> View<'p> {
     /// Does some file of the project choose the CPU, or let its user choose the device?
     pub(crate) fn has_cpu_path(&self) -> bool {
         self.project.has_cpu_path()
+    }
+
+    /// Does some file of the project name an accelerator?
+    pub(crate) fn uses_accelerator(&self) -> bool {
+        self.project.uses_accelerator()
     }
 
     /// This file's functions that other files call at every step.

@@ -11,7 +11,7 @@ use crate::python::model::BindingId;
 use crate::python::typing::Kind;
 use crate::registry;
 
-use super::helpers::{any_subexpr, each_stmt, method_call, provenance, range};
+use super::helpers::{any_subexpr, each_stmt, method_call, provenance_in_project, range};
 
 
 #[derive(Default)]
@@ -54,11 +54,11 @@ impl Rule for Check {
 }
 
 fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
-    if !cx.facts.uses_accelerator || cx.in_except > 0 {
+    if !cx.facts.project_uses_accelerator || cx.in_except > 0 {
         return;
     }
     let Some(hot) = cx.hot() else { return };
-    if !cx.kind_of(sync.tensor).may_be_tensor() || !provenance(cx, sync.tensor).on_accelerator {
+    if !cx.kind_of(sync.tensor).may_be_tensor() || !provenance_in_project(cx, sync.tensor).on_accelerator {
         return;
     }
     if needed_on_host(cx, sync.value, sync.bulk) || synchronized_just_before(cx) || super::helpers::in_evaluation_pass(cx) {

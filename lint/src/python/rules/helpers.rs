@@ -381,6 +381,16 @@ pub(crate) fn provenance(cx: &Checker<'_, '_>, e: &Expr) -> Provenance {
     }
 }
 
+/// [`provenance`], where the file's tensors may be on an accelerator when any file of its project
+/// names one ([`crate::python::checker::Facts::project_uses_accelerator`]).
+pub(crate) fn provenance_in_project(cx: &Checker<'_, '_>, e: &Expr) -> Provenance {
+    let p = provenance_at(cx, e, 0);
+    Provenance {
+        on_accelerator: p.on_accelerator && cx.facts.project_uses_accelerator,
+        requires_grad: p.requires_grad && cx.no_grad == 0,
+    }
+}
+
 fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
     const NONE: Provenance = Provenance { on_accelerator: false, requires_grad: false };
     if depth > 24 || matches!(cx.kind_of(e), Kind::Scalar | Kind::Other | Kind::Device | Kind::Numpy) {
