@@ -255,3 +255,53 @@ fn classes_imported_from_other_files_are_known() {
         "{text}"
     );
 }
+
+/// The repository index against what real trees hold: a name two files bind differently is not
+/// followed, the answer does not depend on how the paths are spelled, and a notebook caller is
+/// named by cell.
+#[test]
+fn the_repository_index_holds_on_awkward_trees() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let write = |path: &str, text: &str| {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    };
+    let helper =
+        "import torch\n\n\ndef accuracy(out, y):\n    return (out.argmax(1) == y).float().mean().item()\n";
+    let train = "import torch\n\nfrom utils import accuracy\n\n\ndef train(model, loader, opt):\n    \
+                 for x, y in loader:\n        out = model(x.cuda())\n        out.sum().backward()\n        \
+                 opt.step()\n        acc = accuracy(out, y.cuda())\n";
+    write("cls/utils.py", helper);
+    write("cls/train.py", train);
+    let concise = |args: &[&str]| {
+        let mut all = vec!["--color", "never", "lint", "--isolated", "--preview", "--format", "concise"];
+        all.extend_from_slice(args);
+        stdout(&devcheck(&all, dir.path()))
+    };
+    let found = concise(&["."]);
+    assert!(found.contains("cls/utils.py:5:12: D005"), "{found}");
+    // The same from an absolute path and from inside the folder.
+    let absolute = dir.path().join("cls").to_string_lossy().into_owned();
+    assert!(concise(&[&absolute]).contains("utils.py:5:12: D005"));
+    let inside = stdout(&devcheck(
+        &[
+            "--color",
+            "never",
+            "lint",
+            "--isolated",
+            "--preview",
+            "--format",
+            "concise",
+            "train.py",
+            "utils.py",
+        ],
+        &dir.path().join("cls"),
+    ));
+    assert!(inside.contains("utils.py:5:12: D005"), "{inside}");
+    // Another `utils.py` binds `accuracy` to something else: which one `train.py` means is not known.
+    write("rl/utils.py", "from sklearn.metrics import accuracy_score as accuracy\n");
+    write("rl/train.py", train);
+    let ambiguous = concise(&["."]);
+    assert!(!ambiguous.contains("D005"), "{ambiguous}");
+}

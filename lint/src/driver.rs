@@ -105,19 +105,28 @@ pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, Lin
     Ok(LintRun { files: reports, roots, project: Arc::new(project) })
 }
 
-/// At most this many files outside the run are read for the repository index.
+/// At most this many files outside the run are read for the repository index, none larger than
+/// [`MAX_NEIGHBOUR_BYTES`], and no more than [`MAX_NEIGHBOURS_BYTES`] in all.
 const MAX_NEIGHBOURS: usize = 20_000;
+const MAX_NEIGHBOUR_BYTES: u64 = 1 << 20;
+const MAX_NEIGHBOURS_BYTES: u64 = 64 << 20;
 
-/// The Python files of the projects that files named one by one belong to (as pre-commit names
-/// the changed files): the folder holding the nearest `pyproject.toml`, `setup.py`, `setup.cfg`
-/// or `.git` above each, else the file's own folder, walked as a directory is (ignore files
-/// respected), up to [`MAX_NEIGHBOURS`] files. They are indexed, not linted, so a changed file
-/// knows the classes it imports from an unchanged one.
+/// The Python files of the projects that the paths belong to (as pre-commit names the changed
+/// files, or a run names a subfolder): the folder holding the nearest `pyproject.toml`,
+/// `setup.py`, `setup.cfg` or `.git` at or above each, else the file's own folder, walked as a
+/// directory is (ignore files respected), within [`MAX_NEIGHBOURS`]. They are indexed, not
+/// linted, so a changed file knows the classes it imports from an unchanged one, and a folder
+/// is read as part of its project whichever way it is named.
 fn neighbours(paths: &[PathBuf], linted: &[PathBuf], settings: &Settings) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = paths
         .iter()
-        .filter(|p| Language::of_path(p) == Some(Language::Python) && p.is_file())
-        .filter_map(|p| project_dir(p))
+        .filter(|p| p.is_dir() || (Language::of_path(p) == Some(Language::Python) && p.is_file()))
+        .filter_map(|p| {
+            let dir = project_dir(p)?;
+            // A folder that is its project's root was walked already.
+            let walked = p.is_dir() && std::fs::canonicalize(p).ok() == std::fs::canonicalize(&dir).ok();
+            (!walked).then_some(dir)
+        })
         .collect();
     dirs.sort();
     dirs.dedup();
@@ -128,7 +137,7 @@ fn neighbours(paths: &[PathBuf], linted: &[PathBuf], settings: &Settings) -> Vec
     let linted: std::collections::HashSet<PathBuf> =
         linted.iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect();
     let mut out = Vec::new();
-    let mut visited = 0usize;
+    let (mut visited, mut bytes) = (0usize, 0u64);
     for dir in dirs {
         let walker = ignore::WalkBuilder::new(&dir).require_git(false).build();
         for entry in walker.flatten() {
@@ -143,6 +152,16 @@ fn neighbours(paths: &[PathBuf], linted: &[PathBuf], settings: &Settings) -> Vec
                 && !settings.is_excluded(path)
                 && !std::fs::canonicalize(path).is_ok_and(|c| linted.contains(&c))
             {
+                // Generated files (protobuf stubs, vendored data) are large and define nothing a
+                // model imports: only files a person writes are read, within a budget for all.
+                let Some(size) = entry.metadata().ok().map(|m| m.len()) else { continue };
+                if size > MAX_NEIGHBOUR_BYTES {
+                    continue;
+                }
+                bytes = bytes.saturating_add(size);
+                if bytes > MAX_NEIGHBOURS_BYTES {
+                    return out;
+                }
                 out.push(path.to_path_buf());
             }
         }
@@ -150,10 +169,11 @@ fn neighbours(paths: &[PathBuf], linted: &[PathBuf], settings: &Settings) -> Vec
     out
 }
 
-/// The nearest folder above `file` that holds a project marker, else the file's own folder.
-fn project_dir(file: &Path) -> Option<PathBuf> {
-    let absolute = std::path::absolute(file).ok()?;
-    let own = absolute.parent()?.to_path_buf();
+/// The nearest folder at or above `path` (a folder, or a file's folder) that holds a project
+/// marker, else that folder.
+fn project_dir(path: &Path) -> Option<PathBuf> {
+    let absolute = std::path::absolute(path).ok()?;
+    let own = if absolute.is_dir() { absolute } else { absolute.parent()?.to_path_buf() };
     const MARKERS: [&str; 4] = ["pyproject.toml", "setup.py", "setup.cfg", ".git"];
     let found = own.ancestors().find(|dir| MARKERS.iter().any(|m| dir.join(m).exists()));
     Some(found.map(Path::to_path_buf).unwrap_or(own))

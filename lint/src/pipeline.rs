@@ -169,8 +169,15 @@ pub(crate) fn lint_text(
         s.pending = pending;
         Box::new(s)
     });
+    let cells = (!hot_calls.is_empty()
+        && crate::python::source_type(path) == ruff_python_ast::PySourceType::Ipynb)
+        .then(|| crate::python::notebook::Cells::of(&text));
     for call in &mut hot_calls {
         call.line = line_col(call.offset).line;
+        if let Some((number, first_line)) = cells.as_ref().and_then(|c| c.place(call.line)) {
+            call.line = (call.line + 1).saturating_sub(first_line).max(1);
+            call.cell = Some(number);
+        }
     }
     FileReport {
         path: shown.to_string(),

@@ -259,19 +259,20 @@ impl<'m, 'a> Checker<'m, 'a> {
         if super::rules::helpers::in_evaluation_pass(self) {
             return;
         }
+        // Positions are known up to the first `*args`.
         let args = call
             .arguments
             .args
             .iter()
-            .map(|a| {
-                !matches!(a, Expr::Starred(_)) && super::rules::helpers::provenance(self, a).on_accelerator
-            })
+            .take_while(|a| !matches!(a, Expr::Starred(_)))
+            .map(|a| super::rules::helpers::provenance(self, a).on_accelerator)
             .collect();
         let result_needed = super::rules::result_needed_on_host(self, expr);
         self.hot_calls.push(HotCall {
             callee,
             offset: call.start().to_usize(),
             line: 0,
+            cell: None,
             args,
             result_needed,
         });

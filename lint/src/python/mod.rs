@@ -109,10 +109,8 @@ pub(crate) fn index_entry(path: &Path, text: &str) -> Option<project::FileEntry>
     let entry = crate::stack::within(depth::stack_needed(depth), || {
         tree.take().map(|parsed| {
             let mut entry = project::FileEntry::of(path, &parsed.syntax().body);
-            entry.cpu_path = rules::names_cpu_path(text);
-            entry.accelerator = ["cuda", "\"mps\"", "'mps'", "xla"]
-                .iter()
-                .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some());
+            entry.cpu_path = rules::names_cpu_path(text) && project::chooses_the_cpu(text);
+            entry.accelerator = project::names_an_accelerator(text);
             entry
         })
     });

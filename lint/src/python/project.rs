@@ -62,6 +62,8 @@ pub(crate) struct HotCall {
     /// reported).
     pub offset: usize,
     pub line: usize,
+    /// In a notebook, the cell the call is in (and `line` is the line in it).
+    pub cell: Option<usize>,
     /// Per positional argument: is it on the accelerator, as far as the caller knows?
     pub args: Vec<bool>,
     /// Does the caller need the returned value on the host at once (a decision), rather than
@@ -172,7 +174,20 @@ impl Project {
     /// or several do.
     pub(crate) fn function_file<'s>(&'s self, name: &'s str) -> Option<(&'s Path, &'s str)> {
         let mut found: Option<(usize, &str)> = None;
-        for candidate in self.names_reached(name) {
+        let reached = self.names_reached(name);
+        // A file that binds the name to something outside the project (`from sklearn.metrics
+        // import accuracy_score as accuracy` in another `utils.py`): which one is meant is not known.
+        if reached.iter().any(|n| {
+            self.aliases.get(*n).is_some_and(|targets| {
+                targets.iter().any(|t| {
+                    let t = indexed_key(t);
+                    !self.functions.contains_key(t) && !self.aliases.contains_key(t)
+                })
+            })
+        }) {
+            return None;
+        }
+        for candidate in reached {
             for &file in self.functions.get(candidate).into_iter().flatten() {
                 let own = candidate.rsplit('.').next().unwrap_or(candidate);
                 match found {
@@ -193,6 +208,11 @@ impl Project {
         for (caller, hot) in calls {
             for call in hot {
                 let Some((file, function)) = self.function_file(&call.callee) else { continue };
+                // Where the call is, as diagnostics show a place (`nb.ipynb:cell 3` in a notebook).
+                let caller = match call.cell {
+                    Some(cell) => format!("{caller}:cell {cell}"),
+                    None => caller.clone(),
+                };
                 let entry = next.entry(file.to_path_buf()).or_default();
                 match entry.iter_mut().find(|c| c.function == function) {
                     Some(known) => {
@@ -206,7 +226,7 @@ impl Project {
                     }
                     None => entry.push(CalledFrom {
                         function: function.to_string(),
-                        caller: caller.clone(),
+                        caller,
                         line: call.line,
                         args: call.args.clone(),
                         result_needed: call.result_needed,
@@ -312,17 +332,26 @@ impl Project {
     fn names_reached<'s>(&'s self, name: &'s str) -> Vec<&'s str> {
         let mut seen: FxHashSet<&str> = FxHashSet::default();
         let mut out = Vec::new();
-        let mut todo: Vec<(&str, usize)> = vec![(name, 0)];
+        let mut todo: Vec<(&str, usize)> = vec![(indexed_key(name), 0)];
         while let Some((name, depth)) = todo.pop() {
             if depth > MAX_CHAIN || !seen.insert(name) {
                 continue;
             }
             out.push(name);
             for target in self.aliases.get(name).into_iter().flatten() {
-                todo.push((target, depth + 1));
+                todo.push((indexed_key(target), depth + 1));
             }
         }
         out
+    }
+}
+
+/// The longest suffix of a dotted name that is indexed ([`MAX_SUFFIX`] module parts and the name):
+/// a name built from a deep path (`/home/u/src/org/repo/pkg/models/net.py`) is looked up by it.
+fn indexed_key(name: &str) -> &str {
+    match name.rmatch_indices('.').nth(MAX_SUFFIX) {
+        Some((at, _)) => &name[at + 1..],
+        None => name,
     }
 }
 
@@ -349,10 +378,13 @@ fn suffixes(module: &[String], name: &str) -> Vec<String> {
         .collect()
 }
 
-/// A Python file's module path, from its path relative to the folder the run walked:
-/// `pkg/models/net.py` → `pkg.models.net`, `pkg/__init__.py` → `pkg`. Parts that cannot be
-/// Python names (`..`, a root, `my-repo`) end the path: what is above them is not a package.
+/// A Python file's module path, from its absolute path: `…/pkg/models/net.py` → `….pkg.models.net`,
+/// `…/pkg/__init__.py` → `….pkg`. Parts that cannot be Python names (`..`, a root, `my-repo`) end
+/// the path: what is above them is not a package. (Names are matched by their last parts, so what
+/// is above the import root does no harm.)
 pub(crate) fn module_path(path: &Path) -> (Vec<String>, bool) {
+    // From the absolute path, so a relative import resolves the same from any working directory.
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let mut parts: Vec<String> = Vec::new();
     for c in path.components() {
         match c {
@@ -541,8 +573,35 @@ impl Names<'_> {
     }
 }
 
+/// Does a file's text ask for an accelerator in code (not in a comment that mentions CUDA): a
+/// `.cuda(` call, a `"cuda"`/`"mps"` device string, `torch.cuda.`, `torch_xla` or `xla_device`?
+pub(crate) fn names_an_accelerator(text: &str) -> bool {
+    [".cuda(", "\"cuda", "'cuda", "torch.cuda.", "\"mps\"", "'mps'", "torch_xla", "xla_device"]
+        .iter()
+        .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
+}
+
+/// For the project's sake (D010 in another file), a file that offers the CPU in so many words:
+/// CUDA or MPS checked for, the `"cpu"` device, or a `--device`/`--cpu` option (not
+/// `torch.distributed.is_available()`, which says nothing about devices).
+pub(crate) fn chooses_the_cpu(text: &str) -> bool {
+    [
+        "cuda.is_available",
+        "mps.is_available",
+        "\"cpu\"",
+        "'cpu'",
+        "\"--device\"",
+        "'--device'",
+        "\"--cpu\"",
+        "'--cpu'",
+    ]
+    .iter()
+    .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
+}
+
 /// Does a function run a loop of steps: a `for` or `while` whose body calls `.backward(..)`,
-/// `.step(..)` or `.forward(..)`, or calls one of the function's parameters (`model(x)`)?
+/// `.step(..)` of an optimizer, scheduler or scaler (not `env.step(..)`), `.forward(..)`, or one of
+/// the function's parameters named for a model (`model(x)`, `net(x)`; not any callable `f`)?
 fn runs_steps(f: &ast::StmtFunctionDef) -> bool {
     use ruff_python_ast::visitor::{self, Visitor};
     struct Steps<'f> {
@@ -574,8 +633,12 @@ fn runs_steps(f: &ast::StmtFunctionDef) -> bool {
                 && let Expr::Call(c) = expr
             {
                 self.found = match &*c.func {
-                    Expr::Attribute(a) => matches!(a.attr.as_str(), "backward" | "step" | "forward"),
-                    Expr::Name(n) => self.params.contains(&n.id.as_str()),
+                    Expr::Attribute(a) => match a.attr.as_str() {
+                        "backward" | "forward" => true,
+                        "step" => steps_training(&a.value),
+                        _ => false,
+                    },
+                    Expr::Name(n) => self.params.contains(&n.id.as_str()) && names_a_model(n.id.as_str()),
                     _ => false,
                 };
             }
@@ -586,6 +649,37 @@ fn runs_steps(f: &ast::StmtFunctionDef) -> bool {
     let mut steps = Steps { params, loops: 0, found: false };
     steps.visit_body(&f.body);
     steps.found
+}
+
+/// The receiver of `.step(..)` is an optimizer, a learning-rate scheduler or a gradient scaler
+/// (`optimizer`, `self.opt`, `scheduler`, `scaler`), not an environment.
+pub(crate) fn steps_training(receiver: &Expr) -> bool {
+    let name = match receiver {
+        Expr::Name(n) => n.id.as_str(),
+        Expr::Attribute(a) => a.attr.as_str(),
+        _ => return false,
+    };
+    let name = name.to_ascii_lowercase();
+    ["opt", "sched", "scaler", "lr"].iter().any(|w| name.contains(w))
+}
+
+/// A name that holds a model: `model`, `net`, `policy`, `encoder`, `generator`, `critic`, ...
+fn names_a_model(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    [
+        "model",
+        "net",
+        "policy",
+        "encoder",
+        "decoder",
+        "generator",
+        "discriminator",
+        "module",
+        "actor",
+        "critic",
+    ]
+    .iter()
+    .any(|w| name.contains(w))
 }
 
 /// One file's view of the project: names as the file spells them (relative imports included).
@@ -678,10 +772,16 @@ mod tests {
     #[test]
     fn module_paths_follow_packages() {
         let s = |v: &[&str]| v.iter().map(|p| p.to_string()).collect::<Vec<_>>();
-        assert_eq!(module_path(Path::new("pkg/models/net.py")), (s(&["pkg", "models", "net"]), false));
-        assert_eq!(module_path(Path::new("pkg/__init__.py")), (s(&["pkg"]), true));
-        assert_eq!(module_path(Path::new("./my-repo/src/pkg/a.py")), (s(&["src", "pkg", "a"]), false));
-        assert_eq!(module_path(Path::new("../x/train.py")), (s(&["x", "train"]), false));
+        assert_eq!(
+            module_path(Path::new("/repo/pkg/models/net.py")),
+            (s(&["repo", "pkg", "models", "net"]), false)
+        );
+        assert_eq!(module_path(Path::new("/repo/pkg/__init__.py")), (s(&["repo", "pkg"]), true));
+        assert_eq!(module_path(Path::new("/srv/my-repo/src/pkg/a.py")), (s(&["src", "pkg", "a"]), false));
+        assert_eq!(module_path(Path::new("/srv/a/../x/train.py")), (s(&["x", "train"]), false));
+        // A relative path is read from the working directory: the same module either way.
+        let here = std::env::current_dir().expect("a working directory");
+        assert_eq!(module_path(Path::new("pkg/a.py")), module_path(&here.join("pkg/a.py")));
     }
 
     #[test]
@@ -746,6 +846,26 @@ mod tests {
     }
 
     #[test]
+    fn deep_paths_and_names_bound_elsewhere() {
+        let deep = "/home/u/src/github/org/repo/pkg/models/layers/net.py";
+        let p = project(&[
+            (deep, "from .base import Base\nclass Net(Base):\n    pass\n"),
+            (
+                "/home/u/src/github/org/repo/pkg/models/layers/base.py",
+                "import torch\nclass Base(torch.nn.Module):\n    pass\n",
+            ),
+            ("/x/cls/utils.py", "def accuracy(out, y):\n    return out\n"),
+            ("/x/rl/utils.py", "from sklearn.metrics import accuracy_score as accuracy\n"),
+        ]);
+        // The base class resolves through the full dotted path of a file ten folders deep.
+        assert_eq!(p.is_module("home.u.src.github.org.repo.pkg.models.layers.net.Net"), Truth::Yes);
+        assert_eq!(p.is_module("layers.net.Net"), Truth::Yes);
+        // `utils.accuracy` is a function in one file and sklearn's in another: not followed.
+        assert!(p.function_file("utils.accuracy").is_none());
+        assert!(p.function_file("cls.utils.accuracy").is_some());
+    }
+
+    #[test]
     fn calls_at_every_step_reach_the_callee_file() {
         let mut p = project(&[
             ("m/metrics.py", "def accuracy(out, y):\n    return out\n"),
@@ -755,6 +875,7 @@ mod tests {
             callee: "metrics.accuracy".into(),
             offset: 0,
             line: 7,
+            cell: None,
             args,
             result_needed: needed,
         };

@@ -135,15 +135,16 @@ fn shipped_with_package(cx: &Checker<'_, '_>, path: &Expr) -> bool {
         })
 }
 
-/// A training step (`.backward()`, `.step()`) earlier in the same function: the load at the end of
-/// training reads back the best weights this run saved (through an early-stopping helper, say),
-/// on this machine.
+/// A training step (`.backward()`, an optimizer's or scheduler's `.step()`) earlier in the same
+/// function: the load at the end of training reads back the best weights this run saved (through
+/// an early-stopping helper, say), on this machine.
 fn trained_earlier_here(cx: &Checker<'_, '_>, load: &ast::ExprCall) -> bool {
     cx.function.is_some()
         && cx.model.calls.iter().any(|site| {
             site.function == cx.function
                 && site.call.start() < load.start()
-                && matches!(&*site.call.func, Expr::Attribute(a) if matches!(a.attr.as_str(), "backward" | "step"))
+                && matches!(&*site.call.func, Expr::Attribute(a) if a.attr.as_str() == "backward"
+                    || (a.attr.as_str() == "step" && crate::python::project::steps_training(&a.value)))
         })
 }
 
