@@ -164,6 +164,12 @@ impl Project {
         self.lookup(name, &|id| self.truth.get(id).copied().unwrap_or(Truth::Unknown))
     }
 
+    /// Does the project define or re-export anything under this absolute dotted name?
+    fn binds(&self, name: &str) -> bool {
+        let key = indexed_key(name);
+        self.classes.contains_key(key) || self.functions.contains_key(key) || self.aliases.contains_key(key)
+    }
+
     /// Is the project empty (a single text, or no Python file)?
     pub(crate) fn is_empty(&self) -> bool {
         self.classes.is_empty() && self.functions.is_empty()
@@ -709,7 +715,8 @@ impl<'p> View<'p> {
     /// The absolute name of a top-level function of another file of the project that a name of
     /// this file (as the semantic model qualifies it) names.
     pub(crate) fn function(&self, qualified: &str) -> Option<String> {
-        if self.project.is_empty() {
+        // Most calls are to torch or the standard library: one lookup says so, with nothing built.
+        if self.project.is_empty() || (!qualified.starts_with('.') && !self.project.binds(qualified)) {
             return None;
         }
         let q = absolute(qualified, self.module, self.is_package)?;
@@ -741,7 +748,7 @@ impl<'p> View<'p> {
     /// Is the class a name of this file (as the semantic model qualifies it) names an
     /// `nn.Module` of the project?
     pub(crate) fn is_module(&self, qualified: &str) -> Truth {
-        if self.project.is_empty() {
+        if self.project.is_empty() || (!qualified.starts_with('.') && !self.project.binds(qualified)) {
             return Truth::Unknown;
         }
         match absolute(qualified, self.module, self.is_package) {
