@@ -118,24 +118,39 @@ const MAX_NEIGHBOURS_BYTES: u64 = 64 << 20;
 /// linted, so a changed file knows the classes it imports from an unchanged one, and a folder
 /// is read as part of its project whichever way it is named.
 fn neighbours(paths: &[PathBuf], linted: &[PathBuf], settings: &Settings) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = paths
-        .iter()
-        .filter(|p| p.is_dir() || (Language::of_path(p) == Some(Language::Python) && p.is_file()))
-        .filter_map(|p| {
-            let dir = project_dir(p)?;
-            // A folder that is its project's root was walked already.
-            let walked = p.is_dir() && std::fs::canonicalize(p).ok() == std::fs::canonicalize(&dir).ok();
-            (!walked).then_some(dir)
-        })
-        .collect();
+    // Many files of a run share a folder: each folder's project is looked for once.
+    let mut project_of: std::collections::HashMap<PathBuf, Option<PathBuf>> =
+        std::collections::HashMap::new();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for p in paths {
+        let Ok(absolute) = std::path::absolute(p) else { continue };
+        let folder = if absolute.is_dir() {
+            absolute.clone()
+        } else if Language::of_path(&absolute) == Some(Language::Python) {
+            match absolute.parent() {
+                Some(parent) => parent.to_path_buf(),
+                None => continue,
+            }
+        } else {
+            continue;
+        };
+        let dir = project_of.entry(folder.clone()).or_insert_with(|| project_dir(&folder)).clone();
+        // A folder that is its project's root is walked already.
+        if let Some(dir) = dir
+            && !(absolute.is_dir() && dir == absolute)
+        {
+            dirs.push(dir);
+        }
+    }
     dirs.sort();
     dirs.dedup();
     if dirs.is_empty() {
         return Vec::new();
     }
-    // A linted file is indexed once, under the path it is linted by.
+    // A linted file is indexed once, under the path it is linted by (compared as absolute paths:
+    // no system call a file).
     let linted: std::collections::HashSet<PathBuf> =
-        linted.iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect();
+        linted.iter().filter_map(|p| std::path::absolute(p).ok()).collect();
     let mut out = Vec::new();
     let (mut visited, mut bytes) = (0usize, 0u64);
     for dir in dirs {
@@ -150,7 +165,7 @@ fn neighbours(paths: &[PathBuf], linted: &[PathBuf], settings: &Settings) -> Vec
             if entry.file_type().is_some_and(|t| t.is_file())
                 && Language::of_path(path) == Some(Language::Python)
                 && !settings.is_excluded(path)
-                && !std::fs::canonicalize(path).is_ok_and(|c| linted.contains(&c))
+                && !std::path::absolute(path).is_ok_and(|c| linted.contains(&c))
             {
                 // Generated files (protobuf stubs, vendored data) are large and define nothing a
                 // model imports: only files a person writes are read, within a budget for all.
@@ -169,11 +184,9 @@ fn neighbours(paths: &[PathBuf], linted: &[PathBuf], settings: &Settings) -> Vec
     out
 }
 
-/// The nearest folder at or above `path` (a folder, or a file's folder) that holds a project
-/// marker, else that folder.
-fn project_dir(path: &Path) -> Option<PathBuf> {
-    let absolute = std::path::absolute(path).ok()?;
-    let own = if absolute.is_dir() { absolute } else { absolute.parent()?.to_path_buf() };
+/// The nearest folder at or above `folder` that holds a project marker, else `folder`.
+fn project_dir(folder: &Path) -> Option<PathBuf> {
+    let own = std::path::absolute(folder).ok()?;
     const MARKERS: [&str; 4] = ["pyproject.toml", "setup.py", "setup.cfg", ".git"];
     let found = own.ancestors().find(|dir| MARKERS.iter().any(|m| dir.join(m).exists()));
     Some(found.map(Path::to_path_buf).unwrap_or(own))
