@@ -2,17 +2,11 @@
 
 use std::process::{Command, Output};
 
-fn devcheck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_devcheck"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .env("COLUMNS", "100")
-        .output()
-        .expect("the devcheck binary runs")
-}
+mod common;
+use common::stdout;
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8(o.stdout.clone()).expect("UTF-8")
+fn devcheck(args: &[&str]) -> Output {
+    common::run(args, common::root())
 }
 
 #[test]

@@ -7,6 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod common;
+use common::{stderr, stdout};
+
 /// A forward pass with one D001 finding whose fix is safe.
 const MODEL: &str = "use candle_core::{Device, Tensor};\n\n\
     pub fn forward(xs: &Tensor) -> candle_core::Result<Tensor> {\n\
@@ -23,28 +26,14 @@ fn devcheck(args: &[&str], cwd: &Path) -> Output {
     if args.first() == Some(&"lint") && !args.contains(&"--preview") {
         args.insert(1, "--preview");
     }
-    Command::new(env!("CARGO_BIN_EXE_devcheck"))
-        .args(["--color", "never"])
-        .args(&args)
-        .current_dir(cwd)
-        .env("COLUMNS", "100")
-        .env_remove("NO_COLOR")
-        .output()
-        .expect("the devcheck binary runs")
+    args.splice(0..0, ["--color", "never"]);
+    common::run(&args, cwd)
 }
 
 fn lint(args: &[&str], cwd: &Path) -> Output {
     let mut all = vec!["lint", "--isolated"];
     all.extend_from_slice(args);
     devcheck(&all, cwd)
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn write(path: impl AsRef<Path>, text: impl AsRef<[u8]>) {

@@ -9,6 +9,9 @@
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+
+mod common;
+use common::{stderr, stdout};
 use std::time::{Duration, Instant};
 
 /// Runs `devcheck` with `args` in `cwd`; fails the test if it runs longer than `seconds`, and
@@ -78,14 +81,6 @@ fn run_bounded(args: &[&str], cwd: &Path, seconds: u64, memory: Option<u64>, env
 
 fn devcheck(args: &[&str], cwd: &Path) -> Output {
     run_bounded(args, cwd, 120, None, &[])
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn write(path: impl AsRef<Path>, text: impl AsRef<[u8]>) {

@@ -1,29 +1,9 @@
 //! `devcheck lint` as a user runs it: formats, exit codes, configuration, suppressions, bad files.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn devcheck(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_devcheck"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("NO_COLOR")
-        .env("COLUMNS", "100")
-        .output()
-        .expect("the devcheck binary runs")
-}
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8(o.stderr.clone()).expect("stderr is UTF-8")
-}
+mod common;
+use common::{root, run as devcheck, stderr, stdout};
 
 /// Lints `paths` (relative to the crate root) without any devcheck.toml, with the preview rules
 /// on: these tests are about the command, whatever each rule's status.

@@ -3,24 +3,15 @@
 //! notebook reported as `D000`.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
+use common::{stderr, stdout};
 
 fn devcheck(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_devcheck"))
-        .args(["--color", "never"])
-        .args(args)
-        .current_dir(cwd)
-        .env("COLUMNS", "100")
-        .output()
-        .expect("the devcheck binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    let mut all = vec!["--color", "never"];
+    all.extend_from_slice(args);
+    common::run(&all, cwd)
 }
 
 /// A notebook with a markdown cell, IPython magic, and a model whose `forward` makes its mask on

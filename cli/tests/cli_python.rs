@@ -1,22 +1,10 @@
 //! `devcheck lint` and `devcheck inspect` on PyTorch code, as a user runs them: preview, output
 //! formats, mixed trees, suppressions, configuration, files that do not parse.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn devcheck(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_devcheck"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("NO_COLOR")
-        .env("COLUMNS", "100")
-        .output()
-        .expect("the devcheck binary runs")
-}
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root")
-}
+mod common;
+use common::{root, run as devcheck};
 
 fn stdout(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8")

@@ -4,24 +4,15 @@
 //! `pyproject.toml`.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
+use common::{stderr, stdout};
 
 fn devcheck(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_devcheck"))
-        .args(["--color", "never"])
-        .args(args)
-        .current_dir(cwd)
-        .env("COLUMNS", "100")
-        .output()
-        .expect("the devcheck binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    let mut all = vec!["--color", "never"];
+    all.extend_from_slice(args);
+    common::run(&all, cwd)
 }
 
 fn write(path: impl AsRef<Path>, text: &str) {
