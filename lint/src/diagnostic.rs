@@ -277,7 +277,8 @@ impl Diagnostic {
         let lines: Vec<String> =
             self.also.iter().take(8).map(|p| self.shown_line(p.line).to_string()).collect();
         let more = if self.also.len() > 8 { ", .." } else { "" };
-        format!(" ({} times in this function: also lines {}{more})", self.count(), lines.join(", "))
+        let word = if self.also.len() == 1 { "line" } else { "lines" };
+        format!(" ({} times in this function: also {word} {}{more})", self.count(), lines.join(", "))
     }
 }
 

@@ -1056,6 +1056,16 @@ impl Facts {
                 mark_out(&mut outer_loop, e.in_loop);
             }
         }
+        // A loop whose own body steps the training (`loss.backward()`, `optimizer.step()`) runs
+        // once per step, whatever else it calls: a helper that loops over the batch's images,
+        // an evaluation every N steps.
+        for site in &model.calls {
+            if let Some(l) = site.in_loop
+                && steps_training(site.call)
+            {
+                outer_loop[l.index()] = false;
+            }
+        }
         for (id, l) in model.loops() {
             if loop_is_over_epochs(model, l) {
                 outer_loop[id.index()] = true;
@@ -1178,6 +1188,25 @@ fn spread_to_callers(flags: &mut [bool], by_callee: &[Vec<usize>], edges: &[Edge
                 work.push(c.index());
             }
         }
+    }
+}
+
+/// `loss.backward()`, `optimizer.step()`, `scaler.step(opt)`: a call made once per training
+/// step. (A scheduler's `step()` is as often made once per epoch.)
+fn steps_training(call: &ast::ExprCall) -> bool {
+    let Expr::Attribute(a) = &*call.func else { return false };
+    match a.attr.as_str() {
+        "backward" => true,
+        "step" => {
+            let name = match &*a.value {
+                Expr::Name(n) => n.id.as_str(),
+                Expr::Attribute(r) => r.attr.as_str(),
+                _ => return false,
+            };
+            let name = name.to_ascii_lowercase();
+            name.contains("opt") || name.contains("scaler")
+        }
+        _ => false,
     }
 }
 

@@ -40,6 +40,9 @@ pub(crate) struct Project {
     /// The indexed dotted names of the top-level functions that run a loop of steps themselves
     /// (a training or evaluation loop: `.backward()`, `.step()` or a call of a parameter in it).
     loop_runners: FxHashSet<String>,
+    /// The indexed dotted names of the top-level functions whose every result is on the host
+    /// ([`returns_host`]).
+    host_returners: FxHashSet<String>,
     /// The indexed files, in the order given.
     paths: Vec<PathBuf>,
     /// Per file (as indexed): its functions that another file calls at every step
@@ -94,8 +97,8 @@ pub(crate) struct FileEntry {
     classes: Vec<(String, Vec<Base>)>,
     /// Each top-level name bound to another name (an import, `Model = Net`) → what it names.
     aliases: Vec<(String, String)>,
-    /// The top-level functions, and whether each runs a loop of steps itself.
-    functions: Vec<(String, bool)>,
+    /// The top-level functions, and what the index knows of each.
+    functions: Vec<(String, FunctionFacts)>,
     path: PathBuf,
     /// The file chooses the CPU, or lets its user choose the device.
     pub(crate) cpu_path: bool,
@@ -124,10 +127,13 @@ impl Project {
             project.paths.push(file.path);
             project.cpu_path |= file.cpu_path;
             project.accelerator |= file.accelerator;
-            for (name, runs_loop) in file.functions {
+            for (name, facts) in file.functions {
                 for key in suffixes(&file.module, &name) {
-                    if runs_loop {
+                    if facts.runs_loop {
                         project.loop_runners.insert(key.clone());
+                    }
+                    if facts.returns_host {
+                        project.host_returners.insert(key.clone());
                     }
                     project.functions.entry(key).or_default().push(file_id);
                 }
@@ -264,6 +270,12 @@ impl Project {
     /// Does the function an absolute dotted name names run a loop of steps itself?
     pub(crate) fn runs_loop(&self, name: &str) -> bool {
         self.names_reached(name).into_iter().any(|n| self.loop_runners.contains(n))
+    }
+
+    /// Is every result of the function an absolute dotted name names on the host?
+    pub(crate) fn returns_host(&self, name: &str) -> bool {
+        let reached = self.names_reached(name);
+        !reached.is_empty() && reached.into_iter().all(|n| self.host_returners.contains(n))
     }
 
     /// The functions of the file at `path` (as indexed) that other files call at every step.
@@ -497,7 +509,10 @@ impl Names<'_> {
                         self.bind(bound.as_str(), full, entry);
                     }
                 }
-                Stmt::FunctionDef(f) => entry.functions.push((f.name.as_str().to_string(), runs_steps(f))),
+                Stmt::FunctionDef(f) => entry.functions.push((
+                    f.name.as_str().to_string(),
+                    FunctionFacts { runs_loop: runs_steps(f), returns_host: returns_host(f) },
+                )),
                 Stmt::ClassDef(c) => {
                     let bases = c.bases().iter().map(|b| self.base(b)).collect();
                     let name = c.name.as_str().to_string();
@@ -603,6 +618,152 @@ pub(crate) fn chooses_the_cpu(text: &str) -> bool {
     ]
     .iter()
     .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
+}
+
+/// What the index knows of a top-level function.
+#[derive(Debug, Clone, Copy, Default)]
+struct FunctionFacts {
+    /// It runs a loop of steps itself ([`runs_steps`]).
+    runs_loop: bool,
+    /// Every result it returns is on the host ([`returns_host`]).
+    returns_host: bool,
+}
+
+/// Is every value the function returns (or yields) evidently on the host: a read
+/// (`.cpu()`, `.numpy()`, `.tolist()`, `.item()`, `.to("cpu")`, `float(..)`), a NumPy result, a
+/// literal, nothing at all, or a name (or list filled with `append`) that the function only ever
+/// binds to such values? A helper that moves its results to the host (`feats.append(f.cpu())`
+/// then `return torch.cat(feats)`) hands its callers host tensors, whatever it was given.
+pub(crate) fn returns_host(f: &ast::StmtFunctionDef) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    #[derive(Default)]
+    struct Values<'f> {
+        returns: Vec<&'f Expr>,
+        /// Each name the function binds (or appends to) → the values it gets (`None`: one not
+        /// followed, a loop target or an unpacked value).
+        bound: Bound<'f>,
+        opaque: bool,
+    }
+    impl<'f> Values<'f> {
+        fn bind(&mut self, target: &'f Expr, value: Option<&'f Expr>) {
+            match target {
+                Expr::Name(n) => self.bound.entry(n.id.as_str()).or_default().push(value),
+                Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => {
+                    elts.iter().for_each(|e| self.bind(e, None));
+                }
+                Expr::Starred(s) => self.bind(&s.value, None),
+                _ => {}
+            }
+        }
+    }
+    impl<'f> Visitor<'f> for Values<'f> {
+        fn visit_stmt(&mut self, stmt: &'f Stmt) {
+            match stmt {
+                // A nested function or class is its own.
+                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return,
+                Stmt::Return(r) => self.returns.extend(r.value.as_deref()),
+                Stmt::Assign(a) => {
+                    for t in &a.targets {
+                        self.bind(t, matches!(t, Expr::Name(_)).then_some(&*a.value));
+                    }
+                }
+                Stmt::AnnAssign(a) => self.bind(&a.target, a.value.as_deref()),
+                Stmt::AugAssign(a) => self.bind(&a.target, Some(&a.value)),
+                Stmt::For(f) => self.bind(&f.target, None),
+                Stmt::With(w) => {
+                    for item in &w.items {
+                        if let Some(v) = &item.optional_vars {
+                            self.bind(v, None);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            visitor::walk_stmt(self, stmt);
+        }
+        fn visit_expr(&mut self, expr: &'f Expr) {
+            match expr {
+                Expr::Yield(y) => self.returns.extend(y.value.as_deref()),
+                Expr::YieldFrom(_) => self.opaque = true,
+                Expr::Call(c) => {
+                    if let Expr::Attribute(a) = &*c.func
+                        && matches!(a.attr.as_str(), "append" | "extend" | "insert")
+                        && let Expr::Name(n) = &*a.value
+                        && let Some(v) = c.arguments.args.last()
+                    {
+                        self.bound.entry(n.id.as_str()).or_default().push(Some(v));
+                    }
+                }
+                Expr::Named(n) => self.bind(&n.target, Some(&n.value)),
+                // A lambda's names are its own.
+                Expr::Lambda(_) => return,
+                _ => {}
+            }
+            visitor::walk_expr(self, expr);
+        }
+    }
+    let mut values = Values::default();
+    values.visit_body(&f.body);
+    if values.opaque {
+        return false;
+    }
+    let mut visiting = Vec::new();
+    values.returns.iter().all(|v| on_host(v, &values.bound, &mut visiting))
+}
+
+/// Each name a function binds → the values it gets (`None`: one not followed).
+type Bound<'f> = FxHashMap<&'f str, Vec<Option<&'f Expr>>>;
+
+/// Is the value evidently on the host, names followed through `bound` (`visiting`: the names
+/// being followed, so that `x = x.cpu()` ends)?
+fn on_host<'f>(e: &'f Expr, bound: &Bound<'f>, visiting: &mut Vec<&'f str>) -> bool {
+    let numpy = |e: &Expr| matches!(e, Expr::Name(m) if matches!(m.id.as_str(), "np" | "numpy"));
+    match e {
+        Expr::NumberLiteral(_)
+        | Expr::BooleanLiteral(_)
+        | Expr::NoneLiteral(_)
+        | Expr::StringLiteral(_)
+        | Expr::FString(_) => true,
+        Expr::Dict(d) => d.items.is_empty(),
+        Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => {
+            elts.iter().all(|e| on_host(e, bound, visiting))
+        }
+        Expr::Name(n) => {
+            let name = n.id.as_str();
+            if visiting.contains(&name) {
+                // `x = x.cpu()`, `total += v.item()`: the other values decide.
+                return true;
+            }
+            if visiting.len() > 16 {
+                return false;
+            }
+            let Some(values) = bound.get(name) else { return false };
+            visiting.push(name);
+            let host = values.iter().all(|v| v.is_some_and(|v| on_host(v, bound, visiting)));
+            visiting.pop();
+            host
+        }
+        Expr::BinOp(b) => on_host(&b.left, bound, visiting) && on_host(&b.right, bound, visiting),
+        Expr::Call(c) => match &*c.func {
+            Expr::Attribute(a) => match a.attr.as_str() {
+                "cpu" | "numpy" | "tolist" | "item" => true,
+                "to" => c
+                    .arguments
+                    .args
+                    .first()
+                    .or_else(|| c.arguments.find_keyword("device").map(|k| &k.value))
+                    .is_some_and(|d| matches!(d, Expr::StringLiteral(s) if s.value.to_str() == "cpu")),
+                // `torch.cat(feats)` is where its pieces are.
+                "cat" | "stack" => {
+                    numpy(&a.value) || c.arguments.args.first().is_some_and(|x| on_host(x, bound, visiting))
+                }
+                _ => numpy(&a.value),
+            },
+            Expr::Name(n) => matches!(n.id.as_str(), "float" | "int" | "bool" | "len" | "str" | "round"),
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 /// Does a function run a loop of steps: a `for` or `while` whose body calls `.backward(..)`,
@@ -730,6 +891,12 @@ impl<'p> View<'p> {
         self.function(qualified).is_some_and(|q| self.project.runs_loop(&q))
     }
 
+    /// Is every result of a function of another file of the project that a name of this file
+    /// names on the host ([`returns_host`])?
+    pub(crate) fn returns_host(&self, qualified: &str) -> bool {
+        self.function(qualified).is_some_and(|q| self.project.returns_host(&q))
+    }
+
     /// Does some file of the project choose the CPU, or let its user choose the device?
     pub(crate) fn has_cpu_path(&self) -> bool {
         self.project.has_cpu_path()
@@ -850,6 +1017,42 @@ mod tests {
         assert!(p.runs_loop("engine.train_epoch"));
         assert!(!p.runs_loop("engine.helper"), "a loop that runs no step");
         assert!(!p.runs_loop("utils.metrics.accuracy"));
+    }
+
+    #[test]
+    fn functions_that_return_host_values_are_known() {
+        let host = |body: &str| {
+            let text = format!("def f(model, xs, device):\n{body}");
+            let parsed = ruff_python_parser::parse_module(&text).expect("parses");
+            let Some(Stmt::FunctionDef(f)) = parsed.syntax().body.first() else { panic!("a function") };
+            returns_host(f)
+        };
+        // Host values, however they are reached.
+        assert!(host("    return model(xs).cpu()\n"));
+        assert!(host("    out = model(xs).detach()\n    host = out.to('cpu')\n    return host\n"));
+        assert!(host(
+            "    feats = []\n    for x in xs:\n        feats.append(model(x).cpu())\n    return torch.cat(feats)\n"
+        ));
+        assert!(host(
+            "    total = 0.0\n    for x in xs:\n        total += model(x).item()\n    return total, len(xs)\n"
+        ));
+        assert!(host("    print(xs)\n"), "returns nothing");
+        assert!(host("    return np.stack([x.numpy() for x in xs])\n"));
+        // Anything else may be on the device.
+        assert!(!host("    return model(xs)\n"));
+        // Every value a name is ever bound to counts (the order of statements is not followed).
+        assert!(!host("    out = model(xs)\n    out = out.cpu()\n    return out\n"));
+        assert!(!host("    if xs:\n        return xs.cpu()\n    return xs\n"), "one path returns its input");
+        assert!(!host(
+            "    feats = []\n    for x in xs:\n        feats.append(model(x))\n    return torch.cat(feats)\n"
+        ));
+        assert!(!host("    a, b = model(xs)\n    return a.cpu(), b\n"), "an unpacked value is not followed");
+        assert!(!host("    for x in xs:\n        yield model(x)\n"));
+        assert!(!host("    yield from xs\n"));
+        assert!(
+            !host("    out = xs\n    out = out\n    return out\n"),
+            "a name bound only to itself and an input"
+        );
     }
 
     #[test]

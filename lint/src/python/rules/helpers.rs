@@ -393,7 +393,20 @@ pub(crate) fn provenance_in_project(cx: &Checker<'_, '_>, e: &Expr) -> Provenanc
 
 fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
     const NONE: Provenance = Provenance { on_accelerator: false, requires_grad: false };
-    if depth > 24 || matches!(cx.kind_of(e), Kind::Scalar | Kind::Other | Kind::Device | Kind::Numpy) {
+    if depth > 24 {
+        return NONE;
+    }
+    // A dict or list the function fills (`losses = {}`, then `losses["d"] = d_loss`): where what
+    // it put there is.
+    if depth < 12
+        && let Some(b) = name_binding(cx, e)
+        && filled_container(cx, b)
+    {
+        let mut p = NONE;
+        each_put(cx, b, &mut |v| p = p.union(provenance_at(cx, v, depth + 1)));
+        return Provenance { requires_grad: false, ..p };
+    }
+    if matches!(cx.kind_of(e), Kind::Scalar | Kind::Other | Kind::Device | Kind::Numpy) {
         return NONE;
     }
     let next = |e: &Expr| provenance_at(cx, e, depth + 1);
@@ -452,9 +465,15 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             if cx.kind_of(&c.func) == crate::python::typing::Kind::Module {
                 return Provenance { on_accelerator: true, requires_grad: true };
             }
-            // Calling a value (a model passed in, `self.net`): its output is where its inputs are.
-            if calls_a_value(cx, c) {
-                let on = c.arguments.args.iter().any(|a| next(a).on_accelerator);
+            // Calling a value (a model passed in, `self.net`), or a function of the project (a
+            // loss, a reduction across ranks): its output is where its inputs are.
+            if calls_a_value(cx, c) || project_function(cx, c) == Some(false) {
+                let on = c
+                    .arguments
+                    .args
+                    .iter()
+                    .chain(c.arguments.keywords.iter().map(|k| &k.value))
+                    .any(|a| next(a).on_accelerator);
                 return Provenance { on_accelerator: on, requires_grad: false };
             }
             NONE
@@ -508,6 +527,84 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
         }
         _ => NONE,
     }
+}
+
+/// Does the call name a function of the project: a top-level function of this file, or one of
+/// another file that the repository index knows? `Some(true)` when every result it returns is
+/// evidently on the host ([`crate::python::project::returns_host`]).
+fn project_function(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> Option<bool> {
+    if let Expr::Name(n) = &*c.func
+        && let Some(b) = cx.model.binding_of(n)
+        && let BindingKind::FunctionDef(f) = cx.model.binding(b).kind
+    {
+        let fun = cx.model.function(f);
+        return fun.class.is_none().then(|| crate::python::project::returns_host(fun.def));
+    }
+    let q = cx.callee_name(c)?;
+    let project = cx.types.project();
+    project.function(&q).map(|_| project.returns_host(&q))
+}
+
+/// Is the binding an empty dict or list (`losses = {}`, `outs = []`, `dict()`) that the current
+/// function then fills item by item?
+fn filled_container(cx: &Checker<'_, '_>, b: BindingId) -> bool {
+    let BindingKind::Assignment { value, part: Part::Whole, .. } = cx.model.binding(b).kind else {
+        return false;
+    };
+    match value {
+        Expr::Dict(d) => d.items.is_empty(),
+        Expr::List(l) => l.elts.is_empty(),
+        Expr::Call(c) => {
+            c.arguments.is_empty()
+                && cx.callee_name(c).is_some_and(|q| matches!(q.as_ref(), "builtins.dict" | "builtins.list"))
+        }
+        _ => false,
+    }
+}
+
+/// Each value the current function puts into the container bound by `b`: `d[k] = v`,
+/// `d.append(v)` (at most 16; a value that reads the container itself is left out).
+fn each_put<'a>(cx: &Checker<'_, 'a>, b: BindingId, f: &mut dyn FnMut(&'a Expr)) {
+    let body: &'a [Stmt] = match cx.function {
+        Some(fun) => &cx.model.function(fun).def.body,
+        None => cx.module_body,
+    };
+    let is_container = |e: &Expr| name_binding(cx, e).is_some_and(|x| x == b);
+    let reads_container = |v: &Expr| {
+        let mut found = false;
+        any_subexpr(v, &mut |sub| {
+            found |= is_container(sub);
+            !found
+        });
+        found
+    };
+    let mut count = 0;
+    let mut put = |v: &'a Expr, f: &mut dyn FnMut(&'a Expr)| {
+        if count < 16 && !reads_container(v) {
+            count += 1;
+            f(v);
+        }
+    };
+    each_stmt(body, &mut |s| match s {
+        Stmt::Assign(a) => {
+            for t in &a.targets {
+                if let Expr::Subscript(sub) = t
+                    && is_container(&sub.value)
+                {
+                    put(&a.value, f);
+                }
+            }
+        }
+        Stmt::Expr(e) => {
+            if let Some((call, receiver, "append" | "extend" | "insert")) = method_call(&e.value)
+                && is_container(receiver)
+                && let Some(v) = call.arguments.args.last()
+            {
+                put(v, f);
+            }
+        }
+        _ => {}
+    });
 }
 
 fn binding_value_provenance(
