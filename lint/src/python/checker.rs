@@ -193,6 +193,9 @@ pub(crate) struct Checker<'m, 'a> {
     /// The calls of the file that call an attribute of an instance of each class
     /// (`self.net(x)`), worked out once for the file ([`super::fields`]).
     pub(super) attribute_calls: std::cell::OnceCell<super::fields::ContainerPuts>,
+    /// The file's top-level functions whose every result is on the host, worked out once for the
+    /// file ([`super::project::host_functions`]).
+    host_functions: std::cell::OnceCell<FxHashSet<String>>,
 }
 
 impl<'m, 'a> Checker<'m, 'a> {
@@ -222,6 +225,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             callee: None,
             container_puts: std::cell::OnceCell::new(),
             attribute_calls: std::cell::OnceCell::new(),
+            host_functions: std::cell::OnceCell::new(),
             hot_calls: Vec::new(),
         }
     }
@@ -287,6 +291,11 @@ impl<'m, 'a> Checker<'m, 'a> {
             Some((range, name)) if *range == call.range() => name.as_deref().map(std::borrow::Cow::Borrowed),
             _ => self.model.canonical_name(&call.func),
         }
+    }
+
+    /// The file's top-level functions whose every result is on the host.
+    pub fn host_functions(&self) -> &FxHashSet<String> {
+        self.host_functions.get_or_init(|| super::project::host_functions(self.module_body))
     }
 
     pub fn kind_of(&self, e: &Expr) -> Kind {

@@ -457,6 +457,10 @@ impl FileEntry {
         let mut names = Names { module: &module, is_package, bound: FxHashMap::default() };
         let mut entry = FileEntry::default();
         names.statements(body, &mut entry, 0);
+        let host = host_functions(body);
+        for (name, facts) in &mut entry.functions {
+            facts.returns_host = host.contains(name.as_str());
+        }
         entry.module = module.clone();
         entry.path = path.to_path_buf();
         entry
@@ -511,7 +515,7 @@ impl Names<'_> {
                 }
                 Stmt::FunctionDef(f) => entry.functions.push((
                     f.name.as_str().to_string(),
-                    FunctionFacts { runs_loop: runs_steps(f), returns_host: returns_host(f) },
+                    FunctionFacts { runs_loop: runs_steps(f), returns_host: false },
                 )),
                 Stmt::ClassDef(c) => {
                     let bases = c.bases().iter().map(|b| self.base(b)).collect();
@@ -634,7 +638,7 @@ struct FunctionFacts {
 /// literal, nothing at all, or a name (or list filled with `append`) that the function only ever
 /// binds to such values? A helper that moves its results to the host (`feats.append(f.cpu())`
 /// then `return torch.cat(feats)`) hands its callers host tensors, whatever it was given.
-pub(crate) fn returns_host(f: &ast::StmtFunctionDef) -> bool {
+pub(crate) fn returns_host(f: &ast::StmtFunctionDef, host_function: &dyn Fn(&str) -> bool) -> bool {
     use ruff_python_ast::visitor::{self, Visitor};
     #[derive(Default)]
     struct Values<'f> {
@@ -652,6 +656,12 @@ pub(crate) fn returns_host(f: &ast::StmtFunctionDef) -> bool {
                     elts.iter().for_each(|e| self.bind(e, None));
                 }
                 Expr::Starred(s) => self.bind(&s.value, None),
+                // `out[i] = value`: the container holds the value.
+                Expr::Subscript(s) => {
+                    if let (Expr::Name(n), Some(v)) = (&*s.value, value) {
+                        self.bound.entry(n.id.as_str()).or_default().push(Some(v));
+                    }
+                }
                 _ => {}
             }
         }
@@ -664,7 +674,7 @@ pub(crate) fn returns_host(f: &ast::StmtFunctionDef) -> bool {
                 Stmt::Return(r) => self.returns.extend(r.value.as_deref()),
                 Stmt::Assign(a) => {
                     for t in &a.targets {
-                        self.bind(t, matches!(t, Expr::Name(_)).then_some(&*a.value));
+                        self.bind(t, matches!(t, Expr::Name(_) | Expr::Subscript(_)).then_some(&*a.value));
                     }
                 }
                 Stmt::AnnAssign(a) => self.bind(&a.target, a.value.as_deref()),
@@ -708,61 +718,120 @@ pub(crate) fn returns_host(f: &ast::StmtFunctionDef) -> bool {
         return false;
     }
     let mut visiting = Vec::new();
-    values.returns.iter().all(|v| on_host(v, &values.bound, &mut visiting))
+    let host = Host { bound: &values.bound, function: host_function };
+    values.returns.iter().all(|v| host.value(v, &mut visiting))
+}
+
+/// The top-level functions of a module (also those under `if`/`try`) whose every result is on
+/// the host ([`returns_host`]), calls of one another followed: `to_cpu(x)` is a host value where
+/// `def to_cpu(t): return t.detach().cpu()`.
+pub(crate) fn host_functions(body: &[Stmt]) -> FxHashSet<String> {
+    fn defs<'b>(body: &'b [Stmt], out: &mut Vec<&'b ast::StmtFunctionDef>, depth: usize) {
+        for s in body {
+            match s {
+                Stmt::FunctionDef(f) => out.push(f),
+                Stmt::If(i) if depth < 4 => {
+                    defs(&i.body, out, depth + 1);
+                    i.elif_else_clauses.iter().for_each(|c| defs(&c.body, out, depth + 1));
+                }
+                Stmt::Try(t) if depth < 4 => {
+                    defs(&t.body, out, depth + 1);
+                    defs(&t.orelse, out, depth + 1);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut all = Vec::new();
+    defs(body, &mut all, 0);
+    let mut host: FxHashSet<String> = FxHashSet::default();
+    // Each round adds the functions that return host values given the last round's: a chain of
+    // helpers a few calls deep is followed, however the file orders them.
+    for _ in 0..4 {
+        let found: Vec<&str> = all
+            .iter()
+            .filter(|f| !host.contains(f.name.as_str()) && returns_host(f, &|n| host.contains(n)))
+            .map(|f| f.name.as_str())
+            .collect();
+        if found.is_empty() {
+            break;
+        }
+        host.extend(found.into_iter().map(str::to_string));
+    }
+    host
 }
 
 /// Each name a function binds → the values it gets (`None`: one not followed).
 type Bound<'f> = FxHashMap<&'f str, Vec<Option<&'f Expr>>>;
 
-/// Is the value evidently on the host, names followed through `bound` (`visiting`: the names
-/// being followed, so that `x = x.cpu()` ends)?
-fn on_host<'f>(e: &'f Expr, bound: &Bound<'f>, visiting: &mut Vec<&'f str>) -> bool {
-    let numpy = |e: &Expr| matches!(e, Expr::Name(m) if matches!(m.id.as_str(), "np" | "numpy"));
-    match e {
-        Expr::NumberLiteral(_)
-        | Expr::BooleanLiteral(_)
-        | Expr::NoneLiteral(_)
-        | Expr::StringLiteral(_)
-        | Expr::FString(_) => true,
-        Expr::Dict(d) => d.items.is_empty(),
-        Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => {
-            elts.iter().all(|e| on_host(e, bound, visiting))
-        }
-        Expr::Name(n) => {
-            let name = n.id.as_str();
-            if visiting.contains(&name) {
-                // `x = x.cpu()`, `total += v.item()`: the other values decide.
-                return true;
+/// What a function's values are judged by: its bindings, and the functions of its file known to
+/// return host values.
+struct Host<'h, 'f> {
+    bound: &'h Bound<'f>,
+    /// Is the top-level function of this name one whose every result is on the host?
+    function: &'h dyn Fn(&str) -> bool,
+}
+
+impl<'f> Host<'_, 'f> {
+    /// Is the value evidently on the host, names followed through the function's bindings
+    /// (`visiting`: the names being followed, so that `total += v.item()` ends)?
+    fn value(&self, e: &'f Expr, visiting: &mut Vec<&'f str>) -> bool {
+        let numpy = |e: &Expr| matches!(e, Expr::Name(m) if matches!(m.id.as_str(), "np" | "numpy"));
+        let cpu = |e: &Expr| matches!(e, Expr::StringLiteral(s) if s.value.to_str() == "cpu");
+        match e {
+            Expr::NumberLiteral(_)
+            | Expr::BooleanLiteral(_)
+            | Expr::NoneLiteral(_)
+            | Expr::StringLiteral(_)
+            | Expr::FString(_) => true,
+            Expr::Dict(d) => d.items.is_empty(),
+            Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => {
+                elts.iter().all(|e| self.value(e, visiting))
             }
-            if visiting.len() > 16 {
-                return false;
-            }
-            let Some(values) = bound.get(name) else { return false };
-            visiting.push(name);
-            let host = values.iter().all(|v| v.is_some_and(|v| on_host(v, bound, visiting)));
-            visiting.pop();
-            host
-        }
-        Expr::BinOp(b) => on_host(&b.left, bound, visiting) && on_host(&b.right, bound, visiting),
-        Expr::Call(c) => match &*c.func {
-            Expr::Attribute(a) => match a.attr.as_str() {
-                "cpu" | "numpy" | "tolist" | "item" => true,
-                "to" => c
-                    .arguments
-                    .args
-                    .first()
-                    .or_else(|| c.arguments.find_keyword("device").map(|k| &k.value))
-                    .is_some_and(|d| matches!(d, Expr::StringLiteral(s) if s.value.to_str() == "cpu")),
-                // `torch.cat(feats)` is where its pieces are.
-                "cat" | "stack" => {
-                    numpy(&a.value) || c.arguments.args.first().is_some_and(|x| on_host(x, bound, visiting))
+            // Sizes and metadata are Python values.
+            Expr::Attribute(a) => matches!(a.attr.as_str(), "shape" | "ndim" | "dtype" | "device"),
+            Expr::Subscript(s) => self.value(&s.value, visiting),
+            Expr::Name(n) => {
+                let name = n.id.as_str();
+                if visiting.contains(&name) {
+                    // `total += v.item()`: the other values decide.
+                    return true;
                 }
-                _ => numpy(&a.value),
-            },
-            Expr::Name(n) => matches!(n.id.as_str(), "float" | "int" | "bool" | "len" | "str" | "round"),
+                if visiting.len() > 16 {
+                    return false;
+                }
+                let Some(values) = self.bound.get(name) else { return false };
+                visiting.push(name);
+                let host = values.iter().all(|v| v.is_some_and(|v| self.value(v, visiting)));
+                visiting.pop();
+                host
+            }
+            Expr::BinOp(b) => self.value(&b.left, visiting) && self.value(&b.right, visiting),
+            Expr::Call(c) => {
+                // `torch.zeros(n, device="cpu")`
+                if c.arguments.find_keyword("device").is_some_and(|k| cpu(&k.value)) {
+                    return true;
+                }
+                match &*c.func {
+                    Expr::Attribute(a) => match a.attr.as_str() {
+                        "cpu" | "numpy" | "tolist" | "item" | "size" | "dim" | "numel" => true,
+                        "to" => c.arguments.args.first().is_some_and(cpu),
+                        // `torch.cat(feats)` is where its pieces are.
+                        "cat" | "stack" => {
+                            numpy(&a.value)
+                                || c.arguments.args.first().is_some_and(|x| self.value(x, visiting))
+                        }
+                        _ => numpy(&a.value),
+                    },
+                    Expr::Name(n) => {
+                        matches!(n.id.as_str(), "float" | "int" | "bool" | "len" | "str" | "round")
+                            || (self.function)(n.id.as_str())
+                    }
+                    _ => false,
+                }
+            }
             _ => false,
-        },
-        _ => false,
+        }
     }
 }
 
@@ -1025,7 +1094,7 @@ mod tests {
             let text = format!("def f(model, xs, device):\n{body}");
             let parsed = ruff_python_parser::parse_module(&text).expect("parses");
             let Some(Stmt::FunctionDef(f)) = parsed.syntax().body.first() else { panic!("a function") };
-            returns_host(f)
+            returns_host(f, &|n| n == "to_host")
         };
         // Host values, however they are reached.
         assert!(host("    return model(xs).cpu()\n"));
@@ -1038,6 +1107,12 @@ mod tests {
         ));
         assert!(host("    print(xs)\n"), "returns nothing");
         assert!(host("    return np.stack([x.numpy() for x in xs])\n"));
+        assert!(
+            host(
+                "    out = [torch.zeros((0, 6), device='cpu')] * xs.shape[0]\n    for i, x in enumerate(xs):\n        out[i] = to_host(model(x))\n    return out\n"
+            ),
+            "filled by index with a host helper's results"
+        );
         // Anything else may be on the device.
         assert!(!host("    return model(xs)\n"));
         // Every value a name is ever bound to counts (the order of statements is not followed).
@@ -1053,6 +1128,18 @@ mod tests {
             !host("    out = xs\n    out = out\n    return out\n"),
             "a name bound only to itself and an input"
         );
+    }
+
+    #[test]
+    fn host_helpers_are_followed_through_the_file() {
+        let text = "def nms(p):\n    out = [None] * len(p)\n    for i, x in enumerate(p):\n        out[i] = to_cpu(x)\n    return out\n\n\
+                    def to_cpu(t):\n    return t.detach().cpu()\n\n\
+                    def boxes(p):\n    return p[0]\n\n\
+                    if True:\n    def shape_of(t):\n        return t.shape\n";
+        let parsed = ruff_python_parser::parse_module(text).expect("parses");
+        let mut host: Vec<String> = host_functions(parsed.syntax().body.as_slice()).into_iter().collect();
+        host.sort();
+        assert_eq!(host, ["nms", "shape_of", "to_cpu"], "a helper defined after its caller counts");
     }
 
     #[test]

@@ -538,7 +538,14 @@ fn project_function(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> Option<bool> {
         && let BindingKind::FunctionDef(f) = cx.model.binding(b).kind
     {
         let fun = cx.model.function(f);
-        return fun.class.is_none().then(|| crate::python::project::returns_host(fun.def));
+        if fun.class.is_some() {
+            return None;
+        }
+        let host = cx.host_functions();
+        return Some(match fun.parent {
+            None => host.contains(fun.name()),
+            Some(_) => crate::python::project::returns_host(fun.def, &|n| host.contains(n)),
+        });
     }
     let q = cx.callee_name(c)?;
     let project = cx.types.project();
