@@ -524,12 +524,12 @@ fn env_survives_a_driver_library_without_its_functions() {
 #[test]
 fn carriage_return_line_endings_count_lines() {
     let (_dir, root) = temp();
-    let text = "import torch\r\r\rdef f(x):\r    return x.cuda()\r\rdef g(x):\r    return x.cuda()  # devcheck: ignore[D002]\r";
+    let text = "import torch\r\r\rdef f(x):\r    return x.cuda()\r\rdef g(x):\r    return x.cuda()  # devcheck: ignore[D002]\r\rDEVICES = (\"cuda\", \"mps\")\r";
     write(root.join("m.py"), text);
     let out = devcheck(&["lint", "--isolated", "--format", "concise", "m.py"], &root);
     assert_eq!(
         stdout(&out),
-        "m.py:5:12: D002 [warning] `x.cuda()` hard-codes the current CUDA device in library code\nFound 1 finding (0 errors, 1 warning) in 1 of 1 file.\n"
+        "m.py:5:12: D002 [warning] `x.cuda()` hard-codes the current CUDA device in library code: the project also runs on other accelerators (MPS, XLA, ..), where this fails\nFound 1 finding (0 errors, 1 warning) in 1 of 1 file.\n"
     );
 }
 
@@ -556,7 +556,7 @@ fn a_fix_that_would_grow_the_file_past_the_limit_says_so() {
 fn an_empty_suppression_names_nothing_and_all_names_everything() {
     let (_dir, root) = temp();
     let text = "import torch\n\n\ndef f(x):\n    return x.cuda()  # devcheck: ignore[]\n\n\ndef g(x):\n    \
-                return x.cuda()  # devcheck: ignore[ALL]\n";
+                return x.cuda()  # devcheck: ignore[ALL]\n\n\nDEVICES = (\"cuda\", \"mps\")\n";
     write(root.join("m.py"), text);
     let out = devcheck(&["lint", "--isolated", "--format", "concise", "m.py"], &root);
     assert!(stdout(&out).starts_with("m.py:5:12: D002"), "{}", stdout(&out));
@@ -585,7 +585,7 @@ fn an_unknown_rule_is_blamed_where_it_was_written() {
 fn odd_names_are_shown_apart_and_sarif_uses_their_bytes() {
     use std::os::unix::ffi::OsStrExt as _;
     let (_dir, root) = temp();
-    let model = "import torch\nx = torch.zeros(3).cuda()\n";
+    let model = "import torch\nx = torch.zeros(3).cuda()\nDEVICES = (\"cuda\", \"mps\")\n";
     for name in [&b"caf\xe9.py"[..], b"caf\xe8.py", b"caf\\xE9.py"] {
         write(root.join(std::ffi::OsStr::from_bytes(name)), model);
     }
@@ -610,7 +610,7 @@ fn odd_names_are_shown_apart_and_sarif_uses_their_bytes() {
 fn sarif_for_many_findings_stays_within_a_memory_bound() {
     let (_dir, root) = temp();
     // In 80,000 functions: a finding repeated in one function would be reported once.
-    let mut text = String::from("import torch\n");
+    let mut text = String::from("import torch\nDEVICES = (\"cuda\", \"mps\")\n");
     for i in 0..80_000 {
         text.push_str(&format!("def f{i}(x):\n    x.cuda()\n"));
     }

@@ -21,13 +21,14 @@ fn write(path: impl AsRef<Path>, text: &str) {
     std::fs::write(path, text).expect("write");
 }
 
-/// A module with a warning (D002) and, under `--preview`, fixable findings (D004, D009).
+/// A module with a warning (D002: the project also offers MPS) and, under `--preview`, fixable
+/// findings (D004, D009).
 const MODEL: &str = "import torch\nfrom torch import nn\nfrom torch.utils.data import DataLoader\n\n\n\
     class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        \
     self.scale = torch.ones(3)\n\n    def forward(self, x):\n        return x * self.scale\n\n\n\
     def mask(n):\n    return torch.ones(n).cuda()\n\n\n\
     def train(ds, dev):\n    loader = DataLoader(ds, pin_memory=True)\n    for xb in loader:\n        \
-    xb = xb.to(dev)\n";
+    xb = xb.to(dev)\n\n\nDEVICES = (\"cuda\", \"mps\")\n";
 
 #[test]
 fn warnings_do_not_fail_the_run_unless_asked() {
@@ -154,7 +155,8 @@ fn add_ignore_suppresses_every_finding_and_changes_nothing_else() {
     let python = "import torch\n\n\ndef masks(n):\n    a = torch.ones(n).cuda()\n    b = torch.ones(n).cuda()  # a note\n    \
                   d = torch.ones(n).cuda()  # devcheck: ignore[D005]\n    return a, b, d\n\n\n\
                   def continued(n):\n    x = 1\n    c = torch.zeros(n).cuda() + \\\n        x\n    return c\n\n\n\
-                  def in_string(n):\n    t = torch.ones(n).cuda(); s = \"\"\"a\n    b\"\"\"\n    return t, s\n";
+                  def in_string(n):\n    t = torch.ones(n).cuda(); s = \"\"\"a\n    b\"\"\"\n    return t, s\n\n\n\
+                  DEVICES = (\"cuda\", \"mps\")\n";
     let rust = "use candle_core::{Device, Tensor};\n\npub fn forward(xs: &Tensor) -> candle_core::Result<Tensor> {\n    \
                 Tensor::zeros(3, candle_core::DType::F32, &Device::Cpu)?.add(xs) // note\n}\n";
     write(dir.path().join("m.py"), python);
@@ -172,7 +174,8 @@ fn add_ignore_suppresses_every_finding_and_changes_nothing_else() {
          b = torch.ones(n).cuda()  # a note  # devcheck: ignore[D002]\n    \
          d = torch.ones(n).cuda()  # devcheck: ignore[D002, D005]\n    return a, b, d\n\n\n\
          def continued(n):\n    x = 1\n    # devcheck: ignore[D002]\n    c = torch.zeros(n).cuda() + \\\n        x\n    return c\n\n\n\
-         def in_string(n):\n    # devcheck: ignore[D002]\n    t = torch.ones(n).cuda(); s = \"\"\"a\n    b\"\"\"\n    return t, s\n"
+         def in_string(n):\n    # devcheck: ignore[D002]\n    t = torch.ones(n).cuda(); s = \"\"\"a\n    b\"\"\"\n    return t, s\n\n\n\
+         DEVICES = (\"cuda\", \"mps\")\n"
     );
     assert_eq!(
         std::fs::read_to_string(dir.path().join("r.rs")).expect("read"),
@@ -186,4 +189,40 @@ fn add_ignore_suppresses_every_finding_and_changes_nothing_else() {
         stderr(&again),
         "devcheck: suppressed 0 findings in 0 files, 2 files with nothing to suppress\n"
     );
+}
+
+/// Whether a hard-coded `.cuda()` bites is the project's to say: another file that offers MPS
+/// makes it a finding; a project that only runs on CUDA does not, nor does one declared
+/// CUDA-only with `target = "cuda"`.
+#[test]
+fn the_project_decides_whether_a_hard_coded_cuda_bites() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    write(root.join("pyproject.toml"), "[project]\nname = \"p\"\n");
+    write(root.join("pkg/model.py"), "import torch\n\n\ndef mask(n):\n    return torch.ones(n).cuda()\n");
+    let lint = |args: &[&str]| {
+        let mut all = vec!["lint", "--preview", "--select", "D002", "--format", "concise"];
+        all.extend_from_slice(args);
+        stdout(&devcheck(&all, root))
+    };
+    // CUDA only: the line works on every GPU run.
+    assert_eq!(lint(&["pkg/model.py"]), "No findings in 1 file.\n");
+    // Another file of the project offers Apple's GPUs: the line fails there.
+    write(
+        root.join("pkg/device.py"),
+        "import torch\n\n\ndef pick():\n    return \"mps\" if torch.backends.mps.is_available() else \"cpu\"\n",
+    );
+    assert_eq!(
+        lint(&["pkg/model.py"]),
+        "pkg/model.py:5:12: D002 [warning] `torch.ones(n).cuda()` hard-codes the current CUDA device in \
+         library code: the project also runs on other accelerators (MPS, XLA, ..), where this fails\n\
+         Found 1 finding (0 errors, 1 warning) in 1 of 1 file.\n"
+    );
+    // Declared CUDA-only: MPS named somewhere is not a reason.
+    write(root.join("devcheck.toml"), "[lint]\ntarget = \"cuda\"\n");
+    assert_eq!(lint(&["pkg"]), "No findings in 2 files.\n");
+    write(root.join("devcheck.toml"), "[lint]\ntarget = \"tpu\"\n");
+    let bad = devcheck(&["lint", "pkg"], root);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("unknown variant `tpu`, expected `cuda`"), "{}", stderr(&bad));
 }

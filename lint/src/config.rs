@@ -8,6 +8,7 @@
 //! api = "candle"                    # devcheck | candle | tch | burn; default: from `use` lines
 //! fail-on = "error"                 # the level that makes `devcheck lint` exit with 1 (default)
 //! preview = false                   # also run the preview rules and patterns
+//! target = "cuda"                   # the code only ever runs on CUDA GPUs (D002 is quieter)
 //! exclude = ["generated/**"]
 //!
 //! [lint.severity]
@@ -87,9 +88,20 @@ pub struct LintTable {
     pub api: Option<Api>,
     pub fail_on: Option<Severity>,
     pub preview: Option<bool>,
+    pub target: Option<Target>,
     pub exclude: Option<Vec<String>>,
     pub severity: Option<BTreeMap<String, Severity>>,
     pub per_file_ignores: Option<BTreeMap<String, Vec<String>>>,
+}
+
+/// Where a codebase is meant to run (`target` in the configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    /// Only ever on CUDA GPUs (one process per GPU, `torch.cuda.set_device` called): `.cuda()`
+    /// and `"cuda"` land on the GPU the process was given, so D002 does not flag them; an
+    /// explicit index (`"cuda:0"`) in a codebase run with one process per GPU still is.
+    Cuda,
 }
 
 /// Settings for a run: the configuration file merged with the command line.
@@ -108,6 +120,8 @@ pub struct Settings {
     pub fail_on: Severity,
     /// Preview rules, and preview patterns of stable rules, run too.
     pub preview: bool,
+    /// Where the code is meant to run, as the configuration declares it.
+    pub target: Option<Target>,
     /// Where the settings came from, for messages.
     pub config_path: Option<PathBuf>,
 }
@@ -124,6 +138,7 @@ impl Default for Settings {
             api: None,
             fail_on: Severity::Error,
             preview: false,
+            target: None,
             config_path: None,
         }
     }
@@ -183,8 +198,8 @@ impl Settings {
                         path: p.to_path_buf(),
                         message: e.message().to_string(),
                         help: format!(
-                            "the `{table}` table takes select, ignore, api, fail-on, preview, exclude, \
-                             severity and per-file-ignores"
+                            "the `{table}` table takes select, ignore, api, fail-on, preview, target, \
+                             exclude, severity and per-file-ignores"
                         ),
                         span: e.span().map(|s| SourceSpan::from(s.start..s.end)),
                         src: NamedSource::new(p.display().to_string(), text.clone()),
@@ -278,6 +293,7 @@ impl Settings {
             api: overrides.api.or(table.api),
             fail_on: overrides.fail_on.or(table.fail_on).unwrap_or(Severity::Error),
             preview,
+            target: table.target,
             config_path,
         })
     }

@@ -77,6 +77,7 @@ pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, Lin
     } else {
         crate::python::Project::default()
     };
+    project.set_target(settings.target);
     let mut reports: Vec<FileReport> =
         pool.install(|| files.par_iter().map(|p| lint_file(p, settings, &project)).collect());
     // Functions that another file calls at every step run at every step: their files are linted

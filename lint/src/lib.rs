@@ -41,7 +41,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use add_ignore::add_ignores;
-pub use config::{CONFIG_FILE, LintTable, Overrides, Settings};
+pub use config::{CONFIG_FILE, LintTable, Overrides, Settings, Target};
 pub use diagnostic::{Applicability, CellPlace, Diagnostic, Edit, Fix, LineCol, LineIndex};
 pub use driver::{LintRun, lint_paths};
 pub use error::{ConfigError, LintError};
@@ -58,7 +58,8 @@ pub use unlinted::MAX_FILE_BYTES;
 pub fn lint_source(path: impl AsRef<Path>, text: &str, settings: &Settings) -> FileReport {
     let path = path.as_ref();
     let shown = source::display_path(path);
-    let project = python::Project::default();
+    let mut project = python::Project::default();
+    project.set_target(settings.target);
     let mut report =
         pipeline::lint_text(path, &shown, FileKind::of_path(path), Arc::from(text), settings, &project);
     // The text is the whole crate: its own call graph, and no package on disk to consult.

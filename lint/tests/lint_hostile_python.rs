@@ -34,8 +34,9 @@ fn in_forward(body: &str) -> String {
     )
 }
 
-/// A module that every rule flags: it must still be reported beside a hostile file.
-const FLAGGED: &str = "import torch\n\n\ndef shift(x: torch.Tensor):\n    x.cuda()\n    return x\n";
+/// A module that every rule flags (the project also offers MPS, so `.cuda()` is a D002): it must
+/// still be reported beside a hostile file.
+const FLAGGED: &str = "import torch\n\n\ndef shift(x: torch.Tensor):\n    x.cuda()\n    return x\n\n\nDEVICES = (\"cuda\", \"mps\")\n";
 
 /// Lints `files` (name, bytes) as one run, with every rule.
 fn run_of(files: &[(&str, Vec<u8>)]) -> (tempfile::TempDir, Vec<FileReport>) {
@@ -167,8 +168,7 @@ fn odd_but_valid_files_parse() {
     let bom = format!("\u{feff}{FLAGGED}");
     let crlf = FLAGGED.replace('\n', "\r\n");
     let tabs = FLAGGED.replace("    ", "\t");
-    let continued =
-        "import torch\n\n\ndef f(x: torch.Tensor):\n    y = x \\\n        + 1\n    x.cuda()\n    return y\n";
+    let continued = "import torch\n\n\ndef f(x: torch.Tensor):\n    y = x \\\n        + 1\n    x.cuda()\n    return y\n\n\nDEVICES = (\"cuda\", \"mps\")\n";
     for (name, text) in
         [("bom.py", bom.as_str()), ("crlf.py", &crlf), ("tabs.py", &tabs), ("cont.py", continued)]
     {
@@ -405,7 +405,7 @@ fn long_call_chains_and_thousands_of_moves_are_linted() {
     for i in 0..n {
         moves.push_str(&format!("    y{i} = x.cuda()\n"));
     }
-    moves.push_str("    return x\n");
+    moves.push_str("    return x\n\n\nDEVICES = (\"cuda\", \"mps\")\n");
     let report = lint_source("moves.py", &moves, &settings);
     // One cause in one function: reported once, with every place.
     let d002: Vec<_> = report.diagnostics.iter().filter(|d| d.code == "D002").collect();
@@ -445,7 +445,7 @@ fn device_work_and_hot_loops_spread_through_long_chains_of_helpers() {
             i + 1
         ));
     }
-    hot.push_str("def fit(loader):\n    for x in loader:\n        net(x)\n        f0(x)\n");
+    hot.push_str("def fit(loader):\n    for x in loader:\n        net(x)\n        f0(x)\n\n\nDEVICES = (\"cuda\", \"mps\")\n");
     let report = lint_source("helpers.py", &hot, &settings);
     // Every helper runs at every step, however far down the chain: each `.item()` is reported,
     // and each `.cuda()` is judged in library code.

@@ -45,8 +45,12 @@ fn classes(report: &FileReport, project: &Project, parsed: Parsed<ModModule>) ->
     }
     let file_name = report.disk_path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let (module, is_package) = super::project::module_path(&report.disk_path);
-    let cx =
-        Checker::new(&model, kind, file_name, View::new(project, &report.disk_path, &module, is_package));
+    let cx = Checker::new(
+        &model,
+        kind,
+        file_name,
+        View::new(project, &report.disk_path, &module, is_package, Default::default()),
+    );
     let index = LineIndex::new(text);
     let shown = report.path.clone();
     let line = |offset: usize| index.line_col(text, offset).line;

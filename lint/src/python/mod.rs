@@ -89,7 +89,7 @@ fn analyse(
     }
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let (module, is_package) = project::module_path(path);
-    let view = project::View::new(project, path, &module, is_package);
+    let view = project::View::new(project, path, &module, is_package, project::Placement::of_text(text));
     checker::Checker::new(&model, kind, file_name, view).run(body, rules)
 }
 
@@ -111,6 +111,7 @@ pub(crate) fn index_entry(path: &Path, text: &str) -> Option<project::FileEntry>
             let mut entry = project::FileEntry::of(path, &parsed.syntax().body);
             entry.cpu_path = rules::names_cpu_path(text) && project::chooses_the_cpu(text);
             entry.accelerator = project::names_an_accelerator(text);
+            entry.placement = project::Placement::of_text(text);
             entry
         })
     });

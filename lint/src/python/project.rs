@@ -53,6 +53,68 @@ pub(crate) struct Project {
     cpu_path: bool,
     /// Some file of the project names an accelerator (`cuda`, `mps`, `xla`).
     accelerator: bool,
+    /// Where the project's files say it runs ([`Placement`]).
+    placement: Placement,
+    /// The configuration declares the code CUDA-only (`target = "cuda"`).
+    cuda_only: bool,
+}
+
+/// What a project's text says about where it runs, for D002: whether a hard-coded `"cuda"`
+/// bites on a GPU run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Placement {
+    /// It offers an accelerator other than CUDA (`"mps"`, `torch.backends.mps`, XLA, `xpu`,
+    /// `npu`): a run there fails where the code says `"cuda"`.
+    pub other_accelerator: bool,
+    /// It runs one process per GPU (`init_process_group`, `DistributedDataParallel`,
+    /// `LOCAL_RANK`): an explicit `"cuda:0"` puts every process's tensors on GPU 0.
+    pub multi_process: bool,
+    /// It gives each process its GPU (`torch.cuda.set_device(..)`): a bare `"cuda"` or `.cuda()`
+    /// lands there.
+    pub sets_device: bool,
+    /// The configuration declares the code CUDA-only (`target = "cuda"`).
+    pub cuda_only: bool,
+}
+
+impl Placement {
+    /// What one file's text says, in so many words.
+    pub(crate) fn of_text(text: &str) -> Placement {
+        let has = |words: &[&str]| {
+            words.iter().any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
+        };
+        Placement {
+            other_accelerator: has(&[
+                "\"mps\"",
+                "'mps'",
+                "backends.mps",
+                "torch_xla",
+                "xla_device",
+                "torch.xpu",
+                "\"xpu\"",
+                "'xpu'",
+                "torch_npu",
+                "\"npu\"",
+                "'npu'",
+            ]),
+            multi_process: has(&[
+                "init_process_group",
+                "DistributedDataParallel",
+                "LOCAL_RANK",
+                "local_rank",
+            ]),
+            sets_device: has(&["cuda.set_device("]),
+            cuda_only: false,
+        }
+    }
+
+    fn union(self, other: Placement) -> Placement {
+        Placement {
+            other_accelerator: self.other_accelerator || other.other_accelerator,
+            multi_process: self.multi_process || other.multi_process,
+            sets_device: self.sets_device || other.sets_device,
+            cuda_only: self.cuda_only || other.cuda_only,
+        }
+    }
 }
 
 /// A call, at every step (in a hot loop, or in a function that runs in one), to a top-level
@@ -104,6 +166,8 @@ pub(crate) struct FileEntry {
     pub(crate) cpu_path: bool,
     /// The file names an accelerator.
     pub(crate) accelerator: bool,
+    /// Where the file says the code runs.
+    pub(crate) placement: Placement,
 }
 
 /// A base class as the file names it.
@@ -127,6 +191,7 @@ impl Project {
             project.paths.push(file.path);
             project.cpu_path |= file.cpu_path;
             project.accelerator |= file.accelerator;
+            project.placement = project.placement.union(file.placement);
             for (name, facts) in file.functions {
                 for key in suffixes(&file.module, &name) {
                     if facts.runs_loop {
@@ -265,6 +330,11 @@ impl Project {
     /// Does some file of the project name an accelerator?
     pub(crate) fn uses_accelerator(&self) -> bool {
         self.accelerator
+    }
+
+    /// Declares the code CUDA-only, or not (`target` in the configuration).
+    pub(crate) fn set_target(&mut self, target: Option<crate::config::Target>) {
+        self.cuda_only = target == Some(crate::config::Target::Cuda);
     }
 
     /// Does the function an absolute dotted name names run a loop of steps itself?
@@ -925,6 +995,8 @@ pub(crate) struct View<'p> {
     path: &'p Path,
     module: &'p [String],
     is_package: bool,
+    /// What the file itself says about where it runs.
+    own: Placement,
 }
 
 impl<'p> View<'p> {
@@ -933,8 +1005,15 @@ impl<'p> View<'p> {
         path: &'p Path,
         module: &'p [String],
         is_package: bool,
+        own: Placement,
     ) -> View<'p> {
-        View { project, path, module, is_package }
+        View { project, path, module, is_package, own }
+    }
+
+    /// Where the project, this file included, says it runs.
+    pub(crate) fn placement(&self) -> Placement {
+        let declared = Placement { cuda_only: self.project.cuda_only, ..Placement::default() };
+        self.project.placement.union(self.own).union(declared)
     }
 
     /// Does the project have anything to say about other files?

@@ -8,6 +8,7 @@ use rustc_hash::FxHashMap;
 use crate::diagnostic::Finding;
 use crate::python::checker::{Checker, Node, Reads, Rule};
 use crate::python::model::FunctionId;
+use crate::python::project::Placement;
 use crate::registry;
 
 use super::helpers::{
@@ -89,12 +90,61 @@ impl Rule for Check {
         if placement_is_checked(cx) || collectives || defines_a_move(cx) || checked_before {
             return;
         }
+        let Some(bites) = Bites::on_a_gpu_run(cx.types.project().placement(), &what) else { return };
         let shown = shown.text(cx);
         out.push(
-            Finding::new(&registry::D002, range(at), format!("`{shown}` hard-codes {what} in library code"))
-                .label(format!("always {what}"))
-                .help("take the device from the inputs (`x.device`) or the module's weights, or as a parameter; let the script choose it"),
+            Finding::new(
+                &registry::D002,
+                range(at),
+                format!("`{shown}` hard-codes {what} in library code: {}", bites.why()),
+            )
+            .label(format!("always {what}"))
+            .help("take the device from the inputs (`x.device`) or the module's weights, or as a parameter; let the script choose it"),
         );
+    }
+}
+
+/// How a hard-coded device goes wrong on a GPU run of this project. Where it cannot (a codebase
+/// that only ever runs on CUDA, where only a CPU run would fail), the rule says nothing.
+#[derive(Clone, Copy)]
+enum Bites {
+    /// The project also runs on Apple's MPS, XLA or another accelerator.
+    OtherAccelerator,
+    /// One process per GPU: an explicit index puts every process's tensor on that GPU.
+    EveryProcess,
+    /// One process per GPU and nothing calls `torch.cuda.set_device`: the current device is GPU 0
+    /// in every process.
+    NoSetDevice,
+    /// `"mps"` written into code that also runs on CUDA.
+    Mps,
+}
+
+impl Bites {
+    fn on_a_gpu_run(p: Placement, what: &str) -> Option<Bites> {
+        if what == "mps" {
+            return Some(Bites::Mps);
+        }
+        let indexed = what.starts_with("cuda:");
+        if indexed && p.multi_process {
+            Some(Bites::EveryProcess)
+        } else if p.other_accelerator && !p.cuda_only {
+            Some(Bites::OtherAccelerator)
+        } else if !indexed && p.multi_process && !p.sets_device && !p.cuda_only {
+            Some(Bites::NoSetDevice)
+        } else {
+            None
+        }
+    }
+
+    fn why(self) -> &'static str {
+        match self {
+            Bites::OtherAccelerator => "the project also runs on other accelerators (MPS, XLA, ..), where this fails",
+            Bites::EveryProcess => "with one process per GPU, every process puts this on the same GPU",
+            Bites::NoSetDevice => {
+                "with one process per GPU and no `torch.cuda.set_device`, every process puts this on GPU 0"
+            }
+            Bites::Mps => "a CUDA run fails here",
+        }
     }
 }
 
