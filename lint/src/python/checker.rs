@@ -107,6 +107,18 @@ pub(crate) enum Hot {
     CalledElsewhere(usize),
 }
 
+/// What the loops around a place make of it.
+enum Heat {
+    /// A loop that queues device work at every iteration (a step loop): the place runs at every
+    /// step.
+    Work(LoopId),
+    /// A loop around a loop of steps (over epochs): the place runs once per epoch.
+    Outer,
+    /// Loops that queue no device work (over items, over a dict's entries): as often as the
+    /// function runs.
+    Cold,
+}
+
 /// What is known about the whole file before the rules run.
 pub(crate) struct Facts {
     /// Per function: whether it is a forward pass (or called from one).
@@ -345,8 +357,13 @@ impl<'m, 'a> Checker<'m, 'a> {
             return None;
         }
         if let Some(&l) = self.loops.last() {
-            let hot = self.facts.hot_loop(self.model, l)?;
-            return Some(Hot::CalledInLoop(self.model.loop_(hot).stmt.range()));
+            match self.facts.loop_heat(self.model, l) {
+                Heat::Work(hot) => return Some(Hot::CalledInLoop(self.model.loop_(hot).stmt.range())),
+                // Once per epoch (around a loop of steps): not hot, whatever calls the function.
+                Heat::Outer => return None,
+                // A loop over items in a function that runs at every step runs at every step.
+                Heat::Cold => {}
+            }
         }
         let f = self.function?;
         if self.facts.forward[f.index()] {
@@ -947,7 +964,8 @@ impl Facts {
         let mut forward = vec![false; n];
         for (id, f) in model.functions() {
             forward[id.index()] = f.class.is_some_and(|c| types.is_module_class(c) == Truth::Yes)
-                && (f.name() == "forward" || f.name().starts_with("forward_"));
+                && (f.name() == "forward" || f.name().starts_with("forward_"))
+                || lightning_training_step(model, id);
         }
         // Which calls queue device work, and which call functions of this file.
         let mut function_work = vec![false; n];
@@ -1170,17 +1188,25 @@ impl Facts {
     /// first one that queues device work at each iteration, unless an outer loop (over epochs) comes
     /// first. Loops that only post-process results (no module calls, no `backward()`) do not count.
     fn hot_loop(&self, model: &Model<'_>, innermost: LoopId) -> Option<LoopId> {
+        match self.loop_heat(model, innermost) {
+            Heat::Work(l) => Some(l),
+            Heat::Outer | Heat::Cold => None,
+        }
+    }
+
+    /// What the loops around a place (from the innermost outwards) make of it.
+    fn loop_heat(&self, model: &Model<'_>, innermost: LoopId) -> Heat {
         let mut at = Some(innermost);
         while let Some(l) = at {
             if self.outer_loop[l.index()] {
-                return None;
+                return Heat::Outer;
             }
             if self.loop_work[l.index()] {
-                return Some(l);
+                return Heat::Work(l);
             }
             at = model.loop_(l).parent;
         }
-        None
+        Heat::Cold
     }
 }
 
@@ -1217,6 +1243,20 @@ fn steps_training(call: &ast::ExprCall) -> bool {
         }
         _ => false,
     }
+}
+
+/// Is the function `training_step` of a Lightning module? Lightning calls it at every training
+/// step with the batch already on the module's device: it runs as a forward pass does.
+pub(crate) fn lightning_training_step(model: &Model<'_>, f: FunctionId) -> bool {
+    let fun = model.function(f);
+    fun.name() == "training_step"
+        && fun.class.is_some_and(|c| {
+            model
+                .class(c)
+                .bases()
+                .iter()
+                .any(|b| model.canonical_name(b).is_some_and(|q| q.ends_with("LightningModule")))
+        })
 }
 
 /// A call in the call graph: who calls whom, inside which loop, where.

@@ -67,9 +67,10 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     let (message, help) = match hot {
         Hot::Forward => (
             format!(
-                "`{}` in `{}` waits for the device at every forward pass",
+                "`{}` in `{}` waits for the device at every {}",
                 sync.what,
-                cx.function_name().unwrap_or("forward")
+                cx.function_name().unwrap_or("forward"),
+                if cx.function_name() == Some("training_step") { "training step" } else { "forward pass" }
             ),
             "keep the value on the device (`torch.where`, masking) or move the check out of the forward pass",
         ),
@@ -253,6 +254,15 @@ fn use_from_parents(cx: &Checker<'_, '_>, value: &Expr, bulk: bool) -> Use {
                 | Expr::Subscript(_)
                 | Expr::Call(_)
                 | Expr::Named(_) => child = p,
+                // The element of a comprehension: as the comprehension is used.
+                Expr::ListComp(ast::ExprListComp { elt, .. })
+                | Expr::SetComp(ast::ExprSetComp { elt, .. })
+                | Expr::Generator(ast::ExprGenerator { elt, .. })
+                    if std::ptr::eq(&**elt, child) =>
+                {
+                    child = p
+                }
+                Expr::DictComp(d) if std::ptr::eq(&*d.value, child) => child = p,
                 _ => return Use::Needed,
             },
             Node::Stmt(s) => return classify_statement(cx, s, child, bulk),
@@ -263,7 +273,18 @@ fn use_from_parents(cx: &Checker<'_, '_>, value: &Expr, bulk: bool) -> Use {
 
 fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) -> Use {
     let targets: Vec<&Expr> = match s {
-        Stmt::If(i) if std::ptr::eq(&*i.test, child) => return decision(cx, &i.body),
+        // Either branch leaving the loop or the function makes it a decision (`if done.item():
+        // ... else: break`).
+        Stmt::If(i) if std::ptr::eq(&*i.test, child) => {
+            let branches = std::iter::once(&i.body[..]).chain(i.elif_else_clauses.iter().map(|c| &c.body[..]));
+            let mut result = Use::Deferrable;
+            for b in branches {
+                if decision(cx, b) == Use::Needed {
+                    result = Use::Needed;
+                }
+            }
+            return result;
+        }
         Stmt::While(w) if std::ptr::eq(&*w.test, child) => return Use::Needed,
         // Returned to a caller of another file that only logs or accumulates it.
         Stmt::Return(_) if returned_for_bookkeeping(cx) => return Use::Deferrable,

@@ -406,8 +406,23 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
         each_put(cx, b, &mut |v| p = p.union(provenance_at(cx, v, depth + 1)));
         return Provenance { requires_grad: false, ..p };
     }
-    if matches!(cx.kind_of(e), Kind::Scalar | Kind::Other | Kind::Device | Kind::Numpy) {
-        return NONE;
+    match e {
+        // A dict, list or tuple of tensors: where its items are.
+        Expr::Dict(d) => {
+            let p = d.items.iter().fold(NONE, |p, item| p.union(provenance_at(cx, &item.value, depth + 1)));
+            return Provenance { requires_grad: false, ..p };
+        }
+        Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }) => {
+            let p = elts.iter().fold(NONE, |p, e| p.union(provenance_at(cx, e, depth + 1)));
+            return Provenance { requires_grad: false, ..p };
+        }
+        _ => {}
+    }
+    match cx.kind_of(e) {
+        Kind::Scalar | Kind::Device | Kind::Numpy => return NONE,
+        // A name of a dict or list is where what it holds is (its value says).
+        Kind::Other if !matches!(e, Expr::Name(_)) => return NONE,
+        _ => {}
     }
     let next = |e: &Expr| provenance_at(cx, e, depth + 1);
     match e {
@@ -461,13 +476,19 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                     return c.arguments.args.iter().fold(NONE, |p, arg| p.union(next(arg)));
                 }
             }
-            // Calling a module: its output is where its weights are, and carries their grad.
-            if cx.kind_of(&c.func) == crate::python::typing::Kind::Module {
+            // Calling a module (`self(x)` in one of its methods too): its output is where its
+            // weights are, and carries their grad.
+            if cx.kind_of(&c.func) == crate::python::typing::Kind::Module
+                || (matches!(&*c.func, Expr::Name(n) if n.id.as_str() == "self") && cx.in_module_method())
+            {
                 return Provenance { on_accelerator: true, requires_grad: true };
             }
             // Calling a value (a model passed in, `self.net`), or a function of the project (a
             // loss, a reduction across ranks): its output is where its inputs are.
-            if calls_a_value(cx, c) || project_function(cx, c) == Some(false) {
+            if calls_a_value(cx, c)
+                || project_function(cx, c) == Some(false)
+                || calls_a_component_method(cx, c)
+            {
                 let on = c
                     .arguments
                     .args
@@ -514,6 +535,8 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             Provenance { requires_grad: false, ..p }
         }
         Expr::UnaryOp(u) => next(&u.operand),
+        Expr::Starred(s) => next(&s.value),
+
         Expr::Name(_) => {
             let Some(b) = name_binding(cx, e) else { return NONE };
             let binding = cx.model.binding(b);
@@ -550,6 +573,25 @@ fn project_function(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> Option<bool> {
     let q = cx.callee_name(c)?;
     let project = cx.types.project();
     project.function(&q).map(|_| project.returns_host(&q))
+}
+
+/// Does the call name a method of the module itself (`self.encode(x)`) or of a component it
+/// holds (`self.model.loss_function(..)`), not one of a tensor's? Its result is where its inputs
+/// are, as a module's is.
+fn calls_a_component_method(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
+    let is_self = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == "self");
+    let Expr::Attribute(method) = &*c.func else { return false };
+    if api::tensor_method_returns_tensor(method.attr.as_str()) {
+        return false;
+    }
+    match &*method.value {
+        // `self.encode(x)` in a module: its own method.
+        receiver if is_self(receiver) => cx.in_module_method(),
+        Expr::Attribute(component) => {
+            is_self(&component.value) && matches!(cx.kind_of(&method.value), Kind::Module | Kind::Unknown)
+        }
+        _ => false,
+    }
 }
 
 /// Is the binding an empty dict or list (`losses = {}`, `outs = []`, `dict()`) that the current
@@ -635,11 +677,18 @@ fn binding_value_provenance(
             let old = binding.shadowed.map(|s| binding_provenance(cx, s, depth + 1)).unwrap_or_default();
             old.union(next(value))
         }
+        // `for k, v in losses.items()`, `for v in losses.values()`: where the container's values
+        // are; the keys are not tensors.
+        BindingKind::LoopVar { iter: Expr::Call(c), part } => match (method_call_parts(c), part) {
+            (Some((receiver, "items")), Part::Element(1)) | (Some((receiver, "values")), _) => next(receiver),
+            _ => NONE,
+        },
         BindingKind::Parameter { function: Some(f), position, .. } => {
             // The inputs of a forward pass are on the model's device.
             let fun = cx.model.function(f);
             let is_self = position == 0 && fun.receiver == Some(binding.name);
-            let forward = fun.name() == "forward" && fun.class.is_some();
+            let forward = (fun.name() == "forward" && fun.class.is_some())
+                || crate::python::checker::lightning_training_step(cx.model, f);
             // A function another file calls at every step: where that file's arguments are.
             let passed = match cx.hot_of(f) {
                 Some(crate::python::checker::Hot::CalledElsewhere(i)) => {
@@ -650,6 +699,14 @@ fn binding_value_provenance(
             Provenance { on_accelerator: (forward && !is_self) || passed, requires_grad: false }
         }
         _ => NONE,
+    }
+}
+
+/// The receiver and method name of a method call.
+fn method_call_parts(c: &ast::ExprCall) -> Option<(&Expr, &str)> {
+    match &*c.func {
+        Expr::Attribute(a) => Some((&a.value, a.attr.as_str())),
+        _ => None,
     }
 }
 
