@@ -449,7 +449,9 @@ pub(crate) fn module_method_returns_self(method: &str) -> bool {
 /// An `nn.Module` class (or a function that builds one) by qualified name, from PyTorch and the
 /// libraries built on it.
 pub(crate) fn is_module_class(q: &str) -> bool {
-    if let Some(name) = q.strip_prefix("torch.nn.") {
+    if let Some(name) = q.strip_prefix("torch.nn.")
+        && !name.starts_with("parallel.")
+    {
         return !name.contains('.')
             && name.starts_with(|c: char| c.is_ascii_uppercase())
             && !matches!(name, "Parameter" | "Buffer" | "UninitializedParameter" | "UninitializedBuffer");
@@ -463,6 +465,12 @@ pub(crate) fn is_module_class(q: &str) -> bool {
             | "transformers.PreTrainedModel"
             | "transformers.modeling_utils.PreTrainedModel"
             | "timm.create_model"
+            // Wrappers: what they return is a module that runs the one they wrap.
+            | "torch.nn.parallel.DistributedDataParallel"
+            | "torch.nn.parallel.DataParallel"
+            | "torch.nn.parallel.distributed.DistributedDataParallel"
+            | "torch.distributed.fsdp.FullyShardedDataParallel"
+            | "torch.compile"
     ) || q
         .strip_prefix("torchvision.models.")
         .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_lowercase()))

@@ -191,7 +191,9 @@ fn outermost_chain<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> &'a Expr {
     let mut value = e;
     for parent in cx.parents.iter().rev() {
         match parent {
-            Node::Expr(p @ (Expr::Attribute(_) | Expr::Subscript(_))) => value = p,
+            Node::Expr(p @ Expr::Attribute(_)) => value = p,
+            // `x.item()[0]` goes on; `table[x.item()]` uses the value as an index.
+            Node::Expr(p @ Expr::Subscript(s)) if std::ptr::eq(&*s.value, value) => value = p,
             Node::Expr(p @ Expr::Call(c)) if std::ptr::eq(&*c.func, value) => value = p,
             _ => break,
         }

@@ -458,7 +458,16 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                 }
                 if api::tensor_method_returns_tensor(a.attr.as_str()) && cx.kind_of(&a.value).may_be_tensor()
                 {
-                    return c.arguments.args.iter().fold(recv(), |p, arg| p.union(next(arg)));
+                    // A tensor method's result is on its receiver's device (its tensor arguments
+                    // must be there too; the others are sizes and dims); it carries the grad of
+                    // all of them.
+                    let p = recv();
+                    let grad = c
+                        .arguments
+                        .args
+                        .iter()
+                        .any(|arg| cx.kind_of(arg) == Kind::Tensor && next(arg).requires_grad);
+                    return Provenance { requires_grad: p.requires_grad || grad, ..p };
                 }
             }
             if let Some(q) = cx.callee_name(c) {
@@ -679,10 +688,21 @@ fn binding_value_provenance(
         }
         // `for k, v in losses.items()`, `for v in losses.values()`: where the container's values
         // are; the keys are not tensors.
+        // `for a, b in zip(xs, ys)`, `for i, x in enumerate(xs)`, `for x in xs`: where the
+        // sequence's elements are.
         BindingKind::LoopVar { iter: Expr::Call(c), part } => match (method_call_parts(c), part) {
             (Some((receiver, "items")), Part::Element(1)) | (Some((receiver, "values")), _) => next(receiver),
-            _ => NONE,
+            _ => match (cx.callee_name(c).as_deref(), part) {
+                (Some("builtins.zip"), Part::Element(i)) => c.arguments.args.get(i).map(next).unwrap_or(NONE),
+                (Some("builtins.enumerate"), Part::Element(1)) => {
+                    c.arguments.args.first().map(next).unwrap_or(NONE)
+                }
+                _ => NONE,
+            },
         },
+        BindingKind::LoopVar { iter: iter @ (Expr::Name(_) | Expr::Attribute(_)), part: Part::Whole } => {
+            next(iter)
+        }
         BindingKind::Parameter { function: Some(f), position, .. } => {
             // The inputs of a forward pass are on the model's device.
             let fun = cx.model.function(f);
@@ -694,6 +714,21 @@ fn binding_value_provenance(
                 Some(crate::python::checker::Hot::CalledElsewhere(i)) => {
                     cx.facts.elsewhere.get(i).is_some_and(|c| c.args.get(position).copied().unwrap_or(false))
                 }
+                // A plain function called in a loop of this file: where that call's argument is.
+                Some(crate::python::checker::Hot::CalledInLoop(at)) if fun.class.is_none() => cx
+                    .model
+                    .calls
+                    .iter()
+                    .find(|s| s.call.range() == at)
+                    .filter(|s| {
+                        matches!(cx.model.callee(s.call, s.function), Some(crate::python::model::Callee::Function(g)) if g == f)
+                    })
+                    .and_then(|s| {
+                        let args = &s.call.arguments.args;
+                        let before = args.iter().take(position).any(|a| matches!(a, Expr::Starred(_)));
+                        args.get(position).filter(|_| !before)
+                    })
+                    .is_some_and(|a| next(a).on_accelerator),
                 _ => false,
             };
             Provenance { on_accelerator: (forward && !is_self) || passed, requires_grad: false }
