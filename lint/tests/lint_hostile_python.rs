@@ -453,3 +453,27 @@ fn device_work_and_hot_loops_spread_through_long_chains_of_helpers() {
     assert_eq!(count("D005"), n, "{:?}", &report.diagnostics[..3.min(report.diagnostics.len())]);
     assert_eq!(count("D002"), n);
 }
+
+/// One training loop with 20,000 losses put into a dict and 20,000 reads of them: each read is
+/// judged without scanning the loop's statements again (both the container's puts and the
+/// explicit wait before a read were looked for by a scan per read: quadratic).
+#[test]
+fn thousands_of_reads_and_container_puts_in_one_loop_are_linted() {
+    let n = 20_000;
+    let mut text = String::from(
+        "import torch\n\n\ndef train(model, opt, loader, device):\n    d = {}\n    for x in loader:\n        \
+         out = model(x.to(device))\n        out.sum().backward()\n        opt.step()\n",
+    );
+    for i in 0..n {
+        text.push_str(&format!("        d['k{i}'] = out\n"));
+    }
+    for i in 0..n {
+        text.push_str(&format!("        print(d['k{i}'].item())\n"));
+    }
+    let report = lint_source("reads.py", &text, &preview());
+    let d005: Vec<_> = report.diagnostics.iter().filter(|d| d.code == "D005").collect();
+    // One cause in one function: reported once, with every place.
+    assert_eq!(d005.len(), 1, "{:?}", &report.diagnostics[..3.min(report.diagnostics.len())]);
+    assert_eq!(d005[0].count(), n);
+    assert_eq!(d005[0].start.line, 10 + n);
+}

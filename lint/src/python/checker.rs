@@ -10,7 +10,7 @@
 
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange};
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::diagnostic::Finding;
 use crate::source::FileKind;
@@ -208,6 +208,9 @@ pub(crate) struct Checker<'m, 'a> {
     /// The file's top-level functions whose every result is on the host, worked out once for the
     /// file ([`super::project::host_functions`]).
     host_functions: std::cell::OnceCell<FxHashSet<String>>,
+    /// What the file's statements put into each container a name holds (`d[k] = v`,
+    /// `d.append(v)`), by the container's binding: one pass over the file's statements.
+    pub(crate) puts: FxHashMap<BindingId, Vec<&'a Expr>>,
 }
 
 impl<'m, 'a> Checker<'m, 'a> {
@@ -238,6 +241,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             container_puts: std::cell::OnceCell::new(),
             attribute_calls: std::cell::OnceCell::new(),
             host_functions: std::cell::OnceCell::new(),
+            puts: FxHashMap::default(),
             hot_calls: Vec::new(),
         }
     }
@@ -259,6 +263,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             }
         }
         self.module_body = body;
+        self.puts = super::rules::helpers::container_puts(self.model, body);
         self.body(body, &mut rules, &mut out);
         rules.finish(&self, &mut out);
         (out, self.hot_calls)

@@ -471,7 +471,9 @@ fn synchronized_just_before(cx: &Checker<'_, '_>) -> bool {
     if queues(&block[at]) {
         return false;
     }
-    for s in block[..at].iter().rev() {
+    // Looked for among the 32 statements before (a block of thousands of reads would make the
+    // rule quadratic; an explicit wait further up is not "just before").
+    for s in block[..at].iter().rev().take(32) {
         if let Stmt::Expr(e) = s
             && let Expr::Call(c) = &*e.value
             && c.arguments.is_empty()

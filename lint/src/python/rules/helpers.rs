@@ -9,6 +9,8 @@ use aho_corasick::AhoCorasick;
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
+use rustc_hash::FxHashMap;
+
 use crate::diagnostic::Edit;
 use crate::python::api;
 use crate::python::checker::{Checker, Node};
@@ -623,46 +625,61 @@ fn filled_container(cx: &Checker<'_, '_>, b: BindingId) -> bool {
 /// Each value the current function puts into the container bound by `b`: `d[k] = v`,
 /// `d.append(v)` (at most 16; a value that reads the container itself is left out).
 fn each_put<'a>(cx: &Checker<'_, 'a>, b: BindingId, f: &mut dyn FnMut(&'a Expr)) {
-    let body: &'a [Stmt] = match cx.function {
-        Some(fun) => &cx.model.function(fun).def.body,
-        None => cx.module_body,
-    };
-    let is_container = |e: &Expr| name_binding(cx, e).is_some_and(|x| x == b);
     let reads_container = |v: &Expr| {
         let mut found = false;
         any_subexpr(v, &mut |sub| {
-            found |= is_container(sub);
+            found |= name_binding(cx, sub) == Some(b);
             !found
         });
         found
     };
-    let mut count = 0;
-    let mut put = |v: &'a Expr, f: &mut dyn FnMut(&'a Expr)| {
-        if count < 16 && !reads_container(v) {
-            count += 1;
-            f(v);
+    for v in cx.puts.get(&b).into_iter().flatten().filter(|v| !reads_container(v)).take(16) {
+        f(v);
+    }
+}
+
+/// What the statements of a file put into each container a name holds (`d[k] = v`,
+/// `d.append(v)`), by the container's binding.
+pub(crate) fn container_puts<'a>(model: &Model<'a>, body: &'a [Stmt]) -> FxHashMap<BindingId, Vec<&'a Expr>> {
+    let mut puts: FxHashMap<BindingId, Vec<&'a Expr>> = FxHashMap::default();
+    let mut put = |container: &Expr, v: &'a Expr| {
+        if let Expr::Name(n) = container
+            && let Some(c) = model.binding_of(n)
+        {
+            puts.entry(c).or_default().push(v);
         }
     };
-    each_stmt(body, &mut |s| match s {
+    // Every statement of the file, function and class bodies included.
+    fn walk<'a>(body: &'a [Stmt], depth: usize, f: &mut dyn FnMut(&'a Stmt)) {
+        each_stmt(body, &mut |s| {
+            f(s);
+            if depth < crate::python::model::MAX_DEPTH {
+                match s {
+                    Stmt::FunctionDef(d) => walk(&d.body, depth + 1, f),
+                    Stmt::ClassDef(d) => walk(&d.body, depth + 1, f),
+                    _ => {}
+                }
+            }
+        });
+    }
+    walk(body, 0, &mut |s| match s {
         Stmt::Assign(a) => {
             for t in &a.targets {
-                if let Expr::Subscript(sub) = t
-                    && is_container(&sub.value)
-                {
-                    put(&a.value, f);
+                if let Expr::Subscript(sub) = t {
+                    put(&sub.value, &a.value);
                 }
             }
         }
         Stmt::Expr(e) => {
             if let Some((call, receiver, "append" | "extend" | "insert")) = method_call(&e.value)
-                && is_container(receiver)
                 && let Some(v) = call.arguments.args.last()
             {
-                put(v, f);
+                put(receiver, v);
             }
         }
         _ => {}
     });
+    puts
 }
 
 fn binding_value_provenance(
