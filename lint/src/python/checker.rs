@@ -490,9 +490,15 @@ impl<'m, 'a> Checker<'m, 'a> {
             Stmt::If(i) => {
                 self.test(&i.test, rules, out);
                 let main = is_main_guard(&i.test);
-                // A branch that leaves the loop or the function runs once, not at every step.
-                let gate =
-                    !main && (is_gate(&i.test) || i.body.iter().any(|s| leaves_for_good(self.model, s)));
+                // A branch that leaves the loop runs once, not at every step; so does one that
+                // raises or exits. (A `return` outside any loop of the function is just how the
+                // function ends: at every call, `if world_size > 1: return reduced.item()`.)
+                let in_loop = !self.loops.is_empty();
+                let leaves = i
+                    .body
+                    .iter()
+                    .any(|s| leaves_for_good(self.model, s) && (in_loop || !matches!(s, Stmt::Return(_))));
+                let gate = !main && (is_gate(&i.test) || leaves);
                 self.main_block += usize::from(main);
                 self.gated += usize::from(gate);
                 self.body(&i.body, rules, out);
