@@ -235,8 +235,8 @@ macro_rules! with_rules {
                 summary: "`Cuda(0)`-style device literals in library/model code (not in main, \
                     tests, examples, benches)",
                 rust: d002_hardcoded_accelerator (Stable),
-                python: d002_hardcoded_accelerator (Preview("Strict precision 0.47 on the held-out \
-                    PyTorch repositories of the ecosystem check (18 of 38) and 0.67 on the tuning \
+                python: d002_hardcoded_accelerator (Preview("Strict precision 0.75 on the held-out \
+                    PyTorch repositories of the ecosystem check (18 of 24) and 0.67 on the tuning \
                     ones (2 of 3), recall 0.86 (18 of 21 known hazards). It reports only where the \
                     project says the line goes wrong on a GPU run (it also offers MPS or XLA, or \
                     runs one process per GPU with an index written or no `set_device`). Not yet \

@@ -477,3 +477,43 @@ fn thousands_of_reads_and_container_puts_in_one_loop_are_linted() {
     assert_eq!(d005[0].count(), n);
     assert_eq!(d005[0].start.line, 10 + n);
 }
+
+/// Values that fan out: two lists appended to each other over and over, lists of lists of the
+/// previous list, and tuples of tuples of a name. Each question about where a value is (on the
+/// device, or only on the host) stops after a bounded number of steps; before the bound, each
+/// of these took from seconds to minutes (exponential in the nesting).
+#[test]
+fn containers_of_containers_are_judged_in_bounded_time() {
+    let settings = preview();
+    let mut mutual = String::from(
+        "import torch\n\n\ndef train(model, loader, opt):\n    for x in loader:\n        x = x.cuda()\n        a = []\n        b = []\n",
+    );
+    for _ in 0..16 {
+        mutual.push_str("        a.append(b)\n        b.append(a)\n");
+    }
+    mutual.push_str("        opt.step()\n        print(torch.stack(a).sum().item())\n");
+    let report = lint_source("mutual.py", &mutual, &settings);
+    assert!(report.diagnostics.iter().all(|d| d.code != "D000"), "{:?}", report.diagnostics);
+
+    let mut nested = String::from(
+        "import torch\n\n\ndef train(loader, opt):\n    for x in loader:\n        a0 = [x.cuda()]\n",
+    );
+    for i in 1..20 {
+        let items = vec![format!("a{}", i - 1); 8].join(", ");
+        nested.push_str(&format!("        a{i} = [{items}]\n"));
+    }
+    nested.push_str("        opt.step()\n        print(torch.stack(a19).sum().item())\n");
+    let report = lint_source("nested.py", &nested, &settings);
+    assert!(report.diagnostics.iter().all(|d| d.code != "D000"), "{:?}", report.diagnostics);
+
+    // Whether a helper returns host values is asked of every function of the project when the
+    // index is built: tuples of tuples there too.
+    let mut tuples = String::from("import torch\n\n\ndef f():\n    a0 = 1\n");
+    for i in 1..24 {
+        let items = vec![format!("a{}", i - 1); 4].join(", ");
+        tuples.push_str(&format!("    a{i} = ({items})\n"));
+    }
+    tuples.push_str("    return a23\n");
+    let (_dir, reports) = run_of(&[("tuples.py", tuples.into_bytes()), ("ok.py", FLAGGED.into())]);
+    still_linted(&reports);
+}

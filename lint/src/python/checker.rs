@@ -211,6 +211,11 @@ pub(crate) struct Checker<'m, 'a> {
     /// What the file's statements put into each container a name holds (`d[k] = v`,
     /// `d.append(v)`), by the container's binding: one pass over the file's statements.
     pub(crate) puts: FxHashMap<BindingId, Vec<&'a Expr>>,
+    /// The steps left to the provenance query under way ([`super::rules::helpers::provenance`]):
+    /// containers of containers fan out, so a query stops (knowing nothing) after so many.
+    pub(crate) provenance_steps: std::cell::Cell<u32>,
+    /// Per nested function asked about: does it return only host values?
+    pub(crate) nested_host: std::cell::RefCell<FxHashMap<FunctionId, bool>>,
 }
 
 impl<'m, 'a> Checker<'m, 'a> {
@@ -242,6 +247,8 @@ impl<'m, 'a> Checker<'m, 'a> {
             attribute_calls: std::cell::OnceCell::new(),
             host_functions: std::cell::OnceCell::new(),
             puts: FxHashMap::default(),
+            provenance_steps: std::cell::Cell::new(0),
+            nested_host: std::cell::RefCell::new(FxHashMap::default()),
             hot_calls: Vec::new(),
         }
     }
@@ -308,6 +315,12 @@ impl<'m, 'a> Checker<'m, 'a> {
             Some((range, name)) if *range == call.range() => name.as_deref().map(std::borrow::Cow::Borrowed),
             _ => self.model.canonical_name(&call.func),
         }
+    }
+
+    /// What a forward-like function runs at, for messages: "training step" in a Lightning
+    /// `training_step`, else "forward pass".
+    pub fn pass_words(&self) -> &'static str {
+        if self.function_name() == Some("training_step") { "training step" } else { "forward pass" }
     }
 
     /// The file's top-level functions whose every result is on the host.

@@ -69,8 +69,8 @@ pub(crate) struct Placement {
     /// It runs one process per GPU (`init_process_group`, `DistributedDataParallel`,
     /// `LOCAL_RANK`): an explicit `"cuda:0"` puts every process's tensors on GPU 0.
     pub multi_process: bool,
-    /// It gives each process its GPU (`torch.cuda.set_device(..)`): a bare `"cuda"` or `.cuda()`
-    /// lands there.
+    /// It gives each process its GPU (`torch.cuda.set_device(..)`, or a trainer that does:
+    /// Accelerate, a `Trainer`, Lightning, DeepSpeed): a bare `"cuda"` or `.cuda()` lands there.
     pub sets_device: bool,
     /// The configuration declares the code CUDA-only (`target = "cuda"`).
     pub cuda_only: bool,
@@ -96,13 +96,15 @@ impl Placement {
                 "\"npu\"",
                 "'npu'",
             ]),
-            multi_process: has(&[
-                "init_process_group",
-                "DistributedDataParallel",
-                "LOCAL_RANK",
-                "local_rank",
+            multi_process: has(&["init_process_group", "DistributedDataParallel", "LOCAL_RANK"]),
+            // Trainers that start the processes give each its GPU themselves.
+            sets_device: has(&[
+                "cuda.set_device(",
+                "Accelerator(",
+                "Trainer(",
+                "LightningModule",
+                "deepspeed.initialize",
             ]),
-            sets_device: has(&["cuda.set_device("]),
             cuda_only: false,
         }
     }
@@ -783,12 +785,17 @@ pub(crate) fn returns_host(f: &ast::StmtFunctionDef, host_function: &dyn Fn(&str
         }
     }
     let mut values = Values::default();
+    // A parameter is what the caller passed (`batch["x"] = batch["x"].cpu()` fills it in place):
+    // not known to be on the host, whatever the function puts into it.
+    for p in f.parameters.iter() {
+        values.bound.entry(p.name().as_str()).or_default().push(None);
+    }
     values.visit_body(&f.body);
     if values.opaque {
         return false;
     }
     let mut visiting = Vec::new();
-    let host = Host { bound: &values.bound, function: host_function };
+    let host = Host { bound: &values.bound, function: host_function, steps: std::cell::Cell::new(4096) };
     values.returns.iter().all(|v| host.value(v, &mut visiting))
 }
 
@@ -840,21 +847,35 @@ struct Host<'h, 'f> {
     bound: &'h Bound<'f>,
     /// Is the top-level function of this name one whose every result is on the host?
     function: &'h dyn Fn(&str) -> bool,
+    /// The values left to look at: tuples of tuples of names fan out, so the answer is "not
+    /// known to be on the host" after so many.
+    steps: std::cell::Cell<u32>,
 }
 
 impl<'f> Host<'_, 'f> {
     /// Is the value evidently on the host, names followed through the function's bindings
     /// (`visiting`: the names being followed, so that `total += v.item()` ends)?
     fn value(&self, e: &'f Expr, visiting: &mut Vec<&'f str>) -> bool {
+        let steps = self.steps.get();
+        if steps == 0 {
+            return false;
+        }
+        self.steps.set(steps - 1);
         let numpy = |e: &Expr| matches!(e, Expr::Name(m) if matches!(m.id.as_str(), "np" | "numpy"));
         let cpu = |e: &Expr| matches!(e, Expr::StringLiteral(s) if s.value.to_str() == "cpu");
+        let math = |e: &Expr| matches!(e, Expr::Name(m) if m.id.as_str() == "math");
         match e {
             Expr::NumberLiteral(_)
             | Expr::BooleanLiteral(_)
             | Expr::NoneLiteral(_)
             | Expr::StringLiteral(_)
             | Expr::FString(_) => true,
-            Expr::Dict(d) => d.items.is_empty(),
+            Expr::Dict(d) => d.items.iter().all(|item| self.value(&item.value, visiting)),
+            Expr::ListComp(ast::ExprListComp { elt, .. })
+            | Expr::SetComp(ast::ExprSetComp { elt, .. })
+            | Expr::Generator(ast::ExprGenerator { elt, .. }) => self.value(elt, visiting),
+            Expr::DictComp(d) => self.value(&d.value, visiting),
+            Expr::UnaryOp(u) => self.value(&u.operand, visiting),
             Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => {
                 elts.iter().all(|e| self.value(e, visiting))
             }
@@ -886,16 +907,24 @@ impl<'f> Host<'_, 'f> {
                     Expr::Attribute(a) => match a.attr.as_str() {
                         "cpu" | "numpy" | "tolist" | "item" | "size" | "dim" | "numel" => true,
                         "to" => c.arguments.args.first().is_some_and(cpu),
+                        "cuda" | "type_as" => false,
                         // `torch.cat(feats)` is where its pieces are.
                         "cat" | "stack" => {
                             numpy(&a.value)
+                                || math(&a.value)
                                 || c.arguments.args.first().is_some_and(|x| self.value(x, visiting))
                         }
-                        _ => numpy(&a.value),
+                        // `np.mean(..)`, `math.log10(..)`; and a method of a host value keeps it
+                        // there (`t.cpu().squeeze(0).permute(1, 2, 0)`, `a.astype(np.uint8)`).
+                        _ => numpy(&a.value) || math(&a.value) || self.value(&a.value, visiting),
                     },
                     Expr::Name(n) => {
                         matches!(n.id.as_str(), "float" | "int" | "bool" | "len" | "str" | "round")
                             || (self.function)(n.id.as_str())
+                            // `sum(host values)`, `max(a, b)`: as their arguments.
+                            || (matches!(n.id.as_str(), "sum" | "max" | "min" | "abs")
+                                && !c.arguments.args.is_empty()
+                                && c.arguments.args.iter().all(|a| self.value(a, visiting)))
                     }
                     _ => false,
                 }
@@ -1192,8 +1221,18 @@ mod tests {
             ),
             "filled by index with a host helper's results"
         );
+        // A method of a host value keeps it there; math, NumPy and builtins of host values too.
+        assert!(host("    return model(xs).detach().cpu().squeeze(0).permute(1, 2, 0)\n"));
+        assert!(host("    return {\"loss\": model(xs).item(), \"n\": len(xs)}\n"));
+        assert!(host("    mse = model(xs).pow(2).mean().item()\n    return 10 * math.log10(1 / mse)\n"));
+        assert!(host("    return sum(x.item() for x in xs), [x.item() for x in xs]\n"));
         // Anything else may be on the device.
         assert!(!host("    return model(xs)\n"));
+        assert!(!host("    return model(xs).cpu().cuda()\n"), "moved back");
+        assert!(
+            !host("    xs[\"a\"] = xs[\"a\"].cpu()\n    return xs\n"),
+            "a parameter filled in place is the caller's"
+        );
         // Every value a name is ever bound to counts (the order of statements is not followed).
         assert!(!host("    out = model(xs)\n    out = out.cpu()\n    return out\n"));
         assert!(!host("    if xs:\n        return xs.cpu()\n    return xs\n"), "one path returns its input");
@@ -1207,6 +1246,19 @@ mod tests {
             !host("    out = xs\n    out = out\n    return out\n"),
             "a name bound only to itself and an input"
         );
+    }
+
+    #[test]
+    fn placement_is_read_from_the_words_of_the_code() {
+        let p = Placement::of_text;
+        assert!(p("dev = 'mps' if torch.backends.mps.is_available() else 'cpu'").other_accelerator);
+        assert!(!p("import torch\nx.cuda()\n").other_accelerator);
+        let ddp = p("dist.init_process_group('nccl')\nmodel = DistributedDataParallel(model)\n");
+        assert!(ddp.multi_process && !ddp.sets_device);
+        assert!(p("torch.cuda.set_device(int(os.environ['LOCAL_RANK']))").sets_device);
+        // A trainer's `local_rank` field says nothing; a trainer gives each process its GPU.
+        let trainer = p("if training_args.local_rank in (-1, 0):\n    trainer = Trainer(model=model)\n");
+        assert!(!trainer.multi_process && trainer.sets_device);
     }
 
     #[test]

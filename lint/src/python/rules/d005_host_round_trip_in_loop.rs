@@ -11,7 +11,7 @@ use crate::python::model::BindingId;
 use crate::python::typing::Kind;
 use crate::registry;
 
-use super::helpers::{any_subexpr, each_stmt, method_call, provenance_in_project, range};
+use super::helpers::{any_subexpr, method_call, provenance_in_project, range};
 
 
 #[derive(Default)]
@@ -70,7 +70,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
                 "`{}` in `{}` waits for the device at every {}",
                 sync.what,
                 cx.function_name().unwrap_or("forward"),
-                if cx.function_name() == Some("training_step") { "training step" } else { "forward pass" }
+                cx.pass_words()
             ),
             "keep the value on the device (`torch.where`, masking) or move the check out of the forward pass",
         ),
@@ -404,10 +404,19 @@ fn names_use(cx: &Checker<'_, '_>, names: &[BindingId], after: ruff_text_size::T
         None => cx.module_body,
     };
     let mut result = Use::Deferrable;
-    each_stmt(body, &mut |s| {
-        if result == Use::Needed || s.end() <= after {
-            return;
+    // The statements after the read that are looked at: enough for any real function, few
+    // enough that thousands of reads in one function do not make the rule quadratic. Beyond
+    // them, the value is taken as needed (no finding).
+    let mut budget = 2048usize;
+    each_stmt_after(body, after, &mut |s| {
+        if result == Use::Needed {
+            return false;
         }
+        if budget == 0 {
+            result = Use::Needed;
+            return false;
+        }
+        budget -= 1;
         // A name that decides a branch leaving the loop, or the loop's own condition.
         let (test, branch): (Option<&Expr>, Option<&[Stmt]>) = match s {
             Stmt::If(i) => (Some(&i.test), Some(&i.body)),
@@ -444,12 +453,58 @@ fn names_use(cx: &Checker<'_, '_>, names: &[BindingId], after: ruff_text_size::T
                 result != Use::Needed
             });
         }
+        result != Use::Needed
     });
     result
 }
 
+/// Calls `f` on each statement of `body` that ends after `after`, in order, nested blocks
+/// included (not those of a nested `def` or `class`), until `f` says stop. Each block is entered
+/// at its first statement ending after `after` (a binary search): a read near the end of a long
+/// function looks at what follows it, not at everything before.
+fn each_stmt_after<'a>(body: &'a [Stmt], after: ruff_text_size::TextSize, f: &mut dyn FnMut(&'a Stmt) -> bool) -> bool {
+    fn walk<'a>(
+        body: &'a [Stmt],
+        after: ruff_text_size::TextSize,
+        depth: usize,
+        f: &mut dyn FnMut(&'a Stmt) -> bool,
+    ) -> bool {
+        if depth > crate::python::model::MAX_DEPTH {
+            return true;
+        }
+        let first = body.partition_point(|s| s.end() <= after);
+        for s in &body[first..] {
+            if !f(s) {
+                return false;
+            }
+            let blocks: Vec<&'a [Stmt]> = match s {
+                Stmt::If(i) => std::iter::once(&i.body[..]).chain(i.elif_else_clauses.iter().map(|c| &c.body[..])).collect(),
+                Stmt::For(l) => vec![&l.body[..], &l.orelse[..]],
+                Stmt::While(w) => vec![&w.body[..], &w.orelse[..]],
+                Stmt::With(w) => vec![&w.body[..]],
+                Stmt::Try(t) => std::iter::once(&t.body[..])
+                    .chain(t.handlers.iter().map(|h| {
+                        let ast::ExceptHandler::ExceptHandler(h) = h;
+                        &h.body[..]
+                    }))
+                    .chain([&t.orelse[..], &t.finalbody[..]])
+                    .collect(),
+                Stmt::Match(m) => m.cases.iter().map(|c| &c.body[..]).collect(),
+                _ => Vec::new(),
+            };
+            for b in blocks {
+                if !walk(b, after, depth + 1, f) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+    walk(body, after, 0, f)
+}
+
 /// Has the device just been waited for: an explicit `torch.cuda.synchronize()` (any
-/// `*.synchronize()`) earlier in the same block, with no work queued since — no statement in
+/// `*.synchronize()`) among the 32 statements before in the same block, with no work queued since — no statement in
 /// between, nor the read's own statement, calls a module, `backward()` or a step, and none holds
 /// a block of its own? The read then waits for nothing (the wait, if any, is the explicit one).
 fn synchronized_just_before(cx: &Checker<'_, '_>) -> bool {

@@ -42,10 +42,15 @@ impl Rule for Check {
         let (message, label) = match hot {
             Hot::Forward => (
                 format!(
-                    "`empty_cache()` in `{}` hands cached memory back to the driver at every forward pass",
-                    cx.function_name().unwrap_or("forward")
+                    "`empty_cache()` in `{}` hands cached memory back to the driver at every {}",
+                    cx.function_name().unwrap_or("forward"),
+                    cx.pass_words()
                 ),
-                "called at every forward pass",
+                if cx.function_name() == Some("training_step") {
+                    "called at every training step"
+                } else {
+                    "called at every forward pass"
+                },
             ),
             Hot::CalledInLoop(_) => (
                 "`empty_cache()` in a loop hands cached memory back to the driver every iteration"

@@ -376,6 +376,7 @@ impl Provenance {
 /// parameter or buffer, an input of a forward pass, or computed from any of those. Values of
 /// unknown origin are neither: a finding needs evidence.
 pub(crate) fn provenance(cx: &Checker<'_, '_>, e: &Expr) -> Provenance {
+    cx.provenance_steps.set(PROVENANCE_STEPS);
     let p = provenance_at(cx, e, 0);
     Provenance {
         on_accelerator: p.on_accelerator && cx.facts.uses_accelerator,
@@ -386,6 +387,7 @@ pub(crate) fn provenance(cx: &Checker<'_, '_>, e: &Expr) -> Provenance {
 /// [`provenance`], where the file's tensors may be on an accelerator when any file of its project
 /// names one ([`crate::python::checker::Facts::project_uses_accelerator`]).
 pub(crate) fn provenance_in_project(cx: &Checker<'_, '_>, e: &Expr) -> Provenance {
+    cx.provenance_steps.set(PROVENANCE_STEPS);
     let p = provenance_at(cx, e, 0);
     Provenance {
         on_accelerator: p.on_accelerator && cx.facts.project_uses_accelerator,
@@ -393,11 +395,17 @@ pub(crate) fn provenance_in_project(cx: &Checker<'_, '_>, e: &Expr) -> Provenanc
     }
 }
 
+/// The expressions one provenance query may visit: far more than real code needs (a few dozen),
+/// few enough that lists of lists of lists cannot make a query exponential.
+const PROVENANCE_STEPS: u32 = 4096;
+
 fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
     const NONE: Provenance = Provenance { on_accelerator: false, requires_grad: false };
-    if depth > 24 {
+    let steps = cx.provenance_steps.get();
+    if depth > 24 || steps == 0 {
         return NONE;
     }
+    cx.provenance_steps.set(steps - 1);
     // A dict or list the function fills (`losses = {}`, then `losses["d"] = d_loss`): where what
     // it put there is.
     if depth < 12
@@ -450,6 +458,11 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                         return Provenance { on_accelerator: on, ..recv() };
                     }
                     "detach" => return Provenance { requires_grad: false, ..recv() },
+                    // `w.type_as(x)`: on `x`'s device.
+                    "type_as" => {
+                        let on = c.arguments.args.first().is_some_and(|t| next(t).on_accelerator);
+                        return Provenance { on_accelerator: on, ..recv() };
+                    }
                     // Integer and boolean results are not part of the autograd graph.
                     "argmax" | "argmin" | "argsort" | "long" | "int" | "bool" | "byte" | "short" | "eq"
                     | "ne" | "lt" | "le" | "gt" | "ge" | "nonzero" | "isnan" | "isinf" | "logical_not"
@@ -578,12 +591,24 @@ fn project_function(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> Option<bool> {
         let host = cx.host_functions();
         return Some(match fun.parent {
             None => host.contains(fun.name()),
-            Some(_) => crate::python::project::returns_host(fun.def, &|n| host.contains(n)),
+            Some(_) => function_returns_host(cx, f),
         });
     }
     let q = cx.callee_name(c)?;
     let project = cx.types.project();
     project.function(&q).map(|_| project.returns_host(&q))
+}
+
+/// Does every result of a function of this file (nested, or a method) live on the host
+/// ([`crate::python::project::returns_host`]), worked out once per function?
+fn function_returns_host(cx: &Checker<'_, '_>, f: crate::python::model::FunctionId) -> bool {
+    if let Some(&known) = cx.nested_host.borrow().get(&f) {
+        return known;
+    }
+    let host = cx.host_functions();
+    let known = crate::python::project::returns_host(cx.model.function(f).def, &|n| host.contains(n));
+    cx.nested_host.borrow_mut().insert(f, known);
+    known
 }
 
 /// Does the call name a method of the module itself (`self.encode(x)`) or of a component it
@@ -596,8 +621,15 @@ fn calls_a_component_method(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
         return false;
     }
     match &*method.value {
-        // `self.encode(x)` in a module: its own method.
-        receiver if is_self(receiver) => cx.in_module_method(),
+        // `self.encode(x)` in a module: its own method, unless it hands back host values.
+        receiver if is_self(receiver) => {
+            cx.in_module_method()
+                && !cx
+                    .function
+                    .and_then(|f| cx.model.function(f).class)
+                    .and_then(|class| cx.model.method(class, method.attr.as_str()))
+                    .is_some_and(|m| function_returns_host(cx, m))
+        }
         Expr::Attribute(component) => {
             is_self(&component.value) && matches!(cx.kind_of(&method.value), Kind::Module | Kind::Unknown)
         }
@@ -605,8 +637,8 @@ fn calls_a_component_method(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
     }
 }
 
-/// Is the binding an empty dict or list (`losses = {}`, `outs = []`, `dict()`) that the current
-/// function then fills item by item?
+/// Is the binding an empty dict or list (`losses = {}`, `outs = []`, `dict()`), to be filled item
+/// by item (what the file puts into it: [`each_put`])?
 fn filled_container(cx: &Checker<'_, '_>, b: BindingId) -> bool {
     let BindingKind::Assignment { value, part: Part::Whole, .. } = cx.model.binding(b).kind else {
         return false;
@@ -622,8 +654,8 @@ fn filled_container(cx: &Checker<'_, '_>, b: BindingId) -> bool {
     }
 }
 
-/// Each value the current function puts into the container bound by `b`: `d[k] = v`,
-/// `d.append(v)` (at most 16; a value that reads the container itself is left out).
+/// Each value the file puts into the container bound by `b`: `d[k] = v`, `d.append(v)` (at most
+/// 16; a value that reads the container itself is left out).
 fn each_put<'a>(cx: &Checker<'_, 'a>, b: BindingId, f: &mut dyn FnMut(&'a Expr)) {
     let reads_container = |v: &Expr| {
         let mut found = false;
