@@ -376,21 +376,22 @@ impl Provenance {
 /// parameter or buffer, an input of a forward pass, or computed from any of those. Values of
 /// unknown origin are neither: a finding needs evidence.
 pub(crate) fn provenance(cx: &Checker<'_, '_>, e: &Expr) -> Provenance {
-    cx.provenance_steps.set(PROVENANCE_STEPS);
-    let p = provenance_at(cx, e, 0);
-    Provenance {
-        on_accelerator: p.on_accelerator && cx.facts.uses_accelerator,
-        requires_grad: p.requires_grad && cx.no_grad == 0,
-    }
+    query(cx, e, cx.facts.uses_accelerator)
 }
 
 /// [`provenance`], where the file's tensors may be on an accelerator when any file of its project
 /// names one ([`crate::python::checker::Facts::project_uses_accelerator`]).
 pub(crate) fn provenance_in_project(cx: &Checker<'_, '_>, e: &Expr) -> Provenance {
+    query(cx, e, cx.facts.project_uses_accelerator)
+}
+
+/// One provenance query, with its own budget of steps; `accelerator`: whether tensors here can
+/// be on an accelerator at all.
+fn query(cx: &Checker<'_, '_>, e: &Expr, accelerator: bool) -> Provenance {
     cx.provenance_steps.set(PROVENANCE_STEPS);
     let p = provenance_at(cx, e, 0);
     Provenance {
-        on_accelerator: p.on_accelerator && cx.facts.project_uses_accelerator,
+        on_accelerator: p.on_accelerator && accelerator,
         requires_grad: p.requires_grad && cx.no_grad == 0,
     }
 }
