@@ -1256,15 +1256,7 @@ fn steps_training(call: &ast::ExprCall) -> bool {
     let Expr::Attribute(a) = &*call.func else { return false };
     match a.attr.as_str() {
         "backward" => true,
-        "step" => {
-            let name = match &*a.value {
-                Expr::Name(n) => n.id.as_str(),
-                Expr::Attribute(r) => r.attr.as_str(),
-                _ => return false,
-            };
-            let name = name.to_ascii_lowercase();
-            name.contains("opt") || name.contains("scaler")
-        }
+        "step" => super::project::steps_optimizer(&a.value),
         _ => false,
     }
 }

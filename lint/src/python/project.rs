@@ -989,13 +989,23 @@ fn runs_steps(f: &ast::StmtFunctionDef) -> bool {
 /// The receiver of `.step(..)` is an optimizer, a learning-rate scheduler or a gradient scaler
 /// (`optimizer`, `self.opt`, `scheduler`, `scaler`), not an environment.
 pub(crate) fn steps_training(receiver: &Expr) -> bool {
+    steps_named(receiver, &["opt", "sched", "scaler", "lr"])
+}
+
+/// The receiver of `.step(..)` is an optimizer or a gradient scaler: a step made once per
+/// training step (a scheduler's is as often made once per epoch).
+pub(crate) fn steps_optimizer(receiver: &Expr) -> bool {
+    steps_named(receiver, &["opt", "scaler"])
+}
+
+fn steps_named(receiver: &Expr, words: &[&str]) -> bool {
     let name = match receiver {
         Expr::Name(n) => n.id.as_str(),
         Expr::Attribute(a) => a.attr.as_str(),
         _ => return false,
     };
     let name = name.to_ascii_lowercase();
-    ["opt", "sched", "scaler", "lr"].iter().any(|w| name.contains(w))
+    words.iter().any(|w| name.contains(w))
 }
 
 /// A name that holds a model: `model`, `net`, `policy`, `encoder`, `generator`, `critic`, ...

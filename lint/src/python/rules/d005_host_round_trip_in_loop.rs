@@ -477,22 +477,7 @@ fn each_stmt_after<'a>(body: &'a [Stmt], after: ruff_text_size::TextSize, f: &mu
             if !f(s) {
                 return false;
             }
-            let blocks: Vec<&'a [Stmt]> = match s {
-                Stmt::If(i) => std::iter::once(&i.body[..]).chain(i.elif_else_clauses.iter().map(|c| &c.body[..])).collect(),
-                Stmt::For(l) => vec![&l.body[..], &l.orelse[..]],
-                Stmt::While(w) => vec![&w.body[..], &w.orelse[..]],
-                Stmt::With(w) => vec![&w.body[..]],
-                Stmt::Try(t) => std::iter::once(&t.body[..])
-                    .chain(t.handlers.iter().map(|h| {
-                        let ast::ExceptHandler::ExceptHandler(h) = h;
-                        &h.body[..]
-                    }))
-                    .chain([&t.orelse[..], &t.finalbody[..]])
-                    .collect(),
-                Stmt::Match(m) => m.cases.iter().map(|c| &c.body[..]).collect(),
-                _ => Vec::new(),
-            };
-            for b in blocks {
+            for b in super::helpers::blocks(s) {
                 if !walk(b, after, depth + 1, f) {
                     return false;
                 }

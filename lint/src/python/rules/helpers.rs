@@ -335,6 +335,15 @@ fn block_of<'a>(parent: &'a Stmt, stmt: &Stmt) -> Option<&'a [Stmt]> {
     let blocks: Vec<&'a [Stmt]> = match parent {
         Stmt::FunctionDef(f) => vec![&f.body],
         Stmt::ClassDef(c) => vec![&c.body],
+        _ => blocks(parent),
+    };
+    blocks.into_iter().find(|b| holds(b))
+}
+
+/// The blocks a compound statement runs as part of its own flow (an `if`'s branches, a loop's
+/// body and `else`, a `try`'s clauses, a `match`'s cases); none for a `def` or `class`.
+pub(crate) fn blocks(stmt: &Stmt) -> Vec<&[Stmt]> {
+    match stmt {
         Stmt::For(f) => vec![&f.body, &f.orelse],
         Stmt::While(w) => vec![&w.body, &w.orelse],
         Stmt::If(i) => {
@@ -350,8 +359,7 @@ fn block_of<'a>(parent: &'a Stmt, stmt: &Stmt) -> Option<&'a [Stmt]> {
             .collect(),
         Stmt::Match(m) => m.cases.iter().map(|c| &*c.body).collect(),
         _ => Vec::new(),
-    };
-    blocks.into_iter().find(|b| holds(b))
+    }
 }
 
 /// Where a tensor's value may be, as far as the code says: on an accelerator, and attached to
@@ -504,7 +512,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             // Calling a module (`self(x)` in one of its methods too): its output is where its
             // weights are, and carries their grad.
             if cx.kind_of(&c.func) == crate::python::typing::Kind::Module
-                || (matches!(&*c.func, Expr::Name(n) if n.id.as_str() == "self") && cx.in_module_method())
+                || (cx.types.receiver_class(&c.func).is_some() && cx.in_module_method())
             {
                 return Provenance { on_accelerator: true, requires_grad: true };
             }
@@ -561,7 +569,6 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
         }
         Expr::UnaryOp(u) => next(&u.operand),
         Expr::Starred(s) => next(&s.value),
-
         Expr::Name(_) => {
             let Some(b) = name_binding(cx, e) else { return NONE };
             let binding = cx.model.binding(b);
@@ -616,7 +623,7 @@ fn function_returns_host(cx: &Checker<'_, '_>, f: crate::python::model::Function
 /// holds (`self.model.loss_function(..)`), not one of a tensor's? Its result is where its inputs
 /// are, as a module's is.
 fn calls_a_component_method(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
-    let is_self = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == "self");
+    let is_self = |e: &Expr| cx.types.receiver_class(e).is_some();
     let Expr::Attribute(method) = &*c.func else { return false };
     if api::tensor_method_returns_tensor(method.attr.as_str()) {
         return false;
@@ -740,8 +747,10 @@ fn binding_value_provenance(
         // are; the keys are not tensors.
         // `for a, b in zip(xs, ys)`, `for i, x in enumerate(xs)`, `for x in xs`: where the
         // sequence's elements are.
-        BindingKind::LoopVar { iter: Expr::Call(c), part } => match (method_call_parts(c), part) {
-            (Some((receiver, "items")), Part::Element(1)) | (Some((receiver, "values")), _) => next(receiver),
+        BindingKind::LoopVar { iter: iter @ Expr::Call(c), part } => match (method_call(iter), part) {
+            (Some((_, receiver, "items")), Part::Element(1)) | (Some((_, receiver, "values")), _) => {
+                next(receiver)
+            }
             _ => match (cx.callee_name(c).as_deref(), part) {
                 (Some("builtins.zip"), Part::Element(i)) => c.arguments.args.get(i).map(next).unwrap_or(NONE),
                 (Some("builtins.enumerate"), Part::Element(1)) => {
@@ -784,14 +793,6 @@ fn binding_value_provenance(
             Provenance { on_accelerator: (forward && !is_self) || passed, requires_grad: false }
         }
         _ => NONE,
-    }
-}
-
-/// The receiver and method name of a method call.
-fn method_call_parts(c: &ast::ExprCall) -> Option<(&Expr, &str)> {
-    match &*c.func {
-        Expr::Attribute(a) => Some((&a.value, a.attr.as_str())),
-        _ => None,
     }
 }
 
