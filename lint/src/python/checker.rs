@@ -151,6 +151,10 @@ pub(crate) struct Facts {
     /// Bindings whose value `.backward()` is called on (`loss = ..; loss.backward()`), and the
     /// terms of their sums ([`losses`]): the autograd graph, where the model is, whatever built it.
     pub backward: FxHashSet<BindingId>,
+    /// Bindings a loss is computed from through tensor operations (`ratio` in
+    /// `loss = -torch.min(adv * ratio, ..).mean()`): on the loss's device, whatever built them
+    /// ([`loss_inputs`]).
+    pub loss_inputs: FxHashSet<BindingId>,
     /// Per function: the calls of this file that call it by name (indices into the model's
     /// calls), so a question about its callers does not scan every call of the file.
     pub calls_to: Vec<Vec<usize>>,
@@ -910,6 +914,57 @@ fn losses(model: &Model<'_>) -> FxHashSet<BindingId> {
     found
 }
 
+/// The bindings the losses (`backward`, [`losses`]) are computed from through tensor
+/// operations: the receivers and tensor arguments of tensor methods and `torch` functions, and
+/// their terms, followed through assignments. Each must be on the loss's device (a tensor
+/// operation takes its tensors on one device), so where the loss is, they are.
+fn loss_inputs(model: &Model<'_>, backward: &FxHashSet<BindingId>) -> FxHashSet<BindingId> {
+    let mut found: FxHashSet<BindingId> = FxHashSet::default();
+    let mut work: Vec<&Expr> = Vec::new();
+    for &b in backward {
+        if let BindingKind::Assignment { value, part: Part::Whole, .. } = model.binding(b).kind {
+            work.push(value);
+        }
+    }
+    // Each binding is entered once, so the walk is linear in the expressions it reaches.
+    while let Some(e) = work.pop() {
+        match e {
+            Expr::Call(c) => {
+                let tensor_op = match &*c.func {
+                    Expr::Attribute(a)
+                        if crate::python::api::tensor_method_returns_tensor(a.attr.as_str()) =>
+                    {
+                        work.push(&a.value);
+                        true
+                    }
+                    _ => {
+                        model.canonical_name(&c.func).is_some_and(|q| crate::python::api::returns_tensor(&q))
+                    }
+                };
+                if tensor_op {
+                    work.extend(c.arguments.args.iter());
+                }
+            }
+            Expr::BinOp(o) => {
+                work.push(&o.left);
+                work.push(&o.right);
+            }
+            Expr::UnaryOp(u) => work.push(&u.operand),
+            Expr::Name(n) => {
+                let Some(b) = model.binding_of(n) else { continue };
+                if !backward.contains(&b)
+                    && found.insert(b)
+                    && let BindingKind::Assignment { value, part: Part::Whole, .. } = model.binding(b).kind
+                {
+                    work.push(value);
+                }
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
 /// Does the statement end the loop or the function for good: `break`, `return`, `raise`, or a
 /// call that ends the process (`sys.exit(1)`)?
 pub(crate) fn leaves_for_good(model: &Model<'_>, s: &Stmt) -> bool {
@@ -1153,10 +1208,12 @@ impl Facts {
             file_named_for_mps: stem_words().any(|w| names_accelerator(w, true)),
             clock_in,
             clock_at_top,
+            loss_inputs: FxHashSet::default(),
             backward: losses(model),
             calls_to,
             elsewhere: types.project().called_from().to_vec(),
         };
+        facts.loss_inputs = loss_inputs(model, &facts.backward);
         // A file whose functions another file calls at every step runs on that file's device.
         facts.uses_accelerator |= !facts.elsewhere.is_empty();
         facts.project_uses_accelerator |= facts.uses_accelerator;

@@ -448,6 +448,39 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
         Expr::Call(c) => {
             if let Expr::Attribute(a) = &*c.func {
                 let recv = || next(&a.value);
+                // A tensor argument of a tensor method is on the receiver's device, so the result
+                // is on an accelerator when either is (`pred.eq(targets)` with `targets` moved).
+                // The operand of a comparison or arithmetic method is a tensor unless known not to
+                // be; other methods' arguments of unknown kind are sizes and dims.
+                let operand = matches!(
+                    a.attr.as_str(),
+                    "eq" | "ne"
+                        | "lt"
+                        | "le"
+                        | "gt"
+                        | "ge"
+                        | "add"
+                        | "sub"
+                        | "mul"
+                        | "div"
+                        | "matmul"
+                        | "mm"
+                        | "bmm"
+                        | "dot"
+                        | "maximum"
+                        | "minimum"
+                        | "masked_fill"
+                        | "masked_select"
+                );
+                let with_tensor_args = |p: Provenance| Provenance {
+                    on_accelerator: p.on_accelerator
+                        || c.arguments.args.iter().any(|arg| {
+                            let kind = cx.kind_of(arg);
+                            (kind == Kind::Tensor || (operand && kind == Kind::Unknown))
+                                && next(arg).on_accelerator
+                        }),
+                    ..p
+                };
                 match a.attr.as_str() {
                     "cpu" | "numpy" | "tolist" | "item" => {
                         return Provenance { on_accelerator: false, ..recv() };
@@ -476,7 +509,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                     "argmax" | "argmin" | "argsort" | "long" | "int" | "bool" | "byte" | "short" | "eq"
                     | "ne" | "lt" | "le" | "gt" | "ge" | "nonzero" | "isnan" | "isinf" | "logical_not"
                     | "any" | "all" => {
-                        return Provenance { requires_grad: false, ..recv() };
+                        return Provenance { requires_grad: false, ..with_tensor_args(recv()) };
                     }
                     _ => {}
                 }
@@ -485,7 +518,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                     // A tensor method's result is on its receiver's device (its tensor arguments
                     // must be there too; the others are sizes and dims); it carries the grad of
                     // all of them.
-                    let p = recv();
+                    let p = with_tensor_args(recv());
                     let grad = c
                         .arguments
                         .args
@@ -574,6 +607,8 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             let binding = cx.model.binding(b);
             let p = if cx.facts.backward.contains(&b) {
                 Provenance { on_accelerator: true, requires_grad: true }
+            } else if cx.facts.loss_inputs.contains(&b) {
+                Provenance { on_accelerator: true, ..binding_value_provenance(cx, e, b, depth, next) }
             } else {
                 binding_value_provenance(cx, e, b, depth, next)
             };
