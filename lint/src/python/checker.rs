@@ -56,13 +56,16 @@ impl Reads {
     /// Binary operators and comparisons.
     pub const OPERATOR: Reads = Reads(1 << 2);
     pub const SUBSCRIPT: Reads = Reads(1 << 3);
+    /// f-strings.
+    pub const FORMAT: Reads = Reads(1 << 4);
     /// Every statement ([`Rule::stmt`]).
-    pub const STATEMENT: Reads = Reads(1 << 4);
+    pub const STATEMENT: Reads = Reads(1 << 5);
     /// The tests of `if`, `elif` and `while` ([`Rule::test`]).
-    pub const TEST: Reads = Reads(1 << 5);
+    pub const TEST: Reads = Reads(1 << 6);
 
-    /// The number of expression kinds a rule can read.
-    const KINDS: usize = 4;
+    /// The number of expression kinds a rule can read (the first bits, in the order of
+    /// [`Reads::index_of`]).
+    const KINDS: usize = 5;
 
     /// The kind of `e` as an index below [`Reads::KINDS`] (`None` for kinds no rule reads).
     fn index_of(e: &Expr) -> Option<usize> {
@@ -71,6 +74,7 @@ impl Reads {
             Expr::Attribute(_) => Some(1),
             Expr::BinOp(_) | Expr::Compare(_) => Some(2),
             Expr::Subscript(_) => Some(3),
+            Expr::FString(_) => Some(4),
             _ => None,
         }
     }
@@ -333,7 +337,15 @@ impl<'m, 'a> Checker<'m, 'a> {
     }
 
     pub fn kind_of(&self, e: &Expr) -> Kind {
-        self.types.kind(e)
+        let kind = self.types.kind(e);
+        // A name `.backward()` is called on (or one of the terms it adds up) is a tensor.
+        if kind == Kind::Unknown
+            && let Expr::Name(n) = e
+            && self.model.binding_of(n).is_some_and(|b| self.facts.backward.contains(&b))
+        {
+            return Kind::Tensor;
+        }
+        kind
     }
 
     /// The text of a node, on one line and shortened, for messages.
@@ -668,8 +680,10 @@ impl<'m, 'a> Checker<'m, 'a> {
         if let Some(id) = id {
             self.loops.push(id);
         }
-        // A gate outside the loop says nothing about how often the loop's body runs.
-        let gated = std::mem::take(&mut self.gated);
+        // A gate outside a loop of steps says nothing about how often its body runs; a loop that
+        // queues no device work (over the items of a log line) runs when the gate lets it.
+        let steps = id.is_some_and(|l| self.facts.loop_work[l.index()]);
+        let gated = if steps { std::mem::take(&mut self.gated) } else { self.gated };
         self.body(body, rules, out);
         self.gated = gated;
         if id.is_some() {
@@ -1344,8 +1358,9 @@ struct Edge {
 /// holding one, such as a `model` parameter) called, `loss.backward()`, `optimizer.step()`.
 fn queues_device_work(model: &Model<'_>, types: &Types<'_, '_>, call: &ast::ExprCall) -> bool {
     if let Expr::Attribute(a) = &*call.func
-        && matches!(a.attr.as_str(), "backward" | "step" | "forward" | "generate")
-        && call.arguments.args.len() <= 1
+        && (matches!(a.attr.as_str(), "backward" | "step" | "forward" | "generate") && call.arguments.args.len() <= 1
+            // `self.model.forward(tokens, pos)`: a module's forward pass, whatever it takes.
+            || a.attr.as_str() == "forward")
     {
         return true;
     }

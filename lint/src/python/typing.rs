@@ -261,8 +261,18 @@ impl<'m, 'a> Types<'m, 'a> {
                         .canonical_name(func)
                         .is_some_and(|q| api::returns_tensor(&q) && !matches!(&*q, "torch.unique")),
                 };
-                if tuple_of_tensors { Kind::Tensor } else { Kind::Unknown }
+                // `b, c, h, w = x.size()`: sizes.
+                let size = matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str() == "size" && c.arguments.is_empty());
+                if tuple_of_tensors {
+                    Kind::Tensor
+                } else if size {
+                    Kind::Scalar
+                } else {
+                    Kind::Unknown
+                }
             }
+            // `b, c, h, w = x.shape`.
+            Expr::Attribute(a) if a.attr.as_str() == "shape" => Kind::Scalar,
             _ => Kind::Unknown,
         }
     }

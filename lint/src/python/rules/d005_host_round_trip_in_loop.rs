@@ -22,6 +22,9 @@ struct Sync<'a> {
     /// A whole tensor copied to the host (`.cpu()`, `.numpy()`, `.tolist()`) rather than one
     /// value (`.item()`, `float(t)`, `if t:`): collecting it is the point, not a deferrable read.
     bulk: bool,
+    /// One read per element (`all(t)`, `max(t)`: Python walks the tensor and asks each element
+    /// for its truth): a waste whether or not the host needs the answer.
+    per_element: bool,
     /// What is shown: `.item()`, `float(..)`, `if loss:`.
     what: String,
     /// The tensor read.
@@ -33,13 +36,33 @@ struct Sync<'a> {
 
 impl Rule for Check {
     fn reads(&self) -> Reads {
-        // Calls (`.item()`, `float(t)`), and the tests of `if t:` / `while t:`.
-        Reads::CALL | Reads::TEST
+        // Calls (`.item()`, `float(t)`, `print(t)`), formatting (`f"{t:.3f}"`, `"%f" % t`), and
+        // the tests of `if t:` / `while t:`.
+        Reads::CALL | Reads::FORMAT | Reads::OPERATOR | Reads::TEST
     }
 
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
-        if let Read::Found(sync) = call_read(cx, e) {
-            report(cx, sync, out);
+        match e {
+            Expr::Call(_) => {
+                if let Read::Found(sync) = call_read(cx, e) {
+                    report(cx, sync, out);
+                }
+            }
+            Expr::FString(f) => {
+                for element in f.value.elements() {
+                    if let ast::InterpolatedStringElement::Interpolation(i) = element {
+                        formatted(cx, &i.expression, e, |v| format!("f\"{{{v}}}\""), out);
+                    }
+                }
+            }
+            // `"%.3f" % loss`, `"%f %f" % (a, b)`.
+            Expr::BinOp(b) if b.op == ast::Operator::Mod && matches!(&*b.left, Expr::StringLiteral(_)) => {
+                match &*b.right {
+                    Expr::Tuple(t) => t.elts.iter().for_each(|v| formatted(cx, v, e, |v| format!("\"..\" % ({v}, ..)"), out)),
+                    v => formatted(cx, v, e, |v| format!("\"..\" % {v}"), out),
+                }
+            }
+            _ => {}
         }
     }
 
@@ -53,6 +76,30 @@ impl Rule for Check {
     }
 }
 
+/// A value formatted into text (`what` shows how, given the value's text) is read on the host
+/// if it is a tensor: `f"{loss:.3f}"` calls `loss.item()` underneath.
+fn formatted<'a>(
+    cx: &Checker<'_, 'a>,
+    value: &'a Expr,
+    whole: &'a Expr,
+    what: impl Fn(&str) -> String,
+    out: &mut Vec<Finding>,
+) {
+    if let Some(sync) = implicit(cx, value, whole, what(&cx.short(value.range()))) {
+        report(cx, sync, out);
+    }
+}
+
+/// A tensor handed to something that reads it on the host (formatting, `print`, TensorBoard's
+/// `add_scalar`): a read, when it is a plain name, attribute or subscript (a call is read, if
+/// at all, as itself).
+fn implicit<'a>(cx: &Checker<'_, 'a>, value: &'a Expr, whole: &'a Expr, what: String) -> Option<Sync<'a>> {
+    if !matches!(value, Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_)) || !cx.kind_of(value).may_be_tensor() {
+        return None;
+    }
+    Some(Sync { bulk: false, per_element: false, what, tensor: value, value: whole, at: value.range() })
+}
+
 fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     if !cx.facts.project_uses_accelerator || cx.in_except > 0 {
         return;
@@ -61,7 +108,10 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     if !cx.kind_of(sync.tensor).may_be_tensor() || !provenance_in_project(cx, sync.tensor).on_accelerator {
         return;
     }
-    if needed_on_host(cx, sync.value, sync.bulk) || synchronized_just_before(cx) || super::helpers::in_evaluation_pass(cx) {
+    if (!sync.per_element && needed_on_host(cx, sync.value, sync.bulk))
+        || synchronized_just_before(cx)
+        || super::helpers::in_evaluation_pass(cx)
+    {
         return;
     }
     let (message, help) = match hot {
@@ -92,6 +142,14 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             },
             "return the tensor and let the caller accumulate it on the device (`total += acc.detach()`), reading it every N steps or once at the end",
         ),
+    };
+    let (message, help) = if sync.per_element {
+        (
+            format!("{message}, once for each element"),
+            "reduce on the device and read once (`bool(t.all())`, `t.max().item()`), or copy the tensor once with `.tolist()`",
+        )
+    } else {
+        (message, help)
     };
     let mut finding =
         Finding::new(&registry::D005, range(sync.at), message).label("host read").help(help);
@@ -140,6 +198,7 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
             let bulk = method != "item";
             return Read::Found(Sync {
                 bulk,
+                per_element: false,
                 what,
                 tensor: receiver,
                 value: outermost_chain(cx, e),
@@ -154,16 +213,68 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
     {
         let name = q.trim_start_matches("builtins.");
         let tensor = &call.arguments.args[0];
-        if cx.kind_of(tensor) != Kind::Tensor {
+        if !cx.kind_of(tensor).may_be_tensor() {
             return Read::Passed;
         }
         return Read::Found(Sync {
             bulk: false,
+            per_element: false,
             what: format!("{name}(..)"),
             tensor,
             value: e,
             at: call.range(),
         });
+    }
+    if let Expr::Call(call) = e
+        && let Some(q) = cx.callee_name(call)
+    {
+        match q.as_ref() {
+            // Python walks the tensor and compares or tests each element on the host.
+            "builtins.all" | "builtins.any" | "builtins.max" | "builtins.min" | "builtins.sorted"
+                if call.arguments.args.len() == 1 && call.arguments.keywords.is_empty() =>
+            {
+                let tensor = &call.arguments.args[0];
+                if matches!(tensor, Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_))
+                    && cx.kind_of(tensor).may_be_tensor()
+                {
+                    return Read::Found(Sync {
+                        bulk: false,
+                        per_element: true,
+                        what: format!("{}(..)", q.trim_start_matches("builtins.")),
+                        tensor,
+                        value: e,
+                        at: call.range(),
+                    });
+                }
+            }
+            // `print(loss)` prints the tensor's values.
+            "builtins.print" => {
+                for a in &call.arguments.args {
+                    if let Some(sync) = implicit(cx, a, e, format!("print({})", cx.short(a.range()))) {
+                        return Read::Found(sync);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    // TensorBoard's `add_scalar(tag, value, step)` reads `value` with `.item()`.
+    if let Some((call, _, "add_scalar")) = method_call(e)
+        && let Some(value) =
+            call.arguments.args.get(1).or_else(|| call.arguments.find_keyword("scalar_value").map(|k| &k.value))
+        && let Some(sync) = implicit(cx, value, e, format!("add_scalar(.., {}, ..)", cx.short(value.range())))
+    {
+        return Read::Found(sync);
+    }
+    // `"{:.3f}".format(loss)`.
+    if let Some((call, receiver, "format")) = method_call(e)
+        && matches!(receiver, Expr::StringLiteral(_))
+    {
+        for a in call.arguments.args.iter().chain(call.arguments.keywords.iter().map(|k| &k.value)) {
+            if let Some(sync) = implicit(cx, a, e, format!("\"..\".format({})", cx.short(a.range()))) {
+                return Read::Found(sync);
+            }
+        }
     }
     Read::Undecided
 }
@@ -177,11 +288,22 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
         && std::ptr::eq(&**t, test)
         && matches!(test, Expr::Name(_) | Expr::Call(_) | Expr::Attribute(_) | Expr::Compare(_))
     {
-        if cx.kind_of(test) != Kind::Tensor {
-            return None;
-        }
+        // `if loss == 0:`: a tensor compared with a number is a tensor too. Only a value known to
+        // be a tensor: a value of unknown kind compared with a number is most often a number
+        // (`if drop_prob > 0:`).
+        let tensor = match test {
+            Expr::Compare(c)
+                if matches!(&*c.left, Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_))
+                    && c.comparators.iter().all(|r| matches!(r, Expr::NumberLiteral(_)))
+                    && cx.kind_of(&c.left) == Kind::Tensor =>
+            {
+                &*c.left
+            }
+            _ if cx.kind_of(test) == Kind::Tensor => test,
+            _ => return None,
+        };
         let what = format!("if {}:", cx.short(test.range()));
-        return Some(Sync { bulk: false, what, tensor: test, value: test, at: test.range() });
+        return Some(Sync { bulk: false, per_element: false, what, tensor, value: test, at: test.range() });
     }
     None
 }
