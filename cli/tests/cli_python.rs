@@ -188,13 +188,23 @@ fn classes_imported_from_other_files_are_known() {
     };
     let whole = concise(&["fixtures/project"]);
     assert!(whole.contains("fixtures/project/pkg/net.py:10:9: D004 [error]"), "{whole}");
-    assert!(whole.contains("fixtures/project/train.py:19:18: D005 [warning]"), "{whole}");
+    assert!(whole.contains("fixtures/project/train.py:21:18: D005 [warning]"), "{whole}");
     // A helper of another file called in the training loop reads the device at every step; the
     // same helper called only from the evaluation pass (`report`) is left alone.
     assert!(
         whole.contains(
             "fixtures/project/pkg/metrics.py:6:12: D005 [warning] `.item()` in `accuracy` waits for the \
-             device at every step: `accuracy` is called in a loop at fixtures/project/train.py:20"
+             device at every step: `accuracy` is called in a loop at fixtures/project/train.py:22"
+        ),
+        "{whole}"
+    );
+    // A method of a class of another file, called at every step on an instance made here, with a
+    // device tensor among its keyword arguments (the first call, with numbers only, is not the
+    // one shown); a method given only numbers (`note`) is left alone.
+    assert!(
+        whole.contains(
+            "fixtures/project/pkg/metrics.py:20:21: D005 [warning] `.item()` in `update` waits for the \
+             device at every step: `Meter.update` is called in a loop at fixtures/project/train.py:25"
         ),
         "{whole}"
     );
@@ -212,7 +222,7 @@ fn classes_imported_from_other_files_are_known() {
         "{whole}"
     );
     assert!(!whole.contains("gan.py:29") && !whole.contains("gan.py:30"), "{whole}");
-    assert_eq!(whole.matches(" D005 ").count(), 4, "{whole}");
+    assert_eq!(whole.matches(" D005 ").count(), 5, "{whole}");
     // A loop that calls another file's training pass is over epochs, not steps.
     assert!(!whole.contains("schedule.py"), "{whole}");
     // The project offers the CPU in another file (`--device` in options.py): a load with no

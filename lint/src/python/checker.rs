@@ -290,19 +290,31 @@ impl<'m, 'a> Checker<'m, 'a> {
         if self.hot().is_none() || self.model.callee(call, self.function).is_some() {
             return;
         }
-        let Some(q) = self.model.canonical_name(&call.func) else { return };
-        let Some(callee) = self.types.project().function(&q) else { return };
+        let project = self.types.project();
+        let (callee, method) = match self.model.canonical_name(&call.func).and_then(|q| project.function(&q))
+        {
+            Some(callee) => (callee, false),
+            None => match self.method_of_project_class(call) {
+                Some(callee) => (callee, true),
+                None => return,
+            },
+        };
         if super::rules::helpers::in_evaluation_pass(self) {
             return;
         }
-        // Positions are known up to the first `*args`.
-        let args = call
-            .arguments
-            .args
-            .iter()
-            .take_while(|a| !matches!(a, Expr::Starred(_)))
-            .map(|a| super::rules::helpers::provenance(self, a).on_accelerator)
+        let on = |e: &Expr| super::rules::helpers::provenance(self, e).on_accelerator;
+        // Positions are known up to the first `*args`; a method's first parameter is its receiver.
+        let args = std::iter::repeat_n(false, usize::from(method))
+            .chain(call.arguments.args.iter().take_while(|a| !matches!(a, Expr::Starred(_))).map(on))
             .collect();
+        let keywords = call
+            .arguments
+            .keywords
+            .iter()
+            .filter_map(|k| k.arg.as_ref().map(|name| (name.to_string(), on(&k.value))))
+            .collect();
+        let spread = call.arguments.args.iter().any(|a| matches!(a, Expr::Starred(s) if on(&s.value)))
+            || call.arguments.keywords.iter().any(|k| k.arg.is_none() && on(&k.value));
         let result_needed = super::rules::result_needed_on_host(self, expr);
         self.hot_calls.push(HotCall {
             callee,
@@ -310,8 +322,25 @@ impl<'m, 'a> Checker<'m, 'a> {
             line: 0,
             cell: None,
             args,
+            keywords,
+            spread,
             result_needed,
         });
+    }
+
+    /// `logger.update(..)` where `logger = utils.MetricLogger(..)` names a class of another
+    /// file of the project: the method's absolute name (`pkg.utils.MetricLogger.update`).
+    fn method_of_project_class(&self, call: &ast::ExprCall) -> Option<String> {
+        let Expr::Attribute(a) = &*call.func else { return None };
+        let Expr::Name(n) = &*a.value else { return None };
+        let b = self.model.binding_of(n)?;
+        let BindingKind::Assignment { value: Expr::Call(made), part: Part::Whole, .. } =
+            self.model.binding(b).kind
+        else {
+            return None;
+        };
+        let class = self.model.canonical_name(&made.func)?;
+        self.types.project().method(&class, a.attr.as_str())
     }
 
     // ---- questions the rules ask -------------------------------------------------------------
@@ -1254,11 +1283,19 @@ impl Facts {
                 queue.push_back(e.callee);
             }
         }
-        // Top-level functions that another file calls at every step.
+        // Top-level functions, and methods of top-level classes (`Class.method`), that another
+        // file calls at every step.
         for (i, called) in facts.elsewhere.iter().enumerate() {
-            let top = model
-                .functions()
-                .find(|(_, f)| f.class.is_none() && f.parent.is_none() && f.name() == called.function);
+            let top = match called.function.split_once('.') {
+                None => model
+                    .functions()
+                    .find(|(_, f)| f.class.is_none() && f.parent.is_none() && f.name() == called.function),
+                Some((class, method)) => model.functions().find(|(_, f)| {
+                    f.name() == method
+                        && f.parent.is_none()
+                        && f.class.is_some_and(|c| model.class(c).def.name.as_str() == class)
+                }),
+            };
             if let Some((id, _)) = top
                 && facts.hot[id.index()].is_none()
                 && !facts.forward[id.index()]

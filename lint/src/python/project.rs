@@ -37,6 +37,9 @@ pub(crate) struct Project {
     truth: Vec<Truth>,
     /// Every indexed dotted name of a top-level function → the files that define it.
     functions: FxHashMap<String, Vec<usize>>,
+    /// Every indexed dotted name of a method of a top-level class (`pkg.utils.Logger.update`) →
+    /// the files that define it.
+    methods: FxHashMap<String, Vec<usize>>,
     /// The indexed dotted names of the top-level functions that run a loop of steps themselves
     /// (a training or evaluation loop: `.backward()`, `.step()` or a call of a parameter in it).
     loop_runners: FxHashSet<String>,
@@ -131,8 +134,13 @@ pub(crate) struct HotCall {
     pub line: usize,
     /// In a notebook, the cell the call is in (and `line` is the line in it).
     pub cell: Option<usize>,
-    /// Per positional argument: is it on the accelerator, as far as the caller knows?
+    /// Per positional argument: is it on the accelerator, as far as the caller knows? (For a
+    /// method, the first is its receiver's place, never a tensor.)
     pub args: Vec<bool>,
+    /// Per keyword argument, by name: is it on the accelerator?
+    pub keywords: Vec<(String, bool)>,
+    /// Is some `*args` or `**kwargs` argument on the accelerator?
+    pub spread: bool,
     /// Does the caller need the returned value on the host at once (a decision), rather than
     /// log or accumulate it?
     pub result_needed: bool,
@@ -147,8 +155,57 @@ pub(crate) struct CalledFrom {
     pub line: usize,
     /// Per positional parameter: does some caller pass a tensor on the accelerator?
     pub args: Vec<bool>,
+    /// Per keyword argument some caller passes, by name: is one on the accelerator?
+    pub keywords: Vec<(String, bool)>,
+    /// Does some caller pass a `*args` or `**kwargs` argument on the accelerator?
+    pub spread: bool,
     /// Does some caller need the returned value on the host at once?
     pub result_needed: bool,
+}
+
+impl CalledFrom {
+    /// Does some caller pass a tensor on the accelerator for the parameter at `position`
+    /// (`usize::MAX` for a keyword-only one) named `name`; for `*args`/`**kwargs`
+    /// (`variadic`), for any argument no named parameter takes?
+    pub(crate) fn passes(&self, position: usize, name: &str, variadic: bool, named: &[&str]) -> bool {
+        if variadic {
+            let extra_positional = self.args.iter().skip(named.len()).any(|a| *a);
+            let extra_keyword = self.keywords.iter().any(|(k, on)| *on && !named.contains(&k.as_str()));
+            return self.spread || extra_positional || extra_keyword;
+        }
+        self.args.get(position).copied().unwrap_or(false)
+            || self.keywords.iter().any(|(k, on)| *on && k == name)
+    }
+
+    /// Does the call pass anything on the accelerator?
+    fn passes_any(args: &[bool], keywords: &[(String, bool)], spread: bool) -> bool {
+        spread || args.iter().any(|a| *a) || keywords.iter().any(|(_, on)| *on)
+    }
+
+    /// Adds another call to what is known; the place shown becomes the first call that passes a
+    /// tensor on the accelerator, if the first call did not.
+    fn merge(&mut self, call: &HotCall, caller: String) {
+        if !Self::passes_any(&self.args, &self.keywords, self.spread)
+            && Self::passes_any(&call.args, &call.keywords, call.spread)
+        {
+            self.caller = caller;
+            self.line = call.line;
+        }
+        if self.args.len() < call.args.len() {
+            self.args.resize(call.args.len(), false);
+        }
+        for (k, a) in self.args.iter_mut().zip(&call.args) {
+            *k |= *a;
+        }
+        for (name, on) in &call.keywords {
+            match self.keywords.iter_mut().find(|(k, _)| k == name) {
+                Some((_, known)) => *known |= *on,
+                None => self.keywords.push((name.clone(), *on)),
+            }
+        }
+        self.spread |= call.spread;
+        self.result_needed |= call.result_needed;
+    }
 }
 
 /// What one file gives the index.
@@ -163,6 +220,8 @@ pub(crate) struct FileEntry {
     aliases: Vec<(String, String)>,
     /// The top-level functions, and what the index knows of each.
     functions: Vec<(String, FunctionFacts)>,
+    /// The methods of the top-level classes, as `Class.method`.
+    methods: Vec<String>,
     path: PathBuf,
     /// The file chooses the CPU, or lets its user choose the device.
     pub(crate) cpu_path: bool,
@@ -203,6 +262,11 @@ impl Project {
                         project.host_returners.insert(key.clone());
                     }
                     project.functions.entry(key).or_default().push(file_id);
+                }
+            }
+            for name in file.methods {
+                for key in suffixes(&file.module, &name) {
+                    project.methods.entry(key).or_default().push(file_id);
                 }
             }
             for (name, class_bases) in file.classes {
@@ -279,6 +343,33 @@ impl Project {
         found.map(|(file, own)| (self.paths[file].as_path(), own))
     }
 
+    /// The one file of the project that defines the method an absolute dotted name names
+    /// (`pkg.utils.Logger.update`), and the method as `Class.method`; `None` when no file or
+    /// several do.
+    pub(crate) fn method_file<'s>(&'s self, name: &'s str) -> Option<(&'s Path, &'s str)> {
+        let (class, method) = name.rsplit_once('.')?;
+        let mut found: Option<(usize, &str)> = None;
+        // The class through its re-exports (`utils.Logger` → `utils.misc.Logger`).
+        for reached in self.names_reached(class) {
+            let Some((key, files)) = self.methods.get_key_value(format!("{reached}.{method}").as_str())
+            else {
+                continue;
+            };
+            let own = match key.rmatch_indices('.').nth(1) {
+                Some((at, _)) => &key[at + 1..],
+                None => key.as_str(),
+            };
+            for &file in files {
+                match found {
+                    Some((f, n)) if f == file && n == own => {}
+                    Some(_) => return None,
+                    None => found = Some((file, own)),
+                }
+            }
+        }
+        found.map(|(file, own)| (self.paths[file].as_path(), own))
+    }
+
     /// Records, per file, the functions other files call at every step: each file's [`HotCall`]s
     /// (with the file as diagnostics show it) resolved to the one file that defines the callee.
     /// Returns the files whose set changed.
@@ -286,7 +377,11 @@ impl Project {
         let mut next: FxHashMap<PathBuf, Vec<CalledFrom>> = FxHashMap::default();
         for (caller, hot) in calls {
             for call in hot {
-                let Some((file, function)) = self.function_file(&call.callee) else { continue };
+                let Some((file, function)) =
+                    self.function_file(&call.callee).or_else(|| self.method_file(&call.callee))
+                else {
+                    continue;
+                };
                 // Where the call is, as diagnostics show a place (`nb.ipynb:cell 3` in a notebook).
                 let caller = match call.cell {
                     Some(cell) => format!("{caller}:cell {cell}"),
@@ -294,20 +389,14 @@ impl Project {
                 };
                 let entry = next.entry(file.to_path_buf()).or_default();
                 match entry.iter_mut().find(|c| c.function == function) {
-                    Some(known) => {
-                        if known.args.len() < call.args.len() {
-                            known.args.resize(call.args.len(), false);
-                        }
-                        for (k, a) in known.args.iter_mut().zip(&call.args) {
-                            *k |= *a;
-                        }
-                        known.result_needed |= call.result_needed;
-                    }
+                    Some(known) => known.merge(call, caller),
                     None => entry.push(CalledFrom {
                         function: function.to_string(),
                         caller,
                         line: call.line,
                         args: call.args.clone(),
+                        keywords: call.keywords.clone(),
+                        spread: call.spread,
                         result_needed: call.result_needed,
                     }),
                 }
@@ -595,6 +684,11 @@ impl Names<'_> {
                     let mut own = self.module.to_vec();
                     own.push(name.clone());
                     self.bound.insert(name.clone(), own.join("."));
+                    for stmt in &c.body {
+                        if let Stmt::FunctionDef(f) = stmt {
+                            entry.methods.push(format!("{name}.{}", f.name));
+                        }
+                    }
                     entry.classes.push((name, bases));
                 }
                 // `Model = Net`: another name for a class.
@@ -1072,6 +1166,17 @@ impl<'p> View<'p> {
         (file != self.path).then_some(q)
     }
 
+    /// The absolute name of a method of a class of another file of the project (`class` as the
+    /// semantic model qualifies the class's name: `utils.MetricLogger`).
+    pub(crate) fn method(&self, class: &str, method: &str) -> Option<String> {
+        if self.project.is_empty() || (!class.starts_with('.') && !self.project.binds(class)) {
+            return None;
+        }
+        let q = format!("{}.{method}", absolute(class, self.module, self.is_package)?);
+        let (file, _) = self.project.method_file(&q)?;
+        (file != self.path).then_some(q)
+    }
+
     /// Does a function of another file of the project that a name of this file names run a loop
     /// of steps itself?
     pub(crate) fn runs_loop(&self, qualified: &str) -> bool {
@@ -1315,6 +1420,8 @@ mod tests {
             line: 7,
             cell: None,
             args,
+            keywords: Vec::new(),
+            spread: false,
             result_needed: needed,
         };
         let changed = p.set_called_from(&[
@@ -1337,6 +1444,44 @@ mod tests {
         );
         assert_eq!(p.set_called_from(&[]), vec![PathBuf::from("m/metrics.py")]);
         assert!(p.called_from(Path::new("m/metrics.py")).is_empty());
+    }
+
+    #[test]
+    fn methods_of_classes_of_other_files_are_called_by_keyword() {
+        let mut p = project(&[
+            (
+                "m/utils/misc.py",
+                "class Logger:\n    def update(self, **kw):\n        pass\n\n    def note(self, lr):\n        pass\n",
+            ),
+            ("m/utils/__init__.py", "from .misc import Logger\n"),
+            ("m/other.py", "class Logger:\n    def flush(self):\n        pass\n"),
+        ]);
+        // Through the package's re-export; a method the class does not have is nothing.
+        assert_eq!(p.method_file("utils.Logger.update").map(|(_, m)| m), Some("Logger.update"));
+        assert!(p.method_file("utils.Logger.flush").is_none());
+        assert!(p.function_file("utils.Logger.update").is_none(), "a method is not a function");
+        let call = |line: usize, keywords: Vec<(String, bool)>| HotCall {
+            callee: "utils.Logger.update".into(),
+            offset: 0,
+            line,
+            cell: None,
+            args: vec![false],
+            keywords,
+            spread: false,
+            result_needed: false,
+        };
+        p.set_called_from(&[(
+            "m/train.py".into(),
+            vec![call(3, vec![("lr".into(), false)]), call(4, vec![("loss".into(), true)])],
+        )]);
+        let called = p.called_from(Path::new("m/utils/misc.py"));
+        assert_eq!(called.len(), 1);
+        assert_eq!(called[0].function, "Logger.update");
+        assert_eq!(called[0].line, 4, "the first call that passes a device tensor is shown");
+        // `**kw` takes the keywords no named parameter takes; `lr` is given only numbers.
+        assert!(called[0].passes(usize::MAX, "kw", true, &["self"]));
+        assert!(!called[0].passes(1, "lr", false, &["self", "lr"]));
+        assert!(called[0].passes(usize::MAX, "loss", false, &["self"]));
     }
 
     #[test]

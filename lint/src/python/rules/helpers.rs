@@ -805,9 +805,17 @@ fn binding_value_provenance(
                 || crate::python::checker::lightning_training_step(cx.model, f);
             // A function another file calls at every step: where that file's arguments are.
             let passed = match cx.hot_of(f) {
-                Some(crate::python::checker::Hot::CalledElsewhere(i)) => {
-                    cx.facts.elsewhere.get(i).is_some_and(|c| c.args.get(position).copied().unwrap_or(false))
-                }
+                Some(crate::python::checker::Hot::CalledElsewhere(i)) => cx.facts.elsewhere.get(i).is_some_and(|c| {
+                    let BindingKind::Parameter { variadic, .. } = binding.kind else { return false };
+                    let params = &fun.def.parameters;
+                    let named: Vec<&str> = params
+                        .posonlyargs
+                        .iter()
+                        .chain(&params.args)
+                        .map(|p| p.parameter.name.as_str())
+                        .collect();
+                    c.passes(position, binding.name, variadic, &named)
+                }),
                 // A plain function called in a loop of this file: where that call's argument is.
                 Some(crate::python::checker::Hot::CalledInLoop(at)) if fun.class.is_none() => cx
                     .model
