@@ -1065,6 +1065,11 @@ fn is_gate_word(name: &str) -> bool {
         "is_main",
         "rank",
         "master",
+        // A branch for a value gone bad (`if torch.isnan(k).any():`, its fallback) is taken when
+        // something went wrong, not at every step.
+        "isnan",
+        "isinf",
+        "isfinite",
     ]);
     WORDS.in_name(name)
 }
@@ -1208,15 +1213,38 @@ impl Facts {
         // A loop whose own body steps the training (`loss.backward()`, `optimizer.step()`) runs
         // once per step, whatever else it calls: a helper that loops over the batch's images,
         // an evaluation every N steps.
+        // So does a loop that calls a function of this file that steps the training once, with
+        // no loop of its own (full-batch training: `for epoch in range(n): train(epoch)`).
+        let mut steps_once = vec![false; n];
+        let mut steps_here = vec![false; loops];
         for site in &model.calls {
-            if let Some(l) = site.in_loop
-                && steps_training(site.call)
-            {
-                outer_loop[l.index()] = false;
+            if steps_training(site.call) {
+                match site.in_loop {
+                    Some(l) => {
+                        outer_loop[l.index()] = false;
+                        steps_here[l.index()] = true;
+                    }
+                    None => {
+                        if let Some(f) = site.function {
+                            steps_once[f.index()] = true;
+                        }
+                    }
+                }
             }
         }
+        for e in &edges {
+            if let Some(l) = e.in_loop
+                && steps_once[e.callee.index()]
+                && !work_loop_inside[e.callee.index()]
+            {
+                outer_loop[l.index()] = false;
+                steps_here[l.index()] = true;
+            }
+        }
+        // A loop named for epochs runs a loop of steps somewhere it cannot see (a trainer's
+        // `fit`), unless it is seen to step the training itself.
         for (id, l) in model.loops() {
-            if loop_is_over_epochs(model, l) {
+            if !steps_here[id.index()] && loop_is_over_epochs(model, l) {
                 outer_loop[id.index()] = true;
             }
         }

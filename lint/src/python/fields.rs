@@ -7,7 +7,7 @@
 //! a plain tensor attribute, modules or tensors in a plain `list`, `tuple` or `dict` — stays where
 //! it was made, and is not in `state_dict()`.
 
-use ruff_python_ast::{self as ast, Expr};
+use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
@@ -418,6 +418,27 @@ pub(crate) fn registered_elsewhere(cx: &Checker<'_, '_>, method: FunctionId, lis
             && ["Sequential(", "ModuleList(", "ModuleDict(", "add_module(", "ParameterList("]
                 .iter()
                 .any(|w| text.contains(w))
+        {
+            found = true;
+        }
+    });
+    found
+}
+
+/// Does `method` walk `self.<field>` and register each item on its own (`for i, m in
+/// enumerate(self.heads): self.add_module(f"head_{i}", m)`)? By the loop's text.
+pub(crate) fn registered_item_by_item(cx: &Checker<'_, '_>, method: FunctionId, field: &str) -> bool {
+    let own = format!("self.{field}");
+    let mut found = false;
+    crate::python::rules::helpers::each_stmt(&cx.model.function(method).def.body, &mut |s| {
+        if let Stmt::For(f) = s
+            && cx.text(f.iter.range()).contains(own.as_str())
+            && f.body.iter().any(|b| {
+                let text = cx.text(b.range());
+                ["add_module(", "register_module(", "register_parameter(", "setattr(self"]
+                    .iter()
+                    .any(|w| text.contains(w))
+            })
         {
             found = true;
         }

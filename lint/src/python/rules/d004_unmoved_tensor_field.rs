@@ -11,6 +11,7 @@ use crate::python::api;
 use crate::python::checker::{Checker, Node, Reads, Rule};
 use crate::python::fields::{
     Field, Holds, conversion, may_be_container, module_fields_where, registered_elsewhere,
+    registered_item_by_item,
 };
 use crate::python::model::{AttrAssign, AttrHow, BindingId, BindingKind, ClassId, Model, Part, ScopeId};
 use crate::python::typing::{Kind, Truth};
@@ -295,6 +296,10 @@ fn plain_container(
     if let Some(Expr::Name(n)) = field.value
         && registered_elsewhere(cx, field.method, n.id.as_str())
     {
+        return None;
+    }
+    // Each item registered by a loop over the container (`self.add_module(..)`).
+    if registered_item_by_item(cx, field.method, field.name) {
         return None;
     }
     let wrapper = match (container, parameters) {

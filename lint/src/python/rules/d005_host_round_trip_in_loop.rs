@@ -25,6 +25,9 @@ struct Sync<'a> {
     /// One read per element (`all(t)`, `max(t)`: Python walks the tensor and asks each element
     /// for its truth): a waste whether or not the host needs the answer.
     per_element: bool,
+    /// Not a read but a blocking copy to the device of a tensor just made on the host
+    /// (`torch.arange(n).to(device)`): PyTorch waits for the device before it returns.
+    upload: bool,
     /// What is shown: `.item()`, `float(..)`, `if loss:`.
     what: String,
     /// The tensor read.
@@ -45,6 +48,8 @@ impl Rule for Check {
         match e {
             Expr::Call(_) => {
                 if let Read::Found(sync) = call_read(cx, e) {
+                    report(cx, sync, out);
+                } else if let Some(sync) = upload(cx, e) {
                     report(cx, sync, out);
                 }
             }
@@ -97,7 +102,7 @@ fn implicit<'a>(cx: &Checker<'_, 'a>, value: &'a Expr, whole: &'a Expr, what: St
     if !matches!(value, Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_)) || !cx.kind_of(value).may_be_tensor() {
         return None;
     }
-    Some(Sync { bulk: false, per_element: false, what, tensor: value, value: whole, at: value.range() })
+    Some(Sync { bulk: false, per_element: false, upload: false, what, tensor: value, value: whole, at: value.range() })
 }
 
 fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
@@ -105,10 +110,12 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         return;
     }
     let Some(hot) = cx.hot() else { return };
-    if !cx.kind_of(sync.tensor).may_be_tensor() || !provenance_in_project(cx, sync.tensor).on_accelerator {
+    if !sync.upload
+        && (!cx.kind_of(sync.tensor).may_be_tensor() || !provenance_in_project(cx, sync.tensor).on_accelerator)
+    {
         return;
     }
-    if (!sync.per_element && needed_on_host(cx, sync.value, sync.bulk))
+    if (!sync.per_element && !sync.upload && needed_on_host(cx, sync.value, sync.bulk))
         || synchronized_just_before(cx)
         || super::helpers::in_evaluation_pass(cx)
     {
@@ -143,7 +150,19 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             "return the tensor and let the caller accumulate it on the device (`total += acc.detach()`), reading it every N steps or once at the end",
         ),
     };
-    let (message, help) = if sync.per_element {
+    let (message, help) = if sync.upload {
+        (
+            format!(
+                "`{}` makes a tensor on the host and copies it to the device {}: the copy waits for the device",
+                sync.what,
+                match hot {
+                    Hot::Forward => format!("at every {}", cx.pass_words()),
+                    _ => "at every step".to_string(),
+                }
+            ),
+            "make it on the device: pass `device=` to the factory (`torch.arange(n, device=x.device)`)",
+        )
+    } else if sync.per_element {
         (
             format!("{message}, once for each element"),
             "reduce on the device and read once (`bool(t.all())`, `t.max().item()`), or copy the tensor once with `.tolist()`",
@@ -168,6 +187,64 @@ enum Read<'a> {
     Passed,
     /// Not a host read by itself; as the test of an `if`, its truth may be one.
     Undecided,
+}
+
+/// `torch.arange(n).to(device)`, `torch.zeros(b).cuda()`: a tensor made on the host by a factory
+/// that takes no data, copied to the device at once with a blocking copy.
+fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
+    let (call, receiver, method) = method_call(e)?;
+    let moves = match method {
+        "cuda" => true,
+        "to" => call
+            .arguments
+            .args
+            .first()
+            .or_else(|| call.arguments.find_keyword("device").map(|k| &k.value))
+            .is_some_and(|t| {
+                super::helpers::literal_device(cx, t).is_none_or(|d| d != "cpu") && !super::helpers::is_dtype(cx, t)
+            }),
+        _ => false,
+    };
+    if !moves || call.arguments.find_keyword("non_blocking").is_some_and(|k| !matches!(k.value, Expr::BooleanLiteral(ast::ExprBooleanLiteral { value: false, .. }))) {
+        return None;
+    }
+    let Expr::Call(made) = receiver else { return None };
+    let q = cx.callee_name(made)?;
+    let factory = q.strip_prefix("torch.")?;
+    let data_free = matches!(
+        factory,
+        "zeros" | "ones" | "empty" | "full" | "arange" | "eye" | "rand" | "randn" | "randint" | "randperm" | "linspace"
+            | "logspace"
+    );
+    if !data_free || made.arguments.find_keyword("device").is_some() {
+        return None;
+    }
+    // `torch.empty(0)`: nothing to copy, and PyTorch does not wait for an empty copy.
+    let zero = |e: &Expr| {
+        matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ast::Number::Int(i) if i.as_u8() == Some(0)))
+    };
+    let empty = |e: &Expr| match e {
+        Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => elts.iter().any(zero),
+        e => zero(e),
+    };
+    // The size arguments: all the positional ones, but `full`'s fill value.
+    let sizes = match factory {
+        "zeros" | "ones" | "empty" | "rand" | "randn" => &made.arguments.args[..],
+        "full" => made.arguments.args.get(..1).unwrap_or(&[]),
+        _ => &[],
+    };
+    if sizes.iter().any(empty) {
+        return None;
+    }
+    Some(Sync {
+        bulk: false,
+        per_element: false,
+        upload: true,
+        what: format!("torch.{factory}(..).{method}({})", if call.arguments.is_empty() { "" } else { ".." }),
+        tensor: receiver,
+        value: e,
+        at: call.range(),
+    })
 }
 
 /// The host read the call `e` is, if it is one: the innermost one of a chain (`x.cpu().numpy()`
@@ -195,10 +272,12 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
             }
             let what =
                 if call.arguments.is_empty() { format!(".{method}()") } else { format!(".{method}(..)") };
-            let bulk = method != "item";
+            // A whole tensor copied only to be reduced on the host (`pred.eq(y).cpu().sum()`) is a
+            // statistic, not the data.
+            let bulk = method != "item" && !reduced_after(cx, e);
             return Read::Found(Sync {
                 bulk,
-                per_element: false,
+                per_element: false, upload: false,
                 what,
                 tensor: receiver,
                 value: outermost_chain(cx, e),
@@ -218,7 +297,7 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
         }
         return Read::Found(Sync {
             bulk: false,
-            per_element: false,
+            per_element: false, upload: false,
             what: format!("{name}(..)"),
             tensor,
             value: e,
@@ -239,7 +318,7 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
                 {
                     return Read::Found(Sync {
                         bulk: false,
-                        per_element: true,
+                        per_element: true, upload: false,
                         what: format!("{}(..)", q.trim_start_matches("builtins.")),
                         tensor,
                         value: e,
@@ -303,9 +382,37 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
             _ => return None,
         };
         let what = format!("if {}:", cx.short(test.range()));
-        return Some(Sync { bulk: false, per_element: false, what, tensor, value: test, at: test.range() });
+        return Some(Sync { bulk: false, per_element: false, upload: false, what, tensor, value: test, at: test.range() });
     }
     None
+}
+
+/// Is the value of the read `e` reduced to a number as soon as it is on the host: a reduction
+/// later in its chain (`x.cpu().sum()`, `x.cpu().numpy().mean()`), or a NumPy or builtin
+/// reduction around it (`np.sum(x.cpu().numpy())`)?
+fn reduced_after(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    const REDUCTIONS: [&str; 8] = ["sum", "mean", "item", "max", "min", "all", "any", "count_nonzero"];
+    let mut value = e;
+    for parent in cx.parents.iter().rev() {
+        match parent {
+            Node::Expr(p @ Expr::Attribute(a)) if std::ptr::eq(&*a.value, value) => {
+                if REDUCTIONS.contains(&a.attr.as_str()) {
+                    return true;
+                }
+                value = p;
+            }
+            Node::Expr(p @ Expr::Subscript(s)) if std::ptr::eq(&*s.value, value) => value = p,
+            Node::Expr(p @ Expr::Call(c)) if std::ptr::eq(&*c.func, value) => value = p,
+            Node::Expr(Expr::Call(c)) => {
+                return c.arguments.args.first().is_some_and(|a| std::ptr::eq(a, value))
+                    && cx.callee_name(c).is_some_and(|q| {
+                        matches!(q.as_ref(), "numpy.sum" | "numpy.mean" | "numpy.count_nonzero" | "builtins.sum")
+                    });
+            }
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// The outermost expression of the chain `e` is part of: `x.cpu()` in `x.cpu().numpy()[0]`.
