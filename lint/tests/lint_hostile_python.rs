@@ -517,3 +517,50 @@ fn containers_of_containers_are_judged_in_bounded_time() {
     let (_dir, reports) = run_of(&[("tuples.py", tuples.into_bytes()), ("ok.py", FLAGGED.into())]);
     still_linted(&reports);
 }
+
+/// One log line formatting a device tensor tens of thousands of times: each place is judged
+/// without walking the whole statement again (it took seconds, quadratic in the places).
+#[test]
+fn a_statement_with_thousands_of_formatted_tensors_is_linted() {
+    let n = 40_000;
+    let mut text = String::from(
+        "import torch\n\n\ndef train(model, opt, loader, device):\n    for x in loader:\n        \
+         loss = model(x.to(device)).sum()\n        loss.backward()\n        opt.step()\n        print(f\"",
+    );
+    for _ in 0..n {
+        text.push_str("{loss}");
+    }
+    text.push_str("\")\n");
+    let report = lint_source("fmt.py", &text, &preview());
+    let d005: Vec<_> = report.diagnostics.iter().filter(|d| d.code == "D005").collect();
+    assert_eq!(d005.len(), 1, "{:?}", &report.diagnostics[..3.min(report.diagnostics.len())]);
+    assert_eq!(d005[0].count(), n);
+}
+
+/// Calls at every step to a method of another file's class with thousands of distinct keyword
+/// arguments: what the callee is told stays bounded, and a device tensor among them still reaches
+/// its `**kwargs`.
+#[test]
+fn thousands_of_keyword_arguments_to_a_method_of_another_file_are_linted() {
+    let n = 20_000;
+    let call = |value: &str| {
+        let mut s = String::from("        meter.update(");
+        for i in 0..n {
+            s.push_str(&format!("k{i}=1, "));
+        }
+        s.push_str(&format!("last={value})\n"));
+        s
+    };
+    let train = format!(
+        "import torch\nfrom meters import Meter\n\n\ndef train(model, opt, loader):\n    meter = Meter()\n    \
+         for x in loader:\n        loss = model(x.cuda()).sum()\n        loss.backward()\n        opt.step()\n{}{}",
+        call("1"),
+        call("loss.detach()"),
+    );
+    let meters = "import torch\n\n\nclass Meter:\n    def update(self, **values):\n        for k, v in values.items():\n            \
+                  if isinstance(v, torch.Tensor):\n                v = v.item()\n";
+    let (_dir, reports) =
+        run_of(&[("train.py", train.into_bytes()), ("meters.py", meters.as_bytes().to_vec())]);
+    let found = &report(&reports, "meters.py").diagnostics;
+    assert!(found.iter().any(|d| d.code == "D005" && d.start.line == 8), "{found:?}");
+}

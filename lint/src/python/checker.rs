@@ -159,6 +159,8 @@ pub(crate) struct Facts {
     /// `loss = -torch.min(adv * ratio, ..).mean()`): on the loss's device, whatever built them
     /// ([`loss_inputs`]).
     pub loss_inputs: FxHashSet<BindingId>,
+    /// Bindings `.backward()` is called on by name (`loss` in `loss.backward()`).
+    pub backward_roots: FxHashSet<BindingId>,
     /// Per function: the calls of this file that call it by name (indices into the model's
     /// calls), so a question about its callers does not scan every call of the file.
     pub calls_to: Vec<Vec<usize>>,
@@ -367,10 +369,10 @@ impl<'m, 'a> Checker<'m, 'a> {
 
     pub fn kind_of(&self, e: &Expr) -> Kind {
         let kind = self.types.kind(e);
-        // A name `.backward()` is called on (or one of the terms it adds up) is a tensor.
+        // A name `.backward()` is called on is a tensor.
         if kind == Kind::Unknown
             && let Expr::Name(n) = e
-            && self.model.binding_of(n).is_some_and(|b| self.facts.backward.contains(&b))
+            && self.model.binding_of(n).is_some_and(|b| self.facts.backward_roots.contains(&b))
         {
             return Kind::Tensor;
         }
@@ -919,7 +921,7 @@ fn is_main_guard(test: &Expr) -> bool {
 /// The names in the expression `.backward()` is called on (`loss.backward()`, `(a + b).backward()`)
 /// and, through their assignments, the terms they add up (`loss = p_loss + lam * n_loss`): parts
 /// of the autograd graph, where the model is.
-fn losses(model: &Model<'_>) -> FxHashSet<BindingId> {
+fn losses(model: &Model<'_>, types: &Types<'_, '_>) -> FxHashSet<BindingId> {
     let mut found: FxHashSet<BindingId> = FxHashSet::default();
     let mut terms: Vec<&Expr> = model
         .calls
@@ -933,14 +935,13 @@ fn losses(model: &Model<'_>) -> FxHashSet<BindingId> {
         .collect();
     while let Some(t) = terms.pop() {
         match t {
-            Expr::BinOp(o)
-                if matches!(
-                    o.op,
-                    ast::Operator::Add | ast::Operator::Sub | ast::Operator::Mult | ast::Operator::Div
-                ) =>
-            {
+            Expr::BinOp(o) if matches!(o.op, ast::Operator::Add | ast::Operator::Sub) => {
                 terms.push(&o.left);
                 terms.push(&o.right);
+            }
+            // `lam * reg`, `loss / accum_steps`: a factor that is a setting is a number.
+            Expr::BinOp(o) if matches!(o.op, ast::Operator::Mult | ast::Operator::Div) => {
+                terms.extend([&*o.left, &*o.right].into_iter().filter(|f| !is_setting(model, types, f)));
             }
             Expr::UnaryOp(u) if u.op == ast::UnaryOp::USub => terms.push(&u.operand),
             Expr::Name(n) => {
@@ -957,11 +958,55 @@ fn losses(model: &Model<'_>) -> FxHashSet<BindingId> {
     found
 }
 
+/// The names `.backward()` is called on: `loss` in `loss.backward()`.
+fn backward_roots(model: &Model<'_>) -> FxHashSet<BindingId> {
+    model
+        .calls
+        .iter()
+        .filter_map(|s| match &*s.call.func {
+            Expr::Attribute(a) if a.attr.as_str() == "backward" && s.call.arguments.args.len() <= 1 => {
+                match &*a.value {
+                    Expr::Name(n) => model.binding_of(n),
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A factor that is most often a number rather than a tensor: a literal, a parameter of the
+/// function, a configuration value (`self.alpha`, `args.lam`, `cfg["w"]`), or a name bound to one
+/// — unless it is known to be a tensor (`self.ent_coef_tensor`).
+fn is_setting(model: &Model<'_>, types: &Types<'_, '_>, e: &Expr) -> bool {
+    let config = |v: &Expr| {
+        matches!(v, Expr::NumberLiteral(_) | Expr::Attribute(_) | Expr::Subscript(_))
+            && types.kind(v) != Kind::Tensor
+    };
+    match e {
+        Expr::Name(n) => {
+            types.kind(e) != Kind::Tensor
+                && model.binding_of(n).is_some_and(|b| match model.binding(b).kind {
+                    BindingKind::Parameter { .. } => true,
+                    BindingKind::Assignment { value, .. } => config(value),
+                    _ => false,
+                })
+        }
+        e => config(e),
+    }
+}
+
 /// The bindings the losses (`backward`, [`losses`]) are computed from through tensor
-/// operations: the receivers and tensor arguments of tensor methods and `torch` functions, and
-/// their terms, followed through assignments. Each must be on the loss's device (a tensor
-/// operation takes its tensors on one device), so where the loss is, they are.
-fn loss_inputs(model: &Model<'_>, backward: &FxHashSet<BindingId>) -> FxHashSet<BindingId> {
+/// operations: the receivers of tensor methods and the operands of arithmetic and comparison
+/// methods, the input (first argument) of `torch` functions and their other arguments known to
+/// be tensors, and the terms of sums and products (not the factors that are settings), followed
+/// through assignments. Each must be on the loss's device (a tensor operation takes its tensors on
+/// one device), so where the loss is, they are. Sizes, dims and exponents are not followed.
+fn loss_inputs(
+    model: &Model<'_>,
+    types: &Types<'_, '_>,
+    backward: &FxHashSet<BindingId>,
+) -> FxHashSet<BindingId> {
     let mut found: FxHashSet<BindingId> = FxHashSet::default();
     let mut work: Vec<&Expr> = Vec::new();
     for &b in backward {
@@ -969,28 +1014,36 @@ fn loss_inputs(model: &Model<'_>, backward: &FxHashSet<BindingId>) -> FxHashSet<
             work.push(value);
         }
     }
+    let tensor = |a: &&Expr| types.kind(a) == Kind::Tensor;
     // Each binding is entered once, so the walk is linear in the expressions it reaches.
     while let Some(e) = work.pop() {
         match e {
-            Expr::Call(c) => {
-                let tensor_op = match &*c.func {
-                    Expr::Attribute(a)
-                        if crate::python::api::tensor_method_returns_tensor(a.attr.as_str()) =>
-                    {
-                        work.push(&a.value);
-                        true
+            Expr::Call(c) => match &*c.func {
+                Expr::Attribute(a) if crate::python::api::tensor_method_returns_tensor(a.attr.as_str()) => {
+                    work.push(&a.value);
+                    if super::rules::helpers::is_operand_method(a.attr.as_str()) {
+                        work.extend(c.arguments.args.iter().filter(|a| !is_setting(model, types, a)));
+                    } else {
+                        work.extend(c.arguments.args.iter().filter(tensor));
                     }
-                    _ => {
-                        model.canonical_name(&c.func).is_some_and(|q| crate::python::api::returns_tensor(&q))
-                    }
-                };
-                if tensor_op {
-                    work.extend(c.arguments.args.iter());
                 }
-            }
-            Expr::BinOp(o) => {
+                func if model
+                    .canonical_name(func)
+                    .is_some_and(|q| crate::python::api::returns_tensor(&q)) =>
+                {
+                    work.extend(c.arguments.args.first());
+                    work.extend(c.arguments.args.iter().skip(1).filter(tensor));
+                }
+                _ => {}
+            },
+            Expr::BinOp(o) if matches!(o.op, ast::Operator::Add | ast::Operator::Sub) => {
                 work.push(&o.left);
                 work.push(&o.right);
+            }
+            Expr::BinOp(o)
+                if matches!(o.op, ast::Operator::Mult | ast::Operator::Div | ast::Operator::MatMult) =>
+            {
+                work.extend([&*o.left, &*o.right].into_iter().filter(|f| !is_setting(model, types, f)));
             }
             Expr::UnaryOp(u) => work.push(&u.operand),
             Expr::Name(n) => {
@@ -1024,6 +1077,11 @@ pub(crate) fn leaves_for_good(model: &Model<'_>, s: &Stmt) -> bool {
 /// with a number (`if i == 0`), or a flag or counter about logging, debugging, evaluation or
 /// checkpoints (`if args.verbose`, `if step % log_every`, `if should_log`).
 pub(crate) fn is_gate(test: &Expr) -> bool {
+    // A branch for a value gone bad (`if torch.isnan(k).any():`, `if not isfinite(loss):`) is
+    // taken when something went wrong; its other side is the normal path.
+    if let Some(bad) = tests_for_bad_values(test) {
+        return bad;
+    }
     match test {
         Expr::BinOp(b) => b.op == ast::Operator::Mod || is_gate(&b.left) || is_gate(&b.right),
         Expr::BoolOp(b) => b.values.iter().any(is_gate),
@@ -1039,6 +1097,31 @@ pub(crate) fn is_gate(test: &Expr) -> bool {
         Expr::Attribute(a) => is_gate_word(a.attr.as_str()) || is_gate(&a.value),
         Expr::Call(c) => is_gate(&c.func) || c.arguments.args.iter().any(is_gate),
         _ => false,
+    }
+}
+
+/// `Some(true)` for a test that holds when a value has gone bad (`isnan(x).any()`,
+/// `not isfinite(x)`), `Some(false)` for its negation, `None` for other tests.
+fn tests_for_bad_values(test: &Expr) -> Option<bool> {
+    // The callee a chain of reductions starts from: `isnan` in `torch.isnan(x).any()`.
+    fn check(e: &Expr) -> Option<&str> {
+        match e {
+            Expr::Call(c) => match &*c.func {
+                Expr::Attribute(a) if matches!(a.attr.as_str(), "any" | "all" | "item") => check(&a.value),
+                Expr::Attribute(a) => Some(a.attr.as_str()),
+                Expr::Name(n) => Some(n.id.as_str()),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+    match test {
+        Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => tests_for_bad_values(&u.operand).map(|bad| !bad),
+        _ => match check(test)? {
+            "isnan" | "isinf" | "isneginf" | "isposinf" => Some(true),
+            "isfinite" => Some(false),
+            _ => None,
+        },
     }
 }
 
@@ -1065,11 +1148,6 @@ fn is_gate_word(name: &str) -> bool {
         "is_main",
         "rank",
         "master",
-        // A branch for a value gone bad (`if torch.isnan(k).any():`, its fallback) is taken when
-        // something went wrong, not at every step.
-        "isnan",
-        "isinf",
-        "isfinite",
     ]);
     WORDS.in_name(name)
 }
@@ -1232,12 +1310,14 @@ impl Facts {
                 }
             }
         }
+        // (Not a loop with a loop of steps inside: a helper that steps once per epoch to flush
+        // accumulated gradients leaves it a loop over epochs.)
         for e in &edges {
             if let Some(l) = e.in_loop
                 && steps_once[e.callee.index()]
                 && !work_loop_inside[e.callee.index()]
+                && !outer_loop[l.index()]
             {
-                outer_loop[l.index()] = false;
                 steps_here[l.index()] = true;
             }
         }
@@ -1280,11 +1360,12 @@ impl Facts {
             clock_in,
             clock_at_top,
             loss_inputs: FxHashSet::default(),
-            backward: losses(model),
+            backward_roots: backward_roots(model),
+            backward: losses(model, types),
             calls_to,
             elsewhere: types.project().called_from().to_vec(),
         };
-        facts.loss_inputs = loss_inputs(model, &facts.backward);
+        facts.loss_inputs = loss_inputs(model, types, &facts.backward);
         // A file whose functions another file calls at every step runs on that file's device.
         facts.uses_accelerator |= !facts.elsewhere.is_empty();
         facts.project_uses_accelerator |= facts.uses_accelerator;
@@ -1300,12 +1381,20 @@ impl Facts {
                 by_caller[c.index()].push(i);
             }
         }
+        // A call in a branch taken now and then (`if step % 100 == 0: log_stats(..)`) does not make
+        // its callee run at every step, as a read there is not one at every step.
+        let gated = |e: &Edge| {
+            e.caller.is_some_and(|c| {
+                call_is_gated(model, &model.function(c).def.body, e.at.start(), &facts.loop_work)
+            })
+        };
         let mut queue = std::collections::VecDeque::new();
         for e in &edges {
             if let Some(l) = e.in_loop
                 && facts.hot_loop(model, l).is_some()
                 && facts.hot[e.callee.index()].is_none()
                 && !facts.forward[e.callee.index()]
+                && !gated(e)
             {
                 facts.hot[e.callee.index()] = Some(Hot::CalledInLoop(e.at));
                 queue.push_back(e.callee);
@@ -1335,7 +1424,7 @@ impl Facts {
         while let Some(f) = queue.pop_front() {
             for &i in &by_caller[f.index()] {
                 let e = &edges[i];
-                if facts.hot[e.callee.index()].is_none() && !facts.forward[e.callee.index()] {
+                if facts.hot[e.callee.index()].is_none() && !facts.forward[e.callee.index()] && !gated(e) {
                     facts.hot[e.callee.index()] = Some(Hot::CalledInLoop(e.at));
                     queue.push_back(e.callee);
                 }
@@ -1368,6 +1457,59 @@ impl Facts {
         }
         Heat::Cold
     }
+}
+
+/// Is the call at `at`, in a function whose body is `body`, inside a branch taken now and then
+/// ([`is_gate`], or one that leaves the loop or the function for good) with no loop of steps
+/// between the branch and the call? Found by descending from the body to the statement that
+/// holds the call, each block searched by offset.
+fn call_is_gated(model: &Model<'_>, body: &[Stmt], at: ruff_text_size::TextSize, loop_work: &[bool]) -> bool {
+    let mut gated = false;
+    let mut in_loop = false;
+    let mut stmts = body;
+    for _ in 0..MAX_DEPTH {
+        let i = stmts.partition_point(|s| s.end() <= at);
+        let Some(s) = stmts.get(i).filter(|s| s.range().contains(at)) else { return gated };
+        let inner: Option<&[Stmt]> = match s {
+            Stmt::For(_) | Stmt::While(_) => {
+                in_loop = true;
+                // Inside a loop of steps, the branches outside it say nothing.
+                if model.loop_of_stmt(s).is_some_and(|l| loop_work.get(l.index()).copied().unwrap_or(false)) {
+                    gated = false;
+                }
+                super::rules::helpers::blocks(s).into_iter().find(|b| block_holds(b, at))
+            }
+            Stmt::If(i) => {
+                if block_holds(&i.body, at) {
+                    let leaves = i
+                        .body
+                        .iter()
+                        .any(|b| leaves_for_good(model, b) && (in_loop || !matches!(b, Stmt::Return(_))));
+                    gated |= !is_main_guard(&i.test) && (is_gate(&i.test) || leaves);
+                    Some(&i.body[..])
+                } else {
+                    let clause = i.elif_else_clauses.iter().find(|c| block_holds(&c.body, at));
+                    if let Some(c) = clause {
+                        gated |= c.test.as_ref().is_some_and(is_gate);
+                    }
+                    clause.map(|c| &c.body[..])
+                }
+            }
+            // A nested `def` or class runs when it is called, in its own context.
+            Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return false,
+            _ => super::rules::helpers::blocks(s).into_iter().find(|b| block_holds(b, at)),
+        };
+        match inner {
+            Some(b) => stmts = b,
+            None => return gated,
+        }
+    }
+    gated
+}
+
+/// Does the block hold the offset?
+fn block_holds(block: &[Stmt], at: ruff_text_size::TextSize) -> bool {
+    matches!((block.first(), block.last()), (Some(first), Some(last)) if first.start() <= at && at < last.end())
 }
 
 /// Spreads `flags` (one per function) from callees to their callers until nothing changes: a

@@ -428,11 +428,17 @@ pub(crate) fn registered_elsewhere(cx: &Checker<'_, '_>, method: FunctionId, lis
 /// Does `method` walk `self.<field>` and register each item on its own (`for i, m in
 /// enumerate(self.heads): self.add_module(f"head_{i}", m)`)? By the loop's text.
 pub(crate) fn registered_item_by_item(cx: &Checker<'_, '_>, method: FunctionId, field: &str) -> bool {
-    let own = format!("self.{field}");
+    // `self.<field>` itself, or inside `enumerate(..)`, `zip(..)`, `list(..)`, `reversed(..)`.
+    let is_field = |e: &Expr| matches!(e, Expr::Attribute(a) if a.attr.as_str() == field && matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "self"));
+    let walks_field = |iter: &Expr| {
+        is_field(iter)
+            || matches!(iter, Expr::Call(c) if matches!(&*c.func, Expr::Name(n) if matches!(n.id.as_str(), "enumerate" | "zip" | "list" | "reversed"))
+                && c.arguments.args.iter().any(is_field))
+    };
     let mut found = false;
     crate::python::rules::helpers::each_stmt(&cx.model.function(method).def.body, &mut |s| {
         if let Stmt::For(f) = s
-            && cx.text(f.iter.range()).contains(own.as_str())
+            && walks_field(&f.iter)
             && f.body.iter().any(|b| {
                 let text = cx.text(b.range());
                 ["add_module(", "register_module(", "register_parameter(", "setattr(self"]

@@ -22,6 +22,8 @@ use super::typing::Truth;
 
 /// Re-exports and base classes are followed this deep.
 const MAX_CHAIN: usize = 16;
+/// The keyword arguments of the calls to one function that are told apart by name.
+const MAX_KEYWORDS: usize = 64;
 /// Dotted suffixes longer than this are not indexed (a path is rarely imported by more).
 const MAX_SUFFIX: usize = 8;
 
@@ -163,18 +165,30 @@ pub(crate) struct CalledFrom {
     pub result_needed: bool,
 }
 
+/// A parameter of a function, as [`CalledFrom::passes`] asks about it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Param<'n> {
+    Named { position: usize, name: &'n str },
+    Args,
+    Kwargs,
+}
+
 impl CalledFrom {
-    /// Does some caller pass a tensor on the accelerator for the parameter at `position`
-    /// (`usize::MAX` for a keyword-only one) named `name`; for `*args`/`**kwargs`
-    /// (`variadic`), for any argument no named parameter takes?
-    pub(crate) fn passes(&self, position: usize, name: &str, variadic: bool, named: &[&str]) -> bool {
-        if variadic {
-            let extra_positional = self.args.iter().skip(named.len()).any(|a| *a);
-            let extra_keyword = self.keywords.iter().any(|(k, on)| *on && !named.contains(&k.as_str()));
-            return self.spread || extra_positional || extra_keyword;
+    /// Does some caller pass a tensor on the accelerator for the parameter: a named one at its
+    /// position (`usize::MAX` for a keyword-only one) or by its name; `*args` for a positional
+    /// argument past the `positional` named ones; `**kwargs` for a keyword no parameter in
+    /// `named` takes, or a spread `**d`?
+    pub(crate) fn passes(&self, param: Param<'_>, positional: usize, named: &[&str]) -> bool {
+        match param {
+            Param::Named { position, name } => {
+                self.args.get(position).copied().unwrap_or(false)
+                    || self.keywords.iter().any(|(k, on)| *on && k == name)
+            }
+            Param::Args => self.spread || self.args.iter().skip(positional).any(|a| *a),
+            Param::Kwargs => {
+                self.spread || self.keywords.iter().any(|(k, on)| *on && !named.contains(&k.as_str()))
+            }
         }
-        self.args.get(position).copied().unwrap_or(false)
-            || self.keywords.iter().any(|(k, on)| *on && k == name)
     }
 
     /// Does the call pass anything on the accelerator?
@@ -202,6 +216,12 @@ impl CalledFrom {
                 Some((_, known)) => *known |= *on,
                 None => self.keywords.push((name.clone(), *on)),
             }
+        }
+        // Thousands of distinct keywords (generated code): the rest count as a spread, so
+        // merging stays linear.
+        if self.keywords.len() > MAX_KEYWORDS {
+            self.spread |= self.keywords[MAX_KEYWORDS..].iter().any(|(_, on)| *on);
+            self.keywords.truncate(MAX_KEYWORDS);
         }
         self.spread |= call.spread;
         self.result_needed |= call.result_needed;
@@ -349,8 +369,17 @@ impl Project {
     pub(crate) fn method_file<'s>(&'s self, name: &'s str) -> Option<(&'s Path, &'s str)> {
         let (class, method) = name.rsplit_once('.')?;
         let mut found: Option<(usize, &str)> = None;
+        let reached = self.names_reached(class);
+        // A file that binds the class's name to a class outside the project (`from logging import
+        // Logger` in one file, `class Logger` in another): which one is meant is not known.
+        if reached
+            .iter()
+            .any(|n| self.aliases.get(*n).is_some_and(|targets| targets.iter().any(|t| !self.binds(t))))
+        {
+            return None;
+        }
         // The class through its re-exports (`utils.Logger` → `utils.misc.Logger`).
-        for reached in self.names_reached(class) {
+        for reached in reached {
             let Some((key, files)) = self.methods.get_key_value(format!("{reached}.{method}").as_str())
             else {
                 continue;
@@ -1479,9 +1508,12 @@ mod tests {
         assert_eq!(called[0].function, "Logger.update");
         assert_eq!(called[0].line, 4, "the first call that passes a device tensor is shown");
         // `**kw` takes the keywords no named parameter takes; `lr` is given only numbers.
-        assert!(called[0].passes(usize::MAX, "kw", true, &["self"]));
-        assert!(!called[0].passes(1, "lr", false, &["self", "lr"]));
-        assert!(called[0].passes(usize::MAX, "loss", false, &["self"]));
+        assert!(called[0].passes(Param::Kwargs, 1, &["self"]));
+        assert!(!called[0].passes(Param::Args, 1, &["self"]), "no positional argument past `self`");
+        assert!(!called[0].passes(Param::Named { position: 1, name: "lr" }, 2, &["self", "lr"]));
+        assert!(called[0].passes(Param::Named { position: usize::MAX, name: "loss" }, 1, &["self", "loss"]));
+        // A keyword-only parameter takes its keyword; `**kwargs` does not get it too.
+        assert!(!called[0].passes(Param::Kwargs, 1, &["self", "loss"]));
     }
 
     #[test]

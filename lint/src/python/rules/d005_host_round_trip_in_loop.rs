@@ -37,6 +37,19 @@ struct Sync<'a> {
     at: TextRange,
 }
 
+impl<'a> Sync<'a> {
+    /// A read of one value or of a whole tensor (`bulk`).
+    fn read(bulk: bool, what: String, tensor: &'a Expr, value: &'a Expr, at: TextRange) -> Sync<'a> {
+        Sync { bulk, per_element: false, upload: false, what, tensor, value, at }
+    }
+}
+
+/// A value a read can be of as it stands: a name, an attribute or an item (a call is read, if
+/// at all, as itself).
+fn plain_value(e: &Expr) -> bool {
+    matches!(e, Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_))
+}
+
 impl Rule for Check {
     fn reads(&self) -> Reads {
         // Calls (`.item()`, `float(t)`, `print(t)`), formatting (`f"{t:.3f}"`, `"%f" % t`), and
@@ -99,10 +112,10 @@ fn formatted<'a>(
 /// `add_scalar`): a read, when it is a plain name, attribute or subscript (a call is read, if
 /// at all, as itself).
 fn implicit<'a>(cx: &Checker<'_, 'a>, value: &'a Expr, whole: &'a Expr, what: String) -> Option<Sync<'a>> {
-    if !matches!(value, Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_)) || !cx.kind_of(value).may_be_tensor() {
+    if !plain_value(value) || !cx.kind_of(value).may_be_tensor() {
         return None;
     }
-    Some(Sync { bulk: false, per_element: false, upload: false, what, tensor: value, value: whole, at: value.range() })
+    Some(Sync::read(false, what, value, whole, value.range()))
 }
 
 fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
@@ -189,6 +202,13 @@ enum Read<'a> {
     Undecided,
 }
 
+/// A dtype, not a device: `torch.float16`, `x.dtype`, `self.weight.dtype`, a name for a dtype.
+fn names_a_dtype(cx: &Checker<'_, '_>, t: &Expr) -> bool {
+    super::helpers::is_dtype(cx, t)
+        || matches!(t, Expr::Attribute(a) if a.attr.as_str() == "dtype")
+        || matches!(t, Expr::Name(n) if n.id.as_str().contains("dtype"))
+}
+
 /// `torch.arange(n).to(device)`, `torch.zeros(b).cuda()`: a tensor made on the host by a factory
 /// that takes no data, copied to the device at once with a blocking copy.
 fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
@@ -200,23 +220,53 @@ fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
             .args
             .first()
             .or_else(|| call.arguments.find_keyword("device").map(|k| &k.value))
-            .is_some_and(|t| {
-                super::helpers::literal_device(cx, t).is_none_or(|d| d != "cpu") && !super::helpers::is_dtype(cx, t)
-            }),
+            .is_some_and(|t| super::helpers::literal_device(cx, t).is_none_or(|d| d != "cpu") && !names_a_dtype(cx, t)),
         _ => false,
     };
-    if !moves || call.arguments.find_keyword("non_blocking").is_some_and(|k| !matches!(k.value, Expr::BooleanLiteral(ast::ExprBooleanLiteral { value: false, .. }))) {
+    let non_blocking = call
+        .arguments
+        .find_keyword("non_blocking")
+        .is_some_and(|k| !matches!(k.value, Expr::BooleanLiteral(ast::ExprBooleanLiteral { value: false, .. })));
+    if !moves || non_blocking {
         return None;
     }
-    let Expr::Call(made) = receiver else { return None };
-    let q = cx.callee_name(made)?;
-    let factory = q.strip_prefix("torch.")?;
-    let data_free = matches!(
-        factory,
-        "zeros" | "ones" | "empty" | "full" | "arange" | "eye" | "rand" | "randn" | "randint" | "randperm" | "linspace"
-            | "logspace"
-    );
-    if !data_free || made.arguments.find_keyword("device").is_some() {
+    // The factory, through methods that keep the tensor where it is (`torch.arange(n).unsqueeze(0)`,
+    // `.long()`, `.float()`).
+    let factory_of = |e: &'a Expr| -> Option<(&'a ast::ExprCall, String)> {
+        let Expr::Call(c) = e else { return None };
+        let q = cx.callee_name(c)?;
+        let factory = q.strip_prefix("torch.")?;
+        matches!(
+            factory,
+            "zeros" | "ones" | "empty" | "full" | "arange" | "eye" | "rand" | "randn" | "randint" | "randperm"
+                | "linspace" | "logspace"
+        )
+        .then(|| (c, factory.to_string()))
+    };
+    // The factory, through methods that keep the tensor where it is (`torch.arange(n).unsqueeze(0)`,
+    // `.long()`), a few calls deep.
+    let mut at = receiver;
+    let mut found = factory_of(at);
+    for _ in 0..8 {
+        if found.is_some() {
+            break;
+        }
+        let (c, inner, m) = method_call(at)?;
+        // `.to(dtype)` keeps the device too.
+        let keeps = match m {
+            "to" => c.arguments.args.first().is_some_and(|t| names_a_dtype(cx, t)),
+            "cuda" | "cpu" | "pin_memory" => false,
+            m => crate::python::api::tensor_method_returns_tensor(m),
+        };
+        if !keeps {
+            return None;
+        }
+        at = inner;
+        found = factory_of(at);
+    }
+    let (made, factory) = found?;
+    let factory = factory.as_str();
+    if made.arguments.find_keyword("device").is_some() {
         return None;
     }
     // `torch.empty(0)`: nothing to copy, and PyTorch does not wait for an empty copy.
@@ -236,15 +286,8 @@ fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     if sizes.iter().any(empty) {
         return None;
     }
-    Some(Sync {
-        bulk: false,
-        per_element: false,
-        upload: true,
-        what: format!("torch.{factory}(..).{method}({})", if call.arguments.is_empty() { "" } else { ".." }),
-        tensor: receiver,
-        value: e,
-        at: call.range(),
-    })
+    let what = format!("torch.{factory}(..).{method}({})", if call.arguments.is_empty() { "" } else { ".." });
+    Some(Sync { upload: true, ..Sync::read(false, what, receiver, e, call.range()) })
 }
 
 /// The host read the call `e` is, if it is one: the innermost one of a chain (`x.cpu().numpy()`
@@ -275,14 +318,7 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
             // A whole tensor copied only to be reduced on the host (`pred.eq(y).cpu().sum()`) is a
             // statistic, not the data.
             let bulk = method != "item" && !reduced_after(cx, e);
-            return Read::Found(Sync {
-                bulk,
-                per_element: false, upload: false,
-                what,
-                tensor: receiver,
-                value: outermost_chain(cx, e),
-                at: call.range(),
-            });
+            return Read::Found(Sync::read(bulk, what, receiver, outermost_chain(cx, e), call.range()));
         }
     }
     if let Expr::Call(call) = e
@@ -295,14 +331,7 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
         if !cx.kind_of(tensor).may_be_tensor() {
             return Read::Passed;
         }
-        return Read::Found(Sync {
-            bulk: false,
-            per_element: false, upload: false,
-            what: format!("{name}(..)"),
-            tensor,
-            value: e,
-            at: call.range(),
-        });
+        return Read::Found(Sync::read(false, format!("{name}(..)"), tensor, e, call.range()));
     }
     if let Expr::Call(call) = e
         && let Some(q) = cx.callee_name(call)
@@ -313,17 +342,11 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
                 if call.arguments.args.len() == 1 && call.arguments.keywords.is_empty() =>
             {
                 let tensor = &call.arguments.args[0];
-                if matches!(tensor, Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_))
+                if plain_value(tensor)
                     && cx.kind_of(tensor).may_be_tensor()
                 {
-                    return Read::Found(Sync {
-                        bulk: false,
-                        per_element: true, upload: false,
-                        what: format!("{}(..)", q.trim_start_matches("builtins.")),
-                        tensor,
-                        value: e,
-                        at: call.range(),
-                    });
+                    let what = format!("{}(..)", q.trim_start_matches("builtins."));
+                    return Read::Found(Sync { per_element: true, ..Sync::read(false, what, tensor, e, call.range()) });
                 }
             }
             // `print(loss)` prints the tensor's values.
@@ -372,7 +395,7 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
         // (`if drop_prob > 0:`).
         let tensor = match test {
             Expr::Compare(c)
-                if matches!(&*c.left, Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_))
+                if plain_value(&c.left)
                     && c.comparators.iter().all(|r| matches!(r, Expr::NumberLiteral(_)))
                     && cx.kind_of(&c.left) == Kind::Tensor =>
             {
@@ -382,7 +405,7 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
             _ => return None,
         };
         let what = format!("if {}:", cx.short(test.range()));
-        return Some(Sync { bulk: false, per_element: false, upload: false, what, tensor, value: test, at: test.range() });
+        return Some(Sync::read(false, what, tensor, test, test.range()));
     }
     None
 }
@@ -737,24 +760,17 @@ fn synchronized_just_before(cx: &Checker<'_, '_>) -> bool {
         }
         work
     };
-    if queues(&block[at]) {
-        return false;
-    }
+    let synchronize = |s: &Stmt| {
+        matches!(s, Stmt::Expr(e) if matches!(&*e.value, Expr::Call(c) if c.arguments.is_empty()
+            && cx.callee_name(c).is_some_and(|q| q.starts_with("torch.") && q.ends_with(".synchronize"))))
+    };
     // Looked for among the 32 statements before (a block of thousands of reads would make the
-    // rule quadratic; an explicit wait further up is not "just before").
-    for s in block[..at].iter().rev().take(32) {
-        if let Stmt::Expr(e) = s
-            && let Expr::Call(c) = &*e.value
-            && c.arguments.is_empty()
-            && cx.callee_name(c).is_some_and(|q| q.starts_with("torch.") && q.ends_with(".synchronize"))
-        {
-            return true;
-        }
-        if queues(s) {
-            return false;
-        }
-    }
-    false
+    // rule quadratic; an explicit wait further up is not "just before"). Nearly always there is
+    // none, and nothing else is looked at: the statements in between, and the read's own, are
+    // walked only when there is one.
+    let before = block[..at].iter().rev().take(32).position(synchronize);
+    let Some(distance) = before else { return false };
+    !queues(&block[at]) && !block[at - distance..at].iter().any(queues)
 }
 
 /// The expressions a statement evaluates itself (not those of the blocks it holds).

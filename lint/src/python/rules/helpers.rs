@@ -379,6 +379,31 @@ impl Provenance {
     }
 }
 
+/// A tensor method whose arguments are tensors of the receiver's shape, not sizes or dims: a
+/// comparison or an arithmetic operation (`pred.eq(y)`, `a.mul(b)`).
+pub(crate) fn is_operand_method(method: &str) -> bool {
+    matches!(
+        method,
+        "eq" | "ne"
+            | "lt"
+            | "le"
+            | "gt"
+            | "ge"
+            | "add"
+            | "sub"
+            | "mul"
+            | "div"
+            | "matmul"
+            | "mm"
+            | "bmm"
+            | "dot"
+            | "maximum"
+            | "minimum"
+            | "masked_fill"
+            | "masked_select"
+    )
+}
+
 /// Where the value of `e` may be: moved to an accelerator (`.cuda()`, `.to(device)`), the output
 /// of a module (whose weights follow the model to its device, and require grad), a module's
 /// parameter or buffer, an input of a forward pass, or computed from any of those. Values of
@@ -452,26 +477,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                 // is on an accelerator when either is (`pred.eq(targets)` with `targets` moved).
                 // The operand of a comparison or arithmetic method is a tensor unless known not to
                 // be; other methods' arguments of unknown kind are sizes and dims.
-                let operand = matches!(
-                    a.attr.as_str(),
-                    "eq" | "ne"
-                        | "lt"
-                        | "le"
-                        | "gt"
-                        | "ge"
-                        | "add"
-                        | "sub"
-                        | "mul"
-                        | "div"
-                        | "matmul"
-                        | "mm"
-                        | "bmm"
-                        | "dot"
-                        | "maximum"
-                        | "minimum"
-                        | "masked_fill"
-                        | "masked_select"
-                );
+                let operand = is_operand_method(a.attr.as_str());
                 let with_tensor_args = |p: Provenance| Provenance {
                     on_accelerator: p.on_accelerator
                         || c.arguments.args.iter().any(|arg| {
@@ -806,15 +812,23 @@ fn binding_value_provenance(
             // A function another file calls at every step: where that file's arguments are.
             let passed = match cx.hot_of(f) {
                 Some(crate::python::checker::Hot::CalledElsewhere(i)) => cx.facts.elsewhere.get(i).is_some_and(|c| {
-                    let BindingKind::Parameter { variadic, .. } = binding.kind else { return false };
                     let params = &fun.def.parameters;
-                    let named: Vec<&str> = params
-                        .posonlyargs
+                    let positional: Vec<&str> =
+                        params.posonlyargs.iter().chain(&params.args).map(|p| p.parameter.name.as_str()).collect();
+                    let named: Vec<&str> = positional
                         .iter()
-                        .chain(&params.args)
-                        .map(|p| p.parameter.name.as_str())
+                        .copied()
+                        .chain(params.kwonlyargs.iter().map(|p| p.parameter.name.as_str()))
                         .collect();
-                    c.passes(position, binding.name, variadic, &named)
+                    let is = |p: Option<&ast::Parameter>| p.is_some_and(|p| p.name.as_str() == binding.name);
+                    let param = if is(params.vararg.as_deref()) {
+                        crate::python::project::Param::Args
+                    } else if is(params.kwarg.as_deref()) {
+                        crate::python::project::Param::Kwargs
+                    } else {
+                        crate::python::project::Param::Named { position, name: binding.name }
+                    };
+                    c.passes(param, positional.len(), &named)
                 }),
                 // A plain function called in a loop of this file: where that call's argument is.
                 Some(crate::python::checker::Hot::CalledInLoop(at)) if fun.class.is_none() => cx
