@@ -230,18 +230,16 @@ fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     if !moves || non_blocking {
         return None;
     }
-    // The factory, through methods that keep the tensor where it is (`torch.arange(n).unsqueeze(0)`,
-    // `.long()`, `.float()`).
-    let factory_of = |e: &'a Expr| -> Option<(&'a ast::ExprCall, String)> {
+    // A factory that takes no data, as `torch.<name>`.
+    let factory_of = |e: &'a Expr| -> Option<(&'a ast::ExprCall, &'static str)> {
+        const FACTORIES: [&str; 12] = [
+            "zeros", "ones", "empty", "full", "arange", "eye", "rand", "randn", "randint", "randperm", "linspace",
+            "logspace",
+        ];
         let Expr::Call(c) = e else { return None };
         let q = cx.callee_name(c)?;
-        let factory = q.strip_prefix("torch.")?;
-        matches!(
-            factory,
-            "zeros" | "ones" | "empty" | "full" | "arange" | "eye" | "rand" | "randn" | "randint" | "randperm"
-                | "linspace" | "logspace"
-        )
-        .then(|| (c, factory.to_string()))
+        let name = q.strip_prefix("torch.")?;
+        FACTORIES.iter().find(|f| **f == name).map(|f| (c, *f))
     };
     // The factory, through methods that keep the tensor where it is (`torch.arange(n).unsqueeze(0)`,
     // `.long()`), a few calls deep.
@@ -265,7 +263,6 @@ fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
         found = factory_of(at);
     }
     let (made, factory) = found?;
-    let factory = factory.as_str();
     if made.arguments.find_keyword("device").is_some() {
         return None;
     }
