@@ -558,14 +558,16 @@ impl<'m, 'a> Checker<'m, 'a> {
                     .body
                     .iter()
                     .any(|s| leaves_for_good(self.model, s) && (in_loop || !matches!(s, Stmt::Return(_))));
-                let gate = !main && (is_gate(&i.test) || leaves);
+                // `if self.training: .. else: ..`: the other branches run in evaluation.
+                let evaluation = evaluation_branches(&i.test);
+                let gate = !main && (is_gate(&i.test) || leaves || evaluation == Some(true));
                 self.main_block += usize::from(main);
                 self.gated += usize::from(gate);
                 self.body(&i.body, rules, out);
                 self.main_block -= usize::from(main);
                 self.gated -= usize::from(gate);
                 for clause in &i.elif_else_clauses {
-                    let gate = clause.test.as_ref().is_some_and(is_gate);
+                    let gate = clause.test.as_ref().is_some_and(is_gate) || evaluation == Some(false);
                     if let Some(t) = &clause.test {
                         self.test(t, rules, out);
                     }
@@ -1330,9 +1332,13 @@ impl Facts {
         }
         // Forward passes reach the functions they call (a worklist: the calls of a file come in
         // no useful order, and a pass per link of a long chain would take quadratic time).
+        // (Not through a call in a branch taken now and then, or only in evaluation: `else:` of
+        // `if self.training:`.)
         let mut callees: Vec<Vec<FunctionId>> = vec![Vec::new(); n];
         for e in &edges {
-            if let Some(c) = e.caller {
+            if let Some(c) = e.caller
+                && !call_is_gated(model, &model.function(c).def.body, e.at.start(), &loop_work)
+            {
                 callees[c.index()].push(e.callee);
             }
         }
@@ -1480,17 +1486,19 @@ fn call_is_gated(model: &Model<'_>, body: &[Stmt], at: ruff_text_size::TextSize,
                 super::rules::helpers::blocks(s).into_iter().find(|b| block_holds(b, at))
             }
             Stmt::If(i) => {
+                let evaluation = evaluation_branches(&i.test);
                 if block_holds(&i.body, at) {
                     let leaves = i
                         .body
                         .iter()
                         .any(|b| leaves_for_good(model, b) && (in_loop || !matches!(b, Stmt::Return(_))));
-                    gated |= !is_main_guard(&i.test) && (is_gate(&i.test) || leaves);
+                    gated |=
+                        !is_main_guard(&i.test) && (is_gate(&i.test) || leaves || evaluation == Some(true));
                     Some(&i.body[..])
                 } else {
                     let clause = i.elif_else_clauses.iter().find(|c| block_holds(&c.body, at));
                     if let Some(c) = clause {
-                        gated |= c.test.as_ref().is_some_and(is_gate);
+                        gated |= c.test.as_ref().is_some_and(is_gate) || evaluation == Some(false);
                     }
                     clause.map(|c| &c.body[..])
                 }
@@ -1505,6 +1513,17 @@ fn call_is_gated(model: &Model<'_>, body: &[Stmt], at: ruff_text_size::TextSize,
         }
     }
     gated
+}
+
+/// A test on a module's training mode: `Some(false)` for `if self.training:` (its body trains,
+/// the other branches run in evaluation), `Some(true)` for `if not self.training:` (its body runs
+/// in evaluation), `None` for other tests.
+fn evaluation_branches(test: &Expr) -> Option<bool> {
+    match test {
+        Expr::Attribute(a) if a.attr.as_str() == "training" => Some(false),
+        Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => evaluation_branches(&u.operand).map(|b| !b),
+        _ => None,
+    }
 }
 
 /// Does the block hold the offset?
