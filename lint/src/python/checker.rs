@@ -332,14 +332,37 @@ impl<'m, 'a> Checker<'m, 'a> {
 
     /// `logger.update(..)` where `logger = utils.MetricLogger(..)` names a class of another
     /// file of the project: the method's absolute name (`pkg.utils.MetricLogger.update`).
+    /// The instance may also be kept on `self` (`self.meter = utils.MetricLogger()` in `__init__`,
+    /// then `self.meter.update(..)`), when every assignment of that attribute makes one class.
     fn method_of_project_class(&self, call: &ast::ExprCall) -> Option<String> {
         let Expr::Attribute(a) = &*call.func else { return None };
-        let Expr::Name(n) = &*a.value else { return None };
-        let b = self.model.binding_of(n)?;
-        let BindingKind::Assignment { value: Expr::Call(made), part: Part::Whole, .. } =
-            self.model.binding(b).kind
-        else {
-            return None;
+        let made = match &*a.value {
+            Expr::Name(n) => {
+                let b = self.model.binding_of(n)?;
+                let BindingKind::Assignment { value: Expr::Call(made), part: Part::Whole, .. } =
+                    self.model.binding(b).kind
+                else {
+                    return None;
+                };
+                made
+            }
+            Expr::Attribute(field) => {
+                let class = self.types.receiver_class(&field.value)?;
+                let assigns = self.types.class_attrs(class, field.attr.as_str());
+                let mut made = assigns.iter().map(|x| match x.value {
+                    Some(Expr::Call(c)) => Some(c),
+                    _ => None,
+                });
+                let first = made.next()??;
+                let name = self.model.canonical_name(&first.func)?;
+                if !made
+                    .all(|c| c.is_some_and(|c| self.model.canonical_name(&c.func).as_deref() == Some(&*name)))
+                {
+                    return None;
+                }
+                first
+            }
+            _ => return None,
         };
         let class = self.model.canonical_name(&made.func)?;
         self.types.project().method(&class, a.attr.as_str())
