@@ -634,16 +634,50 @@ fn classify_call(cx: &Checker<'_, '_>, call: &ast::ExprCall, bulk: bool) -> Use 
             "put",
             "setdefault",
         ];
-        // Collected or stored, a whole tensor's data is what the host is after.
+        // Collected or stored, a whole tensor's data is what the host is after — unless the loop
+        // takes it back to the device (`xs.append(x.cpu())`, then `xs[-1].cuda()`): a round trip.
         let collects = ["append", "extend", "add", "update", "push", "put", "setdefault", "write", "record"];
         if bulk && collects.contains(&method) {
-            return Use::Needed;
+            return if sent_back_in_loop(cx, &a.value) { Use::Deferrable } else { Use::Needed };
         }
         if logging.contains(&method) || method.starts_with("log") {
             return Use::Deferrable;
         }
     }
     Use::Needed
+}
+
+/// Does the innermost loop move an item of the container `collection` (a name) to the device
+/// (`xs[-1].to(device)`, `xs[i].cuda()`)?
+fn sent_back_in_loop(cx: &Checker<'_, '_>, collection: &Expr) -> bool {
+    let Expr::Name(name) = collection else { return false };
+    let Some(&l) = cx.loops.last() else { return false };
+    let mut found = false;
+    // The statements looked at: any real loop's, few enough that thousands of collected reads
+    // in one loop do not make the rule quadratic (beyond them: not sent back, no finding).
+    let mut budget = 2048usize;
+    for block in super::helpers::blocks(cx.model.loop_(l).stmt) {
+        super::helpers::each_stmt(block, &mut |s| {
+            if found || budget == 0 {
+                return;
+            }
+            budget -= 1;
+            for e in statement_exprs(s) {
+                any_subexpr(e, &mut |sub| {
+                    if let Some((call, Expr::Subscript(item), "to" | "cuda")) = method_call(sub)
+                        && matches!(&*item.value, Expr::Name(n) if n.id == name.id)
+                        && (call.arguments.args.first().is_none_or(|t| {
+                            super::helpers::literal_device(cx, t).is_none_or(|d| d != "cpu")
+                        }))
+                    {
+                        found = true;
+                    }
+                    !found
+                });
+            }
+        });
+    }
+    found
 }
 
 /// How the names a value was assigned to are used afterwards in the same function.

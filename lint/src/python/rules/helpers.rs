@@ -1020,12 +1020,14 @@ pub(crate) fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
         })
 }
 
-/// Is the iterable `range(..)` (or `enumerate(range(..))`, `tqdm(range(..))`)?
+/// Is the iterable `range(..)` (or `enumerate(range(..))`, `tqdm(range(..))`), or a sequence
+/// walked backwards (`zip(reversed(seq), reversed(seq_next))`: a schedule of timesteps, which a
+/// data loader is not)?
 fn is_range(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
     let mut found = false;
     any_subexpr(iter, &mut |e| {
         if let Expr::Call(c) = e
-            && cx.callee_name(c).is_some_and(|q| q.as_ref() == "builtins.range")
+            && cx.callee_name(c).is_some_and(|q| matches!(q.as_ref(), "builtins.range" | "builtins.reversed"))
         {
             found = true;
         }
