@@ -175,6 +175,11 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             ),
             "make it on the device: pass `device=` to the factory (`torch.arange(n, device=x.device)`)",
         )
+    } else if sync.bulk && round_trip(cx, sync.value) {
+        (
+            format!("{message}, and the loop takes the copy back to the device"),
+            "keep the values on the device (collect them there) and copy what the host needs once, after the loop",
+        )
     } else if sync.per_element {
         (
             format!("{message}, once for each element"),
@@ -645,6 +650,14 @@ fn classify_call(cx: &Checker<'_, '_>, call: &ast::ExprCall, bulk: bool) -> Use 
         }
     }
     Use::Needed
+}
+
+/// Is the read value put into a container that the loop takes back to the device
+/// (`xs.append(x.cpu())`, then `xs[-1].cuda()`)?
+fn round_trip(cx: &Checker<'_, '_>, value: &Expr) -> bool {
+    matches!(cx.parents.last(), Some(Node::Expr(Expr::Call(c)))
+        if c.arguments.args.first().is_some_and(|a| std::ptr::eq(a, value))
+            && matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str() == "append" && sent_back_in_loop(cx, &a.value)))
 }
 
 /// Does the innermost loop move an item of the container `collection` (a name) to the device
