@@ -285,7 +285,7 @@ macro_rules! with_rules {
                     telling those apart needs the callers across the repository.")),
                 python: d005_host_round_trip_in_loop (Preview("Strict precision 0.76 on the held-out \
                     PyTorch repositories of the ecosystem check (25 of 33) and 0.88 on the tuning \
-                    ones (92 of 104), recall 0.46 (25 of 54 known hazards): most findings that \
+                    ones (91 of 104), recall 0.46 (25 of 54 known hazards): most findings that \
                     are not true are tensors made on the host and copied to the device on paths \
                     that run only with an option that is off by default, only when sampling for \
                     logging, or in code nothing calls; the rest are reads in a branch taken once \

@@ -573,24 +573,14 @@ impl<'m, 'a> Checker<'m, 'a> {
             Stmt::If(i) => {
                 self.test(&i.test, rules, out);
                 let main = is_main_guard(&i.test);
-                // A branch that leaves the loop runs once, not at every step; so does one that
-                // raises or exits. (A `return` outside any loop of the function is just how the
-                // function ends: at every call, `if world_size > 1: return reduced.item()`.)
-                let in_loop = !self.loops.is_empty();
-                let leaves = i
-                    .body
-                    .iter()
-                    .any(|s| leaves_for_good(self.model, s) && (in_loop || !matches!(s, Stmt::Return(_))));
-                // `if self.training: .. else: ..`: the other branches run in evaluation.
-                let evaluation = evaluation_branches(&i.test);
-                let gate = !main && (is_gate(&i.test) || leaves || evaluation == Some(true));
+                let gate = body_is_gated(self.model, i, !self.loops.is_empty());
                 self.main_block += usize::from(main);
                 self.gated += usize::from(gate);
                 self.body(&i.body, rules, out);
                 self.main_block -= usize::from(main);
                 self.gated -= usize::from(gate);
                 for clause in &i.elif_else_clauses {
-                    let gate = clause.test.as_ref().is_some_and(is_gate) || evaluation == Some(false);
+                    let gate = clause_is_gated(i, clause);
                     if let Some(t) = &clause.test {
                         self.test(t, rules, out);
                     }
@@ -948,16 +938,7 @@ fn is_main_guard(test: &Expr) -> bool {
 /// of the autograd graph, where the model is.
 fn losses(model: &Model<'_>, types: &Types<'_, '_>) -> FxHashSet<BindingId> {
     let mut found: FxHashSet<BindingId> = FxHashSet::default();
-    let mut terms: Vec<&Expr> = model
-        .calls
-        .iter()
-        .filter_map(|s| match &*s.call.func {
-            Expr::Attribute(a) if a.attr.as_str() == "backward" && s.call.arguments.args.len() <= 1 => {
-                Some(&*a.value)
-            }
-            _ => None,
-        })
-        .collect();
+    let mut terms: Vec<&Expr> = backward_receivers(model).collect();
     while let Some(t) = terms.pop() {
         match t {
             Expr::BinOp(o) if matches!(o.op, ast::Operator::Add | ast::Operator::Sub) => {
@@ -983,18 +964,21 @@ fn losses(model: &Model<'_>, types: &Types<'_, '_>) -> FxHashSet<BindingId> {
     found
 }
 
+/// What `.backward()` is called on: `loss` in `loss.backward()`, `(a + b)` in `(a + b).backward()`.
+fn backward_receivers<'m, 'a>(model: &'m Model<'a>) -> impl Iterator<Item = &'a Expr> + 'm {
+    model.calls.iter().filter_map(|s| match &*s.call.func {
+        Expr::Attribute(a) if a.attr.as_str() == "backward" && s.call.arguments.args.len() <= 1 => {
+            Some(&*a.value)
+        }
+        _ => None,
+    })
+}
+
 /// The names `.backward()` is called on: `loss` in `loss.backward()`.
 fn backward_roots(model: &Model<'_>) -> FxHashSet<BindingId> {
-    model
-        .calls
-        .iter()
-        .filter_map(|s| match &*s.call.func {
-            Expr::Attribute(a) if a.attr.as_str() == "backward" && s.call.arguments.args.len() <= 1 => {
-                match &*a.value {
-                    Expr::Name(n) => model.binding_of(n),
-                    _ => None,
-                }
-            }
+    backward_receivers(model)
+        .filter_map(|e| match e {
+            Expr::Name(n) => model.binding_of(n),
             _ => None,
         })
         .collect()
@@ -1509,19 +1493,13 @@ fn call_is_gated(model: &Model<'_>, body: &[Stmt], at: ruff_text_size::TextSize,
                 super::rules::helpers::blocks(s).into_iter().find(|b| block_holds(b, at))
             }
             Stmt::If(i) => {
-                let evaluation = evaluation_branches(&i.test);
                 if block_holds(&i.body, at) {
-                    let leaves = i
-                        .body
-                        .iter()
-                        .any(|b| leaves_for_good(model, b) && (in_loop || !matches!(b, Stmt::Return(_))));
-                    gated |=
-                        !is_main_guard(&i.test) && (is_gate(&i.test) || leaves || evaluation == Some(true));
+                    gated |= body_is_gated(model, i, in_loop);
                     Some(&i.body[..])
                 } else {
                     let clause = i.elif_else_clauses.iter().find(|c| block_holds(&c.body, at));
                     if let Some(c) = clause {
-                        gated |= c.test.as_ref().is_some_and(is_gate) || evaluation == Some(false);
+                        gated |= clause_is_gated(i, c);
                     }
                     clause.map(|c| &c.body[..])
                 }
@@ -1536,6 +1514,22 @@ fn call_is_gated(model: &Model<'_>, body: &[Stmt], at: ruff_text_size::TextSize,
         }
     }
     gated
+}
+
+/// Is the body of the `if` a branch taken now and then: its test is a gate ([`is_gate`]), it
+/// runs only in evaluation (`if not self.training:`), or it leaves the loop or the function for
+/// good (then it runs once). A `return` outside any loop (`in_loop`) is just how the function
+/// ends, at every call (`if world_size > 1: return reduced.item()`). The `__main__` guard is not.
+fn body_is_gated(model: &Model<'_>, i: &ast::StmtIf, in_loop: bool) -> bool {
+    let leaves =
+        i.body.iter().any(|s| leaves_for_good(model, s) && (in_loop || !matches!(s, Stmt::Return(_))));
+    !is_main_guard(&i.test) && (is_gate(&i.test) || leaves || evaluation_branches(&i.test) == Some(true))
+}
+
+/// Is an `elif`/`else` clause of the `if` a branch taken now and then: its own test is a gate,
+/// or it runs only in evaluation (the other side of `if self.training:`)?
+fn clause_is_gated(i: &ast::StmtIf, clause: &ast::ElifElseClause) -> bool {
+    clause.test.as_ref().is_some_and(is_gate) || evaluation_branches(&i.test) == Some(false)
 }
 
 /// A test on a module's training mode: `Some(false)` for `if self.training:` (its body trains,

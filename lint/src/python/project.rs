@@ -336,7 +336,6 @@ impl Project {
     /// names (directly or through re-exports), and the function's own name; `None` when no file
     /// or several do.
     pub(crate) fn function_file<'s>(&'s self, name: &'s str) -> Option<(&'s Path, &'s str)> {
-        let mut found: Option<(usize, &str)> = None;
         let reached = self.names_reached(name);
         // A file that binds the name to something outside the project (`from sklearn.metrics
         // import accuracy_score as accuracy` in another `utils.py`): which one is meant is not known.
@@ -350,17 +349,10 @@ impl Project {
         }) {
             return None;
         }
-        for candidate in reached {
-            for &file in self.functions.get(candidate).into_iter().flatten() {
-                let own = candidate.rsplit('.').next().unwrap_or(candidate);
-                match found {
-                    Some((f, n)) if f == file && n == own => {}
-                    Some(_) => return None,
-                    None => found = Some((file, own)),
-                }
-            }
-        }
-        found.map(|(file, own)| (self.paths[file].as_path(), own))
+        self.one_file(reached.into_iter().flat_map(|candidate| {
+            let own = candidate.rsplit('.').next().unwrap_or(candidate);
+            self.functions.get(candidate).into_iter().flatten().map(move |&file| (file, own))
+        }))
     }
 
     /// The one file of the project that defines the method an absolute dotted name names
@@ -368,7 +360,6 @@ impl Project {
     /// several do.
     pub(crate) fn method_file<'s>(&'s self, name: &'s str) -> Option<(&'s Path, &'s str)> {
         let (class, method) = name.rsplit_once('.')?;
-        let mut found: Option<(usize, &str)> = None;
         let reached = self.names_reached(class);
         // A file that binds the class's name to a class outside the project (`from logging import
         // Logger` in one file, `class Logger` in another): which one is meant is not known.
@@ -379,21 +370,30 @@ impl Project {
             return None;
         }
         // The class through its re-exports (`utils.Logger` → `utils.misc.Logger`).
-        for reached in reached {
-            let Some((key, files)) = self.methods.get_key_value(format!("{reached}.{method}").as_str())
-            else {
-                continue;
-            };
-            let own = match key.rmatch_indices('.').nth(1) {
-                Some((at, _)) => &key[at + 1..],
-                None => key.as_str(),
-            };
-            for &file in files {
-                match found {
-                    Some((f, n)) if f == file && n == own => {}
-                    Some(_) => return None,
-                    None => found = Some((file, own)),
-                }
+        self.one_file(reached.into_iter().flat_map(|reached| {
+            let entry = self.methods.get_key_value(format!("{reached}.{method}").as_str());
+            entry.into_iter().flat_map(|(key, files)| {
+                let own = match key.rmatch_indices('.').nth(1) {
+                    Some((at, _)) => &key[at + 1..],
+                    None => key.as_str(),
+                };
+                files.iter().map(move |&file| (file, own))
+            })
+        }))
+    }
+
+    /// The file the candidates (file, own name) agree on; `None` when there is none, or they
+    /// name different files or definitions.
+    fn one_file<'s>(
+        &'s self,
+        candidates: impl Iterator<Item = (usize, &'s str)>,
+    ) -> Option<(&'s Path, &'s str)> {
+        let mut found: Option<(usize, &str)> = None;
+        for (file, own) in candidates {
+            match found {
+                Some((f, n)) if f == file && n == own => {}
+                Some(_) => return None,
+                None => found = Some((file, own)),
             }
         }
         found.map(|(file, own)| (self.paths[file].as_path(), own))
