@@ -114,6 +114,7 @@ fn add_to_file(
             next.as_str().into(),
             settings,
             project,
+            None,
         );
         text = next;
     }

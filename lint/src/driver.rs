@@ -69,17 +69,29 @@ pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, Lin
     let (files, unwalkable) = collect_files(paths, settings)?;
     let pool =
         crate::pipeline::pool().map_err(|source| LintError::Io { path: PathBuf::from("."), source })?;
-    let mut project = if settings.checks_language(Language::Python) {
-        let mut indexed: Vec<PathBuf> =
+    // Python files are read and parsed once: for the repository index, whose pass keeps each
+    // file's text and tree for its lint.
+    let (mut project, mut prepared) = if settings.checks_language(Language::Python) {
+        let linted: Vec<PathBuf> =
             files.iter().filter(|p| Language::of_named_file(p) == Language::Python).cloned().collect();
-        indexed.extend(neighbours(paths, &indexed, settings));
-        pool.install(|| index_project(&indexed))
+        let others = neighbours(paths, &linted, settings);
+        pool.install(|| index_project(&files, &others, MAX_KEPT_BYTES))
     } else {
-        crate::python::Project::default()
+        (crate::python::Project::default(), Vec::new())
     };
     project.set_target(settings.target);
-    let mut reports: Vec<FileReport> =
-        pool.install(|| files.par_iter().map(|p| lint_file(p, settings, &project)).collect());
+    prepared.resize_with(files.len(), || None);
+    let mut reports: Vec<FileReport> = pool.install(|| {
+        files
+            .par_iter()
+            .zip(prepared.into_par_iter())
+            .map(|(p, prepared)| match prepared {
+                Some(Prepared { source: Ok(source), tree }) => lint_read(p, source, tree, settings, &project),
+                Some(Prepared { source: Err(report), .. }) => *report,
+                None => lint_file(p, settings, &project),
+            })
+            .collect()
+    });
     // Functions that another file calls at every step run at every step: their files are linted
     // again knowing it, a few rounds for helpers that call helpers of a third file.
     for _ in 0..3 {
@@ -143,8 +155,16 @@ fn neighbours(paths: &[PathBuf], linted: &[PathBuf], settings: &Settings) -> Vec
             dirs.push(dir);
         }
     }
+    // A folder inside another is walked with it (sorted, a folder comes right after those
+    // above it).
     dirs.sort();
-    dirs.dedup();
+    let mut walked: Vec<PathBuf> = Vec::with_capacity(dirs.len());
+    for dir in dirs {
+        if !walked.last().is_some_and(|above| dir.starts_with(above)) {
+            walked.push(dir);
+        }
+    }
+    let dirs = walked;
     if dirs.is_empty() {
         return Vec::new();
     }
@@ -193,23 +213,58 @@ fn project_dir(folder: &Path) -> Option<PathBuf> {
     Some(found.map(Path::to_path_buf).unwrap_or(own))
 }
 
-/// The repository index of the run's Python files ([`crate::python::project`]): each file read
-/// and parsed once more, in parallel. A file that cannot be read or parsed adds nothing here (it
-/// gets its `D000` when it is linted).
-fn index_project(files: &[PathBuf]) -> crate::python::Project {
-    let entries = files
+/// At most this many bytes of source have their trees kept from the index pass for their lint
+/// (a tree takes about twelve times its text): past it, a file is parsed again when it is linted.
+const MAX_KEPT_BYTES: usize = 16 << 20;
+
+/// A Python file of the run as the index pass leaves it for its lint: its text (or the `D000`
+/// report of a file that could not be read), and what its parse found (its tree, while
+/// [`MAX_KEPT_BYTES`] allows).
+struct Prepared {
+    source: Result<Source, Box<FileReport>>,
+    tree: Option<crate::python::Tree>,
+}
+
+/// The repository index ([`crate::python::project`]) of the run's Python `files` and of
+/// `others` (files of the same projects that are indexed, not linted), each read and parsed once,
+/// in parallel; and for each of `files`, what its lint starts from (`None`: not a Python file),
+/// with the trees of at most `max_kept_bytes` of source.
+/// A file that cannot be read or parsed adds nothing to the index (it gets its `D000` when it is
+/// linted).
+fn index_project(
+    files: &[PathBuf],
+    others: &[PathBuf],
+    max_kept_bytes: usize,
+) -> (crate::python::Project, Vec<Option<Prepared>>) {
+    let budget = std::sync::atomic::AtomicUsize::new(max_kept_bytes);
+    let keep = |bytes: usize| {
+        use std::sync::atomic::Ordering::Relaxed;
+        budget.fetch_update(Relaxed, Relaxed, |left| left.checked_sub(bytes)).is_ok()
+    };
+    let (mut entries, prepared): (Vec<_>, Vec<_>) = files
         .par_iter()
-        .filter_map(|path| {
-            let bytes = devcheck_files::read_limited(path, super::MAX_FILE_BYTES as u64).ok()?;
-            let text = String::from_utf8(bytes).ok()?;
-            if crate::python::source_type(path) == ruff_python_ast::PySourceType::Ipynb {
-                let notebook = crate::python::notebook::Notebook::parse(&text).ok()?;
-                return crate::python::index_entry(path, &notebook.text());
+        .map(|path| {
+            if Language::of_named_file(path) != Language::Python {
+                return (None, None);
             }
-            crate::python::index_entry(path, &text)
+            let source = read_source(path);
+            let (entry, tree) = match &source {
+                Ok(source) => crate::python::index_entry(path, &source.text, &|| keep(source.text.len())),
+                Err(_) => (None, None),
+            };
+            (entry, Some(Prepared { source, tree }))
         })
-        .collect();
-    crate::python::Project::new(entries)
+        .unzip();
+    entries.par_extend(others.par_iter().map(|path| {
+        let bytes = devcheck_files::read_limited(path, super::MAX_FILE_BYTES as u64).ok()?;
+        let text = String::from_utf8(bytes).ok()?;
+        if crate::python::source_type(path) == ruff_python_ast::PySourceType::Ipynb {
+            let notebook = crate::python::notebook::Notebook::parse(&text).ok()?;
+            return crate::python::index_entry(path, &notebook.text(), &|| false).0;
+        }
+        crate::python::index_entry(path, &text, &|| false).0
+    }));
+    (crate::python::Project::new(entries.into_iter().flatten().collect()), prepared)
 }
 
 /// The files to lint, and a `D000` report for each path the walk could not enter or read.
@@ -379,18 +434,36 @@ fn system_reason(error: &std::io::Error) -> Option<String> {
 /// Reads and lints one file; a file that cannot be read, is too large or is not UTF-8 gets a
 /// `D000`.
 pub(crate) fn lint_file(path: &Path, settings: &Settings, project: &crate::python::Project) -> FileReport {
-    let shown = crate::source::display_path(path);
-    let kind = FileKind::of_path(path);
+    match read_source(path) {
+        Ok(source) => lint_read(path, source, None, settings, project),
+        Err(report) => *report,
+    }
+}
+
+/// A file's text as it is linted, and a notebook's JSON (whose code cells are `text`), kept to
+/// write fixes back into.
+struct Source {
+    text: Arc<str>,
+    notebook: Option<Arc<str>>,
+}
+
+/// Reads one file for its lint: `Err` is its `D000` report when it cannot be read, is too large,
+/// is not UTF-8 or is a notebook that does not parse.
+fn read_source(path: &Path) -> Result<Source, Box<FileReport>> {
+    let shown = || crate::source::display_path(path);
+    let kind = || FileKind::of_path(path);
     // Read no further than the limit, so a huge or endless file costs nothing.
     let bytes = match devcheck_files::read_limited(path, super::MAX_FILE_BYTES as u64) {
         Ok(b) => b,
         Err(devcheck_files::ReadError::TooLarge { .. }) => {
             let size = std::fs::metadata(path).ok().map(|m| m.len());
-            return report_finding(path, &shown, kind, crate::unlinted::too_large(size), "".into());
+            let finding = crate::unlinted::too_large(size);
+            return Err(Box::new(report_finding(path, &shown(), kind(), finding, "".into())));
         }
         Err(e) => {
             let message = format!("could not read the file: {e}");
-            return unreadable(path, &shown, kind, message, "check the file's permissions", 0..0, "".into());
+            let help = "check the file's permissions";
+            return Err(Box::new(unreadable(path, &shown(), kind(), message, help, 0..0, "".into())));
         }
     };
     let text = match String::from_utf8(bytes) {
@@ -400,33 +473,37 @@ pub(crate) fn lint_file(path: &Path, settings: &Settings, project: &crate::pytho
             let lossy: Arc<str> = Arc::from(String::from_utf8_lossy(e.as_bytes()).into_owned());
             // The lossy text keeps the valid prefix byte for byte, so `at` still points there.
             let message = format!("file is not valid UTF-8 (invalid byte at offset {at})");
-            return unreadable(
-                path,
-                &shown,
-                kind,
-                message,
-                "source files must be UTF-8; the file was skipped",
-                at..at,
-                lossy,
-            );
+            let help = "source files must be UTF-8; the file was skipped";
+            return Err(Box::new(unreadable(path, &shown(), kind(), message, help, at..at, lossy)));
         }
     };
     // A notebook: its code cells are linted, and its JSON kept to write fixes back into.
     if crate::python::source_type(path) == ruff_python_ast::PySourceType::Ipynb {
-        let notebook = match crate::python::notebook::Notebook::parse(&text) {
-            Ok(notebook) => notebook,
+        return match crate::python::notebook::Notebook::parse(&text) {
+            Ok(notebook) => Ok(Source { text: Arc::from(notebook.text()), notebook: Some(Arc::from(text)) }),
             Err(why) => {
                 let help =
                     "open and save it in Jupyter to repair it, or exclude it (`exclude` in devcheck.toml)";
-                return unreadable(path, &shown, kind, why, help, 0..0, Arc::from(text));
+                Err(Box::new(unreadable(path, &shown(), kind(), why, help, 0..0, Arc::from(text))))
             }
         };
-        let mut report =
-            super::pipeline::lint_text(path, &shown, kind, Arc::from(notebook.text()), settings, project);
-        report.source = Some(Arc::from(text));
-        return report;
     }
-    super::pipeline::lint_text(path, &shown, kind, Arc::from(text), settings, project)
+    Ok(Source { text: Arc::from(text), notebook: None })
+}
+
+/// Lints a file read by [`read_source`] (`tree`: its tree, when the index pass kept it).
+fn lint_read(
+    path: &Path,
+    source: Source,
+    tree: Option<crate::python::Tree>,
+    settings: &Settings,
+    project: &crate::python::Project,
+) -> FileReport {
+    let shown = crate::source::display_path(path);
+    let kind = FileKind::of_path(path);
+    let mut report = super::pipeline::lint_text(path, &shown, kind, source.text, settings, project, tree);
+    report.source = source.notebook;
+    report
 }
 
 fn unreadable(
@@ -511,5 +588,58 @@ pub(crate) fn resolve(reports: &mut [FileReport]) {
     crate::rust::crates::resolve(&mut passes);
     for report in reports {
         crate::diagnostic::group_repeats(&mut report.diagnostics);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a run reports, file by file: path, code, line and message.
+    fn findings(reports: &[FileReport]) -> Vec<(String, &'static str, usize, String)> {
+        reports
+            .iter()
+            .flat_map(|r| {
+                r.diagnostics.iter().map(|d| (r.path.clone(), d.code, d.start.line, d.message.clone()))
+            })
+            .collect()
+    }
+
+    /// A file whose tree the index pass kept is linted as one parsed again: the same findings
+    /// whether every tree, or none, fits the budget.
+    #[test]
+    fn kept_trees_and_trees_parsed_again_give_the_same_findings() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/project");
+        let overrides = crate::Overrides { preview: true, ..crate::Overrides::default() };
+        let Ok(settings) = Settings::from_table(crate::LintTable::default(), root.clone(), None, &overrides)
+        else {
+            panic!("settings")
+        };
+        let Ok((files, _)) = collect_files(std::slice::from_ref(&root), &settings) else { panic!("walk") };
+        let lint = |budget: usize| {
+            let (project, prepared) = index_project(&files, &[], budget);
+            let kept = prepared
+                .iter()
+                .filter(|p| matches!(p, Some(Prepared { tree: Some(crate::python::Tree::Kept { .. }), .. })))
+                .count();
+            let reports: Vec<FileReport> = files
+                .iter()
+                .zip(prepared)
+                .map(|(p, prepared)| match prepared {
+                    Some(Prepared { source: Ok(source), tree }) => {
+                        lint_read(p, source, tree, &settings, &project)
+                    }
+                    Some(Prepared { source: Err(report), .. }) => *report,
+                    None => lint_file(p, &settings, &project),
+                })
+                .collect();
+            (kept, findings(&reports))
+        };
+        let (all_kept, with_trees) = lint(usize::MAX);
+        let (none_kept, parsed_again) = lint(0);
+        assert!(all_kept > 0, "no tree was kept");
+        assert_eq!(none_kept, 0);
+        assert!(!with_trees.is_empty(), "the fixture project has findings");
+        assert_eq!(with_trees, parsed_again);
     }
 }

@@ -293,6 +293,7 @@ fn fix_file(
             text.into(),
             settings,
             project,
+            None,
         );
         changed = true;
         // A round that removed nothing would only apply the same edits again.

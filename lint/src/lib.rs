@@ -61,7 +61,7 @@ pub fn lint_source(path: impl AsRef<Path>, text: &str, settings: &Settings) -> F
     let mut project = python::Project::default();
     project.set_target(settings.target);
     let mut report =
-        pipeline::lint_text(path, &shown, FileKind::of_path(path), Arc::from(text), settings, &project);
+        pipeline::lint_text(path, &shown, FileKind::of_path(path), Arc::from(text), settings, &project, None);
     // The text is the whole crate: its own call graph, and no package on disk to consult.
     if let Some(summary) = report.summary.as_mut() {
         summary.disk_path = None;

@@ -64,7 +64,8 @@ impl FileReport {
 /// Up to this many findings in a file are placed without building its line index.
 const FEW_FINDINGS: usize = 8;
 
-/// Lints one file's text: the enabled rules of its language, its suppression comments, lines and
+/// Lints one file's text (`tree`: a Python file's tree as the index pass left it, else it is
+/// parsed here): the enabled rules of its language, its suppression comments, lines and
 /// columns, severities; findings that wait on the whole crate go to its summary. Never panics: a
 /// failing rule becomes a `D999` diagnostic.
 pub(crate) fn lint_text(
@@ -74,6 +75,7 @@ pub(crate) fn lint_text(
     text: Arc<str>,
     settings: &Settings,
     project: &crate::python::Project,
+    tree: Option<crate::python::Tree>,
 ) -> FileReport {
     let enabled = settings.enabled_for(path);
     let lang = Language::of_named_file(path);
@@ -83,7 +85,8 @@ pub(crate) fn lint_text(
         // ruff's parser grows its own stack, and the walk moves to a fresh segment when the tree
         // needs more than this thread has left.
         Language::Python => Ok(catch_unwind(AssertUnwindSafe(|| {
-            let (findings, hot) = crate::python::check(path, kind, &text, &|c| enabled.contains(c), project);
+            let (findings, hot) =
+                crate::python::check(path, kind, &text, &|c| enabled.contains(c), project, tree);
             hot_calls = hot;
             (findings, ApiSet::EMPTY, None)
         }))),

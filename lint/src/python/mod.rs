@@ -35,16 +35,22 @@ pub(crate) use project::Project;
 
 /// Parses and checks one Python file: the findings of the enabled rules. `project` holds the
 /// classes of the run's other Python files ([`project`]).
+/// `tree` is `text`'s tree when the index pass parsed it already ([`index_entry`]).
 pub(crate) fn check(
     path: &Path,
     kind: FileKind,
     text: &str,
     enabled: &dyn Fn(&str) -> bool,
     project: &Project,
+    tree: Option<Tree>,
 ) -> (Vec<Finding>, Vec<project::HotCall>) {
-    let (parsed, depth) = match parse(text, source_type(path)) {
-        Ok(p) => p,
-        Err(problem) => return (vec![*problem], Vec::new()),
+    let (parsed, depth) = match tree {
+        Some(Tree::Kept { parsed, depth }) => (parsed, depth),
+        Some(Tree::NoTorch) => return Default::default(),
+        None => match parse(text, source_type(path)) {
+            Ok(p) => p,
+            Err(problem) => return (vec![*problem], Vec::new()),
+        },
     };
     // The walk and the tree's `Drop` recurse once per level: on this thread's stack when it has
     // room for this tree (nearly every file), else on a fresh segment.
@@ -93,32 +99,61 @@ fn analyse(
     checker::Checker::new(&model, kind, file_name, view).run(body, rules)
 }
 
+/// What the index pass learnt from parsing a file ([`index_entry`]), handed on to its lint
+/// ([`check`]) so that a linted file is read and parsed once for both passes.
+pub(crate) enum Tree {
+    /// Its tree. A tree takes about twelve times its text's bytes; the run keeps them within a
+    /// budget (`driver::MAX_KEPT_BYTES`).
+    Kept { parsed: Parsed<ModModule>, depth: usize },
+    /// The file parses and never names torch: no rule has anything to say about it (its tree was
+    /// dropped at once).
+    NoTorch,
+}
+
 /// What one Python file tells the repository index ([`project`]): its top-level classes,
-/// functions and re-exports. `None` for a file that does not parse or is too deep (it gets its `D000` when
-/// it is linted).
-pub(crate) fn index_entry(path: &Path, text: &str) -> Option<project::FileEntry> {
+/// functions and re-exports; and what its lint can start from, the tree only when `keep()` says
+/// it may be kept. No entry for a file that does not parse or is too deep (it gets its `D000`
+/// when it is linted).
+pub(crate) fn index_entry(
+    path: &Path,
+    text: &str,
+    keep: &dyn Fn() -> bool,
+) -> (Option<project::FileEntry>, Option<Tree>) {
     // A file that defines nothing and imports nothing adds nothing.
     if ["class ", "def ", "import "]
         .iter()
         .all(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_none())
     {
-        return None;
+        return (None, None);
     }
-    let (parsed, depth) = parse(text, source_type(path)).ok()?;
+    let Ok((parsed, depth)) = parse(text, source_type(path)) else { return (None, None) };
+    // The same gate as the lint's ([`analyse`]).
+    let no_torch = memchr::memmem::find(text.as_bytes(), b"torch").is_none();
     let tree = std::cell::Cell::new(Some(parsed));
     let entry = crate::stack::within(depth::stack_needed(depth), || {
-        tree.take().map(|parsed| {
-            let mut entry = project::FileEntry::of(path, &parsed.syntax().body);
-            entry.cpu_path = rules::names_cpu_path(text) && project::chooses_the_cpu(text);
-            entry.accelerator = project::names_an_accelerator(text);
-            entry.placement = project::Placement::of_text(text);
-            entry
-        })
+        let parsed = tree.take()?;
+        let mut entry = project::FileEntry::of(path, &parsed.syntax().body);
+        entry.cpu_path = rules::names_cpu_path(text) && project::chooses_the_cpu(text);
+        entry.accelerator = project::names_an_accelerator(text);
+        entry.placement = project::Placement::of_text(text);
+        // A tree that is not kept is dropped here, on a stack deep enough for it.
+        if !no_torch && keep() {
+            tree.set(Some(parsed));
+        }
+        Some(entry)
     });
-    if let Some(parsed) = tree.take() {
-        depth::dismantle(parsed.into_syntax().body);
+    match (entry, tree.take()) {
+        (Ok(entry), _) if no_torch => (entry, Some(Tree::NoTorch)),
+        (Ok(entry), parsed) => (entry, parsed.map(|parsed| Tree::Kept { parsed, depth })),
+        // No stack for the walk: the tree is freed without recursion, and the file is parsed
+        // again when it is linted (where it gets its `D000`).
+        (Err(_), parsed) => {
+            if let Some(parsed) = parsed {
+                depth::dismantle(parsed.into_syntax().body);
+            }
+            (None, None)
+        }
     }
-    entry.ok().flatten()
 }
 
 /// A file's syntax tree, shallow enough to walk, with its estimated depth
@@ -234,7 +269,7 @@ mod tests {
     fn a_file_nested_too_deeply_is_a_parse_error_at_the_place() {
         let text = format!("import torch\nx = {}1{}\n", "(".repeat(5000), ")".repeat(5000));
         let (findings, _) =
-            check(Path::new("m.py"), FileKind::Library, &text, &|_| true, &Project::default());
+            check(Path::new("m.py"), FileKind::Library, &text, &|_| true, &Project::default(), None);
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].rule.code, "D000");
         assert!(findings[0].message.contains("too deeply nested"), "{}", findings[0].message);
@@ -244,7 +279,8 @@ mod tests {
     #[test]
     fn a_syntax_error_is_a_parse_error_at_its_place() {
         let text = "import torch\ndef f(:\n    pass\n";
-        let (findings, _) = check(Path::new("m.py"), FileKind::Library, text, &|_| true, &Project::default());
+        let (findings, _) =
+            check(Path::new("m.py"), FileKind::Library, text, &|_| true, &Project::default(), None);
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].rule.code, "D000");
         assert_eq!(&text[..findings[0].range.start].matches('\n').count(), &1);
