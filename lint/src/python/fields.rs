@@ -377,6 +377,58 @@ fn is_parameter_call(cx: &Checker<'_, '_>, e: &Expr) -> bool {
     matches!(e, Expr::Call(c) if cx.callee_name(c).is_some_and(|q| api::is_parameter_class(&q)))
 }
 
+/// Modules in a plain container that hold no tensor (`[nn.ReLU(), nn.GELU()]`, this file's
+/// pooling blocks): left out of a move, they miss nothing by it.
+pub(crate) fn nothing_to_move(cx: &Checker<'_, '_>, field: &Field<'_>) -> bool {
+    if !matches!(field.holds, Holds::ModulesInPlain { parameters: false, .. }) {
+        return false;
+    }
+    let items = field.value.map(elements).unwrap_or_default();
+    !items.is_empty() && items.iter().all(|e| holds_no_tensors(cx, e))
+}
+
+/// Does the module this expression constructs hold no tensor a move could miss: a `torch.nn`
+/// module with no parameters or buffers (`nn.ReLU()`, `nn.AvgPool1d(..)`), or a module class of
+/// this file whose every field is plain data or such a module (checked a few classes deep)?
+/// `false` when it is not known.
+fn holds_no_tensors(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    holds_no_tensors_at(cx, e, 0)
+}
+
+fn holds_no_tensors_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
+    let Expr::Call(c) = e else { return false };
+    if cx.callee_name(c).is_some_and(|q| api::holds_no_tensors(&q)) {
+        return true;
+    }
+    if depth >= 4 {
+        return false;
+    }
+    let Some(class) = cx.model.local_class(&c.func) else { return false };
+    // Every base is `nn.Module` or a class of this file (whose fields the lineage brings in).
+    let lineage = lineage(cx, class);
+    let known_bases = lineage.iter().all(|&k| {
+        cx.model.class(k).bases().iter().all(|b| {
+            cx.model.local_class(b).is_some()
+                || cx.model.canonical_name(b).is_some_and(|q| q == "torch.nn.Module")
+        })
+    });
+    known_bases
+        && module_fields(cx, class).iter().all(|f| match f.holds {
+            Holds::Data => true,
+            Holds::Submodule => f.value.is_some_and(|v| holds_no_tensors_at(cx, v, depth + 1)),
+            // A number or setting passed to the constructor (`self.kernel_size = kernel_size`).
+            Holds::Unknown => f.value.is_some_and(|v| is_plain_setting(cx, v)),
+            _ => false,
+        })
+}
+
+/// A constructor's parameter kept as it is (`self.kernel_size = kernel_size`): a setting. Were it
+/// a tensor, the caller passing one is where the hazard is.
+fn is_plain_setting(cx: &Checker<'_, '_>, v: &Expr) -> bool {
+    let Expr::Name(n) = v else { return false };
+    cx.model.binding_of(n).is_some_and(|b| matches!(cx.model.binding(b).kind, BindingKind::Parameter { .. }))
+}
+
 /// The elements of a display or comprehension.
 pub(crate) fn elements(e: &Expr) -> Vec<&Expr> {
     match e {

@@ -12,7 +12,7 @@ use crate::fields::{FieldReport, StructReport};
 use crate::pipeline::FileReport;
 
 use super::checker::Checker;
-use super::fields::{Fate, Holds, module_fields};
+use super::fields::{Fate, Holds, module_fields, nothing_to_move};
 use super::model::AttrHow;
 use super::model::Model;
 use super::project::{Project, View};
@@ -76,6 +76,10 @@ fn classes(report: &FileReport, project: &Project, parsed: Parsed<ModModule>) ->
                     (_, Some(m)) if fate == Fate::LeftBehind => {
                         fate = Fate::Unknown;
                         Some(format!("the class overrides `{m}`, which may move it"))
+                    }
+                    (Holds::ModulesInPlain { .. }, _) if nothing_to_move(&cx, &f) => {
+                        fate = Fate::Plain;
+                        Some("they hold no tensor: a move has nothing of them to move".to_string())
                     }
                     (_, _) if rehomed.is_some() && fate == Fate::LeftBehind => {
                         let at = rehomed.map(|a| line(a.range.start().to_usize())).unwrap_or(0);

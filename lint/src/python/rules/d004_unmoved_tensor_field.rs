@@ -10,7 +10,7 @@ use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::api;
 use crate::python::checker::{Checker, Node, Reads, Rule};
 use crate::python::fields::{
-    Field, Holds, conversion, may_be_container, module_fields_where, registered_elsewhere,
+    Field, Holds, conversion, may_be_container, module_fields_where, nothing_to_move, registered_elsewhere,
     registered_item_by_item,
 };
 use crate::python::model::{AttrAssign, AttrHow, BindingId, BindingKind, ClassId, Model, Part, ScopeId};
@@ -300,6 +300,11 @@ fn plain_container(
     }
     // Each item registered by a loop over the container (`self.add_module(..)`).
     if registered_item_by_item(cx, field.method, field.name) {
+        return None;
+    }
+    // Modules with nothing to move (`[nn.ReLU(), nn.GELU()]`, or this file's pooling blocks): a
+    // move misses nothing.
+    if nothing_to_move(cx, field) {
         return None;
     }
     let wrapper = match (container, parameters) {
