@@ -564,3 +564,48 @@ fn thousands_of_keyword_arguments_to_a_method_of_another_file_are_linted() {
     let found = &report(&reports, "meters.py").diagnostics;
     assert!(found.iter().any(|d| d.code == "D005" && d.start.line == 8), "{found:?}");
 }
+
+/// Module classes that each keep plain lists of the previous ones, many levels over: whether a
+/// list's modules hold tensors is worked out once a class, not once per path through them (40
+/// items a level, 50 levels: 40^50 paths).
+#[test]
+fn plain_lists_of_classes_built_from_each_other_are_linted() {
+    let (classes, width) = (50, 40);
+    let mut text = String::from(
+        "import torch\nimport torch.nn as nn\n\n\nclass C0(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.act = nn.ReLU()\n\n    def forward(self, x):\n        return self.act(x)\n",
+    );
+    for i in 1..classes {
+        let items: Vec<String> = (0..width).map(|_| format!("C{}()", i - 1)).collect();
+        text.push_str(&format!(
+            "\n\nclass C{i}(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.parts = [{}]\n\n    def forward(self, x):\n        for p in self.parts:\n            x = p(x)\n        return x\n",
+            items.join(", ")
+        ));
+    }
+    // The last one holds weights, so its list is reported.
+    text.push_str(&format!(
+        "\n\nclass Top(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.parts = [C{}(), nn.Linear(2, 2)]\n\n    def forward(self, x):\n        return sum(p(x) for p in self.parts)\n",
+        classes - 1
+    ));
+    let report = lint_source("lists.py", &text, &preview());
+    let d004: Vec<_> = report.diagnostics.iter().filter(|d| d.code == "D004").collect();
+    assert_eq!(d004.len(), 1, "{:?}", &report.diagnostics[..3.min(report.diagnostics.len())]);
+    assert_eq!(d004[0].start.line, text.lines().count() - 3);
+}
+
+/// A helper of `forward` called from it tens of thousands of times, reading its parameter as
+/// often: where its parameters come from is asked of a bounded number of calls.
+#[test]
+fn a_forward_helper_called_thousands_of_times_is_linted() {
+    let n = 20_000;
+    let mut text = String::from(
+        "import torch\nimport torch.nn as nn\n\n\nclass M(nn.Module):\n    def helper(self, t):\n        return t.nonzero()\n\n    def forward(self, x):\n        y = 0\n",
+    );
+    for _ in 0..n {
+        text.push_str("        y = y + self.helper(x).sum()\n");
+    }
+    text.push_str("        return y\n\n\nmodel = M().cuda()\n");
+    let report = lint_source("helper.py", &text, &preview());
+    let d005: Vec<_> = report.diagnostics.iter().filter(|d| d.code == "D005").collect();
+    assert_eq!(d005.len(), 1, "{:?}", &report.diagnostics[..3.min(report.diagnostics.len())]);
+    assert_eq!(d005[0].start.line, 7);
+}

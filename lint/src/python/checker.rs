@@ -39,7 +39,7 @@ pub(crate) trait Rule {
     fn calls(&self) -> &'static [&'static str] {
         &[]
     }
-    /// The test of an `if`, `elif` or `while` (`if loss:`), before [`Rule::expr`] sees it.
+    /// The test of an `if`, `elif`, `while` or `assert` (`if loss:`), before [`Rule::expr`] sees it.
     fn test(&mut self, _cx: &Checker<'_, '_>, _test: &Expr, _out: &mut Vec<Finding>) {}
     /// After the walk: rules about the whole file (classes, data loaders).
     fn finish(&mut self, _cx: &Checker<'_, '_>, _out: &mut Vec<Finding>) {}
@@ -673,7 +673,7 @@ impl<'m, 'a> Checker<'m, 'a> {
                 }
             }
             Stmt::Assert(a) => {
-                self.expr(&a.test, rules, out);
+                self.test(&a.test, rules, out);
                 if let Some(m) = &a.msg {
                     self.expr(m, rules, out);
                 }
@@ -869,7 +869,8 @@ impl<'m, 'a> Checker<'m, 'a> {
         self.call_names.iter().filter(|(n, _)| *n == last).fold(0, |bits, (_, b)| bits | b)
     }
 
-    /// The test of an `if`, `elif` or `while`: shown to the rules that read tests, then walked.
+    /// The test of an `if`, `elif`, `while` or `assert`: shown to the rules that read tests, then
+    /// walked.
     fn test(&mut self, test: &'a Expr, rules: &mut Rules, out: &mut Vec<Finding>) {
         rules.test(self.test_readers, self, test, out);
         self.expr(test, rules, out);
@@ -1523,7 +1524,23 @@ fn call_is_gated(model: &Model<'_>, body: &[Stmt], at: ruff_text_size::TextSize,
 fn body_is_gated(model: &Model<'_>, i: &ast::StmtIf, in_loop: bool) -> bool {
     let leaves =
         i.body.iter().any(|s| leaves_for_good(model, s) && (in_loop || !matches!(s, Stmt::Return(_))));
-    !is_main_guard(&i.test) && (is_gate(&i.test) || leaves || evaluation_branches(&i.test) == Some(true))
+    // `if (step + 1) % accumulation == 0: optimizer.step()` is gradient accumulation: its body
+    // runs at every optimizer step, which is the training step.
+    let accumulates = || steps_the_optimizer(&i.body, 0);
+    !is_main_guard(&i.test)
+        && ((is_gate(&i.test) && !accumulates()) || leaves || evaluation_branches(&i.test) == Some(true))
+}
+
+/// Does the block step the optimizer (`optimizer.step()`, `scaler.step(opt)`), directly or in
+/// its inner `if`/`with`/`try` blocks (not its loops)?
+fn steps_the_optimizer(body: &[Stmt], depth: usize) -> bool {
+    depth < 8
+        && body.iter().any(|s| match s {
+            Stmt::Expr(e) => matches!(&*e.value, Expr::Call(c)
+                if matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str() == "step") && steps_training(c)),
+            Stmt::For(_) | Stmt::While(_) => false,
+            _ => super::rules::helpers::blocks(s).into_iter().any(|b| steps_the_optimizer(b, depth + 1)),
+        })
 }
 
 /// Is an `elif`/`else` clause of the `if` a branch taken now and then: its own test is a gate,

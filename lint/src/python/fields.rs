@@ -389,21 +389,28 @@ pub(crate) fn nothing_to_move(cx: &Checker<'_, '_>, field: &Field<'_>) -> bool {
 
 /// Does the module this expression constructs hold no tensor a move could miss: a `torch.nn`
 /// module with no parameters or buffers (`nn.ReLU()`, `nn.AvgPool1d(..)`), or a module class of
-/// this file whose every field is plain data or such a module (checked a few classes deep)?
+/// this file whose every field is plain data or such a module (up to 64 classes looked at)?
 /// `false` when it is not known.
 fn holds_no_tensors(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    holds_no_tensors_at(cx, e, 0)
+    holds_no_tensors_at(cx, e, &mut FxHashMap::default())
 }
 
-fn holds_no_tensors_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
+/// `seen`: each class of the file is worked out once per question (one met again while its own
+/// answer is pending, a cycle, counts as holding tensors), so classes that build each other many
+/// times over cost one look each.
+fn holds_no_tensors_at(cx: &Checker<'_, '_>, e: &Expr, seen: &mut FxHashMap<ClassId, bool>) -> bool {
     let Expr::Call(c) = e else { return false };
     if cx.callee_name(c).is_some_and(|q| api::holds_no_tensors(&q)) {
         return true;
     }
-    if depth >= 4 {
+    let Some(class) = cx.model.local_class(&c.func) else { return false };
+    if let Some(&known) = seen.get(&class) {
+        return known;
+    }
+    if seen.len() >= 64 {
         return false;
     }
-    let Some(class) = cx.model.local_class(&c.func) else { return false };
+    seen.insert(class, false);
     // Every base is `nn.Module` or a class of this file (whose fields the lineage brings in).
     let lineage = lineage(cx, class);
     let known_bases = lineage.iter().all(|&k| {
@@ -412,14 +419,35 @@ fn holds_no_tensors_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
                 || cx.model.canonical_name(b).is_some_and(|q| q == "torch.nn.Module")
         })
     });
-    known_bases
+    let answer = known_bases
         && module_fields(cx, class).iter().all(|f| match f.holds {
             Holds::Data => true,
-            Holds::Submodule => f.value.is_some_and(|v| holds_no_tensors_at(cx, v, depth + 1)),
+            Holds::Submodule => f.value.is_some_and(|v| holds_no_tensors_at(cx, v, seen)),
+            // `nn.Sequential(nn.ReLU(), ..)`, or a plain list of such modules.
+            Holds::Container(_) | Holds::ModulesInPlain { parameters: false, .. } => {
+                let items = f.value.map(|v| match v {
+                    Expr::Call(c) => c
+                        .arguments
+                        .args
+                        .iter()
+                        .flat_map(|a| match a {
+                            Expr::Starred(s) => elements(&s.value),
+                            Expr::List(_) | Expr::Tuple(_) | Expr::ListComp(_) => elements(a),
+                            a => vec![a],
+                        })
+                        .collect(),
+                    v => elements(v),
+                });
+                items.is_some_and(|items| {
+                    !items.is_empty() && items.iter().all(|e| holds_no_tensors_at(cx, e, seen))
+                })
+            }
             // A number or setting passed to the constructor (`self.kernel_size = kernel_size`).
             Holds::Unknown => f.value.is_some_and(|v| is_plain_setting(cx, v)),
             _ => false,
-        })
+        });
+    seen.insert(class, answer);
+    answer
 }
 
 /// A constructor's parameter kept as it is (`self.kernel_size = kernel_size`): a setting. Were it

@@ -263,7 +263,14 @@ impl<'m, 'a> Types<'m, 'a> {
                 };
                 // `b, c, h, w = x.size()`: sizes.
                 let size = matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str() == "size" && c.arguments.is_empty());
-                if tuple_of_tensors {
+                // `output, hidden = self.rnn(x, hidden)`: a recurrent module's outputs (an LSTM's
+                // second is the pair `(h, c)`; attention's second, its weights, may be `None`).
+                let recurrent = self.module_class_name(&c.func).is_some_and(|q| match q.as_str() {
+                    "torch.nn.GRU" | "torch.nn.RNN" | "torch.nn.LSTMCell" => true,
+                    "torch.nn.LSTM" | "torch.nn.MultiheadAttention" => i == 0,
+                    _ => false,
+                });
+                if tuple_of_tensors || recurrent {
                     Kind::Tensor
                 } else if size {
                     Kind::Scalar

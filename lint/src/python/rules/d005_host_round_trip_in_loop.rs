@@ -26,8 +26,13 @@ struct Sync<'a> {
     /// for its truth): a waste whether or not the host needs the answer.
     per_element: bool,
     /// Not a read but a blocking copy to the device of a tensor just made on the host
-    /// (`torch.arange(n).to(device)`): PyTorch waits for the device before it returns.
-    upload: bool,
+    /// (`torch.arange(n).to(device)`, or `x[torch.arange(n)]`, which PyTorch copies to index
+    /// `x`): PyTorch waits for the device before it returns.
+    upload: Option<Upload>,
+    /// A wait the computation does not need: an `assert` on a tensor (a check the code runs
+    /// the same without), or an op whose result's size the device decides (`x.nonzero()`: the
+    /// host waits for the count to allocate it). Reported whatever is done with the value.
+    inherent: Option<Inherent>,
     /// What is shown: `.item()`, `float(..)`, `if loss:`.
     what: String,
     /// The tensor read.
@@ -40,8 +45,26 @@ struct Sync<'a> {
 impl<'a> Sync<'a> {
     /// A read of one value or of a whole tensor (`bulk`).
     fn read(bulk: bool, what: String, tensor: &'a Expr, value: &'a Expr, at: TextRange) -> Sync<'a> {
-        Sync { bulk, per_element: false, upload: false, what, tensor, value, at }
+        Sync { bulk, per_element: false, upload: None, inherent: None, what, tensor, value, at }
     }
+}
+
+/// How a tensor made on the host reaches the device.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Upload {
+    /// `.to(device)` or `.cuda()`.
+    Moved,
+    /// As an index of a tensor on the device.
+    Index,
+}
+
+/// Why a wait is there whatever the value is used for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Inherent {
+    /// `assert t.all()`: the check reads the tensor's truth.
+    Assert,
+    /// `x.nonzero()`, `torch.where(mask)`, `x.masked_select(m)`: the result's size.
+    SizedByData,
 }
 
 /// A value a read can be of as it stands: a name, an attribute or an item (a call is read, if
@@ -54,7 +77,7 @@ impl Rule for Check {
     fn reads(&self) -> Reads {
         // Calls (`.item()`, `float(t)`, `print(t)`), formatting (`f"{t:.3f}"`, `"%f" % t`), and
         // the tests of `if t:` / `while t:`.
-        Reads::CALL | Reads::FORMAT | Reads::OPERATOR | Reads::TEST
+        Reads::CALL | Reads::FORMAT | Reads::OPERATOR | Reads::SUBSCRIPT | Reads::TEST
     }
 
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
@@ -63,6 +86,11 @@ impl Rule for Check {
                 if let Read::Found(sync) = call_read(cx, e) {
                     report(cx, sync, out);
                 } else if let Some(sync) = upload(cx, e) {
+                    report(cx, sync, out);
+                }
+            }
+            Expr::Subscript(_) => {
+                if let Some(sync) = index_upload(cx, e) {
                     report(cx, sync, out);
                 }
             }
@@ -123,12 +151,12 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         return;
     }
     let Some(hot) = cx.hot() else { return };
-    if !sync.upload
+    if sync.upload.is_none()
         && (!cx.kind_of(sync.tensor).may_be_tensor() || !provenance_in_project(cx, sync.tensor).on_accelerator)
     {
         return;
     }
-    if (!sync.per_element && !sync.upload && needed_on_host(cx, sync.value, sync.bulk))
+    if (!sync.per_element && sync.upload.is_none() && sync.inherent.is_none() && needed_on_host(cx, sync.value, sync.bulk))
         || synchronized_just_before(cx)
         || super::helpers::in_evaluation_pass(cx)
     {
@@ -163,22 +191,40 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             "return the tensor and let the caller accumulate it on the device (`total += acc.detach()`), reading it every N steps or once at the end",
         ),
     };
-    let (message, help) = if sync.upload {
+    let every = match hot {
+        Hot::Forward => format!("at every {}", cx.pass_words()),
+        _ => "at every step".to_string(),
+    };
+    let (message, help) = if sync.upload == Some(Upload::Moved) {
         (
             format!(
-                "`{}` makes a tensor on the host and copies it to the device {}: the copy waits for the device",
+                "`{}` makes a tensor on the host and copies it to the device {every}: the copy waits for the device",
                 sync.what,
-                match hot {
-                    Hot::Forward => format!("at every {}", cx.pass_words()),
-                    _ => "at every step".to_string(),
-                }
             ),
             "make it on the device: pass `device=` to the factory (`torch.arange(n, device=x.device)`)",
+        )
+    } else if sync.upload == Some(Upload::Index) {
+        (
+            format!(
+                "`{}` is made on the host and indexes a tensor on the device: PyTorch copies it there {every}, and the copy waits for the device",
+                sync.what,
+            ),
+            "make the index on the device: pass `device=` to the factory (`torch.arange(n, device=x.device)`)",
         )
     } else if sync.bulk && round_trip(cx, sync.value) {
         (
             format!("{message}, and the loop takes the copy back to the device"),
             "keep the values on the device (collect them there) and copy what the host needs once, after the loop",
+        )
+    } else if sync.inherent == Some(Inherent::Assert) {
+        (
+            message,
+            "an `assert` on a tensor reads it on the host each time it runs: keep the check out of the loop (or behind a debugging flag), or check on the device with `torch._assert_async(cond)`",
+        )
+    } else if sync.inherent == Some(Inherent::SizedByData) {
+        (
+            format!("{message}: the size of its result is known only once the device has computed it"),
+            "keep a fixed-size form on the device (`torch.where(mask, x, 0)`, multiplying by the mask), or compute the indices once, outside the loop, when the mask does not change",
         )
     } else if sync.per_element {
         (
@@ -235,8 +281,51 @@ fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     if !moves || non_blocking {
         return None;
     }
+    let factory = host_made(cx, receiver)?;
+    let what = format!("torch.{factory}(..).{method}({})", if call.arguments.is_empty() { "" } else { ".." });
+    Some(Sync { upload: Some(Upload::Moved), ..Sync::read(false, what, receiver, e, call.range()) })
+}
+
+/// `x[torch.arange(n), idx]` (or assigned into): a tensor made on the host and used to index a
+/// tensor on the device, which PyTorch first copies to the device with a blocking copy. Also through a name bound to
+/// one (`idx = torch.randint(n, (k,))`, then `x[:, idx]`).
+fn index_upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
+    let Expr::Subscript(s) = e else { return None };
+    if s.ctx == ast::ExprContext::Del
+        || !cx.kind_of(&s.value).may_be_tensor()
+        || !provenance_in_project(cx, &s.value).on_accelerator
+    {
+        return None;
+    }
+    let parts: Vec<&Expr> = match &*s.slice {
+        Expr::Tuple(t) => t.elts.iter().collect(),
+        slice => vec![slice],
+    };
+    parts.into_iter().find_map(|part| {
+        let made = match part {
+            Expr::Name(_) => match cx.model.binding(super::helpers::name_binding(cx, part)?).kind {
+                crate::python::model::BindingKind::Assignment { value, part: crate::python::model::Part::Whole, .. } => value,
+                _ => return None,
+            },
+            part => part,
+        };
+        let factory = host_made(cx, made)?;
+        let what = format!("torch.{factory}(..)");
+        Some(Sync { upload: Some(Upload::Index), ..Sync::read(false, what, part, e, part.range()) })
+    })
+}
+
+/// A tensor made on the host by a factory that takes no data (`torch.arange(n)`,
+/// `torch.randint(k, (n,))`), with no `device=`, through methods that keep it where it is
+/// (`.unsqueeze(0)`, `.long()`, `.to(dtype)`), and not empty: the factory's name.
+fn host_made<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Option<&'static str> {
+    // Under `torch.set_default_device(..)` or `with torch.device(..)`, a factory with no device
+    // makes its tensor there.
+    if cx.facts.sets_default_device || cx.device_block > 0 {
+        return None;
+    }
     // A factory that takes no data, as `torch.<name>`.
-    let factory_of = |e: &'a Expr| -> Option<(&'a ast::ExprCall, &'static str)> {
+    let factory_of = |e: &'e Expr| -> Option<(&'e ast::ExprCall, &'static str)> {
         const FACTORIES: [&str; 12] = [
             "zeros", "ones", "empty", "full", "arange", "eye", "rand", "randn", "randint", "randperm", "linspace",
             "logspace",
@@ -248,11 +337,17 @@ fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     };
     // The factory, through methods that keep the tensor where it is (`torch.arange(n).unsqueeze(0)`,
     // `.long()`), a few calls deep.
-    let mut at = receiver;
+    let mut at = e;
     let mut found = factory_of(at);
     for _ in 0..8 {
         if found.is_some() {
             break;
+        }
+        // `torch.arange(b)[:, None]`: a view of it.
+        if let Expr::Subscript(sub) = at {
+            at = &sub.value;
+            found = factory_of(at);
+            continue;
         }
         let (c, inner, m) = method_call(at)?;
         // `.to(dtype)` keeps the device too.
@@ -288,8 +383,7 @@ fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     if sizes.iter().any(empty) {
         return None;
     }
-    let what = format!("torch.{factory}(..).{method}({})", if call.arguments.is_empty() { "" } else { ".." });
-    Some(Sync { upload: true, ..Sync::read(false, what, receiver, e, call.range()) })
+    Some(factory)
 }
 
 /// The host read the call `e` is, if it is one: the innermost one of a chain (`x.cpu().numpy()`
@@ -322,6 +416,9 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
             let bulk = method != "item" && !reduced_after(cx, e);
             return Read::Found(Sync::read(bulk, what, receiver, outermost_chain(cx, e), call.range()));
         }
+    }
+    if let Some(sync) = sized_by_data(cx, e) {
+        return Read::Found(sync);
     }
     if let Expr::Call(call) = e
         && let Some(q) = cx.callee_name(call)
@@ -383,9 +480,59 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
     Read::Undecided
 }
 
-/// `if t:` and `while t:` read the tensor's truth on the host (`test` is the test of the
-/// statement the walk is in; an `elif`'s test is left alone).
+/// An op whose result's size depends on the data (`x.nonzero()`, `torch.nonzero(x)`,
+/// `torch.argwhere(x)`, `torch.where(mask)` with one argument, `x.masked_select(m)`): the host
+/// waits for the device to know how much to allocate.
+fn sized_by_data<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
+    let Expr::Call(call) = e else { return None };
+    let tensor = if let Some((_, receiver, method)) = method_call(e)
+        && matches!(method, "nonzero" | "argwhere" | "masked_select")
+        && cx.kind_of(receiver).may_be_tensor()
+        && !matches!(receiver, Expr::Name(n) if n.id.as_str() == "torch")
+    {
+        receiver
+    } else {
+        let q = cx.callee_name(call)?;
+        let args = &call.arguments.args;
+        match q.as_ref() {
+            "torch.nonzero" | "torch.argwhere" | "torch.masked_select" => args.first()?,
+            "torch.where" if args.len() == 1 && call.arguments.keywords.is_empty() => &args[0],
+            _ => return None,
+        }
+    };
+    let name = match &*call.func {
+        Expr::Attribute(a) => a.attr.as_str(),
+        _ => "nonzero",
+    };
+    let args = if call.arguments.is_empty() { "" } else { ".." };
+    let what = if matches!(&*call.func, Expr::Attribute(a) if matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "torch"))
+    {
+        format!("torch.{name}({args})")
+    } else {
+        format!(".{name}({args})")
+    };
+    Some(Sync { inherent: Some(Inherent::SizedByData), ..Sync::read(false, what, tensor, e, call.range()) })
+}
+
+/// `if t:`, `while t:` and `assert t` read the tensor's truth on the host (`test` is the test
+/// of the statement the walk is in; an `elif`'s test is left alone).
 fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
+    // `assert t.all()` and `assert not torch.isnan(t).any()` read it too.
+    if let Some(Node::Stmt(Stmt::Assert(a))) = cx.parent()
+        && std::ptr::eq(&*a.test, test)
+    {
+        let checked = match test {
+            Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => &*u.operand,
+            _ => test,
+        };
+        if matches!(checked, Expr::Name(_) | Expr::Call(_) | Expr::Attribute(_))
+            && cx.kind_of(checked) == Kind::Tensor
+        {
+            let what = format!("assert {}", cx.short(test.range()));
+            return Some(Sync { inherent: Some(Inherent::Assert), ..Sync::read(false, what, checked, test, test.range()) });
+        }
+        return None;
+    }
     if let Some(Node::Stmt(
         Stmt::If(ast::StmtIf { test: t, .. }) | Stmt::While(ast::StmtWhile { test: t, .. }),
     )) = cx.parent()

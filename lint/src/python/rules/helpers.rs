@@ -847,10 +847,45 @@ fn binding_value_provenance(
                     .is_some_and(|a| next(a).on_accelerator),
                 _ => false,
             };
-            Provenance { on_accelerator: (forward && !is_self) || passed, requires_grad: false }
+            // A helper of a forward pass (`self._qk(q, k)`): where the forward passes call it with.
+            let from_forward = !forward
+                && !is_self
+                && !passed
+                && cx.is_forward(f)
+                // The first few hundred calls say it (a file calling a helper from forward tens
+                // of thousands of times would make every read here scan them all).
+                && cx.facts.calls_to[f.index()].iter().take(256).filter_map(|&i| cx.model.calls.get(i)).any(|s| {
+                    s.function.is_some_and(|g| cx.is_forward(g))
+                        && argument_for(s.call, fun, position, binding.name).is_some_and(|a| next(a).on_accelerator)
+                });
+            Provenance {
+                on_accelerator: (forward && !is_self) || passed || from_forward,
+                requires_grad: false,
+            }
         }
         _ => NONE,
     }
+}
+
+/// The argument a call passes for the parameter at `position` (named `name`) of `fun`: by
+/// keyword, or by position (a method called on its receiver, `self.m(a)`, takes `self` from it).
+/// `None` when a `*args` before it hides where it lands.
+fn argument_for<'a>(
+    call: &'a ast::ExprCall,
+    fun: &crate::python::model::Function<'_>,
+    position: usize,
+    name: &str,
+) -> Option<&'a Expr> {
+    if let Some(k) = call.arguments.find_keyword(name) {
+        return Some(&k.value);
+    }
+    let bound = fun.receiver.is_some() && matches!(&*call.func, Expr::Attribute(_));
+    let at = if bound { position.checked_sub(1)? } else { position };
+    let args = &call.arguments.args;
+    if args.iter().take(at).any(|a| matches!(a, Expr::Starred(_))) {
+        return None;
+    }
+    args.get(at)
 }
 
 fn binding_provenance(cx: &Checker<'_, '_>, b: BindingId, depth: usize) -> Provenance {
