@@ -189,7 +189,7 @@ fn classes_imported_from_other_files_are_known() {
         stdout(&lint(&all))
     };
     let whole = concise(&["fixtures/project"]);
-    assert!(whole.contains("fixtures/project/pkg/net.py:10:9: D004 [error]"), "{whole}");
+    assert!(whole.contains("fixtures/project/pkg/net.py:11:9: D004 [error]"), "{whole}");
     assert!(whole.contains("fixtures/project/train.py:21:18: D005 [warning]"), "{whole}");
     // A helper of another file called in the training loop reads the device at every step; the
     // same helper called only from the evaluation pass (`report`) is left alone.
@@ -232,14 +232,24 @@ fn classes_imported_from_other_files_are_known() {
         ),
         "{whole}"
     );
-    assert_eq!(whole.matches(" D005 ").count(), 6, "{whole}");
+    // A model file that names no device makes another file's class (its `__init__` runs) and
+    // calls another file's function at every forward pass: both copy a host-made mask.
+    for at in ["masking.py:8:21", "masking.py:13:12"] {
+        assert!(
+            whole.contains(&format!(
+                "fixtures/project/pkg/{at}: D005 [warning] `torch.ones(..).to(..)` makes a tensor on the host and copies it to the device at every step"
+            )),
+            "{whole}"
+        );
+    }
+    assert_eq!(whole.matches(" D005 ").count(), 8, "{whole}");
     // A loop that calls another file's training pass is over epochs, not steps.
     assert!(!whole.contains("schedule.py"), "{whole}");
     // The project offers the CPU in another file (`--device` in options.py): a load with no
     // `map_location` in a file that leaves the device to its caller fails there.
     assert!(whole.contains("fixtures/project/restore.py:9:27: D010 [warning]"), "{whole}");
     let one = concise(&["fixtures/project/pkg/net.py"]);
-    assert!(one.contains("fixtures/project/pkg/net.py:10:9: D004 [error]"), "{one}");
+    assert!(one.contains("fixtures/project/pkg/net.py:11:9: D004 [error]"), "{one}");
 
     // No project marker above: the file's own folder is indexed.
     let dir = tempfile::tempdir().expect("temp dir");

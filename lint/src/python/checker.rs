@@ -298,7 +298,14 @@ impl<'m, 'a> Checker<'m, 'a> {
             Some(callee) => (callee, false),
             None => match self.method_of_project_class(call) {
                 Some(callee) => (callee, true),
-                None => return,
+                // `ProbMask(b, h, ..)`: an instance of another file's class made at every step
+                // runs its `__init__`.
+                None => {
+                    match self.model.canonical_name(&call.func).and_then(|q| project.method(&q, "__init__")) {
+                        Some(callee) => (callee, true),
+                        None => return,
+                    }
+                }
             },
         };
         if super::rules::helpers::in_evaluation_pass(self) {
@@ -776,8 +783,9 @@ impl<'m, 'a> Checker<'m, 'a> {
             }
             rules.expr(readers, self, expr, out);
         }
+        // A model file need not name a device itself: its project moves the model.
         if let Expr::Call(call) = expr
-            && self.facts.uses_accelerator
+            && self.facts.project_uses_accelerator
             && !self.types.project().is_empty()
         {
             self.note_hot_call(expr, call);
@@ -1236,7 +1244,10 @@ impl Facts {
                     calls_to[f.index()].push(i);
                     Some(f)
                 }
-                Some(Callee::Class(_)) => None,
+                // Making an instance runs the class's `__init__`.
+                Some(Callee::Class(c)) => {
+                    model.method(c, "__init__").inspect(|&f| calls_to[f.index()].push(i))
+                }
                 // Calling a module of this file runs its `forward`.
                 // The `forward` of a same-file class is looked up first: most calls have none,
                 // and then what the callee holds need not be worked out.

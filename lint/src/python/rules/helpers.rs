@@ -868,7 +868,8 @@ fn binding_value_provenance(
 }
 
 /// The argument a call passes for the parameter at `position` (named `name`) of `fun`: by
-/// keyword, or by position (a method called on its receiver, `self.m(a)`, takes `self` from it).
+/// keyword, or by position (a method called on its receiver, `self.m(a)`, takes `self` from it,
+/// and `__init__` from the instance its call makes).
 /// `None` when a `*args` before it hides where it lands.
 fn argument_for<'a>(
     call: &'a ast::ExprCall,
@@ -879,7 +880,9 @@ fn argument_for<'a>(
     if let Some(k) = call.arguments.find_keyword(name) {
         return Some(&k.value);
     }
-    let bound = fun.receiver.is_some() && matches!(&*call.func, Expr::Attribute(_));
+    // `obj.m(a)`, or `Class(a)` for its `__init__`: the receiver is not among the arguments.
+    let bound =
+        fun.receiver.is_some() && (matches!(&*call.func, Expr::Attribute(_)) || fun.name() == "__init__");
     let at = if bound { position.checked_sub(1)? } else { position };
     let args = &call.arguments.args;
     if args.iter().take(at).any(|a| matches!(a, Expr::Starred(_))) {
