@@ -291,28 +291,33 @@ fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
 /// one (`idx = torch.randint(n, (k,))`, then `x[:, idx]`).
 fn index_upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     let Expr::Subscript(s) = e else { return None };
-    if s.ctx == ast::ExprContext::Del
-        || !cx.kind_of(&s.value).may_be_tensor()
-        || !provenance_in_project(cx, &s.value).on_accelerator
-    {
+    if s.ctx == ast::ExprContext::Del {
         return None;
     }
-    let parts: Vec<&Expr> = match &*s.slice {
-        Expr::Tuple(t) => t.elts.iter().collect(),
-        slice => vec![slice],
+    let parts: &[Expr] = match &*s.slice {
+        Expr::Tuple(t) => &t.elts,
+        slice => std::slice::from_ref(slice),
     };
-    parts.into_iter().find_map(|part| {
+    // The index first (a look at its syntax, or one binding), the indexed tensor's device last.
+    let (part, factory) = parts.iter().find_map(|part| {
         let made = match part {
             Expr::Name(_) => match cx.model.binding(super::helpers::name_binding(cx, part)?).kind {
                 crate::python::model::BindingKind::Assignment { value, part: crate::python::model::Part::Whole, .. } => value,
                 _ => return None,
             },
-            part => part,
+            Expr::Call(_) | Expr::Subscript(_) => part,
+            _ => return None,
         };
-        let factory = host_made(cx, made)?;
-        let what = format!("torch.{factory}(..)");
-        Some(Sync { upload: Some(Upload::Index), ..Sync::read(false, what, part, e, part.range()) })
-    })
+        host_made(cx, made).map(|factory| (part, factory))
+    })?;
+    if cx.hot().is_none()
+        || !cx.kind_of(&s.value).may_be_tensor()
+        || !provenance_in_project(cx, &s.value).on_accelerator
+    {
+        return None;
+    }
+    let what = format!("torch.{factory}(..)");
+    Some(Sync { upload: Some(Upload::Index), ..Sync::read(false, what, part, e, part.range()) })
 }
 
 /// A tensor made on the host by a factory that takes no data (`torch.arange(n)`,
