@@ -1145,7 +1145,6 @@ fn tests_for_bad_values(test: &Expr) -> Option<bool> {
 
 fn is_gate_word(name: &str) -> bool {
     static WORDS: NameWords = NameWords::new(&[
-        "log",
         "verbose",
         "debug",
         "print",
@@ -1167,7 +1166,44 @@ fn is_gate_word(name: &str) -> bool {
         "rank",
         "master",
     ]);
-    WORDS.in_name(name)
+    WORDS.in_name(name) || names_logging(name)
+}
+
+/// Does a name speak of logging (`log`, `log_every`, `logger`, `should_log`, `args.logging`) rather
+/// than of a logarithm (`log_prob`, `log_std`, `self.log_ent_coef`, `logits`, `logvar`)?
+fn names_logging(name: &str) -> bool {
+    const MATH: [&str; 24] = [
+        "prob",
+        "probs",
+        "std",
+        "alpha",
+        "ent",
+        "var",
+        "sigma",
+        "scale",
+        "softmax",
+        "likelihood",
+        "det",
+        "p",
+        "q",
+        "pi",
+        "density",
+        "ratio",
+        "coef",
+        "z",
+        "beta",
+        "temp",
+        "temperature",
+        "norm",
+        "sum",
+        "lik",
+    ];
+    let lower = name.to_ascii_lowercase();
+    let words: Vec<&str> = lower.split(['_', '.']).filter(|w| !w.is_empty()).collect();
+    words.iter().enumerate().any(|(i, w)| match *w {
+        "log" | "logs" => words.get(i + 1).is_none_or(|next| !MATH.contains(next)),
+        w => w.starts_with("logg") || w == "logdir",
+    })
 }
 
 impl Facts {
