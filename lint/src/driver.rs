@@ -85,11 +85,7 @@ pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, Lin
         files
             .par_iter()
             .zip(prepared.into_par_iter())
-            .map(|(p, prepared)| match prepared {
-                Some(Prepared { source: Ok(source), tree }) => lint_read(p, source, tree, settings, &project),
-                Some(Prepared { source: Err(report), .. }) => *report,
-                None => lint_file(p, settings, &project),
-            })
+            .map(|(p, prepared)| lint_prepared(p, prepared, settings, &project))
             .collect()
     });
     // Functions that another file calls at every step run at every step: their files are linted
@@ -104,11 +100,18 @@ pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, Lin
         if changed.is_empty() {
             break;
         }
+        // Linted again from the text read the first time (not from the disk, which may have
+        // changed since); a file that could not be read or parsed stays as it was.
         pool.install(|| {
-            reports.par_iter_mut().filter(|r| changed.binary_search(&r.disk_path).is_ok()).for_each(|r| {
-                let path = r.disk_path.clone();
-                *r = lint_file(&path, settings, &project);
-            })
+            reports
+                .par_iter_mut()
+                .filter(|r| changed.binary_search(&r.disk_path).is_ok())
+                .filter(|r| !r.diagnostics.iter().any(|d| d.code == crate::registry::PARSE_ERROR.code))
+                .for_each(|r| {
+                    let path = r.disk_path.clone();
+                    let source = Source { text: r.text.clone(), notebook: r.source.clone() };
+                    *r = lint_read(&path, source, None, settings, &project);
+                })
         });
     }
     resolve(&mut reports);
@@ -256,13 +259,8 @@ fn index_project(
         })
         .unzip();
     entries.par_extend(others.par_iter().map(|path| {
-        let bytes = devcheck_files::read_limited(path, super::MAX_FILE_BYTES as u64).ok()?;
-        let text = String::from_utf8(bytes).ok()?;
-        if crate::python::source_type(path) == ruff_python_ast::PySourceType::Ipynb {
-            let notebook = crate::python::notebook::Notebook::parse(&text).ok()?;
-            return crate::python::index_entry(path, &notebook.text(), &|| false).0;
-        }
-        crate::python::index_entry(path, &text, &|| false).0
+        let source = read_source(path).ok()?;
+        crate::python::index_entry(path, &source.text, &|| false).0
     }));
     (crate::python::Project::new(entries.into_iter().flatten().collect()), prepared)
 }
@@ -491,6 +489,20 @@ fn read_source(path: &Path) -> Result<Source, Box<FileReport>> {
     Ok(Source { text: Arc::from(text), notebook: None })
 }
 
+/// Lints a file as the index pass left it (`None`: a file it did not read, such as a Rust one).
+fn lint_prepared(
+    path: &Path,
+    prepared: Option<Prepared>,
+    settings: &Settings,
+    project: &crate::python::Project,
+) -> FileReport {
+    match prepared {
+        Some(Prepared { source: Ok(source), tree }) => lint_read(path, source, tree, settings, project),
+        Some(Prepared { source: Err(report), .. }) => *report,
+        None => lint_file(path, settings, project),
+    }
+}
+
 /// Lints a file read by [`read_source`] (`tree`: its tree, when the index pass kept it).
 fn lint_read(
     path: &Path,
@@ -625,13 +637,7 @@ mod tests {
             let reports: Vec<FileReport> = files
                 .iter()
                 .zip(prepared)
-                .map(|(p, prepared)| match prepared {
-                    Some(Prepared { source: Ok(source), tree }) => {
-                        lint_read(p, source, tree, &settings, &project)
-                    }
-                    Some(Prepared { source: Err(report), .. }) => *report,
-                    None => lint_file(p, &settings, &project),
-                })
+                .map(|(p, prepared)| lint_prepared(p, prepared, &settings, &project))
                 .collect();
             (kept, findings(&reports))
         };

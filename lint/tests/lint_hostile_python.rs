@@ -609,3 +609,23 @@ fn a_forward_helper_called_thousands_of_times_is_linted() {
     assert_eq!(d005.len(), 1, "{:?}", &report.diagnostics[..3.min(report.diagnostics.len())]);
     assert_eq!(d005[0].start.line, 7);
 }
+
+/// A logging gate holding tens of thousands of calls to a helper: whether a call is gated is
+/// worked out once per `if`, not once per call (each call looked through the whole gate).
+#[test]
+fn a_gate_with_thousands_of_calls_is_linted() {
+    let n = 40_000;
+    let mut text = String::from(
+        "import torch\n\n\ndef helper(t):\n    return t.sum().item()\n\n\ndef train(model, opt, loader, device):\n    for step, x in enumerate(loader):\n        loss = model(x.to(device)).sum()\n        loss.backward()\n        opt.step()\n        if step % 100 == 0:\n",
+    );
+    for _ in 0..n {
+        text.push_str("            helper(loss)\n");
+    }
+    let report = lint_source("gate.py", &text, &preview());
+    // Called only every 100 steps: the helper's read is not at every step.
+    assert!(
+        report.diagnostics.iter().all(|d| d.code != "D005"),
+        "{:?}",
+        &report.diagnostics[..3.min(report.diagnostics.len())]
+    );
+}

@@ -478,7 +478,7 @@ pub(crate) fn is_module_class(q: &str) -> bool {
 
 /// A `torch.nn` module that holds no parameter and no buffer (activations, pooling, dropout,
 /// padding, reshaping): a move has nothing of it to move.
-pub(crate) fn holds_no_tensors(q: &str) -> bool {
+pub(crate) fn class_holds_no_tensors(q: &str) -> bool {
     let Some(name) = q.strip_prefix("torch.nn.") else { return false };
     matches!(
         name,

@@ -187,6 +187,9 @@ pub(crate) struct Checker<'m, 'a> {
     pub gated: usize,
     /// Inside `with torch.device(..)`: tensors made without a device land there.
     pub device_block: usize,
+    /// The `with torch.device(..)` blocks walked so far: a name bound in one holds a tensor made
+    /// on that device, wherever it is used.
+    pub device_blocks: Vec<TextRange>,
     /// Inside `with torch.no_grad()` / `inference_mode()` or a function decorated with one.
     pub no_grad: usize,
     /// Inside `if __name__ == "__main__":`.
@@ -243,6 +246,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             in_except: 0,
             gated: 0,
             device_block: 0,
+            device_blocks: Vec::new(),
             no_grad: 0,
             main_block: 0,
             module_body: &[],
@@ -609,6 +613,9 @@ impl<'m, 'a> Checker<'m, 'a> {
                         Some(ContextManager::NoGrad) => no_grad += 1,
                         None => {}
                     }
+                }
+                if device > 0 {
+                    self.device_blocks.push(w.range());
                 }
                 self.device_block += device;
                 self.no_grad += no_grad;
@@ -1390,9 +1397,10 @@ impl Facts {
         // (Not through a call in a branch taken now and then, or only in evaluation: `else:` of
         // `if self.training:`.)
         let mut callees: Vec<Vec<FunctionId>> = vec![Vec::new(); n];
+        let mut gates = GateCache::default();
         for e in &edges {
             if let Some(c) = e.caller
-                && !call_is_gated(model, &model.function(c).def.body, e.at.start(), &loop_work)
+                && !call_is_gated(model, &model.function(c).def.body, e.at.start(), &loop_work, &mut gates)
             {
                 callees[c.index()].push(e.callee);
             }
@@ -1444,9 +1452,16 @@ impl Facts {
         }
         // A call in a branch taken now and then (`if step % 100 == 0: log_stats(..)`) does not make
         // its callee run at every step, as a read there is not one at every step.
+        let gates = std::cell::RefCell::new(GateCache::default());
         let gated = |e: &Edge| {
             e.caller.is_some_and(|c| {
-                call_is_gated(model, &model.function(c).def.body, e.at.start(), &facts.loop_work)
+                call_is_gated(
+                    model,
+                    &model.function(c).def.body,
+                    e.at.start(),
+                    &facts.loop_work,
+                    &mut gates.borrow_mut(),
+                )
             })
         };
         let mut queue = std::collections::VecDeque::new();
@@ -1524,7 +1539,18 @@ impl Facts {
 /// ([`is_gate`], or one that leaves the loop or the function for good) with no loop of steps
 /// between the branch and the call? Found by descending from the body to the statement that
 /// holds the call, each block searched by offset.
-fn call_is_gated(model: &Model<'_>, body: &[Stmt], at: ruff_text_size::TextSize, loop_work: &[bool]) -> bool {
+/// What [`body_is_gated`] said of each `if` (by where it starts, and whether it is in a loop): a
+/// function's calls share their `if`s, and each `if` is looked through once, not once per call
+/// (a gate holding tens of thousands of calls would otherwise take quadratic time).
+type GateCache = FxHashMap<(ruff_text_size::TextSize, bool), bool>;
+
+fn call_is_gated(
+    model: &Model<'_>,
+    body: &[Stmt],
+    at: ruff_text_size::TextSize,
+    loop_work: &[bool],
+    gates: &mut GateCache,
+) -> bool {
     let mut gated = false;
     let mut in_loop = false;
     let mut stmts = body;
@@ -1542,7 +1568,9 @@ fn call_is_gated(model: &Model<'_>, body: &[Stmt], at: ruff_text_size::TextSize,
             }
             Stmt::If(i) => {
                 if block_holds(&i.body, at) {
-                    gated |= body_is_gated(model, i, in_loop);
+                    gated |= *gates
+                        .entry((i.start(), in_loop))
+                        .or_insert_with(|| body_is_gated(model, i, in_loop));
                     Some(&i.body[..])
                 } else {
                     let clause = i.elif_else_clauses.iter().find(|c| block_holds(&c.body, at));
@@ -1578,13 +1606,15 @@ fn body_is_gated(model: &Model<'_>, i: &ast::StmtIf, in_loop: bool) -> bool {
         && ((is_gate(&i.test) && !accumulates()) || leaves || evaluation_branches(&i.test) == Some(true))
 }
 
-/// Does the block step the optimizer (`optimizer.step()`, `scaler.step(opt)`), directly or in
-/// its inner `if`/`with`/`try` blocks (not its loops)?
+/// Does the block step the optimizer (`optimizer.step()`, `scaler.step(opt)`; not a scheduler,
+/// `opt_scheduler.step()`), directly or in its inner `if`/`with`/`try` blocks (not its loops)?
 fn steps_the_optimizer(body: &[Stmt], depth: usize) -> bool {
     depth < 8
         && body.iter().any(|s| match s {
             Stmt::Expr(e) => matches!(&*e.value, Expr::Call(c)
-                if matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str() == "step") && steps_training(c)),
+                if matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str() == "step"
+                    && !super::project::steps_scheduler(&a.value))
+                    && steps_training(c)),
             Stmt::For(_) | Stmt::While(_) => false,
             _ => super::rules::helpers::blocks(s).into_iter().any(|b| steps_the_optimizer(b, depth + 1)),
         })

@@ -400,10 +400,19 @@ fn holds_no_tensors(cx: &Checker<'_, '_>, e: &Expr) -> bool {
 /// times over cost one look each.
 fn holds_no_tensors_at(cx: &Checker<'_, '_>, e: &Expr, seen: &mut FxHashMap<ClassId, bool>) -> bool {
     let Expr::Call(c) = e else { return false };
-    if cx.callee_name(c).is_some_and(|q| api::holds_no_tensors(&q)) {
+    if cx.callee_name(c).is_some_and(|q| api::class_holds_no_tensors(&q)) {
         return true;
     }
     let Some(class) = cx.model.local_class(&c.func) else { return false };
+    // Handed a tensor (`Scale(torch.ones(4))`): it may keep it.
+    if c.arguments
+        .args
+        .iter()
+        .chain(c.arguments.keywords.iter().map(|k| &k.value))
+        .any(|a| cx.kind_of(a) == Kind::Tensor)
+    {
+        return false;
+    }
     if let Some(&known) = seen.get(&class) {
         return known;
     }

@@ -1121,6 +1121,12 @@ pub(crate) fn steps_optimizer(receiver: &Expr) -> bool {
     steps_named(receiver, &["opt", "scaler"])
 }
 
+/// The receiver of `.step(..)` is a learning-rate scheduler (`scheduler`, `opt_scheduler`,
+/// `lr_sched`): often stepped once per epoch, or every N steps.
+pub(crate) fn steps_scheduler(receiver: &Expr) -> bool {
+    steps_named(receiver, &["sched", "lr"])
+}
+
 fn steps_named(receiver: &Expr, words: &[&str]) -> bool {
     let name = match receiver {
         Expr::Name(n) => n.id.as_str(),

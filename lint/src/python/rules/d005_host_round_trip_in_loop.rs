@@ -32,7 +32,7 @@ struct Sync<'a> {
     /// A wait the computation does not need: an `assert` on a tensor (a check the code runs
     /// the same without), or an op whose result's size the device decides (`x.nonzero()`: the
     /// host waits for the count to allocate it). Reported whatever is done with the value.
-    inherent: Option<Inherent>,
+    always: Option<AlwaysWaits>,
     /// What is shown: `.item()`, `float(..)`, `if loss:`.
     what: String,
     /// The tensor read.
@@ -45,7 +45,7 @@ struct Sync<'a> {
 impl<'a> Sync<'a> {
     /// A read of one value or of a whole tensor (`bulk`).
     fn read(bulk: bool, what: String, tensor: &'a Expr, value: &'a Expr, at: TextRange) -> Sync<'a> {
-        Sync { bulk, per_element: false, upload: None, inherent: None, what, tensor, value, at }
+        Sync { bulk, per_element: false, upload: None, always: None, what, tensor, value, at }
     }
 }
 
@@ -60,7 +60,7 @@ enum Upload {
 
 /// Why a wait is there whatever the value is used for.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Inherent {
+enum AlwaysWaits {
     /// `assert t.all()`: the check reads the tensor's truth.
     Assert,
     /// `x.nonzero()`, `torch.where(mask)`, `x.masked_select(m)`: the result's size.
@@ -156,7 +156,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     {
         return;
     }
-    if (!sync.per_element && sync.upload.is_none() && sync.inherent.is_none() && needed_on_host(cx, sync.value, sync.bulk))
+    if (!sync.per_element && sync.upload.is_none() && sync.always.is_none() && needed_on_host(cx, sync.value, sync.bulk))
         || synchronized_just_before(cx)
         || super::helpers::in_evaluation_pass(cx)
     {
@@ -216,12 +216,12 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             format!("{message}, and the loop takes the copy back to the device"),
             "keep the values on the device (collect them there) and copy what the host needs once, after the loop",
         )
-    } else if sync.inherent == Some(Inherent::Assert) {
+    } else if sync.always == Some(AlwaysWaits::Assert) {
         (
             message,
             "an `assert` on a tensor reads it on the host each time it runs: keep the check out of the loop (or behind a debugging flag), or check on the device with `torch._assert_async(cond)`",
         )
-    } else if sync.inherent == Some(Inherent::SizedByData) {
+    } else if sync.always == Some(AlwaysWaits::SizedByData) {
         (
             format!("{message}: the size of its result is known only once the device has computed it"),
             "keep a fixed-size form on the device (`torch.where(mask, x, 0)`, multiplying by the mask), or compute the indices once, outside the loop, when the mask does not change",
@@ -301,8 +301,19 @@ fn index_upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     // The index first (a look at its syntax, or one binding), the indexed tensor's device last.
     let (part, factory) = parts.iter().find_map(|part| {
         let made = match part {
-            Expr::Name(_) => match cx.model.binding(super::helpers::name_binding(cx, part)?).kind {
-                crate::python::model::BindingKind::Assignment { value, part: crate::python::model::Part::Whole, .. } => value,
+            // A name bound once in its scope (one bound on several paths, `if cuda: idx = ..cuda()
+            // else: idx = ..`, may be either).
+            Expr::Name(_) => match cx.model.binding(super::helpers::name_binding(cx, part)?) {
+                crate::python::model::Binding {
+                    kind:
+                        crate::python::model::BindingKind::Assignment {
+                            value,
+                            part: crate::python::model::Part::Whole,
+                            ..
+                        },
+                    shadowed: None,
+                    ..
+                } if !cx.device_blocks.iter().any(|b| b.contains_range(value.range())) => value,
                 _ => return None,
             },
             Expr::Call(_) | Expr::Subscript(_) => part,
@@ -324,8 +335,9 @@ fn index_upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
 /// `torch.randint(k, (n,))`), with no `device=`, through methods that keep it where it is
 /// (`.unsqueeze(0)`, `.long()`, `.to(dtype)`), and not empty: the factory's name.
 fn host_made<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Option<&'static str> {
-    // Under `torch.set_default_device(..)` or `with torch.device(..)`, a factory with no device
-    // makes its tensor there.
+    // Under `torch.set_default_device(..)` in this file, or `with torch.device(..)`, a factory
+    // with no device makes its tensor there. (Set by another file of the project, it is not
+    // seen: a repository's one test or script that sets it says nothing of its other files.)
     if cx.facts.sets_default_device || cx.device_block > 0 {
         return None;
     }
@@ -358,7 +370,8 @@ fn host_made<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Option<&'static str> {
         // `.to(dtype)` keeps the device too.
         let keeps = match m {
             "to" => c.arguments.args.first().is_some_and(|t| names_a_dtype(cx, t)),
-            "cuda" | "cpu" | "pin_memory" => false,
+            // `.type_as(y)` and `.type(torch.cuda.FloatTensor)` may move it to `y`'s device.
+            "cuda" | "cpu" | "pin_memory" | "type_as" | "type" => false,
             m => crate::python::api::tensor_method_returns_tensor(m),
         };
         if !keeps {
@@ -490,33 +503,25 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
 /// waits for the device to know how much to allocate.
 fn sized_by_data<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     let Expr::Call(call) = e else { return None };
-    let tensor = if let Some((_, receiver, method)) = method_call(e)
-        && matches!(method, "nonzero" | "argwhere" | "masked_select")
-        && cx.kind_of(receiver).may_be_tensor()
-        && !matches!(receiver, Expr::Name(n) if n.id.as_str() == "torch")
-    {
-        receiver
-    } else {
-        let q = cx.callee_name(call)?;
-        let args = &call.arguments.args;
-        match q.as_ref() {
-            "torch.nonzero" | "torch.argwhere" | "torch.masked_select" => args.first()?,
-            "torch.where" if args.len() == 1 && call.arguments.keywords.is_empty() => &args[0],
-            _ => return None,
-        }
-    };
-    let name = match &*call.func {
-        Expr::Attribute(a) => a.attr.as_str(),
-        _ => "nonzero",
-    };
     let args = if call.arguments.is_empty() { "" } else { ".." };
-    let what = if matches!(&*call.func, Expr::Attribute(a) if matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "torch"))
-    {
-        format!("torch.{name}({args})")
-    } else {
-        format!(".{name}({args})")
+    // `torch.where(m)`, `th.nonzero(x)`, `where(m)` imported from torch: shown as `torch.<op>`.
+    let (tensor, what) = match cx.callee_name(call).as_deref().and_then(|q| q.strip_prefix("torch.")) {
+        Some(op @ ("nonzero" | "argwhere" | "masked_select")) => (call.arguments.args.first()?, format!("torch.{op}(..)")),
+        Some("where") if call.arguments.args.len() == 1 && call.arguments.keywords.is_empty() => {
+            (&call.arguments.args[0], "torch.where(..)".to_string())
+        }
+        Some(_) => return None,
+        // `x.nonzero()`: a method of a tensor.
+        None => match method_call(e) {
+            Some((_, receiver, method @ ("nonzero" | "argwhere" | "masked_select")))
+                if cx.kind_of(receiver).may_be_tensor() =>
+            {
+                (receiver, format!(".{method}({args})"))
+            }
+            _ => return None,
+        },
     };
-    Some(Sync { inherent: Some(Inherent::SizedByData), ..Sync::read(false, what, tensor, e, call.range()) })
+    Some(Sync { always: Some(AlwaysWaits::SizedByData), ..Sync::read(false, what, tensor, e, call.range()) })
 }
 
 /// `if t:`, `while t:` and `assert t` read the tensor's truth on the host (`test` is the test
@@ -534,7 +539,7 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
             && cx.kind_of(checked) == Kind::Tensor
         {
             let what = format!("assert {}", cx.short(test.range()));
-            return Some(Sync { inherent: Some(Inherent::Assert), ..Sync::read(false, what, checked, test, test.range()) });
+            return Some(Sync { always: Some(AlwaysWaits::Assert), ..Sync::read(false, what, checked, test, test.range()) });
         }
         return None;
     }

@@ -792,6 +792,9 @@ fn binding_value_provenance(
             (Some((_, receiver, "items")), Part::Element(1)) | (Some((_, receiver, "values")), _) => {
                 next(receiver)
             }
+            // A module's parameters and buffers are where the module is.
+            (Some((_, receiver, "parameters" | "buffers")), Part::Whole)
+            | (Some((_, receiver, "named_parameters" | "named_buffers")), Part::Element(1)) => next(receiver),
             _ => match (cx.callee_name(c).as_deref(), part) {
                 (Some("builtins.zip"), Part::Element(i)) => c.arguments.args.get(i).map(next).unwrap_or(NONE),
                 (Some("builtins.enumerate"), Part::Element(1)) => {
