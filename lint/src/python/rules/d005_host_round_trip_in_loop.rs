@@ -90,7 +90,7 @@ impl Rule for Check {
                 }
             }
             Expr::Subscript(_) => {
-                if let Some(sync) = index_upload(cx, e) {
+                if let Some(sync) = index_upload(cx, e).or_else(|| mask_index(cx, e)) {
                     report(cx, sync, out);
                 }
             }
@@ -329,6 +329,50 @@ fn index_upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     }
     let what = format!("torch.{factory}(..)");
     Some(Sync { upload: Some(Upload::Index), ..Sync::read(false, what, part, e, part.range()) })
+}
+
+/// `loss[valid]` with a boolean mask made by comparing a tensor (`valid = target > 0`, or the
+/// comparison in place): the result's size is the number of `True`s, which the host waits for.
+/// (Assigning through a mask, `x[mask] = 0`, is a masked fill: no wait.)
+fn mask_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
+    let Expr::Subscript(s) = e else { return None };
+    if s.ctx != ast::ExprContext::Load {
+        return None;
+    }
+    let compares_tensors = |m: &Expr| {
+        let m = match m {
+            Expr::UnaryOp(u) if u.op == ast::UnaryOp::Invert => &*u.operand,
+            m => m,
+        };
+        matches!(m, Expr::Compare(c) if c.ops.len() == 1
+            && !matches!(c.ops[0], ast::CmpOp::Is | ast::CmpOp::IsNot | ast::CmpOp::In | ast::CmpOp::NotIn)
+            && cx.kind_of(&c.left) == Kind::Tensor)
+    };
+    let mask = match &*s.slice {
+        Expr::Name(_) => match cx.model.binding(super::helpers::name_binding(cx, &s.slice)?) {
+            crate::python::model::Binding {
+                kind:
+                    crate::python::model::BindingKind::Assignment {
+                        value,
+                        part: crate::python::model::Part::Whole,
+                        ..
+                    },
+                shadowed: None,
+                ..
+            } => value,
+            _ => return None,
+        },
+        slice => slice,
+    };
+    if !compares_tensors(mask)
+        || cx.hot().is_none()
+        || !cx.kind_of(&s.value).may_be_tensor()
+        || !provenance_in_project(cx, &s.value).on_accelerator
+    {
+        return None;
+    }
+    let what = format!("{}[{}]", cx.short(s.value.range()), cx.short(s.slice.range()));
+    Some(Sync { always: Some(AlwaysWaits::SizedByData), ..Sync::read(false, what, &s.value, e, e.range()) })
 }
 
 /// A tensor made on the host by a factory that takes no data (`torch.arange(n)`,
