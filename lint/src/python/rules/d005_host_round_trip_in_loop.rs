@@ -301,21 +301,8 @@ fn index_upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     // The index first (a look at its syntax, or one binding), the indexed tensor's device last.
     let (part, factory) = parts.iter().find_map(|part| {
         let made = match part {
-            // A name bound once in its scope (one bound on several paths, `if cuda: idx = ..cuda()
-            // else: idx = ..`, may be either).
-            Expr::Name(_) => match cx.model.binding(super::helpers::name_binding(cx, part)?) {
-                crate::python::model::Binding {
-                    kind:
-                        crate::python::model::BindingKind::Assignment {
-                            value,
-                            part: crate::python::model::Part::Whole,
-                            ..
-                        },
-                    shadowed: None,
-                    ..
-                } if !cx.device_blocks.iter().any(|b| b.contains_range(value.range())) => value,
-                _ => return None,
-            },
+            Expr::Name(_) => single_assignment(cx, part)
+                .filter(|value| !cx.device_blocks.iter().any(|b| b.contains_range(value.range())))?,
             Expr::Call(_) | Expr::Subscript(_) => part,
             _ => return None,
         };
@@ -329,6 +316,20 @@ fn index_upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     }
     let what = format!("torch.{factory}(..)");
     Some(Sync { upload: Some(Upload::Index), ..Sync::read(false, what, part, e, part.range()) })
+}
+
+/// The value a name was given, when it is bound once in its scope by a plain assignment (one
+/// bound on several paths, `if cuda: idx = ..cuda() else: idx = ..`, may hold either).
+fn single_assignment<'a>(cx: &Checker<'_, 'a>, name: &Expr) -> Option<&'a Expr> {
+    match cx.model.binding(super::helpers::name_binding(cx, name)?) {
+        crate::python::model::Binding {
+            kind:
+                crate::python::model::BindingKind::Assignment { value, part: crate::python::model::Part::Whole, .. },
+            shadowed: None,
+            ..
+        } => Some(value),
+        _ => None,
+    }
 }
 
 /// `loss[valid]` with a boolean mask made by comparing a tensor (`valid = target > 0`, or the
@@ -349,19 +350,7 @@ fn mask_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
             && cx.kind_of(&c.left) == Kind::Tensor)
     };
     let mask = match &*s.slice {
-        Expr::Name(_) => match cx.model.binding(super::helpers::name_binding(cx, &s.slice)?) {
-            crate::python::model::Binding {
-                kind:
-                    crate::python::model::BindingKind::Assignment {
-                        value,
-                        part: crate::python::model::Part::Whole,
-                        ..
-                    },
-                shadowed: None,
-                ..
-            } => value,
-            _ => return None,
-        },
+        Expr::Name(_) => single_assignment(cx, &s.slice)?,
         slice => slice,
     };
     if !compares_tensors(mask)
