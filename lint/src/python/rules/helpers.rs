@@ -814,40 +814,41 @@ fn binding_value_provenance(
                 || crate::python::checker::lightning_training_step(cx.model, f);
             // A function another file calls at every step: where that file's arguments are.
             let passed = match cx.hot_of(f) {
-                Some(crate::python::checker::Hot::CalledElsewhere(i)) => cx.facts.elsewhere.get(i).is_some_and(|c| {
-                    let params = &fun.def.parameters;
-                    let positional: Vec<&str> =
-                        params.posonlyargs.iter().chain(&params.args).map(|p| p.parameter.name.as_str()).collect();
-                    let named: Vec<&str> = positional
-                        .iter()
-                        .copied()
-                        .chain(params.kwonlyargs.iter().map(|p| p.parameter.name.as_str()))
-                        .collect();
-                    let is = |p: Option<&ast::Parameter>| p.is_some_and(|p| p.name.as_str() == binding.name);
-                    let param = if is(params.vararg.as_deref()) {
-                        crate::python::project::Param::Args
-                    } else if is(params.kwarg.as_deref()) {
-                        crate::python::project::Param::Kwargs
-                    } else {
-                        crate::python::project::Param::Named { position, name: binding.name }
-                    };
-                    c.passes(param, positional.len(), &named)
-                }),
+                Some(crate::python::checker::Hot::CalledElsewhere(i)) => {
+                    cx.facts.elsewhere.get(i).is_some_and(|c| {
+                        let params = &fun.def.parameters;
+                        let positional: Vec<&str> = params
+                            .posonlyargs
+                            .iter()
+                            .chain(&params.args)
+                            .map(|p| p.parameter.name.as_str())
+                            .collect();
+                        let named: Vec<&str> = positional
+                            .iter()
+                            .copied()
+                            .chain(params.kwonlyargs.iter().map(|p| p.parameter.name.as_str()))
+                            .collect();
+                        let is =
+                            |p: Option<&ast::Parameter>| p.is_some_and(|p| p.name.as_str() == binding.name);
+                        let param = if is(params.vararg.as_deref()) {
+                            crate::python::project::Param::Args
+                        } else if is(params.kwarg.as_deref()) {
+                            crate::python::project::Param::Kwargs
+                        } else {
+                            crate::python::project::Param::Named { position, name: binding.name }
+                        };
+                        c.passes(param, positional.len(), &named)
+                    })
+                }
                 // A plain function called in a loop of this file: where that call's argument is.
-                Some(crate::python::checker::Hot::CalledInLoop(at)) if fun.class.is_none() => cx
-                    .model
-                    .calls
-                    .iter()
-                    .find(|s| s.call.range() == at)
-                    .filter(|s| {
-                        matches!(cx.model.callee(s.call, s.function), Some(crate::python::model::Callee::Function(g)) if g == f)
-                    })
-                    .and_then(|s| {
-                        let args = &s.call.arguments.args;
-                        let before = args.iter().take(position).any(|a| matches!(a, Expr::Starred(_)));
-                        args.get(position).filter(|_| !before)
-                    })
-                    .is_some_and(|a| next(a).on_accelerator),
+                Some(crate::python::checker::Hot::CalledInLoop(at)) if fun.class.is_none() => {
+                    cx.facts.calls_to[f.index()]
+                        .iter()
+                        .filter_map(|&i| cx.model.calls.get(i))
+                        .find(|s| s.call.range() == at)
+                        .and_then(|s| argument_for(s.call, fun, position, binding.name))
+                        .is_some_and(|a| next(a).on_accelerator)
+                }
                 _ => false,
             };
             // A helper of a forward pass (`self._qk(q, k)`): where the forward passes call it with.
