@@ -16,6 +16,11 @@
 //! only — to measure what a rule adds).
 
 use std::path::{Path, PathBuf};
+
+/// The allocator the `devcheck` command uses, so that both sides of every ratio allocate alike.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::time::{Duration, Instant};
 
 use devcheck_lint::{LintTable, Overrides, Settings};
