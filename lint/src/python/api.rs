@@ -37,16 +37,29 @@ pub(crate) fn is_creation(q: &str) -> bool {
             | "DoubleTensor"
             | "HalfTensor"
             | "Tensor"
+            // Sample frequencies and the signal windows `stft` takes: made on the default
+            // device like `arange`.
+            | "fft.fftfreq"
+            | "fft.rfftfreq"
+            | "hann_window"
+            | "hamming_window"
+            | "blackman_window"
+            | "bartlett_window"
+            | "kaiser_window"
     )
+}
+
+/// The legacy typed constructors (`torch.LongTensor(..)`, `torch.Tensor(..)`): they make CPU
+/// tensors only, and raise when given another device.
+pub(crate) fn is_typed_constructor(q: &str) -> bool {
+    is_creation(q) && q.ends_with("Tensor")
 }
 
 /// Creation functions that take a `device=` argument. `torch.from_numpy` and `torch.frombuffer`
 /// share the host memory and take none; the typed constructors (`torch.FloatTensor(..)`) refuse
 /// any device but the CPU.
 pub(crate) fn creation_takes_device(q: &str) -> bool {
-    is_creation(q)
-        && !matches!(q, "torch.from_numpy" | "torch.frombuffer" | "torch.Tensor")
-        && !q.ends_with("Tensor")
+    is_creation(q) && !matches!(q, "torch.from_numpy" | "torch.frombuffer") && !is_typed_constructor(q)
 }
 
 /// Creation functions whose result is the data passed in, not a shape: `torch.tensor(0.5)` is a
@@ -159,6 +172,7 @@ const TENSOR_FUNCTIONS: &[&str] = &[
     "isin",
     "isinf",
     "isnan",
+    "istft",
     "kron",
     "layer_norm",
     "le",
@@ -242,6 +256,7 @@ const TENSOR_FUNCTIONS: &[&str] = &[
     "stack",
     "std",
     "std_mean",
+    "stft",
     "sub",
     "sum",
     "t",
@@ -395,6 +410,7 @@ const TENSOR_METHODS: &[&str] = &[
     "square",
     "squeeze",
     "std",
+    "stft",
     "sub",
     "sum",
     "t",

@@ -38,9 +38,32 @@ impl Rule for Check {
     }
 
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
-        if !matches!(e, Expr::BinOp(_) | Expr::Compare(_) | Expr::Call(_) | Expr::Subscript(_))
-            || !self.active(cx)
+        if let Expr::Call(c) = e
+            && !cx.kind.is_test_like()
+            && let Some(found) = typed_constructor_given_a_device(cx, c)
         {
+            out.push(found);
+            return;
+        }
+        if let Expr::Call(c) = e
+            && cx.device_block == 0
+            && !cx.kind.is_test_like()
+            && let Some(found) = layer_made_in_forward(cx, c)
+        {
+            out.push(found);
+            return;
+        }
+        if !matches!(e, Expr::BinOp(_) | Expr::Compare(_) | Expr::Call(_) | Expr::Subscript(_)) {
+            return;
+        }
+        if !self.active(cx) {
+            // Elsewhere (a loss, a training script, an evaluation), only a CPU tensor indexed
+            // with a tensor that is on the device by what this code does to it.
+            if let Expr::Subscript(sub) = e
+                && let Some(found) = self.index_on_the_cpu(cx, sub)
+            {
+                out.push(found);
+            }
             return;
         }
         for (fixed, other) in combined(cx, e) {
@@ -55,6 +78,24 @@ impl Rule for Check {
 }
 
 impl Check {
+    /// `cpu[index]` outside the functions [`Check::active`] reads: `cpu` made on a fixed device
+    /// or moved to the CPU, `index` on the device by [`device_evident`].
+    fn index_on_the_cpu(&mut self, cx: &Checker<'_, '_>, sub: &ast::ExprSubscript) -> Option<Finding> {
+        if cx.device_block > 0 || cx.kind.is_test_like() || cx.facts.sets_default_device || in_device_branch(cx) {
+            return None;
+        }
+        // Cheap first: most subscripts index with a number or a slice.
+        if matches!(&*sub.slice, Expr::NumberLiteral(_) | Expr::Slice(_) | Expr::StringLiteral(_)) {
+            return None;
+        }
+        let origin = cpu_origin(cx, &sub.value, 0)?;
+        if self.reported.contains(&origin.call().start()) || !device_evident(cx, &sub.slice, 0) {
+            return None;
+        }
+        self.reported.insert(origin.call().start());
+        Some(index_finding(cx, origin, sub))
+    }
+
     /// In a function the rule reads, outside a `with torch.device(..)` block.
     fn active(&mut self, cx: &Checker<'_, '_>) -> bool {
         let Some(f) = cx.function else { return false };
@@ -322,6 +363,8 @@ fn fixed_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<(
                 "cuda" | "type_as" | "new_zeros" | "new_ones" | "new_full" | "new_empty" | "new_tensor" => {
                     None
                 }
+                // `t.sum()` of every element is 0-dim: CUDA ops take it from the CPU.
+                m if reduces_to_0_dim(m, c) => None,
                 m if api::tensor_method_returns_tensor(m) => next(&a.value),
                 _ => None,
             }
@@ -349,6 +392,218 @@ fn fixed_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<(
         Expr::Subscript(s) => next(&s.value),
         _ => None,
     }
+}
+
+/// Where a CPU tensor that is indexed comes from.
+#[derive(Clone, Copy)]
+enum CpuOrigin<'e> {
+    /// A creation call with no device, or the CPU.
+    Made(&'e ast::ExprCall, Fixed),
+    /// `x.cpu()` or `x.to("cpu")`.
+    Moved(&'e ast::ExprCall),
+}
+
+impl<'e> CpuOrigin<'e> {
+    fn call(self) -> &'e ast::ExprCall {
+        match self {
+            CpuOrigin::Made(c, _) | CpuOrigin::Moved(c) => c,
+        }
+    }
+}
+
+/// The CPU tensor `e` is (followed through names, views and in-place updates), and where it
+/// came from.
+fn cpu_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<CpuOrigin<'e>> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    match e {
+        Expr::Call(c) => {
+            if let Expr::Attribute(a) = &*c.func {
+                let to_cpu = match a.attr.as_str() {
+                    "cpu" => c.arguments.args.is_empty(),
+                    "to" => c
+                        .arguments
+                        .args
+                        .first()
+                        .or_else(|| keyword(c, "device"))
+                        .is_some_and(|t| literal_device(cx, t).is_some_and(|d| d == "cpu")),
+                    _ => false,
+                };
+                if to_cpu {
+                    return Some(CpuOrigin::Moved(c));
+                }
+                if cx.callee_name(c).is_none()
+                    && api::tensor_method_returns_tensor(a.attr.as_str())
+                    && !reduces_to_0_dim(a.attr.as_str(), c)
+                    && !matches!(a.attr.as_str(), "to" | "cuda" | "type_as" | "type")
+                    && !a.attr.starts_with("new_")
+                {
+                    return cpu_origin(cx, &a.value, depth + 1);
+                }
+            }
+            fixed_origin(cx, e, depth + 1).map(|(c, how)| CpuOrigin::Made(c, how))
+        }
+        Expr::Name(n) => {
+            let b = cx.model.binding(cx.model.binding_of(n)?);
+            match b.kind {
+                BindingKind::Assignment { value, part: Part::Whole, .. } => cpu_origin(cx, value, depth + 1),
+                // `x /= x.norm(..)`: still where `x` was, unless the update brings the device in.
+                BindingKind::AugAssignment { value, .. } if !device_evident(cx, value, depth + 1) => {
+                    match cx.model.binding(b.shadowed?).kind {
+                        BindingKind::Assignment { value, part: Part::Whole, .. } => cpu_origin(cx, value, depth + 1),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Is `e` on the device by what the code around it does: moved there (`.cuda()`,
+/// `.to(device)`), made there (`device=device`), a module's output in a file that names an
+/// accelerator, or computed from one of those? Stricter than [`device_side`]: a parameter
+/// counts only when this file's callers pass such a tensor, never because its callers are
+/// unknown.
+fn device_evident(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
+    if depth > MAX_DEPTH || matches!(cx.kind_of(e), Kind::Scalar | Kind::Other | Kind::Device | Kind::Numpy) {
+        return false;
+    }
+    let next = |e: &Expr| device_evident(cx, e, depth + 1);
+    match e {
+        Expr::Name(n) => {
+            let Some(id) = cx.model.binding_of(n) else { return false };
+            let b = cx.model.binding(id);
+            match b.kind {
+                // `a, t = [], targets * gain`: the element bound.
+                BindingKind::Assignment { value: Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }), part: Part::Element(i), .. } => {
+                    elts.get(i).is_some_and(next)
+                }
+                BindingKind::Assignment { value, .. } => next(value),
+                BindingKind::AugAssignment { value, .. } => {
+                    next(value)
+                        || b.shadowed.is_some_and(|s| matches!(cx.model.binding(s).kind, BindingKind::Assignment { value, .. } if next(value)))
+                }
+                BindingKind::Parameter { function: Some(f), position, variadic: false, .. } => {
+                    let fun = cx.model.function(f);
+                    let callers = &cx.facts.calls_to[f.index()];
+                    callers.iter().map(|&i| &cx.model.calls[i]).any(|site| {
+                        let shift = usize::from(matches!(&*site.call.func, Expr::Attribute(_)) && fun.receiver.is_some());
+                        position
+                            .checked_sub(shift)
+                            .and_then(|p| site.call.arguments.args.get(p))
+                            .or_else(|| site.call.arguments.find_keyword(b.name).map(|k| &k.value))
+                            .is_some_and(next)
+                    })
+                }
+                _ => false,
+            }
+        }
+        Expr::Call(c) => {
+            if cx.kind_of(&c.func) == Kind::Module {
+                return cx.facts.uses_accelerator;
+            }
+            if let Some(q) = cx.callee_name(c) {
+                if api::is_creation(&q) {
+                    return match keyword(c, "device") {
+                        Some(Expr::Attribute(a)) if follows_a_tensor(cx, a) => next(&a.value),
+                        Some(d) => literal_device(cx, d).is_none_or(|d| d != "cpu"),
+                        None => false,
+                    };
+                }
+                return api::returns_tensor(&q)
+                    && c.arguments.args.iter().chain(c.arguments.keywords.iter().map(|k| &k.value)).any(|a| match a {
+                        Expr::List(l) => l.elts.iter().any(next),
+                        Expr::Tuple(t) => t.elts.iter().any(next),
+                        other => next(other),
+                    });
+            }
+            let Expr::Attribute(a) = &*c.func else { return false };
+            match a.attr.as_str() {
+                "cpu" | "numpy" | "item" | "tolist" => false,
+                "cuda" => true,
+                "to" => match c.arguments.args.first().or_else(|| keyword(c, "device")) {
+                    Some(t) if is_dtype(cx, t) => next(&a.value),
+                    Some(Expr::Attribute(d)) if follows_a_tensor(cx, d) => next(&d.value),
+                    Some(t) => literal_device(cx, t).is_none_or(|d| d != "cpu"),
+                    None => next(&a.value),
+                },
+                m if api::tensor_method_returns_tensor(m) => next(&a.value),
+                _ => false,
+            }
+        }
+        Expr::BinOp(b) => next(&b.left) || next(&b.right),
+        Expr::Compare(c) => next(&c.left) || c.comparators.iter().any(next),
+        Expr::UnaryOp(u) => next(&u.operand),
+        Expr::Subscript(s) => next(&s.value),
+        _ => false,
+    }
+}
+
+/// `x.device` of a tensor `x` (not of a module or a settings object, `self.device`,
+/// `opt.device`, which name the device chosen for the run).
+fn follows_a_tensor(cx: &Checker<'_, '_>, a: &ast::ExprAttribute) -> bool {
+    a.attr.as_str() == "device"
+        && match &*a.value {
+            Expr::Name(n) => {
+                cx.kind_of(&a.value) == Kind::Tensor
+                    || (cx.kind_of(&a.value) == Kind::Unknown
+                        && cx.function.is_none_or(|f| cx.model.function(f).receiver != Some(n.id.as_str())))
+            }
+            _ => cx.kind_of(&a.value) == Kind::Tensor,
+        }
+}
+
+fn index_finding(cx: &Checker<'_, '_>, origin: CpuOrigin<'_>, sub: &ast::ExprSubscript) -> Finding {
+    let tensor = cx.short(sub.value.range());
+    let index = cx.short(sub.slice.range());
+    let (message, label) = match origin {
+        CpuOrigin::Made(c, how) => {
+            let callee = cx
+                .model
+                .canonical_name(&c.func)
+                .map(|q| q.into_owned())
+                .unwrap_or_else(|| cx.short(c.func.range()));
+            let place = match how {
+                Fixed::Default => "the default device (no `device=`)",
+                Fixed::Cpu => "the CPU",
+            };
+            (
+                format!("`{callee}` makes `{tensor}` on {place}, and it is indexed with `{index}`, a tensor on the device"),
+                "made on the CPU",
+            )
+        }
+        CpuOrigin::Moved(_) => (
+            format!("`{tensor}` is moved to the CPU here, and then indexed with `{index}`, a tensor on the device"),
+            "moved to the CPU",
+        ),
+    };
+    Finding::new(&registry::D001, range(origin.call().range()), message)
+        .label(label)
+        .related(
+            range(sub.range()),
+            "indexed here: on a GPU run PyTorch raises \"indices should be either on cpu or on the same device as the indexed tensor\"",
+        )
+        .help(format!(
+            "keep `{tensor}` on the device of the index (make it with `device=`, or leave out the move to the CPU), or index with `{}.cpu()`",
+            if matches!(&*sub.slice, Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_) | Expr::Call(_)) {
+                index
+            } else {
+                format!("({index})")
+            }
+        ))
+}
+
+/// A method call that reduces every element to one value (`t.sum()`, `t.max()`, `t.norm()`): its
+/// result is a 0-dim tensor.
+fn reduces_to_0_dim(method: &str, c: &ast::ExprCall) -> bool {
+    matches!(
+        method,
+        "sum" | "mean" | "prod" | "max" | "min" | "amax" | "amin" | "norm" | "std" | "var" | "all" | "any" | "median"
+    ) && c.arguments.args.is_empty()
+        && !c.arguments.keywords.iter().any(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "dim"))
 }
 
 /// Is `e` a tensor on the inputs' device: an input, a module's output, a parameter or buffer of
@@ -525,6 +780,113 @@ fn finding(cx: &Checker<'_, '_>, origin: &ast::ExprCall, how: Fixed, used: &Expr
         .related(range(used.range()), "used with a tensor on the inputs' device here")
         .help(help)
         .fix(fix)
+}
+
+/// `nn.BatchNorm2d(c)(x)` in `forward`: a layer made at every call has fresh parameters on the
+/// CPU, which no optimizer trains and `model.to(device)` never moved. Not reported for layers
+/// that hold no tensors (`nn.ReLU()`), a layer moved where it is made (`.to(x.device)`), or one
+/// kept on the module (`self.proj = nn.Linear(..)`, built lazily at the first call).
+fn layer_made_in_forward(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> Option<Finding> {
+    if !cx.in_forward() || !cx.in_module_method() {
+        return None;
+    }
+    let q = cx.callee_name(c)?;
+    // Losses hold no parameters (a class weight is handed in, from wherever it was made).
+    if !q.starts_with("torch.nn.")
+        || !api::is_module_class(&q)
+        || api::class_holds_no_tensors(&q)
+        || q.ends_with("Loss")
+    {
+        return None;
+    }
+    // `nn.Linear(..).to(x.device)`, or `self.proj = nn.Linear(..)`.
+    let moved = cx.parents.iter().rev().take(2).any(|n| {
+        matches!(n, Node::Expr(Expr::Attribute(a)) if api::is_move_or_convert(a.attr.as_str()))
+    });
+    let kept = matches!(
+        cx.statement(),
+        Some(Stmt::Assign(ast::StmtAssign { targets, .. })) if targets.iter().any(|t| matches!(t, Expr::Attribute(_)))
+    );
+    if moved || kept {
+        return None;
+    }
+    let function = cx.function_name().unwrap_or("forward");
+    Some(
+        Finding::new(
+            &registry::D001,
+            range(c.range()),
+            format!(
+                "`{q}` made in `{function}` has new parameters on the CPU at every call: `model.to(device)` never moved them and no optimizer trains them"
+            ),
+        )
+        .label("a layer with parameters, made at every call")
+        .help("make it once in `__init__` (`self.norm = nn.BatchNorm2d(..)`) and call `self.norm(x)` here: it is then moved with the model and trained"),
+    )
+}
+
+/// `torch.LongTensor([ids], device=device)`: a legacy typed constructor makes CPU tensors only
+/// and raises ("legacy constructor expects device type: cpu") when the device is anything else,
+/// wherever the call is. Not reported for a literal CPU device.
+fn typed_constructor_given_a_device(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> Option<Finding> {
+    let q = cx.callee_name(c)?;
+    if !api::is_typed_constructor(&q) {
+        return None;
+    }
+    let device = keyword(c, "device")?;
+    if literal_device(cx, device).is_some_and(|d| d == "cpu") {
+        return None;
+    }
+    let dtype = match q.rsplit('.').next()? {
+        "Tensor" | "FloatTensor" => "float32",
+        "LongTensor" => "long",
+        "IntTensor" => "int32",
+        "BoolTensor" => "bool",
+        "ByteTensor" => "uint8",
+        "DoubleTensor" => "float64",
+        "HalfTensor" => "float16",
+        _ => return None,
+    };
+    let shown_device = cx.short(device.range());
+    // `torch.tensor(data, dtype=.., device=..)` makes the same values on the device; only for
+    // data given as a list (`torch.LongTensor(3, 4)` is a shape: `torch.empty` then).
+    let fix = match (&*c.func, c.arguments.args.first()) {
+        (Expr::Attribute(a), Some(Expr::List(_) | Expr::ListComp(_))) if c.arguments.args.len() == 1 => {
+            let Expr::Name(module) = &*a.value else { return None };
+            let module = module.id.as_str();
+            let at = device.range().start().to_usize();
+            let keyword_start = c
+                .arguments
+                .keywords
+                .iter()
+                .find(|k| k.arg.as_ref().is_some_and(|n| n.as_str() == "device"))
+                .map_or(at, |k| k.start().to_usize());
+            // Unsafe: a list of tensors on another device, which the constructor took, may not
+            // convert the same way.
+            Some(Fix::new(
+                Applicability::Unsafe,
+                format!("make it with `{module}.tensor(.., dtype={module}.{dtype})`"),
+                vec![
+                    Edit { range: range(c.func.range()), replacement: format!("{module}.tensor") },
+                    Edit { range: keyword_start..keyword_start, replacement: format!("dtype={module}.{dtype}, ") },
+                ],
+            ))
+        }
+        _ => None,
+    };
+    Some(
+        Finding::new(
+            &registry::D001,
+            range(c.range()),
+            format!(
+                "`{q}` makes tensors on the CPU only: given `device={shown_device}` it raises on a GPU run"
+            ),
+        )
+        .label("a legacy constructor, which takes no device but the CPU")
+        .help(format!(
+            "make it with `torch.tensor(data, dtype=torch.{dtype}, device={shown_device})` (or `torch.empty(shape, dtype=torch.{dtype}, device=..)` for a shape)"
+        ))
+        .fix(fix),
+    )
 }
 
 /// The function's first parameter that may be a tensor, and whether it is annotated as one.
