@@ -197,6 +197,42 @@ fn in_device_branch(cx: &Checker<'_, '_>) -> bool {
     })
 }
 
+/// Is `range` inside a branch of `if torch.cuda.is_available(): .. else: ..` (either side) in the
+/// current function (or at the top level): the code there picks the device, and a tensor the
+/// `else` side makes on the CPU is meant for a run without an accelerator.
+fn in_accelerator_choice(cx: &Checker<'_, '_>, range: ruff_text_size::TextRange) -> bool {
+    fn walk(cx: &Checker<'_, '_>, body: &[Stmt], range: ruff_text_size::TextRange, depth: usize) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
+        let Some(s) = body.iter().find(|s| s.range().contains_range(range)) else { return false };
+        match s {
+            Stmt::If(i) => {
+                checks_for_accelerator(cx, &i.test)
+                    || i.elif_else_clauses.iter().any(|c| c.test.as_ref().is_some_and(|t| checks_for_accelerator(cx, t)))
+                    || walk(cx, &i.body, range, depth + 1)
+                    || i.elif_else_clauses.iter().any(|c| walk(cx, &c.body, range, depth + 1))
+            }
+            Stmt::For(f) => walk(cx, &f.body, range, depth + 1) || walk(cx, &f.orelse, range, depth + 1),
+            Stmt::While(w) => walk(cx, &w.body, range, depth + 1) || walk(cx, &w.orelse, range, depth + 1),
+            Stmt::With(w) => walk(cx, &w.body, range, depth + 1),
+            Stmt::Try(t) => {
+                walk(cx, &t.body, range, depth + 1)
+                    || t.handlers.iter().any(|h| {
+                        let ast::ExceptHandler::ExceptHandler(h) = h;
+                        walk(cx, &h.body, range, depth + 1)
+                    })
+                    || walk(cx, &t.orelse, range, depth + 1)
+                    || walk(cx, &t.finalbody, range, depth + 1)
+            }
+            Stmt::FunctionDef(f) => walk(cx, &f.body, range, depth + 1),
+            Stmt::ClassDef(c) => walk(cx, &c.body, range, depth + 1),
+            _ => false,
+        }
+    }
+    walk(cx, cx.module_body, range, 0)
+}
+
 /// Pairs (a, b) that an expression combines so that both must be on one device.
 /// Up to this many pairs or arguments stay off the heap (one per operator in nearly every case).
 type Few<T> = SmallVec<[T; 8]>;
@@ -326,6 +362,9 @@ fn fixed_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<(
         Expr::Call(c) => {
             if let Some(q) = cx.callee_name(c) {
                 if api::is_creation(&q) {
+                    if in_accelerator_choice(cx, c.range()) {
+                        return None;
+                    }
                     return fixed_creation(cx, c, &q).map(|how| (c, how));
                 }
                 if api::returns_tensor(&q) && !q.ends_with("_like") {
@@ -688,6 +727,7 @@ fn device_side(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
             }
         }
         Expr::BinOp(b) => next(&b.left) || next(&b.right),
+        Expr::Compare(c) => next(&c.left) || c.comparators.iter().any(next),
         Expr::UnaryOp(u) => next(&u.operand),
         Expr::Subscript(s) => next(&s.value),
         Expr::If(i) => next(&i.body) || next(&i.orelse),
