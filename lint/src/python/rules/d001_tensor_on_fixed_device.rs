@@ -88,6 +88,9 @@ impl Check {
         if matches!(&*sub.slice, Expr::NumberLiteral(_) | Expr::Slice(_) | Expr::StringLiteral(_)) {
             return None;
         }
+        if may_be_0_dim(cx, &sub.slice, 0) {
+            return None;
+        }
         let origin = cpu_origin(cx, &sub.value, 0)?;
         if self.reported.contains(&origin.call().start()) || !device_evident(cx, &sub.slice, 0) {
             return None;
@@ -430,6 +433,39 @@ fn fixed_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<(
         Expr::UnaryOp(u) => next(&u.operand),
         Expr::Subscript(s) => next(&s.value),
         _ => None,
+    }
+}
+
+/// Can `index` be a 0-dim tensor (`y[0]`, `scores.argmax()`)? PyTorch reads a 0-dim integer
+/// index as a number (a wait, not an error) wherever it is, so indexing a CPU tensor with one
+/// from the device works.
+fn may_be_0_dim(cx: &Checker<'_, '_>, index: &Expr, depth: usize) -> bool {
+    if depth > MAX_DEPTH {
+        return true;
+    }
+    match index {
+        // An element or a row picked out of another tensor: 0-dim when that one has one dimension.
+        Expr::Subscript(s) => match &*s.slice {
+            Expr::Slice(_) => false,
+            Expr::Tuple(t) => !t.elts.iter().any(|e| matches!(e, Expr::Slice(_) | Expr::NoneLiteral(_) | Expr::EllipsisLiteral(_))),
+            _ => true,
+        },
+        Expr::Call(c) => match &*c.func {
+            Expr::Attribute(a) => {
+                reduces_to_0_dim(a.attr.as_str(), c)
+                    || (matches!(a.attr.as_str(), "argmax" | "argmin")
+                        && c.arguments.args.is_empty()
+                        && !c.arguments.keywords.iter().any(|k| k.arg.as_ref().is_some_and(|n| n.as_str() == "dim")))
+            }
+            _ => false,
+        },
+        Expr::Name(n) => cx.model.binding_of(n).is_some_and(|id| match cx.model.binding(id).kind {
+            BindingKind::Assignment { value, part: Part::Whole, .. } => may_be_0_dim(cx, value, depth + 1),
+            // A loop variable, over a tensor's rows or its elements: unknown.
+            BindingKind::LoopVar { .. } => true,
+            _ => false,
+        }),
+        _ => false,
     }
 }
 
