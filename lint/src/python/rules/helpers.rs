@@ -613,7 +613,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             let binding = cx.model.binding(b);
             let p = if cx.facts.backward.contains(&b) {
                 Provenance { on_accelerator: true, requires_grad: true }
-            } else if cx.facts.loss_inputs.contains(&b) {
+            } else if cx.facts.loss_inputs.contains(&b) && !made_on_the_host(cx, b) {
                 Provenance { on_accelerator: true, ..binding_value_provenance(cx, e, b, depth, next) }
             } else {
                 binding_value_provenance(cx, e, b, depth, next)
@@ -623,6 +623,31 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
         }
         _ => NONE,
     }
+}
+
+/// Is the binding a tensor made on the host from literal values (`w = torch.tensor([1.0, 1.0])`,
+/// `torch.zeros(3)`) with no device, where no default device is set? A loss computed from it is
+/// on the host too, so taking part in a loss does not put it on the device.
+fn made_on_the_host(cx: &Checker<'_, '_>, b: BindingId) -> bool {
+    if cx.facts.sets_default_device {
+        return false;
+    }
+    let BindingKind::Assignment { value: Expr::Call(c), part: Part::Whole, .. } = cx.model.binding(b).kind
+    else {
+        return false;
+    };
+    let Some(q) = cx.callee_name(c) else { return false };
+    if !api::is_creation(&q)
+        || keyword(c, "device").is_some_and(|d| literal_device(cx, d).is_none_or(|d| d != "cpu"))
+    {
+        return false;
+    }
+    // Data given as literals (a tensor argument may be anywhere).
+    !api::creation_takes_data(&q)
+        || c.arguments.args.first().is_some_and(|a| {
+            matches!(a, Expr::List(l) if l.elts.iter().all(|e| matches!(e, Expr::NumberLiteral(_) | Expr::UnaryOp(_))))
+                || matches!(a, Expr::NumberLiteral(_))
+        })
 }
 
 /// Does the call name a function of the project: a top-level function of this file, or one of
