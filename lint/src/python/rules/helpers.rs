@@ -506,6 +506,17 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                         return Provenance { on_accelerator: on, ..recv() };
                     }
                     "detach" => return Provenance { requires_grad: false, ..recv() },
+                    // `x.type(torch.FloatTensor)`: a CPU tensor type moves it to the host;
+                    // `torch.cuda.FloatTensor` to the current GPU; a dtype keeps it where it is.
+                    "type" => {
+                        let named = c.arguments.args.first().and_then(|t| match t {
+                            Expr::StringLiteral(l) => Some(l.value.to_str().to_string()),
+                            t => cx.model.canonical_name(t).map(|q| q.into_owned()),
+                        });
+                        if let Some(q) = named.filter(|q| q.starts_with("torch.") && q.ends_with("Tensor")) {
+                            return Provenance { on_accelerator: q.starts_with("torch.cuda."), ..recv() };
+                        }
+                    }
                     // `w.type_as(x)`: on `x`'s device.
                     "type_as" => {
                         let on = c.arguments.args.first().is_some_and(|t| next(t).on_accelerator);
