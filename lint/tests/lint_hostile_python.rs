@@ -629,3 +629,31 @@ fn a_gate_with_thousands_of_calls_is_linted() {
         &report.diagnostics[..3.min(report.diagnostics.len())]
     );
 }
+
+/// Chains of helpers that each call the next a dozen times, and a helper that calls itself
+/// four times, all indexing a CPU table with their parameter: whether the index is on the
+/// device follows every caller, within a bounded number of steps (it was exponential: minutes
+/// for a 2 KB file). The one real case, a device index passed at the top, is still found.
+#[test]
+fn chains_of_helpers_called_many_times_are_linted() {
+    let (levels, calls) = (12, 12);
+    let mut text =
+        String::from("import torch\n\n\ndef f0(idx):\n    table = torch.zeros(100)\n    return table[idx]\n");
+    for level in 1..levels {
+        text.push_str(&format!("\n\ndef f{level}(idx):\n"));
+        for k in 0..calls {
+            text.push_str(&format!("    f{}(idx + {k})\n", level - 1));
+        }
+    }
+    text.push_str(
+        "\n\ndef visit(node, idx):\n    table = torch.zeros(100)\n    out = table[idx]\n    if node.left:\n        visit(node.left, idx)\n    if node.right:\n        visit(node.right, idx)\n    if node.mid:\n        visit(node.mid, idx)\n    if node.a:\n        visit(node.a, idx)\n    return out\n",
+    );
+    let report = lint_source("chains.py", &text, &preview());
+    assert!(report.diagnostics.iter().all(|d| d.code != "D001"), "{:?}", &report.diagnostics);
+    // A device index from the top of a short chain is found.
+    let found = "import torch\n\n\ndef f0(idx):\n    table = torch.zeros(100)\n    return table[idx]\n\n\ndef f1(idx):\n    return f0(idx + 1)\n\n\ndef main(scores, device):\n    return f1(scores.to(device).argmax(1))\n";
+    let report = lint_source("chain.py", found, &preview());
+    let d001: Vec<_> = report.diagnostics.iter().filter(|d| d.code == "D001").collect();
+    assert_eq!(d001.len(), 1, "{:?}", &report.diagnostics);
+    assert_eq!(d001[0].start.line, 5);
+}

@@ -36,6 +36,9 @@ pub(crate) fn is_creation(q: &str) -> bool {
             | "ByteTensor"
             | "DoubleTensor"
             | "HalfTensor"
+            | "ShortTensor"
+            | "CharTensor"
+            | "BFloat16Tensor"
             | "Tensor"
             // Sample frequencies and the signal windows `stft` takes: made on the default
             // device like `arange`.

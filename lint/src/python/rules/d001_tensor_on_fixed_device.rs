@@ -31,6 +31,9 @@ pub(crate) struct Check {
 
 /// Chains of bindings deeper than this are not followed.
 const MAX_DEPTH: usize = 16;
+/// Steps one [`device_evident`] question may take: it follows every caller of a parameter, and
+/// a chain of helpers each called many times would otherwise take exponential time.
+const EVIDENCE_STEPS: usize = 4096;
 
 impl Rule for Check {
     fn reads(&self) -> Reads {
@@ -92,7 +95,7 @@ impl Check {
             return None;
         }
         let origin = cpu_origin(cx, &sub.value, 0)?;
-        if self.reported.contains(&origin.call().start()) || !device_evident(cx, &sub.slice, 0) {
+        if self.reported.contains(&origin.call().start()) || !device_evident(cx, &sub.slice) {
             return None;
         }
         self.reported.insert(origin.call().start());
@@ -200,21 +203,51 @@ fn in_device_branch(cx: &Checker<'_, '_>) -> bool {
     })
 }
 
-/// Is `range` inside a branch of `if torch.cuda.is_available(): .. else: ..` (either side) in the
-/// current function (or at the top level): the code there picks the device, and a tensor the
-/// `else` side makes on the CPU is meant for a run without an accelerator.
+/// Is `range` on the CPU side of a device choice — the `else:` of `if torch.cuda.is_available():`
+/// (or of `if args.cuda:`, `if device.type == "cuda":`), the body of `if not use_cuda:` or of
+/// `if device == "cpu":` — in the file? The code there is for runs without an accelerator, where
+/// a tensor made on the CPU meets only CPU tensors.
 fn in_accelerator_choice(cx: &Checker<'_, '_>, range: ruff_text_size::TextRange) -> bool {
+    /// The statement of `body` that holds `range` (statements are in order: a binary search).
+    fn holding(body: &[Stmt], range: ruff_text_size::TextRange) -> Option<&Stmt> {
+        let at = body.partition_point(|s| s.end() < range.start());
+        body.get(at).filter(|s| s.range().contains_range(range))
+    }
+    /// Is the branch a test leads into the CPU side: `Some(true)` for its body, `Some(false)`
+    /// for what follows it (`elif`/`else`); `None` when the test is no device choice.
+    fn cpu_side(cx: &Checker<'_, '_>, test: &Expr) -> Option<bool> {
+        match test {
+            Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => cpu_side(cx, &u.operand).map(|body| !body),
+            Expr::Compare(c)
+                if c.comparators.len() == 1
+                    && std::iter::once(&*c.left).chain(c.comparators.iter()).any(|e| is_cpu_device(cx, e)) =>
+            {
+                match c.ops.first() {
+                    Some(ast::CmpOp::Eq | ast::CmpOp::Is) => Some(true),
+                    Some(ast::CmpOp::NotEq | ast::CmpOp::IsNot) => Some(false),
+                    _ => None,
+                }
+            }
+            t if checks_for_accelerator(cx, t) => Some(false),
+            _ => None,
+        }
+    }
     fn walk(cx: &Checker<'_, '_>, body: &[Stmt], range: ruff_text_size::TextRange, depth: usize) -> bool {
         if depth > MAX_DEPTH {
             return false;
         }
-        let Some(s) = body.iter().find(|s| s.range().contains_range(range)) else { return false };
+        let Some(s) = holding(body, range) else { return false };
         match s {
             Stmt::If(i) => {
-                checks_for_accelerator(cx, &i.test)
-                    || i.elif_else_clauses.iter().any(|c| c.test.as_ref().is_some_and(|t| checks_for_accelerator(cx, t)))
-                    || walk(cx, &i.body, range, depth + 1)
-                    || i.elif_else_clauses.iter().any(|c| walk(cx, &c.body, range, depth + 1))
+                if i.body.last().is_some_and(|b| b.end() >= range.end()) && i.test.end() <= range.start() {
+                    return cpu_side(cx, &i.test) == Some(true) || walk(cx, &i.body, range, depth + 1);
+                }
+                // An `elif`/`else`: the CPU side of the first test, or of its own.
+                let at = i.elif_else_clauses.partition_point(|c| c.end() < range.start());
+                let Some(clause) = i.elif_else_clauses.get(at) else { return false };
+                cpu_side(cx, &i.test) == Some(false)
+                    || clause.test.as_ref().is_some_and(|t| cpu_side(cx, t) == Some(true))
+                    || walk(cx, &clause.body, range, depth + 1)
             }
             Stmt::For(f) => walk(cx, &f.body, range, depth + 1) || walk(cx, &f.orelse, range, depth + 1),
             Stmt::While(w) => walk(cx, &w.body, range, depth + 1) || walk(cx, &w.orelse, range, depth + 1),
@@ -370,6 +403,13 @@ fn fixed_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<(
                     }
                     return fixed_creation(cx, c, &q).map(|how| (c, how));
                 }
+                // `torch.sum(t)` of every element: 0-dim, which CUDA ops take from the CPU.
+                if q.strip_prefix("torch.").is_some_and(|n| REDUCTIONS.contains(&n))
+                    && c.arguments.args.len() <= 1
+                    && !has_dim(c)
+                {
+                    return None;
+                }
                 if api::returns_tensor(&q) && !q.ends_with("_like") {
                     // The origin first: most operands have none, and asking whether an argument
                     // is on the inputs' device follows its whole chain of bindings.
@@ -446,19 +486,49 @@ fn may_be_0_dim(cx: &Checker<'_, '_>, index: &Expr, depth: usize) -> bool {
     match index {
         // An element or a row picked out of another tensor: 0-dim when that one has one dimension.
         Expr::Subscript(s) => match &*s.slice {
-            Expr::Slice(_) => false,
+            // A slice keeps the dimension; a string key reads a dict (`batch["label"]`).
+            Expr::Slice(_) | Expr::StringLiteral(_) => false,
             Expr::Tuple(t) => !t.elts.iter().any(|e| matches!(e, Expr::Slice(_) | Expr::NoneLiteral(_) | Expr::EllipsisLiteral(_))),
             _ => true,
         },
-        Expr::Call(c) => match &*c.func {
-            Expr::Attribute(a) => {
-                reduces_to_0_dim(a.attr.as_str(), c)
-                    || (matches!(a.attr.as_str(), "argmax" | "argmin")
-                        && c.arguments.args.is_empty()
-                        && !c.arguments.keywords.iter().any(|k| k.arg.as_ref().is_some_and(|n| n.as_str() == "dim")))
+        Expr::Call(c) => {
+            if let Some(q) = cx.callee_name(c) {
+                let name = q.strip_prefix("torch.").unwrap_or(&q);
+                return match name {
+                    // `torch.argmax(x)`, `torch.sum(x)`: every element reduced.
+                    n if (REDUCTIONS.contains(&n) || matches!(n, "argmax" | "argmin"))
+                        && c.arguments.args.len() <= 1
+                        && !has_dim(c) =>
+                    {
+                        true
+                    }
+                    // `torch.tensor(3, device=d)`: one number.
+                    "tensor" | "as_tensor" | "scalar_tensor" => {
+                        !matches!(c.arguments.args.first(), Some(Expr::List(_) | Expr::Tuple(_) | Expr::ListComp(_)))
+                    }
+                    // `torch.randint(0, n, ())`: an empty shape.
+                    _ => c.arguments.args.iter().any(|a| matches!(a, Expr::Tuple(t) if t.elts.is_empty())),
+                };
             }
-            _ => false,
-        },
+            match &*c.func {
+                Expr::Attribute(a) => {
+                    let m = a.attr.as_str();
+                    reduces_to_0_dim(m, c)
+                        || (matches!(m, "argmax" | "argmin") && c.arguments.args.is_empty() && !has_dim(c))
+                        // `x.sum().long()`: what it converts.
+                        || (matches!(m, "long" | "int" | "float" | "to" | "type" | "cuda" | "detach" | "clone")
+                            && may_be_0_dim(cx, &a.value, depth + 1))
+                }
+                _ => false,
+            }
+        }
+        // `pred.sum() > 0`: as many dimensions as its operands (numbers have none).
+        Expr::Compare(c) => std::iter::once(&*c.left)
+            .chain(c.comparators.iter())
+            .all(|e| matches!(e, Expr::NumberLiteral(_)) || may_be_0_dim(cx, e, depth + 1)),
+        Expr::BinOp(b) => [&*b.left, &*b.right]
+            .iter()
+            .all(|e| matches!(e, Expr::NumberLiteral(_)) || may_be_0_dim(cx, e, depth + 1)),
         Expr::Name(n) => cx.model.binding_of(n).is_some_and(|id| match cx.model.binding(id).kind {
             BindingKind::Assignment { value, part: Part::Whole, .. } => may_be_0_dim(cx, value, depth + 1),
             // A loop variable, over a tensor's rows or its elements: unknown.
@@ -495,18 +565,18 @@ fn cpu_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<Cpu
     match e {
         Expr::Call(c) => {
             if let Expr::Attribute(a) = &*c.func {
+                let target = c.arguments.args.first().or_else(|| keyword(c, "device"));
                 let to_cpu = match a.attr.as_str() {
                     "cpu" => c.arguments.args.is_empty(),
-                    "to" => c
-                        .arguments
-                        .args
-                        .first()
-                        .or_else(|| keyword(c, "device"))
-                        .is_some_and(|t| literal_device(cx, t).is_some_and(|d| d == "cpu")),
+                    "to" => target.is_some_and(|t| is_cpu_device(cx, t)),
                     _ => false,
                 };
                 if to_cpu {
                     return Some(CpuOrigin::Moved(c));
+                }
+                // `.cpu().to(torch.float32)`: a new dtype, the same place.
+                if a.attr.as_str() == "to" && target.is_some_and(|t| is_dtype(cx, t)) {
+                    return cpu_origin(cx, &a.value, depth + 1);
                 }
                 if cx.callee_name(c).is_none()
                     && api::tensor_method_returns_tensor(a.attr.as_str())
@@ -524,7 +594,7 @@ fn cpu_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<Cpu
             match b.kind {
                 BindingKind::Assignment { value, part: Part::Whole, .. } => cpu_origin(cx, value, depth + 1),
                 // `x /= x.norm(..)`: still where `x` was, unless the update brings the device in.
-                BindingKind::AugAssignment { value, .. } if !device_evident(cx, value, depth + 1) => {
+                BindingKind::AugAssignment { value, .. } if !device_evident(cx, value) => {
                     match cx.model.binding(b.shadowed?).kind {
                         BindingKind::Assignment { value, part: Part::Whole, .. } => cpu_origin(cx, value, depth + 1),
                         _ => None,
@@ -542,11 +612,18 @@ fn cpu_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<Cpu
 /// accelerator, or computed from one of those? Stricter than [`device_side`]: a parameter
 /// counts only when this file's callers pass such a tensor, never because its callers are
 /// unknown.
-fn device_evident(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
-    if depth > MAX_DEPTH || matches!(cx.kind_of(e), Kind::Scalar | Kind::Other | Kind::Device | Kind::Numpy) {
+fn device_evident(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    evident(cx, e, 0, &std::cell::Cell::new(EVIDENCE_STEPS))
+}
+
+/// [`device_evident`] with what is left of its budget of steps.
+fn evident(cx: &Checker<'_, '_>, e: &Expr, depth: usize, steps: &std::cell::Cell<usize>) -> bool {
+    let left = steps.get();
+    if left == 0 || depth > MAX_DEPTH || matches!(cx.kind_of(e), Kind::Scalar | Kind::Other | Kind::Device | Kind::Numpy) {
         return false;
     }
-    let next = |e: &Expr| device_evident(cx, e, depth + 1);
+    steps.set(left - 1);
+    let next = |e: &Expr| evident(cx, e, depth + 1, steps);
     match e {
         Expr::Name(n) => {
             let Some(id) = cx.model.binding_of(n) else { return false };
@@ -577,6 +654,10 @@ fn device_evident(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
             }
         }
         Expr::Call(c) => {
+            // A module that holds no tensors (`nn.Softmax`) computes where its input is.
+            if let Some(args) = stateless_module_call(cx, c) {
+                return args.iter().any(next);
+            }
             if cx.kind_of(&c.func) == Kind::Module {
                 return cx.facts.uses_accelerator;
             }
@@ -584,7 +665,7 @@ fn device_evident(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
                 if api::is_creation(&q) {
                     return match keyword(c, "device") {
                         Some(Expr::Attribute(a)) if follows_a_tensor(cx, a) => next(&a.value),
-                        Some(d) => literal_device(cx, d).is_none_or(|d| d != "cpu"),
+                        Some(d) => names_a_device(cx, d),
                         None => false,
                     };
                 }
@@ -599,10 +680,14 @@ fn device_evident(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
             match a.attr.as_str() {
                 "cpu" | "numpy" | "item" | "tolist" => false,
                 "cuda" => true,
+                // `x.type(torch.LongTensor)`: a CPU type; `torch.cuda.LongTensor`: the GPU.
+                "type" if c.arguments.args.first().and_then(|t| cx.model.canonical_name(t)).is_some_and(|q| q.ends_with("Tensor")) => {
+                    c.arguments.args.first().and_then(|t| cx.model.canonical_name(t)).is_some_and(|q| q.starts_with("torch.cuda."))
+                }
                 "to" => match c.arguments.args.first().or_else(|| keyword(c, "device")) {
                     Some(t) if is_dtype(cx, t) => next(&a.value),
                     Some(Expr::Attribute(d)) if follows_a_tensor(cx, d) => next(&d.value),
-                    Some(t) => literal_device(cx, t).is_none_or(|d| d != "cpu"),
+                    Some(t) => names_a_device(cx, t),
                     None => next(&a.value),
                 },
                 m if api::tensor_method_returns_tensor(m) => next(&a.value),
@@ -617,18 +702,105 @@ fn device_evident(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
     }
 }
 
-/// `x.device` of a tensor `x` (not of a module or a settings object, `self.device`,
-/// `opt.device`, which name the device chosen for the run).
-fn follows_a_tensor(cx: &Checker<'_, '_>, a: &ast::ExprAttribute) -> bool {
-    a.attr.as_str() == "device"
-        && match &*a.value {
-            Expr::Name(n) => {
-                cx.kind_of(&a.value) == Kind::Tensor
-                    || (cx.kind_of(&a.value) == Kind::Unknown
-                        && cx.function.is_none_or(|f| cx.model.function(f).receiver != Some(n.id.as_str())))
+/// A call of a module that holds no tensors (`softmax(x)` with `softmax = nn.Softmax(dim=1)`, or
+/// `nn.ReLU()(x)`): its arguments, whose device its output has.
+fn stateless_module_call<'e>(cx: &Checker<'_, '_>, c: &'e ast::ExprCall) -> Option<&'e [Expr]> {
+    let made = match &*c.func {
+        Expr::Call(made) => made,
+        Expr::Name(n) => {
+            let id = cx.model.binding_of(n)?;
+            match cx.model.binding(id) {
+                crate::python::model::Binding {
+                    kind: BindingKind::Assignment { value: Expr::Call(made), part: Part::Whole, .. },
+                    shadowed: None,
+                    ..
+                } => made,
+                _ => return None,
             }
-            _ => cx.kind_of(&a.value) == Kind::Tensor,
         }
+        _ => return None,
+    };
+    let q = cx.callee_name(made)?;
+    api::class_holds_no_tensors(&q).then_some(&c.arguments.args[..])
+}
+
+/// Is the attribute `x.device` of a tensor `x`, so that it is where `x` is? Not `self.device`,
+/// `args.device`, `opt.device`, `cfg.device` and the like, which name the device chosen for the
+/// run.
+fn follows_a_tensor(cx: &Checker<'_, '_>, a: &ast::ExprAttribute) -> bool {
+    if a.attr.as_str() != "device" {
+        return false;
+    }
+    match cx.kind_of(&a.value) {
+        Kind::Tensor => true,
+        Kind::Unknown => match &*a.value {
+            Expr::Name(n) => {
+                let name = n.id.as_str();
+                let receiver = cx.function.is_some_and(|f| cx.model.function(f).receiver == Some(name));
+                !receiver && !is_settings_name(name)
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// A name that holds a run's settings (`args.device`, `opt.device`).
+fn is_settings_name(name: &str) -> bool {
+    matches!(
+        name,
+        "args" | "opt" | "opts" | "cfg" | "config" | "conf" | "hparams" | "hp" | "params" | "settings" | "options" | "flags"
+    )
+}
+
+/// Is the device a CPU: `"cpu"`, `"cpu:0"`, `torch.device("cpu")`, or a name bound once to one?
+fn is_cpu_device(cx: &Checker<'_, '_>, d: &Expr) -> bool {
+    cpu_device_at(cx, d, 0)
+}
+
+fn cpu_device_at(cx: &Checker<'_, '_>, d: &Expr, depth: usize) -> bool {
+    if depth > 4 {
+        return false;
+    }
+    if let Expr::StringLiteral(s) = d {
+        let s = s.value.to_str().trim();
+        return s == "cpu" || s.starts_with("cpu:");
+    }
+    if let Expr::Call(c) = d
+        && cx.callee_name(c).is_some_and(|q| q == "torch.device")
+    {
+        return c.arguments.args.first().is_some_and(|a| cpu_device_at(cx, a, depth + 1));
+    }
+    let Expr::Name(n) = d else { return false };
+    let Some(id) = cx.model.binding_of(n) else { return false };
+    match cx.model.binding(id) {
+        crate::python::model::Binding {
+            kind: BindingKind::Assignment { value, part: Part::Whole, .. }, shadowed: None, ..
+        } => cpu_device_at(cx, value, depth + 1),
+        _ => false,
+    }
+}
+
+/// Does the expression given as a device name a device the code chose for its tensors, not the
+/// CPU: a device object or setting (`device`, `args.device`, `torch.device("cuda")`, `"cuda:0"`)?
+/// A dtype, a host tensor or a name of unknown meaning (`.to(host)`) is not.
+fn names_a_device(cx: &Checker<'_, '_>, d: &Expr) -> bool {
+    if is_cpu_device(cx, d) || is_dtype(cx, d) {
+        return false;
+    }
+    if literal_device(cx, d).is_some() || cx.kind_of(d) == Kind::Device {
+        return true;
+    }
+    let words = |name: &str| {
+        super::helpers::name_words(name)
+            .any(|w| matches!(w.to_ascii_lowercase().as_str(), "device" | "dev" | "cuda" | "gpu" | "rank"))
+    };
+    match d {
+        Expr::Name(n) => words(n.id.as_str()),
+        Expr::Attribute(a) => words(a.attr.as_str()),
+        Expr::Call(c) => cx.callee_name(c).is_some_and(|q| q == "torch.device"),
+        _ => false,
+    }
 }
 
 fn index_finding(cx: &Checker<'_, '_>, origin: CpuOrigin<'_>, sub: &ast::ExprSubscript) -> Finding {
@@ -641,9 +813,11 @@ fn index_finding(cx: &Checker<'_, '_>, origin: CpuOrigin<'_>, sub: &ast::ExprSub
                 .canonical_name(&c.func)
                 .map(|q| q.into_owned())
                 .unwrap_or_else(|| cx.short(c.func.range()));
+            // `from_numpy` and the typed constructors make CPU tensors whatever the default device.
+            let always_cpu = !cx.model.canonical_name(&c.func).is_some_and(|q| api::creation_takes_device(&q));
             let place = match how {
-                Fixed::Default => "the default device (no `device=`)",
-                Fixed::Cpu => "the CPU",
+                Fixed::Default if !always_cpu => "the default device (no `device=`)",
+                _ => "the CPU",
             };
             (
                 format!("`{callee}` makes `{tensor}` on {place}, and it is indexed with `{index}`, a tensor on the device"),
@@ -661,24 +835,39 @@ fn index_finding(cx: &Checker<'_, '_>, origin: CpuOrigin<'_>, sub: &ast::ExprSub
             range(sub.range()),
             "indexed here: on a GPU run PyTorch raises \"indices should be either on cpu or on the same device as the indexed tensor\"",
         )
-        .help(format!(
-            "keep `{tensor}` on the device of the index (make it with `device=`, or leave out the move to the CPU), or index with `{}.cpu()`",
-            if matches!(&*sub.slice, Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_) | Expr::Call(_)) {
-                index
+        .help({
+            let keep = match origin {
+                CpuOrigin::Made(..) => "make it on the index's device (`device=`)",
+                CpuOrigin::Moved(_) => "leave out the move to the CPU",
+            };
+            let text = cx.text(sub.slice.range());
+            // The index as written, when it is short enough to quote whole.
+            let moved_index = if text.len() > 40 || text.contains('\n') {
+                "the index moved to the CPU (`.cpu()`)".to_string()
+            } else if matches!(&*sub.slice, Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_) | Expr::Call(_)) {
+                format!("`{text}.cpu()`")
             } else {
-                format!("({index})")
-            }
-        ))
+                format!("`({text}).cpu()`")
+            };
+            format!("{keep}, or index with {moved_index}")
+        })
+}
+
+/// Reductions of every element to one value when given no dimension.
+const REDUCTIONS: [&str; 13] =
+    ["sum", "mean", "prod", "max", "min", "amax", "amin", "norm", "std", "var", "all", "any", "median"];
+
+/// Is a dimension given by keyword (`dim=`, or numpy's `axis=`; `dim=None` is none)?
+fn has_dim(c: &ast::ExprCall) -> bool {
+    c.arguments.keywords.iter().any(|k| {
+        k.arg.as_ref().is_some_and(|a| matches!(a.as_str(), "dim" | "axis")) && !matches!(k.value, Expr::NoneLiteral(_))
+    })
 }
 
 /// A method call that reduces every element to one value (`t.sum()`, `t.max()`, `t.norm()`): its
 /// result is a 0-dim tensor.
 fn reduces_to_0_dim(method: &str, c: &ast::ExprCall) -> bool {
-    matches!(
-        method,
-        "sum" | "mean" | "prod" | "max" | "min" | "amax" | "amin" | "norm" | "std" | "var" | "all" | "any" | "median"
-    ) && c.arguments.args.is_empty()
-        && !c.arguments.keywords.iter().any(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "dim"))
+    REDUCTIONS.contains(&method) && c.arguments.args.is_empty() && !has_dim(c)
 }
 
 /// Is `e` a tensor on the inputs' device: an input, a module's output, a parameter or buffer of
@@ -867,26 +1056,41 @@ fn layer_made_in_forward(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> Option<Find
         return None;
     }
     let q = cx.callee_name(c)?;
-    // Losses hold no parameters (a class weight is handed in, from wherever it was made).
-    if !q.starts_with("torch.nn.")
-        || !api::is_module_class(&q)
-        || api::class_holds_no_tensors(&q)
-        || q.ends_with("Loss")
-    {
+    let class = q.strip_prefix("torch.nn.")?;
+    if !has_parameters(class, c) || keyword(c, "device").is_some() {
         return None;
     }
-    // `nn.Linear(..).to(x.device)`, or `self.proj = nn.Linear(..)`.
+    // `nn.Linear(..).to(x.device)` (the call is the receiver of the move), or kept on the module
+    // or anywhere else than a plain local (`self.proj = nn.Linear(..)`, built lazily).
     let moved = cx.parents.iter().rev().take(2).any(|n| {
-        matches!(n, Node::Expr(Expr::Attribute(a)) if api::is_move_or_convert(a.attr.as_str()))
+        matches!(n, Node::Expr(Expr::Attribute(a)) if api::is_move_or_convert(a.attr.as_str()) && a.value.range() == c.range())
     });
-    let kept = matches!(
-        cx.statement(),
-        Some(Stmt::Assign(ast::StmtAssign { targets, .. })) if targets.iter().any(|t| matches!(t, Expr::Attribute(_)))
-    );
-    if moved || kept {
+    // Kept anywhere but in a plain local, or handed to the caller (`return nn.Linear(..)` in a
+    // helper that builds a lazily made layer): where it lives is decided there.
+    let kept = match cx.statement() {
+        Some(Stmt::Assign(a)) => a.targets.iter().any(|t| !matches!(t, Expr::Name(_))),
+        Some(Stmt::AnnAssign(a)) => !matches!(&*a.target, Expr::Name(_)),
+        Some(Stmt::Return(_)) => true,
+        _ => false,
+    };
+    // `proj = nn.Linear(..)` then `proj.to(x.device)`: moved in place.
+    let moved_later = match cx.statement() {
+        Some(Stmt::Assign(a)) => a.targets.iter().any(|t| {
+            let Expr::Name(n) = t else { return false };
+            cx.model.calls.iter().any(|site| {
+                site.function == cx.function
+                    && matches!(&*site.call.func, Expr::Attribute(m)
+                        if api::is_move_or_convert(m.attr.as_str())
+                            && matches!(&*m.value, Expr::Name(r) if r.id == n.id))
+            })
+        }),
+        _ => false,
+    };
+    if moved || kept || moved_later {
         return None;
     }
     let function = cx.function_name().unwrap_or("forward");
+    let field = class.to_ascii_lowercase();
     Some(
         Finding::new(
             &registry::D001,
@@ -896,8 +1100,30 @@ fn layer_made_in_forward(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> Option<Find
             ),
         )
         .label("a layer with parameters, made at every call")
-        .help("make it once in `__init__` (`self.norm = nn.BatchNorm2d(..)`) and call `self.norm(x)` here: it is then moved with the model and trained"),
+        .help(format!(
+            "make it once in `__init__` (`self.{field} = nn.{class}(..)`) and call `self.{field}(x)` here: it is then moved with the model and trained"
+        )),
     )
+}
+
+/// Does a `torch.nn` layer made by this call hold parameters: a layer with weights, unless told
+/// not to have them (`affine=False`, `elementwise_affine=False`)? Containers of other modules,
+/// activations, pooling and losses hold none of their own.
+fn has_parameters(class: &str, c: &ast::ExprCall) -> bool {
+    let off = |name: &str| keyword(c, name).is_some_and(|v| matches!(v, Expr::BooleanLiteral(b) if !b.value));
+    match class {
+        "BatchNorm1d" | "BatchNorm2d" | "BatchNorm3d" | "GroupNorm" | "SyncBatchNorm" => !off("affine"),
+        // Instance norms have no weights unless asked (`affine=True`).
+        "InstanceNorm1d" | "InstanceNorm2d" | "InstanceNorm3d" => {
+            keyword(c, "affine").is_some_and(|v| matches!(v, Expr::BooleanLiteral(b) if b.value))
+        }
+        "LayerNorm" | "RMSNorm" => !off("elementwise_affine"),
+        "Linear" | "Bilinear" | "Conv1d" | "Conv2d" | "Conv3d" | "ConvTranspose1d" | "ConvTranspose2d"
+        | "ConvTranspose3d" | "Embedding" | "EmbeddingBag" | "PReLU" | "LSTM" | "GRU" | "RNN" | "LSTMCell"
+        | "GRUCell" | "RNNCell" | "MultiheadAttention" | "Transformer" | "TransformerEncoderLayer"
+        | "TransformerDecoderLayer" => true,
+        _ => false,
+    }
 }
 
 /// `torch.LongTensor([ids], device=device)`: a legacy typed constructor makes CPU tensors only
@@ -909,58 +1135,71 @@ fn typed_constructor_given_a_device(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> 
         return None;
     }
     let device = keyword(c, "device")?;
-    if literal_device(cx, device).is_some_and(|d| d == "cpu") {
+    if is_cpu_device(cx, device) || in_device_branch(cx) || in_accelerator_choice(cx, c.range()) {
         return None;
     }
-    let dtype = match q.rsplit('.').next()? {
-        "Tensor" | "FloatTensor" => "float32",
+    let class = q.rsplit('.').next()?;
+    // The dtype each constructor makes; `torch.Tensor` makes the default one.
+    let dtype = match class {
+        "Tensor" => "get_default_dtype()",
+        "FloatTensor" => "float32",
         "LongTensor" => "long",
         "IntTensor" => "int32",
+        "ShortTensor" => "int16",
+        "CharTensor" => "int8",
         "BoolTensor" => "bool",
         "ByteTensor" => "uint8",
         "DoubleTensor" => "float64",
         "HalfTensor" => "float16",
+        "BFloat16Tensor" => "bfloat16",
         _ => return None,
     };
+    // How the file names torch (`torch.LongTensor`, `th.LongTensor`); `torch` otherwise.
+    let module = match &*c.func {
+        Expr::Attribute(a) => match &*a.value {
+            Expr::Name(m) => Some(m.id.as_str()),
+            _ => None,
+        },
+        _ => None,
+    };
+    let shown = module.unwrap_or("torch");
     let shown_device = cx.short(device.range());
     // `torch.tensor(data, dtype=.., device=..)` makes the same values on the device; only for
-    // data given as a list (`torch.LongTensor(3, 4)` is a shape: `torch.empty` then).
-    let fix = match (&*c.func, c.arguments.args.first()) {
-        (Expr::Attribute(a), Some(Expr::List(_) | Expr::ListComp(_))) if c.arguments.args.len() == 1 => {
-            let Expr::Name(module) = &*a.value else { return None };
-            let module = module.id.as_str();
-            let at = device.range().start().to_usize();
-            let keyword_start = c
-                .arguments
-                .keywords
-                .iter()
-                .find(|k| k.arg.as_ref().is_some_and(|n| n.as_str() == "device"))
-                .map_or(at, |k| k.start().to_usize());
-            // Unsafe: a list of tensors on another device, which the constructor took, may not
-            // convert the same way.
-            Some(Fix::new(
-                Applicability::Unsafe,
-                format!("make it with `{module}.tensor(.., dtype={module}.{dtype})`"),
-                vec![
-                    Edit { range: range(c.func.range()), replacement: format!("{module}.tensor") },
-                    Edit { range: keyword_start..keyword_start, replacement: format!("dtype={module}.{dtype}, ") },
-                ],
-            ))
-        }
-        _ => None,
+    // data given as a list (`torch.LongTensor(3, 4)` is a shape: `torch.empty` then), and where
+    // the file's name for torch is known.
+    let data = c.arguments.args.len() == 1 && matches!(c.arguments.args.first(), Some(Expr::List(_) | Expr::ListComp(_)));
+    let fix = module.filter(|_| data).map(|module| {
+        let at = device.range().start().to_usize();
+        let keyword_start = c
+            .arguments
+            .keywords
+            .iter()
+            .find(|k| k.arg.as_ref().is_some_and(|n| n.as_str() == "device"))
+            .map_or(at, |k| k.start().to_usize());
+        // Unsafe: a list of tensors on another device, which the constructor took, may not
+        // convert the same way.
+        Fix::new(
+            Applicability::Unsafe,
+            format!("make it with `{module}.tensor(.., dtype={module}.{dtype})`"),
+            vec![
+                Edit { range: range(c.func.range()), replacement: format!("{module}.tensor") },
+                Edit { range: keyword_start..keyword_start, replacement: format!("dtype={module}.{dtype}, ") },
+            ],
+        )
+    });
+    let help = if data {
+        format!("make it with `{shown}.tensor(data, dtype={shown}.{dtype}, device={shown_device})`")
+    } else {
+        format!("make it with `{shown}.empty(shape, dtype={shown}.{dtype}, device={shown_device})`, or `{shown}.tensor(data, ..)` for data")
     };
     Some(
         Finding::new(
             &registry::D001,
             range(c.range()),
-            format!(
-                "`{q}` makes tensors on the CPU only: given `device={shown_device}` it raises on a GPU run"
-            ),
+            format!("`{q}` makes tensors on the CPU only: given `device={shown_device}` it raises on a GPU run"),
         )
         .label("a legacy constructor, which takes no device but the CPU")
-        .help(format!(
-            "make it with `torch.tensor(data, dtype=torch.{dtype}, device={shown_device})` (or `torch.empty(shape, dtype=torch.{dtype}, device=..)` for a shape)"
-        ))
+        .help(help)
         .fix(fix),
     )
 }
