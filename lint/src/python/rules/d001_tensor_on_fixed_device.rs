@@ -87,19 +87,37 @@ impl Check {
         if cx.device_block > 0 || cx.kind.is_test_like() || cx.facts.sets_default_device || in_device_branch(cx) {
             return None;
         }
-        // Cheap first: most subscripts index with a number or a slice.
-        if matches!(&*sub.slice, Expr::NumberLiteral(_) | Expr::Slice(_) | Expr::StringLiteral(_)) {
-            return None;
-        }
-        if may_be_0_dim(cx, &sub.slice, 0) {
+        // The tensor indices: the index itself, or each part of `x[mask, :]`. Cheap first: most
+        // subscripts index with numbers and slices.
+        let parts: Few<&Expr> = match &*sub.slice {
+            Expr::Tuple(t) => t.elts.iter().collect(),
+            one => std::iter::once(one).collect(),
+        };
+        let indices: Few<&Expr> = parts
+            .into_iter()
+            .filter(|p| {
+                !matches!(
+                    p,
+                    Expr::NumberLiteral(_)
+                        | Expr::Slice(_)
+                        | Expr::StringLiteral(_)
+                        | Expr::NoneLiteral(_)
+                        | Expr::EllipsisLiteral(_)
+                        | Expr::UnaryOp(_)
+                )
+            })
+            .filter(|p| !may_be_0_dim(cx, p, 0))
+            .collect();
+        if indices.is_empty() {
             return None;
         }
         let origin = cpu_origin(cx, &sub.value, 0)?;
-        if self.reported.contains(&origin.call().start()) || !device_evident(cx, &sub.slice) {
+        if self.reported.contains(&origin.call().start()) {
             return None;
         }
+        let index = indices.into_iter().find(|i| device_evident(cx, i))?;
         self.reported.insert(origin.call().start());
-        Some(index_finding(cx, origin, sub))
+        Some(index_finding(cx, origin, sub, index))
     }
 
     /// In a function the rule reads, outside a `with torch.device(..)` block.
@@ -485,6 +503,14 @@ fn may_be_0_dim(cx: &Checker<'_, '_>, index: &Expr, depth: usize) -> bool {
     }
     match index {
         // An element or a row picked out of another tensor: 0-dim when that one has one dimension.
+        // One of the tensors a call returns (`torch.where(m)[0]`, `x.topk(k)[1]`): as many
+        // dimensions as its input.
+        Expr::Subscript(s)
+            if matches!(&*s.slice, Expr::NumberLiteral(_))
+                && matches!(&*s.value, Expr::Call(c) if returns_several(cx, c)) =>
+        {
+            false
+        }
         Expr::Subscript(s) => match &*s.slice {
             // A slice keeps the dimension; a string key reads a dict (`batch["label"]`).
             Expr::Slice(_) | Expr::StringLiteral(_) => false,
@@ -535,6 +561,24 @@ fn may_be_0_dim(cx: &Checker<'_, '_>, index: &Expr, depth: usize) -> bool {
             BindingKind::LoopVar { .. } => true,
             _ => false,
         }),
+        _ => false,
+    }
+}
+
+/// Does the call return several tensors, each with its input's dimensions (`torch.where(m)`,
+/// `nonzero(as_tuple=True)`, `topk`, `sort`, `max(dim)`)?
+fn returns_several(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
+    let name = match cx.callee_name(c) {
+        Some(q) => q.strip_prefix("torch.").map(str::to_string),
+        None => match &*c.func {
+            Expr::Attribute(a) => Some(a.attr.to_string()),
+            _ => None,
+        },
+    };
+    let dim = !c.arguments.args.is_empty() || has_dim(c);
+    match name.as_deref() {
+        Some("where" | "nonzero" | "topk" | "sort" | "unique" | "meshgrid" | "split" | "chunk") => true,
+        Some("max" | "min" | "median" | "mode" | "kthvalue") => dim,
         _ => false,
     }
 }
@@ -803,9 +847,12 @@ fn names_a_device(cx: &Checker<'_, '_>, d: &Expr) -> bool {
     }
 }
 
-fn index_finding(cx: &Checker<'_, '_>, origin: CpuOrigin<'_>, sub: &ast::ExprSubscript) -> Finding {
+/// The finding for `sub`, a CPU tensor from `origin` indexed with `index` (the whole index, or
+/// the part of it that is on the device).
+fn index_finding(cx: &Checker<'_, '_>, origin: CpuOrigin<'_>, sub: &ast::ExprSubscript, index: &Expr) -> Finding {
     let tensor = cx.short(sub.value.range());
-    let index = cx.short(sub.slice.range());
+    let index_expr = index;
+    let index = cx.short(index_expr.range());
     let (message, label) = match origin {
         CpuOrigin::Made(c, how) => {
             let callee = cx
@@ -840,11 +887,11 @@ fn index_finding(cx: &Checker<'_, '_>, origin: CpuOrigin<'_>, sub: &ast::ExprSub
                 CpuOrigin::Made(..) => "make it on the index's device (`device=`)",
                 CpuOrigin::Moved(_) => "leave out the move to the CPU",
             };
-            let text = cx.text(sub.slice.range());
+            let text = cx.text(index_expr.range());
             // The index as written, when it is short enough to quote whole.
             let moved_index = if text.len() > 40 || text.contains('\n') {
                 "the index moved to the CPU (`.cpu()`)".to_string()
-            } else if matches!(&*sub.slice, Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_) | Expr::Call(_)) {
+            } else if matches!(index_expr, Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_) | Expr::Call(_)) {
                 format!("`{text}.cpu()`")
             } else {
                 format!("`({text}).cpu()`")
