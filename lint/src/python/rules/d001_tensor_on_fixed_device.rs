@@ -95,16 +95,15 @@ impl Check {
         };
         let indices: Few<&Expr> = parts
             .into_iter()
-            .filter(|p| {
-                !matches!(
-                    p,
-                    Expr::NumberLiteral(_)
-                        | Expr::Slice(_)
-                        | Expr::StringLiteral(_)
-                        | Expr::NoneLiteral(_)
-                        | Expr::EllipsisLiteral(_)
-                        | Expr::UnaryOp(_)
-                )
+            .filter(|p| match p {
+                Expr::NumberLiteral(_)
+                | Expr::Slice(_)
+                | Expr::StringLiteral(_)
+                | Expr::NoneLiteral(_)
+                | Expr::EllipsisLiteral(_) => false,
+                // `x[-1]` is a number; `x[~mask]` is not.
+                Expr::UnaryOp(u) => !matches!(&*u.operand, Expr::NumberLiteral(_)),
+                _ => true,
             })
             .filter(|p| !may_be_0_dim(cx, p, 0))
             .collect();
