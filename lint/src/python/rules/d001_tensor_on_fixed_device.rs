@@ -14,7 +14,7 @@ use crate::python::typing::Kind;
 use crate::registry;
 
 use super::helpers::{
-    Fixed, checks_for_accelerator, fixed_creation, is_dtype, keyword, literal_device, range,
+    Fixed, checks_for_accelerator, fixed_creation, is_cpu_device, is_dtype, keyword, literal_device, range,
 };
 
 
@@ -452,7 +452,7 @@ fn fixed_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<(
                     let target = c.arguments.args.first().or_else(|| keyword(c, "device"));
                     match target {
                         None => next(&a.value),
-                        Some(t) if is_dtype(cx, t) || literal_device(cx, t).is_some_and(|d| d == "cpu") => {
+                        Some(t) if is_dtype(cx, t) || is_cpu_device(cx, t) => {
                             next(&a.value)
                         }
                         Some(_) => None,
@@ -796,34 +796,6 @@ fn is_settings_name(name: &str) -> bool {
     )
 }
 
-/// Is the device a CPU: `"cpu"`, `"cpu:0"`, `torch.device("cpu")`, or a name bound once to one?
-fn is_cpu_device(cx: &Checker<'_, '_>, d: &Expr) -> bool {
-    cpu_device_at(cx, d, 0)
-}
-
-fn cpu_device_at(cx: &Checker<'_, '_>, d: &Expr, depth: usize) -> bool {
-    if depth > 4 {
-        return false;
-    }
-    if let Expr::StringLiteral(s) = d {
-        let s = s.value.to_str().trim();
-        return s == "cpu" || s.starts_with("cpu:");
-    }
-    if let Expr::Call(c) = d
-        && cx.callee_name(c).is_some_and(|q| q == "torch.device")
-    {
-        return c.arguments.args.first().is_some_and(|a| cpu_device_at(cx, a, depth + 1));
-    }
-    let Expr::Name(n) = d else { return false };
-    let Some(id) = cx.model.binding_of(n) else { return false };
-    match cx.model.binding(id) {
-        crate::python::model::Binding {
-            kind: BindingKind::Assignment { value, part: Part::Whole, .. }, shadowed: None, ..
-        } => cpu_device_at(cx, value, depth + 1),
-        _ => false,
-    }
-}
-
 /// Does the expression given as a device name a device the code chose for its tensors, not the
 /// CPU: a device object or setting (`device`, `args.device`, `torch.device("cuda")`, `"cuda:0"`)?
 /// A dtype, a host tensor or a name of unknown meaning (`.to(host)`) is not.
@@ -990,7 +962,7 @@ fn device_side(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
                 "type_as" => c.arguments.args.first().is_some_and(next),
                 "to" => match c.arguments.args.first().or_else(|| keyword(c, "device")) {
                     Some(t) if is_dtype(cx, t) => next(&a.value),
-                    Some(t) => literal_device(cx, t).is_none_or(|d| d != "cpu"),
+                    Some(t) => !is_cpu_device(cx, t),
                     None => next(&a.value),
                 },
                 m if api::tensor_method_returns_tensor(m) => next(&a.value),

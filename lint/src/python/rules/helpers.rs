@@ -110,6 +110,36 @@ pub(crate) fn literal_device(cx: &Checker<'_, '_>, e: &Expr) -> Option<String> {
     }
 }
 
+/// Is the device a CPU: `"cpu"`, `"cpu:0"`, `torch.device("cpu")`, or a name bound once to one?
+pub(crate) fn is_cpu_device(cx: &Checker<'_, '_>, d: &Expr) -> bool {
+    cpu_device_at(cx, d, 0)
+}
+
+fn cpu_device_at(cx: &Checker<'_, '_>, d: &Expr, depth: usize) -> bool {
+    if depth > 4 {
+        return false;
+    }
+    if let Expr::StringLiteral(s) = d {
+        let s = s.value.to_str().trim();
+        return s == "cpu" || s.starts_with("cpu:");
+    }
+    if let Expr::Call(c) = d
+        && cx.callee_name(c).is_some_and(|q| q == "torch.device")
+    {
+        return c.arguments.args.first().is_some_and(|a| cpu_device_at(cx, a, depth + 1));
+    }
+    let Expr::Name(n) = d else { return false };
+    let Some(id) = cx.model.binding_of(n) else { return false };
+    match cx.model.binding(id) {
+        crate::python::model::Binding {
+            kind: BindingKind::Assignment { value, part: Part::Whole, .. },
+            shadowed: None,
+            ..
+        } => cpu_device_at(cx, value, depth + 1),
+        _ => false,
+    }
+}
+
 /// Does an expression (a condition) ask whether an accelerator is there or in use:
 /// `torch.cuda.is_available()`, `args.cuda`, `use_gpu`, `device.type == "cuda"`?
 pub(crate) fn checks_for_accelerator(cx: &Checker<'_, '_>, e: &Expr) -> bool {
@@ -495,7 +525,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                     "to" => {
                         let target = c.arguments.args.first().or_else(|| keyword(c, "device"));
                         let on = match target {
-                            Some(t) if literal_device(cx, t).is_some_and(|d| d == "cpu") => false,
+                            Some(t) if is_cpu_device(cx, t) => false,
                             Some(t) if cx.kind_of(t) == crate::python::typing::Kind::Tensor => {
                                 next(t).on_accelerator
                             }
@@ -546,8 +576,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             }
             if let Some(q) = cx.callee_name(c) {
                 if api::is_creation(&q) {
-                    let device =
-                        keyword(c, "device").map(|d| literal_device(cx, d).is_none_or(|d| d != "cpu"));
+                    let device = keyword(c, "device").map(|d| !is_cpu_device(cx, d));
                     let from_tensor = api::creation_takes_data(&q)
                         && c.arguments.args.first().is_some_and(|a| next(a).on_accelerator);
                     return Provenance {
@@ -648,9 +677,7 @@ fn made_on_the_host(cx: &Checker<'_, '_>, b: BindingId) -> bool {
         return false;
     };
     let Some(q) = cx.callee_name(c) else { return false };
-    if !api::is_creation(&q)
-        || keyword(c, "device").is_some_and(|d| literal_device(cx, d).is_none_or(|d| d != "cpu"))
-    {
+    if !api::is_creation(&q) || keyword(c, "device").is_some_and(|d| !is_cpu_device(cx, d)) {
         return false;
     }
     // Data given as literals (a tensor argument may be anywhere).
@@ -998,7 +1025,7 @@ pub(crate) enum Fixed {
 pub(crate) fn fixed_creation(cx: &Checker<'_, '_>, c: &ast::ExprCall, q: &str) -> Option<Fixed> {
     let how = match keyword(c, "device") {
         None => Fixed::Default,
-        Some(d) if literal_device(cx, d).is_some_and(|d| d == "cpu") => Fixed::Cpu,
+        Some(d) if is_cpu_device(cx, d) => Fixed::Cpu,
         Some(_) => return None,
     };
     if api::creation_takes_data(q) && q != "torch.from_numpy" {
