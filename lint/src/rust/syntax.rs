@@ -248,10 +248,10 @@ pub(crate) fn for_each_ident<'a>(e: &'a Expr, mut f: impl FnMut(&'a syn::Ident))
 }
 
 /// The names a pattern binds.
-pub(crate) fn pat_idents(pat: &syn::Pat, out: &mut Vec<String>) {
+pub(crate) fn pat_idents<E: Extend<String>>(pat: &syn::Pat, out: &mut E) {
     match pat {
         syn::Pat::Ident(p) => {
-            out.push(p.ident.to_string());
+            out.extend([p.ident.to_string()]);
             if let Some((_, sub)) = &p.subpat {
                 pat_idents(sub, out);
             }

@@ -822,7 +822,10 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
                 self.enter_loop(&kind, &[]);
                 self.visit_expr(&w.cond);
                 self.exit_loop(&kind, &[]);
-                self.visit_loop_body(&w.body, kind, &[]);
+                // `while let Some(x) = queue.pop()` binds `x` anew at every iteration.
+                let mut bound = Vec::new();
+                let_bindings(&w.cond, &mut bound);
+                self.visit_loop_body(&w.body, kind, &bound);
             }
             Expr::Loop(l) => self.visit_loop_body(&l.body, LoopKind::default(), &[]),
             Expr::Call(c) => {
@@ -1321,5 +1324,18 @@ fn pat_is_err(p: &syn::Pat) -> bool {
         syn::Pat::TupleStruct(t) => t.path.is_ident("Err"),
         syn::Pat::Or(o) => o.cases.iter().any(pat_is_err),
         _ => false,
+    }
+}
+
+/// The names the `let`s of a condition bind (`let Some(x) = a && let Ok(y) = b`).
+fn let_bindings(cond: &Expr, out: &mut Vec<String>) {
+    match cond {
+        Expr::Let(l) => pat_idents(&l.pat, out),
+        Expr::Binary(b) if matches!(b.op, syn::BinOp::And(_)) => {
+            let_bindings(&b.left, out);
+            let_bindings(&b.right, out);
+        }
+        Expr::Paren(p) => let_bindings(&p.expr, out),
+        _ => {}
     }
 }

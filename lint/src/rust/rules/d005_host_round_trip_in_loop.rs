@@ -710,9 +710,7 @@ struct Assigned(HashSet<String>);
 
 impl<'ast> Visit<'ast> for Assigned {
     fn visit_local(&mut self, local: &'ast syn::Local) {
-        let mut names = Vec::new();
-        pat_idents(&local.pat, &mut names);
-        self.0.extend(names);
+        pat_idents(&local.pat, &mut self.0);
         visit::visit_local(self, local);
     }
 
@@ -730,18 +728,12 @@ impl<'ast> Visit<'ast> for Assigned {
                     self.0.extend(chain_target(&m.receiver));
                 }
             }
-            Expr::Closure(c) => {
-                for p in &c.inputs {
-                    let mut names = Vec::new();
-                    pat_idents(p, &mut names);
-                    self.0.extend(names);
-                }
-            }
-            Expr::ForLoop(f) => {
-                let mut names = Vec::new();
-                pat_idents(&f.pat, &mut names);
-                self.0.extend(names);
-            }
+            Expr::Closure(c) => c.inputs.iter().for_each(|p| pat_idents(p, &mut self.0)),
+            Expr::ForLoop(f) => pat_idents(&f.pat, &mut self.0),
+            // `if let` / `while let` / let chains, and `match` arms bind their names anew at
+            // every iteration.
+            Expr::Let(l) => pat_idents(&l.pat, &mut self.0),
+            Expr::Match(m) => m.arms.iter().for_each(|arm| pat_idents(&arm.pat, &mut self.0)),
             _ => {}
         }
         visit::visit_expr(self, e);
