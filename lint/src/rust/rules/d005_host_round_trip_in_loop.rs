@@ -475,6 +475,31 @@ impl<'a, 'f> LoopScan<'a, 'f> {
     }
 }
 
+/// Integer arithmetic on names and literals (`y * w + x`, `(t as usize).min(n - 1)`): a
+/// position, not a tensor.
+fn is_position_arithmetic(e: &Expr) -> bool {
+    match e {
+        Expr::Path(_) | Expr::Lit(_) | Expr::Field(_) => true,
+        Expr::Paren(p) => is_position_arithmetic(&p.expr),
+        Expr::Cast(c) => is_position_arithmetic(&c.expr),
+        Expr::Unary(u) => is_position_arithmetic(&u.expr),
+        Expr::Binary(b) => {
+            use syn::BinOp::*;
+            matches!(b.op, Add(_) | Sub(_) | Mul(_) | Div(_) | Rem(_) | Shl(_) | Shr(_))
+                && is_position_arithmetic(&b.left)
+                && is_position_arithmetic(&b.right)
+        }
+        Expr::MethodCall(m) => {
+            matches!(
+                m.method.to_string().as_str(),
+                "min" | "max" | "clamp" | "saturating_sub" | "saturating_add" | "wrapping_add" | "wrapping_sub"
+            ) && is_position_arithmetic(&m.receiver)
+                && m.args.iter().all(is_position_arithmetic)
+        }
+        _ => false,
+    }
+}
+
 /// Does a macro argument (`s![y..y + 1, x]`) name one of these variables?
 fn macro_mentions(e: &Expr, names: &HashSet<String>) -> bool {
     let Expr::Macro(m) = e else { return false };
@@ -539,7 +564,13 @@ impl<'ast> Visit<'ast> for LoopScan<'_, '_> {
                             || macro_mentions(a, &self.loop_vars)
                     })
             });
+            // A position computed from the loop variables (`let at = y * w + x;`) steps with them.
+            let position = is_position_arithmetic(peel(&init.expr))
+                && (Self::idents(&init.expr).iter().any(|n| self.loop_vars.contains(n)));
             for n in names {
+                if position {
+                    self.loop_vars.insert(n.clone());
+                }
                 if host {
                     self.host.insert(n.clone());
                 } else {
