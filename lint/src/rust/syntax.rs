@@ -318,6 +318,41 @@ pub(crate) fn is_cfg_test(attrs: &[Attribute]) -> bool {
     })
 }
 
+/// `#[cfg(feature = "cuda")]` (or `metal`, `wgpu`, ...): code built only when the user asks
+/// for that accelerator, so the device it names is the build's choice. `cfg(not(..))` is not.
+pub(crate) fn is_cfg_accelerator_feature(attrs: &[Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        if !a.path().is_ident("cfg") {
+            return false;
+        }
+        let syn::Meta::List(list) = &a.meta else { return false };
+        let mut negated = false;
+        for_each_token_ident(list.tokens.clone(), &mut |i| negated |= i == "not");
+        let mut accelerator = false;
+        let mut stack = vec![list.tokens.clone()];
+        while let Some(tokens) = stack.pop() {
+            for tt in tokens {
+                match tt {
+                    TokenTree::Group(g) => stack.push(g.stream()),
+                    TokenTree::Literal(l) => {
+                        let text = l.to_string();
+                        let name = text.trim_matches('"');
+                        accelerator |= ["cuda", "metal", "wgpu", "vulkan", "mps", "cudnn", "rocm", "gpu"]
+                            .iter()
+                            .any(|w| {
+                                name == *w
+                                    || name.starts_with(&format!("{w}-"))
+                                    || name.ends_with(&format!("-{w}"))
+                            });
+                    }
+                    _ => {}
+                }
+            }
+        }
+        accelerator && !negated
+    })
+}
+
 /// Every identifier in a token stream, inside groups too (a macro's arguments).
 pub(crate) fn for_each_token_ident(tokens: proc_macro2::TokenStream, f: &mut dyn FnMut(&proc_macro2::Ident)) {
     for tt in tokens {

@@ -15,8 +15,8 @@ use super::crates::{Call, Callee, FileSummary, FnId, FnInfo, StructInfo};
 use super::device::{DevEnv, DevSrc, classify_options, is_host_tensor};
 use super::facts::Facts;
 use super::syntax::{
-    ParamKind, as_ident, chain_calls, chain_root, classify_type, is_assert_macro, is_cfg_test,
-    is_formatting_macro, is_test_fn, pat_ident, pat_idents, returns_self, self_field, type_name,
+    ParamKind, as_ident, chain_calls, chain_root, classify_type, is_assert_macro, is_cfg_accelerator_feature,
+    is_cfg_test, is_formatting_macro, is_test_fn, pat_ident, pat_idents, returns_self, self_field, type_name,
 };
 use crate::diagnostic::Finding;
 use crate::rust::FileCx;
@@ -257,6 +257,19 @@ impl<'a, 'f> Walker<'a, 'f> {
     }
 
     fn with_fn(&mut self, attrs: &[syn::Attribute], sig: &syn::Signature, body: &Block, has_self_impl: bool) {
+        let built_for = is_cfg_accelerator_feature(attrs);
+        self.scope.probe += built_for as u32;
+        self.with_fn_inner(attrs, sig, body, has_self_impl);
+        self.scope.probe -= built_for as u32;
+    }
+
+    fn with_fn_inner(
+        &mut self,
+        attrs: &[syn::Attribute],
+        sig: &syn::Signature,
+        body: &Block,
+        has_self_impl: bool,
+    ) {
         let test = is_test_fn(attrs) || is_cfg_test(attrs);
         if test {
             self.scope.test += 1;
@@ -728,6 +741,8 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
     }
 
     fn visit_item_static(&mut self, s: &'ast syn::ItemStatic) {
+        let built_for = is_cfg_accelerator_feature(&s.attrs);
+        self.scope.probe += built_for as u32;
         if self.scope.test == 0 && !self.file.kind.is_test_like() {
             hook!(self, item_static, &s.ident, &s.expr);
         }
@@ -735,6 +750,7 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
         self.scope.device_def += def as u32;
         visit::visit_item_static(self, s);
         self.scope.device_def -= def as u32;
+        self.scope.probe -= built_for as u32;
     }
 
     fn visit_item_macro(&mut self, m: &'ast syn::ItemMacro) {
@@ -798,6 +814,17 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
             }
             syn::Stmt::Local(l) if is_cfg_test(&l.attrs) => {}
             syn::Stmt::Expr(e, _) if expr_attrs(e).is_some_and(is_cfg_test) => {}
+            syn::Stmt::Local(l) if is_cfg_accelerator_feature(&l.attrs) => {
+                self.scope.probe += 1;
+                visit::visit_stmt(self, s);
+                self.bind_local(l);
+                self.scope.probe -= 1;
+            }
+            syn::Stmt::Expr(e, _) if expr_attrs(e).is_some_and(is_cfg_accelerator_feature) => {
+                self.scope.probe += 1;
+                visit::visit_stmt(self, s);
+                self.scope.probe -= 1;
+            }
             syn::Stmt::Local(l) => {
                 visit::visit_stmt(self, s);
                 self.bind_local(l);
@@ -990,21 +1017,23 @@ fn is_iter_adapter(m: &ExprMethodCall) -> bool {
 
 /// A word of a condition that asks what the machine has.
 fn is_probe_word(lower: &str) -> bool {
-    matches!(
-        lower,
-        "has_mps"
-            | "has_cuda"
-            | "has_metal"
-            | "has_vulkan"
-            | "is_available"
-            | "cuda_is_available"
-            | "is_cuda_available"
-            | "cudnn_is_available"
-            | "metal_is_available"
-            | "mps_is_available"
-            | "device_count"
-            | "cuda_device_count"
-    )
+    // A name holding what a probe found (`let metal_available = metal_is_available();`).
+    lower.ends_with("_available")
+        || matches!(
+            lower,
+            "has_mps"
+                | "has_cuda"
+                | "has_metal"
+                | "has_vulkan"
+                | "is_available"
+                | "cuda_is_available"
+                | "is_cuda_available"
+                | "cudnn_is_available"
+                | "metal_is_available"
+                | "mps_is_available"
+                | "device_count"
+                | "cuda_device_count"
+        )
 }
 
 /// A type that holds configuration: what it names is a default or a choice, not a placement.
