@@ -645,7 +645,9 @@ impl<'ast> Visit<'ast> for LoopScan<'_, '_> {
                             self.sinks.push((self.file.range(m.method.span()), mask));
                         }
                         if method.contains("sample") {
-                            self.sampled |= m.args.iter().fold(0, |acc, a| acc | self.mask_of(a));
+                            // `sample_top_p(&logits, ..)`, or a distribution built from the read
+                            // values: `WeightedIndex::new(&probs)?.sample(&mut rng)`.
+                            self.sampled |= m.args.iter().fold(self.mask_of(&m.receiver), |acc, a| acc | self.mask_of(a));
                         }
                         let at = self.file.range(m.method.span());
                         let file = self.file;
