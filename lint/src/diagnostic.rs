@@ -329,6 +329,9 @@ pub(crate) enum Condition {
     /// The function runs once per layer: it is called, directly or through other calls, from a
     /// per-layer loop.
     PerLayer(FnId),
+    /// The function runs at every training step: it is called, directly or through other calls,
+    /// from a loop that takes a step or from a function that takes one.
+    PerStep(FnId),
     /// The function is not an entry point: not a free function that `main` calls.
     NotEntry(FnId),
     /// The crate handles devices somewhere (a device parameter or field, or `x.device()`): then a

@@ -64,6 +64,12 @@ pub(crate) struct Call {
     pub args: usize,
     /// Inside a per-layer loop of the caller.
     pub per_layer: bool,
+    /// Made at every training step of the caller (in a loop that takes a step, or in a function
+    /// that takes one), not in a gated branch.
+    pub per_step: bool,
+    /// In a branch taken every N steps, or when debugging (or after a guard that returns unless
+    /// so): a function that runs at every step does not make this callee run at every step.
+    pub gated: bool,
 }
 
 /// A struct declared in the file, with the type names each field mentions (`Vec<Block>` →
@@ -271,6 +277,7 @@ struct Graph<'a> {
     /// The callee of each call, by (file, call index); empty when not resolved.
     targets: Vec<Vec<Vec<Node>>>,
     per_layer: HashSet<Node>,
+    per_step: HashSet<Node>,
     entries: HashSet<Node>,
     uses_devices: bool,
     in_place: &'a HashSet<String>,
@@ -304,27 +311,47 @@ impl<'a> Graph<'a> {
                 }
             }
         }
-        // Everything a per-layer function calls runs per layer too.
+        // Everything a per-layer function calls runs per layer too, and everything a function
+        // run at every training step calls runs at every step.
         let mut calls_of: HashMap<Node, Vec<usize>> = HashMap::new();
         for (f, s) in files.iter().enumerate() {
             for (c, call) in s.calls.iter().enumerate() {
                 calls_of.entry((f, call.caller)).or_default().push(c);
             }
         }
-        while let Some(node) = queue.pop_front() {
-            for &c in calls_of.get(&node).map(Vec::as_slice).unwrap_or(&[]) {
-                for &t in &targets[node.0][c] {
-                    if per_layer.insert(t) {
-                        queue.push_back(t);
+        let spread = |seeds: &mut HashSet<Node>, mut queue: VecDeque<Node>, skip_gated: bool| {
+            while let Some(node) = queue.pop_front() {
+                for &c in calls_of.get(&node).map(Vec::as_slice).unwrap_or(&[]) {
+                    if skip_gated && files[node.0].calls[c].gated {
+                        continue;
+                    }
+                    for &t in &targets[node.0][c] {
+                        if seeds.insert(t) {
+                            queue.push_back(t);
+                        }
+                    }
+                }
+            }
+        };
+        spread(&mut per_layer, queue, false);
+        let mut per_step = HashSet::new();
+        let mut step_queue = VecDeque::new();
+        for (f, s) in files.iter().enumerate() {
+            for (c, call) in s.calls.iter().enumerate() {
+                for &t in &targets[f][c] {
+                    if call.per_step && per_step.insert(t) {
+                        step_queue.push_back(t);
                     }
                 }
             }
         }
+        spread(&mut per_step, step_queue, true);
         Graph {
             files,
             package,
             targets,
             per_layer,
+            per_step,
             entries,
             uses_devices: files.iter().any(|s| s.uses_devices),
             in_place,
@@ -334,6 +361,7 @@ impl<'a> Graph<'a> {
     fn holds(&self, file: usize, condition: &Condition) -> bool {
         match condition {
             Condition::PerLayer(f) => self.per_layer.contains(&(file, *f)),
+            Condition::PerStep(f) => self.per_step.contains(&(file, *f)),
             Condition::NotEntry(f) => !self.entries.contains(&(file, *f)),
             Condition::UsesDevices => self.uses_devices,
             Condition::NoInPlaceMethod(name) => !self.in_place.contains(name),

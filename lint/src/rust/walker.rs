@@ -39,6 +39,11 @@ pub(crate) struct FnCx {
     pub per_layer_loops: u32,
     /// Loops over a model's parameters.
     pub param_loops: u32,
+    /// Loops whose own body takes a training step (`loss.backward()`, `optim.step(..)`).
+    pub step_loops: u32,
+    /// The function takes one training step itself, outside any loop of its own (a burn
+    /// `TrainStep::step`, an agent's `train_step`): it runs at every step.
+    pub step_fn: bool,
     /// Names bound by the patterns of the loops around the node (`y` in `for y in 0..h`).
     pub loop_vars: Vec<LoopVar>,
     /// For each loop around the node, innermost last: does it go over batch items, images or
@@ -54,6 +59,9 @@ pub(crate) struct FnCx {
     pub host: HashSet<String>,
     /// Every name bound so far (parameters, `let`s): a call through one is a closure's.
     pub locals: HashSet<String>,
+    /// Names bound to a gate: a test that holds every N steps (`let save_now = step % every == 0;`),
+    /// or a debug or environment switch.
+    pub periodic: HashSet<String>,
 }
 
 impl FnCx {
@@ -91,6 +99,9 @@ pub(crate) struct Scope {
     pub gated: u32,
     /// Inside the arguments of a printing or logging macro.
     pub log_macro: u32,
+    /// Inside the arguments of a macro that does nothing in a release build or at the default
+    /// log level (`debug!`, `trace!`, `debug_assert!`).
+    pub debug_macro: u32,
     /// In a branch chosen by the device (`if xs.device().is_cpu()`, `match dev { Device::Cpu => .. }`).
     pub device_branch: u32,
     /// In an error or out-of-memory branch.
@@ -156,6 +167,17 @@ impl Checker<'_, '_> {
     /// Inside a loop over a model's parameters.
     pub fn in_param_loop(&self) -> bool {
         self.fun().is_some_and(|f| f.param_loops > 0)
+    }
+
+    /// Inside a loop whose own body takes a training step.
+    pub fn in_step_loop(&self) -> bool {
+        self.fun().is_some_and(|f| f.step_loops > 0)
+    }
+
+    /// Runs at every training step: inside a loop that takes a step, or in a function that takes
+    /// one itself.
+    pub fn at_every_step(&self) -> bool {
+        self.fun().is_some_and(|f| f.step_loops > 0 || f.step_fn)
     }
 
     /// Application code: a binary, an example, a build script, or a `main` function.
@@ -278,6 +300,7 @@ impl<'a, 'f> Walker<'a, 'f> {
             if has_self_impl { self.impls.last().cloned().unwrap_or((None, None)) } else { (None, None) };
         let mut fcx = self.fn_cx(sig, self_ty, trait_name);
         fcx.body_range = self.file.range(body.brace_token.span.join());
+        fcx.step_fn = !fcx.is_main && takes_a_step(&body.stmts);
         fcx.id = self.register_fn(sig, &fcx);
         for (name, kind) in &fcx.params {
             if *kind == ParamKind::Device {
@@ -355,6 +378,8 @@ impl<'a, 'f> Walker<'a, 'f> {
             layer_loops: 0,
             per_layer_loops: 0,
             param_loops: 0,
+            step_loops: 0,
+            step_fn: false,
             loop_vars: Vec::new(),
             batch_loops: Vec::new(),
             body_range: 0..0,
@@ -362,6 +387,7 @@ impl<'a, 'f> Walker<'a, 'f> {
             env: DevEnv::default(),
             host: HashSet::new(),
             locals: params_names,
+            periodic: HashSet::new(),
         }
     }
 
@@ -429,6 +455,8 @@ impl<'a, 'f> Walker<'a, 'f> {
             slices: chain_calls(iterated).iter().any(|c| is_slice_iterator(&c.method.to_string())),
             batch,
             field: over_self.then(|| first_self_field(iterated)).flatten(),
+            // Set from the body when it is visited.
+            step: false,
         }
     }
 
@@ -438,6 +466,7 @@ impl<'a, 'f> Walker<'a, 'f> {
             f.layer_loops += kind.over_self as u32;
             f.per_layer_loops += kind.per_layer as u32;
             f.param_loops += kind.params as u32;
+            f.step_loops += kind.step as u32;
             f.batch_loops.push(kind.batch);
             f.loop_vars.extend(bound.iter().map(|b| LoopVar {
                 name: b.clone(),
@@ -454,24 +483,35 @@ impl<'a, 'f> Walker<'a, 'f> {
             f.layer_loops = f.layer_loops.saturating_sub(kind.over_self as u32);
             f.per_layer_loops = f.per_layer_loops.saturating_sub(kind.per_layer as u32);
             f.param_loops = f.param_loops.saturating_sub(kind.params as u32);
+            f.step_loops = f.step_loops.saturating_sub(kind.step as u32);
             f.batch_loops.pop();
             let keep = f.loop_vars.len().saturating_sub(bound.len());
             f.loop_vars.truncate(keep);
         }
     }
 
-    fn visit_loop_body(&mut self, body: &Block, kind: LoopKind, bound: &[String]) {
+    fn visit_loop_body(&mut self, body: &Block, mut kind: LoopKind, bound: &[String]) {
+        kind.step = takes_a_step(&body.stmts);
         self.enter_loop(&kind, bound);
         hook!(self, enter_loop, LoopBody::Block(body));
         self.visit_block(body);
         self.exit_loop(&kind, bound);
     }
 
-    /// What a `let` says about its name: the device it holds, whether it is a host tensor.
+    /// What a `let` says about its name: the device it holds, whether it is a host tensor, whether
+    /// it holds a test that holds every N steps.
     fn bind_local(&mut self, l: &syn::Local) {
+        let periodic = l.init.as_ref().is_some_and(|i| self.is_periodic(&i.expr));
         if let Some(f) = self.scope.fns.last_mut() {
             let mut names = Vec::new();
             pat_idents(&l.pat, &mut names);
+            for n in &names {
+                if periodic {
+                    f.periodic.insert(n.clone());
+                } else {
+                    f.periodic.remove(n);
+                }
+            }
             f.locals.extend(names);
         }
         let Some(name) = pat_ident(&l.pat) else {
@@ -528,7 +568,17 @@ impl<'a, 'f> Walker<'a, 'f> {
             return;
         }
         let Some(f) = self.scope.fns.last() else { return };
-        self.summary.calls.push(Call { caller: f.id, at, callee, args, per_layer: f.per_layer_loops > 0 });
+        let per_step = (f.step_loops > 0 || f.step_fn) && self.scope.gated == 0;
+        let gated = self.scope.gated > 0;
+        self.summary.calls.push(Call {
+            caller: f.id,
+            at,
+            callee,
+            args,
+            per_layer: f.per_layer_loops > 0,
+            per_step,
+            gated,
+        });
     }
 
     /// Where `recv.name(..)` goes, as far as the receiver tells.
@@ -566,6 +616,21 @@ impl<'a, 'f> Walker<'a, 'f> {
         {
             info.reads_params.push(pos as u32);
         }
+    }
+
+    /// Is the condition a gate ([`cond_flags`]: every N steps, debugging, an environment switch), or
+    /// does it use a name bound to one?
+    fn is_periodic(&self, cond: &Expr) -> bool {
+        if cond_flags(cond).gated {
+            return true;
+        }
+        let Some(f) = self.scope.fns.last() else { return false };
+        if f.periodic.is_empty() {
+            return false;
+        }
+        let mut hit = false;
+        super::syntax::for_each_ident(cond, |i| hit |= f.periodic.contains(&i.to_string()));
+        hit
     }
 
     fn visit_branch(&mut self, flags: CondFlags, then: impl FnOnce(&mut Self)) {
@@ -642,15 +707,14 @@ impl<'a, 'f> Walker<'a, 'f> {
             return;
         };
         let quiet = logging || name.starts_with("debug_assert") || name.starts_with("assert");
-        if quiet {
-            self.scope.log_macro += 1;
-        }
+        let debug_only = matches!(name.as_str(), "debug" | "trace") || name.starts_with("debug_assert");
+        self.scope.log_macro += quiet as u32;
+        self.scope.debug_macro += debug_only as u32;
         for e in &args {
             self.visit_expr(e);
         }
-        if quiet {
-            self.scope.log_macro -= 1;
-        }
+        self.scope.debug_macro -= debug_only as u32;
+        self.scope.log_macro -= quiet as u32;
     }
 }
 
@@ -792,15 +856,27 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
         // After a guard that returns unless the data is on one device
         // (`let Storage::Cpu(s) = .. else { return }`, `if !xs.device().is_cpu() { bail!(..) }`),
         // the rest of the block is specific to that device.
+        // After a guard that leaves unless it is time (`if !(step % every == 0) { return; }`),
+        // the rest runs every N steps.
         let mut guarded = 0;
+        let mut periodic = 0;
         for stmt in &b.stmts {
             self.visit_stmt(stmt);
             if is_device_guard(stmt) {
                 guarded += 1;
                 self.scope.device_branch += 1;
             }
+            if let syn::Stmt::Expr(Expr::If(i), _) = stmt
+                && i.else_branch.is_none()
+                && diverges(&i.then_branch)
+                && self.is_periodic(&i.cond)
+            {
+                periodic += 1;
+                self.scope.gated += 1;
+            }
         }
         self.scope.device_branch -= guarded;
+        self.scope.gated -= periodic;
     }
 
     fn visit_stmt(&mut self, s: &'ast syn::Stmt) {
@@ -881,7 +957,8 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
             }
             Expr::MethodCall(m) => self.visit_method_call(m),
             Expr::If(i) => {
-                let flags = cond_flags(&i.cond);
+                let mut flags = cond_flags(&i.cond);
+                flags.gated |= self.is_periodic(&i.cond);
                 self.visit_expr(&i.cond);
                 self.visit_branch(flags, |w| w.visit_block(&i.then_branch));
                 if let Some((_, els)) = &i.else_branch {
@@ -1064,6 +1141,8 @@ struct LoopKind {
     batch: bool,
     /// The field of `self` it iterates, if one.
     field: Option<String>,
+    /// Its own body takes a training step.
+    step: bool,
 }
 
 /// Does the expression iterate a model's parameters (`vs.variables()`, `opt.trainable_variables()`,
@@ -1367,4 +1446,48 @@ fn let_bindings(cond: &Expr, out: &mut Vec<String>) {
         Expr::Paren(p) => let_bindings(&p.expr, out),
         _ => {}
     }
+}
+
+/// Do these statements take a training step themselves — `loss.backward()`, an optimizer's
+/// `step(..)` or `backward_step(..)` — outside any loop, closure or item of their own?
+pub(crate) fn takes_a_step(stmts: &[syn::Stmt]) -> bool {
+    struct Steps(bool);
+    impl<'ast> Visit<'ast> for Steps {
+        fn visit_expr_method_call(&mut self, m: &'ast ExprMethodCall) {
+            let name = m.method.to_string();
+            let optimizer = || {
+                let root = match super::syntax::peel(&m.receiver) {
+                    Expr::Field(f) => match &f.member {
+                        syn::Member::Named(n) => Some(n.to_string()),
+                        syn::Member::Unnamed(_) => None,
+                    },
+                    e => as_ident(e).map(|i| i.to_string()),
+                }
+                .map(|n| n.to_ascii_lowercase());
+                root.is_some_and(|r| {
+                    r == "opt" || r.contains("optim") || r.contains("adam") || r.contains("sgd")
+                })
+            };
+            if (name == "backward" && m.args.is_empty())
+                || name.starts_with("backward_step")
+                || (name == "step" && optimizer())
+            {
+                self.0 = true;
+            }
+            visit::visit_expr_method_call(self, m);
+        }
+        fn visit_expr_for_loop(&mut self, _: &'ast syn::ExprForLoop) {}
+        fn visit_expr_while(&mut self, _: &'ast syn::ExprWhile) {}
+        fn visit_expr_loop(&mut self, _: &'ast syn::ExprLoop) {}
+        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut steps = Steps(false);
+    for stmt in stmts {
+        steps.visit_stmt(stmt);
+        if steps.0 {
+            return true;
+        }
+    }
+    false
 }

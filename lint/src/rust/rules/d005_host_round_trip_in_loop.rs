@@ -22,6 +22,9 @@ use crate::registry;
 pub(crate) struct Check {
     /// Reads already reported (by start offset), so nested loops report each once.
     reported: HashSet<usize>,
+    /// Moves to the host whose result replaces what was moved (`self.data = self.data.to(Cpu)`):
+    /// memory handed back, not a value read (by start offset of the method's name).
+    offloads: HashSet<usize>,
 }
 
 /// Why a read in a loop is a finding.
@@ -33,6 +36,19 @@ enum Why {
 }
 
 impl Rule for Check {
+    fn stmt(&mut self, cx: &Checker<'_, '_>, s: &syn::Stmt, _out: &mut Vec<Finding>) {
+        let syn::Stmt::Expr(Expr::Assign(a), _) = s else { return };
+        if let Expr::MethodCall(m) = peel(&a.right)
+            && read_name(cx.file, m).is_some()
+            && is_transfer_method(cx.file.apis, &m.method.to_string())
+        {
+            let place = |e: &Expr| cx.file.snippet(&cx.file.range(e.span())).split_whitespace().collect::<String>();
+            if place(&a.left) == place(&m.receiver) {
+                self.offloads.insert(cx.file.range(m.method.span()).start);
+            }
+        }
+    }
+
     fn enter_loop(&mut self, cx: &Checker<'_, '_>, body: LoopBody<'_>, out: &mut Vec<Finding>) {
         if cx.in_test() || cx.quiet() || cx.scope.device_branch > 0 {
             return;
@@ -107,12 +123,7 @@ impl Rule for Check {
     /// runs once per layer.
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         let Expr::MethodCall(m) = e else { return };
-        if cx.in_test()
-            || cx.quiet()
-            || cx.scope.device_branch > 0
-            || cx.scope.error_branch > 0
-            || cx.in_per_layer_loop()
-        {
+        if cx.in_test() || cx.scope.device_branch > 0 || cx.scope.error_branch > 0 {
             return;
         }
         let Some(f) = cx.fun() else { return };
@@ -124,6 +135,35 @@ impl Rule for Check {
             return;
         }
         let range = cx.file.range(m.method.span());
+        // A training step: every read waits for the step's queued work, also one printed (a
+        // `println!` runs at every step; `debug!` does not at the default level). Not a token
+        // picked by `argmax` or a sampler, nor a read in a branch taken every N steps.
+        let chosen = || reads_a_choice(&m.receiver);
+        let each_step = cx.scope.gated == 0 && cx.scope.debug_macro == 0 && !chosen();
+        if each_step && cx.at_every_step() && !self.offloads.contains(&range.start) {
+            if self.reported.insert(range.start) {
+                let mut finding = at_every_step(&what, range, None);
+                // A free function that takes one step is called at every step, unless `main`
+                // calls it (once).
+                if !cx.in_step_loop() && f.self_ty.is_none() {
+                    finding = finding.only_if(Condition::NotEntry(f.id));
+                }
+                out.push(finding);
+            }
+            return;
+        }
+        if cx.in_per_layer_loop() {
+            return;
+        }
+        // Else it is a finding if the function runs once per layer, or at every training step
+        // (both may hold: the first kept is shown).
+        let per_step = (each_step && !self.offloads.contains(&range.start)).then(|| {
+            at_every_step(&what, range.clone(), Some(&f.name)).only_if(Condition::PerStep(f.id))
+        });
+        if cx.quiet() {
+            out.extend(per_step);
+            return;
+        }
         out.push(
             Finding::new(
                 &registry::D005,
@@ -137,7 +177,20 @@ impl Rule for Check {
             .help("keep the value on the device, or compute it once before the layer loop and pass it down")
             .only_if(Condition::PerLayer(f.id)),
         );
+        out.extend(per_step);
     }
+}
+
+/// A read that waits for the device at every training step: in the step's own code, or in a
+/// function (`in_fn`) that the step calls.
+fn at_every_step(what: &str, range: Range<usize>, in_fn: Option<&str>) -> Finding {
+    let message = match in_fn {
+        None => format!("`{what}` waits for the device at every training step"),
+        Some(f) => format!("`{what}` in `{f}` waits for the device, and `{f}` runs at every training step"),
+    };
+    Finding::new(&registry::D005, range, message).label("host read").help(
+        "keep the value on the device (add losses and metrics up as tensors) and read it every N steps or once after the loop",
+    )
 }
 
 fn finding(in_fn: &str, read: &Read, why: Why) -> Finding {
@@ -223,6 +276,28 @@ fn is_index_method(name: &str) -> bool {
         name,
         "i" | "get" | "slice" | "narrow" | "select" | "index_select" | "slice_dim" | "index" | "gather"
     )
+}
+
+/// Is `e` the token or action chosen by `argmax`/a sampler, perhaps reshaped or converted
+/// (`logits.argmax(D::Minus1)?.squeeze(0)?`), rather than something computed from it (an
+/// accuracy: `argmax(..)?.eq(labels)?.sum_all()?`)?
+fn reads_a_choice(e: &Expr) -> bool {
+    let mut e = peel(e);
+    while let Expr::MethodCall(m) = e {
+        let name = m.method.to_string();
+        if is_choice(&name) {
+            return true;
+        }
+        if !matches!(
+            name.as_str(),
+            "squeeze" | "unsqueeze" | "reshape" | "flatten" | "flatten_all" | "to_dtype" | "to_kind" | "contiguous"
+                | "detach" | "clone" | "i" | "get" | "narrow" | "int" | "float" | "view" | "to_device"
+        ) {
+            return false;
+        }
+        e = peel(&m.receiver);
+    }
+    false
 }
 
 /// Methods whose result is a discrete choice over a tensor: reading it is sampling.
