@@ -332,6 +332,12 @@ pub(crate) enum Condition {
     /// The function runs at every training step: it is called, directly or through other calls,
     /// from a loop that takes a step or from a function that takes one.
     PerStep(FnId),
+    /// The function takes a training step: itself, or through a function it calls outside its
+    /// loops.
+    TakesStep(FnId),
+    /// None of the functions reached by the calls whose names start at these bytes of the file
+    /// reads device data back to the host (which would wait for the device).
+    NoCallWaits(Vec<usize>),
     /// The function is not an entry point: not a free function that `main` calls.
     NotEntry(FnId),
     /// The crate handles devices somewhere (a device parameter or field, or `x.device()`): then a

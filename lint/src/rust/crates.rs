@@ -37,6 +37,11 @@ pub(crate) struct FnInfo {
     /// Parameters (by position, `self` not counted) whose tensor the function reads back to the
     /// host.
     pub reads_params: Vec<u32>,
+    /// Takes a training step itself, outside its loops (not `main`).
+    pub takes_step: bool,
+    /// Reads device data back to the host somewhere in its body: a call to it waits for the
+    /// device.
+    pub reads_host: bool,
 }
 
 /// Where a call goes, as far as the syntax tells.
@@ -70,6 +75,8 @@ pub(crate) struct Call {
     /// In a branch taken every N steps, or when debugging (or after a guard that returns unless
     /// so): a function that runs at every step does not make this callee run at every step.
     pub gated: bool,
+    /// Inside a loop of the caller.
+    pub in_loop: bool,
 }
 
 /// A struct declared in the file, with the type names each field mentions (`Vec<Block>` →
@@ -278,6 +285,10 @@ struct Graph<'a> {
     targets: Vec<Vec<Vec<Node>>>,
     per_layer: HashSet<Node>,
     per_step: HashSet<Node>,
+    /// Functions that take a training step: themselves, or through a call outside their loops.
+    step_fns: HashSet<Node>,
+    /// Functions that read device data back to the host, themselves or through a call.
+    readers: HashSet<Node>,
     entries: HashSet<Node>,
     uses_devices: bool,
     in_place: &'a HashSet<String>,
@@ -334,12 +345,89 @@ impl<'a> Graph<'a> {
             }
         };
         spread(&mut per_layer, queue, false);
+        // A function that calls one that takes a step, once per call (outside its loops and
+        // gates), takes a step too (an agent's `train_step` that calls `train_critic`).
+        let mut step_fns: HashSet<Node> = HashSet::new();
+        for (f, s) in files.iter().enumerate() {
+            for (i, info) in s.fns.iter().enumerate() {
+                if info.takes_step {
+                    step_fns.insert((f, i as FnId));
+                }
+            }
+        }
+        loop {
+            let mut grew = false;
+            for (f, s) in files.iter().enumerate() {
+                for (c, call) in s.calls.iter().enumerate() {
+                    let caller = (f, call.caller);
+                    if call.in_loop || call.gated || step_fns.contains(&caller) {
+                        continue;
+                    }
+                    if s.fns.get(call.caller as usize).is_some_and(|i| i.main || i.test) {
+                        continue;
+                    }
+                    if targets[f][c].iter().any(|t| step_fns.contains(t)) {
+                        step_fns.insert(caller);
+                        grew = true;
+                    }
+                }
+            }
+            if !grew {
+                break;
+            }
+        }
+        // A caller of a function that reads device data back waits for the device too.
+        let mut readers: HashSet<Node> = HashSet::new();
+        let mut callers_of: HashMap<Node, Vec<Node>> = HashMap::new();
+        let mut reader_queue = VecDeque::new();
+        for (f, s) in files.iter().enumerate() {
+            for (i, info) in s.fns.iter().enumerate() {
+                if info.reads_host && readers.insert((f, i as FnId)) {
+                    reader_queue.push_back((f, i as FnId));
+                }
+            }
+            for (c, call) in s.calls.iter().enumerate() {
+                for &t in &targets[f][c] {
+                    callers_of.entry(t).or_default().push((f, call.caller));
+                }
+            }
+        }
+        while let Some(node) = reader_queue.pop_front() {
+            for &caller in callers_of.get(&node).map(Vec::as_slice).unwrap_or(&[]) {
+                if readers.insert(caller) {
+                    reader_queue.push_back(caller);
+                }
+            }
+        }
+        // A function runs repeatedly when a loop calls it, directly or through other calls; a
+        // method nothing in the crate calls is its users' to call (an optimizer's
+        // `backward_step`, a framework's `TrainStep::step`). Only such step functions run at
+        // every step: one called once (a sampler's set-up that takes a gradient) does not.
+        let mut looped = HashSet::new();
+        let mut loop_queue = VecDeque::new();
+        let mut called = HashSet::new();
+        for (f, s) in files.iter().enumerate() {
+            for (c, call) in s.calls.iter().enumerate() {
+                for &t in &targets[f][c] {
+                    called.insert(t);
+                    if call.in_loop && looped.insert(t) {
+                        loop_queue.push_back(t);
+                    }
+                }
+            }
+        }
+        spread(&mut looped, loop_queue, false);
+        step_fns.retain(|&(f, i)| {
+            looped.contains(&(f, i))
+                || (!called.contains(&(f, i)) && files[f].fns.get(i as usize).is_some_and(|info| info.method))
+        });
         let mut per_step = HashSet::new();
         let mut step_queue = VecDeque::new();
         for (f, s) in files.iter().enumerate() {
             for (c, call) in s.calls.iter().enumerate() {
+                let from_step_fn = step_fns.contains(&(f, call.caller)) && !call.gated;
                 for &t in &targets[f][c] {
-                    if call.per_step && per_step.insert(t) {
+                    if (call.per_step || from_step_fn) && per_step.insert(t) {
                         step_queue.push_back(t);
                     }
                 }
@@ -352,6 +440,8 @@ impl<'a> Graph<'a> {
             targets,
             per_layer,
             per_step,
+            step_fns,
+            readers,
             entries,
             uses_devices: files.iter().any(|s| s.uses_devices),
             in_place,
@@ -362,6 +452,12 @@ impl<'a> Graph<'a> {
         match condition {
             Condition::PerLayer(f) => self.per_layer.contains(&(file, *f)),
             Condition::PerStep(f) => self.per_step.contains(&(file, *f)),
+            Condition::TakesStep(f) => self.step_fns.contains(&(file, *f)),
+            Condition::NoCallWaits(calls) => calls.iter().all(|at| {
+                let call = self.files[file].calls.iter().position(|c| c.at == *at);
+                call.and_then(|c| self.targets[file].get(c))
+                    .is_none_or(|targets| targets.iter().all(|t| !self.readers.contains(t)))
+            }),
             Condition::NotEntry(f) => !self.entries.contains(&(file, *f)),
             Condition::UsesDevices => self.uses_devices,
             Condition::NoInPlaceMethod(name) => !self.in_place.contains(name),

@@ -120,6 +120,9 @@ pub(crate) struct Scope {
     pub backend: u32,
     /// In a branch chosen by probing the machine (`if has_mps() { .. } else { .. }`).
     pub probe: u32,
+    /// In the condition of an `if` or a `while`, or what a `match` looks at: the host needs the
+    /// value to know which way to go.
+    pub deciding: u32,
     /// Inside the impl of a configuration type (`DeviceSetup`, `RunConfig`, `ModelBuilder`) or a
     /// struct literal of one.
     pub config: u32,
@@ -172,12 +175,6 @@ impl Checker<'_, '_> {
     /// Inside a loop whose own body takes a training step.
     pub fn in_step_loop(&self) -> bool {
         self.fun().is_some_and(|f| f.step_loops > 0)
-    }
-
-    /// Runs at every training step: inside a loop that takes a step, or in a function that takes
-    /// one itself.
-    pub fn at_every_step(&self) -> bool {
-        self.fun().is_some_and(|f| f.step_loops > 0 || f.step_fn)
     }
 
     /// Application code: a binary, an example, a build script, or a `main` function.
@@ -426,6 +423,8 @@ impl<'a, 'f> Walker<'a, 'f> {
             arity: fcx.params.len(),
             main: fcx.is_main,
             reads_params: Vec::new(),
+            takes_step: fcx.step_fn,
+            reads_host: false,
         });
         id
     }
@@ -578,6 +577,7 @@ impl<'a, 'f> Walker<'a, 'f> {
             per_layer: f.per_layer_loops > 0,
             per_step,
             gated,
+            in_loop: f.loops > 0,
         });
     }
 
@@ -599,13 +599,19 @@ impl<'a, 'f> Walker<'a, 'f> {
         Callee::Method(name)
     }
 
-    /// A host read of one of the function's own parameters (`t.to_data()` in `fn get(t: &Tensor)`).
+    /// A host read in the function (it waits for the device), and whether it reads one of the
+    /// function's own parameters (`t.to_data()` in `fn get(t: &Tensor)`).
     fn note_param_read(&mut self, m: &ExprMethodCall) {
         if self.scope.test > 0 || !is_host_read(self.file.apis, &m.method.to_string(), m.turbofish.is_some())
         {
             return;
         }
         let Some(f) = self.scope.fns.last() else { return };
+        if !is_host_tensor(self.file, &m.receiver, &f.env, &|n| f.host.contains(n))
+            && let Some(info) = self.summary.fns.get_mut(f.id as usize)
+        {
+            info.reads_host = true;
+        }
         let Some(root) = as_ident(chain_root(&m.receiver)) else { return };
         let Some(pos) = f.params.iter().position(|(n, _)| root == n) else { return };
         if f.loop_vars.iter().any(|v| root == &v.name) {
@@ -923,7 +929,9 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
             Expr::While(w) => {
                 let kind = self.loop_kind(&w.cond);
                 self.enter_loop(&kind, &[]);
+                self.scope.deciding += 1;
                 self.visit_expr(&w.cond);
+                self.scope.deciding -= 1;
                 self.exit_loop(&kind, &[]);
                 // `while let Some(x) = queue.pop()` binds `x` anew at every iteration.
                 let mut bound = Vec::new();
@@ -959,7 +967,9 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
             Expr::If(i) => {
                 let mut flags = cond_flags(&i.cond);
                 flags.gated |= self.is_periodic(&i.cond);
+                self.scope.deciding += 1;
                 self.visit_expr(&i.cond);
+                self.scope.deciding -= 1;
                 self.visit_branch(flags, |w| w.visit_block(&i.then_branch));
                 if let Some((_, els)) = &i.else_branch {
                     // The else branch is the opposite of a debug gate, but still device-specific,
@@ -970,7 +980,9 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
                 }
             }
             Expr::Match(m) => {
+                self.scope.deciding += 1;
                 self.visit_expr(&m.expr);
+                self.scope.deciding -= 1;
                 let device = m.arms.iter().any(|a| pat_names_device(&a.pat));
                 for arm in &m.arms {
                     let error = pat_is_err(&arm.pat);

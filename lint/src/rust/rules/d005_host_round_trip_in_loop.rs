@@ -137,29 +137,29 @@ impl Rule for Check {
         let range = cx.file.range(m.method.span());
         // A training step: every read waits for the step's queued work, also one printed (a
         // `println!` runs at every step; `debug!` does not at the default level). Not a token
-        // picked by `argmax` or a sampler, nor a read in a branch taken every N steps.
+        // picked by `argmax` or a sampler, nor a read in a branch taken every N steps, nor one
+        // that decides which way the code goes (`if grad_norm.to_scalar()? < tol { .. }`).
         let chosen = || reads_a_choice(&m.receiver);
-        let each_step = cx.scope.gated == 0 && cx.scope.debug_macro == 0 && !chosen();
-        if each_step && cx.at_every_step() && !self.offloads.contains(&range.start) {
+        let each_step = cx.scope.gated == 0 && cx.scope.debug_macro == 0 && cx.scope.deciding == 0 && !chosen();
+        if each_step && cx.in_step_loop() && !self.offloads.contains(&range.start) {
             if self.reported.insert(range.start) {
-                let mut finding = at_every_step(&what, range, None);
-                // A free function that takes one step is called at every step, unless `main`
-                // calls it (once).
-                if !cx.in_step_loop() && f.self_ty.is_none() {
-                    finding = finding.only_if(Condition::NotEntry(f.id));
-                }
-                out.push(finding);
+                out.push(at_every_step(&what, range, None));
             }
             return;
         }
         if cx.in_per_layer_loop() {
             return;
         }
-        // Else it is a finding if the function runs once per layer, or at every training step
-        // (both may hold: the first kept is shown).
-        let per_step = (each_step && !self.offloads.contains(&range.start)).then(|| {
-            at_every_step(&what, range.clone(), Some(&f.name)).only_if(Condition::PerStep(f.id))
-        });
+        // Else it is a finding if the function runs once per layer, takes a training step that
+        // runs again and again, or is called at every training step (several may hold: the
+        // first kept is shown).
+        let per_step: Vec<Finding> = if each_step && !self.offloads.contains(&range.start) {
+            let takes_step = at_every_step(&what, range.clone(), None).only_if(Condition::TakesStep(f.id));
+            let called = at_every_step(&what, range.clone(), Some(&f.name)).only_if(Condition::PerStep(f.id));
+            vec![takes_step, called]
+        } else {
+            Vec::new()
+        };
         if cx.quiet() {
             out.extend(per_step);
             return;
