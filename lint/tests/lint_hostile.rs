@@ -211,3 +211,37 @@ proptest! {
         prop_assert!(!report.diagnostics.iter().any(|d| d.code == "D999"), "{:?}", report.diagnostics);
     }
 }
+
+/// A chain of thousands of functions, each calling the next once, ending in one that takes a
+/// training step and reads its loss: the crate-wide pass walks the calls backwards once (a
+/// fixpoint over every call at each round would be quadratic), and the read is found.
+#[test]
+fn long_chains_of_step_functions_are_linted() {
+    let n = 4000;
+    let mut text = String::from(
+        "use candle_core::{Result, Tensor};\n\npub struct T { opt: candle_nn::AdamW }\n\nimpl T {\n",
+    );
+    text.push_str(
+        "    fn f0(&mut self, x: &Tensor) -> Result<f32> {\n        let loss = x.sqr()?.mean_all()?;\n        self.opt.backward_step(&loss)?;\n        loss.to_scalar::<f32>()\n    }\n",
+    );
+    for i in 1..n {
+        text.push_str(&format!(
+            "    fn f{i}(&mut self, x: &Tensor) -> Result<f32> {{\n        let v = self.f{}(x)?;\n        Ok(v + x.sum_all()?.to_scalar::<f32>()?)\n    }}\n",
+            i - 1
+        ));
+    }
+    text.push_str("    pub fn fit(&mut self, xs: &[Tensor]) -> Result<()> {\n        for x in xs {\n");
+    text.push_str(&format!("            self.f{}(x)?;\n        }}\n        Ok(())\n    }}\n}}\n", n - 1));
+    let overrides = devcheck_lint::Overrides { preview: true, ..Default::default() };
+    let settings = Settings::from_table(
+        devcheck_lint::LintTable::default(),
+        std::path::PathBuf::from("."),
+        None,
+        &overrides,
+    )
+    .expect("settings");
+    let report = lint_source("chain.rs", &text, &settings);
+    let reads = report.diagnostics.iter().filter(|d| d.code == "D005").count();
+    // Every function of the chain takes a step through the ones it calls: each read is found.
+    assert_eq!(reads, n, "{:?}", report.diagnostics.first());
+}

@@ -345,40 +345,39 @@ impl<'a> Graph<'a> {
             }
         };
         spread(&mut per_layer, queue, false);
-        // A function that calls one that takes a step, once per call (outside its loops and
-        // gates), takes a step too (an agent's `train_step` that calls `train_critic`).
-        let mut step_fns: HashSet<Node> = HashSet::new();
+        // Who calls each function, by (file, call): the passes below walk calls backwards.
+        let mut callers_of: HashMap<Node, Vec<(usize, usize)>> = HashMap::new();
         for (f, s) in files.iter().enumerate() {
-            for (i, info) in s.fns.iter().enumerate() {
-                if info.takes_step {
-                    step_fns.insert((f, i as FnId));
+            for (c, _) in s.calls.iter().enumerate() {
+                for &t in &targets[f][c] {
+                    callers_of.entry(t).or_default().push((f, c));
                 }
             }
         }
-        loop {
-            let mut grew = false;
-            for (f, s) in files.iter().enumerate() {
-                for (c, call) in s.calls.iter().enumerate() {
-                    let caller = (f, call.caller);
-                    if call.in_loop || call.gated || step_fns.contains(&caller) {
-                        continue;
-                    }
-                    if s.fns.get(call.caller as usize).is_some_and(|i| i.main || i.test) {
-                        continue;
-                    }
-                    if targets[f][c].iter().any(|t| step_fns.contains(t)) {
-                        step_fns.insert(caller);
-                        grew = true;
-                    }
+        // A function that calls one that takes a step, once per call (outside its loops and
+        // gates), takes a step too (an agent's `train_step` that calls `train_critic`).
+        let mut step_fns: HashSet<Node> = HashSet::new();
+        let mut step_queue = VecDeque::new();
+        for (f, s) in files.iter().enumerate() {
+            for (i, info) in s.fns.iter().enumerate() {
+                if info.takes_step && step_fns.insert((f, i as FnId)) {
+                    step_queue.push_back((f, i as FnId));
                 }
             }
-            if !grew {
-                break;
+        }
+        while let Some(node) = step_queue.pop_front() {
+            for &(f, c) in callers_of.get(&node).map(Vec::as_slice).unwrap_or(&[]) {
+                let call = &files[f].calls[c];
+                let caller = (f, call.caller);
+                let once = !call.in_loop && !call.gated;
+                let app = files[f].fns.get(call.caller as usize).is_some_and(|i| i.main || i.test);
+                if once && !app && step_fns.insert(caller) {
+                    step_queue.push_back(caller);
+                }
             }
         }
         // A caller of a function that reads device data back waits for the device too.
         let mut readers: HashSet<Node> = HashSet::new();
-        let mut callers_of: HashMap<Node, Vec<Node>> = HashMap::new();
         let mut reader_queue = VecDeque::new();
         for (f, s) in files.iter().enumerate() {
             for (i, info) in s.fns.iter().enumerate() {
@@ -386,14 +385,10 @@ impl<'a> Graph<'a> {
                     reader_queue.push_back((f, i as FnId));
                 }
             }
-            for (c, call) in s.calls.iter().enumerate() {
-                for &t in &targets[f][c] {
-                    callers_of.entry(t).or_default().push((f, call.caller));
-                }
-            }
         }
         while let Some(node) = reader_queue.pop_front() {
-            for &caller in callers_of.get(&node).map(Vec::as_slice).unwrap_or(&[]) {
+            for &(f, c) in callers_of.get(&node).map(Vec::as_slice).unwrap_or(&[]) {
+                let caller = (f, files[f].calls[c].caller);
                 if readers.insert(caller) {
                     reader_queue.push_back(caller);
                 }
