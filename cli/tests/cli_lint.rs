@@ -264,3 +264,59 @@ fn color_always_colours_human_output() {
     let out = devcheck(&["--color", "never", "lint", "--isolated", "fixtures/lint/d006/devcheck.rs"], root());
     assert!(!stdout(&out).contains("\u{1b}["));
 }
+
+/// Two modules of a crate define a `CtcLoss` with a `forward`; the training loop imports one
+/// (`use crate::loss::ctc::CtcLoss;`), so the per-step read in that one's helper is found, and
+/// nothing in the other. An example imports the other through the crate's name.
+#[test]
+fn imports_decide_which_of_two_same_named_types_a_call_reaches() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    for sub in ["src/loss", "examples"] {
+        std::fs::create_dir_all(d.join(sub)).expect("mkdir");
+    }
+    std::fs::write(
+        d.join("Cargo.toml"),
+        "[package]\nname = \"ocr-train\"\n\n[dependencies]\nburn = \"0.16\"\n",
+    )
+    .expect("write");
+    std::fs::write(d.join("src/lib.rs"), "pub mod loss;\npub mod train;\n").expect("write");
+    std::fs::write(d.join("src/loss/mod.rs"), "pub mod ctc;\npub mod ctc2;\n").expect("write");
+    let loss = |read: &str| {
+        format!(
+            "use burn::tensor::{{backend::Backend, Int, Tensor}};\n\n\
+             pub struct CtcLoss<B: Backend> {{ blank: usize, _b: std::marker::PhantomData<B> }}\n\n\
+             impl<B: Backend> CtcLoss<B> {{\n    \
+                 pub fn new(blank: usize) -> Self {{ Self {{ blank, _b: Default::default() }} }}\n    \
+                 pub fn forward(&self, x: Tensor<B, 2>, lengths: Tensor<B, 1, Int>) -> Tensor<B, 1> {{\n        \
+                     Self::check(lengths);\n        x.sum()\n    }}\n    \
+                 fn check(lengths: Tensor<B, 1, Int>) {{\n        {read}\n    }}\n}}\n"
+        )
+    };
+    std::fs::write(d.join("src/loss/ctc.rs"), loss("let _ = lengths.max().into_scalar();")).expect("write");
+    std::fs::write(d.join("src/loss/ctc2.rs"), loss("let _ = lengths.sum().into_scalar();")).expect("write");
+    std::fs::write(
+        d.join("src/train.rs"),
+        "use burn::tensor::{backend::AutodiffBackend, Int, Tensor};\n\nuse crate::loss::ctc::CtcLoss;\n\n\
+         pub fn train<B: AutodiffBackend>(xs: Vec<(Tensor<B, 2>, Tensor<B, 1, Int>)>) {\n    \
+             for (x, l) in xs {\n        let loss = CtcLoss::new(0).forward(x, l);\n        let _grads = loss.backward();\n    }\n}\n",
+    )
+    .expect("write");
+    let out = devcheck(&["--color", "never", "lint", "--format", "concise", "--preview", "src"], d);
+    let text = stdout(&out);
+    assert_eq!(text.matches(" D005 ").count(), 1, "{text}");
+    assert!(text.contains("src/loss/ctc.rs:12:"), "{text}");
+    // Through the crate's name, from an example: the other one.
+    std::fs::write(
+        d.join("examples/fit.rs"),
+        "use burn::tensor::{backend::AutodiffBackend, Int, Tensor};\nuse ocr_train::loss::ctc2::CtcLoss;\n\n\
+         fn fit<B: AutodiffBackend>(xs: Vec<(Tensor<B, 2>, Tensor<B, 1, Int>)>) {\n    \
+             for (x, l) in xs {\n        let loss = CtcLoss::new(0).forward(x, l);\n        let _grads = loss.backward();\n    }\n}\n\n\
+         fn main() {}\n",
+    )
+    .expect("write");
+    let out = devcheck(&["--color", "never", "lint", "--format", "concise", "--preview", "."], d);
+    let text = stdout(&out);
+    assert_eq!(text.matches(" D005 ").count(), 2, "{text}");
+    assert!(text.contains("src/loss/ctc2.rs:12:"), "{text}");
+}

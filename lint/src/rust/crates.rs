@@ -102,6 +102,9 @@ pub(crate) struct FileSummary {
     pub in_place: Vec<String>,
     /// Findings that wait for the crate, already placed in the file.
     pub pending: Vec<(Diagnostic, Vec<Condition>)>,
+    /// The file's `use` imports: the name in scope (or `*` for a glob) and the path it names
+    /// (`use crate::loss::ctc::CtcLoss as Ctc;` → `Ctc`, `[crate, loss, ctc, CtcLoss]`).
+    pub uses: Vec<(String, Vec<String>)>,
 }
 
 /// Method names that many libraries define: a call by one of these names on a receiver of
@@ -214,6 +217,8 @@ struct PackageInfo {
     apis: ApiSet,
     /// Only binaries: a `src/main.rs` or `src/bin/`, no library target.
     binary_only: bool,
+    /// The library's name as code outside `src/` imports it (`my-crate` → `my_crate`).
+    crate_name: Option<String>,
 }
 
 /// Package roots by directory, looked up once per directory.
@@ -225,6 +230,9 @@ struct Packages {
 impl Packages {
     /// The nearest directory above `file` with a `Cargo.toml`.
     fn root_of(&mut self, file: &Path) -> Option<PathBuf> {
+        // `src/lib.rs` named from the package's own directory has a parent chain that ends
+        // before it: walk from the absolute path.
+        let file = std::path::absolute(file).ok()?;
         let dir = file.parent()?.to_path_buf();
         let mut walked = Vec::new();
         let mut at = Some(dir.as_path());
@@ -270,7 +278,13 @@ impl Packages {
         let has_bin = manifest.contains_key("bin")
             || root.join("src/main.rs").is_file()
             || root.join("src/bin").is_dir();
-        Some(PackageInfo { root: root.to_path_buf(), apis, binary_only: has_bin && !has_lib })
+        let crate_name = manifest
+            .get("lib")
+            .and_then(|l| l.get("name"))
+            .or_else(|| manifest.get("package").and_then(|p| p.get("name")))
+            .and_then(toml::Value::as_str)
+            .map(|n| n.replace('-', "_"));
+        Some(PackageInfo { root: root.to_path_buf(), apis, binary_only: has_bin && !has_lib, crate_name })
     }
 }
 
@@ -300,7 +314,7 @@ impl<'a> Graph<'a> {
         package: Option<&'a PackageInfo>,
         in_place: &'a HashSet<String>,
     ) -> Graph<'a> {
-        let index = Index::new(files);
+        let index = Index::new(files, package);
         let targets: Vec<Vec<Vec<Node>>> = files
             .iter()
             .enumerate()
@@ -474,7 +488,9 @@ impl<'a> Graph<'a> {
     /// Is the file under the package's `src/` (its targets, not its examples, tests or benches)?
     fn in_src(&self, file: usize) -> bool {
         match (self.package, &self.files[file].disk_path) {
-            (Some(p), Some(path)) => path.starts_with(p.root.join("src")),
+            (Some(p), Some(path)) => {
+                std::path::absolute(path).is_ok_and(|path| path.starts_with(p.root.join("src")))
+            }
             _ => false,
         }
     }
@@ -483,6 +499,11 @@ impl<'a> Graph<'a> {
 /// Functions of a group by the names calls use.
 struct Index<'a> {
     files: &'a [&'a FileSummary],
+    /// Each file's module path in its crate (`src/loss/ctc.rs` → `[loss, ctc]`), when it is
+    /// under the package's `src/` (not a binary of `src/bin/`).
+    modules: Vec<Option<Vec<String>>>,
+    /// The package's library name, as its examples and tests import it.
+    crate_name: Option<&'a str>,
     /// (impl type, name) → functions.
     methods: HashMap<(&'a str, &'a str), Vec<Node>>,
     /// name → free functions.
@@ -494,9 +515,15 @@ struct Index<'a> {
 }
 
 impl<'a> Index<'a> {
-    fn new(files: &'a [&'a FileSummary]) -> Index<'a> {
+    fn new(files: &'a [&'a FileSummary], package: Option<&'a PackageInfo>) -> Index<'a> {
+        let modules = files
+            .iter()
+            .map(|s| package.zip(s.disk_path.as_deref()).and_then(|(p, path)| module_path(&p.root, path)))
+            .collect();
         let mut index = Index {
             files,
+            modules,
+            crate_name: package.and_then(|p| p.crate_name.as_deref()),
             methods: HashMap::new(),
             free: HashMap::new(),
             by_name: HashMap::new(),
@@ -539,7 +566,9 @@ impl<'a> Index<'a> {
                 types.iter().flat_map(|t| self.method(sf, t, name)).collect()
             }
             Callee::TypeFn { ty, name } => self.method(file, ty, name),
-            Callee::Free(name) => self.free.get(name.as_str()).map(|v| pick(file, v)).unwrap_or_default(),
+            Callee::Free(name) => {
+                self.free.get(name.as_str()).map(|v| self.pick(file, name, v)).unwrap_or_default()
+            }
             Callee::Method(name) => {
                 if COMMON_METHODS.contains(&name.as_str()) {
                     return Vec::new();
@@ -554,12 +583,38 @@ impl<'a> Index<'a> {
 
     /// `ty::name` (or `ty`'s method `name`), preferring the caller's file.
     fn method(&self, file: usize, ty: &str, name: &str) -> Vec<Node> {
-        self.methods.get(&(ty, name)).map(|v| pick(file, v)).unwrap_or_default()
+        self.methods.get(&(ty, name)).map(|v| self.pick(file, ty, v)).unwrap_or_default()
+    }
+
+    /// The candidates in `file` if there are any, else the only one elsewhere; several elsewhere
+    /// (two modules with a `Block` each) resolve through the file's imports of `name`
+    /// (`use crate::blocks::Block;`), and to none when the imports do not tell.
+    fn pick(&self, file: usize, name: &str, nodes: &[Node]) -> Vec<Node> {
+        let picked = pick(file, nodes);
+        if !picked.is_empty() || nodes.len() < 2 {
+            return picked;
+        }
+        let Some(here) = self.modules.get(file) else { return picked };
+        let modules: Vec<Vec<String>> = self.files[file]
+            .uses
+            .iter()
+            .filter(|(alias, _)| alias == name || alias == "*")
+            .filter_map(|(alias, path)| {
+                let module = if alias == "*" { &path[..] } else { &path[..path.len().saturating_sub(1)] };
+                absolute_module(module, here.as_deref(), self.crate_name)
+            })
+            .collect();
+        let chosen: Vec<Node> = nodes
+            .iter()
+            .copied()
+            .filter(|n| self.modules.get(n.0).and_then(Option::as_ref).is_some_and(|m| modules.contains(m)))
+            .collect();
+        if chosen.len() == 1 { chosen } else { Vec::new() }
     }
 }
 
 /// The candidates in `file` if there are any, else the only one elsewhere; several elsewhere
-/// are ambiguous (two modules with a `Block` each) and resolve to none.
+/// are ambiguous without the imports ([`Index::pick`]).
 fn pick(file: usize, nodes: &[Node]) -> Vec<Node> {
     let here: Vec<Node> = nodes.iter().copied().filter(|n| n.0 == file).collect();
     if !here.is_empty() {
@@ -580,4 +635,85 @@ fn prefer<'s>(file: usize, structs: &[(usize, &'s StructInfo)]) -> Option<(usize
             _ => None,
         })
         .copied()
+}
+
+/// The module a file of the package is (`src/lib.rs` → `[]`, `src/loss/ctc.rs` and
+/// `src/loss/ctc/mod.rs` → `[loss, ctc]`); `None` outside `src/` and for `src/bin/` (crates of
+/// their own).
+fn module_path(root: &Path, file: &Path) -> Option<Vec<String>> {
+    let file = std::path::absolute(file).ok()?;
+    let rel = file.strip_prefix(root.join("src")).ok()?;
+    let mut parts: Vec<String> =
+        rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    if parts.first().is_some_and(|p| p == "bin") {
+        return None;
+    }
+    let last = parts.pop()?;
+    let stem = last.strip_suffix(".rs")?;
+    if !(parts.is_empty() && (stem == "lib" || stem == "main")) && stem != "mod" {
+        parts.push(stem.to_string());
+    }
+    Some(parts)
+}
+
+/// The module an import's path names, from the crate's root: `crate::a::b`, `self::b` and
+/// `super::b` relative to the importing module `here`, `my_crate::a` from outside `src/`, and a
+/// bare `a::b` as a child of `here` (Rust 2018 paths). `None` for other crates.
+fn absolute_module(
+    path: &[String],
+    here: Option<&[String]>,
+    crate_name: Option<&str>,
+) -> Option<Vec<String>> {
+    let (first, rest) = path.split_first()?;
+    match first.as_str() {
+        "crate" => Some(rest.to_vec()),
+        "self" => Some(here?.iter().chain(rest).cloned().collect()),
+        "super" => {
+            let mut base = here?.to_vec();
+            base.pop()?;
+            let mut rest = rest;
+            while let Some((s, more)) = rest.split_first().filter(|(s, _)| *s == "super") {
+                let _ = s;
+                base.pop()?;
+                rest = more;
+            }
+            Some(base.into_iter().chain(rest.iter().cloned()).collect())
+        }
+        name if Some(name) == crate_name => Some(rest.to_vec()),
+        _ => Some(here?.iter().chain(path).cloned().collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(parts: &[&str]) -> Vec<String> {
+        parts.iter().map(|p| p.to_string()).collect()
+    }
+
+    #[test]
+    fn a_file_is_the_module_its_path_says() {
+        let root = Path::new("/w/pkg");
+        assert_eq!(module_path(root, Path::new("/w/pkg/src/lib.rs")), Some(v(&[])));
+        assert_eq!(module_path(root, Path::new("/w/pkg/src/main.rs")), Some(v(&[])));
+        assert_eq!(module_path(root, Path::new("/w/pkg/src/loss/ctc.rs")), Some(v(&["loss", "ctc"])));
+        assert_eq!(module_path(root, Path::new("/w/pkg/src/loss/mod.rs")), Some(v(&["loss"])));
+        assert_eq!(module_path(root, Path::new("/w/pkg/src/bin/serve.rs")), None);
+        assert_eq!(module_path(root, Path::new("/w/pkg/examples/fit.rs")), None);
+    }
+
+    #[test]
+    fn an_import_names_a_module_from_the_crate_root() {
+        let here = v(&["train", "step"]);
+        let here = Some(here.as_slice());
+        assert_eq!(absolute_module(&v(&["crate", "loss", "ctc"]), here, None), Some(v(&["loss", "ctc"])));
+        assert_eq!(absolute_module(&v(&["self", "ctc"]), here, None), Some(v(&["train", "step", "ctc"])));
+        assert_eq!(absolute_module(&v(&["super", "ctc"]), here, None), Some(v(&["train", "ctc"])));
+        assert_eq!(absolute_module(&v(&["super", "super", "ctc"]), here, None), Some(v(&["ctc"])));
+        assert_eq!(absolute_module(&v(&["super", "super", "super"]), here, None), None);
+        assert_eq!(absolute_module(&v(&["ocr", "loss"]), None, Some("ocr")), Some(v(&["loss"])));
+        assert_eq!(absolute_module(&v(&["burn", "nn"]), None, Some("ocr")), None);
+        assert_eq!(absolute_module(&v(&["ctc"]), here, None), Some(v(&["train", "step", "ctc"])));
+    }
 }

@@ -596,6 +596,14 @@ impl<'a, 'f> Walker<'a, 'f> {
         {
             return Callee::FieldMethod { field: field.clone(), name };
         }
+        // `CtcLoss::new(0).forward(..)`: a method of the value a constructor of the type made.
+        if let Expr::Call(c) = recv
+            && let Some(Callee::TypeFn { ty, name: ctor }) =
+                call_callee(c, self.scope.fns.last().and_then(|f| f.self_ty.as_deref()))
+            && (ctor == "new" || ctor == "default" || ctor.starts_with("from") || ctor.starts_with("with"))
+        {
+            return Callee::TypeFn { ty, name };
+        }
         Callee::Method(name)
     }
 
@@ -751,6 +759,10 @@ fn parse_repeat(input: syn::parse::ParseStream<'_>) -> syn::Result<(Expr, Expr)>
 }
 
 impl<'ast> Visit<'ast> for Walker<'_, '_> {
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        flatten_use(&u.tree, &mut Vec::new(), &mut self.summary.uses);
+    }
+
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
         let test = is_cfg_test(&m.attrs);
         let backend = is_backend_name(&m.ident.to_string());
@@ -1502,4 +1514,35 @@ pub(crate) fn takes_a_step(stmts: &[syn::Stmt]) -> bool {
         }
     }
     false
+}
+
+/// The names a `use` brings into scope, each with the path it names (`*` for a glob, with the
+/// module's path).
+fn flatten_use(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<(String, Vec<String>)>) {
+    match tree {
+        syn::UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            flatten_use(&p.tree, prefix, out);
+            prefix.pop();
+        }
+        syn::UseTree::Name(n) => {
+            let name = n.ident.to_string();
+            if name == "self" {
+                if let Some(last) = prefix.last() {
+                    out.push((last.clone(), prefix.clone()));
+                }
+            } else {
+                let mut path = prefix.clone();
+                path.push(name.clone());
+                out.push((name, path));
+            }
+        }
+        syn::UseTree::Rename(r) => {
+            let mut path = prefix.clone();
+            path.push(r.ident.to_string());
+            out.push((r.rename.to_string(), path));
+        }
+        syn::UseTree::Glob(_) => out.push(("*".to_string(), prefix.clone())),
+        syn::UseTree::Group(g) => g.items.iter().for_each(|t| flatten_use(t, prefix, out)),
+    }
 }
