@@ -1,16 +1,20 @@
 //! What a rule can only decide with the whole crate in view: which functions run once per layer
-//! (called, directly or not, from a per-layer loop of another function), which free functions are
-//! an application's entry points (called from `main`), whether the crate deals with devices at
-//! all, which methods the crate defines itself, and what its `Cargo.toml` says.
+//! (called, directly or not, from a per-layer loop of another function), which run at every
+//! training step (they take one, or a step calls them), which read device data back (so a call
+//! to them waits for the device), which free functions are an application's entry points
+//! (called from `main`), whether the crate deals with devices at all, which methods the crate
+//! defines itself, and what its `Cargo.toml` says.
 //!
 //! Each file is parsed once. While the walker reads it, it records a [`FileSummary`]: the
-//! functions it defines, the calls they make (with the loop they sit in), a few crate-wide facts,
-//! and the findings whose fate depends on the crate ([`Condition`]s). Once every file is read,
-//! [`resolve`] groups the files by package (the nearest `Cargo.toml`), builds the call graph and
-//! keeps the pending findings whose conditions hold. The graph is built from names, without
-//! types: a call is resolved only when its target is clear (`self.m()`, `self.field.m()` through
-//! the field's declared type, `Type::f()`, a free function of the crate, a method name the crate
-//! defines once); an unclear call adds no edge, so the graph may miss a path but never invents one.
+//! functions it defines, the calls they make (with the loop and gate they sit in), its `use`
+//! imports, a few crate-wide facts, and the findings whose fate depends on the crate
+//! ([`Condition`]s). Once every file is read, [`resolve`] groups the files by package (the
+//! nearest `Cargo.toml`), builds the call graph and keeps the pending findings whose conditions
+//! hold. The graph is built from names, without types: a call is resolved only when its target
+//! is clear (`self.m()`, `self.field.m()` through the field's declared type, `Type::f()` and
+//! `Type::new(..).m()`, a free function of the crate, a method name the crate defines once; where
+//! several modules define the name, the one the caller's file imports); an unclear call adds no
+//! edge, so the graph may miss a path but never invents one.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
