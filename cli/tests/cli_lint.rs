@@ -298,8 +298,8 @@ fn imports_decide_which_of_two_same_named_types_a_call_reaches() {
     std::fs::write(
         d.join("src/train.rs"),
         "use burn::tensor::{backend::AutodiffBackend, Int, Tensor};\n\nuse crate::loss::ctc::CtcLoss;\n\n\
-         pub fn train<B: AutodiffBackend>(xs: Vec<(Tensor<B, 2>, Tensor<B, 1, Int>)>) {\n    \
-             for (x, l) in xs {\n        let loss = CtcLoss::new(0).forward(x, l);\n        let _grads = loss.backward();\n    }\n}\n",
+         pub fn train<B: AutodiffBackend, M, O>(xs: Vec<(Tensor<B, 2>, Tensor<B, 1, Int>)>, mut model: M, optim: &mut O) {\n    \
+             for (x, l) in xs {\n        let loss = CtcLoss::new(0).forward(x, l);\n        let grads = loss.backward();\n        model = optim.step(1e-3, model, grads);\n    }\n}\n",
     )
     .expect("write");
     let out = devcheck(&["--color", "never", "lint", "--format", "concise", "--preview", "src"], d);
@@ -310,8 +310,8 @@ fn imports_decide_which_of_two_same_named_types_a_call_reaches() {
     std::fs::write(
         d.join("examples/fit.rs"),
         "use burn::tensor::{backend::AutodiffBackend, Int, Tensor};\nuse ocr_train::loss::ctc2::CtcLoss;\n\n\
-         fn fit<B: AutodiffBackend>(xs: Vec<(Tensor<B, 2>, Tensor<B, 1, Int>)>) {\n    \
-             for (x, l) in xs {\n        let loss = CtcLoss::new(0).forward(x, l);\n        let _grads = loss.backward();\n    }\n}\n\n\
+         fn fit<B: AutodiffBackend, M, O>(xs: Vec<(Tensor<B, 2>, Tensor<B, 1, Int>)>, mut model: M, optim: &mut O) {\n    \
+             for (x, l) in xs {\n        let loss = CtcLoss::new(0).forward(x, l);\n        let grads = loss.backward();\n        model = optim.step(1e-3, model, grads);\n    }\n}\n\n\
          fn main() {}\n",
     )
     .expect("write");

@@ -338,6 +338,8 @@ pub(crate) enum Condition {
     /// None of the functions reached by the calls whose names start at these bytes of the file
     /// reads device data back to the host (which would wait for the device).
     NoCallWaits(Vec<usize>),
+    /// One of these loops of the file (by number) takes a training step through a call.
+    InStepLoop(Vec<u32>),
     /// The function is not an entry point: not a free function that `main` calls.
     NotEntry(FnId),
     /// The crate handles devices somewhere (a device parameter or field, or `x.device()`): then a

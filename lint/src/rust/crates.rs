@@ -57,8 +57,8 @@ pub(crate) enum Callee {
     FieldMethod { field: String, name: String },
     /// `Type::f(..)`, with `Self` already replaced by the impl's type.
     TypeFn { ty: String, name: String },
-    /// `f(..)` or `module::f(..)`.
-    Free(String),
+    /// `f(..)`, or `module::f(..)` (`qualified`: the module is named at the call).
+    Free { name: String, qualified: bool },
     /// `x.m(..)` on a receiver of unknown type.
     Method(String),
 }
@@ -81,6 +81,8 @@ pub(crate) struct Call {
     pub gated: bool,
     /// Inside a loop of the caller.
     pub in_loop: bool,
+    /// The loops around the call, outermost first, by their number in the file.
+    pub loops: Vec<u32>,
 }
 
 /// A struct declared in the file, with the type names each field mentions (`Vec<Block>` →
@@ -236,7 +238,7 @@ impl Packages {
     fn root_of(&mut self, file: &Path) -> Option<PathBuf> {
         // `src/lib.rs` named from the package's own directory has a parent chain that ends
         // before it: walk from the absolute path.
-        let file = std::path::absolute(file).ok()?;
+        let file = normalized(file)?;
         let dir = file.parent()?.to_path_buf();
         let mut walked = Vec::new();
         let mut at = Some(dir.as_path());
@@ -301,12 +303,17 @@ struct Graph<'a> {
     package: Option<&'a PackageInfo>,
     /// The callee of each call, by (file, call index); empty when not resolved.
     targets: Vec<Vec<Vec<Node>>>,
+    /// Per file: the call whose name starts at a byte, by that byte.
+    call_at: Vec<HashMap<usize, usize>>,
     per_layer: HashSet<Node>,
     per_step: HashSet<Node>,
     /// Functions that take a training step: themselves, or through a call outside their loops.
     step_fns: HashSet<Node>,
     /// Functions that read device data back to the host, themselves or through a call.
     readers: HashSet<Node>,
+    /// Loops that take a training step through a call (`for batch in data { self.train_step(batch) }`),
+    /// by (file, loop number).
+    step_loops: HashSet<(usize, u32)>,
     entries: HashSet<Node>,
     uses_devices: bool,
     in_place: &'a HashSet<String>,
@@ -389,7 +396,16 @@ impl<'a> Graph<'a> {
                 let caller = (f, call.caller);
                 let once = !call.in_loop && !call.gated;
                 let app = files[f].fns.get(call.caller as usize).is_some_and(|i| i.main || i.test);
-                if once && !app && step_fns.insert(caller) {
+                // A `fit` that warms up with one step and then loops over steps drives training.
+                let drives = || {
+                    calls_of.get(&caller).is_some_and(|cs| {
+                        cs.iter().any(|&k| {
+                            files[f].calls[k].in_loop && targets[f][k].iter().any(|t| step_fns.contains(t))
+                        })
+                    })
+                };
+                if once && !app && !step_fns.contains(&caller) && !drives() {
+                    step_fns.insert(caller);
                     step_queue.push_back(caller);
                 }
             }
@@ -419,8 +435,20 @@ impl<'a> Graph<'a> {
         let mut looped = HashSet::new();
         let mut loop_queue = VecDeque::new();
         let mut called = HashSet::new();
+        // A call to `run` or `step` on a value of unknown type resolves to nothing, but it may well
+        // be a call of the crate's method of that name: such a method is not uncalled.
+        // One in a loop (`for step in 0..n { agent.act_and_train(..) }` through a trait object)
+        // runs again and again.
+        let mut names_called: HashSet<&str> = HashSet::new();
+        let mut names_looped: HashSet<&str> = HashSet::new();
         for (f, s) in files.iter().enumerate() {
             for (c, call) in s.calls.iter().enumerate() {
+                if let Callee::Method(name) = &call.callee {
+                    names_called.insert(name.as_str());
+                    if call.in_loop {
+                        names_looped.insert(name.as_str());
+                    }
+                }
                 for &t in &targets[f][c] {
                     called.insert(t);
                     if call.in_loop && looped.insert(t) {
@@ -429,16 +457,38 @@ impl<'a> Graph<'a> {
                 }
             }
         }
+        // What a method nothing in the crate calls does is its users' to call again and again
+        // (an agent's `act_and_train`), and so is what it calls, every N calls or not.
+        for (f, s) in files.iter().enumerate() {
+            for (i, info) in s.fns.iter().enumerate() {
+                let node = (f, i as FnId);
+                let uncalled = !called.contains(&node) && !names_called.contains(info.name.as_str());
+                let looped_by_name = names_looped.contains(info.name.as_str());
+                if info.method && !info.test && (uncalled || looped_by_name) && looped.insert(node) {
+                    loop_queue.push_back(node);
+                }
+            }
+        }
         spread(&mut looped, loop_queue, false);
-        step_fns.retain(|&(f, i)| {
-            looped.contains(&(f, i))
-                || (!called.contains(&(f, i)) && files[f].fns.get(i as usize).is_some_and(|info| info.method))
-        });
+        step_fns.retain(|node| looped.contains(node));
+        // A loop that calls a step function outside a gate takes a step at every iteration.
+        let mut step_loops = HashSet::new();
+        for (f, s) in files.iter().enumerate() {
+            for (c, call) in s.calls.iter().enumerate() {
+                if let Some(&inner) = call.loops.last()
+                    && !call.gated
+                    && targets[f][c].iter().any(|t| step_fns.contains(t))
+                {
+                    step_loops.insert((f, inner));
+                }
+            }
+        }
         let mut per_step = HashSet::new();
         let mut step_queue = VecDeque::new();
         for (f, s) in files.iter().enumerate() {
             for (c, call) in s.calls.iter().enumerate() {
-                let from_step_fn = step_fns.contains(&(f, call.caller)) && !call.gated;
+                let in_step_loop = call.loops.iter().any(|l| step_loops.contains(&(f, *l)));
+                let from_step_fn = (step_fns.contains(&(f, call.caller)) || in_step_loop) && !call.gated;
                 for &t in &targets[f][c] {
                     if (call.per_step || from_step_fn) && per_step.insert(t) {
                         step_queue.push_back(t);
@@ -447,14 +497,18 @@ impl<'a> Graph<'a> {
             }
         }
         spread(&mut per_step, step_queue, true);
+        let call_at =
+            files.iter().map(|s| s.calls.iter().enumerate().map(|(i, c)| (c.at, i)).collect()).collect();
         Graph {
             files,
             package,
             targets,
+            call_at,
             per_layer,
             per_step,
             step_fns,
             readers,
+            step_loops,
             entries,
             uses_devices: files.iter().any(|s| s.uses_devices),
             in_place,
@@ -466,9 +520,10 @@ impl<'a> Graph<'a> {
             Condition::PerLayer(f) => self.per_layer.contains(&(file, *f)),
             Condition::PerStep(f) => self.per_step.contains(&(file, *f)),
             Condition::TakesStep(f) => self.step_fns.contains(&(file, *f)),
+            Condition::InStepLoop(loops) => loops.iter().any(|l| self.step_loops.contains(&(file, *l))),
             Condition::NoCallWaits(calls) => calls.iter().all(|at| {
-                let call = self.files[file].calls.iter().position(|c| c.at == *at);
-                call.and_then(|c| self.targets[file].get(c))
+                let call = self.call_at.get(file).and_then(|m| m.get(at));
+                call.and_then(|&c| self.targets[file].get(c))
                     .is_none_or(|targets| targets.iter().all(|t| !self.readers.contains(t)))
             }),
             Condition::NotEntry(f) => !self.entries.contains(&(file, *f)),
@@ -479,8 +534,8 @@ impl<'a> Graph<'a> {
                 !self.files[file].apis.is_empty() || self.package.is_some_and(|p| !p.apis.is_empty())
             }
             Condition::CalleeReadsArg { at, arg } => {
-                let call = self.files[file].calls.iter().position(|c| c.at == *at);
-                call.and_then(|c| self.targets[file].get(c)).is_some_and(|targets| {
+                let call = self.call_at.get(file).and_then(|m| m.get(at));
+                call.and_then(|&c| self.targets[file].get(c)).is_some_and(|targets| {
                     targets.iter().any(|&(f, id)| {
                         self.files[f].fns.get(id as usize).is_some_and(|i| i.reads_params.contains(arg))
                     })
@@ -493,7 +548,7 @@ impl<'a> Graph<'a> {
     fn in_src(&self, file: usize) -> bool {
         match (self.package, &self.files[file].disk_path) {
             (Some(p), Some(path)) => {
-                std::path::absolute(path).is_ok_and(|path| path.starts_with(p.root.join("src")))
+                normalized(path).is_some_and(|path| path.starts_with(p.root.join("src")))
             }
             _ => false,
         }
@@ -506,8 +561,9 @@ struct Index<'a> {
     /// Each file's module path in its crate (`src/loss/ctc.rs` → `[loss, ctc]`), when it is
     /// under the package's `src/` (not a binary of `src/bin/`).
     modules: Vec<Option<Vec<String>>>,
-    /// The package's library name, as its examples and tests import it.
-    crate_name: Option<&'a str>,
+    /// Per file: the modules each imported name (or `*`, for globs) comes from, from the crate's
+    /// root, worked out once.
+    imports: Vec<HashMap<String, Vec<Vec<String>>>>,
     /// (impl type, name) → functions.
     methods: HashMap<(&'a str, &'a str), Vec<Node>>,
     /// name → free functions.
@@ -520,14 +576,29 @@ struct Index<'a> {
 
 impl<'a> Index<'a> {
     fn new(files: &'a [&'a FileSummary], package: Option<&'a PackageInfo>) -> Index<'a> {
-        let modules = files
+        let modules: Vec<Option<Vec<String>>> = files
             .iter()
             .map(|s| package.zip(s.disk_path.as_deref()).and_then(|(p, path)| module_path(&p.root, path)))
+            .collect();
+        let crate_name = package.and_then(|p| p.crate_name.as_deref());
+        let imports = files
+            .iter()
+            .zip(&modules)
+            .map(|(s, here)| {
+                let mut by_name: HashMap<String, Vec<Vec<String>>> = HashMap::new();
+                for (alias, path) in &s.uses {
+                    let module = if alias == "*" { &path[..] } else { &path[..path.len().saturating_sub(1)] };
+                    if let Some(m) = absolute_module(module, here.as_deref(), crate_name) {
+                        by_name.entry(alias.clone()).or_default().push(m);
+                    }
+                }
+                by_name
+            })
             .collect();
         let mut index = Index {
             files,
             modules,
-            crate_name: package.and_then(|p| p.crate_name.as_deref()),
+            imports,
             methods: HashMap::new(),
             free: HashMap::new(),
             by_name: HashMap::new(),
@@ -570,8 +641,11 @@ impl<'a> Index<'a> {
                 types.iter().flat_map(|t| self.method(sf, t, name)).collect()
             }
             Callee::TypeFn { ty, name } => self.method(file, ty, name),
-            Callee::Free(name) => {
-                self.free.get(name.as_str()).map(|v| self.pick(file, name, v)).unwrap_or_default()
+            Callee::Free { name, qualified } => {
+                let nodes = self.free.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+                // A qualified call (`metrics::accuracy(..)`) names its module, not the name the
+                // file imports: the imports do not decide between several.
+                if *qualified { pick(file, nodes) } else { self.pick(file, name, nodes) }
             }
             Callee::Method(name) => {
                 if COMMON_METHODS.contains(&name.as_str()) {
@@ -598,20 +672,18 @@ impl<'a> Index<'a> {
         if !picked.is_empty() || nodes.len() < 2 {
             return picked;
         }
-        let Some(here) = self.modules.get(file) else { return picked };
-        let modules: Vec<Vec<String>> = self.files[file]
-            .uses
-            .iter()
-            .filter(|(alias, _)| alias == name || alias == "*")
-            .filter_map(|(alias, path)| {
-                let module = if alias == "*" { &path[..] } else { &path[..path.len().saturating_sub(1)] };
-                absolute_module(module, here.as_deref(), self.crate_name)
-            })
-            .collect();
+        let Some(imports) = self.imports.get(file) else { return picked };
+        let named = imports.get(name).map(Vec::as_slice).unwrap_or(&[]);
+        let globs = imports.get("*").map(Vec::as_slice).unwrap_or(&[]);
+        if named.is_empty() && globs.is_empty() {
+            return picked;
+        }
+        // Several globs can bring the name; only the imports of this very name or the globs count.
+        let from: HashSet<&[String]> = named.iter().chain(globs).map(Vec::as_slice).collect();
         let chosen: Vec<Node> = nodes
             .iter()
             .copied()
-            .filter(|n| self.modules.get(n.0).and_then(Option::as_ref).is_some_and(|m| modules.contains(m)))
+            .filter(|n| self.modules.get(n.0).and_then(Option::as_deref).is_some_and(|m| from.contains(m)))
             .collect();
         if chosen.len() == 1 { chosen } else { Vec::new() }
     }
@@ -641,11 +713,27 @@ fn prefer<'s>(file: usize, structs: &[(usize, &'s StructInfo)]) -> Option<(usize
         .copied()
 }
 
+/// The absolute path, with `.` and `..` worked out by the text alone (`lint . ../examples` names
+/// files of one package two ways).
+fn normalized(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in std::path::absolute(path).ok()?.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    Some(out)
+}
+
 /// The module a file of the package is (`src/lib.rs` → `[]`, `src/loss/ctc.rs` and
 /// `src/loss/ctc/mod.rs` → `[loss, ctc]`); `None` outside `src/` and for `src/bin/` (crates of
 /// their own).
 fn module_path(root: &Path, file: &Path) -> Option<Vec<String>> {
-    let file = std::path::absolute(file).ok()?;
+    let file = normalized(file)?;
     let rel = file.strip_prefix(root.join("src")).ok()?;
     let mut parts: Vec<String> =
         rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
@@ -670,7 +758,8 @@ fn absolute_module(
 ) -> Option<Vec<String>> {
     let (first, rest) = path.split_first()?;
     match first.as_str() {
-        "crate" => Some(rest.to_vec()),
+        // An example's or a binary's `crate::` is that crate, not the library.
+        "crate" => here.map(|_| rest.to_vec()),
         "self" => Some(here?.iter().chain(rest).cloned().collect()),
         "super" => {
             let mut base = here?.to_vec();

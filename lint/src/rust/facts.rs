@@ -510,5 +510,22 @@ impl<'ast> Visit<'ast> for CtorScan<'_, '_> {
         }
     }
 
+    /// A setter of a builder (`fn device(mut self, device: Device) -> Self { self.device = device;
+    /// self }`): the field then holds whatever device the caller gives.
+    fn visit_expr_assign(&mut self, a: &'ast syn::ExprAssign) {
+        syn::visit::visit_expr_assign(self, a);
+        let Some(ty) = self.self_ty else { return };
+        let Some(field) = crate::rust::syntax::self_field(&a.left) else { return };
+        if !matches!(
+            classify_options(self.file, &a.right, &self.env, &Self::no_fields),
+            Some(DevSrc::Follows)
+        ) {
+            return;
+        }
+        if let Some(facts) = self.facts.structs.get_mut(ty) {
+            facts.inits.entry(field.to_string()).or_default().device = Some(DevSrc::Follows);
+        }
+    }
+
     fn visit_item(&mut self, _: &'ast Item) {}
 }

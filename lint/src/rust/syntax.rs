@@ -318,38 +318,37 @@ pub(crate) fn is_cfg_test(attrs: &[Attribute]) -> bool {
     })
 }
 
-/// `#[cfg(feature = "cuda")]` (or `metal`, `wgpu`, ...): code built only when the user asks
-/// for that accelerator, so the device it names is the build's choice. `cfg(not(..))` is not.
+/// `#[cfg(feature = "cuda")]` (or `metal`, `wgpu`, `cuda_backend`, ...; also inside `all(..)` or
+/// `any(..)`): code built only when the user asks for that accelerator, so the device it names is
+/// the build's choice. A feature named only inside `not(..)` is not asked for.
 pub(crate) fn is_cfg_accelerator_feature(attrs: &[Attribute]) -> bool {
-    attrs.iter().any(|a| {
-        if !a.path().is_ident("cfg") {
-            return false;
-        }
-        let syn::Meta::List(list) = &a.meta else { return false };
-        let mut negated = false;
-        for_each_token_ident(list.tokens.clone(), &mut |i| negated |= i == "not");
-        let mut accelerator = false;
-        let mut stack = vec![list.tokens.clone()];
-        while let Some(tokens) = stack.pop() {
-            for tt in tokens {
-                match tt {
-                    TokenTree::Group(g) => stack.push(g.stream()),
-                    TokenTree::Literal(l) => {
-                        let text = l.to_string();
-                        let name = text.trim_matches('"');
-                        accelerator |= ["cuda", "metal", "wgpu", "vulkan", "mps", "cudnn", "rocm", "gpu"]
-                            .iter()
-                            .any(|w| {
-                                name == *w
-                                    || name.starts_with(&format!("{w}-"))
-                                    || name.ends_with(&format!("-{w}"))
-                            });
+    fn accelerator(name: &str) -> bool {
+        name.split(['-', '_'])
+            .any(|w| matches!(w, "cuda" | "metal" | "wgpu" | "vulkan" | "mps" | "cudnn" | "rocm" | "gpu"))
+    }
+    fn asks(tokens: proc_macro2::TokenStream) -> bool {
+        let mut negate_next = false;
+        for tt in tokens {
+            match tt {
+                TokenTree::Ident(i) => negate_next = i == "not",
+                TokenTree::Group(g) => {
+                    if !std::mem::take(&mut negate_next) && asks(g.stream()) {
+                        return true;
                     }
-                    _ => {}
                 }
+                TokenTree::Literal(l) => {
+                    negate_next = false;
+                    if accelerator(l.to_string().trim_matches('"')) {
+                        return true;
+                    }
+                }
+                TokenTree::Punct(_) => {}
             }
         }
-        accelerator && !negated
+        false
+    }
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg") && matches!(&a.meta, syn::Meta::List(list) if asks(list.tokens.clone()))
     })
 }
 

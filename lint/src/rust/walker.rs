@@ -59,6 +59,8 @@ pub(crate) struct FnCx {
     pub host: HashSet<String>,
     /// Every name bound so far (parameters, `let`s): a call through one is a closure's.
     pub locals: HashSet<String>,
+    /// The loops around the node, outermost first, by their number in the file.
+    pub loop_ids: Vec<u32>,
     /// Names bound to a gate: a test that holds every N steps (`let save_now = step % every == 0;`),
     /// or a debug or environment switch.
     pub periodic: HashSet<String>,
@@ -123,6 +125,10 @@ pub(crate) struct Scope {
     /// In the condition of an `if` or a `while`, or what a `match` looks at: the host needs the
     /// value to know which way to go.
     pub deciding: u32,
+    /// Loops of the file numbered so far.
+    pub loops_seen: u32,
+    /// Inside an inline module (`mod inner { .. }`).
+    pub inline_mods: u32,
     /// Inside the impl of a configuration type (`DeviceSetup`, `RunConfig`, `ModelBuilder`) or a
     /// struct literal of one.
     pub config: u32,
@@ -175,6 +181,22 @@ impl Checker<'_, '_> {
     /// Inside a loop whose own body takes a training step.
     pub fn in_step_loop(&self) -> bool {
         self.fun().is_some_and(|f| f.step_loops > 0)
+    }
+
+    /// The function only ever names the CPU as its device (`Device::Cpu`, `NdArray`, and nothing
+    /// of an accelerator): a read there does not wait for one.
+    pub fn cpu_only(&self) -> bool {
+        let Some(f) = self.fun() else { return false };
+        let body = self.file.snippet(&f.body_range);
+        (body.contains("Device::Cpu") || body.contains("NdArray"))
+            && !["cuda", "Cuda", "metal", "Metal", "gpu", "Gpu", "Wgpu", "best_available", "device("]
+                .iter()
+                .any(|w| body.contains(w))
+    }
+
+    /// The loops around the node, outermost first, by their number in the file.
+    pub fn loop_ids(&self) -> &[u32] {
+        self.fun().map(|f| f.loop_ids.as_slice()).unwrap_or(&[])
     }
 
     /// Application code: a binary, an example, a build script, or a `main` function.
@@ -295,9 +317,13 @@ impl<'a, 'f> Walker<'a, 'f> {
         }
         let (self_ty, trait_name) =
             if has_self_impl { self.impls.last().cloned().unwrap_or((None, None)) } else { (None, None) };
+        // An optimizer's own `step`/`backward_step` (in `impl Optimizer for Lbfgs`) is a step.
+        let optimizer_step = trait_name.as_deref().is_some_and(|t| t.contains("Optim"))
+            && (sig.ident == "step" || sig.ident.to_string().starts_with("backward_step"));
         let mut fcx = self.fn_cx(sig, self_ty, trait_name);
         fcx.body_range = self.file.range(body.brace_token.span.join());
-        fcx.step_fn = !fcx.is_main && takes_a_step(&body.stmts);
+        fcx.step_fn =
+            !fcx.is_main && (optimizer_step || (takes_a_step(&body.stmts) && !has_step_loop(&body.stmts)));
         fcx.id = self.register_fn(sig, &fcx);
         for (name, kind) in &fcx.params {
             if *kind == ParamKind::Device {
@@ -385,6 +411,7 @@ impl<'a, 'f> Walker<'a, 'f> {
             host: HashSet::new(),
             locals: params_names,
             periodic: HashSet::new(),
+            loop_ids: Vec::new(),
         }
     }
 
@@ -460,7 +487,10 @@ impl<'a, 'f> Walker<'a, 'f> {
     }
 
     fn enter_loop(&mut self, kind: &LoopKind, bound: &[String]) {
+        let id = self.scope.loops_seen;
+        self.scope.loops_seen = id.saturating_add(1);
         if let Some(f) = self.scope.fns.last_mut() {
+            f.loop_ids.push(id);
             f.loops += 1;
             f.layer_loops += kind.over_self as u32;
             f.per_layer_loops += kind.per_layer as u32;
@@ -478,6 +508,7 @@ impl<'a, 'f> Walker<'a, 'f> {
 
     fn exit_loop(&mut self, kind: &LoopKind, bound: &[String]) {
         if let Some(f) = self.scope.fns.last_mut() {
+            f.loop_ids.pop();
             f.loops = f.loops.saturating_sub(1);
             f.layer_loops = f.layer_loops.saturating_sub(kind.over_self as u32);
             f.per_layer_loops = f.per_layer_loops.saturating_sub(kind.per_layer as u32);
@@ -500,7 +531,21 @@ impl<'a, 'f> Walker<'a, 'f> {
     /// What a `let` says about its name: the device it holds, whether it is a host tensor, whether
     /// it holds a test that holds every N steps.
     fn bind_local(&mut self, l: &syn::Local) {
-        let periodic = l.init.as_ref().is_some_and(|i| self.is_periodic(&i.expr));
+        // Only a test is a gate (`let due = step % every == 0;`, `.map_or(false, |n| ..)`); a block,
+        // a branch or a loop as the value is not looked into (each `let` inside is its own).
+        let periodic = l.init.as_ref().is_some_and(|i| {
+            !matches!(
+                super::syntax::peel(&i.expr),
+                Expr::Block(_)
+                    | Expr::If(_)
+                    | Expr::Match(_)
+                    | Expr::Loop(_)
+                    | Expr::ForLoop(_)
+                    | Expr::While(_)
+                    | Expr::Unsafe(_)
+                    | Expr::Async(_)
+            ) && self.is_periodic(&i.expr)
+        });
         if let Some(f) = self.scope.fns.last_mut() {
             let mut names = Vec::new();
             pat_idents(&l.pat, &mut names);
@@ -567,7 +612,9 @@ impl<'a, 'f> Walker<'a, 'f> {
             return;
         }
         let Some(f) = self.scope.fns.last() else { return };
-        let per_step = (f.step_loops > 0 || f.step_fn) && self.scope.gated == 0;
+        // A step function's calls run at every step only once the crate-wide pass knows that
+        // function runs again and again; a step loop's run at every iteration.
+        let per_step = f.step_loops > 0 && self.scope.gated == 0;
         let gated = self.scope.gated > 0;
         self.summary.calls.push(Call {
             caller: f.id,
@@ -578,6 +625,7 @@ impl<'a, 'f> Walker<'a, 'f> {
             per_step,
             gated,
             in_loop: f.loops > 0,
+            loops: f.loop_ids.clone(),
         });
     }
 
@@ -610,15 +658,31 @@ impl<'a, 'f> Walker<'a, 'f> {
     /// A host read in the function (it waits for the device), and whether it reads one of the
     /// function's own parameters (`t.to_data()` in `fn get(t: &Tensor)`).
     fn note_param_read(&mut self, m: &ExprMethodCall) {
-        if self.scope.test > 0 || !is_host_read(self.file.apis, &m.method.to_string(), m.turbofish.is_some())
-        {
+        if self.scope.test > 0 {
             return;
         }
         let Some(f) = self.scope.fns.last() else { return };
-        if !is_host_tensor(self.file, &m.receiver, &f.env, &|n| f.host.contains(n))
+        let name = m.method.to_string();
+        // A copy to the CPU (`pred.to_device(&Device::Cpu)?`) waits for the device as a read does.
+        let to_cpu = || {
+            super::api::is_transfer_method(self.file.apis, &name)
+                && (name == "cpu"
+                    || m.args.first().is_some_and(|a| {
+                        matches!(
+                            classify_options(self.file, a, &f.env, &|_| None),
+                            Some(DevSrc::Fixed { kind: super::device::FixedKind::Cpu, .. })
+                        )
+                    }))
+        };
+        let read = is_host_read(self.file.apis, &name, m.turbofish.is_some());
+        if (read || to_cpu())
+            && !is_host_tensor(self.file, &m.receiver, &f.env, &|n| f.host.contains(n))
             && let Some(info) = self.summary.fns.get_mut(f.id as usize)
         {
             info.reads_host = true;
+        }
+        if !read {
+            return;
         }
         let Some(root) = as_ident(chain_root(&m.receiver)) else { return };
         let Some(pos) = f.params.iter().position(|(n, _)| root == n) else { return };
@@ -722,11 +786,15 @@ impl<'a, 'f> Walker<'a, 'f> {
         };
         let quiet = logging || name.starts_with("debug_assert") || name.starts_with("assert");
         let debug_only = matches!(name.as_str(), "debug" | "trace") || name.starts_with("debug_assert");
+        // An assertion's condition decides whether the program stops: the host needs it.
+        let deciding = is_assert_macro(&name) || name == "ensure";
         self.scope.log_macro += quiet as u32;
         self.scope.debug_macro += debug_only as u32;
+        self.scope.deciding += deciding as u32;
         for e in &args {
             self.visit_expr(e);
         }
+        self.scope.deciding -= deciding as u32;
         self.scope.debug_macro -= debug_only as u32;
         self.scope.log_macro -= quiet as u32;
     }
@@ -760,22 +828,32 @@ fn parse_repeat(input: syn::parse::ParseStream<'_>) -> syn::Result<(Expr, Expr)>
 
 impl<'ast> Visit<'ast> for Walker<'_, '_> {
     fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
-        flatten_use(&u.tree, &mut Vec::new(), &mut self.summary.uses);
+        // Imports of an inline module (`mod tests { use super::*; }`) are that module's.
+        if self.scope.inline_mods == 0 {
+            flatten_use(&u.tree, &mut Vec::new(), &mut self.summary.uses);
+        }
     }
 
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
         let test = is_cfg_test(&m.attrs);
         let backend = is_backend_name(&m.ident.to_string());
+        let built_for = is_cfg_accelerator_feature(&m.attrs);
         self.scope.test += test as u32;
         self.scope.backend += backend as u32;
+        self.scope.probe += built_for as u32;
+        self.scope.inline_mods += 1;
         visit::visit_item_mod(self, m);
+        self.scope.inline_mods -= 1;
+        self.scope.probe -= built_for as u32;
         self.scope.backend -= backend as u32;
         self.scope.test -= test as u32;
     }
 
     fn visit_item_impl(&mut self, imp: &'ast syn::ItemImpl) {
         let test = is_cfg_test(&imp.attrs);
+        let built_for = is_cfg_accelerator_feature(&imp.attrs);
         self.scope.test += test as u32;
+        self.scope.probe += built_for as u32;
         let trait_name =
             imp.trait_.as_ref().and_then(|(_, p, _)| p.segments.last()).map(|s| s.ident.to_string());
         let conversion = trait_name.as_deref().is_some_and(|t| {
@@ -789,6 +867,7 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
         self.impls.pop();
         self.scope.config -= config as u32;
         self.scope.conversion -= conversion as u32;
+        self.scope.probe -= built_for as u32;
         self.scope.test -= test as u32;
     }
 
@@ -1280,7 +1359,7 @@ fn call_callee(c: &syn::ExprCall, self_ty: Option<&str>) -> Option<Callee> {
     let segs = &p.path.segments;
     let name = segs.last()?.ident.to_string();
     if segs.len() == 1 {
-        return Some(Callee::Free(name));
+        return Some(Callee::Free { name, qualified: false });
     }
     let owner = segs[segs.len() - 2].ident.to_string();
     if owner == "Self" {
@@ -1288,7 +1367,7 @@ fn call_callee(c: &syn::ExprCall, self_ty: Option<&str>) -> Option<Callee> {
     }
     // `crate::m::f`, `super::f`, `module::f`: a path of modules ends in a free function.
     if owner.starts_with(|c: char| c.is_ascii_lowercase()) {
-        return Some(Callee::Free(name));
+        return Some(Callee::Free { name, qualified: true });
     }
     Some(Callee::TypeFn { ty: owner, name })
 }
@@ -1335,6 +1414,9 @@ pub(crate) fn cond_flags(cond: &Expr) -> CondFlags {
                 || lower == "env"
                 || lower == "var"
                 || lower == "var_os"
+                // `step.is_multiple_of(100)`, `last_log.elapsed() >= every`: every N steps or seconds.
+                || lower == "is_multiple_of"
+                || lower == "elapsed"
             {
                 self.0.gated = true;
             }
@@ -1472,10 +1554,17 @@ fn let_bindings(cond: &Expr, out: &mut Vec<String>) {
     }
 }
 
-/// Do these statements take a training step themselves — `loss.backward()`, an optimizer's
-/// `step(..)` or `backward_step(..)` — outside any loop, closure or item of their own?
+/// Do these statements take a training step themselves, outside any loop, closure or item of
+/// their own: an optimizer's `step(..)` or `backward_step(..)`, burn's `TrainOutput::new(..)`
+/// (the `Learner` steps with it), or `loss.backward()` with a hand-written update of the weights
+/// (`var.set(..)`)? A gradient alone (`.backward()` in a sampler or a saliency map) is not one.
 pub(crate) fn takes_a_step(stmts: &[syn::Stmt]) -> bool {
-    struct Steps(bool);
+    #[derive(Default)]
+    struct Steps {
+        step: bool,
+        backward: bool,
+        update: bool,
+    }
     impl<'ast> Visit<'ast> for Steps {
         fn visit_expr_method_call(&mut self, m: &'ast ExprMethodCall) {
             let name = m.method.to_string();
@@ -1489,16 +1578,32 @@ pub(crate) fn takes_a_step(stmts: &[syn::Stmt]) -> bool {
                 }
                 .map(|n| n.to_ascii_lowercase());
                 root.is_some_and(|r| {
-                    r == "opt" || r.contains("optim") || r.contains("adam") || r.contains("sgd")
+                    r == "opt"
+                        || r.starts_with("opt_")
+                        || r.ends_with("_opt")
+                        || r == "optim"
+                        || r.starts_with("optim_")
+                        || r.ends_with("_optim")
+                        || r.contains("optimizer")
+                        || r.contains("optimiser")
+                        || r.contains("adam")
+                        || r.contains("sgd")
                 })
             };
-            if (name == "backward" && m.args.is_empty())
-                || name.starts_with("backward_step")
-                || (name == "step" && optimizer())
-            {
-                self.0 = true;
+            if name.starts_with("backward_step") || (name == "step" && optimizer()) {
+                self.step = true;
             }
+            self.backward |= name == "backward" && m.args.is_empty();
+            self.update |= name == "set" && m.args.len() == 1;
             visit::visit_expr_method_call(self, m);
+        }
+        fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
+            if let Expr::Path(p) = &*c.func
+                && super::syntax::path_ends_with(&p.path, &["TrainOutput", "new"])
+            {
+                self.step = true;
+            }
+            visit::visit_expr_call(self, c);
         }
         fn visit_expr_for_loop(&mut self, _: &'ast syn::ExprForLoop) {}
         fn visit_expr_while(&mut self, _: &'ast syn::ExprWhile) {}
@@ -1506,14 +1611,11 @@ pub(crate) fn takes_a_step(stmts: &[syn::Stmt]) -> bool {
         fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
         fn visit_item(&mut self, _: &'ast syn::Item) {}
     }
-    let mut steps = Steps(false);
+    let mut steps = Steps::default();
     for stmt in stmts {
         steps.visit_stmt(stmt);
-        if steps.0 {
-            return true;
-        }
     }
-    false
+    steps.step || (steps.backward && steps.update)
 }
 
 /// The names a `use` brings into scope, each with the path it names (`*` for a glob, with the
@@ -1545,4 +1647,28 @@ fn flatten_use(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<(Str
         syn::UseTree::Glob(_) => out.push(("*".to_string(), prefix.clone())),
         syn::UseTree::Group(g) => g.items.iter().for_each(|t| flatten_use(t, prefix, out)),
     }
+}
+
+/// Does a loop of these statements take a training step in its own body (a `fit` that warms up
+/// with one step, then loops over batches, drives training rather than being one step)?
+fn has_step_loop(stmts: &[syn::Stmt]) -> bool {
+    struct Loops(bool);
+    impl<'ast> Visit<'ast> for Loops {
+        fn visit_expr_for_loop(&mut self, f: &'ast syn::ExprForLoop) {
+            self.0 |= takes_a_step(&f.body.stmts);
+            visit::visit_expr_for_loop(self, f);
+        }
+        fn visit_expr_while(&mut self, w: &'ast syn::ExprWhile) {
+            self.0 |= takes_a_step(&w.body.stmts);
+            visit::visit_expr_while(self, w);
+        }
+        fn visit_expr_loop(&mut self, l: &'ast syn::ExprLoop) {
+            self.0 |= takes_a_step(&l.body.stmts);
+            visit::visit_expr_loop(self, l);
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut loops = Loops(false);
+    stmts.iter().for_each(|s| loops.visit_stmt(s));
+    loops.0
 }

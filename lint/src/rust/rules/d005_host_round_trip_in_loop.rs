@@ -122,24 +122,40 @@ impl Rule for Check {
     /// A host read outside any per-layer loop of its function: a finding if the function itself
     /// runs once per layer.
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
-        let Expr::MethodCall(m) = e else { return };
+        if !matches!(e, Expr::MethodCall(_) | Expr::Call(_)) {
+            return;
+        }
         if cx.in_test() || cx.scope.device_branch > 0 || cx.scope.error_branch > 0 {
             return;
         }
         let Some(f) = cx.fun() else { return };
-        if is_setup_or_report(&f.name) {
+        // A reporting function (`log_progress`) called at every training step still waits at
+        // every step; only set-up code is left alone here.
+        if is_setup(&f.name) {
             return;
         }
-        let Some(what) = read_name(cx.file, m) else { return };
-        if is_host_tensor(cx.file, &m.receiver, &f.env, &|n| f.host.contains(n)) {
+        let (what, read, range) = match e {
+            Expr::MethodCall(m) => {
+                let Some(what) = read_name(cx.file, m).or_else(|| tch_conversion_method(cx.file, m)) else {
+                    return;
+                };
+                (what, &*m.receiver, cx.file.range(m.method.span()))
+            }
+            Expr::Call(c) => {
+                let Some((what, arg)) = tch_conversion_call(cx.file, c) else { return };
+                (what, arg, cx.file.range(c.func.span()))
+            }
+            _ => return,
+        };
+        let m = Receiver { receiver: read };
+        if is_host_tensor(cx.file, m.receiver, &f.env, &|n| f.host.contains(n)) {
             return;
         }
-        let range = cx.file.range(m.method.span());
         // A training step: every read waits for the step's queued work, also one printed (a
         // `println!` runs at every step; `debug!` does not at the default level). Not a token
         // picked by `argmax` or a sampler, nor a read in a branch taken every N steps, nor one
         // that decides which way the code goes (`if grad_norm.to_scalar()? < tol { .. }`).
-        let chosen = || reads_a_choice(&m.receiver);
+        let chosen = || reads_a_choice(m.receiver);
         let each_step = cx.scope.gated == 0 && cx.scope.debug_macro == 0 && cx.scope.deciding == 0 && !chosen();
         if each_step && cx.in_step_loop() && !self.offloads.contains(&range.start) {
             if self.reported.insert(range.start) {
@@ -156,11 +172,16 @@ impl Rule for Check {
         let per_step: Vec<Finding> = if each_step && !self.offloads.contains(&range.start) {
             let takes_step = at_every_step(&what, range.clone(), None).only_if(Condition::TakesStep(f.id));
             let called = at_every_step(&what, range.clone(), Some(&f.name)).only_if(Condition::PerStep(f.id));
-            vec![takes_step, called]
+            let mut found = vec![takes_step, called];
+            let loops = cx.loop_ids();
+            if !loops.is_empty() {
+                found.insert(0, at_every_step(&what, range.clone(), None).only_if(Condition::InStepLoop(loops.to_vec())));
+            }
+            found
         } else {
             Vec::new()
         };
-        if cx.quiet() {
+        if cx.quiet() || is_report(&f.name) {
             out.extend(per_step);
             return;
         }
@@ -179,6 +200,40 @@ impl Rule for Check {
         );
         out.extend(per_step);
     }
+}
+
+/// What a read reads.
+struct Receiver<'e> {
+    receiver: &'e Expr,
+}
+
+/// tch's conversions of a tensor to host values: `f32::try_from(&t)`, `f64::try_from(t)`,
+/// `Vec::<f32>::try_from(&t)`, `ArrayD::<f32>::try_from(..)`. (`i64::try_from(n)` is as often a
+/// number's conversion, and is left alone.)
+fn tch_conversion_call<'e>(file: &FileCx<'_>, c: &'e syn::ExprCall) -> Option<(String, &'e Expr)> {
+    if !file.apis.is(Api::Tch) || c.args.len() != 1 {
+        return None;
+    }
+    let Expr::Path(p) = &*c.func else { return None };
+    let segs: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
+    let [.., ty, f] = segs.as_slice() else { return None };
+    if f != "try_from" || !matches!(ty.as_str(), "f32" | "f64" | "Vec" | "ArrayD" | "Array1" | "Array2") {
+        return None;
+    }
+    Some((format!("{ty}::try_from(..)"), c.args.first()?))
+}
+
+/// `t.f_sum(Kind::Float)?.try_into()?`: tch's conversion of a reduced tensor to a host value.
+fn tch_conversion_method(file: &FileCx<'_>, m: &ExprMethodCall) -> Option<String> {
+    if !file.apis.is(Api::Tch) || m.method != "try_into" || !m.args.is_empty() {
+        return None;
+    }
+    let reduced = chain_calls(&m.receiver).iter().any(|c| {
+        let name = c.method.to_string();
+        let name = name.strip_prefix("f_").unwrap_or(&name);
+        matches!(name, "sum" | "mean" | "max" | "min" | "norm" | "argmax" | "sum_dim_intlist" | "mean_dim")
+    });
+    reduced.then(|| ".try_into()".to_string())
 }
 
 /// A read that waits for the device at every training step: in the step's own code, or in a
@@ -246,13 +301,17 @@ fn read_name(file: &FileCx<'_>, m: &ExprMethodCall) -> Option<String> {
 /// Setup code (`new`, `load`, `init_weights`: it runs once) and reporting code (`print_stats`,
 /// `dump`, `log_metrics`: its reads are for people) read the host on purpose.
 fn is_setup_or_report(name: &str) -> bool {
+    is_setup(name) || is_report(name)
+}
+
+fn is_setup(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
-    ["new", "load", "init", "build", "setup", "save", "export", "from_", "create"]
-        .iter()
-        .any(|w| name.starts_with(w))
-        || ["print", "log", "dump", "report", "stats", "debug", "summary", "display", "show"]
-            .iter()
-            .any(|w| name.contains(w))
+    ["new", "load", "init", "build", "setup", "save", "export", "from_", "create"].iter().any(|w| name.starts_with(w))
+}
+
+fn is_report(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["print", "log", "dump", "report", "stats", "debug", "summary", "display", "show"].iter().any(|w| name.contains(w))
 }
 
 /// A read that yields one number (rather than a whole tensor's data).
@@ -298,6 +357,12 @@ fn reads_a_choice(e: &Expr) -> bool {
         e = peel(&m.receiver);
     }
     false
+}
+
+/// A sampler's name (`sample`, `sample_top_p`, `logits_processor.sample`), not a resampling of a
+/// signal or an image (`upsample_nearest2d`, `downsample`, `resample`).
+fn is_sampling(name: &str) -> bool {
+    name.contains("sample") && !name.contains("upsample") && !name.contains("downsample") && !name.contains("resample")
 }
 
 /// Methods whose result is a discrete choice over a tensor: reading it is sampling.
@@ -700,7 +765,7 @@ impl<'ast> Visit<'ast> for LoopScan<'_, '_> {
                 } else if let Expr::Path(p) = &*c.func
                     && let Some(last) = p.path.segments.last()
                 {
-                    if last.ident.to_string().contains("sample") {
+                    if is_sampling(&last.ident.to_string()) {
                         self.sampled |= c.args.iter().fold(0, |m, a| m | self.mask_of(a));
                     }
                     let at = self.file.range(c.func.span());
@@ -719,7 +784,7 @@ impl<'ast> Visit<'ast> for LoopScan<'_, '_> {
                         if is_transfer_method(self.file.apis, &method) && mask != 0 {
                             self.sinks.push((self.file.range(m.method.span()), mask));
                         }
-                        if method.contains("sample") {
+                        if is_sampling(&method) {
                             // `sample_top_p(&logits, ..)`, or a distribution built from the read
                             // values: `WeightedIndex::new(&probs)?.sample(&mut rng)`.
                             self.sampled |= m.args.iter().fold(self.mask_of(&m.receiver), |acc, a| acc | self.mask_of(a));

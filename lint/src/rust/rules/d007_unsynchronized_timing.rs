@@ -111,6 +111,10 @@ impl Rule for Check {
             let Some(end) = b.stmts.iter().skip(i + 1).position(|s| reads_timer(s, &timer)) else { continue };
             let region = &b.stmts[i + 1..i + 1 + end];
             let end_stmt = &b.stmts[i + 1 + end];
+            // Read only inside `debug!`/`trace!`: nothing is measured at the default log level.
+            if debug_only(end_stmt) {
+                continue;
+            }
             // What the block computed before the timer started (the hook runs as the block is
             // entered, before its statements are read).
             let mut before = Flow::new(cx, self.device_values.last().cloned().unwrap_or_default());
@@ -125,7 +129,7 @@ impl Rule for Check {
             }
             flow.partial_end(end_stmt);
             let Some(work) = flow.first_work.clone() else { continue };
-            if !flow.pending || cpu_only(cx) {
+            if !flow.pending || cx.cpu_only() {
                 continue;
             }
             let mut finding = Finding::new(
@@ -135,7 +139,7 @@ impl Rule for Check {
             )
             .label("read before the device has finished")
             .related(cx.file.range(stmt.span()), "timer started here")
-            .related(work, "device work queued here")
+            .related(work.clone(), "device work queued here")
             .help(sync_help(cx.file.apis));
             // A file that names no tensor library is judged by its package's dependencies.
             if cx.file.apis.is_empty() {
@@ -143,13 +147,23 @@ impl Rule for Check {
             }
             // A function of the crate called in the region that reads device data back (a decoder
             // that reads each token) waits for the device before the timer is read.
-            let calls = calls_in(cx, region);
+            let calls: Vec<usize> = calls_in(cx, region).into_iter().filter(|&at| at >= work.start).collect();
             if !calls.is_empty() {
                 finding = finding.only_if(Condition::NoCallWaits(calls));
             }
             out.push(finding);
         }
     }
+}
+
+/// Is the statement a `debug!`/`trace!` (as `log::debug!` or `tracing::trace!` too)?
+fn debug_only(s: &Stmt) -> bool {
+    let mac = match s {
+        Stmt::Macro(m) => &m.mac,
+        Stmt::Expr(Expr::Macro(m), _) => &m.mac,
+        _ => return false,
+    };
+    mac.path.segments.last().is_some_and(|s| s.ident == "debug" || s.ident == "trace")
 }
 
 /// Where the names of the calls in these statements start (how the crate-wide pass knows them).
@@ -171,16 +185,6 @@ fn calls_in(cx: &Checker<'_, '_>, stmts: &[Stmt]) -> Vec<usize> {
         calls.visit_stmt(s);
     }
     calls.1
-}
-
-/// True when the function only ever names the CPU as its device: timing is then exact.
-fn cpu_only(cx: &Checker<'_, '_>) -> bool {
-    let Some(f) = cx.fun() else { return false };
-    let body = cx.file.snippet(&f.body_range);
-    (body.contains("Device::Cpu") || body.contains("NdArray"))
-        && !["cuda", "Cuda", "metal", "Metal", "gpu", "Gpu", "Wgpu", "best_available", "device("]
-            .iter()
-            .any(|w| body.contains(w))
 }
 
 /// Does the statement read the timer (`t.elapsed()`, `Instant::now() - t`, `.duration_since(t)`)?
