@@ -381,15 +381,7 @@ impl<'a> Graph<'a> {
         }
         // A function that calls one that takes a step, once per call (outside its loops and
         // gates), takes a step too (an agent's `train_step` that calls `train_critic`).
-        let mut step_fns: HashSet<Node> = HashSet::new();
-        let mut step_queue = VecDeque::new();
-        for (f, s) in files.iter().enumerate() {
-            for (i, info) in s.fns.iter().enumerate() {
-                if info.takes_step && step_fns.insert((f, i as FnId)) {
-                    step_queue.push_back((f, i as FnId));
-                }
-            }
-        }
+        let (mut step_fns, mut step_queue) = functions_where(files, |info| info.takes_step);
         while let Some(node) = step_queue.pop_front() {
             for &(f, c) in callers_of.get(&node).map(Vec::as_slice).unwrap_or(&[]) {
                 let call = &files[f].calls[c];
@@ -411,15 +403,7 @@ impl<'a> Graph<'a> {
             }
         }
         // A caller of a function that reads device data back waits for the device too.
-        let mut readers: HashSet<Node> = HashSet::new();
-        let mut reader_queue = VecDeque::new();
-        for (f, s) in files.iter().enumerate() {
-            for (i, info) in s.fns.iter().enumerate() {
-                if info.reads_host && readers.insert((f, i as FnId)) {
-                    reader_queue.push_back((f, i as FnId));
-                }
-            }
-        }
+        let (mut readers, mut reader_queue) = functions_where(files, |info| info.reads_host);
         while let Some(node) = reader_queue.pop_front() {
             for &(f, c) in callers_of.get(&node).map(Vec::as_slice).unwrap_or(&[]) {
                 let caller = (f, files[f].calls[c].caller);
@@ -711,6 +695,21 @@ fn prefer<'s>(file: usize, structs: &[(usize, &'s StructInfo)]) -> Option<(usize
             _ => None,
         })
         .copied()
+}
+
+/// The functions of the group that `holds` says are so, as a set and as a queue to walk from.
+fn functions_where(
+    files: &[&FileSummary],
+    holds: impl Fn(&FnInfo) -> bool,
+) -> (HashSet<Node>, VecDeque<Node>) {
+    let nodes: Vec<Node> = files
+        .iter()
+        .enumerate()
+        .flat_map(|(f, s)| {
+            s.fns.iter().enumerate().filter(|(_, i)| holds(i)).map(move |(i, _)| (f, i as FnId))
+        })
+        .collect();
+    (nodes.iter().copied().collect(), nodes.into_iter().collect())
 }
 
 /// The absolute path, with `.` and `..` worked out by the text alone (`lint . ../examples` names
