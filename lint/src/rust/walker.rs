@@ -63,7 +63,7 @@ pub(crate) struct FnCx {
     pub loop_ids: Vec<u32>,
     /// Names bound to a gate: a test that holds every N steps (`let save_now = step % every == 0;`),
     /// or a debug or environment switch.
-    pub periodic: HashSet<String>,
+    pub gate_names: HashSet<String>,
 }
 
 impl FnCx {
@@ -410,7 +410,7 @@ impl<'a, 'f> Walker<'a, 'f> {
             env: DevEnv::default(),
             host: HashSet::new(),
             locals: params_names,
-            periodic: HashSet::new(),
+            gate_names: HashSet::new(),
             loop_ids: Vec::new(),
         }
     }
@@ -533,7 +533,7 @@ impl<'a, 'f> Walker<'a, 'f> {
     fn bind_local(&mut self, l: &syn::Local) {
         // Only a test is a gate (`let due = step % every == 0;`, `.map_or(false, |n| ..)`); a block,
         // a branch or a loop as the value is not looked into (each `let` inside is its own).
-        let periodic = l.init.as_ref().is_some_and(|i| {
+        let gate = l.init.as_ref().is_some_and(|i| {
             !matches!(
                 super::syntax::peel(&i.expr),
                 Expr::Block(_)
@@ -544,16 +544,16 @@ impl<'a, 'f> Walker<'a, 'f> {
                     | Expr::While(_)
                     | Expr::Unsafe(_)
                     | Expr::Async(_)
-            ) && self.is_periodic(&i.expr)
+            ) && self.is_gate(&i.expr)
         });
         if let Some(f) = self.scope.fns.last_mut() {
             let mut names = Vec::new();
             pat_idents(&l.pat, &mut names);
             for n in &names {
-                if periodic {
-                    f.periodic.insert(n.clone());
+                if gate {
+                    f.gate_names.insert(n.clone());
                 } else {
-                    f.periodic.remove(n);
+                    f.gate_names.remove(n);
                 }
             }
             f.locals.extend(names);
@@ -698,16 +698,16 @@ impl<'a, 'f> Walker<'a, 'f> {
 
     /// Is the condition a gate ([`cond_flags`]: every N steps, debugging, an environment switch), or
     /// does it use a name bound to one?
-    fn is_periodic(&self, cond: &Expr) -> bool {
+    fn is_gate(&self, cond: &Expr) -> bool {
         if cond_flags(cond).gated {
             return true;
         }
         let Some(f) = self.scope.fns.last() else { return false };
-        if f.periodic.is_empty() {
+        if f.gate_names.is_empty() {
             return false;
         }
         let mut hit = false;
-        super::syntax::for_each_ident(cond, |i| hit |= f.periodic.contains(&i.to_string()));
+        super::syntax::for_each_ident(cond, |i| hit |= f.gate_names.contains(&i.to_string()));
         hit
     }
 
@@ -956,7 +956,7 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
         // After a guard that leaves unless it is time (`if !(step % every == 0) { return; }`),
         // the rest runs every N steps.
         let mut guarded = 0;
-        let mut periodic = 0;
+        let mut gated_rest = 0;
         for stmt in &b.stmts {
             self.visit_stmt(stmt);
             if is_device_guard(stmt) {
@@ -966,14 +966,14 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
             if let syn::Stmt::Expr(Expr::If(i), _) = stmt
                 && i.else_branch.is_none()
                 && diverges(&i.then_branch)
-                && self.is_periodic(&i.cond)
+                && self.is_gate(&i.cond)
             {
-                periodic += 1;
+                gated_rest += 1;
                 self.scope.gated += 1;
             }
         }
         self.scope.device_branch -= guarded;
-        self.scope.gated -= periodic;
+        self.scope.gated -= gated_rest;
     }
 
     fn visit_stmt(&mut self, s: &'ast syn::Stmt) {
@@ -1057,7 +1057,7 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
             Expr::MethodCall(m) => self.visit_method_call(m),
             Expr::If(i) => {
                 let mut flags = cond_flags(&i.cond);
-                flags.gated |= self.is_periodic(&i.cond);
+                flags.gated |= self.is_gate(&i.cond);
                 self.scope.deciding += 1;
                 self.visit_expr(&i.cond);
                 self.scope.deciding -= 1;

@@ -147,15 +147,14 @@ impl Rule for Check {
             }
             _ => return,
         };
-        let m = Receiver { receiver: read };
-        if is_host_tensor(cx.file, m.receiver, &f.env, &|n| f.host.contains(n)) {
+        if is_host_tensor(cx.file, read, &f.env, &|n| f.host.contains(n)) {
             return;
         }
         // A training step: every read waits for the step's queued work, also one printed (a
         // `println!` runs at every step; `debug!` does not at the default level). Not a token
         // picked by `argmax` or a sampler, nor a read in a branch taken every N steps, nor one
         // that decides which way the code goes (`if grad_norm.to_scalar()? < tol { .. }`).
-        let chosen = || reads_a_choice(m.receiver);
+        let chosen = || reads_a_choice(read);
         let each_step = cx.scope.gated == 0 && cx.scope.debug_macro == 0 && cx.scope.deciding == 0 && !chosen();
         if each_step && cx.in_step_loop() && !self.offloads.contains(&range.start) {
             if self.reported.insert(range.start) {
@@ -200,11 +199,6 @@ impl Rule for Check {
         );
         out.extend(per_step);
     }
-}
-
-/// What a read reads.
-struct Receiver<'e> {
-    receiver: &'e Expr,
 }
 
 /// tch's conversions of a tensor to host values: `f32::try_from(&t)`, `f64::try_from(t)`,
