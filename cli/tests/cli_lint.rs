@@ -320,3 +320,77 @@ fn imports_decide_which_of_two_same_named_types_a_call_reaches() {
     assert_eq!(text.matches(" D005 ").count(), 2, "{text}");
     assert!(text.contains("src/loss/ctc2.rs:12:"), "{text}");
 }
+
+/// The same two `CtcLoss` types; the training loop names one through a re-export of its parent
+/// module (`pub use ctc::CtcLoss;` in `loss/mod.rs`) and under another name
+/// (`use crate::loss::CtcLoss as Ctc;`): the read in that one's helper is found, nothing in the
+/// other.
+#[test]
+fn renamed_and_reexported_imports_reach_their_type() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("src/loss")).expect("mkdir");
+    std::fs::write(
+        d.join("Cargo.toml"),
+        "[package]\nname = \"ocr-train\"\n\n[dependencies]\nburn = \"0.16\"\n",
+    )
+    .expect("write");
+    std::fs::write(d.join("src/lib.rs"), "pub mod loss;\npub mod train;\n").expect("write");
+    std::fs::write(d.join("src/loss/mod.rs"), "pub mod ctc;\npub mod ctc2;\npub use ctc::CtcLoss;\n")
+        .expect("write");
+    let loss = |read: &str| {
+        format!(
+            "use burn::tensor::{{backend::Backend, Int, Tensor}};\n\n\
+             pub struct CtcLoss<B: Backend> {{ blank: usize, _b: std::marker::PhantomData<B> }}\n\n\
+             impl<B: Backend> CtcLoss<B> {{\n    \
+                 pub fn new(blank: usize) -> Self {{ Self {{ blank, _b: Default::default() }} }}\n    \
+                 pub fn forward(&self, x: Tensor<B, 2>, lengths: Tensor<B, 1, Int>) -> Tensor<B, 1> {{\n        \
+                     Self::check(lengths);\n        x.sum()\n    }}\n    \
+                 fn check(lengths: Tensor<B, 1, Int>) {{\n        {read}\n    }}\n}}\n"
+        )
+    };
+    std::fs::write(d.join("src/loss/ctc.rs"), loss("let _ = lengths.max().into_scalar();")).expect("write");
+    std::fs::write(d.join("src/loss/ctc2.rs"), loss("let _ = lengths.sum().into_scalar();")).expect("write");
+    std::fs::write(
+        d.join("src/train.rs"),
+        "use burn::tensor::{backend::AutodiffBackend, Int, Tensor};\n\nuse crate::loss::CtcLoss as Ctc;\n\n\
+         pub fn train<B: AutodiffBackend, M, O>(xs: Vec<(Tensor<B, 2>, Tensor<B, 1, Int>)>, mut model: M, optim: &mut O) {\n    \
+             for (x, l) in xs {\n        let loss = Ctc::new(0).forward(x, l);\n        let grads = loss.backward();\n        model = optim.step(1e-3, model, grads);\n    }\n}\n",
+    )
+    .expect("write");
+    let out = devcheck(&["--color", "never", "lint", "--format", "concise", "--preview", "src"], d);
+    let text = stdout(&out);
+    assert_eq!(text.matches(" D005 ").count(), 1, "{text}");
+    assert!(text.contains("src/loss/ctc.rs:12:"), "{text}");
+}
+
+/// `xs.apply(block)` over `self.blocks` runs the block's `forward` once per layer, as
+/// `block.forward(&xs)` would: a read there waits for the device at every layer.
+#[test]
+fn a_module_applied_in_a_layer_loop_runs_per_layer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("src")).expect("mkdir");
+    std::fs::write(
+        d.join("Cargo.toml"),
+        "[package]\nname = \"tiny\"\n\n[dependencies]\ncandle-core = \"0.8\"\n",
+    )
+    .expect("write");
+    std::fs::write(
+        d.join("src/lib.rs"),
+        "use candle_core::{Module, Result, Tensor};\n\n\
+         pub struct Block {\n    scale: Tensor,\n}\n\n\
+         impl Module for Block {\n    fn forward(&self, xs: &Tensor) -> Result<Tensor> {\n        \
+             let s = self.scale.to_scalar::<f32>()?;\n        xs.affine(s as f64, 0.0)\n    }\n}\n\n\
+         pub struct Net {\n    blocks: Vec<Block>,\n    head: Block,\n}\n\n\
+         impl Module for Net {\n    fn forward(&self, xs: &Tensor) -> Result<Tensor> {\n        \
+             let mut xs = xs.clone();\n        for block in &self.blocks {\n            xs = xs.apply(block)?;\n        }\n        \
+             xs.apply(&self.head)\n    }\n}\n",
+    )
+    .expect("write");
+    let out = devcheck(&["--color", "never", "lint", "--format", "concise", "--preview", "src"], d);
+    let text = stdout(&out);
+    assert_eq!(text.matches(" D005 ").count(), 1, "{text}");
+    assert!(text.contains("src/lib.rs:9:28: D005"), "{text}");
+    assert!(text.contains("runs once per layer"), "{text}");
+}

@@ -548,6 +548,11 @@ struct Index<'a> {
     /// Per file: the modules each imported name (or `*`, for globs) comes from, from the crate's
     /// root, worked out once.
     imports: Vec<HashMap<String, Vec<Vec<String>>>>,
+    /// Per file: names imported under another (`use crate::nets::Net as Model;`: `Model` → `Net`).
+    renamed: Vec<HashMap<String, String>>,
+    /// What a module brings in from another, by (module, name or `*`), as others may import it
+    /// from there (`pub use blocks::Block;` in `lib.rs` lets `use crate::Block;` name it).
+    reexports: HashMap<(Vec<String>, String), Vec<Vec<String>>>,
     /// (impl type, name) → functions.
     methods: HashMap<(&'a str, &'a str), Vec<Node>>,
     /// name → free functions.
@@ -565,7 +570,7 @@ impl<'a> Index<'a> {
             .map(|s| package.zip(s.disk_path.as_deref()).and_then(|(p, path)| module_path(&p.root, path)))
             .collect();
         let crate_name = package.and_then(|p| p.crate_name.as_deref());
-        let imports = files
+        let imports: Vec<HashMap<String, Vec<Vec<String>>>> = files
             .iter()
             .zip(&modules)
             .map(|(s, here)| {
@@ -579,10 +584,31 @@ impl<'a> Index<'a> {
                 by_name
             })
             .collect();
+        let renamed = files
+            .iter()
+            .map(|s| {
+                s.uses
+                    .iter()
+                    .filter_map(|(alias, path)| {
+                        let last = path.last()?;
+                        (alias != "*" && alias != last).then(|| (alias.clone(), last.clone()))
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut reexports: HashMap<(Vec<String>, String), Vec<Vec<String>>> = HashMap::new();
+        for (imports, here) in imports.iter().zip(&modules) {
+            let Some(here) = here else { continue };
+            for (name, from) in imports {
+                reexports.entry((here.clone(), name.clone())).or_default().extend(from.iter().cloned());
+            }
+        }
         let mut index = Index {
             files,
             modules,
             imports,
+            renamed,
+            reexports,
             methods: HashMap::new(),
             free: HashMap::new(),
             by_name: HashMap::new(),
@@ -626,10 +652,14 @@ impl<'a> Index<'a> {
             }
             Callee::TypeFn { ty, name } => self.method(file, ty, name),
             Callee::Free { name, qualified } => {
-                let nodes = self.free.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
                 // A qualified call (`metrics::accuracy(..)`) names its module, not the name the
                 // file imports: the imports do not decide between several.
-                if *qualified { pick(file, nodes) } else { self.pick(file, name, nodes) }
+                if *qualified {
+                    return pick(file, self.free.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]));
+                }
+                let real = self.original(file, name);
+                let nodes = self.free.get(real).map(Vec::as_slice).unwrap_or(&[]);
+                self.pick(file, name, nodes)
             }
             Callee::Method(name) => {
                 if COMMON_METHODS.contains(&name.as_str()) {
@@ -643,9 +673,42 @@ impl<'a> Index<'a> {
         }
     }
 
-    /// `ty::name` (or `ty`'s method `name`), preferring the caller's file.
+    /// `ty::name` (or `ty`'s method `name`), preferring the caller's file; `ty` as the file
+    /// names it (an import may have renamed it).
     fn method(&self, file: usize, ty: &str, name: &str) -> Vec<Node> {
-        self.methods.get(&(ty, name)).map(|v| self.pick(file, ty, v)).unwrap_or_default()
+        let real = self.original(file, ty);
+        self.methods.get(&(real, name)).map(|v| self.pick(file, ty, v)).unwrap_or_default()
+    }
+
+    /// The name an import of the file renamed (`Model` for `use crate::nets::Net as Model;`
+    /// is `Net`), or the name itself.
+    fn original<'n>(&'n self, file: usize, name: &'n str) -> &'n str {
+        self.renamed.get(file).and_then(|r| r.get(name)).map_or(name, String::as_str)
+    }
+
+    /// The modules `name` may come from when imported from `modules`: those, and what they
+    /// bring in themselves (`pub use`), a few levels deep.
+    fn through_reexports<'m>(&'m self, name: &str, modules: &[&'m [String]]) -> HashSet<&'m [String]> {
+        let mut seen: HashSet<&[String]> = modules.iter().copied().collect();
+        let mut frontier: Vec<&[String]> = modules.to_vec();
+        for _ in 0..4 {
+            let mut next = Vec::new();
+            for m in frontier {
+                for key in [name, "*"] {
+                    let from = self.reexports.get(&(m.to_vec(), key.to_string()));
+                    for source in from.into_iter().flatten() {
+                        if seen.insert(source.as_slice()) {
+                            next.push(source.as_slice());
+                        }
+                    }
+                }
+            }
+            if next.is_empty() {
+                break;
+            }
+            frontier = next;
+        }
+        seen
     }
 
     /// The candidates in `file` if there are any, else the only one elsewhere; several elsewhere
@@ -663,7 +726,8 @@ impl<'a> Index<'a> {
             return picked;
         }
         // Several globs can bring the name; only the imports of this very name or the globs count.
-        let from: HashSet<&[String]> = named.iter().chain(globs).map(Vec::as_slice).collect();
+        let direct: Vec<&[String]> = named.iter().chain(globs).map(Vec::as_slice).collect();
+        let from = self.through_reexports(self.original(file, name), &direct);
         let chosen: Vec<Node> = nodes
             .iter()
             .copied()

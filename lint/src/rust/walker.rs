@@ -655,6 +655,24 @@ impl<'a, 'f> Walker<'a, 'f> {
         Callee::Method(name)
     }
 
+    /// The field of `self` a module applied to a tensor comes from: `&self.conv`,
+    /// `&self.blocks[i]`, or a loop's `&block` over `self.blocks`.
+    fn applied_field(&self, method: &str, arg: &Expr) -> Option<String> {
+        if method != "apply" && method != "apply_t" {
+            return None;
+        }
+        let mut module = super::syntax::peel(arg);
+        if let Expr::Index(i) = module {
+            module = super::syntax::peel(&i.expr);
+        }
+        if let Some(field) = self_field(module) {
+            return Some(field.to_string());
+        }
+        let id = as_ident(module)?;
+        let f = self.scope.fns.last()?;
+        f.loop_vars.iter().rev().find(|v| id == &v.name)?.field.clone()
+    }
+
     /// A host read in the function (it waits for the device), and whether it reads one of the
     /// function's own parameters (`t.to_data()` in `fn get(t: &Tensor)`).
     fn note_param_read(&mut self, m: &ExprMethodCall) {
@@ -730,8 +748,14 @@ impl<'a, 'f> Walker<'a, 'f> {
             self.summary.uses_devices = true;
         }
         self.note_param_read(m);
-        let callee = self.method_callee(&m.receiver, name);
         let at = self.file.range(m.method.span()).start;
+        // `xs.apply(&self.conv)` is `self.conv.forward(&xs)` (candle's and tch's `Module`), and
+        // `xs.apply_t(&self.block, train)` is its `forward_t`.
+        if let Some(field) = m.args.first().and_then(|a| self.applied_field(&name, a)) {
+            let forward = if name == "apply_t" { "forward_t" } else { "forward" };
+            self.record_call(Callee::FieldMethod { field, name: forward.to_string() }, 1, at);
+        }
+        let callee = self.method_callee(&m.receiver, name);
         self.record_call(callee, m.args.len(), at);
         self.visit_expr(&m.receiver);
         let adapter = is_iter_adapter(m);
