@@ -45,9 +45,9 @@ fn json_findings_have_the_documented_fields_and_relative_paths() {
     assert_eq!(out.status.code(), Some(1));
     let value: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("valid JSON");
     let items = value.as_array().expect("an array");
-    // The fixture's seven D001 findings and two D005 (a tensor made on the host and copied in
-    // `forward`, and an index made on the host for a tensor on the device).
-    assert_eq!(items.len(), 9);
+    // The fixture's seven D001 findings and three D005 (two tensors made on the host and copied
+    // in `forward`, and an index made on the host for a tensor on the device).
+    assert_eq!(items.len(), 10);
     for item in items {
         for key in [
             "code",
@@ -334,4 +334,43 @@ fn the_repository_index_holds_on_awkward_trees() {
     write("rl/train.py", train);
     let ambiguous = concise(&["."]);
     assert!(!ambiguous.contains("D005"), "{ambiguous}");
+}
+
+/// A package that re-exports its modules with `from .logger import *` (and a cycle of such
+/// imports, which must end): the logger's per-step read is found through the package's name.
+#[test]
+fn star_imports_of_a_package_re_export_its_classes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    for sub in ["src/misc", "src/solver"] {
+        std::fs::create_dir_all(d.join(sub)).expect("mkdir");
+    }
+    std::fs::write(d.join("src/__init__.py"), "").expect("write");
+    std::fs::write(d.join("src/solver/__init__.py"), "").expect("write");
+    std::fs::write(d.join("src/misc/__init__.py"), "from .logger import *\nfrom .dist import *\n")
+        .expect("write");
+    std::fs::write(d.join("src/misc/dist.py"), "from .logger import *\n\n\ndef world():\n    return 1\n")
+        .expect("write");
+    std::fs::write(
+        d.join("src/misc/logger.py"),
+        "import torch\n\nfrom .dist import *\n\n\nclass MetricLogger:\n    def __init__(self):\n        self.meters = {}\n\n    \
+         def update(self, **kwargs):\n        for k, v in kwargs.items():\n            if isinstance(v, torch.Tensor):\n                \
+         v = v.item()\n            self.meters[k] = v\n",
+    )
+    .expect("write");
+    std::fs::write(
+        d.join("src/solver/engine.py"),
+        "import torch\n\nfrom ..misc import MetricLogger\n\nDEVICE = torch.device(\"cuda\")\n\n\ndef train_one_epoch(model, criterion, loader, optimizer, device):\n    \
+         logger = MetricLogger()\n    for x, y in loader:\n        loss_dict = criterion(model(x.to(device)), y.to(device))\n        \
+         loss = sum(loss_dict.values())\n        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n        \
+         logger.update(loss=loss, **loss_dict)\n",
+    )
+    .expect("write");
+    let out =
+        devcheck(&["--color", "never", "lint", "--format", "concise", "--isolated", "--preview", "."], d);
+    let text = stdout(&out);
+    assert!(
+        text.contains("src/misc/logger.py:13:21: D005 [warning] `.item()` in `update` waits for the device at every step: `MetricLogger.update` is called in a loop at src/solver/engine.py:16"),
+        "{text}"
+    );
 }

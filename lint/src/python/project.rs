@@ -242,6 +242,8 @@ pub(crate) struct FileEntry {
     functions: Vec<(String, FunctionFacts)>,
     /// The methods of the top-level classes, as `Class.method`.
     methods: Vec<String>,
+    /// The modules of its `from module import *` lines, as absolute dotted names.
+    stars: Vec<String>,
     path: PathBuf,
     /// The file chooses the CPU, or lets its user choose the device.
     pub(crate) cpu_path: bool,
@@ -264,9 +266,10 @@ enum Base {
 
 impl Project {
     /// Builds the index from each file's entry ([`FileEntry::of`]).
-    pub(crate) fn new(files: Vec<FileEntry>) -> Project {
+    pub(crate) fn new(mut files: Vec<FileEntry>) -> Project {
         let mut project = Project::default();
         let mut bases: Vec<Vec<Base>> = Vec::new();
+        star_exports(&mut files);
         for file in files {
             let file_id = project.paths.len();
             project.paths.push(file.path);
@@ -574,6 +577,55 @@ fn agree(acc: Option<Truth>, t: Truth) -> Truth {
 
 /// The dotted names a top-level `name` of a file can be imported by: `pkg.models.Net`,
 /// `models.Net` (at least the module's last part and the name).
+/// `from .logger import *` in a package's `__init__.py` re-exports the public top-level names of
+/// `logger.py` (its classes, functions and imports not starting with `_`), a few stars deep:
+/// they become the importing file's aliases, as `from .logger import MetricLogger` would.
+fn star_exports(files: &mut [FileEntry]) {
+    if files.iter().all(|f| f.stars.is_empty()) {
+        return;
+    }
+    let by_module: FxHashMap<String, usize> =
+        files.iter().enumerate().map(|(i, f)| (f.module.join("."), i)).collect();
+    let find = |m: &str| -> Option<usize> {
+        by_module.get(m).copied().or_else(|| {
+            let tail = format!(".{m}");
+            let mut found = by_module.iter().filter(|(k, _)| k.ends_with(&tail)).map(|(_, &i)| i);
+            let first = found.next()?;
+            found.next().is_none().then_some(first)
+        })
+    };
+    for _ in 0..4 {
+        let mut added = false;
+        for i in 0..files.len() {
+            let mut new = Vec::new();
+            for star in &files[i].stars {
+                let Some(j) = find(star).filter(|&j| j != i) else { continue };
+                let source = &files[j];
+                let module = source.module.join(".");
+                let names = source
+                    .classes
+                    .iter()
+                    .map(|(n, _)| n)
+                    .chain(source.functions.iter().map(|(n, _)| n))
+                    .chain(source.aliases.iter().map(|(n, _)| n));
+                for name in names.filter(|n| !n.starts_with('_')) {
+                    new.push((name.clone(), format!("{module}.{name}")));
+                }
+            }
+            let entry = &mut files[i];
+            for alias in new {
+                if !entry.aliases.iter().any(|(n, _)| *n == alias.0) {
+                    entry.aliases.push(alias);
+                    added = true;
+                }
+            }
+        }
+        if !added {
+            break;
+        }
+    }
+}
+
 fn suffixes(module: &[String], name: &str) -> Vec<String> {
     let take = module.len().min(MAX_SUFFIX);
     (1..=take)
@@ -691,6 +743,7 @@ impl Names<'_> {
                     let base = format!("{dots}{module}");
                     for alias in &i.names {
                         if alias.name.as_str() == "*" {
+                            entry.stars.extend(absolute(&base, self.module, self.is_package));
                             continue;
                         }
                         let full = if base.is_empty() || base.ends_with('.') {

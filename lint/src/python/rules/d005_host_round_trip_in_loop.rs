@@ -65,6 +65,8 @@ enum AlwaysWaits {
     Assert,
     /// `x.nonzero()`, `torch.where(mask)`, `x.masked_select(m)`: the result's size.
     SizedByData,
+    /// `torch.cuda.synchronize()` itself, where no clock is read: a wait and nothing else.
+    Synchronize,
 }
 
 /// A value a read can be of as it stands: a name, an attribute or an item (a call is read, if
@@ -83,7 +85,9 @@ impl Rule for Check {
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         match e {
             Expr::Call(_) => {
-                if let Read::Found(sync) = call_read(cx, e) {
+                if let Some(sync) = explicit_synchronize(cx, e) {
+                    report(cx, sync, out);
+                } else if let Read::Found(sync) = call_read(cx, e) {
                     report(cx, sync, out);
                 } else if let Some(sync) = upload(cx, e) {
                     report(cx, sync, out);
@@ -152,6 +156,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     }
     let Some(hot) = cx.hot() else { return };
     if sync.upload.is_none()
+        && sync.always != Some(AlwaysWaits::Synchronize)
         && (!cx.kind_of(sync.tensor).may_be_tensor() || !provenance_in_project(cx, sync.tensor).on_accelerator)
     {
         return;
@@ -159,6 +164,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     if (!sync.per_element && sync.upload.is_none() && sync.always.is_none() && needed_on_host(cx, sync.value, sync.bulk))
         || synchronized_just_before(cx)
         || super::helpers::in_evaluation_pass(cx)
+        || fills_a_cache(cx, sync.at)
     {
         return;
     }
@@ -221,6 +227,11 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             message,
             "an `assert` on a tensor reads it on the host each time it runs: keep the check out of the loop (or behind a debugging flag), or check on the device with `torch._assert_async(cond)`",
         )
+    } else if sync.always == Some(AlwaysWaits::Synchronize) {
+        (
+            format!("`{}` waits for the device {every}, and nothing here needs it to", sync.what),
+            "remove it: PyTorch orders the device's work by itself, and a value read on the host waits for what it needs; to time the step, read the clock after it",
+        )
     } else if sync.always == Some(AlwaysWaits::SizedByData) {
         (
             format!("{message}: the size of its result is known only once the device has computed it"),
@@ -234,8 +245,13 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     } else {
         (message, help)
     };
-    let mut finding =
-        Finding::new(&registry::D005, range(sync.at), message).label("host read").help(help);
+    let label = match (sync.upload, sync.always) {
+        (Some(Upload::Moved), _) => "made on the host",
+        (Some(Upload::Index), _) => "index made on the host",
+        (_, Some(AlwaysWaits::Synchronize)) => "waits for the device",
+        _ => "host read",
+    };
+    let mut finding = Finding::new(&registry::D005, range(sync.at), message).label(label).help(help);
     if let (Hot::CalledInLoop(at), true) = (hot, cx.loops.is_empty()) {
         finding = finding.related(range(at), "called in a loop here");
     }
@@ -281,9 +297,63 @@ fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     if !moves || non_blocking {
         return None;
     }
-    let factory = host_made(cx, receiver)?;
+    let (factory, made) = host_made(cx, receiver)?;
     let what = format!("torch.{factory}(..).{method}({})", if call.arguments.is_empty() { "" } else { ".." });
-    Some(Sync { upload: Some(Upload::Moved), ..Sync::read(false, what, receiver, e, call.range()) })
+    // At the factory, where `device=` goes (`t = torch.rand(b) * s` two lines above `t.to(x)`).
+    Some(Sync { upload: Some(Upload::Moved), ..Sync::read(false, what, receiver, e, made) })
+}
+
+/// Is `at` past a guard that returns while a cache of the object is filled
+/// (`if self.cos_cached is not None and n <= len(self.cos_cached): return`), in a method that
+/// fills it (`self.cos_cached = ..`)? What follows runs when the cache is missed, not each time.
+fn fills_a_cache(cx: &Checker<'_, '_>, at: TextRange) -> bool {
+    let Some(f) = cx.enclosing_functions().next() else { return false };
+    let fun = cx.model.function(f);
+    let Some(receiver) = fun.receiver else { return false };
+    fn attr_of<'e>(e: &'e Expr, receiver: &str) -> Option<&'e str> {
+        match e {
+            Expr::Attribute(a) if matches!(&*a.value, Expr::Name(n) if n.id.as_str() == receiver) => {
+                Some(a.attr.as_str())
+            }
+            _ => None,
+        }
+    }
+    let body = &fun.def.body;
+    let mut guarded: Vec<&str> = Vec::new();
+    for stmt in body.iter().take_while(|s| s.start() < at.start()) {
+        if let Stmt::If(i) = stmt
+            && i.elif_else_clauses.is_empty()
+            && matches!(i.body.as_slice(), [Stmt::Return(_)])
+        {
+            any_subexpr(&i.test, &mut |e| {
+                guarded.extend(attr_of(e, receiver));
+                true
+            });
+        }
+    }
+    !guarded.is_empty()
+        && body.iter().any(|s| match s {
+            Stmt::Assign(a) => a.targets.iter().any(|t| attr_of(t, receiver).is_some_and(|n| guarded.contains(&n))),
+            _ => false,
+        })
+}
+
+/// `torch.cuda.synchronize()` as a statement of its own, in a function that reads no clock (a
+/// timed step needs it before reading the time; D007).
+fn explicit_synchronize<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
+    let Expr::Call(c) = e else { return None };
+    if !c.arguments.is_empty() || !matches!(cx.parent(), Some(Node::Stmt(Stmt::Expr(_)))) {
+        return None;
+    }
+    let q = cx.callee_name(c)?;
+    if !matches!(q.as_ref(), "torch.cuda.synchronize" | "torch.accelerator.synchronize") {
+        return None;
+    }
+    // A test waits to compare results, and a timed function to read the clock.
+    if cx.kind.is_test_like() || cx.facts.reads_clock_in(cx.enclosing_functions().next()) {
+        return None;
+    }
+    Some(Sync { always: Some(AlwaysWaits::Synchronize), ..Sync::read(false, format!("{q}()"), e, e, e.range()) })
 }
 
 /// `x[torch.arange(n), idx]` (or assigned into): a tensor made on the host and used to index a
@@ -306,7 +376,7 @@ fn index_upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
             Expr::Call(_) | Expr::Subscript(_) => part,
             _ => return None,
         };
-        host_made(cx, made).map(|factory| (part, factory))
+        host_made(cx, made).map(|(factory, _)| (part, factory))
     })?;
     if cx.hot().is_none()
         || !cx.kind_of(&s.value).may_be_tensor()
@@ -367,12 +437,59 @@ fn mask_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
 /// A tensor made on the host by a factory that takes no data (`torch.arange(n)`,
 /// `torch.randint(k, (n,))`), with no `device=`, through methods that keep it where it is
 /// (`.unsqueeze(0)`, `.long()`, `.to(dtype)`), and not empty: the factory's name.
-fn host_made<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Option<&'static str> {
+fn host_made<'e>(cx: &Checker<'_, 'e>, e: &'e Expr) -> Option<(&'static str, TextRange)> {
     // Under `torch.set_default_device(..)` in this file, or `with torch.device(..)`, a factory
     // with no device makes its tensor there. (Set by another file of the project, it is not
     // seen: a repository's one test or script that sets it says nothing of its other files.)
     if cx.facts.sets_default_device || cx.device_block > 0 {
         return None;
+    }
+    host_made_within(cx, e, 3)
+}
+
+/// [`host_made`], also through a name bound once to such a tensor (`t = torch.rand(b) * s; t.to(x)`),
+/// arithmetic with plain numbers (`torch.arange(n) / half`) and elementwise functions
+/// (`torch.exp(..)`), `depth` names or operators deep.
+fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option<(&'static str, TextRange)> {
+    // A number, or a value known to be one: it leaves the other operand where it is.
+    let number = |e: &Expr| plain_number(cx, e, 2);
+    if depth > 0 {
+        match e {
+            // Bound in this very function: the factory is where the user acts.
+            Expr::Name(_) => {
+                let function = cx.model.function(cx.enclosing_functions().next()?).def.range();
+                let value = single_assignment(cx, e).filter(|value| {
+                    function.contains_range(value.range())
+                        && !cx.device_blocks.iter().any(|b| b.contains_range(value.range()))
+                })?;
+                return host_made_within(cx, value, depth - 1);
+            }
+            // A tensor made on the host (not 0-dim: no factory here makes one) combined with
+            // anything: PyTorch refuses a tensor of the device as the other operand, so the
+            // result is on the host (`torch.rand(b) * (t1 - t0) + t0`).
+            Expr::BinOp(b) => {
+                return match (number(&b.left), number(&b.right)) {
+                    (true, false) => host_made_within(cx, &b.right, depth - 1),
+                    (false, true) => host_made_within(cx, &b.left, depth - 1),
+                    (false, false) => host_made_within(cx, &b.left, depth - 1)
+                        .or_else(|| host_made_within(cx, &b.right, depth - 1)),
+                    (true, true) => None,
+                };
+            }
+            Expr::UnaryOp(u) if u.op == ast::UnaryOp::USub => return host_made_within(cx, &u.operand, depth - 1),
+            Expr::Call(c)
+                if c.arguments.len() == 1
+                    && cx.callee_name(c).is_some_and(|q| {
+                        q.strip_prefix("torch.").is_some_and(|f| {
+                            ["exp", "log", "sin", "cos", "sqrt", "rsqrt", "sigmoid", "tanh", "abs", "floor", "ceil", "round"]
+                                .contains(&f)
+                        })
+                    }) =>
+            {
+                return host_made_within(cx, c.arguments.args.first()?, depth - 1);
+            }
+            _ => {}
+        }
     }
     // A factory that takes no data, as `torch.<name>`.
     let factory_of = |e: &'e Expr| -> Option<(&'e ast::ExprCall, &'static str)> {
@@ -421,8 +538,11 @@ fn host_made<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Option<&'static str> {
     let zero = |e: &Expr| {
         matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ast::Number::Int(i) if i.as_u8() == Some(0)))
     };
+    // (`torch.zeros(())` is 0-dim: PyTorch takes it beside a tensor of the device.)
     let empty = |e: &Expr| match e {
-        Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => elts.iter().any(zero),
+        Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => {
+            elts.is_empty() || elts.iter().any(zero)
+        }
         e => zero(e),
     };
     // The size arguments: all the positional ones, but `full`'s fill value.
@@ -434,7 +554,24 @@ fn host_made<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Option<&'static str> {
     if sizes.iter().any(empty) {
         return None;
     }
-    Some(factory)
+    Some((factory, made.range()))
+}
+
+/// A number of the host, as far as the syntax tells: a literal, a value known to be a number,
+/// a `math.` function's result, a name bound once to one, or a floor division by a literal
+/// (`half = dim // 2`).
+fn plain_number(cx: &Checker<'_, '_>, e: &Expr, depth: u32) -> bool {
+    match e {
+        Expr::NumberLiteral(_) => true,
+        Expr::UnaryOp(u) => plain_number(cx, &u.operand, depth),
+        Expr::Call(c) if cx.callee_name(c).is_some_and(|q| q.starts_with("math.")) => true,
+        Expr::BinOp(b) if b.op == ast::Operator::FloorDiv && matches!(&*b.right, Expr::NumberLiteral(_)) => true,
+        Expr::BinOp(b) if depth > 0 => plain_number(cx, &b.left, depth - 1) && plain_number(cx, &b.right, depth - 1),
+        Expr::Name(_) if cx.kind_of(e) != Kind::Scalar && depth > 0 => {
+            single_assignment(cx, e).is_some_and(|v| plain_number(cx, v, depth - 1))
+        }
+        e => cx.kind_of(e) == Kind::Scalar,
+    }
 }
 
 /// The host read the call `e` is, if it is one: the innermost one of a chain (`x.cpu().numpy()`
@@ -561,15 +698,21 @@ fn sized_by_data<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
 /// of the statement the walk is in; an `elif`'s test is left alone).
 fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
     // `assert t.all()` and `assert not torch.isnan(t).any()` read it too.
+    // `if torch.isnan(x).any() or ..:`: the first operand is always read.
+    let first = |t: &'a Expr| match t {
+        Expr::BoolOp(b) => b.values.first().unwrap_or(t),
+        t => t,
+    };
     if let Some(Node::Stmt(Stmt::Assert(a))) = cx.parent()
         && std::ptr::eq(&*a.test, test)
     {
+        let test = first(test);
         let checked = match test {
             Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => &*u.operand,
             _ => test,
         };
         if matches!(checked, Expr::Name(_) | Expr::Call(_) | Expr::Attribute(_))
-            && cx.kind_of(checked) == Kind::Tensor
+            && (cx.kind_of(checked) == Kind::Tensor || truth_of_tensor(cx, checked))
         {
             let what = format!("assert {}", cx.short(test.range()));
             return Some(Sync { always: Some(AlwaysWaits::Assert), ..Sync::read(false, what, checked, test, test.range()) });
@@ -580,8 +723,9 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
         Stmt::If(ast::StmtIf { test: t, .. }) | Stmt::While(ast::StmtWhile { test: t, .. }),
     )) = cx.parent()
         && std::ptr::eq(&**t, test)
-        && matches!(test, Expr::Name(_) | Expr::Call(_) | Expr::Attribute(_) | Expr::Compare(_))
+        && matches!(first(test), Expr::Name(_) | Expr::Call(_) | Expr::Attribute(_) | Expr::Compare(_))
     {
+        let test = first(test);
         // `if loss == 0:`: a tensor compared with a number is a tensor too. Only a value known to
         // be a tensor: a value of unknown kind compared with a number is most often a number
         // (`if drop_prob > 0:`).
@@ -593,13 +737,20 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
             {
                 &*c.left
             }
-            _ if cx.kind_of(test) == Kind::Tensor => test,
+            _ if cx.kind_of(test) == Kind::Tensor || truth_of_tensor(cx, test) => test,
             _ => return None,
         };
         let what = format!("if {}:", cx.short(test.range()));
         return Some(Sync::read(false, what, tensor, test, test.range()));
     }
     None
+}
+
+/// `(x >= 0).all()`, `mask.any()`: the truth of a value that may be a tensor (a forward pass's
+/// input, whose kind is not known), reduced by a tensor's own method; where it is decides.
+fn truth_of_tensor(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    matches!(method_call(e), Some((c, receiver, "all" | "any"))
+        if c.arguments.is_empty() && cx.kind_of(receiver).may_be_tensor() && !matches!(receiver, Expr::List(_) | Expr::Tuple(_)))
 }
 
 /// Is the value of the read `e` reduced to a number as soon as it is on the host: a reduction

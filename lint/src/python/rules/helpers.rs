@@ -490,6 +490,13 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             let p = elts.iter().fold(NONE, |p, e| p.union(provenance_at(cx, e, depth + 1)));
             return Provenance { requires_grad: false, ..p };
         }
+        // `{k: v.to(device) for k, v in batch.items()}`: where each value is put.
+        Expr::DictComp(d) => {
+            return Provenance { requires_grad: false, ..provenance_at(cx, &d.value, depth + 1) };
+        }
+        Expr::ListComp(ast::ExprListComp { elt, .. }) => {
+            return Provenance { requires_grad: false, ..provenance_at(cx, elt, depth + 1) };
+        }
         _ => {}
     }
     match cx.kind_of(e) {
@@ -518,6 +525,8 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                     ..p
                 };
                 match a.attr.as_str() {
+                    // `loss_dict.values()`: where the dict's values are.
+                    "values" if c.arguments.is_empty() => return recv(),
                     "cpu" | "numpy" | "tolist" | "item" => {
                         return Provenance { on_accelerator: false, ..recv() };
                     }
@@ -575,6 +584,12 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                 }
             }
             if let Some(q) = cx.callee_name(c) {
+                // `sum(loss_dict.values())`: where what it adds up is.
+                if q == "builtins.sum"
+                    && let [items] = &c.arguments.args[..]
+                {
+                    return next(items);
+                }
                 if api::is_creation(&q) {
                     let device = keyword(c, "device").map(|d| !is_cpu_device(cx, d));
                     let from_tensor = api::creation_takes_data(&q)
