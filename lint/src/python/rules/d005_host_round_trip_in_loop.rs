@@ -410,15 +410,27 @@ fn mask_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     if s.ctx != ast::ExprContext::Load {
         return None;
     }
-    let compares_tensors = |m: &Expr| {
-        let m = match m {
-            Expr::UnaryOp(u) if u.op == ast::UnaryOp::Invert => &*u.operand,
-            m => m,
-        };
-        matches!(m, Expr::Compare(c) if c.ops.len() == 1
-            && !matches!(c.ops[0], ast::CmpOp::Is | ast::CmpOp::IsNot | ast::CmpOp::In | ast::CmpOp::NotIn)
-            && cx.kind_of(&c.left) == Kind::Tensor)
-    };
+    fn compares_tensors(cx: &Checker<'_, '_>, m: &Expr, depth: u32) -> bool {
+        match m {
+            Expr::UnaryOp(u) if u.op == ast::UnaryOp::Invert => compares_tensors(cx, &u.operand, depth),
+            // `(i >= 0) & (i < n)`: masks combined are a mask.
+            Expr::BinOp(b) if depth > 0 && matches!(b.op, ast::Operator::BitAnd | ast::Operator::BitOr) => {
+                compares_tensors(cx, &b.left, depth - 1) || compares_tensors(cx, &b.right, depth - 1)
+            }
+            Expr::Call(c) if depth > 0 && cx.callee_name(c).is_some_and(|q| {
+                matches!(q.as_ref(), "torch.logical_and" | "torch.logical_or" | "torch.logical_not")
+            }) => {
+                c.arguments.args.iter().any(|a| compares_tensors(cx, a, depth - 1))
+            }
+            Expr::Compare(c) => {
+                c.ops.len() == 1
+                    && !matches!(c.ops[0], ast::CmpOp::Is | ast::CmpOp::IsNot | ast::CmpOp::In | ast::CmpOp::NotIn)
+                    && cx.kind_of(&c.left) == Kind::Tensor
+            }
+            _ => false,
+        }
+    }
+    let compares_tensors = |m: &Expr| compares_tensors(cx, m, 4);
     let mask = match &*s.slice {
         Expr::Name(_) => single_assignment(cx, &s.slice)?,
         slice => slice,
