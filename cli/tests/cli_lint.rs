@@ -394,3 +394,40 @@ fn a_module_applied_in_a_layer_loop_runs_per_layer() {
     assert!(text.contains("src/lib.rs:9:28: D005"), "{text}");
     assert!(text.contains("runs once per layer"), "{text}");
 }
+
+/// A layer chosen by an enum (`match self { Self::Conv(c) => c.forward(xs), .. }`) runs the
+/// variant's `forward` once per layer too, also through `xs.apply(p)`.
+#[test]
+fn an_enum_variant_forward_runs_per_layer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("src")).expect("mkdir");
+    std::fs::write(
+        d.join("Cargo.toml"),
+        "[package]\nname = \"tiny\"\n\n[dependencies]\ncandle-core = \"0.8\"\n",
+    )
+    .expect("write");
+    let layer = |name: &str, body: &str| {
+        format!(
+            "pub struct {name} {{\n    scale: Tensor,\n}}\n\n\
+             impl Module for {name} {{\n    fn forward(&self, xs: &Tensor) -> Result<Tensor> {{\n        {body}\n        xs.affine(1.0, 0.0)\n    }}\n}}\n\n"
+        )
+    };
+    let text = format!(
+        "use candle_core::{{Module, Result, Tensor}};\n\n{}{}\
+         pub enum Down {{\n    Conv(Conv),\n    Pool(Pool),\n}}\n\n\
+         impl Module for Down {{\n    fn forward(&self, xs: &Tensor) -> Result<Tensor> {{\n        match self {{\n            \
+             Self::Conv(c) => c.forward(xs),\n            Down::Pool(p) => xs.apply(p),\n        }}\n    }}\n}}\n\n\
+         pub struct Net {{\n    blocks: Vec<Down>,\n}}\n\n\
+         impl Module for Net {{\n    fn forward(&self, xs: &Tensor) -> Result<Tensor> {{\n        let mut xs = xs.clone();\n        \
+             for block in &self.blocks {{\n            xs = block.forward(&xs)?;\n        }}\n        Ok(xs)\n    }}\n}}\n",
+        layer("Conv", "let _ = self.scale.to_scalar::<f32>()?;"),
+        layer("Pool", "let _ = self.scale.to_vec1::<f32>()?;"),
+    );
+    std::fs::write(d.join("src/lib.rs"), text).expect("write");
+    let out = devcheck(&["--color", "never", "lint", "--format", "concise", "--preview", "src"], d);
+    let text = stdout(&out);
+    assert_eq!(text.matches("runs once per layer").count(), 2, "{text}");
+    assert!(text.contains("src/lib.rs:9:28: D005"), "{text}");
+    assert!(text.contains("src/lib.rs:20:28: D005"), "{text}");
+}

@@ -57,6 +57,8 @@ pub(crate) enum Callee {
     FieldMethod { field: String, name: String },
     /// `Type::f(..)`, with `Self` already replaced by the impl's type.
     TypeFn { ty: String, name: String },
+    /// `m.f(..)` where a `match` arm bound `m` to an enum variant's value (`Self::Conv(m)`).
+    VariantMethod { ty: String, variant: String, name: String },
     /// `f(..)`, or `module::f(..)` (`qualified`: the module is named at the call).
     Free { name: String, qualified: bool },
     /// `x.m(..)` on a receiver of unknown type.
@@ -86,7 +88,8 @@ pub(crate) struct Call {
 }
 
 /// A struct declared in the file, with the type names each field mentions (`Vec<Block>` →
-/// `Vec`, `Block`), for calls through `self.field`.
+/// `Vec`, `Block`), for calls through `self.field`; an enum, with those of each variant's value
+/// as a field named for the variant, for calls through a `match` arm.
 #[derive(Clone, Debug)]
 pub(crate) struct StructInfo {
     pub name: String,
@@ -651,6 +654,17 @@ impl<'a> Index<'a> {
                 types.iter().flat_map(|t| self.method(sf, t, name)).collect()
             }
             Callee::TypeFn { ty, name } => self.method(file, ty, name),
+            Callee::VariantMethod { ty, variant, name } => {
+                let real = self.original(file, ty);
+                let Some((sf, en)) = prefer(file, self.structs.get(real).map(Vec::as_slice).unwrap_or(&[]))
+                else {
+                    return Vec::new();
+                };
+                let Some((_, types)) = en.fields.iter().find(|(n, _)| n == variant) else {
+                    return Vec::new();
+                };
+                types.iter().flat_map(|t| self.method(sf, t, name)).collect()
+            }
             Callee::Free { name, qualified } => {
                 // A qualified call (`metrics::accuracy(..)`) names its module, not the name the
                 // file imports: the imports do not decide between several.

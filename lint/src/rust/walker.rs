@@ -64,6 +64,9 @@ pub(crate) struct FnCx {
     /// Names bound to a gate: a test that holds every N steps (`let save_now = step % every == 0;`),
     /// or a debug or environment switch.
     pub gate_names: HashSet<String>,
+    /// Names a `match` arm binds to an enum variant's value (`Self::Conv(c) => c.forward(x)`):
+    /// the name, the enum and the variant, innermost last.
+    pub variant_vars: Vec<(String, String, String)>,
 }
 
 impl FnCx {
@@ -412,6 +415,7 @@ impl<'a, 'f> Walker<'a, 'f> {
             locals: params_names,
             gate_names: HashSet::new(),
             loop_ids: Vec::new(),
+            variant_vars: Vec::new(),
         }
     }
 
@@ -640,9 +644,16 @@ impl<'a, 'f> Walker<'a, 'f> {
         }
         if let Some(id) = as_ident(recv)
             && let Some(f) = self.scope.fns.last()
-            && let Some(LoopVar { field: Some(field), .. }) = f.loop_vars.iter().rev().find(|v| id == &v.name)
         {
-            return Callee::FieldMethod { field: field.clone(), name };
+            // The innermost binding of the name decides: a loop's over a field, or a match arm's.
+            let looped = f.loop_vars.iter().rev().find(|v| id == &v.name);
+            let variant = f.variant_vars.iter().rev().find(|(n, _, _)| id == n);
+            if let Some((_, ty, variant)) = variant {
+                return Callee::VariantMethod { ty: ty.clone(), variant: variant.clone(), name };
+            }
+            if let Some(LoopVar { field: Some(field), .. }) = looped {
+                return Callee::FieldMethod { field: field.clone(), name };
+            }
         }
         // `CtcLoss::new(0).forward(..)`: a method of the value a constructor of the type made.
         if let Expr::Call(c) = recv
@@ -655,22 +666,31 @@ impl<'a, 'f> Walker<'a, 'f> {
         Callee::Method(name)
     }
 
-    /// The field of `self` a module applied to a tensor comes from: `&self.conv`,
-    /// `&self.blocks[i]`, or a loop's `&block` over `self.blocks`.
-    fn applied_field(&self, method: &str, arg: &Expr) -> Option<String> {
-        if method != "apply" && method != "apply_t" {
-            return None;
+    /// Binds the name a `match` arm's pattern gives an enum variant's value
+    /// (`Self::Conv(c)`, `Block::Attn(a, _)`, `Self::Mlp { inner }`); whether it bound one.
+    fn bind_variant(&mut self, pat: &syn::Pat) -> bool {
+        let (path, first) = match pat {
+            syn::Pat::TupleStruct(t) => (&t.path, t.elems.first()),
+            syn::Pat::Struct(st) => (&st.path, st.fields.first().map(|f| &*f.pat)),
+            _ => return false,
+        };
+        let Some(syn::Pat::Ident(id)) = first else { return false };
+        let n = path.segments.len();
+        if n < 2 {
+            return false;
         }
-        let mut module = super::syntax::peel(arg);
-        if let Expr::Index(i) = module {
-            module = super::syntax::peel(&i.expr);
-        }
-        if let Some(field) = self_field(module) {
-            return Some(field.to_string());
-        }
-        let id = as_ident(module)?;
-        let f = self.scope.fns.last()?;
-        f.loop_vars.iter().rev().find(|v| id == &v.name)?.field.clone()
+        let Some(f) = self.scope.fns.last_mut() else { return false };
+        let owner = path.segments[n - 2].ident.to_string();
+        let ty = if owner == "Self" {
+            match &f.self_ty {
+                Some(ty) => ty.clone(),
+                None => return false,
+            }
+        } else {
+            owner
+        };
+        f.variant_vars.push((id.ident.to_string(), ty, path.segments[n - 1].ident.to_string()));
+        true
     }
 
     /// A host read in the function (it waits for the device), and whether it reads one of the
@@ -751,9 +771,14 @@ impl<'a, 'f> Walker<'a, 'f> {
         let at = self.file.range(m.method.span()).start;
         // `xs.apply(&self.conv)` is `self.conv.forward(&xs)` (candle's and tch's `Module`), and
         // `xs.apply_t(&self.block, train)` is its `forward_t`.
-        if let Some(field) = m.args.first().and_then(|a| self.applied_field(&name, a)) {
+        if (name == "apply" || name == "apply_t")
+            && let Some(module) = m.args.first()
+        {
             let forward = if name == "apply_t" { "forward_t" } else { "forward" };
-            self.record_call(Callee::FieldMethod { field, name: forward.to_string() }, 1, at);
+            let callee = self.method_callee(applied_module(module), forward.to_string());
+            if matches!(callee, Callee::FieldMethod { .. } | Callee::VariantMethod { .. }) {
+                self.record_call(callee, 1, at);
+            }
         }
         let callee = self.method_callee(&m.receiver, name);
         self.record_call(callee, m.args.len(), at);
@@ -951,6 +976,20 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
         visit::visit_item_macro(self, m);
     }
 
+    fn visit_item_enum(&mut self, e: &'ast syn::ItemEnum) {
+        // Each variant's value, as a field named for the variant, for calls through a `match`.
+        if !is_cfg_test(&e.attrs) && self.scope.test == 0 && !self.file.kind.is_test_like() {
+            let fields = e
+                .variants
+                .iter()
+                .filter(|v| !v.fields.is_empty())
+                .map(|v| (v.ident.to_string(), v.fields.iter().flat_map(|f| type_names(&f.ty)).collect()))
+                .collect();
+            self.summary.structs.push(StructInfo { name: e.ident.to_string(), fields });
+        }
+        visit::visit_item_enum(self, e);
+    }
+
     fn visit_item_struct(&mut self, s: &'ast syn::ItemStruct) {
         let test = is_cfg_test(&s.attrs);
         self.scope.test += test as u32;
@@ -1102,6 +1141,7 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
                 for arm in &m.arms {
                     let error = pat_is_err(&arm.pat);
                     let flags = CondFlags { gated: false, device, error, probe: false };
+                    let bound = self.bind_variant(&arm.pat);
                     self.visit_branch(flags, |w| {
                         w.visit_pat(&arm.pat);
                         if let Some((_, g)) = &arm.guard {
@@ -1109,6 +1149,9 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
                         }
                         w.visit_expr(&arm.body);
                     });
+                    if bound && let Some(f) = self.scope.fns.last_mut() {
+                        f.variant_vars.pop();
+                    }
                 }
             }
             Expr::Binary(b) if is_comparison(&b.op) => {
@@ -1372,6 +1415,16 @@ fn type_names(ty: &syn::Type) -> Vec<String> {
     let mut n = Names(Vec::new());
     n.visit_type(ty);
     n.0
+}
+
+/// The module a tensor is applied to (`xs.apply(&self.blocks[i])`): the expression whose method
+/// `forward` is, without the borrow or the index.
+fn applied_module(arg: &Expr) -> &Expr {
+    let module = super::syntax::peel(arg);
+    match module {
+        Expr::Index(i) => super::syntax::peel(&i.expr),
+        m => m,
+    }
 }
 
 /// Where `f(..)`, `Type::f(..)`, `Self::f(..)` or `module::f(..)` goes.
