@@ -265,13 +265,10 @@ fn color_always_colours_human_output() {
     assert!(!stdout(&out).contains("\u{1b}["));
 }
 
-/// Two modules of a crate define a `CtcLoss` with a `forward`; the training loop imports one
-/// (`use crate::loss::ctc::CtcLoss;`), so the per-step read in that one's helper is found, and
-/// nothing in the other. An example imports the other through the crate's name.
-#[test]
-fn imports_decide_which_of_two_same_named_types_a_call_reaches() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let d = dir.path();
+/// A burn crate `ocr-train` with two modules defining a `CtcLoss` whose `forward` calls a
+/// helper reading the device (`loss/ctc.rs` and `loss/ctc2.rs`, the read at line 12), `src/lib.rs`
+/// declaring `loss` and `train`, and `loss/mod.rs` as given; the caller writes `src/train.rs`.
+fn ctc_crate(d: &std::path::Path, loss_mod: &str) {
     for sub in ["src/loss", "examples"] {
         std::fs::create_dir_all(d.join(sub)).expect("mkdir");
     }
@@ -281,7 +278,7 @@ fn imports_decide_which_of_two_same_named_types_a_call_reaches() {
     )
     .expect("write");
     std::fs::write(d.join("src/lib.rs"), "pub mod loss;\npub mod train;\n").expect("write");
-    std::fs::write(d.join("src/loss/mod.rs"), "pub mod ctc;\npub mod ctc2;\n").expect("write");
+    std::fs::write(d.join("src/loss/mod.rs"), loss_mod).expect("write");
     let loss = |read: &str| {
         format!(
             "use burn::tensor::{{backend::Backend, Int, Tensor}};\n\n\
@@ -295,6 +292,16 @@ fn imports_decide_which_of_two_same_named_types_a_call_reaches() {
     };
     std::fs::write(d.join("src/loss/ctc.rs"), loss("let _ = lengths.max().into_scalar();")).expect("write");
     std::fs::write(d.join("src/loss/ctc2.rs"), loss("let _ = lengths.sum().into_scalar();")).expect("write");
+}
+
+/// Two modules of a crate define a `CtcLoss` with a `forward`; the training loop imports one
+/// (`use crate::loss::ctc::CtcLoss;`), so the per-step read in that one's helper is found, and
+/// nothing in the other. An example imports the other through the crate's name.
+#[test]
+fn imports_decide_which_of_two_same_named_types_a_call_reaches() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    ctc_crate(d, "pub mod ctc;\npub mod ctc2;\n");
     std::fs::write(
         d.join("src/train.rs"),
         "use burn::tensor::{backend::AutodiffBackend, Int, Tensor};\n\nuse crate::loss::ctc::CtcLoss;\n\n\
@@ -329,28 +336,7 @@ fn imports_decide_which_of_two_same_named_types_a_call_reaches() {
 fn renamed_and_reexported_imports_reach_their_type() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
-    std::fs::create_dir_all(d.join("src/loss")).expect("mkdir");
-    std::fs::write(
-        d.join("Cargo.toml"),
-        "[package]\nname = \"ocr-train\"\n\n[dependencies]\nburn = \"0.16\"\n",
-    )
-    .expect("write");
-    std::fs::write(d.join("src/lib.rs"), "pub mod loss;\npub mod train;\n").expect("write");
-    std::fs::write(d.join("src/loss/mod.rs"), "pub mod ctc;\npub mod ctc2;\npub use ctc::CtcLoss;\n")
-        .expect("write");
-    let loss = |read: &str| {
-        format!(
-            "use burn::tensor::{{backend::Backend, Int, Tensor}};\n\n\
-             pub struct CtcLoss<B: Backend> {{ blank: usize, _b: std::marker::PhantomData<B> }}\n\n\
-             impl<B: Backend> CtcLoss<B> {{\n    \
-                 pub fn new(blank: usize) -> Self {{ Self {{ blank, _b: Default::default() }} }}\n    \
-                 pub fn forward(&self, x: Tensor<B, 2>, lengths: Tensor<B, 1, Int>) -> Tensor<B, 1> {{\n        \
-                     Self::check(lengths);\n        x.sum()\n    }}\n    \
-                 fn check(lengths: Tensor<B, 1, Int>) {{\n        {read}\n    }}\n}}\n"
-        )
-    };
-    std::fs::write(d.join("src/loss/ctc.rs"), loss("let _ = lengths.max().into_scalar();")).expect("write");
-    std::fs::write(d.join("src/loss/ctc2.rs"), loss("let _ = lengths.sum().into_scalar();")).expect("write");
+    ctc_crate(d, "pub mod ctc;\npub mod ctc2;\npub use ctc::CtcLoss;\n");
     std::fs::write(
         d.join("src/train.rs"),
         "use burn::tensor::{backend::AutodiffBackend, Int, Tensor};\n\nuse crate::loss::CtcLoss as Ctc;\n\n\
@@ -364,10 +350,8 @@ fn renamed_and_reexported_imports_reach_their_type() {
     assert!(text.contains("src/loss/ctc.rs:12:"), "{text}");
 }
 
-/// `xs.apply(block)` over `self.blocks` runs the block's `forward` once per layer, as
-/// `block.forward(&xs)` would: a read there waits for the device at every layer.
-#[test]
-fn a_module_applied_in_a_layer_loop_runs_per_layer() {
+/// What `devcheck lint --preview` reports on a candle crate whose `src/lib.rs` is `lib`.
+fn candle_crate_findings(lib: &str) -> String {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
     std::fs::create_dir_all(d.join("src")).expect("mkdir");
@@ -376,8 +360,15 @@ fn a_module_applied_in_a_layer_loop_runs_per_layer() {
         "[package]\nname = \"tiny\"\n\n[dependencies]\ncandle-core = \"0.8\"\n",
     )
     .expect("write");
-    std::fs::write(
-        d.join("src/lib.rs"),
+    std::fs::write(d.join("src/lib.rs"), lib).expect("write");
+    stdout(&devcheck(&["--color", "never", "lint", "--format", "concise", "--preview", "src"], d))
+}
+
+/// `xs.apply(block)` over `self.blocks` runs the block's `forward` once per layer, as
+/// `block.forward(&xs)` would: a read there waits for the device at every layer.
+#[test]
+fn a_module_applied_in_a_layer_loop_runs_per_layer() {
+    let text = candle_crate_findings(
         "use candle_core::{Module, Result, Tensor};\n\n\
          pub struct Block {\n    scale: Tensor,\n}\n\n\
          impl Module for Block {\n    fn forward(&self, xs: &Tensor) -> Result<Tensor> {\n        \
@@ -386,10 +377,7 @@ fn a_module_applied_in_a_layer_loop_runs_per_layer() {
          impl Module for Net {\n    fn forward(&self, xs: &Tensor) -> Result<Tensor> {\n        \
              let mut xs = xs.clone();\n        for block in &self.blocks {\n            xs = xs.apply(block)?;\n        }\n        \
              xs.apply(&self.head)\n    }\n}\n",
-    )
-    .expect("write");
-    let out = devcheck(&["--color", "never", "lint", "--format", "concise", "--preview", "src"], d);
-    let text = stdout(&out);
+    );
     assert_eq!(text.matches(" D005 ").count(), 1, "{text}");
     assert!(text.contains("src/lib.rs:9:28: D005"), "{text}");
     assert!(text.contains("runs once per layer"), "{text}");
@@ -399,14 +387,6 @@ fn a_module_applied_in_a_layer_loop_runs_per_layer() {
 /// variant's `forward` once per layer too, also through `xs.apply(p)`.
 #[test]
 fn an_enum_variant_forward_runs_per_layer() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let d = dir.path();
-    std::fs::create_dir_all(d.join("src")).expect("mkdir");
-    std::fs::write(
-        d.join("Cargo.toml"),
-        "[package]\nname = \"tiny\"\n\n[dependencies]\ncandle-core = \"0.8\"\n",
-    )
-    .expect("write");
     let layer = |name: &str, body: &str| {
         format!(
             "pub struct {name} {{\n    scale: Tensor,\n}}\n\n\
@@ -424,9 +404,7 @@ fn an_enum_variant_forward_runs_per_layer() {
         layer("Conv", "let _ = self.scale.to_scalar::<f32>()?;"),
         layer("Pool", "let _ = self.scale.to_vec1::<f32>()?;"),
     );
-    std::fs::write(d.join("src/lib.rs"), text).expect("write");
-    let out = devcheck(&["--color", "never", "lint", "--format", "concise", "--preview", "src"], d);
-    let text = stdout(&out);
+    let text = candle_crate_findings(&text);
     assert_eq!(text.matches("runs once per layer").count(), 2, "{text}");
     assert!(text.contains("src/lib.rs:9:28: D005"), "{text}");
     assert!(text.contains("src/lib.rs:20:28: D005"), "{text}");
