@@ -638,3 +638,33 @@ fn every_error_goes_out_through_the_one_escaping_function() {
     assert!(body.contains("print_err(&out)") && !body.contains("print(&"), "{body}");
     assert!(body.contains("unicode_nocolor"), "a coloured report would escape its own codes: {body}");
 }
+
+/// A ring of 300 modules that star-import a hub which star-imports them all (every module then
+/// binds every name): the run ends, bounded, and the names still resolve.
+#[test]
+fn a_ring_of_star_imports_ends() {
+    let (_dir, root) = temp();
+    std::fs::create_dir_all(root.join("pkg")).expect("mkdir");
+    write(root.join("pkg/__init__.py"), "from .hub import *\n");
+    write(root.join("pkg/hub.py"), (0..300).map(|i| format!("from .m{i} import *\n")).collect::<String>());
+    for i in 0..300 {
+        let defs: String = (0..20).map(|k| format!("def g{i}_{k}(x):\n    return x\n\n\n")).collect();
+        write(root.join(format!("pkg/m{i}.py")), format!("from .hub import *\n\n\n{defs}"));
+    }
+    write(
+        root.join("train.py"),
+        "import torch\n\nfrom pkg import g0_1\n\nDEVICE = torch.device(\"cuda\")\n\n\n\
+         def train(model, loader, optimizer):\n    for x, y in loader:\n        \
+         loss = model(x.to(DEVICE)).sum()\n        loss.backward()\n        optimizer.step()\n        \
+         print(g0_1(loss).item())\n",
+    );
+    let out =
+        run_bounded(&["lint", "--isolated", "--preview", "--format", "concise", "."], &root, 60, None, &[]);
+    assert!(
+        stdout(&out).contains(
+            "train.py:13:15: D005 [warning] `.item()` in a loop waits for the device at every step"
+        ),
+        "{}",
+        stdout(&out)
+    );
+}

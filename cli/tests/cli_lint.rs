@@ -409,3 +409,29 @@ fn an_enum_variant_forward_runs_per_layer() {
     assert!(text.contains("src/lib.rs:9:28: D005"), "{text}");
     assert!(text.contains("src/lib.rs:20:28: D005"), "{text}");
 }
+
+/// Three crates under `fixtures/rust-index/` where an import could send a call to the wrong
+/// function: another crate's function imported under a short name (`use candle_nn::loss::
+/// cross_entropy as ce;`) is not the crate's own `cross_entropy`; a private glob re-exports
+/// nothing and an item shadows it; an `impl` written under an imported name keeps its methods.
+#[test]
+fn imports_under_other_names_and_private_globs_resolve_as_rust_does() {
+    let concise =
+        |case: &str| stdout(&lint(&["--format", "concise", &format!("fixtures/rust-index/{case}")]));
+    assert_eq!(concise("renamed_external"), "No findings in 3 files.\n");
+    let glob = concise("private_glob");
+    assert!(
+        glob.starts_with(
+            "fixtures/rust-index/private_glob/src/layers.rs:15:28: D005 [warning] `.to_scalar()` in `forward` waits for the device, and `forward` runs at every training step\n"
+        ),
+        "{glob}"
+    );
+    assert_eq!(glob.matches(" D005 ").count(), 1, "{glob}");
+    let renamed = concise("impl_on_renamed");
+    assert!(
+        renamed.starts_with(
+            "fixtures/rust-index/impl_on_renamed/src/train.rs:19:58: D005 [warning] `.to_scalar()` in `accuracy` waits for the device, and `accuracy` runs at every training step\n"
+        ),
+        "{renamed}"
+    );
+}

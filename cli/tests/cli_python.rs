@@ -337,7 +337,8 @@ fn the_repository_index_holds_on_awkward_trees() {
 }
 
 /// A package that re-exports its modules with `from .logger import *` (and a cycle of such
-/// imports, which must end): the logger's per-step read is found through the package's name.
+/// imports, which must end): the logger's per-step read is found through the package's name; a
+/// later star binding the same name wins, unless its module's `__all__` leaves the name out.
 #[test]
 fn star_imports_of_a_package_re_export_its_classes() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -373,4 +374,21 @@ fn star_imports_of_a_package_re_export_its_classes() {
         text.contains("src/misc/logger.py:13:21: D005 [warning] `.item()` in `update` waits for the device at every step: `MetricLogger.update` is called in a loop at src/solver/engine.py:16"),
         "{text}"
     );
+    // A later star import binds the name anew (Python's last binding wins)…
+    let quiet = "class MetricLogger:\n    def update(self, **kwargs):\n        self.kwargs = kwargs\n";
+    std::fs::write(d.join("src/misc/quiet.py"), quiet).expect("write");
+    std::fs::write(
+        d.join("src/misc/__init__.py"),
+        "from .logger import *\nfrom .dist import *\nfrom .quiet import *\n",
+    )
+    .expect("write");
+    let out =
+        devcheck(&["--color", "never", "lint", "--format", "concise", "--isolated", "--preview", "."], d);
+    assert!(!stdout(&out).contains("logger.py"), "{}", stdout(&out));
+    // …unless that module's `__all__` leaves it out.
+    std::fs::write(d.join("src/misc/quiet.py"), format!("__all__ = [\"Other\"]\n\n\n{quiet}"))
+        .expect("write");
+    let out =
+        devcheck(&["--color", "never", "lint", "--format", "concise", "--isolated", "--preview", "."], d);
+    assert!(stdout(&out).contains("src/misc/logger.py:13:21: D005"), "{}", stdout(&out));
 }

@@ -129,6 +129,9 @@ fn python_kind(path: &Path, file_name: &str, stem: &str) -> Option<FileKind> {
     if in_dir(&["tests", "test"]) {
         return Some(FileKind::Test);
     }
+    if stem.starts_with("bench_") || stem.ends_with("_benchmark") || in_dir(&["benchmarks", "benchmark"]) {
+        return Some(FileKind::Bench);
+    }
     if in_dir(&["scripts", "tools", "bin"]) {
         return Some(FileKind::Binary);
     }

@@ -24,6 +24,9 @@ use super::typing::Truth;
 const MAX_CHAIN: usize = 16;
 /// The keyword arguments of the calls to one function that are told apart by name.
 const MAX_KEYWORDS: usize = 64;
+/// The names one file's star imports bind, at most (a package's `__init__.py` re-exports a few
+/// hundred).
+const MAX_STAR_NAMES: usize = 512;
 /// Dotted suffixes longer than this are not indexed (a path is rarely imported by more).
 const MAX_SUFFIX: usize = 8;
 
@@ -242,8 +245,11 @@ pub(crate) struct FileEntry {
     functions: Vec<(String, FunctionFacts)>,
     /// The methods of the top-level classes, as `Class.method`.
     methods: Vec<String>,
-    /// The modules of its `from module import *` lines, as absolute dotted names.
-    stars: Vec<String>,
+    /// Its `from module import *` lines: how many aliases came before each, and the module as
+    /// an absolute dotted name.
+    stars: Vec<(usize, String)>,
+    /// The names a literal `__all__` lists: what a star import of it binds.
+    all: Option<Vec<String>>,
     path: PathBuf,
     /// The file chooses the CPU, or lets its user choose the device.
     pub(crate) cpu_path: bool,
@@ -575,57 +581,143 @@ fn agree(acc: Option<Truth>, t: Truth) -> Truth {
     }
 }
 
-/// The dotted names a top-level `name` of a file can be imported by: `pkg.models.Net`,
-/// `models.Net` (at least the module's last part and the name).
-/// `from .logger import *` in a package's `__init__.py` re-exports the public top-level names of
-/// `logger.py` (its classes, functions and imports not starting with `_`), a few stars deep:
-/// they become the importing file's aliases, as `from .logger import MetricLogger` would.
+/// `from .logger import *` (in a package's `__init__.py`, say) binds the names `logger.py`
+/// exports: those its `__all__` lists, or else its public top-level names (classes, functions,
+/// imports, and what its own star imports bind). They become the importing file's aliases, as
+/// `from .logger import MetricLogger` would make them; a later star or import of the same name
+/// wins over an earlier one, and the file's own definitions over both. Each module's exports are
+/// worked out once (a cycle of star imports stops where it closes).
 fn star_exports(files: &mut [FileEntry]) {
     if files.iter().all(|f| f.stars.is_empty()) {
         return;
     }
-    let by_module: FxHashMap<String, usize> =
-        files.iter().enumerate().map(|(i, f)| (f.module.join("."), i)).collect();
-    let find = |m: &str| -> Option<usize> {
-        by_module.get(m).copied().or_else(|| {
-            let tail = format!(".{m}");
-            let mut found = by_module.iter().filter(|(k, _)| k.ends_with(&tail)).map(|(_, &i)| i);
-            let first = found.next()?;
-            found.next().is_none().then_some(first)
+    // Modules by their dotted name and by its last parts (`pkg.logger` from `from pkg.logger
+    // import *`, whose file's module is longer); a suffix several files share names none.
+    let mut by_name: FxHashMap<String, Option<usize>> = FxHashMap::default();
+    for (i, f) in files.iter().enumerate() {
+        let n = f.module.len();
+        for k in 1..=n.min(MAX_SUFFIX) {
+            let key = f.module[n - k..].join(".");
+            by_name.entry(key).and_modify(|e| *e = None).or_insert(Some(i));
+        }
+        by_name.insert(f.module.join("."), Some(i));
+    }
+    let sources: Vec<Vec<(usize, usize)>> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            f.stars
+                .iter()
+                .filter_map(|(at, m)| Some((*at, by_name.get(m).copied().flatten().filter(|&j| j != i)?)))
+                .collect()
         })
-    };
-    for _ in 0..4 {
-        let mut added = false;
-        for i in 0..files.len() {
-            let mut new = Vec::new();
-            for star in &files[i].stars {
-                let Some(j) = find(star).filter(|&j| j != i) else { continue };
-                let source = &files[j];
-                let module = source.module.join(".");
-                let names = source
-                    .classes
-                    .iter()
-                    .map(|(n, _)| n)
-                    .chain(source.functions.iter().map(|(n, _)| n))
-                    .chain(source.aliases.iter().map(|(n, _)| n));
-                for name in names.filter(|n| !n.starts_with('_')) {
-                    new.push((name.clone(), format!("{module}.{name}")));
-                }
-            }
-            let entry = &mut files[i];
-            for alias in new {
-                if !entry.aliases.iter().any(|(n, _)| *n == alias.0) {
-                    entry.aliases.push(alias);
-                    added = true;
-                }
+        .collect();
+    let mut memo: Vec<Option<Vec<String>>> = vec![None; files.len()];
+    let mut on_stack = vec![false; files.len()];
+    for i in 0..files.len() {
+        exports(files, &sources, i, &mut memo, &mut on_stack, 0);
+    }
+    for (i, stars) in sources.iter().enumerate() {
+        if stars.is_empty() {
+            continue;
+        }
+        // Each name a star binds, with the star's place among the file's imports; a later star
+        // replaces an earlier one.
+        let mut bound: FxHashMap<String, (usize, String)> = FxHashMap::default();
+        for &(at, j) in stars {
+            let module = files[j].module.join(".");
+            // A bound on what one file's stars bind keeps a ring of modules that star-import
+            // each other (every one then binds every name) linear in the repository.
+            for name in memo[j].as_deref().unwrap_or(&[]).iter().take(MAX_STAR_NAMES) {
+                bound.insert(name.clone(), (at, format!("{module}.{name}")));
             }
         }
-        if !added {
-            break;
+        let entry = &mut files[i];
+        let own: FxHashSet<&str> = entry
+            .classes
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .chain(entry.functions.iter().map(|(n, _)| n.as_str()))
+            .collect();
+        let mut last_import: FxHashMap<&str, usize> = FxHashMap::default();
+        for (k, (name, _)) in entry.aliases.iter().enumerate() {
+            last_import.insert(name.as_str(), k);
         }
+        let mut replaced: FxHashSet<String> = FxHashSet::default();
+        let mut added = Vec::new();
+        for (name, (at, target)) in bound {
+            if own.contains(name.as_str()) || last_import.get(name.as_str()).is_some_and(|&k| k >= at) {
+                continue;
+            }
+            if last_import.contains_key(name.as_str()) {
+                replaced.insert(name.clone());
+            }
+            added.push((name, target));
+        }
+        entry.aliases.retain(|(n, _)| !replaced.contains(n));
+        added.sort();
+        entry.aliases.extend(added);
     }
 }
 
+/// The names module `i` exports to a star import ([`star_exports`]), into `memo`.
+fn exports(
+    files: &[FileEntry],
+    sources: &[Vec<(usize, usize)>],
+    i: usize,
+    memo: &mut Vec<Option<Vec<String>>>,
+    on_stack: &mut Vec<bool>,
+    depth: usize,
+) -> Vec<String> {
+    if let Some(done) = &memo[i] {
+        return done.clone();
+    }
+    let f = &files[i];
+    if let Some(all) = &f.all {
+        memo[i] = Some(all.clone());
+        return all.clone();
+    }
+    let mut names: FxHashSet<String> = f
+        .classes
+        .iter()
+        .map(|(n, _)| n)
+        .chain(f.functions.iter().map(|(n, _)| n))
+        .chain(f.aliases.iter().map(|(n, _)| n))
+        .filter(|n| !n.starts_with('_'))
+        .cloned()
+        .collect();
+    // A module met again while its own exports are being worked out (a cycle of stars), or
+    // one too deep, gives its own names only.
+    if !on_stack[i] && depth < MAX_CHAIN {
+        on_stack[i] = true;
+        for &(_, j) in &sources[i] {
+            names.extend(exports(files, sources, j, memo, on_stack, depth + 1));
+        }
+        on_stack[i] = false;
+    } else {
+        return names.into_iter().collect();
+    }
+    let mut names: Vec<String> = names.into_iter().collect();
+    names.sort();
+    memo[i] = Some(names.clone());
+    names
+}
+
+/// `["Net", "Block"]` (or a tuple): the names a literal `__all__` lists.
+fn literal_names(e: &Expr) -> Option<Vec<String>> {
+    let (Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. })) = e else {
+        return None;
+    };
+    elts.iter()
+        .map(|e| match e {
+            Expr::StringLiteral(s) => Some(s.value.to_str().to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The dotted names a top-level `name` of a file can be imported by: `pkg.models.Net`,
+/// `models.Net` (at least the module's last part and the name).
 fn suffixes(module: &[String], name: &str) -> Vec<String> {
     let take = module.len().min(MAX_SUFFIX);
     (1..=take)
@@ -743,7 +835,9 @@ impl Names<'_> {
                     let base = format!("{dots}{module}");
                     for alias in &i.names {
                         if alias.name.as_str() == "*" {
-                            entry.stars.extend(absolute(&base, self.module, self.is_package));
+                            if let Some(m) = absolute(&base, self.module, self.is_package) {
+                                entry.stars.push((entry.aliases.len(), m));
+                            }
                             continue;
                         }
                         let full = if base.is_empty() || base.ends_with('.') {
@@ -772,6 +866,16 @@ impl Names<'_> {
                         }
                     }
                     entry.classes.push((name, bases));
+                }
+                // `__all__ = ["Net", ..]`: what `from module import *` binds.
+                Stmt::Assign(a) if matches!(a.targets.as_slice(), [Expr::Name(n)] if n.id.as_str() == "__all__") =>
+                {
+                    entry.all = literal_names(&a.value);
+                }
+                Stmt::AugAssign(a) if matches!(&*a.target, Expr::Name(n) if n.id.as_str() == "__all__") => {
+                    if let (Some(all), Some(more)) = (entry.all.as_mut(), literal_names(&a.value)) {
+                        all.extend(more);
+                    }
                 }
                 // `Model = Net`: another name for a class.
                 Stmt::Assign(a) if a.targets.len() == 1 => {

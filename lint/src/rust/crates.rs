@@ -114,6 +114,8 @@ pub(crate) struct FileSummary {
     /// The file's `use` imports: the name in scope (or `*` for a glob) and the path it names
     /// (`use crate::loss::ctc::CtcLoss as Ctc;` → `Ctc`, `[crate, loss, ctc, CtcLoss]`).
     pub uses: Vec<(String, Vec<String>)>,
+    /// The `uses` that are `pub` (re-exports), by index.
+    pub reexported: Vec<usize>,
 }
 
 /// Method names that many libraries define: a call by one of these names on a receiver of
@@ -553,9 +555,11 @@ struct Index<'a> {
     imports: Vec<HashMap<String, Vec<Vec<String>>>>,
     /// Per file: names imported under another (`use crate::nets::Net as Model;`: `Model` → `Net`).
     renamed: Vec<HashMap<String, String>>,
-    /// What a module brings in from another, by (module, name or `*`), as others may import it
+    /// What a module re-exports from another, by (module, name or `*`), as others may import it
     /// from there (`pub use blocks::Block;` in `lib.rs` lets `use crate::Block;` name it).
     reexports: HashMap<(Vec<String>, String), Vec<Vec<String>>>,
+    /// (module, name) for each type and free function a module defines itself.
+    defines: HashSet<(Vec<String>, String)>,
     /// (impl type, name) → functions.
     methods: HashMap<(&'a str, &'a str), Vec<Node>>,
     /// name → free functions.
@@ -587,11 +591,19 @@ impl<'a> Index<'a> {
                 by_name
             })
             .collect();
+        // Only the crate's own paths: `use candle_nn::loss::cross_entropy as ce;` names another
+        // crate's function, not the crate's one of the same name.
+        let own = |path: &[String]| {
+            path.first().is_some_and(|f| {
+                matches!(f.as_str(), "crate" | "self" | "super") || Some(f.as_str()) == crate_name
+            })
+        };
         let renamed = files
             .iter()
             .map(|s| {
                 s.uses
                     .iter()
+                    .filter(|(_, path)| own(path))
                     .filter_map(|(alias, path)| {
                         let last = path.last()?;
                         (alias != "*" && alias != last).then(|| (alias.clone(), last.clone()))
@@ -600,10 +612,27 @@ impl<'a> Index<'a> {
             })
             .collect();
         let mut reexports: HashMap<(Vec<String>, String), Vec<Vec<String>>> = HashMap::new();
-        for (imports, here) in imports.iter().zip(&modules) {
+        for (s, here) in files.iter().zip(&modules) {
             let Some(here) = here else { continue };
-            for (name, from) in imports {
-                reexports.entry((here.clone(), name.clone())).or_default().extend(from.iter().cloned());
+            for &i in &s.reexported {
+                let Some((alias, path)) = s.uses.get(i) else { continue };
+                let module = if alias == "*" { &path[..] } else { &path[..path.len().saturating_sub(1)] };
+                if let Some(m) = absolute_module(module, Some(here), crate_name) {
+                    reexports.entry((here.clone(), alias.clone())).or_default().push(m);
+                }
+            }
+        }
+        // What each module defines itself: a name it defines is not looked for further.
+        let mut defines: HashSet<(Vec<String>, String)> = HashSet::new();
+        for (s, here) in files.iter().zip(&modules) {
+            let Some(here) = here else { continue };
+            let names = s
+                .structs
+                .iter()
+                .map(|st| &st.name)
+                .chain(s.fns.iter().filter(|f| !f.test).map(|f| f.self_ty.as_ref().unwrap_or(&f.name)));
+            for name in names {
+                defines.insert((here.clone(), name.clone()));
             }
         }
         let mut index = Index {
@@ -612,6 +641,7 @@ impl<'a> Index<'a> {
             imports,
             renamed,
             reexports,
+            defines,
             methods: HashMap::new(),
             free: HashMap::new(),
             by_name: HashMap::new(),
@@ -690,8 +720,14 @@ impl<'a> Index<'a> {
     /// `ty::name` (or `ty`'s method `name`), preferring the caller's file; `ty` as the file
     /// names it (an import may have renamed it).
     fn method(&self, file: usize, ty: &str, name: &str) -> Vec<Node> {
+        // An `impl` may be written under the imported name too (`impl Model { .. }`).
         let real = self.original(file, ty);
-        self.methods.get(&(real, name)).map(|v| self.pick(file, ty, v)).unwrap_or_default()
+        [real, ty]
+            .into_iter()
+            .filter_map(|t| self.methods.get(&(t, name)))
+            .map(|v| self.pick(file, ty, v))
+            .find(|found| !found.is_empty())
+            .unwrap_or_default()
     }
 
     /// The name an import of the file renamed (`Model` for `use crate::nets::Net as Model;`
@@ -708,6 +744,10 @@ impl<'a> Index<'a> {
         for _ in 0..4 {
             let mut next = Vec::new();
             for m in frontier {
+                // An item shadows a glob: a module that defines the name is where it comes from.
+                if self.defines.contains(&(m.to_vec(), name.to_string())) {
+                    continue;
+                }
                 for key in [name, "*"] {
                     let from = self.reexports.get(&(m.to_vec(), key.to_string()));
                     for source in from.into_iter().flatten() {

@@ -879,7 +879,12 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
     fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
         // Imports of an inline module (`mod tests { use super::*; }`) are that module's.
         if self.scope.inline_mods == 0 {
+            let at = self.summary.uses.len();
             flatten_use(&u.tree, &mut Vec::new(), &mut self.summary.uses);
+            // `pub use` (any visibility but private) re-exports what it names.
+            if !matches!(u.vis, syn::Visibility::Inherited) {
+                self.summary.reexported.extend(at..self.summary.uses.len());
+            }
         }
     }
 

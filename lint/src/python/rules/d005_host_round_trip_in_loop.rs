@@ -164,7 +164,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     if (!sync.per_element && sync.upload.is_none() && sync.always.is_none() && needed_on_host(cx, sync.value, sync.bulk))
         || synchronized_just_before(cx)
         || super::helpers::in_evaluation_pass(cx)
-        || fills_a_cache(cx, sync.at)
+        || fills_a_cache(cx, sync.value.range())
     {
         return;
     }
@@ -230,7 +230,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     } else if sync.always == Some(AlwaysWaits::Synchronize) {
         (
             format!("`{}` waits for the device {every}, and nothing here needs it to", sync.what),
-            "remove it: PyTorch orders the device's work by itself, and a value read on the host waits for what it needs; to time the step, read the clock after it",
+            "remove it unless another stream or a timer needs it: PyTorch orders the work of one stream by itself, and a value read on the host waits for what it needs",
         )
     } else if sync.always == Some(AlwaysWaits::SizedByData) {
         (
@@ -318,42 +318,146 @@ fn fills_a_cache(cx: &Checker<'_, '_>, at: TextRange) -> bool {
             _ => None,
         }
     }
+    // The cache itself is tested: `self.x is (not) None`, its size (`len(self.x)`,
+    // `self.x.shape[0]`, `self.x.size(0)`), or a key in it (`k in self.x`).
+    fn tested_cache<'e>(e: &'e Expr, receiver: &str, out: &mut Vec<&'e str>) {
+        let Expr::Compare(c) = e else { return };
+        let is_none = c.ops.iter().all(|o| matches!(o, ast::CmpOp::Is | ast::CmpOp::IsNot))
+            && c.comparators.iter().all(|r| matches!(r, Expr::NoneLiteral(_)));
+        let keyed = c.ops.iter().all(|o| matches!(o, ast::CmpOp::In | ast::CmpOp::NotIn));
+        if is_none {
+            out.extend(attr_of(&c.left, receiver));
+        } else if keyed {
+            out.extend(c.comparators.iter().filter_map(|r| attr_of(r, receiver)));
+        } else {
+            for side in std::iter::once(&*c.left).chain(&c.comparators) {
+                let sized = match side {
+                    Expr::Call(call) => match &*call.func {
+                        Expr::Name(n) if n.id.as_str() == "len" => call.arguments.args.first(),
+                        Expr::Attribute(a) if matches!(a.attr.as_str(), "size" | "numel") => Some(&*a.value),
+                        _ => None,
+                    },
+                    Expr::Subscript(sub) => match &*sub.value {
+                        Expr::Attribute(a) if a.attr.as_str() == "shape" => Some(&*a.value),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                out.extend(sized.and_then(|x| attr_of(x, receiver)));
+            }
+        }
+    }
     let body = &fun.def.body;
     let mut guarded: Vec<&str> = Vec::new();
+    let mut guard_end = None;
     for stmt in body.iter().take_while(|s| s.start() < at.start()) {
         if let Stmt::If(i) = stmt
             && i.elif_else_clauses.is_empty()
             && matches!(i.body.as_slice(), [Stmt::Return(_)])
         {
             any_subexpr(&i.test, &mut |e| {
-                guarded.extend(attr_of(e, receiver));
+                tested_cache(e, receiver, &mut guarded);
                 true
             });
+            guard_end = Some(i.end());
         }
     }
+    // Filled after the guard with a value that is not a flag, a count or the cache itself.
+    let fills = |value: &Expr, name: &str| {
+        !matches!(
+            value,
+            Expr::Compare(_) | Expr::BoolOp(_) | Expr::NumberLiteral(_) | Expr::BooleanLiteral(_) | Expr::NoneLiteral(_)
+        ) && !any_subexpr_is(value, |e| attr_of(e, receiver) == Some(name))
+    };
+    let Some(guard_end) = guard_end else { return false };
     !guarded.is_empty()
-        && body.iter().any(|s| match s {
-            Stmt::Assign(a) => a.targets.iter().any(|t| attr_of(t, receiver).is_some_and(|n| guarded.contains(&n))),
+        && body.iter().filter(|s| s.start() >= guard_end).any(|s| match s {
+            Stmt::Assign(a) => a.targets.iter().any(|t| {
+                attr_of(t, receiver).is_some_and(|n| guarded.contains(&n) && fills(&a.value, n))
+            }),
             _ => false,
         })
 }
 
-/// `torch.cuda.synchronize()` as a statement of its own, in a function that reads no clock (a
-/// timed step needs it before reading the time; D007).
+/// Does some part of `e` satisfy `test`?
+fn any_subexpr_is(e: &Expr, test: impl Fn(&Expr) -> bool) -> bool {
+    let mut found = false;
+    any_subexpr(e, &mut |sub| {
+        found |= test(sub);
+        !found
+    });
+    found
+}
+
+/// `torch.cuda.synchronize()` (or `torch.mps`'s, `torch.xpu`'s, `torch.accelerator`'s, with a
+/// device or not).
+fn is_synchronize(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
+    cx.callee_name(c).is_some_and(|q| {
+        matches!(
+            q.as_ref(),
+            "torch.cuda.synchronize" | "torch.mps.synchronize" | "torch.xpu.synchronize" | "torch.accelerator.synchronize"
+        )
+    })
+}
+
+/// An explicit wait as a statement of its own. Not where something may need it: a file that
+/// reads a clock or times with CUDA events (a wait before reading the time; D007), uses streams
+/// (a wait that orders them), or is a test or a benchmark; nor a helper that only waits (its
+/// callers decide).
 fn explicit_synchronize<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     let Expr::Call(c) = e else { return None };
-    if !c.arguments.is_empty() || !matches!(cx.parent(), Some(Node::Stmt(Stmt::Expr(_)))) {
+    if !matches!(cx.parent(), Some(Node::Stmt(Stmt::Expr(_)))) || !is_synchronize(cx, c) {
         return None;
     }
-    let q = cx.callee_name(c)?;
-    if !matches!(q.as_ref(), "torch.cuda.synchronize" | "torch.accelerator.synchronize") {
+    // The function reads the clock, or a caller does around the call (in the loop that makes
+    // it, or anywhere when the call is in no loop): the wait is what the timing needs.
+    let function = cx.enclosing_functions().next();
+    let clock_in_loop_around = |at: TextRange, caller: Option<crate::python::model::FunctionId>| {
+        let innermost = cx
+            .model
+            .loops()
+            .filter(|(_, l)| l.function == caller && l.stmt.range().contains_range(at))
+            .min_by_key(|(_, l)| l.stmt.range().len());
+        match innermost {
+            Some((_, l)) => {
+                let text = cx.text(l.stmt.range());
+                ["time(", "perf_counter(", "monotonic(", "process_time(", "now("].iter().any(|c| text.contains(c))
+            }
+            None => cx.facts.reads_clock_in(caller),
+        }
+    };
+    let timed = cx.facts.reads_clock_in(function)
+        || function.is_some_and(|f| {
+            cx.facts.calls_to[f.index()]
+                .iter()
+                .take(256)
+                .filter_map(|&i| cx.model.calls.get(i))
+                .any(|call| clock_in_loop_around(call.call.range(), call.function))
+        });
+    if cx.kind.is_test_like() || timed {
         return None;
     }
-    // A test waits to compare results, and a timed function to read the clock.
-    if cx.kind.is_test_like() || cx.facts.reads_clock_in(cx.enclosing_functions().next()) {
+    let file = match (cx.module_body.first(), cx.module_body.last()) {
+        (Some(first), Some(last)) => cx.text(TextRange::new(first.start(), last.end())),
+        _ => "",
+    };
+    // Streams order their work by waits; CUDA events and `datetime` time it.
+    const STREAMS: [&str; 4] = ["Stream(", "stream(", "wait_stream", "CUDAGraph"];
+    const TIMERS: [&str; 3] = ["elapsed_time", "Event(", "datetime"];
+    let here = function.map_or(file, |f| cx.text(cx.model.function(f).def.range()));
+    if STREAMS.iter().any(|w| file.contains(w)) || TIMERS.iter().any(|w| here.contains(w)) {
         return None;
     }
-    Some(Sync { always: Some(AlwaysWaits::Synchronize), ..Sync::read(false, format!("{q}()"), e, e, e.range()) })
+    let only_waits = function.is_some_and(|f| {
+        let mut body = cx.model.function(f).def.body.iter();
+        let mut statements = body.by_ref().filter(|s| !matches!(s, Stmt::Expr(x) if matches!(&*x.value, Expr::StringLiteral(_))));
+        matches!((statements.next(), statements.next()), (Some(Stmt::Expr(x)), None) if std::ptr::eq(&*x.value, e))
+    });
+    if only_waits {
+        return None;
+    }
+    let what = format!("{}()", cx.callee_name(c)?);
+    Some(Sync { always: Some(AlwaysWaits::Synchronize), ..Sync::read(false, what, e, e, e.range()) })
 }
 
 /// `x[torch.arange(n), idx]` (or assigned into): a tensor made on the host and used to index a
@@ -456,15 +560,13 @@ fn host_made<'e>(cx: &Checker<'_, 'e>, e: &'e Expr) -> Option<(&'static str, Tex
     if cx.facts.sets_default_device || cx.device_block > 0 {
         return None;
     }
-    host_made_within(cx, e, 3)
+    host_made_within(cx, e, 8).map(|(factory, at, _)| (factory, at))
 }
 
 /// [`host_made`], also through a name bound once to such a tensor (`t = torch.rand(b) * s; t.to(x)`),
-/// arithmetic with plain numbers (`torch.arange(n) / half`) and elementwise functions
-/// (`torch.exp(..)`), `depth` names or operators deep.
-fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option<(&'static str, TextRange)> {
-    // A number, or a value known to be one: it leaves the other operand where it is.
-    let number = |e: &Expr| plain_number(cx, e, 2);
+/// arithmetic (`torch.arange(n) / half`) and elementwise functions (`torch.exp(..)`), `depth`
+/// names or operators deep; and whether the tensor is 0-dim (`torch.zeros(())`).
+fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option<(&'static str, TextRange, bool)> {
     if depth > 0 {
         match e {
             // Bound in this very function: the factory is where the user acts.
@@ -476,17 +578,12 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
                 })?;
                 return host_made_within(cx, value, depth - 1);
             }
-            // A tensor made on the host (not 0-dim: no factory here makes one) combined with
-            // anything: PyTorch refuses a tensor of the device as the other operand, so the
-            // result is on the host (`torch.rand(b) * (t1 - t0) + t0`).
+            // A tensor made on the host that is not 0-dim, combined with anything: PyTorch
+            // refuses a tensor of the device as the other operand, so the result is on the host
+            // (`torch.rand(b) * (t1 - t0) + t0`). A 0-dim one goes where the other operand is.
             Expr::BinOp(b) => {
-                return match (number(&b.left), number(&b.right)) {
-                    (true, false) => host_made_within(cx, &b.right, depth - 1),
-                    (false, true) => host_made_within(cx, &b.left, depth - 1),
-                    (false, false) => host_made_within(cx, &b.left, depth - 1)
-                        .or_else(|| host_made_within(cx, &b.right, depth - 1)),
-                    (true, true) => None,
-                };
+                let operand = |e| host_made_within(cx, e, depth - 1).filter(|(_, _, zero_dim)| !zero_dim);
+                return operand(&b.left).or_else(|| operand(&b.right));
             }
             Expr::UnaryOp(u) if u.op == ast::UnaryOp::USub => return host_made_within(cx, &u.operand, depth - 1),
             Expr::Call(c)
@@ -550,13 +647,13 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
     let zero = |e: &Expr| {
         matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ast::Number::Int(i) if i.as_u8() == Some(0)))
     };
-    // (`torch.zeros(())` is 0-dim: PyTorch takes it beside a tensor of the device.)
     let empty = |e: &Expr| match e {
-        Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => {
-            elts.is_empty() || elts.iter().any(zero)
-        }
+        Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => elts.iter().any(zero),
         e => zero(e),
     };
+    // `torch.zeros(())`: 0-dim, one element (its copy waits too).
+    let no_dims =
+        |e: &Expr| matches!(e, Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) if elts.is_empty());
     // The size arguments: all the positional ones, but `full`'s fill value.
     let sizes = match factory {
         "zeros" | "ones" | "empty" | "rand" | "randn" => &made.arguments.args[..],
@@ -566,24 +663,8 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
     if sizes.iter().any(empty) {
         return None;
     }
-    Some((factory, made.range()))
-}
-
-/// A number of the host, as far as the syntax tells: a literal, a value known to be a number,
-/// a `math.` function's result, a name bound once to one, or a floor division by a literal
-/// (`half = dim // 2`).
-fn plain_number(cx: &Checker<'_, '_>, e: &Expr, depth: u32) -> bool {
-    match e {
-        Expr::NumberLiteral(_) => true,
-        Expr::UnaryOp(u) => plain_number(cx, &u.operand, depth),
-        Expr::Call(c) if cx.callee_name(c).is_some_and(|q| q.starts_with("math.")) => true,
-        Expr::BinOp(b) if b.op == ast::Operator::FloorDiv && matches!(&*b.right, Expr::NumberLiteral(_)) => true,
-        Expr::BinOp(b) if depth > 0 => plain_number(cx, &b.left, depth - 1) && plain_number(cx, &b.right, depth - 1),
-        Expr::Name(_) if cx.kind_of(e) != Kind::Scalar && depth > 0 => {
-            single_assignment(cx, e).is_some_and(|v| plain_number(cx, v, depth - 1))
-        }
-        e => cx.kind_of(e) == Kind::Scalar,
-    }
+    let zero_dim = matches!(sizes, [only] if no_dims(only));
+    Some((factory, made.range(), zero_dim))
 }
 
 /// The host read the call `e` is, if it is one: the innermost one of a chain (`x.cpu().numpy()`
@@ -1157,10 +1238,7 @@ fn synchronized_just_before(cx: &Checker<'_, '_>) -> bool {
         }
         work
     };
-    let synchronize = |s: &Stmt| {
-        matches!(s, Stmt::Expr(e) if matches!(&*e.value, Expr::Call(c) if c.arguments.is_empty()
-            && cx.callee_name(c).is_some_and(|q| q.starts_with("torch.") && q.ends_with(".synchronize"))))
-    };
+    let synchronize = |s: &Stmt| matches!(s, Stmt::Expr(e) if matches!(&*e.value, Expr::Call(c) if is_synchronize(cx, c)));
     // Looked for among the 32 statements before (a block of thousands of reads would make the
     // rule quadratic; an explicit wait further up is not "just before"). Nearly always there is
     // none, and nothing else is looked at: the statements in between, and the read's own, are
