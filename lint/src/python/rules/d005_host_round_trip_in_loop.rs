@@ -11,7 +11,7 @@ use crate::python::model::BindingId;
 use crate::python::typing::Kind;
 use crate::registry;
 
-use super::helpers::{any_subexpr, method_call, provenance_in_project, range};
+use super::helpers::{any_subexpr, any_subexpr_is, method_call, provenance_in_project, range};
 
 
 #[derive(Default)]
@@ -379,15 +379,6 @@ fn fills_a_cache(cx: &Checker<'_, '_>, at: TextRange) -> bool {
         })
 }
 
-/// Does some part of `e` satisfy `test`?
-fn any_subexpr_is(e: &Expr, test: impl Fn(&Expr) -> bool) -> bool {
-    let mut found = false;
-    any_subexpr(e, &mut |sub| {
-        found |= test(sub);
-        !found
-    });
-    found
-}
 
 /// `torch.cuda.synchronize()` (or `torch.mps`'s, `torch.xpu`'s, `torch.accelerator`'s, with a
 /// device or not).

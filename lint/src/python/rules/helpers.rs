@@ -188,6 +188,16 @@ pub(crate) fn any_subexpr<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Expr) -> bool) 
     Walk { f, stop: false, depth: 0 }.visit_expr(e);
 }
 
+/// Does some part of `e` (itself included) satisfy `test`?
+pub(crate) fn any_subexpr_is(e: &Expr, test: impl Fn(&Expr) -> bool) -> bool {
+    let mut found = false;
+    any_subexpr(e, &mut |sub| {
+        found |= test(sub);
+        !found
+    });
+    found
+}
+
 /// Calls `f` on every statement of a body and the bodies inside it (not nested functions or
 /// classes), in source order.
 pub(crate) fn each_stmt<'a>(body: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
