@@ -645,13 +645,13 @@ impl<'a, 'f> Walker<'a, 'f> {
         if let Some(id) = as_ident(recv)
             && let Some(f) = self.scope.fns.last()
         {
-            // The innermost binding of the name decides: a loop's over a field, or a match arm's.
-            let looped = f.loop_vars.iter().rev().find(|v| id == &v.name);
-            let variant = f.variant_vars.iter().rev().find(|(n, _, _)| id == n);
-            if let Some((_, ty, variant)) = variant {
+            // A match arm's binding of the name (`Self::Conv(c) => c.forward(x)`), else a loop's
+            // over a field (`for block in &self.blocks`).
+            if let Some((_, ty, variant)) = f.variant_vars.iter().rev().find(|(n, _, _)| id == n) {
                 return Callee::VariantMethod { ty: ty.clone(), variant: variant.clone(), name };
             }
-            if let Some(LoopVar { field: Some(field), .. }) = looped {
+            if let Some(LoopVar { field: Some(field), .. }) = f.loop_vars.iter().rev().find(|v| id == &v.name)
+            {
                 return Callee::FieldMethod { field: field.clone(), name };
             }
         }

@@ -7,7 +7,7 @@ use ruff_text_size::{Ranged, TextRange};
 use crate::diagnostic::Finding;
 use crate::python::api;
 use crate::python::checker::{Checker, Hot, Node, Reads, Rule, leaves_for_good};
-use crate::python::model::BindingId;
+use crate::python::model::{BindingId, CallSite, FunctionId};
 use crate::python::typing::Kind;
 use crate::registry;
 
@@ -391,52 +391,50 @@ fn is_synchronize(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
     })
 }
 
-/// An explicit wait as a statement of its own. Not where something may need it: a file that
-/// reads a clock or times with CUDA events (a wait before reading the time; D007), uses streams
-/// (a wait that orders them), or is a test or a benchmark; nor a helper that only waits (its
-/// callers decide).
+/// An explicit wait as a statement of its own. Not where something may need it: where the
+/// function times its work (a clock, CUDA events, `datetime`), or a caller times the call (in
+/// the loop that makes it, or anywhere when it is in no loop); in a file that uses streams (a
+/// wait that orders them); in tests and benchmarks; nor in a helper that only waits (its callers
+/// decide).
 fn explicit_synchronize<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     let Expr::Call(c) = e else { return None };
-    if !matches!(cx.parent(), Some(Node::Stmt(Stmt::Expr(_)))) || !is_synchronize(cx, c) {
+    if !matches!(cx.parent(), Some(Node::Stmt(Stmt::Expr(_)))) || !is_synchronize(cx, c) || cx.kind.is_test_like() {
         return None;
     }
-    // The function reads the clock, or a caller does around the call (in the loop that makes
-    // it, or anywhere when the call is in no loop): the wait is what the timing needs.
+    let method = |site: &CallSite<'_>, names: &[&str]| {
+        matches!(&*site.call.func, Expr::Attribute(a) if names.contains(&a.attr.as_str()))
+    };
+    let times = |site: &CallSite<'_>| {
+        method(site, &["elapsed_time"])
+            || cx.callee_name(site.call).is_some_and(|q| {
+                api::is_clock(&q) || q.starts_with("datetime.") || q == "torch.cuda.Event"
+            })
+    };
+    // Does a call of `function` within `range` time the work?
+    let timed_in = |range: TextRange, function: Option<FunctionId>| {
+        cx.model.calls.iter().any(|s| s.function == function && range.contains_range(s.call.range()) && times(s))
+    };
     let function = cx.enclosing_functions().next();
-    let clock_in_loop_around = |at: TextRange, caller: Option<crate::python::model::FunctionId>| {
-        let innermost = cx
-            .model
-            .loops()
-            .filter(|(_, l)| l.function == caller && l.stmt.range().contains_range(at))
-            .min_by_key(|(_, l)| l.stmt.range().len());
-        match innermost {
-            Some((_, l)) => {
-                let text = cx.text(l.stmt.range());
-                ["time(", "perf_counter(", "monotonic(", "process_time(", "now("].iter().any(|c| text.contains(c))
-            }
-            None => cx.facts.reads_clock_in(caller),
-        }
-    };
-    let timed = cx.facts.reads_clock_in(function)
+    // The function's own code (a script's top level: the file's).
+    let own = function.map_or(TextRange::up_to(ruff_text_size::TextSize::of(cx.model.source)), |f| {
+        cx.model.function(f).def.range()
+    });
+    let timed = timed_in(own, function)
         || function.is_some_and(|f| {
-            cx.facts.calls_to[f.index()]
-                .iter()
-                .take(256)
-                .filter_map(|&i| cx.model.calls.get(i))
-                .any(|call| clock_in_loop_around(call.call.range(), call.function))
+            cx.facts.calls_to[f.index()].iter().take(256).filter_map(|&i| cx.model.calls.get(i)).any(|site| {
+                match site.in_loop {
+                    Some(l) => timed_in(cx.model.loop_(l).stmt.range(), site.function),
+                    None => cx.facts.reads_clock_in(site.function),
+                }
+            })
         });
-    if cx.kind.is_test_like() || timed {
-        return None;
-    }
-    let file = match (cx.module_body.first(), cx.module_body.last()) {
-        (Some(first), Some(last)) => cx.text(TextRange::new(first.start(), last.end())),
-        _ => "",
-    };
-    // Streams order their work by waits; CUDA events and `datetime` time it.
-    const STREAMS: [&str; 4] = ["Stream(", "stream(", "wait_stream", "CUDAGraph"];
-    const TIMERS: [&str; 3] = ["elapsed_time", "Event(", "datetime"];
-    let here = function.map_or(file, |f| cx.text(cx.model.function(f).def.range()));
-    if STREAMS.iter().any(|w| file.contains(w)) || TIMERS.iter().any(|w| here.contains(w)) {
+    let streams = cx.model.calls.iter().any(|s| {
+        method(s, &["wait_stream", "record_stream", "wait_event"])
+            || cx.callee_name(s.call).is_some_and(|q| {
+                matches!(q.as_ref(), "torch.cuda.Stream" | "torch.cuda.stream" | "torch.cuda.CUDAGraph" | "torch.cuda.graph")
+            })
+    });
+    if timed || streams {
         return None;
     }
     let only_waits = function.is_some_and(|f| {
