@@ -225,8 +225,9 @@ macro_rules! with_rules {
                     tensors count as forward passes"),
                 python: d001_tensor_on_fixed_device (Preview("One finding (true) on the held-out \
                     PyTorch repositories of the ecosystem check, and 1 of their 7 known hazards \
-                    found (recall 0.14). On 13 repositories with 16 fixed-device bugs found \
-                    through users' reports it finds 4 (one arguable finding besides); on two \
+                    found (recall 0.14); two on the tuning ones (one true, one arguable). On 13 \
+                    repositories with 16 fixed-device bugs found through users' reports it finds \
+                    5 (one arguable finding besides); on two \
                     samples of 16 repositories no rule was tuned on, whose readers found no \
                     true hazard, its one finding at first look was false (a CPU fallback \
                     branch, no longer reported). Too few findings to measure its \
@@ -272,10 +273,12 @@ macro_rules! with_rules {
                     patterns: "statics holding a tensor made on a fixed device (`lazy_static!`, `LazyLock`, \
                     `OnceLock::get_or_init`) used by a forward pass, and fields used by an \
                     optimizer's `step`"),
-                python: d004_unmoved_tensor_field (Preview("Precision 0.00 on the Python files of \
-                    the ecosystem check: its one finding there is a false alarm (a plain list of \
-                    modules that hold no parameters or buffers, so nothing is lost). Three more \
-                    false-alarm patterns found on the same repositories are fixed.")),
+                python: d004_unmoved_tensor_field (Preview("One finding on the PyTorch \
+                    repositories of the ecosystem check, on a tuning one (true: a noise \
+                    schedule's host-made table indexed with timesteps on the device), none on the \
+                    held-out ones, where no hazard of its kind is known; 0 of the 1 such bug among \
+                    13 repositories found through users' reports (a table unpickled onto a \
+                    trainer). Too few findings to measure its precision on real code.")),
             }
             D005 HostRoundTripInLoop {
                 name: "host-round-trip-in-loop",

@@ -301,6 +301,12 @@ pub(crate) fn returns_tensor(q: &str) -> bool {
     q.strip_prefix("torch.").is_some_and(|name| TENSOR_FUNCTIONS.binary_search(&name).is_ok())
 }
 
+/// An einops function (`rearrange`, `repeat`, `reduce`) that returns an array of the kind and on
+/// the device of its first argument (a tensor for a tensor, a numpy array for an array).
+pub(crate) fn keeps_its_input(q: &str) -> bool {
+    matches!(q, "einops.rearrange" | "einops.repeat" | "einops.reduce")
+}
+
 /// Tensor methods that return a new tensor (or tuple or list of tensors): a statement made of
 /// one throws its result away.
 const TENSOR_METHODS: &[&str] = &[
@@ -683,6 +689,8 @@ mod tests {
         assert!(returns_tensor("torch.cat"));
         assert!(!returns_tensor("torch.load"));
         assert!(!returns_tensor("torch.device"));
+        assert!(keeps_its_input("einops.repeat"));
+        assert!(!keeps_its_input("einops.parse_shape"));
         assert!(is_creation("torch.arange"));
         assert!(!is_creation("torch.zeros_like"));
     }

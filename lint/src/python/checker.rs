@@ -164,6 +164,9 @@ pub(crate) struct Facts {
     /// Per function: the calls of this file that call it by name (indices into the model's
     /// calls), so a question about its callers does not scan every call of the file.
     pub calls_to: Vec<Vec<usize>>,
+    /// Per function, the names whose `.device` one of its calls takes (`.to(t.device)`,
+    /// `device=t.device`): its author expects those off the CPU.
+    pub device_taken_from: FxHashSet<(FunctionId, ruff_python_ast::name::Name)>,
     /// This file's functions that other files of the project call at every step
     /// ([`super::project`]).
     pub elsewhere: Vec<CalledFrom>,
@@ -1250,6 +1253,7 @@ impl Facts {
         let mut edges: Vec<Edge> = Vec::new();
         let mut sets_default_device = false;
         let mut calls_to: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut device_taken_from = FxHashSet::default();
         let mut clock_in = vec![false; n];
         let mut clock_at_top = false;
         let mut uses_accelerator = false;
@@ -1272,6 +1276,17 @@ impl Facts {
                 }
             }
             uses_accelerator = uses_accelerator || moves_to_accelerator(q.as_deref(), site.call);
+            if let Some(f) = site.function {
+                let args = &site.call.arguments;
+                for a in args.args.iter().chain(args.keywords.iter().map(|k| &k.value)) {
+                    if let Expr::Attribute(d) = a
+                        && d.attr.as_str() == "device"
+                        && let Expr::Name(n) = &*d.value
+                    {
+                        device_taken_from.insert((f, n.id.clone()));
+                    }
+                }
+            }
             // Only a call that would mark something new is asked about: one at the top level
             // outside loops marks nothing, and nor does one whose function and loop are marked.
             let marks = site.function.is_some_and(|f| !function_work[f.index()])
@@ -1432,6 +1447,7 @@ impl Facts {
             backward_roots: backward_roots(model),
             backward: losses(model, types),
             calls_to,
+            device_taken_from,
             elsewhere: types.project().called_from().to_vec(),
         };
         facts.loss_inputs = loss_inputs(model, types, &facts.backward);

@@ -520,6 +520,9 @@ impl<'m, 'a> Types<'m, 'a> {
             if api::is_parameter_class(&q) || api::returns_tensor(&q) {
                 return Kind::Tensor;
             }
+            if api::keeps_its_input(&q) {
+                return c.arguments.args.first().map_or(Kind::Unknown, |x| self.kind(x));
+            }
             if api::is_module_class(&q) || self.project.is_module(&q) == Truth::Yes {
                 return Kind::Module;
             }

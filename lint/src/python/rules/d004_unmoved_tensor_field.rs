@@ -17,6 +17,7 @@ use crate::python::model::{AttrAssign, AttrHow, BindingId, BindingKind, ClassId,
 use crate::python::typing::{Kind, Truth};
 use crate::registry;
 
+use super::device_evidence::{device_evident, tensor_indices};
 use super::helpers::{Fixed, fixed_creation, keyword, name_binding, provenance, range};
 
 
@@ -29,6 +30,9 @@ pub(crate) struct Check {
     moved: FxHashSet<BindingId>,
     /// Loss modules built with a CPU tensor: the binding, and the argument.
     criteria: Vec<(BindingId, TextRange, String)>,
+    /// `self.table[index]` in a method of a class that is not a module, `index` on the device:
+    /// the class, the attribute, the subscript and the index.
+    indexed: Vec<(ClassId, Name, TextRange, TextRange)>,
 }
 
 /// How `forward` reads an attribute.
@@ -88,6 +92,9 @@ impl Rule for Check {
                 out.extend(finding);
             }
         }
+        for (class, name, at, index) in &self.indexed {
+            out.extend(table_indexed_on_the_device(cx, *class, name, *at, *index));
+        }
         if cx.facts.uses_accelerator {
             for (binding, at, class) in &self.criteria {
                 if !self.moved.contains(binding) {
@@ -111,11 +118,27 @@ impl Rule for Check {
 
 impl Check {
     fn attribute(&mut self, cx: &Checker<'_, '_>, e: &Expr, a: &ast::ExprAttribute) {
-        if a.ctx != ExprContext::Load || !cx.in_forward() {
+        if a.ctx != ExprContext::Load {
             return;
         }
         let Some(class) = cx.types.receiver_class(&a.value) else { return };
-        let read = read_of(cx, e);
+        // `self.table[t]` with `t` on the device: PyTorch raises before any later `.to(..)`.
+        let index = match cx.parent() {
+            Some(Node::Expr(Expr::Subscript(sub))) if std::ptr::eq(&*sub.value, e) => {
+                indexed_on_the_device(cx, sub).map(|i| (sub.range(), i))
+            }
+            _ => None,
+        };
+        if cx.types.is_module_class(class) != Truth::Yes {
+            if let Some((at, i)) = index {
+                self.indexed.push((class, a.attr.id.clone(), at, i));
+            }
+            return;
+        }
+        if !cx.in_forward() {
+            return;
+        }
+        let read = if index.is_some() { Read::Computes } else { read_of(cx, e) };
         self.uses.entry((class, a.attr.id.clone())).or_default().push((a.range(), read));
     }
 
@@ -182,6 +205,56 @@ impl Check {
             .fix(buffer_fix(cx, field)),
         )
     }
+}
+
+/// The part of `sub`'s index that is a tensor on the device by what the code does, outside tests
+/// and `with torch.device(..)` blocks.
+fn indexed_on_the_device(cx: &Checker<'_, '_>, sub: &ast::ExprSubscript) -> Option<TextRange> {
+    if cx.kind.is_test_like() || cx.device_block > 0 || cx.facts.sets_default_device {
+        return None;
+    }
+    tensor_indices(cx, sub).into_iter().find(|i| device_evident(cx, i)).map(|i| i.range())
+}
+
+/// `self.sigmas[t]` in a class that is not a module: every value the class assigns to
+/// `self.sigmas` is made on the host, nothing moves it, and `t` is on the device.
+fn table_indexed_on_the_device(
+    cx: &Checker<'_, '_>,
+    class: ClassId,
+    name: &str,
+    at: TextRange,
+    index: TextRange,
+) -> Option<Finding> {
+    if overrides_apply(cx.model, class) {
+        return None;
+    }
+    let assigns = cx.types.class_attrs(class, name);
+    let mut made = None;
+    for a in &assigns {
+        match (a.how, a.value) {
+            (AttrHow::Update, _) | (AttrHow::Assign, Some(Expr::NoneLiteral(_))) => {}
+            (AttrHow::Assign, Some(v)) if made_on_host(cx, v) => {
+                made.get_or_insert(a.range);
+            }
+            _ => return None,
+        }
+    }
+    let made = made?;
+    let method = cx.model.function(assigns.iter().find(|a| a.range == made)?.method).name();
+    let tensor = cx.short(assigns.iter().find(|a| a.range == made)?.range);
+    let index_text = cx.short(index);
+    Some(
+        Finding::new(
+            &registry::D004,
+            range(at),
+            format!("`{tensor}` is made on the host in `{method}`, and it is indexed here with `{index_text}`, a tensor on the device"),
+        )
+        .label("a host tensor indexed with a device tensor")
+        .related(range(made), "made on the host here: nothing moves it to the device")
+        .help(format!(
+            "move it to the index's device before indexing (`{tensor}.to(device)[..]`), make it on the device the object is used with, or index with the index moved to the CPU (`.cpu()`)"
+        )),
+    )
 }
 
 /// How `forward` reads `self.name` (the attribute expression `e`).
@@ -364,8 +437,7 @@ fn made_on_host_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
                 if api::is_parameter_class(&q) {
                     return false;
                 }
-                return api::returns_tensor(&q)
-                    && !q.ends_with("_like")
+                return (api::returns_tensor(&q) && !q.ends_with("_like") || api::keeps_its_input(&q))
                     && c.arguments.args.first().is_some_and(next);
             }
             match &*c.func {

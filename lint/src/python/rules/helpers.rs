@@ -612,6 +612,9 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                 if api::returns_tensor(&q) {
                     return c.arguments.args.iter().fold(NONE, |p, arg| p.union(next(arg)));
                 }
+                if api::keeps_its_input(&q) {
+                    return c.arguments.args.first().map_or(NONE, next);
+                }
             }
             // Calling a module (`self(x)` in one of its methods too): its output is where its
             // weights are, and carries their grad.

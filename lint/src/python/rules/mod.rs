@@ -2,8 +2,10 @@
 //! rule of the same code), with its docs in a Markdown file of the same name (the `## In PyTorch
 //! code` part of `devcheck explain`). Which rules exist, and which of them check Python, is the
 //! rule table's ([`crate::registry`]); this module loads them and calls the enabled ones. Shared
-//! logic lives in [`helpers`].
+//! logic lives in [`helpers`]; whether a value is on the device, for the index checks of D001 and
+//! D004, in [`device_evidence`].
 
+pub(crate) mod device_evidence;
 pub(crate) mod helpers;
 
 /// D005's notion of a value the host needs at once, also what a call to another file's function
