@@ -675,6 +675,8 @@ impl<'m, 'a> Types<'m, 'a> {
             {
                 &*s.slice
             }
+            // `NDArray[np.float32]`: a NumPy array of that dtype.
+            Expr::Subscript(s) => &*s.value,
             _ => a,
         };
         let Some(q) = self.model.canonical_name(a) else { return Kind::Unknown };
@@ -686,6 +688,8 @@ impl<'m, 'a> Types<'m, 'a> {
             Kind::Scalar
         } else if q == "torch.device" {
             Kind::Device
+        } else if matches!(&*q, "numpy.ndarray" | "numpy.typing.NDArray" | "numpy.typing.ArrayLike") {
+            Kind::Numpy
         } else if let Some(c) = self.model.local_class(a) {
             if self.is_module_class(c) == Truth::Yes { Kind::Module } else { Kind::Unknown }
         } else {

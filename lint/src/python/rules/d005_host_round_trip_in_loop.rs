@@ -7,7 +7,7 @@ use ruff_text_size::{Ranged, TextRange};
 use crate::diagnostic::Finding;
 use crate::python::api;
 use crate::python::checker::{Checker, Hot, Node, Reads, Rule, leaves_for_good};
-use crate::python::model::{BindingId, CallSite, FunctionId};
+use crate::python::model::{BindingId, BindingKind, CallSite, FunctionId, Part};
 use crate::python::typing::Kind;
 use crate::registry;
 
@@ -805,9 +805,16 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
         Stmt::If(ast::StmtIf { test: t, .. }) | Stmt::While(ast::StmtWhile { test: t, .. }),
     )) = cx.parent()
         && std::ptr::eq(&**t, test)
-        && matches!(first(test), Expr::Name(_) | Expr::Call(_) | Expr::Attribute(_) | Expr::Compare(_))
     {
-        let test = first(test);
+        let shown = first(test);
+        // `if not mask.any():` reads it as well.
+        let test = match shown {
+            Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => &*u.operand,
+            t => t,
+        };
+        if !matches!(test, Expr::Name(_) | Expr::Call(_) | Expr::Attribute(_) | Expr::Compare(_)) {
+            return None;
+        }
         // `if loss == 0:`: a tensor compared with a number is a tensor too. Only a value known to
         // be a tensor: a value of unknown kind compared with a number is most often a number
         // (`if drop_prob > 0:`).
@@ -822,7 +829,7 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
             _ if cx.kind_of(test) == Kind::Tensor || truth_of_tensor(cx, test) => test,
             _ => return None,
         };
-        let what = format!("if {}:", cx.short(test.range()));
+        let what = format!("if {}:", cx.short(shown.range()));
         return Some(Sync::read(false, what, tensor, test, test.range()));
     }
     None
@@ -831,6 +838,13 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
 /// `(x >= 0).all()`, `mask.any()`: the truth of a value that may be a tensor (a forward pass's
 /// input, whose kind is not known), reduced by a tensor's own method; where it is decides.
 fn truth_of_tensor(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    // `ok = mask.all()`, then `if ok:`.
+    if let Expr::Name(n) = e
+        && let Some(b) = cx.model.binding_of(n)
+        && let BindingKind::Assignment { value, part: Part::Whole, .. } = cx.model.binding(b).kind
+    {
+        return !matches!(value, Expr::Name(_)) && truth_of_tensor(cx, value);
+    }
     matches!(method_call(e), Some((c, receiver, "all" | "any"))
         if c.arguments.is_empty() && cx.kind_of(receiver).may_be_tensor() && !matches!(receiver, Expr::List(_) | Expr::Tuple(_)))
 }

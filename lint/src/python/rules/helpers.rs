@@ -504,8 +504,24 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
         Expr::DictComp(d) => {
             return Provenance { requires_grad: false, ..provenance_at(cx, &d.value, depth + 1) };
         }
-        Expr::ListComp(ast::ExprListComp { elt, .. }) => {
+        // `[t.to(device) for t in batch]`, and `tuple(..)` of a generator.
+        Expr::ListComp(ast::ExprListComp { elt, .. })
+        | Expr::SetComp(ast::ExprSetComp { elt, .. })
+        | Expr::Generator(ast::ExprGenerator { elt, .. }) => {
             return Provenance { requires_grad: false, ..provenance_at(cx, elt, depth + 1) };
+        }
+        // `v.to(device) if isinstance(v, torch.Tensor) else v`: either side.
+        Expr::If(i) => {
+            return provenance_at(cx, &i.body, depth + 1).union(provenance_at(cx, &i.orelse, depth + 1));
+        }
+        Expr::Call(c)
+            if matches!(&c.arguments.args[..], [Expr::Generator(_) | Expr::ListComp(_)])
+                && c.arguments.keywords.is_empty()
+                && cx
+                    .callee_name(c)
+                    .is_some_and(|q| matches!(q.as_ref(), "builtins.tuple" | "builtins.list")) =>
+        {
+            return provenance_at(cx, &c.arguments.args[0], depth + 1);
         }
         _ => {}
     }
