@@ -134,20 +134,26 @@ impl Rule for Check {
         if is_setup(&f.name) {
             return;
         }
-        let (what, read, range) = match e {
+        let (what, read, range, wait) = match e {
             Expr::MethodCall(m) => {
-                let Some(what) = read_name(cx.file, m).or_else(|| tch_conversion_method(cx.file, m)) else {
-                    return;
-                };
-                (what, &*m.receiver, cx.file.range(m.method.span()))
+                if let Some(what) = tch_upload(cx.file, m) {
+                    (what, &*m.receiver, cx.file.range(e.span()), Wait::Upload)
+                } else if let Some(what) = sized_by_data(cx.file, m) {
+                    (what, &*m.receiver, cx.file.range(m.method.span()), Wait::Sized)
+                } else {
+                    let Some(what) = read_name(cx.file, m).or_else(|| tch_conversion_method(cx.file, m)) else {
+                        return;
+                    };
+                    (what, &*m.receiver, cx.file.range(m.method.span()), Wait::Read)
+                }
             }
             Expr::Call(c) => {
                 let Some((what, arg)) = tch_conversion_call(cx.file, c) else { return };
-                (what, arg, cx.file.range(c.func.span()))
+                (what, arg, cx.file.range(c.func.span()), Wait::Read)
             }
             _ => return,
         };
-        if is_host_tensor(cx.file, read, &f.env, &|n| f.host.contains(n)) {
+        if wait != Wait::Upload && is_host_tensor(cx.file, read, &f.env, &|n| f.host.contains(n)) {
             return;
         }
         // A training step: every read waits for the step's queued work, also one printed (a
@@ -158,23 +164,35 @@ impl Rule for Check {
         let each_step = cx.scope.gated == 0 && cx.scope.debug_macro == 0 && cx.scope.deciding == 0 && !chosen();
         if each_step && cx.in_step_loop() && !self.offloads.contains(&range.start) {
             if self.reported.insert(range.start) {
-                out.push(at_every_step(&what, range, None));
+                out.push(at_every_step(&what, wait, range, None));
             }
             return;
         }
         if cx.in_per_layer_loop() {
+            // The loop's own scan reports reads; uploads and data-sized results are reported here.
+            if wait != Wait::Read && cx.scope.gated == 0 && self.reported.insert(range.start) {
+                let (verb, label, help) = wait.words();
+                out.push(
+                    Finding::new(&registry::D005, range, format!("`{what}` in a loop in `{}` {verb} at every iteration", f.name))
+                        .label(label)
+                        .help(help),
+                );
+            }
             return;
         }
         // Else it is a finding if the function runs once per layer, takes a training step that
         // runs again and again, or is called at every training step (several may hold: the
         // first kept is shown).
         let per_step: Vec<Finding> = if each_step && !self.offloads.contains(&range.start) {
-            let takes_step = at_every_step(&what, range.clone(), None).only_if(Condition::TakesStep(f.id));
-            let called = at_every_step(&what, range.clone(), Some(&f.name)).only_if(Condition::PerStep(f.id));
+            let takes_step = at_every_step(&what, wait, range.clone(), None).only_if(Condition::TakesStep(f.id));
+            let called = at_every_step(&what, wait, range.clone(), Some(&f.name)).only_if(Condition::PerStep(f.id));
             let mut found = vec![takes_step, called];
             let loops = cx.loop_ids();
             if !loops.is_empty() {
-                found.insert(0, at_every_step(&what, range.clone(), None).only_if(Condition::InStepLoop(loops.to_vec())));
+                found.insert(
+                    0,
+                    at_every_step(&what, wait, range.clone(), None).only_if(Condition::InStepLoop(loops.to_vec())),
+                );
             }
             found
         } else {
@@ -184,18 +202,19 @@ impl Rule for Check {
             out.extend(per_step);
             return;
         }
+        let (verb, label, help) = match wait {
+            Wait::Read => (
+                "waits for the device",
+                "host read",
+                "keep the value on the device, or compute it once before the layer loop and pass it down",
+            ),
+            other => other.words(),
+        };
         out.push(
-            Finding::new(
-                &registry::D005,
-                range,
-                format!(
-                    "`{what}` in `{}` waits for the device, and `{}` runs once per layer",
-                    f.name, f.name
-                ),
-            )
-            .label("host read")
-            .help("keep the value on the device, or compute it once before the layer loop and pass it down")
-            .only_if(Condition::PerLayer(f.id)),
+            Finding::new(&registry::D005, range, format!("`{what}` in `{}` {verb}, and `{}` runs once per layer", f.name, f.name))
+                .label(label)
+                .help(help)
+                .only_if(Condition::PerLayer(f.id)),
         );
         out.extend(per_step);
     }
@@ -230,16 +249,104 @@ fn tch_conversion_method(file: &FileCx<'_>, m: &ExprMethodCall) -> Option<String
     reduced.then(|| ".try_into()".to_string())
 }
 
-/// A read that waits for the device at every training step: in the step's own code, or in a
-/// function (`in_fn`) that the step calls.
-fn at_every_step(what: &str, range: Range<usize>, in_fn: Option<&str>) -> Finding {
-    let message = match in_fn {
-        None => format!("`{what}` waits for the device at every training step"),
-        Some(f) => format!("`{what}` in `{f}` waits for the device, and `{f}` runs at every training step"),
+/// How a finding's call waits for the device.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// It reads device data on the host.
+    Read,
+    /// It copies a tensor made on the host to the device: PyTorch's blocking copy (tch) waits
+    /// for the stream, as a read does.
+    Upload,
+    /// Its result's size is the data's (`masked_select`, `nonzero`): the host waits for the count.
+    Sized,
+}
+
+impl Wait {
+    /// The verb of the message, the label and the help.
+    fn words(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Wait::Read => (
+                "waits for the device",
+                "host read",
+                "keep the value on the device (add losses and metrics up as tensors) and read it every N steps or once after the loop",
+            ),
+            Wait::Upload => (
+                "copies a host tensor to the device and waits for the copy",
+                "blocking upload",
+                "make it on the device (`Tensor::zeros(&[], (kind, device))`, `Tensor::full(..)`), or make it once outside the loop and reuse it",
+            ),
+            Wait::Sized => (
+                "sizes its result by the data, so the host waits for the device",
+                "sized by the data",
+                "keep a fixed shape: multiply by the mask (or `where_self`) instead of selecting, or select once after the loop",
+            ),
+        }
+    }
+}
+
+/// tch's `masked_select` and `nonzero`, burn's `argwhere` and `nonzero`: the host must know how
+/// many elements the result has before it can be made.
+fn sized_by_data(file: &FileCx<'_>, m: &ExprMethodCall) -> Option<String> {
+    let name = m.method.to_string();
+    let sized = match name.as_str() {
+        "masked_select" | "f_masked_select" | "f_nonzero" => file.apis.is(Api::Tch),
+        "nonzero" => file.apis.is(Api::Tch) || file.apis.is(Api::Burn),
+        "argwhere" => file.apis.is(Api::Burn),
+        _ => false,
     };
-    Finding::new(&registry::D005, range, message).label("host read").help(
-        "keep the value on the device (add losses and metrics up as tensors) and read it every N steps or once after the loop",
-    )
+    sized.then(|| format!(".{name}(..)"))
+}
+
+/// tch's upload of a constant made on the host (`Tensor::from(0.).to_device(d)`,
+/// `Tensor::of_slice(&[1., 0.]).to(d)`): libtorch's blocking copy waits for the device's stream.
+fn tch_upload(file: &FileCx<'_>, m: &ExprMethodCall) -> Option<String> {
+    let method = m.method.to_string();
+    if !file.apis.is(Api::Tch) || !matches!(method.as_str(), "to_device" | "to") || m.args.len() != 1 {
+        return None;
+    }
+    let Expr::Call(c) = peel(&m.receiver) else { return None };
+    let Expr::Path(p) = &*c.func else { return None };
+    let segs: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
+    let [.., ty, made] = segs.as_slice() else { return None };
+    // Only constants: a batch of data (`Tensor::from_slice(&batch)`) has to be uploaded.
+    let constant = match made.as_str() {
+        "from" => c.args.len() == 1 && c.args.first().is_some_and(is_literal),
+        "of_slice" | "from_slice" | "f_from_slice" | "f_of_slice" => {
+            matches!(c.args.first().map(peel), Some(Expr::Array(a)) if a.elems.iter().all(is_literal))
+        }
+        _ => false,
+    };
+    if ty != "Tensor" || !constant {
+        return None;
+    }
+    let target = m.args.first()?;
+    if matches!(
+        classify_options(file, target, &DevEnv::default(), &|_| None),
+        Some(DevSrc::Fixed { kind: FixedKind::Cpu, .. })
+    ) {
+        return None;
+    }
+    Some(format!("Tensor::{made}(..).{method}(..)"))
+}
+
+/// A number or boolean written out (`0.`, `-1`, `true`).
+fn is_literal(e: &Expr) -> bool {
+    match peel(e) {
+        Expr::Lit(l) => matches!(l.lit, syn::Lit::Int(_) | syn::Lit::Float(_) | syn::Lit::Bool(_)),
+        Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) => is_literal(&u.expr),
+        _ => false,
+    }
+}
+
+/// A read (or blocking upload) that waits for the device at every training step: in the step's
+/// own code, or in a function (`in_fn`) that the step calls.
+fn at_every_step(what: &str, wait: Wait, range: Range<usize>, in_fn: Option<&str>) -> Finding {
+    let (verb, label, help) = wait.words();
+    let message = match in_fn {
+        None => format!("`{what}` {verb} at every training step"),
+        Some(f) => format!("`{what}` in `{f}` {verb}, and `{f}` runs at every training step"),
+    };
+    Finding::new(&registry::D005, range, message).label(label).help(help)
 }
 
 fn finding(in_fn: &str, read: &Read, why: Why) -> Finding {
