@@ -435,3 +435,33 @@ fn imports_under_other_names_and_private_globs_resolve_as_rust_does() {
         "{renamed}"
     );
 }
+
+/// A Rust file that no target of its package compiles (a module commented out of `lib.rs`, a
+/// snapshot kept beside the code) has its findings left out, and a note names it; an example's
+/// own module is compiled. Linted alone, or where a macro may declare modules, nothing is left
+/// out: the walk cannot tell.
+#[test]
+fn files_no_target_compiles_are_left_out_with_a_note() {
+    let out = lint(&["--format", "concise", "fixtures/rust-index/uncompiled"]);
+    assert_eq!(
+        stdout(&out),
+        "fixtures/rust-index/uncompiled/examples/helpers.rs:11:29: D005 [warning] `.to_scalar()` waits for the device at every training step\n\
+         fixtures/rust-index/uncompiled/src/train.rs:9:23: D005 [warning] `.to_scalar()` waits for the device at every training step\n\
+         Found 2 findings (0 errors, 2 warnings) in 2 of 8 files.\n"
+    );
+    let human = lint(&["fixtures/rust-index/uncompiled"]);
+    assert!(
+        stderr(&human).contains(
+            "note: fixtures/rust-index/uncompiled/old/train_v1.rs and 1 more: no target of the package compiles them"
+        ),
+        "{}",
+        stderr(&human)
+    );
+    let alone = stdout(&lint(&["--format", "concise", "fixtures/rust-index/uncompiled/src/legacy.rs"]));
+    assert!(alone.starts_with("fixtures/rust-index/uncompiled/src/legacy.rs:9:23: D005"), "{alone}");
+    let by_macro = stdout(&lint(&["--format", "concise", "fixtures/rust-index/declared_by_macro"]));
+    assert!(
+        by_macro.starts_with("fixtures/rust-index/declared_by_macro/src/legacy.rs:9:23: D005"),
+        "{by_macro}"
+    );
+}

@@ -568,6 +568,7 @@ fn report_finding(
         summary: None,
         source: None,
         hot_calls: Vec::new(),
+        not_compiled: false,
     }
 }
 
@@ -595,7 +596,11 @@ impl Root {
 pub(crate) fn resolve(reports: &mut [FileReport]) {
     let mut passes: Vec<crate::rust::crates::Pass<'_>> = reports
         .iter_mut()
-        .map(|r| crate::rust::crates::Pass { summary: r.summary.as_deref(), diagnostics: &mut r.diagnostics })
+        .map(|r| crate::rust::crates::Pass {
+            summary: r.summary.as_deref(),
+            diagnostics: &mut r.diagnostics,
+            not_compiled: &mut r.not_compiled,
+        })
         .collect();
     crate::rust::crates::resolve(&mut passes);
     for report in reports {

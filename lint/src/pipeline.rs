@@ -35,6 +35,9 @@ pub struct FileReport {
     pub(crate) source: Option<Arc<str>>,
     /// Python: the calls at every step to functions of other files ([`crate::python::project`]).
     pub(crate) hot_calls: Vec<crate::python::project::HotCall>,
+    /// Rust: no target of the file's package compiles it (no `mod` declares it), so its findings
+    /// are not reported.
+    pub not_compiled: bool,
 }
 
 impl FileReport {
@@ -192,6 +195,7 @@ pub(crate) fn lint_text(
         summary,
         source: None,
         hot_calls,
+        not_compiled: false,
     }
 }
 

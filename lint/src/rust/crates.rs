@@ -116,6 +116,18 @@ pub(crate) struct FileSummary {
     pub uses: Vec<(String, Vec<String>)>,
     /// The `uses` that are `pub` (re-exports), by index.
     pub reexported: Vec<usize>,
+    /// The file's `mod name;` declarations (not inline modules): what it compiles.
+    pub mods: Vec<ModDecl>,
+    /// It may declare modules the walk cannot see (inside an inline module, a macro, a
+    /// `cfg_attr(.., path = ..)`): which files it compiles is not known.
+    pub mods_unknown: bool,
+}
+
+/// `mod name;`, or `#[path = "p.rs"] mod name;`.
+#[derive(Clone, Debug)]
+pub(crate) struct ModDecl {
+    pub name: String,
+    pub path: Option<String>,
 }
 
 /// Method names that many libraries define: a call by one of these names on a receiver of
@@ -173,6 +185,9 @@ const COMMON_METHODS: &[&str] = &[
 pub(crate) struct Pass<'r> {
     pub summary: Option<&'r FileSummary>,
     pub diagnostics: &'r mut Vec<Diagnostic>,
+    /// Set when no target of the file's package compiles it ([`super::targets`]): its findings
+    /// are dropped.
+    pub not_compiled: &'r mut bool,
 }
 
 /// Applies the crate-wide conditions: every pending finding whose conditions hold joins its
@@ -195,6 +210,19 @@ pub(crate) fn resolve(reports: &mut [Pass<'_>]) {
     for (root, members) in groups {
         let package = root.as_deref().and_then(|r| packages.info(r));
         let summaries: Vec<&FileSummary> = members.iter().filter_map(|&i| reports[i].summary).collect();
+        let files: Vec<(PathBuf, Option<&[ModDecl]>)> = summaries
+            .iter()
+            .map(|s| {
+                let path = s.disk_path.clone().unwrap_or_default();
+                (path, (!s.mods_unknown).then_some(s.mods.as_slice()))
+            })
+            .collect();
+        let dropped: HashSet<usize> = root
+            .as_deref()
+            .map(|r| super::targets::not_compiled(r, &files))
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         let graph = Graph::build(&summaries, package.as_ref(), &in_place);
         let verdicts: Vec<Vec<Diagnostic>> = summaries
             .iter()
@@ -207,8 +235,17 @@ pub(crate) fn resolve(reports: &mut [Pass<'_>]) {
                     .collect()
             })
             .collect();
-        for (&i, kept) in members.iter().zip(verdicts) {
+        for (f, (&i, kept)) in members.iter().zip(verdicts).enumerate() {
             let report = &mut reports[i];
+            if dropped.contains(&f) {
+                // Code nothing compiles: only the file's own errors (unreadable, a rule failing)
+                // stay.
+                report.diagnostics.retain(|d| {
+                    crate::registry::lookup(d.code).is_some_and(|r| r.group == crate::registry::Group::Meta)
+                });
+                *report.not_compiled = true;
+                continue;
+            }
             if !kept.is_empty() {
                 report.diagnostics.extend(kept);
                 report.diagnostics.sort_by(|a, b| {
@@ -832,7 +869,7 @@ fn functions_where(
 
 /// The absolute path, with `.` and `..` worked out by the text alone (`lint . ../examples` names
 /// files of one package two ways).
-fn normalized(path: &Path) -> Option<PathBuf> {
+pub(crate) fn normalized(path: &Path) -> Option<PathBuf> {
     let mut out = PathBuf::new();
     for c in std::path::absolute(path).ok()?.components() {
         match c {

@@ -17,6 +17,7 @@ mod fields;
 pub(crate) mod inspect;
 mod rules;
 mod syntax;
+mod targets;
 mod walker;
 
 use std::ops::Range;

@@ -11,7 +11,7 @@ use syn::visit::{self, Visit};
 use syn::{Block, Expr, ExprMethodCall, Token};
 
 use super::api::is_host_read;
-use super::crates::{Call, Callee, FileSummary, FnId, FnInfo, StructInfo};
+use super::crates::{Call, Callee, FileSummary, FnId, FnInfo, ModDecl, StructInfo};
 use super::device::{DevEnv, DevSrc, classify_options, is_host_tensor};
 use super::facts::Facts;
 use super::syntax::{
@@ -889,6 +889,29 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
     }
 
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if m.content.is_none() {
+            // `mod name;`: a file this one compiles. Inside an inline module, or named through
+            // `cfg_attr`, its file is not worked out.
+            let cfg_attr_path = m.attrs.iter().any(|a| {
+                a.path().is_ident("cfg_attr")
+                    && matches!(&a.meta, syn::Meta::List(l) if l.tokens.to_string().split_whitespace().any(|t| t == "path"))
+            });
+            if self.scope.inline_mods > 0 || cfg_attr_path {
+                self.summary.mods_unknown = true;
+            } else {
+                let path = m.attrs.iter().find(|a| a.path().is_ident("path")).and_then(|a| match &a.meta {
+                    syn::Meta::NameValue(nv) => match &nv.value {
+                        Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(s.value()),
+                        _ => None,
+                    },
+                    _ => None,
+                });
+                if m.attrs.iter().any(|a| a.path().is_ident("path")) && path.is_none() {
+                    self.summary.mods_unknown = true;
+                }
+                self.summary.mods.push(ModDecl { name: m.ident.to_string(), path });
+            }
+        }
         let test = is_cfg_test(&m.attrs);
         let backend = is_backend_name(&m.ident.to_string());
         let built_for = is_cfg_accelerator_feature(&m.attrs);
@@ -969,6 +992,11 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
     }
 
     fn visit_item_macro(&mut self, m: &'ast syn::ItemMacro) {
+        // `cfg_if! { .. mod cuda; .. }`, `include!(..)`: modules the walk cannot see.
+        let tokens = m.mac.tokens.to_string();
+        if m.mac.path.is_ident("include") || tokens.split_whitespace().any(|t| t == "mod") {
+            self.summary.mods_unknown = true;
+        }
         if m.mac.path.segments.last().is_some_and(|s| s.ident == "lazy_static")
             && self.scope.test == 0
             && !self.file.kind.is_test_like()
