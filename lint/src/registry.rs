@@ -228,7 +228,7 @@ macro_rules! with_rules {
                     PyTorch repositories of the ecosystem check, and 1 of their 7 known hazards \
                     found (recall 0.14); two on the tuning ones (one true, one arguable). On 13 \
                     repositories with 16 fixed-device bugs found through users' reports it finds \
-                    5 (one arguable finding besides); on two \
+                    6 (one arguable finding besides); on two \
                     samples of 16 repositories no rule was tuned on, whose readers found no \
                     true hazard, its one finding at first look was false (a CPU fallback \
                     branch, no longer reported). Too few findings to measure its \

@@ -9,11 +9,11 @@ use smallvec::SmallVec;
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::api;
 use crate::python::checker::{Checker, Node, Reads, Rule};
-use crate::python::model::{AttrHow, BindingKind, Callee, FunctionId, Part};
+use crate::python::model::{AttrHow, BindingId, BindingKind, Callee, FunctionId, Part};
 use crate::python::typing::Kind;
 use crate::registry;
 
-use super::device_evidence::{REDUCTIONS, device_evident, has_dim, reduces_to_0_dim, tensor_indices};
+use super::device_evidence::{REDUCTIONS, device_evident, has_dim, names_a_device, reduces_to_0_dim, tensor_indices};
 use super::helpers::{
     Fixed, checks_for_accelerator, fixed_creation, is_cpu_device, is_dtype, keyword, literal_device, range,
 };
@@ -58,11 +58,15 @@ impl Rule for Check {
         }
         if !self.active(cx) {
             // Elsewhere (a loss, a training script, an evaluation), only a CPU tensor indexed
-            // with a tensor that is on the device by what this code does to it.
+            // with a tensor that is on the device by what this code does to it, or passed to a
+            // model this code moved to the device.
             if let Expr::Subscript(sub) = e
                 && let Some(found) = self.index_on_the_cpu(cx, sub)
             {
                 out.push(found);
+            }
+            if let Expr::Call(c) = e {
+                out.extend(self.host_input_to_moved_model(cx, c));
             }
             return;
         }
@@ -95,6 +99,67 @@ impl Check {
         let index = indices.into_iter().find(|i| device_evident(cx, i))?;
         self.reported.insert(origin.call().start());
         Some(index_finding(cx, origin, sub, index))
+    }
+
+    /// `model = Net().to(device)` (or `model.cuda()` later), then `model(torch.tensor(xs))`: the
+    /// input is made on the host, the model's weights are on the device.
+    fn host_input_to_moved_model(&mut self, cx: &Checker<'_, '_>, c: &ast::ExprCall) -> Option<Finding> {
+        if cx.device_block > 0 || cx.kind.is_test_like() || cx.facts.sets_default_device || in_device_branch(cx) {
+            return None;
+        }
+        let Expr::Name(n) = &*c.func else { return None };
+        if cx.kind_of(&c.func) != Kind::Module {
+            return None;
+        }
+        let model = cx.model.binding_of(n)?;
+        // A loss or a module without weights computes where its inputs are (and `CTCLoss` takes
+        // its lengths from the CPU); `DataParallel` and `DistributedDataParallel` move their
+        // inputs to the model's GPUs themselves.
+        if let BindingKind::Assignment { value, .. } = cx.model.binding(model).kind {
+            // The class the chain starts from: `CTCLoss` in `nn.CTCLoss(..).to(device)`.
+            let mut at = value;
+            while let Expr::Call(call) = at {
+                if let Some(q) = cx.callee_name(call) {
+                    let moves_inputs = matches!(
+                        q.as_ref(),
+                        "torch.nn.DataParallel"
+                            | "torch.nn.parallel.DataParallel"
+                            | "torch.nn.parallel.DistributedDataParallel"
+                            | "torch.nn.parallel.distributed.DistributedDataParallel"
+                    );
+                    if moves_inputs || api::is_loss_class(&q) || api::class_holds_no_tensors(&q) {
+                        return None;
+                    }
+                    break;
+                }
+                let Expr::Attribute(a) = &*call.func else { break };
+                at = &a.value;
+            }
+        }
+        let moved = moved_to_accelerator(cx, model, c)?;
+        let args = c.arguments.args.iter().chain(c.arguments.keywords.iter().map(|k| &k.value));
+        let (origin, how) = args.filter_map(|a| host_made_input(cx, c, a)).next()?;
+        if !self.reported.insert(origin.start()) {
+            return None;
+        }
+        let q = cx.model.canonical_name(&origin.func);
+        let callee = q.as_deref().map_or_else(|| cx.short(origin.func.range()), str::to_string);
+        // `from_numpy` and the typed constructors make CPU tensors whatever the default device.
+        let place = match how {
+            Fixed::Default if q.as_deref().is_some_and(api::creation_takes_device) => "the default device (no `device=`)",
+            _ => "the CPU",
+        };
+        Some(
+            Finding::new(
+                &registry::D001,
+                range(origin.range()),
+                format!("`{callee}` makes an input of `{}` on {place}, but this code moved `{}` to the device", n.id, n.id),
+            )
+            .label("made on the host")
+            .related(range(moved), "the model moved to the device here")
+            .related(range(c.range()), "called with it here: on a GPU run its weights and this input are on different devices")
+            .help("move the input where the model is (`.to(device)`), or make it there (`device=device`)"),
+        )
     }
 
     /// In a function the rule reads, outside a `with torch.device(..)` block.
@@ -711,6 +776,57 @@ fn tuple_literal<'e>(cx: &Checker<'_, 'e>, e: &'e Expr) -> Option<&'e [Expr]> {
         },
         _ => None,
     }
+}
+
+/// The creation an argument `a` of the model call `c` comes from, when it is made on the host.
+/// The model's main input, `torch.tensor(xs)` of data of unknown kind, counts too: it is a batch
+/// (a 0-dim tensor from a Python scalar, which CUDA ops take from the CPU, is no model input).
+fn host_made_input<'e>(cx: &Checker<'_, 'e>, c: &'e ast::ExprCall, a: &'e Expr) -> Option<(&'e ast::ExprCall, Fixed)> {
+    if let Expr::Call(t) = a
+        && c.arguments.args.first().is_some_and(|first| std::ptr::eq(first, a))
+        && keyword(t, "device").is_none()
+        && t.arguments.args.first().is_some_and(|d| {
+            matches!(d, Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_)) && cx.kind_of(d) != Kind::Tensor
+        })
+        && cx.callee_name(t).is_some_and(|q| matches!(q.as_ref(), "torch.tensor" | "torch.as_tensor"))
+    {
+        return Some((t, Fixed::Default));
+    }
+    fixed_origin(cx, a, 0)
+}
+
+/// Where the module bound to `model` is moved to an accelerator before the call `c`: made and
+/// moved at once (`model = Net().to(device)`, `.cuda()`), or moved in place later in the same
+/// function (`model.to(device)`: a module's `to` moves it and returns it).
+fn moved_to_accelerator(cx: &Checker<'_, '_>, model: BindingId, c: &ast::ExprCall) -> Option<ruff_text_size::TextRange> {
+    let to_accelerator = |mv: &ast::ExprCall| match &*mv.func {
+        Expr::Attribute(a) => match a.attr.as_str() {
+            "cuda" => true,
+            "to" => mv.arguments.args.first().or_else(|| keyword(mv, "device")).is_some_and(|d| names_a_device(cx, d)),
+            _ => false,
+        },
+        _ => false,
+    };
+    // The chain the module was made with: `Net(..).to(device).eval()`.
+    if let BindingKind::Assignment { value, part: Part::Whole, .. } = cx.model.binding(model).kind {
+        let mut at = value;
+        while let Expr::Call(call) = at {
+            if to_accelerator(call) {
+                return Some(call.range());
+            }
+            let Expr::Attribute(a) = &*call.func else { break };
+            at = &a.value;
+        }
+    }
+    cx.model
+        .calls
+        .iter()
+        .filter(|site| site.function == cx.function && site.call.start() < c.start())
+        .find(|site| {
+            to_accelerator(site.call)
+                && matches!(&*site.call.func, Expr::Attribute(a) if matches!(&*a.value, Expr::Name(m) if cx.model.binding_of(m) == Some(model)))
+        })
+        .map(|site| site.call.range())
 }
 
 /// `v, indices = self.topk(x)`: is element `i` of a tuple that a function of this file returns

@@ -322,7 +322,7 @@ fn is_settings_name(name: &str) -> bool {
 /// Does the expression given as a device name a device the code chose for its tensors, not the
 /// CPU: a device object or setting (`device`, `args.device`, `torch.device("cuda")`, `"cuda:0"`)?
 /// A dtype, a host tensor or a name of unknown meaning (`.to(host)`) is not.
-fn names_a_device(cx: &Checker<'_, '_>, d: &Expr) -> bool {
+pub(crate) fn names_a_device(cx: &Checker<'_, '_>, d: &Expr) -> bool {
     if is_cpu_device(cx, d) || is_dtype(cx, d) {
         return false;
     }
