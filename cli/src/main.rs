@@ -321,8 +321,9 @@ fn lint(args: LintArgs, color: bool) -> u8 {
         print(&render(&run, args.format, opts));
         if args.format == Format::Human {
             print_err(&all_preview_note(&run, &settings));
-            print_err(&not_compiled_note(&run));
         }
+        // On standard error, so that every format's output stays as it is.
+        print_err(&not_compiled_note(&run));
     }
     if run.has_internal_errors() || fix_errors {
         2
@@ -356,22 +357,24 @@ fn all_preview_note(run: &devcheck_lint::LintRun, settings: &Settings) -> String
     note
 }
 
-/// Rust files that no target of their package compiles have their findings left out; a note
-/// names them, so that "no findings" is not read as "nothing wrong".
+/// Rust files that no target of their package compiles are not reported on; a note names them,
+/// so that "no findings" is not read as "nothing wrong".
 fn not_compiled_note(run: &devcheck_lint::LintRun) -> String {
+    const SHOWN: usize = 5;
     let left_out: Vec<&str> = run.files.iter().filter(|f| f.not_compiled).map(|f| f.path.as_str()).collect();
-    let Some(first) = left_out.first() else { return String::new() };
-    let more = match left_out.len() {
-        1 => String::new(),
-        n => format!(" and {} more", n - 1),
-    };
+    if left_out.is_empty() {
+        return String::new();
+    }
+    let mut names = left_out.iter().take(SHOWN).map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
+    if left_out.len() > SHOWN {
+        names.push_str(&format!(" and {} more", left_out.len() - SHOWN));
+    }
+    let (files, it, its) =
+        if left_out.len() == 1 { ("file", "it", "its") } else { ("files", "them", "their") };
     format!(
-        "note: {first}{more}: no target of the package compiles {} (no `mod` declares {}, no target names {}), so {} findings are left out\n  \
-         help: declare the module (`mod name;`) if it is meant to be built, or exclude the folder in devcheck.toml\n",
-        if left_out.len() == 1 { "it" } else { "them" },
-        if left_out.len() == 1 { "it" } else { "them" },
-        if left_out.len() == 1 { "it" } else { "them" },
-        if left_out.len() == 1 { "its" } else { "their" },
+        "note: not reported on: {} Rust {files} that no target of {its} package compiles ({names}): no `mod` declares {it} and no target names {it}\n  \
+         help: declare the module (`mod name;`) if it is meant to be built; otherwise {its} code never runs\n",
+        left_out.len(),
     )
 }
 

@@ -437,22 +437,27 @@ fn imports_under_other_names_and_private_globs_resolve_as_rust_does() {
 }
 
 /// A Rust file that no target of its package compiles (a module commented out of `lib.rs`, a
-/// snapshot kept beside the code) has its findings left out, and a note names it; an example's
-/// own module is compiled. Linted alone, or where a macro may declare modules, nothing is left
-/// out: the walk cannot tell.
+/// snapshot kept beside the code) has its findings left out, and a note names it, in every
+/// format; an example's own module, a raw-identifier module (`mod r#type;`) and the modules a
+/// `#[path]` file declares beside it are compiled; a call made only by uncompiled code makes no
+/// function run at every step (`helpers::log_loss`). Linted alone, or where a macro may declare
+/// modules, nothing is left out: the walk cannot tell.
 #[test]
 fn files_no_target_compiles_are_left_out_with_a_note() {
     let out = lint(&["--format", "concise", "fixtures/rust-index/uncompiled"]);
     assert_eq!(
         stdout(&out),
         "fixtures/rust-index/uncompiled/examples/helpers.rs:11:29: D005 [warning] `.to_scalar()` waits for the device at every training step\n\
+         fixtures/rust-index/uncompiled/src/kernels/launch.rs:9:23: D005 [warning] `.to_scalar()` waits for the device at every training step\n\
          fixtures/rust-index/uncompiled/src/train.rs:9:23: D005 [warning] `.to_scalar()` waits for the device at every training step\n\
-         Found 2 findings (0 errors, 2 warnings) in 2 of 8 files.\n"
+         fixtures/rust-index/uncompiled/src/type.rs:9:23: D005 [warning] `.to_scalar()` waits for the device at every training step\n\
+         Found 4 findings (0 errors, 4 warnings) in 4 of 12 files.\n"
     );
+    assert!(stderr(&out).starts_with("note: not reported on: 2 Rust files"), "{}", stderr(&out));
     let human = lint(&["fixtures/rust-index/uncompiled"]);
     assert!(
         stderr(&human).contains(
-            "note: fixtures/rust-index/uncompiled/old/train_v1.rs and 1 more: no target of the package compiles them"
+            "note: not reported on: 2 Rust files that no target of their package compiles (`fixtures/rust-index/uncompiled/old/train_v1.rs`, `fixtures/rust-index/uncompiled/src/legacy.rs`): no `mod` declares them and no target names them"
         ),
         "{}",
         stderr(&human)

@@ -203,26 +203,30 @@ pub(crate) fn resolve(reports: &mut [Pass<'_>]) {
     }
     let mut groups: Vec<(Option<PathBuf>, Vec<usize>)> = groups.into_iter().collect();
     groups.sort();
+    let dropped = not_compiled(reports, &groups);
     // In-place moves are looked up across the whole run: the type may come from another package
     // of the workspace (a tokenizer crate's `Encoding::to_device(&mut self, ..)`).
-    let in_place: HashSet<String> =
-        reports.iter().filter_map(|r| r.summary).flat_map(|s| s.in_place.iter().cloned()).collect();
+    let in_place: HashSet<String> = reports
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !dropped.contains(i))
+        .filter_map(|(_, r)| r.summary)
+        .flat_map(|s| s.in_place.iter().cloned())
+        .collect();
     for (root, members) in groups {
+        // Code nothing compiles takes no part: only the file's own errors (unreadable, a rule
+        // failing) stay.
+        let (gone, members): (Vec<usize>, Vec<usize>) =
+            members.into_iter().partition(|i| dropped.contains(i));
+        for i in gone {
+            let report = &mut reports[i];
+            report.diagnostics.retain(|d| {
+                crate::registry::lookup(d.code).is_some_and(|r| r.group == crate::registry::Group::Meta)
+            });
+            *report.not_compiled = true;
+        }
         let package = root.as_deref().and_then(|r| packages.info(r));
         let summaries: Vec<&FileSummary> = members.iter().filter_map(|&i| reports[i].summary).collect();
-        let files: Vec<(PathBuf, Option<&[ModDecl]>)> = summaries
-            .iter()
-            .map(|s| {
-                let path = s.disk_path.clone().unwrap_or_default();
-                (path, (!s.mods_unknown).then_some(s.mods.as_slice()))
-            })
-            .collect();
-        let dropped: HashSet<usize> = root
-            .as_deref()
-            .map(|r| super::targets::not_compiled(r, &files))
-            .unwrap_or_default()
-            .into_iter()
-            .collect();
         let graph = Graph::build(&summaries, package.as_ref(), &in_place);
         let verdicts: Vec<Vec<Diagnostic>> = summaries
             .iter()
@@ -235,17 +239,8 @@ pub(crate) fn resolve(reports: &mut [Pass<'_>]) {
                     .collect()
             })
             .collect();
-        for (f, (&i, kept)) in members.iter().zip(verdicts).enumerate() {
+        for (&i, kept) in members.iter().zip(verdicts) {
             let report = &mut reports[i];
-            if dropped.contains(&f) {
-                // Code nothing compiles: only the file's own errors (unreadable, a rule failing)
-                // stay.
-                report.diagnostics.retain(|d| {
-                    crate::registry::lookup(d.code).is_some_and(|r| r.group == crate::registry::Group::Meta)
-                });
-                *report.not_compiled = true;
-                continue;
-            }
             if !kept.is_empty() {
                 report.diagnostics.extend(kept);
                 report.diagnostics.sort_by(|a, b| {
@@ -255,6 +250,32 @@ pub(crate) fn resolve(reports: &mut [Pass<'_>]) {
             }
         }
     }
+}
+
+/// The reports of files no target compiles ([`super::targets`]): in a package whose walk from
+/// its crate roots decided, reached from no package of the run (a `#[path]` may reach into
+/// another package's folder).
+fn not_compiled(reports: &[Pass<'_>], groups: &[(Option<PathBuf>, Vec<usize>)]) -> HashSet<usize> {
+    let mut files: HashMap<PathBuf, Option<&[ModDecl]>> = HashMap::new();
+    let mut path_of: HashMap<usize, PathBuf> = HashMap::new();
+    for (i, report) in reports.iter().enumerate() {
+        let Some(summary) = report.summary else { continue };
+        let Some(path) = summary.disk_path.as_deref().and_then(normalized) else { continue };
+        files.insert(path.clone(), (!summary.mods_unknown).then_some(summary.mods.as_slice()));
+        path_of.insert(i, path);
+    }
+    let walks: Vec<Option<HashSet<PathBuf>>> = groups
+        .iter()
+        .map(|(root, _)| root.as_deref().and_then(|r| super::targets::compiled(r, &files)))
+        .collect();
+    let reached: HashSet<&PathBuf> = walks.iter().flatten().flatten().collect();
+    groups
+        .iter()
+        .zip(&walks)
+        .filter(|(_, walk)| walk.is_some())
+        .flat_map(|((_, members), _)| members.iter().copied())
+        .filter(|i| path_of.get(i).is_some_and(|p| !reached.contains(p)))
+        .collect()
 }
 
 /// What a package's `Cargo.toml` and layout say.

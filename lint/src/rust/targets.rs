@@ -1,19 +1,20 @@
 //! Which files of a package some target compiles: the crate roots Cargo finds (`src/lib.rs`,
 //! `src/main.rs`, `src/bin/`, `examples/`, `tests/`, `benches/`, `build.rs`, and the paths the
-//! manifest names), then every file a `mod name;` declares, from one file to the next. A file of
-//! the package reached by none of them is not compiled: a snapshot, a script kept beside the code,
+//! manifest names), then every file a `mod name;` declares, from one file to the next. A file
+//! reached from no package of the run is not compiled: a snapshot, a script kept beside the code,
 //! a module commented out of `lib.rs`. Its findings would describe code that never runs.
 //!
 //! Only a walk that saw everything decides: the answer is "unknown" when a file on the way is not
-//! in the run (a single file linted), declares modules inside an inline module, or names its
-//! module's file through a macro or `cfg_attr`.
+//! in the run (a single file linted), declares modules in a way the walk does not follow (inside
+//! an inline module, through a macro, a `cfg_attr` path), or declares a module whose file the
+//! walk cannot find (then it misread something Cargo reads).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use super::crates::{ModDecl, normalized};
 
-/// The crate roots of the package at `root` that exist on disk.
+/// The crate roots of the package at `root`, `None` when they are not all known.
 fn crate_roots(root: &Path) -> Option<Vec<PathBuf>> {
     let text = std::fs::read_to_string(root.join("Cargo.toml")).ok()?;
     let manifest: toml::Table = text.parse().ok()?;
@@ -39,55 +40,76 @@ fn crate_roots(root: &Path) -> Option<Vec<PathBuf>> {
     }
     for kind in ["bin", "example", "test", "bench"] {
         for target in manifest.get(kind).and_then(toml::Value::as_array).into_iter().flatten() {
-            if let Some(path) = target.get("path").and_then(toml::Value::as_str) {
-                roots.push(root.join(path));
+            match target.get("path").and_then(toml::Value::as_str) {
+                Some(path) => roots.push(root.join(path)),
+                // A target named without a path is inferred (also from the 2015 edition's
+                // places); one that none of those holds is not understood.
+                None => {
+                    let name = target.get("name").and_then(toml::Value::as_str)?;
+                    let dir = match kind {
+                        "bin" => "src/bin",
+                        "example" => "examples",
+                        "test" => "tests",
+                        _ => "benches",
+                    };
+                    let inferred = [
+                        root.join(dir).join(format!("{name}.rs")),
+                        root.join(dir).join(name).join("main.rs"),
+                        root.join("src").join(format!("{name}.rs")),
+                    ];
+                    if !inferred.iter().any(|p| p.is_file()) {
+                        return None;
+                    }
+                    roots.extend(inferred);
+                }
             }
         }
     }
-    Some(roots.into_iter().filter(|p| p.is_file()).filter_map(|p| normalized(&p)).collect())
+    let roots: Vec<PathBuf> =
+        roots.into_iter().filter(|p| p.is_file()).filter_map(|p| normalized(&p)).collect();
+    // No crate root on disk: nothing is known about what the package builds.
+    (!roots.is_empty()).then_some(roots)
 }
 
-/// The files of `files` (the package's files in the run: each path with its declared modules,
-/// or `None` when the file declares them in a way the walk cannot follow) that no target of the
-/// package at `root` compiles. Empty when the walk cannot decide.
-pub(crate) fn not_compiled(root: &Path, files: &[(PathBuf, Option<&[ModDecl]>)]) -> Vec<usize> {
-    let Some(roots) = crate_roots(root) else { return Vec::new() };
-    let by_path: HashMap<PathBuf, usize> =
-        files.iter().enumerate().filter_map(|(i, (p, _))| Some((normalized(p)?, i))).collect();
-    let root_set: HashSet<&PathBuf> = roots.iter().collect();
+/// The files the targets of the package at `root` compile, walked through the `mod`
+/// declarations of `files` (each file of the run: its path and declared modules, or `None` when
+/// it declares them in a way the walk cannot follow). `None` when the walk cannot decide.
+pub(crate) fn compiled(
+    root: &Path,
+    files: &HashMap<PathBuf, Option<&[ModDecl]>>,
+) -> Option<HashSet<PathBuf>> {
+    let roots = crate_roots(root)?;
     let mut compiled: HashSet<PathBuf> = HashSet::new();
-    let mut queue: Vec<PathBuf> = roots.clone();
-    while let Some(file) = queue.pop() {
+    // Each file with whether it is a "mod-rs" file, whose modules sit beside it: a crate root,
+    // a `mod.rs`, and any file a `#[path]` names (as rustc treats them).
+    let mut queue: Vec<(PathBuf, bool)> = roots.into_iter().map(|r| (r, true)).collect();
+    while let Some((file, mod_rs)) = queue.pop() {
         if !compiled.insert(file.clone()) {
             continue;
         }
         // A file on the way that the run did not read, or whose modules are not all plain
         // declarations: what it compiles is not known.
-        let Some(&i) = by_path.get(&file) else { return Vec::new() };
-        let Some(mods) = files[i].1 else { return Vec::new() };
-        let Some(dir) = file.parent() else { return Vec::new() };
-        // `mod x;` in a crate root or a `mod.rs` is beside it; in `a.rs` it is under `a/`.
-        let name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let children_dir = if root_set.contains(&file) || matches!(name, "mod.rs" | "lib.rs" | "main.rs") {
-            dir.to_path_buf()
-        } else {
-            dir.join(name.strip_suffix(".rs").unwrap_or(name))
-        };
+        let mods = (*files.get(&file)?)?;
+        let dir = file.parent()?;
+        let children_dir = if mod_rs { dir.to_path_buf() } else { dir.join(file.file_stem()?) };
         for m in mods {
-            let candidates = match &m.path {
-                Some(p) => vec![dir.join(p)],
-                None => vec![
-                    children_dir.join(format!("{}.rs", m.name)),
-                    children_dir.join(&m.name).join("mod.rs"),
-                ],
+            let found = match &m.path {
+                Some(p) => normalized(&dir.join(p)).filter(|p| p.is_file()).map(|p| (p, true)),
+                None => {
+                    let flat = children_dir.join(format!("{}.rs", m.name));
+                    let nested = children_dir.join(&m.name).join("mod.rs");
+                    if flat.is_file() {
+                        normalized(&flat).map(|p| (p, false))
+                    } else if nested.is_file() {
+                        normalized(&nested).map(|p| (p, true))
+                    } else {
+                        None
+                    }
+                }
             };
-            queue.extend(candidates.iter().filter(|c| c.is_file()).filter_map(|c| normalized(c)));
+            // A module whose file is not where the walk looks: it misread something.
+            queue.push(found?);
         }
     }
-    files
-        .iter()
-        .enumerate()
-        .filter(|(_, (p, _))| normalized(p).is_some_and(|p| !compiled.contains(&p)))
-        .map(|(i, _)| i)
-        .collect()
+    Some(compiled)
 }

@@ -909,7 +909,9 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
                 if m.attrs.iter().any(|a| a.path().is_ident("path")) && path.is_none() {
                     self.summary.mods_unknown = true;
                 }
-                self.summary.mods.push(ModDecl { name: m.ident.to_string(), path });
+                // `mod r#type;` is the file `type.rs`.
+                let name = syn::ext::IdentExt::unraw(&m.ident).to_string();
+                self.summary.mods.push(ModDecl { name, path });
             }
         }
         let test = is_cfg_test(&m.attrs);
@@ -992,9 +994,21 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
     }
 
     fn visit_item_macro(&mut self, m: &'ast syn::ItemMacro) {
-        // `cfg_if! { .. mod cuda; .. }`, `include!(..)`: modules the walk cannot see.
-        let tokens = m.mac.tokens.to_string();
-        if m.mac.path.is_ident("include") || tokens.split_whitespace().any(|t| t == "mod") {
+        // `cfg_if! { .. mod cuda; .. }`, `include!(..)`, `automod::dir!(..)`: any macro at item
+        // level may declare modules the walk cannot see, but those known not to.
+        let name = m.mac.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+        if !matches!(
+            name.as_str(),
+            "macro_rules"
+                | "lazy_static"
+                | "thread_local"
+                | "bitflags"
+                | "const_assert"
+                | "const_assert_eq"
+                | "criterion_group"
+                | "criterion_main"
+                | "proptest"
+        ) {
             self.summary.mods_unknown = true;
         }
         if m.mac.path.segments.last().is_some_and(|s| s.ident == "lazy_static")
