@@ -1276,9 +1276,18 @@ impl Facts {
                 }
             }
             uses_accelerator = uses_accelerator || moves_to_accelerator(q.as_deref(), site.call);
+            // Only a move or a creation takes it (`x.to(t.device)`, `device=t.device`), not a log
+            // line that prints it.
             if let Some(f) = site.function {
                 let args = &site.call.arguments;
-                for a in args.args.iter().chain(args.keywords.iter().map(|k| &k.value)) {
+                let moves = matches!(&*site.call.func, Expr::Attribute(m) if m.attr.as_str() == "to");
+                let taken = args.args.iter().filter(|_| moves).chain(
+                    args.keywords
+                        .iter()
+                        .filter(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "device"))
+                        .map(|k| &k.value),
+                );
+                for a in taken {
                     if let Expr::Attribute(d) = a
                         && d.attr.as_str() == "device"
                         && let Expr::Name(n) = &*d.value

@@ -668,17 +668,39 @@ impl<'m, 'a> Types<'m, 'a> {
 
     /// The kind an annotation declares.
     pub fn annotation_kind(&self, a: &Expr) -> Kind {
-        let a = match a {
-            // `Optional[Tensor]`: a tensor where it is used as one.
-            Expr::Subscript(s)
-                if self.model.canonical_name(&s.value).is_some_and(|q| q == "typing.Optional") =>
-            {
-                &*s.slice
-            }
-            // `NDArray[np.float32]`: a NumPy array of that dtype.
-            Expr::Subscript(s) => &*s.value,
-            _ => a,
-        };
+        let mut a = a;
+        for _ in 0..8 {
+            a = match a {
+                // `Optional[Tensor]`, `Tensor | None`: a tensor where it is used as one.
+                Expr::Subscript(s)
+                    if self.model.canonical_name(&s.value).is_some_and(|q| q == "typing.Optional") =>
+                {
+                    &s.slice
+                }
+                Expr::BinOp(b)
+                    if b.op == ast::Operator::BitOr && matches!(&*b.right, Expr::NoneLiteral(_)) =>
+                {
+                    &b.left
+                }
+                Expr::BinOp(b)
+                    if b.op == ast::Operator::BitOr && matches!(&*b.left, Expr::NoneLiteral(_)) =>
+                {
+                    &b.right
+                }
+                // `NDArray[np.float32]`: a NumPy array of that dtype.
+                Expr::Subscript(s) => &s.value,
+                _ => break,
+            };
+        }
+        // `"np.ndarray"`: a forward reference, read by its text.
+        if let Expr::StringLiteral(l) = a {
+            let text = l.value.to_str();
+            return match text.trim().trim_end_matches(" | None") {
+                "np.ndarray" | "numpy.ndarray" | "NDArray" | "npt.NDArray" => Kind::Numpy,
+                "torch.Tensor" | "Tensor" => Kind::Tensor,
+                _ => Kind::Unknown,
+            };
+        }
         let Some(q) = self.model.canonical_name(a) else { return Kind::Unknown };
         if api::is_tensor_type(&q) {
             Kind::Tensor

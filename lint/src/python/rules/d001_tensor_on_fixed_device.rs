@@ -13,7 +13,7 @@ use crate::python::model::{AttrHow, BindingId, BindingKind, Callee, FunctionId, 
 use crate::python::typing::Kind;
 use crate::registry;
 
-use super::device_evidence::{REDUCTIONS, device_evident, has_dim, names_a_device, reduces_to_0_dim, tensor_indices};
+use super::device_evidence::{MAX_DEPTH, REDUCTIONS, device_evident, has_dim, names_a_device, reduces_to_0_dim, tensor_indices};
 use super::helpers::{
     Fixed, checks_for_accelerator, fixed_creation, is_cpu_device, is_dtype, keyword, literal_device, range,
 };
@@ -29,8 +29,6 @@ pub(crate) struct Check {
     sources: Option<Sources>,
 }
 
-/// Chains of bindings deeper than this are not followed.
-const MAX_DEPTH: usize = 16;
 
 impl Rule for Check {
     fn reads(&self) -> Reads {
@@ -112,28 +110,29 @@ impl Check {
             return None;
         }
         let model = cx.model.binding_of(n)?;
-        // A loss or a module without weights computes where its inputs are (and `CTCLoss` takes
-        // its lengths from the CPU); `DataParallel` and `DistributedDataParallel` move their
-        // inputs to the model's GPUs themselves.
-        if let BindingKind::Assignment { value, .. } = cx.model.binding(model).kind {
-            // The class the chain starts from: `CTCLoss` in `nn.CTCLoss(..).to(device)`.
-            let mut at = value;
-            while let Expr::Call(call) = at {
-                if let Some(q) = cx.callee_name(call) {
-                    let moves_inputs = matches!(
-                        q.as_ref(),
-                        "torch.nn.DataParallel"
-                            | "torch.nn.parallel.DataParallel"
-                            | "torch.nn.parallel.DistributedDataParallel"
-                            | "torch.nn.parallel.distributed.DistributedDataParallel"
-                    );
-                    if moves_inputs || api::is_loss_class(&q) || api::class_holds_no_tensors(&q) {
-                        return None;
-                    }
-                    break;
+        let chain = made_with(cx, model);
+        // The class the chain starts from (`CTCLoss` in `nn.CTCLoss(..).to(device)`): a loss or a
+        // module without weights computes where its inputs are (and `CTCLoss` takes its lengths
+        // from the CPU); `DataParallel` and `DistributedDataParallel` move their inputs to the
+        // model's GPUs themselves, and so does a class of this file whose `forward` moves its
+        // input.
+        if let Some(made) = chain.last() {
+            if let Some(q) = cx.callee_name(made) {
+                let moves_inputs = matches!(
+                    q.as_ref(),
+                    "torch.nn.DataParallel"
+                        | "torch.nn.parallel.DataParallel"
+                        | "torch.nn.parallel.DistributedDataParallel"
+                        | "torch.nn.parallel.distributed.DistributedDataParallel"
+                );
+                if moves_inputs || api::is_loss_class(&q) || api::class_holds_no_tensors(&q) {
+                    return None;
                 }
-                let Expr::Attribute(a) = &*call.func else { break };
-                at = &a.value;
+            }
+            if let Some(Callee::Class(class)) = cx.model.callee(made, cx.function)
+                && forward_moves_its_input(cx, class)
+            {
+                return None;
             }
         }
         let moved = moved_to_accelerator(cx, model, c)?;
@@ -782,61 +781,142 @@ fn tuple_literal<'e>(cx: &Checker<'_, 'e>, e: &'e Expr) -> Option<&'e [Expr]> {
 /// The model's main input, `torch.tensor(xs)` of data of unknown kind, counts too: it is a batch
 /// (a 0-dim tensor from a Python scalar, which CUDA ops take from the CPU, is no model input).
 fn host_made_input<'e>(cx: &Checker<'_, 'e>, c: &'e ast::ExprCall, a: &'e Expr) -> Option<(&'e ast::ExprCall, Fixed)> {
-    if let Expr::Call(t) = a
-        && c.arguments.args.first().is_some_and(|first| std::ptr::eq(first, a))
-        && keyword(t, "device").is_none()
-        && t.arguments.args.first().is_some_and(|d| {
-            matches!(d, Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_)) && cx.kind_of(d) != Kind::Tensor
-        })
-        && cx.callee_name(t).is_some_and(|q| matches!(q.as_ref(), "torch.tensor" | "torch.as_tensor"))
-    {
-        return Some((t, Fixed::Default));
+    // The main input: the first positional argument, or the first keyword when there is none.
+    let main = c.arguments.args.first().or_else(|| c.arguments.keywords.first().map(|k| &k.value));
+    if main.is_some_and(|m| std::ptr::eq(m, a)) {
+        // `torch.tensor(img).unsqueeze(0)`: through the views and conversions after it.
+        let mut at = a;
+        while let Expr::Call(call) = at
+            && let Expr::Attribute(m) = &*call.func
+            && cx.callee_name(call).is_none()
+            && api::tensor_method_returns_tensor(m.attr.as_str())
+            && !matches!(m.attr.as_str(), "to" | "cuda" | "type_as")
+        {
+            at = &m.value;
+        }
+        if let Expr::Call(t) = at
+            && keyword(t, "device").is_none()
+            && t.arguments.args.first().is_some_and(|d| {
+                matches!(d, Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_))
+                    && cx.kind_of(d) != Kind::Tensor
+                    && !device_evident(cx, d)
+            })
+            && cx.callee_name(t).is_some_and(|q| q == "torch.tensor")
+        {
+            return Some((t, Fixed::Default));
+        }
     }
     fixed_origin(cx, a, 0)
 }
 
-/// Where the module bound to `model` is moved to an accelerator before the call `c`: made and
-/// moved at once (`model = Net().to(device)`, `.cuda()`), or moved in place later in the same
-/// function (`model.to(device)`: a module's `to` moves it and returns it).
-fn moved_to_accelerator(cx: &Checker<'_, '_>, model: BindingId, c: &ast::ExprCall) -> Option<ruff_text_size::TextRange> {
-    let to_accelerator = |mv: &ast::ExprCall| match &*mv.func {
-        Expr::Attribute(a) => match a.attr.as_str() {
-            "cuda" => true,
-            "to" => mv.arguments.args.first().or_else(|| keyword(mv, "device")).is_some_and(|d| names_a_device(cx, d)),
-            _ => false,
-        },
-        _ => false,
-    };
-    // The chain the module was made with: `Net(..).to(device).eval()`.
+/// The calls of the chain the module bound to `model` was made with, outermost first:
+/// `.eval()`, `.to(device)`, `Net(..)` for `model = Net(..).to(device).eval()`.
+fn made_with<'a>(cx: &Checker<'_, 'a>, model: BindingId) -> Vec<&'a ast::ExprCall> {
+    let mut chain = Vec::new();
     if let BindingKind::Assignment { value, part: Part::Whole, .. } = cx.model.binding(model).kind {
         let mut at = value;
         while let Expr::Call(call) = at {
-            if to_accelerator(call) {
-                return Some(call.range());
-            }
+            chain.push(call);
             let Expr::Attribute(a) = &*call.func else { break };
             at = &a.value;
         }
     }
-    cx.model
-        .calls
-        .iter()
-        .filter(|site| site.function == cx.function && site.call.start() < c.start())
-        .find(|site| {
-            to_accelerator(site.call)
-                && matches!(&*site.call.func, Expr::Attribute(a) if matches!(&*a.value, Expr::Name(m) if cx.model.binding_of(m) == Some(model)))
-        })
-        .map(|site| site.call.range())
+    chain
+}
+
+/// Where a move sends a module: `Some(true)` to an accelerator (`.cuda()`, `.to(device)`),
+/// `Some(false)` to the CPU (`.cpu()`, `.to("cpu")`), `None` for other calls.
+fn move_target(cx: &Checker<'_, '_>, mv: &ast::ExprCall) -> Option<bool> {
+    let Expr::Attribute(a) = &*mv.func else { return None };
+    let target = || mv.arguments.args.first().or_else(|| keyword(mv, "device"));
+    match a.attr.as_str() {
+        "cuda" => Some(true),
+        "cpu" => Some(false),
+        "to" if target().is_some_and(|d| is_cpu_device(cx, d)) => Some(false),
+        "to" if target().is_some_and(|d| names_a_device(cx, d)) => Some(true),
+        _ => None,
+    }
+}
+
+/// Where the module bound to `model` is moved to an accelerator before the call `c`, with no move
+/// back to the CPU since: made and moved at once (`model = Net().to(device)`, `.cuda()`), or
+/// moved in place in the same function (`model.to(device)`: a module's `to` moves it and returns
+/// it) in a block that holds the call (not in the other branch of an `if`).
+fn moved_to_accelerator(cx: &Checker<'_, '_>, model: BindingId, c: &ast::ExprCall) -> Option<ruff_text_size::TextRange> {
+    let body = cx.function.map_or(cx.module_body, |f| &cx.model.function(f).def.body[..]);
+    let call_path = branch_path(body, c.start());
+    let holds_call = |at: TextSize| {
+        let path = branch_path(body, at);
+        call_path.starts_with(&path)
+    };
+    let mut latest: Option<(TextSize, bool, ruff_text_size::TextRange)> = made_with(cx, model)
+        .into_iter()
+        .find_map(|call| move_target(cx, call).map(|to| (call.start(), to, call.range())))
+        .filter(|&(at, _, _)| holds_call(at));
+    for site in cx.model.calls.iter().filter(|site| site.function == cx.function && site.call.start() < c.start()) {
+        let on_model = matches!(&*site.call.func, Expr::Attribute(a) if matches!(&*a.value, Expr::Name(m) if cx.model.binding_of(m) == Some(model)));
+        if !on_model {
+            continue;
+        }
+        if let Some(to) = move_target(cx, site.call)
+            && holds_call(site.call.start())
+            && latest.is_none_or(|(at, _, _)| at < site.call.start())
+        {
+            latest = Some((site.call.start(), to, site.call.range()));
+        }
+    }
+    latest.filter(|&(_, to, _)| to).map(|(_, _, range)| range)
+}
+
+/// The branches of compound statements that hold `at`, outermost first: the statement and which
+/// of its blocks (`if` body, `else`, ..).
+fn branch_path(body: &[Stmt], at: TextSize) -> Vec<(TextSize, usize)> {
+    let mut path = Vec::new();
+    let mut body = body;
+    'down: for _ in 0..crate::python::model::MAX_DEPTH {
+        for stmt in body {
+            if !stmt.range().contains(at) {
+                continue;
+            }
+            for (i, block) in super::helpers::blocks(stmt).into_iter().enumerate() {
+                if block.first().is_some_and(|first| first.start() <= at)
+                    && block.last().is_some_and(|last| at < last.end())
+                {
+                    path.push((stmt.start(), i));
+                    body = block;
+                    continue 'down;
+                }
+            }
+            break 'down;
+        }
+        break;
+    }
+    path
+}
+
+/// Does the class's `forward` (of this file) move its first input itself
+/// (`x = x.to(self.fc.weight.device)`)?
+fn forward_moves_its_input(cx: &Checker<'_, '_>, class: crate::python::model::ClassId) -> bool {
+    let Some(forward) = cx.model.method(class, "forward") else { return false };
+    let fun = cx.model.function(forward);
+    let Some(input) = fun.def.parameters.args.get(1).map(|p| p.parameter.name.as_str()) else { return false };
+    cx.model.calls.iter().filter(|site| site.function == Some(forward)).any(|site| {
+        matches!(&*site.call.func, Expr::Attribute(a)
+            if matches!(a.attr.as_str(), "to" | "cuda") && matches!(&*a.value, Expr::Name(n) if n.id.as_str() == input))
+    })
 }
 
 /// `v, indices = self.topk(x)`: is element `i` of a tuple that a function of this file returns
 /// (`return values, indices`) on the input's device?
 fn helper_element_follows(cx: &Checker<'_, '_>, func: &Expr, i: usize, depth: usize) -> bool {
     match cx.model.callee_of(func, cx.function) {
-        Some(Callee::Function(f)) => cx.model.function(f).returns.iter().any(|r| match r {
-            Expr::Tuple(t) => t.elts.get(i).is_some_and(|e| device_side(cx, e, depth + 1)),
-            _ => false,
-        }),
+        // `return values, indices`, or `out = (x, idx); return out`.
+        Some(Callee::Function(f)) => cx
+            .model
+            .function(f)
+            .returns
+            .iter()
+            .any(|r| tuple_literal(cx, r).and_then(|elts| elts.get(i)).is_some_and(|e| device_side(cx, e, depth + 1))),
         _ => false,
     }
 }

@@ -122,6 +122,10 @@ impl Check {
             return;
         }
         let Some(class) = cx.types.receiver_class(&a.value) else { return };
+        let module = cx.types.is_module_class(class) == Truth::Yes;
+        if module && !cx.in_forward() {
+            return;
+        }
         // `self.table[t]` with `t` on the device: PyTorch raises before any later `.to(..)`.
         let index = match cx.parent() {
             Some(Node::Expr(Expr::Subscript(sub))) if std::ptr::eq(&*sub.value, e) => {
@@ -129,13 +133,10 @@ impl Check {
             }
             _ => None,
         };
-        if cx.types.is_module_class(class) != Truth::Yes {
+        if !module {
             if let Some((at, i)) = index {
                 self.indexed.push((class, a.attr.id.clone(), at, i));
             }
-            return;
-        }
-        if !cx.in_forward() {
             return;
         }
         let read = if index.is_some() { Read::Computes } else { read_of(cx, e) };
@@ -234,14 +235,19 @@ fn table_indexed_on_the_device(
         match (a.how, a.value) {
             (AttrHow::Update, _) | (AttrHow::Assign, Some(Expr::NoneLiteral(_))) => {}
             (AttrHow::Assign, Some(v)) if made_on_host(cx, v) => {
-                made.get_or_insert(a.range);
+                made.get_or_insert(*a);
             }
             _ => return None,
         }
     }
     let made = made?;
-    let method = cx.model.function(assigns.iter().find(|a| a.range == made)?.method).name();
-    let tensor = cx.short(assigns.iter().find(|a| a.range == made)?.range);
+    // Moved from outside the class (`sched.sigmas = sched.sigmas.to(device)`), or by a loop of
+    // `setattr(self, name, getattr(self, name).to(device))`.
+    if moved_elsewhere(cx, class, name) {
+        return None;
+    }
+    let method = cx.model.function(made.method).name();
+    let tensor = cx.short(made.range);
     let index_text = cx.short(index);
     Some(
         Finding::new(
@@ -250,11 +256,56 @@ fn table_indexed_on_the_device(
             format!("`{tensor}` is made on the host in `{method}`, and it is indexed here with `{index_text}`, a tensor on the device"),
         )
         .label("a host tensor indexed with a device tensor")
-        .related(range(made), "made on the host here: nothing moves it to the device")
+        .related(range(made.range), "made on the host here: nothing moves it to the device")
         .help(format!(
             "move it to the index's device before indexing (`{tensor}.to(device)[..]`), make it on the device the object is used with, or index with the index moved to the CPU (`.cpu()`)"
         )),
     )
+}
+
+/// Does the file move an attribute called `name` somewhere: `x.name = <.. .to(..) ..>` on any
+/// receiver, or, in a method of the class, `setattr(self, .., <.. .to(..) ..>)` (whose name may
+/// be a loop's variable)?
+fn moved_elsewhere(cx: &Checker<'_, '_>, class: ClassId, name: &str) -> bool {
+    use ruff_python_ast::statement_visitor::{StatementVisitor, walk_stmt};
+    struct Walk<'n> {
+        name: &'n str,
+        /// The class's own body: its `setattr` calls move its attributes, whatever their name.
+        class: TextRange,
+        found: bool,
+        depth: usize,
+    }
+    fn moves(e: &Expr) -> bool {
+        super::helpers::any_subexpr_is(e, |x| {
+            matches!(x, Expr::Call(c) if matches!(&*c.func, Expr::Attribute(a) if matches!(a.attr.as_str(), "to" | "cuda")))
+        })
+    }
+    impl<'a> StatementVisitor<'a> for Walk<'_> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if self.found || self.depth > crate::python::model::MAX_DEPTH {
+                return;
+            }
+            match s {
+                Stmt::Assign(a) => {
+                    let named = a.targets.iter().any(|t| matches!(t, Expr::Attribute(at) if at.attr.as_str() == self.name));
+                    self.found = named && moves(&a.value);
+                }
+                Stmt::Expr(e) => {
+                    self.found = self.class.contains_range(e.range())
+                        && matches!(&*e.value, Expr::Call(c)
+                            if matches!(&*c.func, Expr::Name(n) if n.id.as_str() == "setattr")
+                                && c.arguments.args.get(2).is_some_and(moves));
+                }
+                _ => {}
+            }
+            self.depth += 1;
+            walk_stmt(self, s);
+            self.depth -= 1;
+        }
+    }
+    let mut walk = Walk { name, class: cx.model.class(class).def.range(), found: false, depth: 0 };
+    walk.visit_body(cx.module_body);
+    walk.found
 }
 
 /// How `forward` reads `self.name` (the attribute expression `e`).

@@ -826,10 +826,18 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
             {
                 &*c.left
             }
+            // `torch.any(mask)`: where `mask` is decides.
+            Expr::Call(c)
+                if truth_of_tensor(cx, test)
+                    && cx.callee_name(c).is_some_and(|q| matches!(q.as_ref(), "torch.any" | "torch.all")) =>
+            {
+                &c.arguments.args[0]
+            }
             _ if cx.kind_of(test) == Kind::Tensor || truth_of_tensor(cx, test) => test,
             _ => return None,
         };
-        let what = format!("if {}:", cx.short(shown.range()));
+        let keyword = if matches!(cx.parent(), Some(Node::Stmt(Stmt::While(_)))) { "while" } else { "if" };
+        let what = format!("{keyword} {}:", cx.short(shown.range()));
         return Some(Sync::read(false, what, tensor, test, test.range()));
     }
     None
@@ -844,6 +852,14 @@ fn truth_of_tensor(cx: &Checker<'_, '_>, e: &Expr) -> bool {
         && let BindingKind::Assignment { value, part: Part::Whole, .. } = cx.model.binding(b).kind
     {
         return !matches!(value, Expr::Name(_)) && truth_of_tensor(cx, value);
+    }
+    // `torch.any(mask)`, the function form.
+    if let Expr::Call(c) = e
+        && let [receiver] = &c.arguments.args[..]
+        && c.arguments.keywords.is_empty()
+        && cx.callee_name(c).is_some_and(|q| matches!(q.as_ref(), "torch.any" | "torch.all"))
+    {
+        return cx.kind_of(receiver).may_be_tensor();
     }
     matches!(method_call(e), Some((c, receiver, "all" | "any"))
         if c.arguments.is_empty() && cx.kind_of(receiver).may_be_tensor() && !matches!(receiver, Expr::List(_) | Expr::Tuple(_)))

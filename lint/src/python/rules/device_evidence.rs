@@ -13,7 +13,7 @@ use crate::python::typing::Kind;
 use super::helpers::{is_cpu_device, is_dtype, keyword, literal_device};
 
 /// Chains of bindings deeper than this are not followed.
-const MAX_DEPTH: usize = 16;
+pub(crate) const MAX_DEPTH: usize = 16;
 
 /// The parts of `sub`'s index that may be tensors of more than one element: the index itself,
 /// or each part of `x[mask, :]`, leaving out numbers, slices, keys and what may be 0-dim (which
@@ -142,7 +142,7 @@ fn returns_several(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
 
 /// Is `e` on the device by what the code around it does: moved there (`.cuda()`,
 /// `.to(device)`), made there (`device=device`), a module's output in a file that names an
-/// accelerator, or computed from one of those? Stricter than [`device_side`]: a parameter
+/// accelerator, or computed from one of those? Stricter than D001's `device_side`: a parameter
 /// counts only when this file's callers pass such a tensor, never because its callers are
 /// unknown.
 pub(crate) fn device_evident(cx: &Checker<'_, '_>, e: &Expr) -> bool {
@@ -175,20 +175,23 @@ fn evident(cx: &Checker<'_, '_>, e: &Expr, depth: usize, steps: &std::cell::Cell
                         || b.shadowed.is_some_and(|s| matches!(cx.model.binding(s).kind, BindingKind::Assignment { value, .. } if next(value)))
                 }
                 BindingKind::Parameter { function: Some(f), position, variadic: false, .. } => {
-                    // `.to(t.device)` in its function: its author expects `t` off the CPU.
-                    if cx.facts.device_taken_from.contains(&(f, ruff_python_ast::name::Name::new(b.name))) {
-                        return true;
-                    }
                     let fun = cx.model.function(f);
                     let callers = &cx.facts.calls_to[f.index()];
-                    callers.iter().map(|&i| &cx.model.calls[i]).any(|site| {
+                    let passed = |i: usize| {
+                        let site = &cx.model.calls[i];
                         let shift = usize::from(matches!(&*site.call.func, Expr::Attribute(_)) && fun.receiver.is_some());
                         position
                             .checked_sub(shift)
                             .and_then(|p| site.call.arguments.args.get(p))
                             .or_else(|| site.call.arguments.find_keyword(b.name).map(|k| &k.value))
-                            .is_some_and(next)
-                    })
+                    };
+                    if callers.iter().any(|&i| passed(i).is_some_and(next)) {
+                        return true;
+                    }
+                    // `.to(t.device)` in its function: its author expects `t` off the CPU, unless
+                    // a caller of the file passes a tensor made on the host.
+                    cx.facts.device_taken_from.contains(&(f, ruff_python_ast::name::Name::new(b.name)))
+                        && !callers.iter().any(|&i| passed(i).is_some_and(|a| made_on_host(cx, a)))
                 }
                 _ => false,
             }
@@ -254,6 +257,24 @@ fn evident(cx: &Checker<'_, '_>, e: &Expr, depth: usize, steps: &std::cell::Cell
         Expr::UnaryOp(u) => next(&u.operand),
         Expr::Subscript(s) => next(&s.value),
         _ => false,
+    }
+}
+
+/// A tensor evidently made on the host: a creation with no device or the CPU's
+/// (`torch.tensor([1, 2])`), or a move to the CPU (`x.cpu()`), possibly through a name.
+fn made_on_host(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    let e = match e {
+        Expr::Name(n) => match cx.model.binding_of(n).map(|b| cx.model.binding(b).kind) {
+            Some(BindingKind::Assignment { value, part: Part::Whole, .. }) => value,
+            _ => return false,
+        },
+        e => e,
+    };
+    let Expr::Call(c) = e else { return false };
+    match cx.callee_name(c) {
+        Some(q) if api::is_creation(&q) => keyword(c, "device").is_none_or(|d| is_cpu_device(cx, d)),
+        Some(_) => false,
+        None => matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str() == "cpu"),
     }
 }
 

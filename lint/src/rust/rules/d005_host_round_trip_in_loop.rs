@@ -136,7 +136,7 @@ impl Rule for Check {
         }
         let (what, read, range, wait) = match e {
             Expr::MethodCall(m) => {
-                if let Some(what) = tch_upload(cx.file, m) {
+                if let Some(what) = tch_upload(cx.file, m, &f.env) {
                     (what, &*m.receiver, cx.file.range(e.span()), Wait::Upload)
                 } else if let Some(what) = sized_by_data(cx.file, m) {
                     (what, &*m.receiver, cx.file.range(m.method.span()), Wait::Sized)
@@ -289,9 +289,8 @@ impl Wait {
 fn sized_by_data(file: &FileCx<'_>, m: &ExprMethodCall) -> Option<String> {
     let name = m.method.to_string();
     let sized = match name.as_str() {
-        "masked_select" | "f_masked_select" | "f_nonzero" => file.apis.is(Api::Tch),
-        "nonzero" => file.apis.is(Api::Tch) || file.apis.is(Api::Burn),
-        "argwhere" => file.apis.is(Api::Burn),
+        "masked_select" | "f_masked_select" | "f_nonzero" | "f_argwhere" => file.apis.is(Api::Tch),
+        "nonzero" | "argwhere" => file.apis.is(Api::Tch) || file.apis.is(Api::Burn),
         _ => false,
     };
     sized.then(|| format!(".{name}(..)"))
@@ -299,7 +298,7 @@ fn sized_by_data(file: &FileCx<'_>, m: &ExprMethodCall) -> Option<String> {
 
 /// tch's upload of a constant made on the host (`Tensor::from(0.).to_device(d)`,
 /// `Tensor::of_slice(&[1., 0.]).to(d)`): libtorch's blocking copy waits for the device's stream.
-fn tch_upload(file: &FileCx<'_>, m: &ExprMethodCall) -> Option<String> {
+fn tch_upload(file: &FileCx<'_>, m: &ExprMethodCall, env: &DevEnv) -> Option<String> {
     let method = m.method.to_string();
     if !file.apis.is(Api::Tch) || !matches!(method.as_str(), "to_device" | "to") || m.args.len() != 1 {
         return None;
@@ -321,7 +320,7 @@ fn tch_upload(file: &FileCx<'_>, m: &ExprMethodCall) -> Option<String> {
     }
     let target = m.args.first()?;
     if matches!(
-        classify_options(file, target, &DevEnv::default(), &|_| None),
+        classify_options(file, target, env, &|_| None),
         Some(DevSrc::Fixed { kind: FixedKind::Cpu, .. })
     ) {
         return None;
