@@ -105,12 +105,22 @@ impl Check {
         if cx.device_block > 0 || cx.kind.is_test_like() || cx.facts.sets_default_device || in_device_branch(cx) {
             return None;
         }
-        let Expr::Name(n) = &*c.func else { return None };
         if cx.kind_of(&c.func) != Kind::Module {
             return None;
         }
-        let model = cx.model.binding_of(n)?;
-        let chain = made_with(cx, model);
+        // `model(..)` bound in this code, or `self.model(..)` kept on the object.
+        let (shown, chain, moved) = match &*c.func {
+            Expr::Name(n) => {
+                let model = cx.model.binding_of(n)?;
+                (n.id.to_string(), made_with(cx, model), moved_to_accelerator(cx, model, c)?)
+            }
+            Expr::Attribute(a) => {
+                let class = cx.types.receiver_class(&a.value)?;
+                let (chain, moved) = attribute_moved_to_accelerator(cx, class, a.attr.as_str())?;
+                (cx.short(a.range()), chain, moved)
+            }
+            _ => return None,
+        };
         // The class the chain starts from (`CTCLoss` in `nn.CTCLoss(..).to(device)`): a loss or a
         // module without weights computes where its inputs are (and `CTCLoss` takes its lengths
         // from the CPU); `DataParallel` and `DistributedDataParallel` move their inputs to the
@@ -135,7 +145,6 @@ impl Check {
                 return None;
             }
         }
-        let moved = moved_to_accelerator(cx, model, c)?;
         let args = c.arguments.args.iter().chain(c.arguments.keywords.iter().map(|k| &k.value));
         let (origin, how) = args.filter_map(|a| host_made_input(cx, c, a)).next()?;
         if !self.reported.insert(origin.start()) {
@@ -152,7 +161,7 @@ impl Check {
             Finding::new(
                 &registry::D001,
                 range(origin.range()),
-                format!("`{callee}` makes an input of `{}` on {place}, but this code moved `{}` to the device", n.id, n.id),
+                format!("`{callee}` makes an input of `{shown}` on {place}, but this code moved `{shown}` to the device"),
             )
             .label("made on the host")
             .related(range(moved), "the model moved to the device here")
@@ -822,6 +831,37 @@ fn made_with<'a>(cx: &Checker<'_, 'a>, model: BindingId) -> Vec<&'a ast::ExprCal
         }
     }
     chain
+}
+
+/// `self.model = Net().to(device)`, assigned once in the class and never moved back in place
+/// (`self.model.cpu()`): the calls of its chain, outermost first, and where it is moved.
+fn attribute_moved_to_accelerator<'a>(
+    cx: &Checker<'_, 'a>,
+    class: crate::python::model::ClassId,
+    name: &str,
+) -> Option<(Vec<&'a ast::ExprCall>, ruff_text_size::TextRange)> {
+    let [assign] = cx.types.class_attrs(class, name)[..] else { return None };
+    if assign.how != AttrHow::Assign {
+        return None;
+    }
+    let mut chain = Vec::new();
+    let mut at = assign.value?;
+    while let Expr::Call(call) = at {
+        chain.push(call);
+        let Expr::Attribute(a) = &*call.func else { break };
+        at = &a.value;
+    }
+    // The outermost move of the chain decides.
+    let moved = chain.iter().find_map(|call| move_target(cx, call).map(|to| (to, call.range())))?;
+    if !moved.0 {
+        return None;
+    }
+    let moved_back = cx.model.calls.iter().any(|site| {
+        move_target(cx, site.call) == Some(false)
+            && matches!(&*site.call.func, Expr::Attribute(m)
+                if matches!(&*m.value, Expr::Attribute(field) if field.attr.as_str() == name && cx.types.receiver_class(&field.value) == Some(class)))
+    });
+    (!moved_back).then_some((chain, moved.1))
 }
 
 /// Where a move sends a module: `Some(true)` to an accelerator (`.cuda()`, `.to(device)`),
