@@ -899,14 +899,16 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
             if self.scope.inline_mods > 0 || cfg_attr_path {
                 self.summary.mods_unknown = true;
             } else {
-                let path = m.attrs.iter().find(|a| a.path().is_ident("path")).and_then(|a| match &a.meta {
+                let path_attr = m.attrs.iter().find(|a| a.path().is_ident("path"));
+                let path = path_attr.and_then(|a| match &a.meta {
                     syn::Meta::NameValue(nv) => match &nv.value {
                         Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(s.value()),
                         _ => None,
                     },
                     _ => None,
                 });
-                if m.attrs.iter().any(|a| a.path().is_ident("path")) && path.is_none() {
+                // A `#[path]` that is not a plain string: where it points is not known.
+                if path_attr.is_some() && path.is_none() {
                     self.summary.mods_unknown = true;
                 }
                 // `mod r#type;` is the file `type.rs`.

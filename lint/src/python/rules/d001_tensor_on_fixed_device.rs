@@ -821,14 +821,21 @@ fn host_made_input<'e>(cx: &Checker<'_, 'e>, c: &'e ast::ExprCall, a: &'e Expr) 
 /// The calls of the chain the module bound to `model` was made with, outermost first:
 /// `.eval()`, `.to(device)`, `Net(..)` for `model = Net(..).to(device).eval()`.
 fn made_with<'a>(cx: &Checker<'_, 'a>, model: BindingId) -> Vec<&'a ast::ExprCall> {
+    match cx.model.binding(model).kind {
+        BindingKind::Assignment { value, part: Part::Whole, .. } => call_chain(value),
+        _ => Vec::new(),
+    }
+}
+
+/// The calls of the method chain `e` is, outermost first: `.eval()`, `.to(d)`, `Net()` for
+/// `Net().to(d).eval()`.
+fn call_chain(e: &Expr) -> Vec<&ast::ExprCall> {
     let mut chain = Vec::new();
-    if let BindingKind::Assignment { value, part: Part::Whole, .. } = cx.model.binding(model).kind {
-        let mut at = value;
-        while let Expr::Call(call) = at {
-            chain.push(call);
-            let Expr::Attribute(a) = &*call.func else { break };
-            at = &a.value;
-        }
+    let mut at = e;
+    while let Expr::Call(call) = at {
+        chain.push(call);
+        let Expr::Attribute(a) = &*call.func else { break };
+        at = &a.value;
     }
     chain
 }
@@ -844,13 +851,7 @@ fn attribute_moved_to_accelerator<'a>(
     if assign.how != AttrHow::Assign {
         return None;
     }
-    let mut chain = Vec::new();
-    let mut at = assign.value?;
-    while let Expr::Call(call) = at {
-        chain.push(call);
-        let Expr::Attribute(a) = &*call.func else { break };
-        at = &a.value;
-    }
+    let chain = call_chain(assign.value?);
     // The outermost move of the chain decides.
     let moved = chain.iter().find_map(|call| move_target(cx, call).map(|to| (to, call.range())))?;
     if !moved.0 {
