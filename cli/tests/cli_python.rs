@@ -392,3 +392,49 @@ fn star_imports_of_a_package_re_export_its_classes() {
         devcheck(&["--color", "never", "lint", "--format", "concise", "--isolated", "--preview", "."], d);
     assert!(stdout(&out).contains("src/misc/logger.py:13:21: D005"), "{}", stdout(&out));
 }
+
+/// A loss object built by a factory of another file (`self.loss_fn = create_loss_function(..)`
+/// in a Lightning module whose file imports no torch, its class two bases below
+/// `LightningModule`), called at every training step: its `__call__` runs at every step, and a
+/// read there that only feeds the logging dict is reported; the loss returned beside it is a
+/// tensor on the device, which the host does not need. With no factory (a function returning
+/// instances of two classes), nothing is known and nothing reported.
+#[test]
+fn objects_made_by_factories_of_other_files_are_followed_into_their_call() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("pkg")).expect("mkdir");
+    std::fs::write(d.join("pkg/__init__.py"), "").expect("write");
+    let losses = "import torch\n\n\nclass DualLoss:\n    def __init__(self, w):\n        self.w = w\n\n    \
+                  def __call__(self, preds, targets):\n        total = [(preds - targets).abs().mean(), (preds - targets).pow(2).mean()]\n        \
+                  logs = {name: value.detach().item() for name, value in zip([\"l1\", \"l2\"], total)}\n        \
+                  return sum(total), logs\n\n\nclass Other:\n    def __call__(self, preds, targets):\n        return preds, {}\n\n\n\
+                  def create_loss_function(w):\n    loss_function = DualLoss(w)\n    return loss_function\n";
+    std::fs::write(d.join("pkg/losses.py"), losses).expect("write");
+    std::fs::write(
+        d.join("pkg/solver.py"),
+        "from lightning import LightningModule\n\nfrom pkg.losses import create_loss_function\n\n\n\
+         class Base(LightningModule):\n    def __init__(self, net):\n        super().__init__()\n        self.net = net.cuda()\n\n\n\
+         class Train(Base):\n    def setup(self, stage):\n        self.loss_fn = create_loss_function(1.0)\n\n    \
+         def training_step(self, batch, batch_idx):\n        images, targets = batch\n        \
+         loss, logs = self.loss_fn(self.net(images), targets)\n        self.log_dict(logs)\n        return loss\n",
+    )
+    .expect("write");
+    let run = || {
+        stdout(&devcheck(
+            &["--color", "never", "lint", "--format", "concise", "--isolated", "--preview", "."],
+            d,
+        ))
+    };
+    let text = run();
+    assert!(
+        text.contains("pkg/losses.py:10:23: D005 [warning] `.item()` in `__call__` waits for the device at every step: `DualLoss.__call__` is called in a loop at pkg/solver.py:18"),
+        "{text}"
+    );
+    let mixed = losses.replace(
+        "    loss_function = DualLoss(w)\n    return loss_function\n",
+        "    if w:\n        return DualLoss(w)\n    return Other()\n",
+    );
+    std::fs::write(d.join("pkg/losses.py"), mixed).expect("write");
+    assert!(!run().contains("D005"), "{}", run());
+}

@@ -318,7 +318,8 @@ impl<'m, 'a> Checker<'m, 'a> {
         if super::rules::helpers::in_evaluation_pass(self) {
             return;
         }
-        let on = |e: &Expr| super::rules::helpers::provenance(self, e).on_accelerator;
+        // Where the project's tensors may be, as the callee's file asks ([`Facts::project_uses_accelerator`]).
+        let on = |e: &Expr| super::rules::helpers::provenance_in_project(self, e).on_accelerator;
         // Positions are known up to the first `*args`; a method's first parameter is its receiver.
         let args = std::iter::repeat_n(false, usize::from(method))
             .chain(call.arguments.args.iter().take_while(|a| !matches!(a, Expr::Starred(_))).map(on))
@@ -349,8 +350,35 @@ impl<'m, 'a> Checker<'m, 'a> {
     /// The instance may also be kept on `self` (`self.meter = utils.MetricLogger()` in `__init__`,
     /// then `self.meter.update(..)`), when every assignment of that attribute makes one class.
     fn method_of_project_class(&self, call: &ast::ExprCall) -> Option<String> {
-        let Expr::Attribute(a) = &*call.func else { return None };
-        let made = match &*a.value {
+        let project = self.types.project();
+        match &*call.func {
+            // `logger.update(..)`, `self.meter.update(..)`; or `self.loss_fn(..)`, an instance kept
+            // on `self` and called.
+            Expr::Attribute(a) => self
+                .instance_class(&a.value)
+                .and_then(|class| project.method(&class, a.attr.as_str()))
+                .or_else(|| {
+                    self.instance_class(&call.func).and_then(|class| project.method(&class, "__call__"))
+                }),
+            // `self.loss_fn(preds, targets)`, `criterion(out, y)`: the instance's `__call__`.
+            instance => self.instance_class(instance).and_then(|class| project.method(&class, "__call__")),
+        }
+    }
+
+    /// The class of an instance a name or an attribute of `self` holds, when every assignment of
+    /// it makes one: `Class(..)`, or a factory of another file of the project that returns one
+    /// (`create_loss_function(cfg)` returning `DualLoss(..)`). The class as the semantic model
+    /// qualifies it, or its absolute name when a factory names it.
+    fn instance_class(&self, instance: &Expr) -> Option<String> {
+        let made = self.instance_made_by(instance)?;
+        let name = self.model.canonical_name(&made.func)?;
+        Some(self.types.project().factory_class(&name).unwrap_or_else(|| name.into_owned()))
+    }
+
+    /// The call that makes the instance a name or an attribute of `self` holds, when every
+    /// assignment of it calls the same callee (`crit = Loss(..)`, `self.loss = Loss(..)`).
+    pub(crate) fn instance_made_by(&self, instance: &Expr) -> Option<&'a ast::ExprCall> {
+        match instance {
             Expr::Name(n) => {
                 let b = self.model.binding_of(n)?;
                 let BindingKind::Assignment { value: Expr::Call(made), part: Part::Whole, .. } =
@@ -358,7 +386,7 @@ impl<'m, 'a> Checker<'m, 'a> {
                 else {
                     return None;
                 };
-                made
+                Some(made)
             }
             Expr::Attribute(field) => {
                 let class = self.types.receiver_class(&field.value)?;
@@ -369,17 +397,11 @@ impl<'m, 'a> Checker<'m, 'a> {
                 });
                 let first = made.next()??;
                 let name = self.model.canonical_name(&first.func)?;
-                if !made
-                    .all(|c| c.is_some_and(|c| self.model.canonical_name(&c.func).as_deref() == Some(&*name)))
-                {
-                    return None;
-                }
-                first
+                made.all(|c| c.is_some_and(|c| self.model.canonical_name(&c.func).as_deref() == Some(&*name)))
+                    .then_some(first)
             }
-            _ => return None,
-        };
-        let class = self.model.canonical_name(&made.func)?;
-        self.types.project().method(&class, a.attr.as_str())
+            _ => None,
+        }
     }
 
     // ---- questions the rules ask -------------------------------------------------------------
@@ -1698,14 +1720,26 @@ fn steps_training(call: &ast::ExprCall) -> bool {
 /// step with the batch already on the module's device: it runs as a forward pass does.
 pub(crate) fn lightning_training_step(model: &Model<'_>, f: FunctionId) -> bool {
     let fun = model.function(f);
-    fun.name() == "training_step"
-        && fun.class.is_some_and(|c| {
-            model
-                .class(c)
-                .bases()
-                .iter()
-                .any(|b| model.canonical_name(b).is_some_and(|q| q.ends_with("LightningModule")))
-        })
+    if fun.name() != "training_step" {
+        return false;
+    }
+    // The class or one of its bases in this file (`TrainModel(ValidateModel)`, `ValidateModel(
+    // BaseModel)`, `BaseModel(LightningModule)`) names `LightningModule`.
+    let mut classes: Vec<crate::python::model::ClassId> = fun.class.into_iter().collect();
+    let mut seen = 0;
+    while let Some(c) = classes.pop() {
+        seen += 1;
+        if seen > 32 {
+            return false;
+        }
+        for b in model.class(c).bases() {
+            if model.canonical_name(b).is_some_and(|q| q.ends_with("LightningModule")) {
+                return true;
+            }
+            classes.extend(model.local_class(b));
+        }
+    }
+    false
 }
 
 /// A call in the call graph: who calls whom, inside which loop, where.

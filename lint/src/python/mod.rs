@@ -77,7 +77,7 @@ fn analyse(
     parsed: Parsed<ModModule>,
 ) -> (Vec<Finding>, Vec<project::HotCall>) {
     // The cheap gate: no rule has anything to say about a file that never names torch.
-    if memchr::memmem::find(text.as_bytes(), b"torch").is_none() {
+    if !names_torch(text) {
         return Default::default();
     }
     let body = &parsed.syntax().body;
@@ -97,6 +97,13 @@ fn analyse(
     let (module, is_package) = project::module_path(path);
     let view = project::View::new(project, path, &module, is_package, project::Placement::of_text(text));
     checker::Checker::new(&model, kind, file_name, view).run(body, rules)
+}
+
+/// Does the text name torch, or Lightning (whose modules need not import torch)? A file that
+/// names neither is not analysed.
+fn names_torch(text: &str) -> bool {
+    memchr::memmem::find(text.as_bytes(), b"torch").is_some()
+        || memchr::memmem::find(text.as_bytes(), b"lightning").is_some()
 }
 
 /// What the index pass learnt from parsing a file ([`index_entry`]), handed on to its lint
@@ -128,7 +135,7 @@ pub(crate) fn index_entry(
     }
     let Ok((parsed, depth)) = parse(text, source_type(path)) else { return (None, None) };
     // The same gate as the lint's ([`analyse`]).
-    let no_torch = memchr::memmem::find(text.as_bytes(), b"torch").is_none();
+    let no_torch = !names_torch(text);
     let tree = std::cell::Cell::new(Some(parsed));
     let entry = crate::stack::within(depth::stack_needed(depth), || {
         let parsed = tree.take()?;

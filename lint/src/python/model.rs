@@ -1309,7 +1309,18 @@ impl<'a> Builder<'a> {
 
     fn note_library(&mut self, module: &str) {
         let root = module.split('.').next().unwrap_or(module);
-        if matches!(root, "torch" | "torchvision" | "torchaudio") {
+        // Libraries that only run on torch: a Lightning module's file need not import torch.
+        if matches!(
+            root,
+            "torch"
+                | "torchvision"
+                | "torchaudio"
+                | "lightning"
+                | "pytorch_lightning"
+                | "lightning_fabric"
+                | "torchmetrics"
+                | "torch_geometric"
+        ) {
             self.model.imports_torch = true;
         }
     }

@@ -51,6 +51,9 @@ pub(crate) struct Project {
     /// The indexed dotted names of the top-level functions whose every result is on the host
     /// ([`returns_host`]).
     host_returners: FxHashSet<String>,
+    /// The indexed dotted names of the top-level functions that return an instance of one class
+    /// (a factory, `def create_loss(cfg): return DualLoss(cfg)`) → that class's absolute name.
+    factories: FxHashMap<String, String>,
     /// The indexed files, in the order given.
     paths: Vec<PathBuf>,
     /// Per file (as indexed): its functions that another file calls at every step
@@ -290,6 +293,9 @@ impl Project {
                     if facts.returns_host {
                         project.host_returners.insert(key.clone());
                     }
+                    if let Some(class) = &facts.makes {
+                        project.factories.insert(key.clone(), class.clone());
+                    }
                     project.functions.entry(key).or_default().push(file_id);
                 }
             }
@@ -475,6 +481,18 @@ impl Project {
     pub(crate) fn returns_host(&self, name: &str) -> bool {
         let reached = self.names_reached(name);
         !reached.is_empty() && reached.into_iter().all(|n| self.host_returners.contains(n))
+    }
+
+    /// The class whose instances the function an absolute dotted name names makes (a factory
+    /// of the project), when every definition it may name agrees.
+    pub(crate) fn factory_class(&self, name: &str) -> Option<&str> {
+        let mut classes = self
+            .names_reached(name)
+            .into_iter()
+            .filter(|n| self.functions.contains_key(*n))
+            .map(|n| self.factories.get(n));
+        let first = classes.next()??;
+        classes.all(|c| c == Some(first)).then_some(first.as_str())
     }
 
     /// The functions of the file at `path` (as indexed) that other files call at every step.
@@ -795,6 +813,15 @@ impl FileEntry {
         for (name, facts) in &mut entry.functions {
             facts.returns_host = host.contains(name.as_str());
         }
+        // Factories, once every top-level name of the file is bound (a class may come after).
+        for stmt in body {
+            if let Stmt::FunctionDef(f) = stmt
+                && let Some(class) = names.made_class(f)
+                && let Some((_, facts)) = entry.functions.iter_mut().find(|(n, _)| n == f.name.as_str())
+            {
+                facts.makes = Some(class);
+            }
+        }
         entry.module = module.clone();
         entry.path = path.to_path_buf();
         entry
@@ -852,7 +879,7 @@ impl Names<'_> {
                 }
                 Stmt::FunctionDef(f) => entry.functions.push((
                     f.name.as_str().to_string(),
-                    FunctionFacts { runs_loop: runs_steps(f), returns_host: false },
+                    FunctionFacts { runs_loop: runs_steps(f), returns_host: false, makes: None },
                 )),
                 Stmt::ClassDef(c) => {
                     let bases = c.bases().iter().map(|b| self.base(b)).collect();
@@ -939,6 +966,89 @@ impl Names<'_> {
         }
     }
 
+    /// The class a factory makes: every `return` of `f` (at least one) returns `Class(..)`, or a
+    /// name the function binds only to `Class(..)`, for one class that a top-level name of the
+    /// file names (imported or defined; not a builtin). `None` otherwise.
+    fn made_class(&self, f: &ast::StmtFunctionDef) -> Option<String> {
+        use ruff_python_ast::visitor::{self, Visitor};
+        #[derive(Default)]
+        struct Walk<'f> {
+            returns: Vec<Option<&'f Expr>>,
+            assigned: Vec<(&'f str, &'f Expr)>,
+            /// Names bound otherwise (loop targets, unpacking, augmented assignment).
+            other: Vec<&'f str>,
+            depth: usize,
+        }
+        impl<'f> Visitor<'f> for Walk<'f> {
+            fn visit_stmt(&mut self, s: &'f Stmt) {
+                match s {
+                    // Nested functions and classes return for themselves.
+                    Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return,
+                    Stmt::Return(r) => self.returns.push(r.value.as_deref()),
+                    Stmt::Assign(a) => match a.targets.as_slice() {
+                        [Expr::Name(n)] => self.assigned.push((n.id.as_str(), &a.value)),
+                        targets => targets
+                            .iter()
+                            .for_each(|t| super::rules::helpers::target_names(t, &mut self.other)),
+                    },
+                    Stmt::AnnAssign(a) => match (&*a.target, a.value.as_deref()) {
+                        (Expr::Name(n), Some(v)) => self.assigned.push((n.id.as_str(), v)),
+                        (t, _) => super::rules::helpers::target_names(t, &mut self.other),
+                    },
+                    Stmt::AugAssign(a) => super::rules::helpers::target_names(&a.target, &mut self.other),
+                    Stmt::For(l) => super::rules::helpers::target_names(&l.target, &mut self.other),
+                    Stmt::With(w) => w
+                        .items
+                        .iter()
+                        .filter_map(|i| i.optional_vars.as_deref())
+                        .for_each(|t| super::rules::helpers::target_names(t, &mut self.other)),
+                    _ => {}
+                }
+                // A pathologically deep body says nothing (the depth estimate bounds real files).
+                if self.depth < 64 {
+                    self.depth += 1;
+                    visitor::walk_stmt(self, s);
+                    self.depth -= 1;
+                }
+            }
+            // Names bound inside expressions (`:=`, comprehensions) are not followed.
+            fn visit_expr(&mut self, _: &'f Expr) {}
+        }
+        let mut walk = Walk::default();
+        for s in &f.body {
+            walk.visit_stmt(s);
+        }
+        let class_of = |e: &Expr| -> Option<String> {
+            let Expr::Call(c) = e else { return None };
+            self.dotted(&c.func).filter(|q| !q.starts_with("builtins."))
+        };
+        let mut made: Option<String> = None;
+        for r in &walk.returns {
+            let value = (*r)?;
+            let class = match value {
+                Expr::Name(n) => {
+                    let name = n.id.as_str();
+                    if walk.other.contains(&name) {
+                        return None;
+                    }
+                    let mut values =
+                        walk.assigned.iter().filter(|(t, _)| *t == name).map(|(_, v)| class_of(v));
+                    let first = values.next()??;
+                    if !values.all(|v| v.as_deref() == Some(first.as_str())) {
+                        return None;
+                    }
+                    first
+                }
+                e => class_of(e)?,
+            };
+            match &made {
+                Some(m) if *m != class => return None,
+                _ => made = Some(class),
+            }
+        }
+        made
+    }
+
     fn base(&self, e: &Expr) -> Base {
         if matches!(e, Expr::Subscript(_)) {
             return Base::Neutral;
@@ -977,12 +1087,15 @@ pub(crate) fn chooses_the_cpu(text: &str) -> bool {
 }
 
 /// What the index knows of a top-level function.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct FunctionFacts {
     /// It runs a loop of steps itself ([`runs_steps`]).
     runs_loop: bool,
     /// Every result it returns is on the host ([`returns_host`]).
     returns_host: bool,
+    /// Every result it returns is an instance of one class, made in the function (a factory):
+    /// the class's absolute name ([`Names::made_class`]).
+    makes: Option<String>,
 }
 
 /// Is every value the function returns (or yields) evidently on the host: a read
@@ -1379,6 +1492,12 @@ impl<'p> View<'p> {
     /// names on the host ([`returns_host`])?
     pub(crate) fn returns_host(&self, qualified: &str) -> bool {
         self.function(qualified).is_some_and(|q| self.project.returns_host(&q))
+    }
+
+    /// The absolute name of the class a factory of another file of the project makes (`qualified`
+    /// as the semantic model qualifies the function's name: `loss.create_loss_function`).
+    pub(crate) fn factory_class(&self, qualified: &str) -> Option<String> {
+        self.function(qualified).and_then(|q| self.project.factory_class(&q).map(String::from))
     }
 
     /// Does some file of the project choose the CPU, or let its user choose the device?

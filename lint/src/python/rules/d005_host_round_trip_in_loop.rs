@@ -923,6 +923,23 @@ enum Use {
 /// checked, not yet among the parents)? What another file is told about a call at every step to
 /// one of its functions.
 pub(crate) fn result_needed_on_host(cx: &Checker<'_, '_>, call: &Expr) -> bool {
+    // `loss, logs = loss_fn(preds, targets)`: the host needs what it reads only through the names
+    // that are not tensors on the device (`loss` is returned or backpropagated on the device).
+    if let Some(Node::Stmt(Stmt::Assign(a))) = cx.parents.last()
+        && std::ptr::eq(&*a.value, call)
+        && let [Expr::Tuple(t)] = a.targets.as_slice()
+    {
+        let names: Vec<BindingId> = t
+            .elts
+            .iter()
+            .filter_map(|e| match e {
+                Expr::Name(n) => cx.model.definition_of(n),
+                _ => None,
+            })
+            .filter(|&b| !super::helpers::binding_on_accelerator(cx, b))
+            .collect();
+        return names_use(cx, &names, a.end(), false) == Use::Needed;
+    }
     needed_on_host(cx, call, false)
 }
 

@@ -947,15 +947,14 @@ fn binding_value_provenance(
                         c.passes(param, positional.len(), &named)
                     })
                 }
-                // A plain function called in a loop of this file: where that call's argument is.
-                Some(crate::python::checker::Hot::CalledInLoop(at)) if fun.class.is_none() => {
-                    cx.facts.calls_to[f.index()]
-                        .iter()
-                        .filter_map(|&i| cx.model.calls.get(i))
-                        .find(|s| s.call.range() == at)
-                        .and_then(|s| argument_for(s.call, fun, position, binding.name))
-                        .is_some_and(|a| next(a).on_accelerator)
-                }
+                // A function or method called in a loop of this file (`self.step(batch)`): where
+                // that call's argument is.
+                Some(crate::python::checker::Hot::CalledInLoop(at)) => cx.facts.calls_to[f.index()]
+                    .iter()
+                    .filter_map(|&i| cx.model.calls.get(i))
+                    .find(|s| s.call.range() == at)
+                    .and_then(|s| argument_for(s.call, fun, position, binding.name))
+                    .is_some_and(|a| next(a).on_accelerator),
                 _ => false,
             };
             // A helper of a forward pass (`self._qk(q, k)`): where the forward passes call it with.
@@ -1000,6 +999,12 @@ fn argument_for<'a>(
         return None;
     }
     args.get(at)
+}
+
+/// Is what the binding holds on an accelerator (in a project that names one)?
+pub(crate) fn binding_on_accelerator(cx: &Checker<'_, '_>, b: BindingId) -> bool {
+    cx.provenance_steps.set(PROVENANCE_STEPS);
+    cx.facts.project_uses_accelerator && binding_provenance(cx, b, 0).on_accelerator
 }
 
 fn binding_provenance(cx: &Checker<'_, '_>, b: BindingId, depth: usize) -> Provenance {
