@@ -589,16 +589,47 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
             _ => {}
         }
     }
-    // A factory that takes no data, as `torch.<name>`.
+    // A factory that takes no data, as `torch.<name>`; or one whose data are literal numbers
+    // (`torch.tensor([0.5])`, `torch.FloatTensor([0.5])`): a constant, which the device can make
+    // itself. Data of any other kind (a batch, `torch.from_numpy(..)`) has to reach the device.
     let factory_of = |e: &'e Expr| -> Option<(&'e ast::ExprCall, &'static str)> {
-        const FACTORIES: [&str; 12] = [
-            "zeros", "ones", "empty", "full", "arange", "eye", "rand", "randn", "randint", "randperm", "linspace",
+        const FACTORIES: [&str; 17] = [
+            "zeros",
+            "ones",
+            "empty",
+            "full",
+            "arange",
+            "eye",
+            "rand",
+            "randn",
+            "randint",
+            "randperm",
+            "linspace",
             "logspace",
+            "hann_window",
+            "hamming_window",
+            "blackman_window",
+            "bartlett_window",
+            "kaiser_window",
+        ];
+        const CONSTANTS: [&str; 9] = [
+            "tensor",
+            "as_tensor",
+            "Tensor",
+            "FloatTensor",
+            "DoubleTensor",
+            "HalfTensor",
+            "LongTensor",
+            "IntTensor",
+            "BoolTensor",
         ];
         let Expr::Call(c) = e else { return None };
         let q = cx.callee_name(c)?;
         let name = q.strip_prefix("torch.")?;
-        FACTORIES.iter().find(|f| **f == name).map(|f| (c, *f))
+        FACTORIES.iter().find(|f| **f == name).map(|f| (c, *f)).or_else(|| {
+            let constant = matches!(&c.arguments.args[..], [data] if literal_numbers(data));
+            CONSTANTS.iter().find(|f| **f == name).filter(|_| constant).map(|f| (c, *f))
+        })
     };
     // The factory, through methods that keep the tensor where it is (`torch.arange(n).unsqueeze(0)`,
     // `.long()`), a few calls deep.
@@ -652,8 +683,27 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
     if sizes.iter().any(empty) {
         return None;
     }
-    let zero_dim = matches!(sizes, [only] if no_dims(only));
+    // `torch.tensor(0.5)`: 0-dim too.
+    let zero_dim = matches!(sizes, [only] if no_dims(only))
+        || (factory == "tensor" || factory == "as_tensor")
+            && matches!(made.arguments.args.first(), Some(Expr::NumberLiteral(_) | Expr::UnaryOp(_)));
     Some((factory, made.range(), zero_dim))
+}
+
+/// A number literal (`0.5`, `-1`), or a list or tuple of them, nested at most a few levels:
+/// data written in the code.
+fn literal_numbers(e: &Expr) -> bool {
+    fn within(e: &Expr, depth: u32) -> bool {
+        match e {
+            Expr::NumberLiteral(_) | Expr::BooleanLiteral(_) => true,
+            Expr::UnaryOp(u) if u.op == ast::UnaryOp::USub => matches!(&*u.operand, Expr::NumberLiteral(_)),
+            Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }) => {
+                depth < 4 && !elts.is_empty() && elts.iter().all(|e| within(e, depth + 1))
+            }
+            _ => false,
+        }
+    }
+    within(e, 0)
 }
 
 /// The host read the call `e` is, if it is one: the innermost one of a chain (`x.cpu().numpy()`
