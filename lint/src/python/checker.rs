@@ -375,33 +375,10 @@ impl<'m, 'a> Checker<'m, 'a> {
         Some(self.types.project().factory_class(&name).unwrap_or_else(|| name.into_owned()))
     }
 
-    /// The call that makes the instance a name or an attribute of `self` holds, when every
-    /// assignment of it calls the same callee (`crit = Loss(..)`, `self.loss = Loss(..)`).
+    /// The call that makes the instance a name or an attribute of `self` holds
+    /// ([`instance_made_by`]).
     pub(crate) fn instance_made_by(&self, instance: &Expr) -> Option<&'a ast::ExprCall> {
-        match instance {
-            Expr::Name(n) => {
-                let b = self.model.binding_of(n)?;
-                let BindingKind::Assignment { value: Expr::Call(made), part: Part::Whole, .. } =
-                    self.model.binding(b).kind
-                else {
-                    return None;
-                };
-                Some(made)
-            }
-            Expr::Attribute(field) => {
-                let class = self.types.receiver_class(&field.value)?;
-                let assigns = self.types.class_attrs(class, field.attr.as_str());
-                let mut made = assigns.iter().map(|x| match x.value {
-                    Some(Expr::Call(c)) => Some(c),
-                    _ => None,
-                });
-                let first = made.next()??;
-                let name = self.model.canonical_name(&first.func)?;
-                made.all(|c| c.is_some_and(|c| self.model.canonical_name(&c.func).as_deref() == Some(&*name)))
-                    .then_some(first)
-            }
-            _ => None,
-        }
+        instance_made_by(self.model, &self.types, instance)
     }
 
     // ---- questions the rules ask -------------------------------------------------------------
@@ -1340,9 +1317,12 @@ impl Facts {
                 // Calling a module of this file runs its `forward`.
                 // The `forward` of a same-file class is looked up first: most calls have none,
                 // and then what the callee holds need not be worked out.
-                None => {
-                    types.forward_of(&site.call.func).filter(|_| types.kind(&site.call.func) == Kind::Module)
-                }
+                None => types
+                    .forward_of(&site.call.func)
+                    .filter(|_| types.kind(&site.call.func) == Kind::Module)
+                    .or_else(|| {
+                        instance_method(model, types, site.call).inspect(|&f| calls_to[f.index()].push(i))
+                    }),
             };
             if let Some(callee) = callee {
                 edges.push(Edge {
@@ -1740,6 +1720,55 @@ pub(crate) fn lightning_training_step(model: &Model<'_>, f: FunctionId) -> bool 
         }
     }
     false
+}
+
+/// The call that makes the instance a name or an attribute of `self` holds, when every
+/// assignment of it calls the same callee (`crit = Loss(..)`, `self.loss = Loss(..)`).
+pub(crate) fn instance_made_by<'a>(
+    model: &Model<'a>,
+    types: &Types<'_, 'a>,
+    instance: &Expr,
+) -> Option<&'a ast::ExprCall> {
+    match instance {
+        Expr::Name(n) => {
+            let b = model.binding_of(n)?;
+            let BindingKind::Assignment { value: Expr::Call(made), part: Part::Whole, .. } =
+                model.binding(b).kind
+            else {
+                return None;
+            };
+            Some(made)
+        }
+        Expr::Attribute(field) => {
+            let class = types.receiver_class(&field.value)?;
+            let assigns = types.class_attrs(class, field.attr.as_str());
+            let mut made = assigns.iter().map(|x| match x.value {
+                Some(Expr::Call(c)) => Some(c),
+                _ => None,
+            });
+            let first = made.next()??;
+            // The same callee, as spelt (a class of this file has no qualified name).
+            let name = model.text(first.func.range());
+            made.all(|c| c.is_some_and(|c| model.text(c.func.range()) == name)).then_some(first)
+        }
+        _ => None,
+    }
+}
+
+/// The method of a class of this file that a call on one of its instances runs
+/// (`self.ema.update(x)` with `self.ema = Ema()`, `crit(x, y)` with `crit = Loss()` and a
+/// `__call__`); not a module's call, which runs its `forward`.
+fn instance_method(model: &Model<'_>, types: &Types<'_, '_>, call: &ast::ExprCall) -> Option<FunctionId> {
+    let (instance, name) = match &*call.func {
+        Expr::Attribute(a) => (&*a.value, a.attr.as_str()),
+        instance => (instance, "__call__"),
+    };
+    let made = instance_made_by(model, types, instance)?;
+    let class = model.local_class(&made.func)?;
+    if types.is_module_class(class) == Truth::Yes {
+        return None;
+    }
+    model.method(class, name)
 }
 
 /// A call in the call graph: who calls whom, inside which loop, where.
