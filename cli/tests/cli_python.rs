@@ -428,7 +428,7 @@ fn objects_made_by_factories_of_other_files_are_followed_into_their_call() {
     };
     let text = run();
     assert!(
-        text.contains("pkg/losses.py:10:23: D005 [warning] `.item()` in `__call__` waits for the device at every step: `DualLoss.__call__` is called in a loop at pkg/solver.py:18"),
+        text.contains("pkg/losses.py:10:23: D005 [warning] `.item()` in `__call__` waits for the device at every step: `DualLoss.__call__` is called at every training step at pkg/solver.py:18"),
         "{text}"
     );
     let mixed = losses.replace(

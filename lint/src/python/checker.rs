@@ -333,6 +333,11 @@ impl<'m, 'a> Checker<'m, 'a> {
         let spread = call.arguments.args.iter().any(|a| matches!(a, Expr::Starred(s) if on(&s.value)))
             || call.arguments.keywords.iter().any(|k| k.arg.is_none() && on(&k.value));
         let result_needed = super::rules::result_needed_on_host(self, expr);
+        let how = match self.hot() {
+            Some(Hot::Forward) if self.pass_words() == "training step" => "at every training step",
+            Some(Hot::Forward) => "at every forward pass",
+            _ => "in a loop",
+        };
         self.hot_calls.push(HotCall {
             callee,
             offset: call.start().to_usize(),
@@ -342,6 +347,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             keywords,
             spread,
             result_needed,
+            how,
         });
     }
 

@@ -152,6 +152,9 @@ pub(crate) struct HotCall {
     /// Does the caller need the returned value on the host at once (a decision), rather than
     /// log or accumulate it?
     pub result_needed: bool,
+    /// How the call runs at every step, for messages: "in a loop", or "at every training step"
+    /// (a Lightning `training_step`), "at every forward pass".
+    pub how: &'static str,
 }
 
 /// A function of a file that another file calls at every step, and the first such call.
@@ -169,6 +172,8 @@ pub(crate) struct CalledFrom {
     pub spread: bool,
     /// Does some caller need the returned value on the host at once?
     pub result_needed: bool,
+    /// How the call shown runs at every step ([`HotCall::how`]).
+    pub how: &'static str,
 }
 
 /// A parameter of a function, as [`CalledFrom::passes`] asks about it.
@@ -210,6 +215,7 @@ impl CalledFrom {
         {
             self.caller = caller;
             self.line = call.line;
+            self.how = call.how;
         }
         if self.args.len() < call.args.len() {
             self.args.resize(call.args.len(), false);
@@ -442,6 +448,7 @@ impl Project {
                         keywords: call.keywords.clone(),
                         spread: call.spread,
                         result_needed: call.result_needed,
+                        how: call.how,
                     }),
                 }
             }
@@ -1734,6 +1741,7 @@ mod tests {
             keywords: Vec::new(),
             spread: false,
             result_needed: needed,
+            how: "in a loop",
         };
         let changed = p.set_called_from(&[
             ("m/train.py".into(), vec![call(vec![true, false], false)]),
@@ -1780,6 +1788,7 @@ mod tests {
             keywords,
             spread: false,
             result_needed: false,
+            how: "in a loop",
         };
         p.set_called_from(&[(
             "m/train.py".into(),

@@ -185,10 +185,11 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         Hot::CalledElsewhere(i) => (
             match cx.facts.elsewhere.get(i) {
                 Some(c) => format!(
-                    "`{}` in `{}` waits for the device at every step: `{}` is called in a loop at {}:{}",
+                    "`{}` in `{}` waits for the device at every step: `{}` is called {} at {}:{}",
                     sync.what,
                     cx.function_name().unwrap_or(&c.function),
                     c.function,
+                    c.how,
                     c.caller,
                     c.line
                 ),

@@ -60,9 +60,10 @@ impl Rule for Check {
             Hot::CalledElsewhere(i) => (
                 match cx.facts.elsewhere.get(i) {
                     Some(c) => format!(
-                        "`empty_cache()` in `{}` hands cached memory back to the driver every iteration: `{}` is called in a loop at {}:{}",
+                        "`empty_cache()` in `{}` hands cached memory back to the driver every iteration: `{}` is called {} at {}:{}",
                         cx.function_name().unwrap_or(&c.function),
                         c.function,
+                        c.how,
                         c.caller,
                         c.line
                     ),

@@ -644,6 +644,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             if calls_a_value(cx, c)
                 || project_function(cx, c) == Some(false)
                 || calls_a_component_method(cx, c)
+                || calls_an_instance(cx, c)
             {
                 let on = c
                     .arguments
@@ -791,6 +792,16 @@ fn calls_a_component_method(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
         }
         _ => false,
     }
+}
+
+/// Does the call call an instance of a class of this file that defines `__call__` (`self.loss =
+/// YOLOLoss(..)`, then `self.loss(preds, targets)`), unless that method hands back host values?
+/// Its result is where its inputs are, as a function of the project's is.
+fn calls_an_instance(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
+    cx.instance_made_by(&c.func)
+        .and_then(|made| cx.model.local_class(&made.func))
+        .and_then(|class| cx.model.method(class, "__call__"))
+        .is_some_and(|m| !function_returns_host(cx, m))
 }
 
 /// Is the binding an empty dict or list (`losses = {}`, `outs = []`, `dict()`), to be filled item
