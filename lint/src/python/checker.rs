@@ -1765,16 +1765,21 @@ pub(crate) fn instance_made_by<'a>(
 /// (`self.ema.update(x)` with `self.ema = Ema()`, `crit(x, y)` with `crit = Loss()` and a
 /// `__call__`); not a module's call, which runs its `forward`.
 fn instance_method(model: &Model<'_>, types: &Types<'_, '_>, call: &ast::ExprCall) -> Option<FunctionId> {
-    let (instance, name) = match &*call.func {
-        Expr::Attribute(a) => (&*a.value, a.attr.as_str()),
-        instance => (instance, "__call__"),
+    let method_of = |instance: &Expr, name: &str| {
+        let made = instance_made_by(model, types, instance)?;
+        let class = model.local_class(&made.func)?;
+        if types.is_module_class(class) == Truth::Yes {
+            return None;
+        }
+        model.method(class, name)
     };
-    let made = instance_made_by(model, types, instance)?;
-    let class = model.local_class(&made.func)?;
-    if types.is_module_class(class) == Truth::Yes {
-        return None;
+    match &*call.func {
+        // `self.ema.update(x)`; or `self.crit(x)`, an instance kept on `self` and called.
+        Expr::Attribute(a) => {
+            method_of(&a.value, a.attr.as_str()).or_else(|| method_of(&call.func, "__call__"))
+        }
+        instance => method_of(instance, "__call__"),
     }
-    model.method(class, name)
 }
 
 /// A call in the call graph: who calls whom, inside which loop, where.

@@ -985,6 +985,8 @@ impl Names<'_> {
             /// Names bound otherwise (loop targets, unpacking, augmented assignment).
             other: Vec<&'f str>,
             depth: usize,
+            /// Some statement was too deep to look into: its `return`s are not known.
+            too_deep: bool,
         }
         impl<'f> Visitor<'f> for Walk<'f> {
             fn visit_stmt(&mut self, s: &'f Stmt) {
@@ -1016,6 +1018,8 @@ impl Names<'_> {
                     self.depth += 1;
                     visitor::walk_stmt(self, s);
                     self.depth -= 1;
+                } else {
+                    self.too_deep = true;
                 }
             }
             // Names bound inside expressions (`:=`, comprehensions) are not followed.
@@ -1025,6 +1029,21 @@ impl Names<'_> {
         for s in &f.body {
             walk.visit_stmt(s);
         }
+        if walk.too_deep {
+            return None;
+        }
+        // A parameter may hold what the caller passed (`def make(loss=None): if loss is None:
+        // loss = Loss(); return loss`).
+        let params = &f.parameters;
+        walk.other.extend(
+            params
+                .posonlyargs
+                .iter()
+                .chain(&params.args)
+                .chain(&params.kwonlyargs)
+                .map(|p| p.parameter.name.as_str())
+                .chain(params.vararg.iter().chain(&params.kwarg).map(|p| p.name.as_str())),
+        );
         let class_of = |e: &Expr| -> Option<String> {
             let Expr::Call(c) = e else { return None };
             self.dotted(&c.func).filter(|q| !q.starts_with("builtins."))

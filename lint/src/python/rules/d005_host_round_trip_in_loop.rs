@@ -470,7 +470,11 @@ fn index_upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
             Expr::Call(_) | Expr::Subscript(_) => part,
             _ => return None,
         };
-        host_made(cx, made).map(|(factory, _)| (part, factory))
+        // A 0-dim index (`x[:, torch.tensor(1)]`) is read on the host as a number: nothing is
+        // copied.
+        host_made_within(cx, made, 8)
+            .filter(|(_, _, zero_dim)| !zero_dim && !cx.facts.sets_default_device && cx.device_block == 0)
+            .map(|(factory, _, _)| (part, factory))
     })?;
     if cx.hot().is_none()
         || !cx.kind_of(&s.value).may_be_tensor()
@@ -675,9 +679,13 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
     // `torch.zeros(())`: 0-dim, one element (its copy waits too).
     let no_dims =
         |e: &Expr| matches!(e, Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) if elts.is_empty());
-    // The size arguments: all the positional ones, but `full`'s fill value.
+    // The size arguments: all the positional ones, but `full`'s fill value; a typed constructor
+    // given numbers (`torch.FloatTensor(0)`, `torch.FloatTensor(2, 3)`) takes sizes.
+    let typed_sizes = factory.ends_with("Tensor")
+        && made.arguments.args.iter().all(|a| matches!(a, Expr::NumberLiteral(_)));
     let sizes = match factory {
         "zeros" | "ones" | "empty" | "rand" | "randn" => &made.arguments.args[..],
+        _ if typed_sizes => &made.arguments.args[..],
         "full" => made.arguments.args.get(..1).unwrap_or(&[]),
         _ => &[],
     };
@@ -975,7 +983,7 @@ enum Use {
 /// one of its functions.
 pub(crate) fn result_needed_on_host(cx: &Checker<'_, '_>, call: &Expr) -> bool {
     // `loss, logs = loss_fn(preds, targets)`: the host needs what it reads only through the names
-    // that are not tensors on the device (`loss` is returned or backpropagated on the device).
+    // that are not a loss on the device (`loss` backpropagated, or returned by a training step).
     if let Some(Node::Stmt(Stmt::Assign(a))) = cx.parents.last()
         && std::ptr::eq(&*a.value, call)
         && let [Expr::Tuple(t)] = a.targets.as_slice()
@@ -987,7 +995,7 @@ pub(crate) fn result_needed_on_host(cx: &Checker<'_, '_>, call: &Expr) -> bool {
                 Expr::Name(n) => cx.model.definition_of(n),
                 _ => None,
             })
-            .filter(|&b| !super::helpers::binding_on_accelerator(cx, b))
+            .filter(|&b| !super::helpers::binding_is_device_loss(cx, b))
             .collect();
         return names_use(cx, &names, a.end(), false) == Use::Needed;
     }
@@ -999,6 +1007,15 @@ pub(crate) fn result_needed_on_host(cx: &Checker<'_, '_>, call: &Expr) -> bool {
 fn returned_for_bookkeeping(cx: &Checker<'_, '_>) -> bool {
     cx.function.and_then(|f| cx.hot_of(f)).is_some_and(|h| match h {
         Hot::CalledElsewhere(i) => cx.facts.elsewhere.get(i).is_some_and(|c| !c.result_needed),
+        _ => false,
+    })
+}
+
+/// Is the current function one that another file calls at every step, with some caller that
+/// needs what it returns on the host at once?
+fn returned_to_a_caller_that_needs_it(cx: &Checker<'_, '_>) -> bool {
+    cx.function.and_then(|f| cx.hot_of(f)).is_some_and(|h| match h {
+        Hot::CalledElsewhere(i) => cx.facts.elsewhere.get(i).is_some_and(|c| c.result_needed),
         _ => false,
     })
 }
@@ -1234,6 +1251,15 @@ fn names_use(cx: &Checker<'_, '_>, names: &[BindingId], after: ruff_text_size::T
             return false;
         }
         budget -= 1;
+        // Returned to a caller of another file that needs the result at once (`if logs["l1"] >
+        // 1e4: break` after `loss, logs = crit(..)`).
+        if let Stmt::Return(ast::StmtReturn { value: Some(v), .. }) = s
+            && mentions(cx, v, names)
+            && returned_to_a_caller_that_needs_it(cx)
+        {
+            result = Use::Needed;
+            return false;
+        }
         // A name that decides a branch leaving the loop, or the loop's own condition.
         let (test, branch): (Option<&Expr>, Option<&[Stmt]>) = match s {
             Stmt::If(i) => (Some(&i.test), Some(&i.body)),

@@ -1001,9 +1001,10 @@ fn argument_for<'a>(
     if let Some(k) = call.arguments.find_keyword(name) {
         return Some(&k.value);
     }
-    // `obj.m(a)`, or `Class(a)` for its `__init__`: the receiver is not among the arguments.
-    let bound =
-        fun.receiver.is_some() && (matches!(&*call.func, Expr::Attribute(_)) || fun.name() == "__init__");
+    // `obj.m(a)`, `Class(a)` for its `__init__`, or `crit(a)` for its `__call__`: the receiver
+    // is not among the arguments.
+    let bound = fun.receiver.is_some()
+        && (matches!(&*call.func, Expr::Attribute(_)) || matches!(fun.name(), "__init__" | "__call__"));
     let at = if bound { position.checked_sub(1)? } else { position };
     let args = &call.arguments.args;
     if args.iter().take(at).any(|a| matches!(a, Expr::Starred(_))) {
@@ -1012,10 +1013,30 @@ fn argument_for<'a>(
     args.get(at)
 }
 
-/// Is what the binding holds on an accelerator (in a project that names one)?
-pub(crate) fn binding_on_accelerator(cx: &Checker<'_, '_>, b: BindingId) -> bool {
-    cx.provenance_steps.set(PROVENANCE_STEPS);
-    cx.facts.project_uses_accelerator && binding_provenance(cx, b, 0).on_accelerator
+/// Is the binding evidently a loss on the device, which the host never needs: `.backward()` is
+/// called on it, or a Lightning `training_step` returns it (Lightning backpropagates it)?
+pub(crate) fn binding_is_device_loss(cx: &Checker<'_, '_>, b: BindingId) -> bool {
+    if cx.facts.backward.contains(&b) {
+        return true;
+    }
+    let Some(f) = cx.function.filter(|&f| crate::python::checker::lightning_training_step(cx.model, f))
+    else {
+        return false;
+    };
+    let mut returned = false;
+    each_stmt(&cx.model.function(f).def.body, &mut |s| {
+        if let Stmt::Return(ast::StmtReturn { value: Some(v), .. }) = s {
+            any_subexpr(v, &mut |e| {
+                if let Expr::Name(n) = e
+                    && cx.model.definition_of(n) == Some(b)
+                {
+                    returned = true;
+                }
+                !returned
+            });
+        }
+    });
+    returned
 }
 
 fn binding_provenance(cx: &Checker<'_, '_>, b: BindingId, depth: usize) -> Provenance {
