@@ -232,6 +232,9 @@ pub(crate) struct Checker<'m, 'a> {
     pub(crate) provenance_steps: std::cell::Cell<u32>,
     /// Per nested function asked about: does it return only host values?
     pub(crate) nested_host: std::cell::RefCell<FxHashMap<FunctionId, bool>>,
+    /// Per Lightning `training_step`: the names its `return`s mention, worked out once
+    /// ([`super::rules::helpers::binding_is_device_loss`]).
+    pub(crate) returned_names: std::cell::RefCell<FxHashMap<FunctionId, Vec<BindingId>>>,
 }
 
 impl<'m, 'a> Checker<'m, 'a> {
@@ -266,6 +269,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             puts: FxHashMap::default(),
             provenance_steps: std::cell::Cell::new(0),
             nested_host: std::cell::RefCell::new(FxHashMap::default()),
+            returned_names: std::cell::RefCell::new(FxHashMap::default()),
             hot_calls: Vec::new(),
         }
     }

@@ -1023,19 +1023,31 @@ pub(crate) fn binding_is_device_loss(cx: &Checker<'_, '_>, b: BindingId) -> bool
     else {
         return false;
     };
-    let mut returned = false;
+    if let Some(names) = cx.returned_names.borrow().get(&f) {
+        return names.contains(&b);
+    }
+    let mut names = Vec::new();
+    // The statements looked at: any real `training_step`'s (beyond them: not known to be
+    // returned).
+    let mut budget = 4096usize;
     each_stmt(&cx.model.function(f).def.body, &mut |s| {
+        budget = budget.saturating_sub(1);
+        if budget == 0 {
+            return;
+        }
         if let Stmt::Return(ast::StmtReturn { value: Some(v), .. }) = s {
             any_subexpr(v, &mut |e| {
                 if let Expr::Name(n) = e
-                    && cx.model.definition_of(n) == Some(b)
+                    && let Some(d) = cx.model.definition_of(n)
                 {
-                    returned = true;
+                    names.push(d);
                 }
-                !returned
+                true
             });
         }
     });
+    let returned = names.contains(&b);
+    cx.returned_names.borrow_mut().insert(f, names);
     returned
 }
 
