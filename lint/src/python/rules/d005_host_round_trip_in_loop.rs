@@ -56,6 +56,9 @@ enum Upload {
     Moved,
     /// As an index of a tensor on the device.
     Index,
+    /// Built from data on the host by a factory given the device (`torch.tensor([0.5],
+    /// device=d)`): PyTorch makes it on the host and copies it there.
+    Built,
 }
 
 /// Why a wait is there whatever the value is used for.
@@ -89,7 +92,7 @@ impl Rule for Check {
                     report(cx, sync, out);
                 } else if let Read::Found(sync) = call_read(cx, e) {
                     report(cx, sync, out);
-                } else if let Some(sync) = upload(cx, e) {
+                } else if let Some(sync) = upload(cx, e).or_else(|| built_on_device(cx, e)) {
                     report(cx, sync, out);
                 }
             }
@@ -210,6 +213,14 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             ),
             "make it on the device: pass `device=` to the factory (`torch.arange(n, device=x.device)`)",
         )
+    } else if sync.upload == Some(Upload::Built) {
+        (
+            format!(
+                "`{}` builds its data on the host and copies it to the device {every}: the copy waits for the device",
+                sync.what,
+            ),
+            "keep a Python number a number (`x * 0.5`), or make the constant once, outside the loop or as a buffer (`self.register_buffer(..)`)",
+        )
     } else if sync.upload == Some(Upload::Index) {
         (
             format!(
@@ -247,7 +258,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         (message, help)
     };
     let label = match (sync.upload, sync.always) {
-        (Some(Upload::Moved), _) => "made on the host",
+        (Some(Upload::Moved | Upload::Built), _) => "made on the host",
         (Some(Upload::Index), _) => "index made on the host",
         (_, Some(AlwaysWaits::Synchronize)) => "waits for the device",
         _ => "host read",
@@ -302,6 +313,31 @@ fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     let what = format!("torch.{factory}(..).{method}({})", if call.arguments.is_empty() { "" } else { ".." });
     // At the factory, where `device=` goes (`t = torch.rand(b) * s` two lines above `t.to(x)`).
     Some(Sync { upload: Some(Upload::Moved), ..Sync::read(false, what, receiver, e, made) })
+}
+
+/// `torch.tensor([0.5], device=d)`, `torch.as_tensor(1.0, device=d)`: literal numbers given to a
+/// factory with an accelerator device are built on the host and copied there, as
+/// `torch.tensor([0.5]).to(d)` is.
+fn built_on_device<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
+    let Expr::Call(c) = e else { return None };
+    let device = c.arguments.find_keyword("device")?;
+    if super::helpers::literal_device(cx, &device.value).is_some_and(|d| d == "cpu")
+        || matches!(device.value, Expr::NoneLiteral(_))
+    {
+        return None;
+    }
+    let [data] = &c.arguments.args[..] else { return None };
+    let q = cx.callee_name(c)?;
+    let factory = match q.as_ref() {
+        "torch.tensor" => "tensor",
+        "torch.as_tensor" => "as_tensor",
+        _ => return None,
+    };
+    if !literal_numbers(data) {
+        return None;
+    }
+    let what = format!("torch.{factory}(.., device=..)");
+    Some(Sync { upload: Some(Upload::Built), ..Sync::read(false, what, e, e, e.range()) })
 }
 
 /// Is `at` past a guard that returns while a cache of the object is filled
