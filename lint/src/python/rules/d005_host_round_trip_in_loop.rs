@@ -1024,36 +1024,32 @@ pub(crate) fn result_needed_on_host(cx: &Checker<'_, '_>, call: &Expr) -> bool {
         && std::ptr::eq(&*a.value, call)
         && let [Expr::Tuple(t)] = a.targets.as_slice()
     {
-        let names: Vec<BindingId> = t
+        // Names only (`(a, b), c = ..` or `self.x, y = ..` are judged as a whole, below).
+        let names: Option<Vec<BindingId>> = t
             .elts
             .iter()
-            .filter_map(|e| match e {
+            .map(|e| match e {
                 Expr::Name(n) => cx.model.definition_of(n),
                 _ => None,
             })
-            .filter(|&b| !super::helpers::binding_is_device_loss(cx, b))
             .collect();
-        return names_use(cx, &names, a.end(), false) == Use::Needed;
+        if let Some(names) = names {
+            let kept: Vec<BindingId> =
+                names.into_iter().filter(|&b| !super::helpers::binding_is_device_loss(cx, b)).collect();
+            return names_use(cx, &kept, a.end(), false) == Use::Needed;
+        }
     }
     needed_on_host(cx, call, false)
 }
 
-/// Is the current function one that another file calls at every step, and does every such
-/// caller only log or accumulate what it returns?
-fn returned_for_bookkeeping(cx: &Checker<'_, '_>) -> bool {
-    cx.function.and_then(|f| cx.hot_of(f)).is_some_and(|h| match h {
-        Hot::CalledElsewhere(i) => cx.facts.elsewhere.get(i).is_some_and(|c| !c.result_needed),
-        _ => false,
-    })
-}
-
-/// Is the current function one that another file calls at every step, with some caller that
-/// needs what it returns on the host at once?
-fn returned_to_a_caller_that_needs_it(cx: &Checker<'_, '_>) -> bool {
-    cx.function.and_then(|f| cx.hot_of(f)).is_some_and(|h| match h {
-        Hot::CalledElsewhere(i) => cx.facts.elsewhere.get(i).is_some_and(|c| c.result_needed),
-        _ => false,
-    })
+/// For a function that another file calls at every step: does some such caller need what it
+/// returns on the host at once (`Some(true)`), or does every one only log or accumulate it
+/// (`Some(false)`)? `None` for any other function.
+fn elsewhere_needs_result(cx: &Checker<'_, '_>) -> Option<bool> {
+    match cx.hot_of(cx.function?)? {
+        Hot::CalledElsewhere(i) => cx.facts.elsewhere.get(i).map(|c| c.result_needed),
+        _ => None,
+    }
 }
 
 /// Does the host need this value at this step (an inherent decision, or the data itself)?
@@ -1117,7 +1113,7 @@ fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) 
         }
         Stmt::While(w) if std::ptr::eq(&*w.test, child) => return Use::Needed,
         // Returned to a caller of another file that only logs or accumulates it.
-        Stmt::Return(_) if returned_for_bookkeeping(cx) => return Use::Deferrable,
+        Stmt::Return(_) if elsewhere_needs_result(cx) == Some(false) => return Use::Deferrable,
         // Returned to a caller, which may need it (an all-to-all's split sizes) or not.
         Stmt::Assert(_) | Stmt::Raise(_) | Stmt::Return(_) => return Use::Needed,
         Stmt::Assign(a) => a.targets.iter().collect(),
@@ -1291,7 +1287,7 @@ fn names_use(cx: &Checker<'_, '_>, names: &[BindingId], after: ruff_text_size::T
         // 1e4: break` after `loss, logs = crit(..)`).
         if let Stmt::Return(ast::StmtReturn { value: Some(v), .. }) = s
             && mentions(cx, v, names)
-            && returned_to_a_caller_that_needs_it(cx)
+            && elsewhere_needs_result(cx) == Some(true)
         {
             result = Use::Needed;
             return false;
