@@ -358,7 +358,8 @@ impl<'m, 'a> Checker<'m, 'a> {
     /// `logger.update(..)` where `logger = utils.MetricLogger(..)` names a class of another
     /// file of the project: the method's absolute name (`pkg.utils.MetricLogger.update`).
     /// The instance may also be kept on `self` (`self.meter = utils.MetricLogger()` in `__init__`,
-    /// then `self.meter.update(..)`), when every assignment of that attribute makes one class.
+    /// then `self.meter.update(..)`), when every assignment of that attribute makes one class, or
+    /// made by a factory of that file; an instance called (`self.loss_fn(..)`) runs `__call__`.
     fn method_of_project_class(&self, call: &ast::ExprCall) -> Option<String> {
         let project = self.types.project();
         match &*call.func {

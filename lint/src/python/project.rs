@@ -499,7 +499,9 @@ impl Project {
             .filter(|n| self.functions.contains_key(*n))
             .map(|n| self.factories.get(n));
         let first = classes.next()??;
-        classes.all(|c| c == Some(first)).then_some(first.as_str())
+        // A class of the project (not `torch.zeros`, which a helper may return as well).
+        (classes.all(|c| c == Some(first)) && self.classes.contains_key(indexed_key(first)))
+            .then_some(first.as_str())
     }
 
     /// The functions of the file at `path` (as indexed) that other files call at every step.
@@ -1646,6 +1648,36 @@ mod tests {
         assert!(p.runs_loop("engine.train_epoch"));
         assert!(!p.runs_loop("engine.helper"), "a loop that runs no step");
         assert!(!p.runs_loop("utils.metrics.accuracy"));
+    }
+
+    #[test]
+    fn factories_are_functions_whose_every_return_makes_one_class_of_the_project() {
+        let p = project(&[
+            (
+                "pkg/losses.py",
+                "import torch\n\n\nclass Dual:\n    pass\n\n\nclass Plain:\n    pass\n\n\n\
+                 def direct(w):\n    return Dual()\n\n\n\
+                 def named(w):\n    loss = Dual()\n    return loss\n\n\n\
+                 def later(w):\n    return Later(w)\n\n\n\
+                 def either(w):\n    if w:\n        return Dual()\n    return Plain()\n\n\n\
+                 def passed(w, loss=None):\n    if loss is None:\n        loss = Dual()\n    return loss\n\n\n\
+                 def tensor(n):\n    return torch.zeros(n)\n\n\n\
+                 def nothing(w):\n    return\n\n\n\
+                 class Later:\n    pass\n",
+            ),
+            ("pkg/__init__.py", ""),
+        ]);
+        let made = |f: &str| p.factory_class(&format!("pkg.losses.{f}")).map(String::from);
+        // The class's absolute name (the module path as the index read it, ending in the package).
+        let is = |f: &str, class: &str| made(f).is_some_and(|c| c.ends_with(&format!("pkg.losses.{class}")));
+        assert!(is("direct", "Dual"), "{:?}", made("direct"));
+        assert!(is("named", "Dual"), "{:?}", made("named"));
+        // A class defined after the function.
+        assert!(is("later", "Later"), "{:?}", made("later"));
+        // Two classes, a parameter that may be returned, a tensor, no value: no factory.
+        for f in ["either", "passed", "tensor", "nothing"] {
+            assert_eq!(made(f), None, "{f}");
+        }
     }
 
     #[test]
