@@ -457,3 +457,118 @@ fn objects_made_by_factories_of_other_files_are_followed_into_their_call() {
     .expect("write");
     assert!(!run().contains("D005"), "{}", run());
 }
+
+/// Code that only a non-default command-line option reaches (`if args.gail:` with `--gail` off by
+/// default, `elif args.sampler == "ddpm":` when the default is `"ddim"`) is latent in the run the
+/// project ships: its per-step reads are not reported, in the file that has the branch or in the
+/// functions of other files only such branches call. The default path still is.
+#[test]
+fn code_only_non_default_options_reach_is_not_reported() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let write = |name: &str, text: &str| std::fs::write(d.join(name), text).expect("write");
+    write(
+        "gail.py",
+        r#"import torch
+from torch import nn
+
+
+class Discriminator(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.trunk = nn.Linear(n, 1)
+
+    def update(self, loader, opt):
+        for expert, policy in loader:
+            loss = self.trunk(expert).mean() - self.trunk(policy).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            print(loss.item())
+"#,
+    );
+    write(
+        "sampler.py",
+        r#"import torch
+
+
+def ddim_steps(x, model, steps):
+    for t in range(steps):
+        x = model(x, torch.ones(x.size(0)).to(x.device) * t)
+        print(x.norm().item())
+    return x
+
+
+def ddpm_steps(x, model, steps):
+    for t in range(steps):
+        x = model(x, torch.ones(x.size(0)).to(x.device) * t)
+        print(x.norm().item())
+    return x
+"#,
+    );
+    write(
+        "main.py",
+        r#"import argparse
+
+import torch
+
+import gail
+from sampler import ddim_steps, ddpm_steps
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gail", action="store_true", default=False)
+    parser.add_argument("--sampler", type=str, default="ddim")
+    parser.add_argument("--sample", action="store_true")
+    args = parser.parse_args()
+    device = torch.device("cuda")
+    model = torch.nn.Linear(4, 4).to(device)
+    opt = torch.optim.Adam(model.parameters())
+    if args.sample:
+        x = torch.randn(8, 4, device=device)
+        if args.sampler == "ddim":
+            x = ddim_steps(x, model, 50)
+        elif args.sampler == "ddpm":
+            x = ddpm_steps(x, model, 1000)
+        return
+    if args.gail:
+        discr = gail.Discriminator(8).to(device)
+    for step in range(1000):
+        x = torch.randn(8, 4, device=device)
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if args.gail:
+            discr.update([(x, x)], opt)
+            print(loss.item())
+
+
+if __name__ == "__main__":
+    main()
+"#,
+    );
+    let run = || {
+        stdout(&devcheck(
+            &["--color", "never", "lint", "--format", "concise", "--isolated", "--preview", "."],
+            d,
+        ))
+    };
+    let text = run();
+    let found: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(": D005 "))
+        .map(|l| l.split(": D005").next().unwrap_or(l))
+        .collect();
+    // The default sampler is reported (a mode chosen with `--sample` is a run someone makes); the
+    // other sampler, the discriminator and the read under `if args.gail:` are not.
+    assert_eq!(found, ["sampler.py:6:22", "sampler.py:7:15"], "{text}");
+    // With `--gail` on by default, its code runs at every step.
+    let main = std::fs::read_to_string(d.join("main.py")).expect("read");
+    write("main.py", &main.replace("default=False)", "default=True)"));
+    let text = run();
+    assert!(text.contains("gail.py:16:19: D005"), "{text}");
+    assert!(text.contains("main.py:35:19: D005"), "{text}");
+    assert!(!text.contains("sampler.py:13"), "{text}");
+}

@@ -88,15 +88,27 @@ pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, Lin
             .map(|(p, prepared)| lint_prepared(p, prepared, settings, &project))
             .collect()
     });
-    // Functions that another file calls at every step run at every step: their files are linted
-    // again knowing it, a few rounds for helpers that call helpers of a third file.
+    // Functions that another file calls at every step run at every step, and functions that other
+    // files call only on branches the default options never take do not run in a default run:
+    // their files are linted again knowing it, a few rounds for helpers that call helpers of a
+    // third file.
     for _ in 0..3 {
         let calls: Vec<(String, Vec<crate::python::project::HotCall>)> = reports
             .iter()
-            .filter(|r| !r.hot_calls.is_empty())
-            .map(|r| (r.path.clone(), r.hot_calls.clone()))
+            .filter(|r| !r.calls.hot.is_empty())
+            .map(|r| (r.path.clone(), r.calls.hot.clone()))
             .collect();
-        let changed = project.set_called_from(&calls);
+        let mut changed = project.set_called_from(&calls);
+        let elsewhere: Vec<&[crate::python::project::ProjectCall]> =
+            reports.iter().map(|r| r.calls.elsewhere.as_slice()).filter(|c| !c.is_empty()).collect();
+        let judged: rustc_hash::FxHashMap<&Path, &[String]> = reports
+            .iter()
+            .filter(|r| !r.calls.opt_in_only.is_empty())
+            .map(|r| (r.disk_path.as_path(), r.calls.opt_in_only.as_slice()))
+            .collect();
+        changed.extend(project.set_opt_in_callers(&elsewhere, &judged));
+        changed.sort();
+        changed.dedup();
         if changed.is_empty() {
             break;
         }
@@ -567,7 +579,7 @@ fn report_finding(
         diagnostics: vec![diagnostic],
         summary: None,
         source: None,
-        hot_calls: Vec::new(),
+        calls: Default::default(),
         not_compiled: false,
     }
 }

@@ -33,8 +33,8 @@ pub struct FileReport {
     /// The file's own text when it is not what was linted: a notebook's JSON (`text` is its
     /// code cells joined). Fixes are written back into it.
     pub(crate) source: Option<Arc<str>>,
-    /// Python: the calls at every step to functions of other files ([`crate::python::project`]).
-    pub(crate) hot_calls: Vec<crate::python::project::HotCall>,
+    /// Python: the calls to functions of other files ([`crate::python::project`]).
+    pub(crate) calls: crate::python::project::Calls,
     /// Rust: no target of the file's package compiles it (no `mod` declares it), so its findings
     /// are not reported.
     pub not_compiled: bool,
@@ -82,15 +82,15 @@ pub(crate) fn lint_text(
 ) -> FileReport {
     let enabled = settings.enabled_for(path);
     let lang = Language::of_named_file(path);
-    let mut hot_calls = Vec::new();
+    let mut calls = crate::python::project::Calls::default();
     let analysed = match lang {
         Language::Rust => crate::rust::check(path, kind, &text, settings, &|c| enabled.contains(c)),
         // ruff's parser grows its own stack, and the walk moves to a fresh segment when the tree
         // needs more than this thread has left.
         Language::Python => Ok(catch_unwind(AssertUnwindSafe(|| {
-            let (findings, hot) =
+            let (findings, made) =
                 crate::python::check(path, kind, &text, &|c| enabled.contains(c), project, tree);
-            hot_calls = hot;
+            calls = made;
             (findings, ApiSet::EMPTY, None)
         }))),
     };
@@ -175,10 +175,10 @@ pub(crate) fn lint_text(
         s.pending = pending;
         Box::new(s)
     });
-    let cells = (!hot_calls.is_empty()
+    let cells = (!calls.hot.is_empty()
         && crate::python::source_type(path) == ruff_python_ast::PySourceType::Ipynb)
         .then(|| crate::python::notebook::Cells::of(&text));
-    for call in &mut hot_calls {
+    for call in &mut calls.hot {
         call.line = line_col(call.offset).line;
         if let Some((number, first_line)) = cells.as_ref().and_then(|c| c.place(call.line)) {
             call.line = (call.line + 1).saturating_sub(first_line).max(1);
@@ -194,7 +194,7 @@ pub(crate) fn lint_text(
         diagnostics,
         summary,
         source: None,
-        hot_calls,
+        calls,
         not_compiled: false,
     }
 }

@@ -17,7 +17,7 @@ use crate::source::FileKind;
 
 use super::api;
 use super::model::{BindingId, BindingKind, Callee, FunctionId, LoopId, MAX_DEPTH, Model, Part};
-use super::project::{CalledFrom, HotCall, View};
+use super::project::{CalledFrom, Calls, HotCall, ProjectCall, View};
 use super::rules::Rules;
 use super::rules::helpers::{NameWords, name_words, names_accelerator};
 use super::typing::{Kind, Truth, Types};
@@ -170,6 +170,9 @@ pub(crate) struct Facts {
     /// This file's functions that other files of the project call at every step
     /// ([`super::project`]).
     pub elsewhere: Vec<CalledFrom>,
+    /// Per function: every known call of it is on a branch a run with the project's default
+    /// options never takes (`if args.gail:`), or in a function that is ([`opt_in_only`]).
+    opt_in_only: Vec<bool>,
 }
 
 /// The rules' view of the file and of the node being checked.
@@ -188,6 +191,9 @@ pub(crate) struct Checker<'m, 'a> {
     pub in_except: usize,
     /// Inside a branch taken only now and then: `if step % 100 == 0`, `if args.verbose`.
     pub gated: usize,
+    /// Inside a branch a run with the project's default options never takes (`if args.gail:`,
+    /// [`super::options`]).
+    opt_in: usize,
     /// Inside `with torch.device(..)`: tensors made without a device land there.
     pub device_block: usize,
     /// The `with torch.device(..)` blocks walked so far: a name bound in one holds a tensor made
@@ -216,8 +222,8 @@ pub(crate) struct Checker<'m, 'a> {
     /// What the file's calls put into containers held by instances of each class
     /// (`self.heads.append(..)`), worked out once for the file ([`super::fields`]).
     pub(super) container_puts: std::cell::OnceCell<super::fields::ContainerPuts>,
-    /// Calls at every step to functions of other files of the project, for their files.
-    hot_calls: Vec<HotCall>,
+    /// Calls to functions of other files of the project, for their files.
+    calls: Calls,
     /// The calls of the file that call an attribute of an instance of each class
     /// (`self.net(x)`), worked out once for the file ([`super::fields`]).
     pub(super) attribute_calls: std::cell::OnceCell<super::fields::ContainerPuts>,
@@ -251,6 +257,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             parents: Vec::new(),
             in_except: 0,
             gated: 0,
+            opt_in: 0,
             device_block: 0,
             device_blocks: Vec::new(),
             no_grad: 0,
@@ -270,13 +277,13 @@ impl<'m, 'a> Checker<'m, 'a> {
             provenance_steps: std::cell::Cell::new(0),
             nested_host: std::cell::RefCell::new(FxHashMap::default()),
             returned_names: std::cell::RefCell::new(FxHashMap::default()),
-            hot_calls: Vec::new(),
+            calls: Calls::default(),
         }
     }
 
     /// Runs the rules over the module.
-    /// The findings, and the calls at every step to functions of other files of the project.
-    pub fn run(mut self, body: &'a [Stmt], mut rules: Rules) -> (Vec<Finding>, Vec<HotCall>) {
+    /// The findings, and the calls to functions of other files of the project.
+    pub fn run(mut self, body: &'a [Stmt], mut rules: Rules) -> (Vec<Finding>, Calls) {
         let mut out = Vec::new();
         for (kind, readers) in self.readers.iter_mut().enumerate() {
             *readers = rules.readers(Reads(1 << kind));
@@ -294,16 +301,29 @@ impl<'m, 'a> Checker<'m, 'a> {
         self.puts = super::rules::helpers::container_puts(self.model, body);
         self.body(body, &mut rules, &mut out);
         rules.finish(&self, &mut out);
-        (out, self.hot_calls)
+        self.calls.elsewhere.sort_unstable_by(|a, b| (&a.callee, a.opt_in).cmp(&(&b.callee, b.opt_in)));
+        self.calls.elsewhere.dedup();
+        self.calls.opt_in_only = self
+            .model
+            .functions()
+            .filter(|(id, f)| self.facts.opt_in_only[id.index()] && f.parent.is_none())
+            .map(|(_, f)| match f.class {
+                None => f.name().to_string(),
+                Some(c) => format!("{}.{}", self.model.class(c).def.name, f.name()),
+            })
+            .collect();
+        (out, self.calls)
     }
 
-    /// Records a call, at every step, to a top-level function of another file of the project
-    /// (not in an evaluation pass): that function then runs at every step too.
-    fn note_hot_call(&mut self, expr: &Expr, call: &ast::ExprCall) {
-        if self.hot().is_none() || self.model.callee(call, self.function).is_some() {
+    /// Records a call to a function of another file of the project: whether it is opt-in (when
+    /// the project declares options, [`super::options`]), and, when it runs at every step (not in
+    /// an evaluation pass), what it passes: that function then runs at every step too.
+    fn note_project_call(&mut self, expr: &Expr, call: &ast::ExprCall) {
+        let project = self.types.project();
+        let hot = self.hot();
+        if (hot.is_none() && !project.has_options()) || self.model.callee(call, self.function).is_some() {
             return;
         }
-        let project = self.types.project();
         let (callee, method) = match self.model.canonical_name(&call.func).and_then(|q| project.function(&q))
         {
             Some(callee) => (callee, false),
@@ -319,7 +339,11 @@ impl<'m, 'a> Checker<'m, 'a> {
                 }
             },
         };
-        if super::rules::helpers::in_evaluation_pass(self) {
+        if project.has_options() {
+            let opt_in = self.opt_in > 0 || self.in_opt_in_only_function();
+            self.calls.elsewhere.push(ProjectCall { callee: callee.clone(), opt_in });
+        }
+        if hot.is_none() || super::rules::helpers::in_evaluation_pass(self) {
             return;
         }
         // Where the project's tensors may be, as the callee's file asks ([`Facts::project_uses_accelerator`]).
@@ -342,7 +366,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             Some(Hot::Forward) => "at every forward pass",
             _ => "in a loop",
         };
-        self.hot_calls.push(HotCall {
+        self.calls.hot.push(HotCall {
             callee,
             offset: call.start().to_usize(),
             line: 0,
@@ -465,7 +489,7 @@ impl<'m, 'a> Checker<'m, 'a> {
     /// here, in a forward pass, or in a function called from such a loop? Outer loops (over
     /// epochs: loops that run another loop) do not count, nor do branches taken now and then.
     pub fn hot(&self) -> Option<Hot> {
-        if self.gated > 0 {
+        if self.gated > 0 || self.opt_in > 0 || self.in_opt_in_only_function() {
             return None;
         }
         if let Some(&l) = self.loops.last() {
@@ -482,6 +506,12 @@ impl<'m, 'a> Checker<'m, 'a> {
             return Some(Hot::Forward);
         }
         self.facts.hot[f.index()]
+    }
+
+    /// Is the current function (or one around it) called only on branches a run with the
+    /// project's default options never takes?
+    fn in_opt_in_only_function(&self) -> bool {
+        self.enclosing_functions().any(|f| self.facts.opt_in_only[f.index()])
     }
 
     /// Is the code a script's, a test's or an example's rather than a library's?
@@ -598,19 +628,28 @@ impl<'m, 'a> Checker<'m, 'a> {
                 self.test(&i.test, rules, out);
                 let main = is_main_guard(&i.test);
                 let gate = body_is_gated(self.model, i, !self.loops.is_empty());
+                let project = self.types.project();
+                let side = project.opt_in(&i.test, is_switch(self.model, i));
+                let opt_in = side == Some(true);
                 self.main_block += usize::from(main);
                 self.gated += usize::from(gate);
+                self.opt_in += usize::from(opt_in);
                 self.body(&i.body, rules, out);
                 self.main_block -= usize::from(main);
                 self.gated -= usize::from(gate);
+                self.opt_in -= usize::from(opt_in);
                 for clause in &i.elif_else_clauses {
                     let gate = clause_is_gated(i, clause);
+                    let opt_in = side == Some(false)
+                        || clause.test.as_ref().is_some_and(|t| project.opt_in(t, true) == Some(true));
                     if let Some(t) = &clause.test {
                         self.test(t, rules, out);
                     }
                     self.gated += usize::from(gate);
+                    self.opt_in += usize::from(opt_in);
                     self.body(&clause.body, rules, out);
                     self.gated -= usize::from(gate);
+                    self.opt_in -= usize::from(opt_in);
                 }
             }
             Stmt::With(w) => {
@@ -729,6 +768,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             loops: std::mem::take(&mut self.loops),
             in_except: std::mem::take(&mut self.in_except),
             gated: std::mem::take(&mut self.gated),
+            opt_in: std::mem::take(&mut self.opt_in),
             device_block: std::mem::take(&mut self.device_block),
             no_grad: std::mem::replace(&mut self.no_grad, usize::from(no_grad)),
         };
@@ -744,6 +784,7 @@ impl<'m, 'a> Checker<'m, 'a> {
         self.loops = saved.loops;
         self.in_except = saved.in_except;
         self.gated = saved.gated;
+        self.opt_in = saved.opt_in;
         self.device_block = saved.device_block;
         self.no_grad = saved.no_grad;
     }
@@ -808,7 +849,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             && self.facts.project_uses_accelerator
             && !self.types.project().is_empty()
         {
-            self.note_hot_call(expr, call);
+            self.note_project_call(expr, call);
         }
         self.parents.push(Node::Expr(expr));
         match expr {
@@ -948,6 +989,7 @@ struct Saved {
     loops: Vec<LoopId>,
     in_except: usize,
     gated: usize,
+    opt_in: usize,
     device_block: usize,
     no_grad: usize,
 }
@@ -1437,7 +1479,14 @@ impl Facts {
         let mut gates = GateCache::default();
         for e in &edges {
             if let Some(c) = e.caller
-                && !call_is_gated(model, &model.function(c).def.body, e.at.start(), &loop_work, &mut gates)
+                && !call_is_gated(
+                    model,
+                    types,
+                    &model.function(c).def.body,
+                    e.at.start(),
+                    &loop_work,
+                    &mut gates,
+                )
             {
                 callees[c.index()].push(e.callee);
             }
@@ -1471,6 +1520,7 @@ impl Facts {
             calls_to,
             device_taken_from,
             elsewhere: types.project().called_from().to_vec(),
+            opt_in_only: opt_in_only(model, types, &edges, &by_callee),
         };
         facts.loss_inputs = loss_inputs(model, types, &facts.backward);
         // A file whose functions another file calls at every step runs on that file's device.
@@ -1495,6 +1545,7 @@ impl Facts {
             e.caller.is_some_and(|c| {
                 call_is_gated(
                     model,
+                    types,
                     &model.function(c).def.body,
                     e.at.start(),
                     &facts.loop_work,
@@ -1584,11 +1635,16 @@ type GateCache = FxHashMap<(ruff_text_size::TextSize, bool), bool>;
 
 fn call_is_gated(
     model: &Model<'_>,
+    types: &Types<'_, '_>,
     body: &[Stmt],
     at: ruff_text_size::TextSize,
     loop_work: &[bool],
     gates: &mut GateCache,
 ) -> bool {
+    // A branch the default options never take holds whatever loops are inside it.
+    if types.project().has_options() && opt_in_at(model, types.project(), body, at) {
+        return true;
+    }
     let mut gated = false;
     let mut in_loop = false;
     let mut stmts = body;
@@ -1628,6 +1684,130 @@ fn call_is_gated(
         }
     }
     gated
+}
+
+/// Is the call at `at`, in a function whose body is `body`, on a branch a run with the project's
+/// default options never takes (`if args.gail:`, an `elif args.mode == "rare":`)
+/// ([`super::options`])? Found by descending from the body as [`call_is_gated`] does.
+fn opt_in_at(model: &Model<'_>, project: View<'_>, body: &[Stmt], at: ruff_text_size::TextSize) -> bool {
+    let mut stmts = body;
+    for _ in 0..MAX_DEPTH {
+        let i = stmts.partition_point(|s| s.end() <= at);
+        let Some(s) = stmts.get(i).filter(|s| s.range().contains(at)) else { return false };
+        let inner: Option<&[Stmt]> = match s {
+            Stmt::If(i) => {
+                let side = project.opt_in(&i.test, is_switch(model, i));
+                if block_holds(&i.body, at) {
+                    if side == Some(true) {
+                        return true;
+                    }
+                    Some(&i.body[..])
+                } else {
+                    let clause = i.elif_else_clauses.iter().find(|c| block_holds(&c.body, at));
+                    if let Some(c) = clause
+                        && (side == Some(false)
+                            || c.test.as_ref().is_some_and(|t| project.opt_in(t, true) == Some(true)))
+                    {
+                        return true;
+                    }
+                    clause.map(|c| &c.body[..])
+                }
+            }
+            // A nested `def` or class runs when it is called, in its own context.
+            Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return false,
+            _ => super::rules::helpers::blocks(s).into_iter().find(|b| block_holds(b, at)),
+        };
+        match inner {
+            Some(b) => stmts = b,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// Does the `if` offer something in place of its body: it has `elif`/`else` clauses, or its
+/// body ends by leaving the function (then what follows is its other side)?
+fn is_switch(model: &Model<'_>, i: &ast::StmtIf) -> bool {
+    !i.elif_else_clauses.is_empty() || i.body.last().is_some_and(|s| leaves_for_good(model, s))
+}
+
+/// Per function of the file: is every known call of it opt-in — on a branch a run with the
+/// project's default options never takes ([`opt_in_at`]), or made by a function that is itself
+/// opt-in only — with at least one such call? Calls from other files count as the index reports
+/// them ([`View::opt_in_callers`]); a function nothing is seen to call is not opt-in only (another
+/// project, or a part not linted, may call it). Worked out from the functions called from the
+/// opt-in branches outwards, each call looked at once more for each of its caller's changes.
+fn opt_in_only(
+    model: &Model<'_>,
+    types: &Types<'_, '_>,
+    edges: &[Edge],
+    by_callee: &[Vec<usize>],
+) -> Vec<bool> {
+    let n = by_callee.len();
+    let mut only = vec![false; n];
+    let project = types.project();
+    if !project.has_options() {
+        return only;
+    }
+    // What other files' calls say of each function: every one opt-in, or not.
+    let mut outside: Vec<Option<bool>> = vec![None; n];
+    for (name, every) in project.opt_in_callers() {
+        if let Some(f) = top_level_function(model, name) {
+            outside[f.index()] = Some(*every);
+        }
+    }
+    let site_opt_in: Vec<bool> = edges
+        .iter()
+        .map(|e| {
+            e.caller.is_some_and(|c| opt_in_at(model, project, &model.function(c).def.body, e.at.start()))
+        })
+        .collect();
+    let settled = |f: usize, only: &[bool]| {
+        if outside[f] == Some(false) {
+            return false;
+        }
+        // A function's calls of itself do not reach it.
+        let mut calls =
+            by_callee[f].iter().filter(|&&i| edges[i].caller.is_none_or(|c| c.index() != f)).peekable();
+        if outside[f].is_none() && calls.peek().is_none() {
+            return false;
+        }
+        calls.all(|&i| site_opt_in[i] || edges[i].caller.is_some_and(|c| only[c.index()]))
+    };
+    let mut by_caller: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, e) in edges.iter().enumerate() {
+        if let Some(c) = e.caller {
+            by_caller[c.index()].push(i);
+        }
+    }
+    let mut todo: Vec<usize> = (0..n).collect();
+    while let Some(f) = todo.pop() {
+        if only[f] || !settled(f, &only) {
+            continue;
+        }
+        only[f] = true;
+        todo.extend(by_caller[f].iter().map(|&i| edges[i].callee.index()).filter(|&c| !only[c]));
+    }
+    only
+}
+
+/// The function of the file a name of the index names: a top-level function (`ddpm_steps`) or
+/// a method of a top-level class (`Discriminator.update`).
+fn top_level_function(model: &Model<'_>, name: &str) -> Option<FunctionId> {
+    match name.split_once('.') {
+        None => model
+            .functions()
+            .find(|(_, f)| f.class.is_none() && f.parent.is_none() && f.name() == name)
+            .map(|(id, _)| id),
+        Some((class, method)) => model
+            .functions()
+            .find(|(_, f)| {
+                f.name() == method
+                    && f.parent.is_none()
+                    && f.class.is_some_and(|c| model.class(c).def.name.as_str() == class)
+            })
+            .map(|(id, _)| id),
+    }
 }
 
 /// Is the body of the `if` a branch taken now and then: its test is a gate ([`is_gate`]), it
@@ -1748,13 +1928,13 @@ pub(crate) fn instance_made_by<'a>(
             else {
                 return None;
             };
-            Some(made)
+            Some(made_before_moves(made))
         }
         Expr::Attribute(field) => {
             let class = types.receiver_class(&field.value)?;
             let assigns = types.class_attrs(class, field.attr.as_str());
             let mut made = assigns.iter().map(|x| match x.value {
-                Some(Expr::Call(c)) => Some(c),
+                Some(Expr::Call(c)) => Some(made_before_moves(c)),
                 _ => None,
             });
             let first = made.next()??;
@@ -1764,6 +1944,26 @@ pub(crate) fn instance_made_by<'a>(
         }
         _ => None,
     }
+}
+
+/// The call that makes an instance, seen through the methods of `nn.Module` that return the
+/// instance itself: `Discriminator(n).to(device)`, `Net().cuda().eval()`.
+fn made_before_moves(call: &ast::ExprCall) -> &ast::ExprCall {
+    let mut at = call;
+    for _ in 0..MAX_DEPTH {
+        match &*at.func {
+            Expr::Attribute(a)
+                if matches!(
+                    a.attr.as_str(),
+                    "to" | "cuda" | "cpu" | "train" | "eval" | "float" | "half" | "double" | "requires_grad_"
+                ) && let Expr::Call(inner) = &*a.value =>
+            {
+                at = inner;
+            }
+            _ => break,
+        }
+    }
+    at
 }
 
 /// The method of a class of this file that a call on one of its instances runs

@@ -16,6 +16,7 @@ mod fields;
 pub(crate) mod inspect;
 mod model;
 pub(crate) mod notebook;
+mod options;
 pub(crate) mod project;
 pub mod rules;
 mod typing;
@@ -43,13 +44,13 @@ pub(crate) fn check(
     enabled: &dyn Fn(&str) -> bool,
     project: &Project,
     tree: Option<Tree>,
-) -> (Vec<Finding>, Vec<project::HotCall>) {
+) -> (Vec<Finding>, project::Calls) {
     let (parsed, depth) = match tree {
         Some(Tree::Kept { parsed, depth }) => (parsed, depth),
         Some(Tree::NoTorch) => return Default::default(),
         None => match parse(text, source_type(path)) {
             Ok(p) => p,
-            Err(problem) => return (vec![*problem], Vec::new()),
+            Err(problem) => return (vec![*problem], project::Calls::default()),
         },
     };
     // The walk and the tree's `Drop` recurse once per level: on this thread's stack when it has
@@ -63,7 +64,7 @@ pub(crate) fn check(
         if let Some(parsed) = tree.take() {
             depth::dismantle(parsed.into_syntax().body);
         }
-        (vec![crate::unlinted::no_stack(&e)], Vec::new())
+        (vec![crate::unlinted::no_stack(&e)], project::Calls::default())
     })
 }
 
@@ -75,7 +76,7 @@ fn analyse(
     enabled: &dyn Fn(&str) -> bool,
     project: &Project,
     parsed: Parsed<ModModule>,
-) -> (Vec<Finding>, Vec<project::HotCall>) {
+) -> (Vec<Finding>, project::Calls) {
     // The cheap gate: no rule has anything to say about a file that never names torch.
     if !names_torch(text) {
         return Default::default();
@@ -84,7 +85,7 @@ fn analyse(
     let model = model::Model::build(text, body);
     if let Some(at) = model.too_deep_at {
         let at = at.to_std_range();
-        return (vec![too_deep(TooDeep { at: at.start, len: at.len().max(1) })], Vec::new());
+        return (vec![too_deep(TooDeep { at: at.start, len: at.len().max(1) })], project::Calls::default());
     }
     if !model.imports_torch {
         return Default::default();
@@ -143,6 +144,12 @@ pub(crate) fn index_entry(
         entry.cpu_path = rules::names_cpu_path(text) && project::chooses_the_cpu(text);
         entry.accelerator = project::names_an_accelerator(text);
         entry.placement = project::Placement::of_text(text);
+        if ["add_argument", "set_defaults"]
+            .iter()
+            .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
+        {
+            entry.options = options::declared(&parsed.syntax().body);
+        }
         // A tree that is not kept is dropped here, on a stack deep enough for it.
         if !no_torch && keep() {
             tree.set(Some(parsed));

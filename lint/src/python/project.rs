@@ -68,6 +68,12 @@ pub(crate) struct Project {
     placement: Placement,
     /// The configuration declares the code CUDA-only (`target = "cuda"`).
     cuda_only: bool,
+    /// The command-line options the project declares ([`super::options`]).
+    options: super::options::Options,
+    /// Per file (as indexed): its functions that other files call, each with whether every such
+    /// call is on a branch a run with the default options never takes
+    /// ([`Project::set_opt_in_callers`]).
+    opt_in_callers: FxHashMap<PathBuf, Vec<(String, bool)>>,
 }
 
 /// What a project's text says about where it runs, for D002: whether a hard-coded `"cuda"`
@@ -155,6 +161,28 @@ pub(crate) struct HotCall {
     /// How the call runs at every step, for messages: "in a loop", or "at every training step"
     /// (a Lightning `training_step`), "at every forward pass".
     pub how: &'static str,
+}
+
+/// A call to a function of another file of the project, and whether it is on a branch that a
+/// run with the default options never takes (`if args.gail:`), or in a function only such
+/// branches call ([`super::options`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProjectCall {
+    /// The callee's absolute dotted name, as for [`HotCall::callee`].
+    pub callee: String,
+    pub opt_in: bool,
+}
+
+/// What one file's lint tells the others through the index: its calls to their functions.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Calls {
+    /// The calls at every step.
+    pub hot: Vec<HotCall>,
+    /// Every call (when the project declares options), once per callee and opt-in-ness.
+    pub elsewhere: Vec<ProjectCall>,
+    /// The file's own top-level functions and methods (`Class.method`) that only opt-in calls
+    /// reach, as its lint judged them.
+    pub opt_in_only: Vec<String>,
 }
 
 /// A function of a file that another file calls at every step, and the first such call.
@@ -266,6 +294,8 @@ pub(crate) struct FileEntry {
     pub(crate) accelerator: bool,
     /// Where the file says the code runs.
     pub(crate) placement: Placement,
+    /// The command-line options it declares ([`super::options::declared`]).
+    pub(crate) options: Vec<(String, Option<super::options::Default>)>,
 }
 
 /// A base class as the file names it.
@@ -291,6 +321,9 @@ impl Project {
             project.cpu_path |= file.cpu_path;
             project.accelerator |= file.accelerator;
             project.placement = project.placement.union(file.placement);
+            for (name, default) in file.options {
+                project.options.add(name, default);
+            }
             for (name, facts) in file.functions {
                 for key in suffixes(&file.module, &name) {
                     if facts.runs_loop {
@@ -462,6 +495,60 @@ impl Project {
         changed.sort();
         self.called_from = next;
         changed
+    }
+
+    /// Records, per file, the functions other files call and whether every such call is
+    /// opt-in ([`ProjectCall`]). Returns the files whose lint that changes: those with a function
+    /// that now has only opt-in callers elsewhere, or no longer has, and those with a function
+    /// their lint judged opt-in only (`own`, by file) that another file now calls otherwise, or no
+    /// longer does.
+    pub(crate) fn set_opt_in_callers(
+        &mut self,
+        calls: &[&[ProjectCall]],
+        own: &FxHashMap<&Path, &[String]>,
+    ) -> Vec<PathBuf> {
+        let mut next: FxHashMap<PathBuf, Vec<(String, bool)>> = FxHashMap::default();
+        for call in calls.iter().flat_map(|c| c.iter()) {
+            let Some((file, function)) =
+                self.function_file(&call.callee).or_else(|| self.method_file(&call.callee))
+            else {
+                continue;
+            };
+            let entry = next.entry(file.to_path_buf()).or_default();
+            match entry.iter_mut().find(|(f, _)| f == function) {
+                Some((_, every)) => *every &= call.opt_in,
+                None => entry.push((function.to_string(), call.opt_in)),
+            }
+        }
+        for called in next.values_mut() {
+            called.sort();
+        }
+        // What of a file's callers its lint looks at.
+        let relevant = |map: &FxHashMap<PathBuf, Vec<(String, bool)>>, path: &Path| -> Vec<(String, bool)> {
+            let judged = own.get(path).copied().unwrap_or(&[]);
+            map.get(path)
+                .into_iter()
+                .flatten()
+                .filter(|(f, every)| *every || judged.contains(f))
+                .cloned()
+                .collect()
+        };
+        let mut changed: Vec<PathBuf> = next
+            .keys()
+            .chain(self.opt_in_callers.keys())
+            .filter(|path| relevant(&next, path) != relevant(&self.opt_in_callers, path))
+            .cloned()
+            .collect();
+        changed.sort();
+        changed.dedup();
+        self.opt_in_callers = next;
+        changed
+    }
+
+    /// The functions of the file at `path` (as indexed) that other files call, each with
+    /// whether every such call is opt-in.
+    pub(crate) fn opt_in_callers(&self, path: &Path) -> &[(String, bool)] {
+        self.opt_in_callers.get(path).map_or(&[], Vec::as_slice)
     }
 
     /// Does some file of the project choose the CPU, or let its user choose the device?
@@ -1543,6 +1630,22 @@ impl<'p> View<'p> {
         self.project.called_from(self.path)
     }
 
+    /// This file's functions that other files call, each with whether every such call is opt-in.
+    pub(crate) fn opt_in_callers(&self) -> &'p [(String, bool)] {
+        self.project.opt_in_callers(self.path)
+    }
+
+    /// Does the project declare command-line options ([`super::options`])?
+    pub(crate) fn has_options(&self) -> bool {
+        !self.project.options.is_empty()
+    }
+
+    /// Which side of a branch a run with the project's default options never takes
+    /// ([`super::options::Options::opt_in`]).
+    pub(crate) fn opt_in(&self, test: &Expr, switch: bool) -> Option<bool> {
+        self.project.options.opt_in(test, switch)
+    }
+
     /// Is the class a name of this file (as the semantic model qualifies it) names an
     /// `nn.Module` of the project?
     pub(crate) fn is_module(&self, qualified: &str) -> Truth {
@@ -1814,6 +1917,33 @@ mod tests {
         );
         assert_eq!(p.set_called_from(&[]), vec![PathBuf::from("m/metrics.py")]);
         assert!(p.called_from(Path::new("m/metrics.py")).is_empty());
+    }
+
+    #[test]
+    fn a_file_is_linted_again_when_what_its_lint_asks_of_its_callers_changes() {
+        let mut p = project(&[
+            ("m/sampler.py", "def ddpm(x):\n    return x\n\n\ndef ddim(x):\n    return x\n"),
+            ("m/main.py", "from sampler import ddpm, ddim\n"),
+        ]);
+        let call = |callee: &str, opt_in: bool| ProjectCall { callee: callee.into(), opt_in };
+        let none = FxHashMap::default();
+        let sampler = PathBuf::from("m/sampler.py");
+        // Called only from opt-in branches: the file learns it.
+        let first = [call("sampler.ddpm", true), call("sampler.ddim", false)];
+        assert_eq!(p.set_opt_in_callers(&[&first], &none), vec![sampler.clone()]);
+        assert_eq!(p.opt_in_callers(&sampler), &[("ddim".to_string(), false), ("ddpm".to_string(), true)]);
+        // Any call that is not opt-in settles it.
+        let both = [call("sampler.ddpm", true), call("sampler.ddpm", false), call("sampler.ddim", false)];
+        assert_eq!(p.set_opt_in_callers(&[&both], &none), vec![sampler.clone()]);
+        // A function only the file's own branches reach hears of other callers; other functions'
+        // callers do not concern its lint.
+        let (ddim, ddpm) = (["ddim".to_string()], ["ddpm".to_string()]);
+        let judged_ddim: FxHashMap<&Path, &[String]> = [(sampler.as_path(), &ddim[..])].into_iter().collect();
+        assert!(p.set_opt_in_callers(&[&both], &judged_ddim).is_empty());
+        let judged_ddpm: FxHashMap<&Path, &[String]> = [(sampler.as_path(), &ddpm[..])].into_iter().collect();
+        let first_again = [call("sampler.ddpm", true)];
+        assert_eq!(p.set_opt_in_callers(&[&first_again], &judged_ddpm), vec![sampler.clone()]);
+        assert!(p.set_opt_in_callers(&[&first_again], &judged_ddpm).is_empty());
     }
 
     #[test]
