@@ -564,6 +564,15 @@ if __name__ == "__main__":
     // The default sampler is reported (a mode chosen with `--sample` is a run someone makes); the
     // other sampler, the discriminator and the read under `if args.gail:` are not.
     assert_eq!(found, ["sampler.py:6:22", "sampler.py:7:15"], "{text}");
+    // A value the project's run scripts pass is a run it makes; a README that offers an option
+    // beside the runs it recommends does not make one.
+    std::fs::create_dir_all(d.join("scripts")).expect("mkdir");
+    write("scripts/sample_ddpm.sh", "#!/bin/sh\npython main.py --sample \\\n  --sampler=ddpm\n");
+    write("README.md", "Train with `python main.py`; add `--gail` to imitate an expert.\n");
+    let text = run();
+    assert!(text.contains("sampler.py:13:22: D005"), "{text}");
+    assert!(!text.contains("gail.py"), "{text}");
+    std::fs::remove_file(d.join("scripts/sample_ddpm.sh")).expect("remove");
     // With `--gail` on by default, its code runs at every step.
     let main = std::fs::read_to_string(d.join("main.py")).expect("read");
     write("main.py", &main.replace("default=False)", "default=True)"));

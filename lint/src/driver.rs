@@ -66,7 +66,7 @@ impl LintRun {
 /// Lints every Rust and Python file under `paths` (files given explicitly are linted whatever
 /// their extension or ignore rules: as Python when they end in `.py`, as Rust otherwise).
 pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, LintError> {
-    let (files, unwalkable) = collect_files(paths, settings)?;
+    let Walked { files, unwalkable, mut scripts } = collect_files(paths, settings)?;
     let pool =
         crate::pipeline::pool().map_err(|source| LintError::Io { path: PathBuf::from("."), source })?;
     // Python files are read and parsed once: for the repository index, whose pass keeps each
@@ -74,8 +74,9 @@ pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, Lin
     let (mut project, mut prepared) = if settings.checks_language(Language::Python) {
         let linted: Vec<PathBuf> =
             files.iter().filter(|p| Language::of_named_file(p) == Language::Python).cloned().collect();
-        let others = neighbours(paths, &linted, settings);
-        pool.install(|| index_project(&files, &others, MAX_KEPT_BYTES))
+        let (others, more_scripts) = neighbours(paths, &linted, settings);
+        scripts.extend(more_scripts);
+        pool.install(|| index_project(&files, &others, &scripts, MAX_KEPT_BYTES))
     } else {
         (crate::python::Project::default(), Vec::new())
     };
@@ -145,7 +146,7 @@ const MAX_NEIGHBOURS_BYTES: u64 = 64 << 20;
 /// directory is (ignore files respected), within [`MAX_NEIGHBOURS`]. They are indexed, not
 /// linted, so a changed file knows the classes it imports from an unchanged one, and a folder
 /// is read as part of its project whichever way it is named.
-fn neighbours(paths: &[PathBuf], linted: &[PathBuf], settings: &Settings) -> Vec<PathBuf> {
+fn neighbours(paths: &[PathBuf], linted: &[PathBuf], settings: &Settings) -> (Vec<PathBuf>, Vec<PathBuf>) {
     // Many files of a run share a folder: each folder's project is looked for once.
     let mut project_of: std::collections::HashMap<PathBuf, Option<PathBuf>> =
         std::collections::HashMap::new();
@@ -181,13 +182,14 @@ fn neighbours(paths: &[PathBuf], linted: &[PathBuf], settings: &Settings) -> Vec
     }
     let dirs = walked;
     if dirs.is_empty() {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
     // A linted file is indexed once, under the path it is linted by (compared as absolute paths:
     // no system call a file).
     let linted: std::collections::HashSet<PathBuf> =
         linted.iter().filter_map(|p| std::path::absolute(p).ok()).collect();
     let mut out = Vec::new();
+    let mut scripts = Scripts::default();
     let (mut visited, mut bytes) = (0usize, 0u64);
     for dir in dirs {
         let walker = ignore::WalkBuilder::new(&dir).require_git(false).build();
@@ -195,9 +197,10 @@ fn neighbours(paths: &[PathBuf], linted: &[PathBuf], settings: &Settings) -> Vec
             // A folder with no project above it may be a home directory: the walk stays short.
             visited += 1;
             if out.len() >= MAX_NEIGHBOURS || visited > 10 * MAX_NEIGHBOURS {
-                return out;
+                return (out, scripts.paths);
             }
             let path = entry.path();
+            scripts.note(&entry, settings);
             if entry.file_type().is_some_and(|t| t.is_file())
                 && Language::of_path(path) == Some(Language::Python)
                 && !settings.is_excluded(path)
@@ -211,13 +214,42 @@ fn neighbours(paths: &[PathBuf], linted: &[PathBuf], settings: &Settings) -> Vec
                 }
                 bytes = bytes.saturating_add(size);
                 if bytes > MAX_NEIGHBOURS_BYTES {
-                    return out;
+                    return (out, scripts.paths);
                 }
                 out.push(path.to_path_buf());
             }
         }
     }
-    out
+    (out, scripts.paths)
+}
+
+/// The run scripts of the walked folders (`scripts/train.sh`), whose command lines say which
+/// options the project is run with ([`crate::python::project`]'s options): at most
+/// [`MAX_SCRIPTS`] of them, none larger than [`MAX_SCRIPT_BYTES`]. Documents are not read: a
+/// README names alternatives (`use --sample_type ddpm_noisy for more variance`) beside the runs
+/// it recommends, and cannot tell them apart.
+#[derive(Default)]
+struct Scripts {
+    paths: Vec<PathBuf>,
+}
+
+const MAX_SCRIPTS: usize = 4_000;
+const MAX_SCRIPT_BYTES: u64 = 256 << 10;
+
+impl Scripts {
+    fn note(&mut self, entry: &ignore::DirEntry, settings: &Settings) {
+        let path = entry.path();
+        let script =
+            path.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e, "sh" | "bash" | "zsh"));
+        if script
+            && self.paths.len() < MAX_SCRIPTS
+            && entry.file_type().is_some_and(|t| t.is_file())
+            && entry.metadata().is_ok_and(|m| m.len() <= MAX_SCRIPT_BYTES)
+            && !settings.is_excluded(path)
+        {
+            self.paths.push(path.to_path_buf());
+        }
+    }
 }
 
 /// The nearest folder at or above `folder` that holds a project marker, else `folder`.
@@ -249,6 +281,7 @@ struct Prepared {
 fn index_project(
     files: &[PathBuf],
     others: &[PathBuf],
+    scripts: &[PathBuf],
     max_kept_bytes: usize,
 ) -> (crate::python::Project, Vec<Option<Prepared>>) {
     let budget = std::sync::atomic::AtomicUsize::new(max_kept_bytes);
@@ -274,16 +307,38 @@ fn index_project(
         let source = read_source(path).ok()?;
         crate::python::index_entry(path, &source.text, &|| false).0
     }));
-    (crate::python::Project::new(entries.into_iter().flatten().collect()), prepared)
+    let mut project = crate::python::Project::new(entries.into_iter().flatten().collect());
+    // Only a project that declares options asks what its scripts pass.
+    if project.has_options() {
+        let passed: Vec<Vec<(String, String)>> = scripts
+            .par_iter()
+            .map(|path| {
+                let mut found = Vec::new();
+                if let Ok(bytes) = std::fs::read(path) {
+                    crate::python::options_passed(&String::from_utf8_lossy(&bytes), &mut found);
+                }
+                found
+            })
+            .collect();
+        project.pass_options(passed.into_iter().flatten());
+    }
+    (project, prepared)
 }
 
-/// The files to lint, and a `D000` report for each path the walk could not enter or read.
-fn collect_files(
-    paths: &[PathBuf],
-    settings: &Settings,
-) -> Result<(Vec<PathBuf>, Vec<FileReport>), LintError> {
+/// What the walk of a run's paths finds.
+struct Walked {
+    /// The files to lint.
+    files: Vec<PathBuf>,
+    /// A `D000` report for each path the walk could not enter or read.
+    unwalkable: Vec<FileReport>,
+    /// The run scripts of the walked folders ([`Scripts`]).
+    scripts: Vec<PathBuf>,
+}
+
+fn collect_files(paths: &[PathBuf], settings: &Settings) -> Result<Walked, LintError> {
     let mut files = Vec::new();
     let mut unwalkable = Vec::new();
+    let mut scripts = Scripts::default();
     for root in paths {
         let meta = std::fs::metadata(root).map_err(|e| missing_root(root, e))?;
         if meta.is_file() {
@@ -304,6 +359,7 @@ fn collect_files(
                 }
             };
             let path = entry.path();
+            scripts.note(&entry, settings);
             if entry.file_type().is_some_and(|t| t.is_file())
                 && Language::of_path(path).is_some()
                 && !settings.is_excluded(path)
@@ -314,7 +370,7 @@ fn collect_files(
     }
     files.sort();
     files.dedup();
-    Ok((dedup_same_file(files), unwalkable))
+    Ok(Walked { files: dedup_same_file(files), unwalkable, scripts: scripts.paths })
 }
 
 /// One path per file: a file reached both directly and through a symbolic link is linted (and
@@ -644,9 +700,11 @@ mod tests {
         else {
             panic!("settings")
         };
-        let Ok((files, _)) = collect_files(std::slice::from_ref(&root), &settings) else { panic!("walk") };
+        let Ok(Walked { files, .. }) = collect_files(std::slice::from_ref(&root), &settings) else {
+            panic!("walk")
+        };
         let lint = |budget: usize| {
-            let (project, prepared) = index_project(&files, &[], budget);
+            let (project, prepared) = index_project(&files, &[], &[], budget);
             let kept = prepared
                 .iter()
                 .filter(|p| matches!(p, Some(Prepared { tree: Some(crate::python::Tree::Kept { .. }), .. })))

@@ -340,7 +340,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             },
         };
         if project.has_options() {
-            let opt_in = self.opt_in > 0 || self.in_opt_in_only_function();
+            let opt_in = self.in_opt_in_code();
             self.calls.elsewhere.push(ProjectCall { callee: callee.clone(), opt_in });
         }
         if hot.is_none() || super::rules::helpers::in_evaluation_pass(self) {
@@ -489,7 +489,7 @@ impl<'m, 'a> Checker<'m, 'a> {
     /// here, in a forward pass, or in a function called from such a loop? Outer loops (over
     /// epochs: loops that run another loop) do not count, nor do branches taken now and then.
     pub fn hot(&self) -> Option<Hot> {
-        if self.gated > 0 || self.opt_in > 0 || self.in_opt_in_only_function() {
+        if self.gated > 0 || self.in_opt_in_code() {
             return None;
         }
         if let Some(&l) = self.loops.last() {
@@ -506,6 +506,12 @@ impl<'m, 'a> Checker<'m, 'a> {
             return Some(Hot::Forward);
         }
         self.facts.hot[f.index()]
+    }
+
+    /// Is the node on a branch a run with the project's default options never takes, or in a
+    /// function only such branches call ([`super::options`])? A hazard there is latent.
+    pub fn in_opt_in_code(&self) -> bool {
+        self.opt_in > 0 || self.in_opt_in_only_function()
     }
 
     /// Is the current function (or one around it) called only on branches a run with the

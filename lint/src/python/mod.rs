@@ -32,6 +32,7 @@ use crate::registry;
 use crate::source::FileKind;
 use crate::unlinted::TooDeep;
 
+pub(crate) use options::passed as options_passed;
 pub(crate) use project::Project;
 
 /// Parses and checks one Python file: the findings of the enabled rules. `project` holds the

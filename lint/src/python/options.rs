@@ -8,6 +8,11 @@
 //! happens at every step do not report it ([`super::checker`] keeps such branches, and the
 //! functions only they call, out of its hot contexts).
 //!
+//! A run the project's own scripts make is a default run too: an option or a value that one of
+//! its shell scripts passes (`python run.py --down_sampling_method avg`) is not opt-in
+//! ([`passed`]). Its documents are not read: a README offers alternatives ("use
+//! `--sample_type ddpm_noisy` for more variance") beside the runs it recommends.
+//!
 //! Options that choose how a GPU run is set up (`--cuda`, `--amp`, `--distributed`) are left out:
 //! a run on a GPU is the run devcheck speaks of, and it passes them.
 
@@ -17,6 +22,9 @@ use rustc_hash::FxHashMap;
 
 /// The most options one file declares that are kept (generated parsers declare thousands).
 const MAX_OPTIONS: usize = 1024;
+/// The most values of one option that the scripts are seen to pass, and the most options passed.
+const MAX_VALUES: usize = 64;
+const MAX_PASSED: usize = 1 << 16;
 
 /// What an option is in a run that does not pass it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,8 +33,8 @@ pub(crate) enum Default {
     Off,
     /// `action="store_false"` (with no default, or `default=True`): on.
     On,
-    /// `default="generalized"`: that string.
-    Text(String),
+    /// `default="generalized"`: that string; `default=None` (or no default): `None`.
+    Text(Option<String>),
 }
 
 /// The options one file declares, by the attribute that holds each (`--sample-type` is
@@ -88,13 +96,20 @@ fn option(c: &ast::ExprCall) -> Option<(String, Option<Default>)> {
     if name.is_empty() || sets_up_the_device(&name) {
         return None;
     }
+    // A required option is always given.
+    if keyword("required").is_some_and(|r| !matches!(r, Expr::BooleanLiteral(l) if !l.value)) {
+        return Some((name, None));
+    }
     let default = keyword("default");
     let boolean = |b: bool| default.is_none_or(|d| matches!(d, Expr::BooleanLiteral(l) if l.value == b));
     let default = match keyword("action").and_then(text).as_deref() {
         Some("store_true") => boolean(false).then_some(Default::Off),
         Some("store_false") => boolean(true).then_some(Default::On),
         Some(_) => None,
-        None => default.and_then(text).map(Default::Text),
+        None => match default {
+            None | Some(Expr::NoneLiteral(_)) => Some(Default::Text(None)),
+            Some(d) => text(d).map(|t| Default::Text(Some(t))),
+        },
     };
     Some((name, default))
 }
@@ -137,6 +152,56 @@ fn sets_up_the_device(name: &str) -> bool {
 #[derive(Debug, Default)]
 pub(crate) struct Options {
     defaults: FxHashMap<String, Option<Default>>,
+    /// What the project's run scripts pass: each option's name → the words given after it
+    /// ([`passed`]).
+    passed: FxHashMap<String, Vec<String>>,
+}
+
+/// The options a run script passes (`--gail`, `--sample_type ddpm_noisy`,
+/// `--mode=test`, `--name "a b"`): each as its attribute's name and the word after it (empty
+/// when another option or the line's end follows).
+pub(crate) fn passed(text: &str, out: &mut Vec<(String, String)>) {
+    let bytes = text.as_bytes();
+    for at in memchr::memmem::find_iter(bytes, b"--") {
+        if out.len() >= MAX_PASSED {
+            return;
+        }
+        // `--` starts a word (not `a--b`, not a Markdown rule `---`).
+        if at > 0 && !matches!(bytes[at - 1], b' ' | b'\t' | b'\n' | b'"' | b'\'' | b'[' | b'(' | b',' | b'`')
+        {
+            continue;
+        }
+        let rest = &text[at + 2..];
+        let name_len =
+            rest.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-').count();
+        if name_len == 0 || !rest.as_bytes()[0].is_ascii_alphabetic() {
+            continue;
+        }
+        let name = rest[..name_len].replace('-', "_");
+        let after = &rest[name_len..];
+        let value = match after.as_bytes().first() {
+            Some(b'=') => word(&after[1..]),
+            Some(b' ' | b'\t') => {
+                let next = after.trim_start_matches([' ', '\t']);
+                if next.starts_with('-') { "" } else { word(next) }
+            }
+            _ => "",
+        };
+        out.push((name, value.to_string()));
+    }
+}
+
+/// The word at the start of `text`: a quoted string's content, or up to a space, quote,
+/// backslash or bracket.
+fn word(text: &str) -> &str {
+    if let Some(q) = text.chars().next().filter(|c| *c == '"' || *c == '\'') {
+        let inner = &text[1..];
+        return inner.find(q).map_or("", |end| &inner[..end]);
+    }
+    let end = text
+        .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '\\' | ')' | ']' | ',' | ';' | '`'))
+        .unwrap_or(text.len());
+    &text[..end]
 }
 
 impl Options {
@@ -150,18 +215,28 @@ impl Options {
         }
     }
 
+    /// A run script of the project passes the option, with the word after it.
+    pub(crate) fn pass(&mut self, name: String, value: String) {
+        let values = self.passed.entry(name).or_default();
+        if values.len() < MAX_VALUES && !values.contains(&value) {
+            values.push(value);
+        }
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.defaults.is_empty()
     }
 
-    /// The default of the option an attribute (`args.gail`, `self.opt.gail`) or name holds.
-    fn default_of(&self, e: &Expr) -> Option<&Default> {
+    /// The option an attribute (`args.gail`, `self.opt.gail`) or name holds: its default, and
+    /// what the project's scripts pass for it.
+    fn option_of(&self, e: &Expr) -> Option<(&Default, &[String])> {
         let name = match e {
             Expr::Attribute(a) => a.attr.as_str(),
             Expr::Name(n) => n.id.as_str(),
             _ => return None,
         };
-        self.defaults.get(name)?.as_ref()
+        let default = self.defaults.get(name)?.as_ref()?;
+        Some((default, self.passed.get(name).map_or(&[], Vec::as_slice)))
     }
 
     /// Which side of an `if` on the options a run with the defaults never takes: `Some(true)`
@@ -187,26 +262,45 @@ impl Options {
             Expr::BoolOp(b) if b.op == ast::BoolOp::And => {
                 b.values.iter().any(|v| self.opt_in(v, switch) == Some(true)).then_some(true)
             }
+            // `args.resume is not None`: as the option's truth.
+            Expr::Compare(c)
+                if c.comparators.len() == 1
+                    && matches!(c.comparators[0], Expr::NoneLiteral(_))
+                    && matches!(c.ops[0], ast::CmpOp::Is | ast::CmpOp::IsNot) =>
+            {
+                let truth = self.opt_in(&c.left, switch)?;
+                Some(if c.ops[0] == ast::CmpOp::IsNot { truth } else { !truth })
+            }
             Expr::Compare(c) if c.comparators.len() == 1 => {
                 let (left, right) = (&*c.left, &c.comparators[0]);
-                let (option, value) = match (self.default_of(left), self.default_of(right)) {
-                    (Some(Default::Text(d)), _) => (d, right),
-                    (_, Some(Default::Text(d))) => (d, left),
-                    _ => return None,
+                let ((Default::Text(option), passed), value) =
+                    (match (self.option_of(left), self.option_of(right)) {
+                        (Some(o), _) => (o, right),
+                        (_, Some(o)) => (o, left),
+                        _ => return None,
+                    })
+                else {
+                    return None;
                 };
                 let Expr::StringLiteral(s) = value else { return None };
-                let default = s.value.to_str() == option;
+                let value = s.value.to_str();
+                let default = option.as_deref() == Some(value);
                 match c.ops[0] {
-                    ast::CmpOp::Eq => (!default).then_some(true),
-                    ast::CmpOp::NotEq => default.then_some(true),
+                    // The branch for a value neither the default nor any script gives.
+                    ast::CmpOp::Eq => (!default && !passed.iter().any(|p| p == value)).then_some(true),
+                    // The branch for any value but the default, which no script gives.
+                    ast::CmpOp::NotEq => (default
+                        && !passed.iter().any(|p| Some(p.as_str()) != option.as_deref()))
+                    .then_some(true),
                     _ => None,
                 }
             }
             _ if switch => None,
-            _ => match self.default_of(test)? {
-                Default::Off => Some(true),
-                Default::On => Some(false),
-                Default::Text(_) => None,
+            _ => match self.option_of(test)? {
+                (_, passed) if !passed.is_empty() => None,
+                (Default::Off | Default::Text(None), _) => Some(true),
+                (Default::On, _) => Some(false),
+                (Default::Text(Some(_)), _) => None,
             },
         }
     }
@@ -247,9 +341,15 @@ def get_args():
     p.add_argument("--later", action="store_true")
     p.set_defaults(later=True)
     p.add_argument("data")
+    p.add_argument("--resume", type=str)
+    p.add_argument("--out", type=str, required=True)
     return p.parse_args()
 "#,
         );
+        assert_eq!(opt_in(&o, "args.resume"), Some(true));
+        assert_eq!(opt_in(&o, "args.resume is not None"), Some(true));
+        assert_eq!(opt_in(&o, "args.resume is None"), Some(false));
+        assert_eq!(opt_in(&o, "args.out"), None);
         assert_eq!(opt_in(&o, "args.gail"), Some(true));
         assert_eq!(opt_in(&o, "not self.args.gail"), Some(false));
         assert_eq!(opt_in(&o, "args.gail and step > 10"), Some(true));
@@ -272,9 +372,37 @@ def get_args():
     }
 
     #[test]
+    fn what_the_scripts_pass_is_not_opt_in() {
+        let mut o = options(
+            r#"
+p.add_argument("--gail", action="store_true")
+p.add_argument("--aux", action="store_true")
+p.add_argument("--sample-type", default="generalized")
+p.add_argument("--method", default=None)
+"#,
+        );
+        let mut found = Vec::new();
+        passed(
+            "# Train\n```\npython main.py --gail --sample-type='ddpm_noisy' \\\n  --method avg\n```\n---\nx--aux\n",
+            &mut found,
+        );
+        let found_pairs: Vec<(&str, &str)> = found.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        assert_eq!(found_pairs, [("gail", ""), ("sample_type", "ddpm_noisy"), ("method", "avg")]);
+        for (name, value) in found {
+            o.pass(name, value);
+        }
+        assert_eq!(opt_in(&o, "args.gail"), None);
+        assert_eq!(opt_in(&o, "args.aux"), Some(true));
+        assert_eq!(opt_in(&o, "args.sample_type == 'ddpm_noisy'"), None);
+        assert_eq!(opt_in(&o, "args.sample_type == 'other'"), Some(true));
+        assert_eq!(opt_in(&o, "args.method == 'avg'"), None);
+        assert_eq!(opt_in(&o, "args.method == 'conv'"), Some(true));
+    }
+
+    #[test]
     fn an_option_declared_in_different_ways_has_no_default() {
         let mut o = options("p.add_argument('--fast', action='store_true')");
-        o.add("fast".into(), Some(Default::Text("yes".into())));
+        o.add("fast".into(), Some(Default::Text(Some("yes".into()))));
         assert_eq!(opt_in(&o, "args.fast"), None);
         let mut same = options("p.add_argument('--fast', action='store_true')");
         same.add("fast".into(), Some(Default::Off));

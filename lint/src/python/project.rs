@@ -497,6 +497,18 @@ impl Project {
         changed
     }
 
+    /// Does the project declare command-line options ([`super::options`])?
+    pub(crate) fn has_options(&self) -> bool {
+        !self.options.is_empty()
+    }
+
+    /// What the project's run scripts pass ([`super::options::passed`]).
+    pub(crate) fn pass_options(&mut self, passed: impl Iterator<Item = (String, String)>) {
+        for (name, value) in passed {
+            self.options.pass(name, value);
+        }
+    }
+
     /// Records, per file, the functions other files call and whether every such call is
     /// opt-in ([`ProjectCall`]). Returns the files whose lint that changes: those with a function
     /// that now has only opt-in callers elsewhere, or no longer has, and those with a function
@@ -1637,7 +1649,7 @@ impl<'p> View<'p> {
 
     /// Does the project declare command-line options ([`super::options`])?
     pub(crate) fn has_options(&self) -> bool {
-        !self.project.options.is_empty()
+        self.project.has_options()
     }
 
     /// Which side of a branch a run with the project's default options never takes
