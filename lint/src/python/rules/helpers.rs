@@ -1058,8 +1058,16 @@ fn binding_provenance(cx: &Checker<'_, '_>, b: BindingId, depth: usize) -> Prove
     }
 }
 
-/// A dtype (`torch.float16`), which `.to(..)` takes for a conversion rather than a move.
+/// A dtype (`torch.float16`, or a name or attribute named for one: `dtype`, `x.dtype`), which
+/// `.to(..)` takes for a conversion rather than a move.
 pub(crate) fn is_dtype(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    // `x.to(dtype)`, `mask.to(inputs_embeds.dtype)`, `t.to(self.compute_dtype)`: named for one.
+    let named = |name: &str| name == "dtype" || name.ends_with("_dtype");
+    match e {
+        Expr::Name(n) if named(n.id.as_str()) => return true,
+        Expr::Attribute(a) if named(a.attr.as_str()) => return true,
+        _ => {}
+    }
     cx.model.canonical_name(e).is_some_and(|q| {
         q.strip_prefix("torch.").is_some_and(|d| {
             matches!(
