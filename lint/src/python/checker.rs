@@ -645,7 +645,7 @@ impl<'m, 'a> Checker<'m, 'a> {
                 self.gated -= usize::from(gate);
                 self.opt_in -= usize::from(opt_in);
                 for clause in &i.elif_else_clauses {
-                    let gate = clause_is_gated(i, clause);
+                    let gate = clause_is_gated(self.model, i, clause);
                     let opt_in = side == Some(false)
                         || clause.test.as_ref().is_some_and(|t| project.opt_in(t, true) == Some(true));
                     if let Some(t) = &clause.test {
@@ -1675,7 +1675,7 @@ fn call_is_gated(
                 } else {
                     let clause = i.elif_else_clauses.iter().find(|c| block_holds(&c.body, at));
                     if let Some(c) = clause {
-                        gated |= clause_is_gated(i, c);
+                        gated |= clause_is_gated(model, i, c);
                     }
                     clause.map(|c| &c.body[..])
                 }
@@ -1827,7 +1827,11 @@ fn body_is_gated(model: &Model<'_>, i: &ast::StmtIf, in_loop: bool) -> bool {
     // runs at every optimizer step, which is the training step.
     let accumulates = || steps_the_optimizer(&i.body, 0);
     !is_main_guard(&i.test)
-        && ((is_gate(&i.test) && !accumulates()) || leaves || evaluation_branches(&i.test) == Some(true))
+        && ((is_gate(&i.test) && !accumulates())
+            || leaves
+            || evaluation_branches(&i.test) == Some(true)
+            || export_branches(model, &i.test) == Some(true)
+            || clears_its_flag(&i.test, &i.body))
 }
 
 /// Does the block step the optimizer (`optimizer.step()`, `scaler.step(opt)`; not a scheduler,
@@ -1846,8 +1850,57 @@ fn steps_the_optimizer(body: &[Stmt], depth: usize) -> bool {
 
 /// Is an `elif`/`else` clause of the `if` a branch taken now and then: its own test is a gate,
 /// or it runs only in evaluation (the other side of `if self.training:`)?
-fn clause_is_gated(i: &ast::StmtIf, clause: &ast::ElifElseClause) -> bool {
-    clause.test.as_ref().is_some_and(is_gate) || evaluation_branches(&i.test) == Some(false)
+fn clause_is_gated(model: &Model<'_>, i: &ast::StmtIf, clause: &ast::ElifElseClause) -> bool {
+    clause.test.as_ref().is_some_and(is_gate)
+        || evaluation_branches(&i.test) == Some(false)
+        || export_branches(model, &i.test) == Some(false)
+}
+
+/// A test that holds only while a model is exported or scripted, never in an eager run:
+/// `Some(true)` for `if torch.onnx.is_in_onnx_export():` (its body is for the export),
+/// `Some(false)` for `if not torch.jit.is_scripting():` (its other branches are), `None` for
+/// other tests.
+fn export_branches(model: &Model<'_>, test: &Expr) -> Option<bool> {
+    match test {
+        Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => export_branches(model, &u.operand).map(|b| !b),
+        // `if torch.jit.is_scripting() or torch.jit.is_tracing():`
+        Expr::BoolOp(b) if b.op == ast::BoolOp::Or => {
+            b.values.iter().all(|v| export_branches(model, v) == Some(true)).then_some(true)
+        }
+        Expr::Call(c) if c.arguments.is_empty() => model
+            .canonical_name(&c.func)
+            .is_some_and(|q| {
+                matches!(
+                    q.as_ref(),
+                    "torch.onnx.is_in_onnx_export" | "torch.jit.is_scripting" | "torch.jit.is_tracing"
+                )
+            })
+            .then_some(true),
+        _ => None,
+    }
+}
+
+/// `if self.need_sync: ..; self.need_sync = False`: a branch that turns its own flag off runs
+/// once (or once after each time something turns it on), not at every step.
+fn clears_its_flag(test: &Expr, body: &[Stmt]) -> bool {
+    fn same(a: &Expr, b: &Expr) -> bool {
+        match (a, b) {
+            (Expr::Name(x), Expr::Name(y)) => x.id == y.id,
+            (Expr::Attribute(x), Expr::Attribute(y)) => {
+                x.attr.as_str() == y.attr.as_str() && same(&x.value, &y.value)
+            }
+            _ => false,
+        }
+    }
+    let off = |v: &Expr| {
+        matches!(v, Expr::BooleanLiteral(b) if !b.value)
+            || matches!(v, Expr::NoneLiteral(_))
+            || matches!(v, Expr::NumberLiteral(n) if matches!(n.value, ast::Number::Int(ref i) if i.as_u8() == Some(0)))
+    };
+    matches!(test, Expr::Name(_) | Expr::Attribute(_))
+        && body
+            .iter()
+            .any(|s| matches!(s, Stmt::Assign(a) if off(&a.value) && a.targets.iter().any(|t| same(t, test))))
 }
 
 /// A test on a module's training mode: `Some(false)` for `if self.training:` (its body trains,

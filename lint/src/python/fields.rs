@@ -224,8 +224,10 @@ fn field<'a>(cx: &Checker<'_, 'a>, lineage: &[ClassId], puts: &Puts<'a>, name: &
         };
     }
     // A plain container turned into a registered one later (`self.blocks = []`, appended to,
-    // then `self.blocks = nn.Sequential(*self.blocks)`): the module keeps what it was turned into.
-    if matches!(holds, Holds::ModulesInPlain { .. } | Holds::TensorsInPlain { .. })
+    // then `self.blocks = nn.Sequential(*self.blocks)`), or a tensor wrapped later in the same
+    // method (`self.w = torch.randn(..)`, then `self.w = nn.Parameter(init(self.w))`): the module
+    // keeps what it was turned into.
+    if matches!(holds, Holds::ModulesInPlain { .. } | Holds::TensorsInPlain { .. } | Holds::PlainTensor)
         && let Some((later, registered)) = assigns
             .iter()
             .filter(|a| a.method == first.method && a.range.start() > first.range.start())

@@ -13,7 +13,9 @@ use crate::python::model::{AttrHow, BindingId, BindingKind, Callee, FunctionId, 
 use crate::python::typing::Kind;
 use crate::registry;
 
-use super::device_evidence::{MAX_DEPTH, REDUCTIONS, device_evident, has_dim, names_a_device, reduces_to_0_dim, tensor_indices};
+use super::device_evidence::{
+    MAX_DEPTH, REDUCTIONS, device_evident, has_dim, names_a_device, on_cpu_side, reduces_to_0_dim, tensor_indices,
+};
 use super::helpers::{
     Fixed, checks_for_accelerator, fixed_creation, is_cpu_device, is_dtype, keyword, literal_device, range,
 };
@@ -276,72 +278,6 @@ fn in_device_branch(cx: &Checker<'_, '_>) -> bool {
     })
 }
 
-/// Is `range` on the CPU side of a device choice — the `else:` of `if torch.cuda.is_available():`
-/// (or of `if args.cuda:`, `if device.type == "cuda":`), the body of `if not use_cuda:` or of
-/// `if device == "cpu":` — in the file? The code there is for runs without an accelerator, where
-/// a tensor made on the CPU meets only CPU tensors.
-fn in_accelerator_choice(cx: &Checker<'_, '_>, range: ruff_text_size::TextRange) -> bool {
-    /// The statement of `body` that holds `range` (statements are in order: a binary search).
-    fn holding(body: &[Stmt], range: ruff_text_size::TextRange) -> Option<&Stmt> {
-        let at = body.partition_point(|s| s.end() < range.start());
-        body.get(at).filter(|s| s.range().contains_range(range))
-    }
-    /// Is the branch a test leads into the CPU side: `Some(true)` for its body, `Some(false)`
-    /// for what follows it (`elif`/`else`); `None` when the test is no device choice.
-    fn cpu_side(cx: &Checker<'_, '_>, test: &Expr) -> Option<bool> {
-        match test {
-            Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => cpu_side(cx, &u.operand).map(|body| !body),
-            Expr::Compare(c)
-                if c.comparators.len() == 1
-                    && std::iter::once(&*c.left).chain(c.comparators.iter()).any(|e| is_cpu_device(cx, e)) =>
-            {
-                match c.ops.first() {
-                    Some(ast::CmpOp::Eq | ast::CmpOp::Is) => Some(true),
-                    Some(ast::CmpOp::NotEq | ast::CmpOp::IsNot) => Some(false),
-                    _ => None,
-                }
-            }
-            t if checks_for_accelerator(cx, t) => Some(false),
-            _ => None,
-        }
-    }
-    fn walk(cx: &Checker<'_, '_>, body: &[Stmt], range: ruff_text_size::TextRange, depth: usize) -> bool {
-        if depth > MAX_DEPTH {
-            return false;
-        }
-        let Some(s) = holding(body, range) else { return false };
-        match s {
-            Stmt::If(i) => {
-                if i.body.last().is_some_and(|b| b.end() >= range.end()) && i.test.end() <= range.start() {
-                    return cpu_side(cx, &i.test) == Some(true) || walk(cx, &i.body, range, depth + 1);
-                }
-                // An `elif`/`else`: the CPU side of the first test, or of its own.
-                let at = i.elif_else_clauses.partition_point(|c| c.end() < range.start());
-                let Some(clause) = i.elif_else_clauses.get(at) else { return false };
-                cpu_side(cx, &i.test) == Some(false)
-                    || clause.test.as_ref().is_some_and(|t| cpu_side(cx, t) == Some(true))
-                    || walk(cx, &clause.body, range, depth + 1)
-            }
-            Stmt::For(f) => walk(cx, &f.body, range, depth + 1) || walk(cx, &f.orelse, range, depth + 1),
-            Stmt::While(w) => walk(cx, &w.body, range, depth + 1) || walk(cx, &w.orelse, range, depth + 1),
-            Stmt::With(w) => walk(cx, &w.body, range, depth + 1),
-            Stmt::Try(t) => {
-                walk(cx, &t.body, range, depth + 1)
-                    || t.handlers.iter().any(|h| {
-                        let ast::ExceptHandler::ExceptHandler(h) = h;
-                        walk(cx, &h.body, range, depth + 1)
-                    })
-                    || walk(cx, &t.orelse, range, depth + 1)
-                    || walk(cx, &t.finalbody, range, depth + 1)
-            }
-            Stmt::FunctionDef(f) => walk(cx, &f.body, range, depth + 1),
-            Stmt::ClassDef(c) => walk(cx, &c.body, range, depth + 1),
-            _ => false,
-        }
-    }
-    walk(cx, cx.module_body, range, 0)
-}
-
 /// Pairs (a, b) that an expression combines so that both must be on one device.
 /// Up to this many pairs or arguments stay off the heap (one per operator in nearly every case).
 type Few<T> = SmallVec<[T; 8]>;
@@ -471,7 +407,7 @@ fn fixed_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<(
         Expr::Call(c) => {
             if let Some(q) = cx.callee_name(c) {
                 if api::is_creation(&q) {
-                    if in_accelerator_choice(cx, c.range()) {
+                    if on_cpu_side(cx, c.range()) {
                         return None;
                     }
                     return fixed_creation(cx, c, &q).map(|how| (c, how));
@@ -1142,7 +1078,7 @@ fn typed_constructor_given_a_device(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> 
         return None;
     }
     let device = keyword(c, "device")?;
-    if is_cpu_device(cx, device) || in_device_branch(cx) || in_accelerator_choice(cx, c.range()) {
+    if is_cpu_device(cx, device) || in_device_branch(cx) || on_cpu_side(cx, c.range()) {
         return None;
     }
     let class = q.rsplit('.').next()?;

@@ -8,6 +8,7 @@ use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::checker::{Checker, Reads, Rule};
 use crate::registry;
 
+use super::device_evidence::on_cpu_side;
 use super::helpers::{method_call, provenance, range};
 
 
@@ -29,7 +30,9 @@ impl Rule for Check {
             return;
         }
         let p = provenance(cx, receiver);
-        let (insert, problem) = match (p.on_accelerator, p.requires_grad) {
+        // On the CPU side of a device choice (`if self.device == cpu:`), the tensor is on the host.
+        let on_accelerator = p.on_accelerator && !on_cpu_side(cx, call.range());
+        let (insert, problem) = match (on_accelerator, p.requires_grad) {
             (true, true) => (".detach().cpu()", "may be on an accelerator and require grad"),
             (true, false) => (".cpu()", "may be on an accelerator"),
             (false, true) => (".detach()", "may require grad"),
@@ -42,7 +45,7 @@ impl Rule for Check {
                 range(call.range()),
                 format!("`.numpy()` on `{}`, which {problem}", cx.short(receiver.range())),
             )
-            .label(if p.on_accelerator { "fails on a GPU" } else { "fails while it requires grad" })
+            .label(if on_accelerator { "fails on a GPU" } else { "fails while it requires grad" })
             .help(format!("call `{insert}` before `.numpy()`: numpy arrays live in host memory, outside the autograd graph"))
             .fix(Some(Fix::new(
                 Applicability::Safe,

@@ -2,7 +2,8 @@
 //! index are tensors: the evidence behind the index checks of D001 (a CPU tensor indexed with a
 //! device tensor) and D004 (a host-made table kept on an object, indexed the same way).
 
-use ruff_python_ast::{self as ast, Expr};
+use ruff_python_ast::{self as ast, Expr, Stmt};
+use ruff_text_size::Ranged;
 use smallvec::SmallVec;
 
 use crate::python::api;
@@ -10,7 +11,7 @@ use crate::python::checker::Checker;
 use crate::python::model::{BindingKind, Part};
 use crate::python::typing::Kind;
 
-use super::helpers::{is_cpu_device, is_dtype, keyword, literal_device};
+use super::helpers::{checks_for_accelerator, is_cpu_device, is_dtype, keyword, literal_device};
 
 /// Chains of bindings deeper than this are not followed.
 pub(crate) const MAX_DEPTH: usize = 16;
@@ -378,4 +379,72 @@ pub(crate) fn has_dim(c: &ast::ExprCall) -> bool {
 /// result is a 0-dim tensor.
 pub(crate) fn reduces_to_0_dim(method: &str, c: &ast::ExprCall) -> bool {
     REDUCTIONS.contains(&method) && c.arguments.args.is_empty() && !has_dim(c)
+}
+
+/// Is `range` on the CPU side of a device choice — the `else:` of `if torch.cuda.is_available():`
+/// (or of `if args.cuda:`, `if device.type == "cuda":`), the body of `if not use_cuda:` or of
+/// `if device == "cpu":` — in the file? The code there is for runs without an accelerator, where
+/// a tensor made on the CPU meets only CPU tensors.
+pub(crate) fn on_cpu_side(cx: &Checker<'_, '_>, range: ruff_text_size::TextRange) -> bool {
+    /// The statement of `body` that holds `range` (statements are in order: a binary search).
+    fn holding(body: &[Stmt], range: ruff_text_size::TextRange) -> Option<&Stmt> {
+        let at = body.partition_point(|s| s.end() < range.start());
+        body.get(at).filter(|s| s.range().contains_range(range))
+    }
+    /// Is the branch a test leads into the CPU side: `Some(true)` for its body, `Some(false)`
+    /// for what follows it (`elif`/`else`); `None` when the test is no device choice.
+    fn cpu_side(cx: &Checker<'_, '_>, test: &Expr) -> Option<bool> {
+        match test {
+            Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => cpu_side(cx, &u.operand).map(|body| !body),
+            Expr::Compare(c)
+                if c.comparators.len() == 1
+                    && std::iter::once(&*c.left)
+                        .chain(c.comparators.iter())
+                        .any(|e| is_cpu_device(cx, e)) =>
+            {
+                match c.ops.first() {
+                    Some(ast::CmpOp::Eq | ast::CmpOp::Is) => Some(true),
+                    Some(ast::CmpOp::NotEq | ast::CmpOp::IsNot) => Some(false),
+                    _ => None,
+                }
+            }
+            t if checks_for_accelerator(cx, t) => Some(false),
+            _ => None,
+        }
+    }
+    fn walk(cx: &Checker<'_, '_>, body: &[Stmt], range: ruff_text_size::TextRange, depth: usize) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
+        let Some(s) = holding(body, range) else { return false };
+        match s {
+            Stmt::If(i) => {
+                if i.body.last().is_some_and(|b| b.end() >= range.end()) && i.test.end() <= range.start() {
+                    return cpu_side(cx, &i.test) == Some(true) || walk(cx, &i.body, range, depth + 1);
+                }
+                // An `elif`/`else`: the CPU side of the first test, or of its own.
+                let at = i.elif_else_clauses.partition_point(|c| c.end() < range.start());
+                let Some(clause) = i.elif_else_clauses.get(at) else { return false };
+                cpu_side(cx, &i.test) == Some(false)
+                    || clause.test.as_ref().is_some_and(|t| cpu_side(cx, t) == Some(true))
+                    || walk(cx, &clause.body, range, depth + 1)
+            }
+            Stmt::For(f) => walk(cx, &f.body, range, depth + 1) || walk(cx, &f.orelse, range, depth + 1),
+            Stmt::While(w) => walk(cx, &w.body, range, depth + 1) || walk(cx, &w.orelse, range, depth + 1),
+            Stmt::With(w) => walk(cx, &w.body, range, depth + 1),
+            Stmt::Try(t) => {
+                walk(cx, &t.body, range, depth + 1)
+                    || t.handlers.iter().any(|h| {
+                        let ast::ExceptHandler::ExceptHandler(h) = h;
+                        walk(cx, &h.body, range, depth + 1)
+                    })
+                    || walk(cx, &t.orelse, range, depth + 1)
+                    || walk(cx, &t.finalbody, range, depth + 1)
+            }
+            Stmt::FunctionDef(f) => walk(cx, &f.body, range, depth + 1),
+            Stmt::ClassDef(c) => walk(cx, &c.body, range, depth + 1),
+            _ => false,
+        }
+    }
+    walk(cx, cx.module_body, range, 0)
 }
