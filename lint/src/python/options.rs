@@ -27,7 +27,7 @@ const MAX_VALUES: usize = 64;
 const MAX_PASSED: usize = 1 << 16;
 
 /// What an option is in a run that does not pass it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Default {
     /// `action="store_true"` (with no default, or `default=False`): off.
     Off,
@@ -35,6 +35,8 @@ pub(crate) enum Default {
     On,
     /// `default="generalized"`: that string; `default=None` (or no default): `None`.
     Text(Option<String>),
+    /// `default=0`, `default=0.5`: that number.
+    Number(f64),
 }
 
 /// The options one file declares, by the attribute that holds each (`--sample-type` is
@@ -108,10 +110,20 @@ fn option(c: &ast::ExprCall) -> Option<(String, Option<Default>)> {
         Some(_) => None,
         None => match default {
             None | Some(Expr::NoneLiteral(_)) => Some(Default::Text(None)),
+            Some(Expr::NumberLiteral(n)) => number(&n.value).map(Default::Number),
             Some(d) => text(d).map(|t| Default::Text(Some(t))),
         },
     };
     Some((name, default))
+}
+
+/// A number literal's value (an integer too large for a float's exactness is still ordered).
+fn number(n: &ast::Number) -> Option<f64> {
+    match n {
+        ast::Number::Int(i) => i.as_u64().map(|v| v as f64),
+        ast::Number::Float(f) => Some(*f),
+        ast::Number::Complex { .. } => None,
+    }
 }
 
 /// Does an option's name speak of how a GPU run is set up (its device, precision, processes)?
@@ -271,6 +283,26 @@ impl Options {
                 let truth = self.opt_in(&c.left, switch)?;
                 Some(if c.ops[0] == ast::CmpOp::IsNot { truth } else { !truth })
             }
+            // `if args.beta > 0:` with `--beta` 0 by default: false unless a script gives a value
+            // that makes it true.
+            Expr::Compare(c) if c.comparators.len() == 1 && self.numeric(&c.left).is_some() => {
+                let (default, passed) = self.numeric(&c.left)?;
+                let Expr::NumberLiteral(n) = &c.comparators[0] else { return None };
+                let bound = number(&n.value)?;
+                let holds = |v: f64| match c.ops[0] {
+                    ast::CmpOp::Gt => Some(v > bound),
+                    ast::CmpOp::GtE => Some(v >= bound),
+                    ast::CmpOp::Lt => Some(v < bound),
+                    ast::CmpOp::LtE => Some(v <= bound),
+                    ast::CmpOp::Eq => Some(v == bound),
+                    ast::CmpOp::NotEq => Some(v != bound),
+                    _ => None,
+                };
+                // A value a script gives that is no number, or makes the test true, is a run.
+                let scripts_take_it =
+                    passed.iter().any(|p| p.parse::<f64>().map_or(true, |v| holds(v) != Some(false)));
+                (!holds(default)? && !scripts_take_it).then_some(true)
+            }
             Expr::Compare(c) if c.comparators.len() == 1 => {
                 let (left, right) = (&*c.left, &c.comparators[0]);
                 let ((Default::Text(option), passed), value) =
@@ -300,8 +332,17 @@ impl Options {
                 (_, passed) if !passed.is_empty() => None,
                 (Default::Off | Default::Text(None), _) => Some(true),
                 (Default::On, _) => Some(false),
-                (Default::Text(Some(_)), _) => None,
+                (Default::Number(v), _) if *v == 0.0 => Some(true),
+                (Default::Text(Some(_)) | Default::Number(_), _) => None,
             },
+        }
+    }
+
+    /// The numeric default of the option an expression holds, and what the scripts pass for it.
+    fn numeric(&self, e: &Expr) -> Option<(f64, &[String])> {
+        match self.option_of(e)? {
+            (Default::Number(v), passed) => Some((*v, passed)),
+            _ => None,
         }
     }
 }
@@ -343,9 +384,16 @@ def get_args():
     p.add_argument("data")
     p.add_argument("--resume", type=str)
     p.add_argument("--out", type=str, required=True)
+    p.add_argument("--beta", default=0, type=float)
+    p.add_argument("--cutmix_prob", default=0.5, type=float)
     return p.parse_args()
 "#,
         );
+        assert_eq!(opt_in(&o, "args.beta > 0 and r < args.cutmix_prob"), Some(true));
+        assert_eq!(opt_in(&o, "args.beta"), Some(true));
+        assert_eq!(opt_in(&o, "args.beta >= 0"), None);
+        assert_eq!(opt_in(&o, "args.cutmix_prob > 0"), None);
+        assert_eq!(opt_in(&o, "args.cutmix_prob"), None);
         assert_eq!(opt_in(&o, "args.resume"), Some(true));
         assert_eq!(opt_in(&o, "args.resume is not None"), Some(true));
         assert_eq!(opt_in(&o, "args.resume is None"), Some(false));
@@ -379,15 +427,26 @@ p.add_argument("--gail", action="store_true")
 p.add_argument("--aux", action="store_true")
 p.add_argument("--sample-type", default="generalized")
 p.add_argument("--method", default=None)
+p.add_argument("--mixup", default=0.0, type=float)
+p.add_argument("--warmup", default=0, type=int)
 "#,
         );
         let mut found = Vec::new();
         passed(
-            "# Train\n```\npython main.py --gail --sample-type='ddpm_noisy' \\\n  --method avg\n```\n---\nx--aux\n",
+            "# Train\n```\npython main.py --gail --sample-type='ddpm_noisy' \\\n  --method avg\n```\n---\nx--aux --mixup 0.2 --warmup 0\n",
             &mut found,
         );
         let found_pairs: Vec<(&str, &str)> = found.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
-        assert_eq!(found_pairs, [("gail", ""), ("sample_type", "ddpm_noisy"), ("method", "avg")]);
+        assert_eq!(
+            found_pairs,
+            [
+                ("gail", ""),
+                ("sample_type", "ddpm_noisy"),
+                ("method", "avg"),
+                ("mixup", "0.2"),
+                ("warmup", "0")
+            ]
+        );
         for (name, value) in found {
             o.pass(name, value);
         }
@@ -397,6 +456,8 @@ p.add_argument("--method", default=None)
         assert_eq!(opt_in(&o, "args.sample_type == 'other'"), Some(true));
         assert_eq!(opt_in(&o, "args.method == 'avg'"), None);
         assert_eq!(opt_in(&o, "args.method == 'conv'"), Some(true));
+        assert_eq!(opt_in(&o, "args.mixup > 0"), None);
+        assert_eq!(opt_in(&o, "args.warmup > 0"), Some(true));
     }
 
     #[test]

@@ -158,6 +158,13 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         return;
     }
     let Some(hot) = cx.hot() else { return };
+    // A test function of a test file (`def test_radix_major():`) checks values; its speed is not
+    // a run's. (A training script named `*_test.py` has no such function.)
+    if cx.kind.is_test_like()
+        && cx.enclosing_functions().any(|f| cx.model.function(f).name().starts_with("test"))
+    {
+        return;
+    }
     if sync.upload.is_none()
         && sync.always != Some(AlwaysWaits::Synchronize)
         && (!cx.kind_of(sync.tensor).may_be_tensor() || !provenance_in_project(cx, sync.tensor).on_accelerator)
