@@ -581,3 +581,64 @@ if __name__ == "__main__":
     assert!(text.contains("main.py:35:19: D005"), "{text}");
     assert!(!text.contains("sampler.py:13"), "{text}");
 }
+
+/// A top-level function or class nothing in the repository names (no file calls or imports it, no
+/// configuration or document mentions it) is code no run reaches: its per-step reads are not
+/// reported. In a project of one Python file nothing else could name its code, so all of it is.
+#[test]
+fn code_nothing_in_the_repository_names_is_not_reported() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let write = |name: &str, text: &str| std::fs::write(d.join(name), text).expect("write");
+    let utils = r#"import torch
+
+
+def train_epoch(model, opt, loader):
+    for x, y in loader:
+        loss = (model(x.cuda()) - y.cuda()).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        print(loss.item())
+
+
+def old_train_epoch(model, opt, loader):
+    for x, y in loader:
+        loss = (model(x.cuda()) - y.cuda()).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        print(loss.item())
+
+
+def evaluate(model, loader):
+    for x, y in loader:
+        loss = (model(x.cuda()) - y.cuda()).pow(2).mean()
+        loss.backward()
+        print(loss.item())
+"#;
+    write("utils.py", utils);
+    write(
+        "train.py",
+        "import torch\n\nfrom utils import train_epoch\n\nmodel = torch.nn.Linear(4, 4).cuda()\n\
+         opt = torch.optim.SGD(model.parameters(), lr=0.1)\ntrain_epoch(model, opt, [])\n",
+    );
+    write("README.md", "Check a model with `utils.evaluate(model, loader)`.\n");
+    let run = || {
+        stdout(&devcheck(
+            &["--color", "never", "lint", "--format", "concise", "--isolated", "--preview", "."],
+            d,
+        ))
+    };
+    let text = run();
+    let found: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(": D005 "))
+        .map(|l| l.split(": D005").next().unwrap_or(l))
+        .collect();
+    assert_eq!(found, ["utils.py:10:15", "utils.py:26:15"], "{text}");
+    // Alone, nothing could name the file's functions: every one is linted.
+    std::fs::remove_file(d.join("train.py")).expect("remove");
+    let text = run();
+    assert_eq!(text.lines().filter(|l| l.contains(": D005 ")).count(), 3, "{text}");
+}

@@ -223,14 +223,20 @@ fn neighbours(paths: &[PathBuf], linted: &[PathBuf], settings: &Settings) -> (Ve
     (out, scripts.paths)
 }
 
-/// The run scripts of the walked folders (`scripts/train.sh`), whose command lines say which
-/// options the project is run with ([`crate::python::project`]'s options): at most
-/// [`MAX_SCRIPTS`] of them, none larger than [`MAX_SCRIPT_BYTES`]. Documents are not read: a
-/// README names alternatives (`use --sample_type ddpm_noisy for more variance`) beside the runs
-/// it recommends, and cannot tell them apart.
+/// The text files of the walked folders besides the code: run scripts (`scripts/train.sh`),
+/// configuration files and documents, at most [`MAX_SCRIPTS`] of them, none larger than
+/// [`MAX_SCRIPT_BYTES`]. Their names of functions and classes say what the project uses
+/// ([`crate::python::project`]'s references); a run script's command lines also say which options
+/// it runs with (its options; documents are not read for those: a README names alternatives,
+/// `use --sample_type ddpm_noisy for more variance`, beside the runs it recommends).
 #[derive(Default)]
 struct Scripts {
     paths: Vec<PathBuf>,
+}
+
+/// Is the file a run script, whose command lines are runs of the project?
+fn is_run_script(path: &Path) -> bool {
+    path.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e, "sh" | "bash" | "zsh"))
 }
 
 const MAX_SCRIPTS: usize = 4_000;
@@ -239,9 +245,12 @@ const MAX_SCRIPT_BYTES: u64 = 256 << 10;
 impl Scripts {
     fn note(&mut self, entry: &ignore::DirEntry, settings: &Settings) {
         let path = entry.path();
-        let script =
-            path.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e, "sh" | "bash" | "zsh"));
-        if script
+        let text = is_run_script(path)
+            || path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| matches!(e, "yaml" | "yml" | "toml" | "cfg" | "ini" | "md" | "rst"));
+        if text
             && self.paths.len() < MAX_SCRIPTS
             && entry.file_type().is_some_and(|t| t.is_file())
             && entry.metadata().is_ok_and(|m| m.len() <= MAX_SCRIPT_BYTES)
@@ -303,25 +312,35 @@ fn index_project(
             (entry, Some(Prepared { source, tree }))
         })
         .unzip();
-    entries.par_extend(others.par_iter().map(|path| {
-        let source = read_source(path).ok()?;
-        crate::python::index_entry(path, &source.text, &|| false).0
-    }));
+    // The other files' texts are kept until the project's names are counted.
+    let (more, other_texts): (Vec<_>, Vec<_>) = others
+        .par_iter()
+        .filter_map(|path| {
+            let source = read_source(path).ok()?;
+            Some((crate::python::index_entry(path, &source.text, &|| false).0, source.text))
+        })
+        .unzip();
+    entries.extend(more);
     let mut project = crate::python::Project::new(entries.into_iter().flatten().collect());
-    // Only a project that declares options asks what its scripts pass.
+    let scripts: Vec<(&PathBuf, String)> = scripts
+        .par_iter()
+        .filter_map(|path| Some((path, String::from_utf8_lossy(&std::fs::read(path).ok()?).into_owned())))
+        .collect();
+    // Only a project that declares options asks what its run scripts pass.
     if project.has_options() {
-        let passed: Vec<Vec<(String, String)>> = scripts
-            .par_iter()
-            .map(|path| {
-                let mut found = Vec::new();
-                if let Ok(bytes) = std::fs::read(path) {
-                    crate::python::options_passed(&String::from_utf8_lossy(&bytes), &mut found);
-                }
-                found
-            })
-            .collect();
-        project.pass_options(passed.into_iter().flatten());
+        let mut passed = Vec::new();
+        for (_, text) in scripts.iter().filter(|(path, _)| is_run_script(path)) {
+            crate::python::options_passed(text, &mut passed);
+        }
+        project.pass_options(passed.into_iter());
     }
+    let texts: Vec<&str> = prepared
+        .iter()
+        .filter_map(|p| p.as_ref()?.source.as_ref().ok().map(|s| &*s.text))
+        .chain(other_texts.iter().map(|t| &**t))
+        .chain(scripts.iter().map(|(_, t)| t.as_str()))
+        .collect();
+    project.find_unreferenced(&texts);
     (project, prepared)
 }
 

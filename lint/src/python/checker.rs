@@ -170,9 +170,13 @@ pub(crate) struct Facts {
     /// This file's functions that other files of the project call at every step
     /// ([`super::project`]).
     pub elsewhere: Vec<CalledFrom>,
-    /// Per function: every known call of it is on a branch a run with the project's default
-    /// options never takes (`if args.gail:`), or in a function that is ([`opt_in_only`]).
-    opt_in_only: Vec<bool>,
+    /// Per function: no run the repository makes reaches it — every known call of it is on a
+    /// branch a run with the project's default options never takes (`if args.gail:`) or in a
+    /// function no run reaches, or nothing in the repository names it ([`latent_functions`]).
+    latent: Vec<bool>,
+    /// Per function: it is (or is inside) a top-level function or class nothing in the
+    /// repository names ([`super::references`]).
+    unreferenced: Vec<bool>,
 }
 
 /// The rules' view of the file and of the node being checked.
@@ -306,7 +310,7 @@ impl<'m, 'a> Checker<'m, 'a> {
         self.calls.opt_in_only = self
             .model
             .functions()
-            .filter(|(id, f)| self.facts.opt_in_only[id.index()] && f.parent.is_none())
+            .filter(|(id, f)| self.facts.latent[id.index()] && f.parent.is_none())
             .map(|(_, f)| match f.class {
                 None => f.name().to_string(),
                 Some(c) => format!("{}.{}", self.model.class(c).def.name, f.name()),
@@ -339,8 +343,10 @@ impl<'m, 'a> Checker<'m, 'a> {
                 }
             },
         };
-        if project.has_options() {
-            let opt_in = self.in_opt_in_code();
+        // A call in code nothing names is no call of a run: it says nothing of its callee.
+        let unreferenced = self.enclosing_functions().any(|f| self.facts.unreferenced[f.index()]);
+        if project.has_options() && !unreferenced {
+            let opt_in = self.in_latent_code();
             self.calls.elsewhere.push(ProjectCall { callee: callee.clone(), opt_in });
         }
         if hot.is_none() || super::rules::helpers::in_evaluation_pass(self) {
@@ -489,7 +495,7 @@ impl<'m, 'a> Checker<'m, 'a> {
     /// here, in a forward pass, or in a function called from such a loop? Outer loops (over
     /// epochs: loops that run another loop) do not count, nor do branches taken now and then.
     pub fn hot(&self) -> Option<Hot> {
-        if self.gated > 0 || self.in_opt_in_code() {
+        if self.gated > 0 || self.in_latent_code() {
             return None;
         }
         if let Some(&l) = self.loops.last() {
@@ -508,16 +514,11 @@ impl<'m, 'a> Checker<'m, 'a> {
         self.facts.hot[f.index()]
     }
 
-    /// Is the node on a branch a run with the project's default options never takes, or in a
-    /// function only such branches call ([`super::options`])? A hazard there is latent.
-    pub fn in_opt_in_code(&self) -> bool {
-        self.opt_in > 0 || self.in_opt_in_only_function()
-    }
-
-    /// Is the current function (or one around it) called only on branches a run with the
-    /// project's default options never takes?
-    fn in_opt_in_only_function(&self) -> bool {
-        self.enclosing_functions().any(|f| self.facts.opt_in_only[f.index()])
+    /// Does no run the repository makes reach the node: it is on a branch a run with the
+    /// project's default options never takes ([`super::options`]), or in a function no run
+    /// reaches ([`latent_functions`])? A hazard there is latent.
+    pub fn in_latent_code(&self) -> bool {
+        self.opt_in > 0 || self.enclosing_functions().any(|f| self.facts.latent[f.index()])
     }
 
     /// Is the code a script's, a test's or an example's rather than a library's?
@@ -1526,9 +1527,11 @@ impl Facts {
             calls_to,
             device_taken_from,
             elsewhere: types.project().called_from().to_vec(),
-            opt_in_only: opt_in_only(model, types, &edges, &by_callee),
+            latent: Vec::new(),
+            unreferenced: unreferenced_functions(model, types),
         };
         facts.loss_inputs = loss_inputs(model, types, &facts.backward);
+        facts.latent = latent_functions(model, types, &edges, &by_callee, &facts.unreferenced);
         // A file whose functions another file calls at every step runs on that file's device.
         facts.uses_accelerator |= !facts.elsewhere.is_empty();
         facts.project_uses_accelerator |= facts.uses_accelerator;
@@ -1737,22 +1740,25 @@ fn is_switch(model: &Model<'_>, i: &ast::StmtIf) -> bool {
     !i.elif_else_clauses.is_empty() || i.body.last().is_some_and(|s| leaves_for_good(model, s))
 }
 
-/// Per function of the file: is every known call of it opt-in — on a branch a run with the
-/// project's default options never takes ([`opt_in_at`]), or made by a function that is itself
-/// opt-in only — with at least one such call? Calls from other files count as the index reports
-/// them ([`View::opt_in_callers`]); a function nothing is seen to call is not opt-in only (another
-/// project, or a part not linted, may call it). Worked out from the functions called from the
-/// opt-in branches outwards, each call looked at once more for each of its caller's changes.
-fn opt_in_only(
+/// Per function of the file: does no run the repository makes reach it? Either it is (or is
+/// inside) a top-level function or class nothing in the repository names
+/// ([`super::references`]), or every known call of it is opt-in — on a branch a run with the
+/// project's default options never takes ([`opt_in_at`]), or made by a function no run reaches —
+/// with at least one such call. Calls from other files count as the index reports them
+/// ([`View::opt_in_callers`]); a function nothing is seen to call is otherwise reached (another
+/// project, or a part not linted, may call it). Worked out from those functions outwards, each
+/// call looked at once more for each of its caller's changes.
+fn latent_functions(
     model: &Model<'_>,
     types: &Types<'_, '_>,
     edges: &[Edge],
     by_callee: &[Vec<usize>],
+    unreferenced: &[bool],
 ) -> Vec<bool> {
     let n = by_callee.len();
-    let mut only = vec![false; n];
+    let mut only = unreferenced.to_vec();
     let project = types.project();
-    if !project.has_options() {
+    if !project.has_options() && !project.has_unreferenced() {
         return only;
     }
     // What other files' calls say of each function: every one opt-in, or not.
@@ -1765,9 +1771,12 @@ fn opt_in_only(
     let site_opt_in: Vec<bool> = edges
         .iter()
         .map(|e| {
-            e.caller.is_some_and(|c| opt_in_at(model, project, &model.function(c).def.body, e.at.start()))
+            project.has_options()
+                && e.caller
+                    .is_some_and(|c| opt_in_at(model, project, &model.function(c).def.body, e.at.start()))
         })
         .collect();
+    let method: Vec<bool> = model.functions().map(|(_, f)| f.class.is_some()).collect();
     let settled = |f: usize, only: &[bool]| {
         if outside[f] == Some(false) {
             return false;
@@ -1778,7 +1787,12 @@ fn opt_in_only(
         if outside[f].is_none() && calls.peek().is_none() {
             return false;
         }
-        calls.all(|&i| site_opt_in[i] || edges[i].caller.is_some_and(|c| only[c.index()]))
+        // A method may also be called through a receiver whose class is not known (`self.model.
+        // loss_function(..)`): calls from code nothing names say nothing of it.
+        calls.all(|&i| {
+            site_opt_in[i]
+                || edges[i].caller.is_some_and(|c| only[c.index()] && !(method[f] && unreferenced[c.index()]))
+        })
     };
     let mut by_caller: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, e) in edges.iter().enumerate() {
@@ -1795,6 +1809,26 @@ fn opt_in_only(
         todo.extend(by_caller[f].iter().map(|&i| edges[i].callee.index()).filter(|&c| !only[c]));
     }
     only
+}
+
+/// Per function of the file: is it (or is it inside) a top-level function or class nothing in the
+/// repository names ([`super::references`])?
+fn unreferenced_functions(model: &Model<'_>, types: &Types<'_, '_>) -> Vec<bool> {
+    let project = types.project();
+    let mut out = vec![false; model.functions().count()];
+    if !project.has_unreferenced() {
+        return out;
+    }
+    for (id, _) in model.functions() {
+        let top =
+            std::iter::successors(Some(id), |g| model.function(*g).parent).last().map(|g| model.function(g));
+        let name = top.map(|t| match t.class {
+            Some(c) => model.class(c).def.name.as_str(),
+            None => t.name(),
+        });
+        out[id.index()] = name.is_some_and(|name| project.is_unreferenced(name));
+    }
+    out
 }
 
 /// The function of the file a name of the index names: a top-level function (`ddpm_steps`) or

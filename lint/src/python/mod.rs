@@ -18,6 +18,7 @@ mod model;
 pub(crate) mod notebook;
 mod options;
 pub(crate) mod project;
+mod references;
 pub mod rules;
 mod typing;
 

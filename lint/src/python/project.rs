@@ -74,6 +74,13 @@ pub(crate) struct Project {
     /// call is on a branch a run with the default options never takes
     /// ([`Project::set_opt_in_callers`]).
     opt_in_callers: FxHashMap<PathBuf, Vec<(String, bool)>>,
+    /// The names of the top-level functions and classes, decorated ones left out.
+    defined: FxHashSet<String>,
+    /// Those of them nothing in the repository names ([`super::references`]).
+    unreferenced: FxHashSet<String>,
+    /// The files another file imports a top-level function or class from by name
+    /// (`from eli5_utils import embed_questions`), and none star-imports.
+    imported: FxHashSet<PathBuf>,
 }
 
 /// What a project's text says about where it runs, for D002: whether a hard-coded `"cuda"`
@@ -296,6 +303,10 @@ pub(crate) struct FileEntry {
     pub(crate) placement: Placement,
     /// The command-line options it declares ([`super::options::declared`]).
     pub(crate) options: Vec<(String, Option<super::options::Default>)>,
+    /// Its decorated top-level functions and classes (kept in registries, or wrapped).
+    decorated: Vec<String>,
+    /// What its top level imports by name (`a.b.c` for `from a.b import c`), absolute.
+    imports: Vec<String>,
 }
 
 /// A base class as the file names it.
@@ -314,6 +325,8 @@ impl Project {
     pub(crate) fn new(mut files: Vec<FileEntry>) -> Project {
         let mut project = Project::default();
         let mut bases: Vec<Vec<Base>> = Vec::new();
+        let (mut imports, mut starred) = (FxHashSet::default(), FxHashSet::default());
+        let mut definitions: Vec<(usize, Vec<String>, Vec<String>)> = Vec::new();
         star_exports(&mut files);
         for file in files {
             let file_id = project.paths.len();
@@ -324,6 +337,25 @@ impl Project {
             for (name, default) in file.options {
                 project.options.add(name, default);
             }
+            imports.extend(file.imports.iter().cloned());
+            starred.extend(file.stars.iter().map(|(_, m)| m.clone()));
+            definitions.push((
+                file_id,
+                file.module.clone(),
+                file.functions
+                    .iter()
+                    .map(|(n, _)| n.clone())
+                    .chain(file.classes.iter().map(|(n, _)| n.clone()))
+                    .collect::<Vec<_>>(),
+            ));
+            project.defined.extend(
+                file.functions
+                    .iter()
+                    .map(|(name, _)| name)
+                    .chain(file.classes.iter().map(|(name, _)| name))
+                    .filter(|name| !file.decorated.contains(name))
+                    .cloned(),
+            );
             for (name, facts) in file.functions {
                 for key in suffixes(&file.module, &name) {
                     if facts.runs_loop {
@@ -366,6 +398,14 @@ impl Project {
             project.class_truth(id, &bases, &mut memo, 0);
         }
         project.truth = memo.into_iter().map(|t| t.unwrap_or(Truth::Unknown)).collect();
+        // The files other files import a definition from by name, and that no file star-imports.
+        for (file, module, names) in definitions {
+            let suffixes = || (0..module.len()).map(|i| module[i..].join("."));
+            let named = suffixes().any(|m| names.iter().any(|n| imports.contains(&format!("{m}.{n}"))));
+            if named && !suffixes().any(|m| starred.contains(&m)) {
+                project.imported.insert(project.paths[file].clone());
+            }
+        }
         project
     }
 
@@ -500,6 +540,18 @@ impl Project {
     /// Does the project declare command-line options ([`super::options`])?
     pub(crate) fn has_options(&self) -> bool {
         !self.options.is_empty()
+    }
+
+    /// Finds the top-level functions and classes nothing names in the project's texts (its Python
+    /// files, run scripts, configuration files and documents: [`super::references`]). A project
+    /// of one Python file has none: nothing else could name its code.
+    pub(crate) fn find_unreferenced(&mut self, texts: &[&str]) {
+        if self.paths.len() < 2 {
+            return;
+        }
+        let defined: FxHashSet<&str> = self.defined.iter().map(String::as_str).collect();
+        self.unreferenced =
+            super::references::unreferenced(&defined, texts).into_iter().map(String::from).collect();
     }
 
     /// What the project's run scripts pass ([`super::options::passed`]).
@@ -981,15 +1033,24 @@ impl Names<'_> {
                             format!("{base}.{}", alias.name.as_str())
                         };
                         let Some(full) = absolute(&full, self.module, self.is_package) else { continue };
+                        entry.imports.push(full.clone());
                         let bound = alias.asname.as_ref().unwrap_or(&alias.name);
                         self.bind(bound.as_str(), full, entry);
                     }
                 }
-                Stmt::FunctionDef(f) => entry.functions.push((
-                    f.name.as_str().to_string(),
-                    FunctionFacts { runs_loop: runs_steps(f), returns_host: false, makes: None },
-                )),
+                Stmt::FunctionDef(f) => {
+                    if !f.decorator_list.is_empty() {
+                        entry.decorated.push(f.name.as_str().to_string());
+                    }
+                    entry.functions.push((
+                        f.name.as_str().to_string(),
+                        FunctionFacts { runs_loop: runs_steps(f), returns_host: false, makes: None },
+                    ));
+                }
                 Stmt::ClassDef(c) => {
+                    if !c.decorator_list.is_empty() {
+                        entry.decorated.push(c.name.as_str().to_string());
+                    }
                     let bases = c.bases().iter().map(|b| self.base(b)).collect();
                     let name = c.name.as_str().to_string();
                     let mut own = self.module.to_vec();
@@ -1640,6 +1701,19 @@ impl<'p> View<'p> {
     /// This file's functions that other files call at every step.
     pub(crate) fn called_from(&self) -> &'p [CalledFrom] {
         self.project.called_from(self.path)
+    }
+
+    /// Does the project have top-level code nothing names ([`Project::find_unreferenced`])?
+    pub(crate) fn has_unreferenced(&self) -> bool {
+        !self.project.unreferenced.is_empty()
+    }
+
+    /// Does nothing in the project name this top-level function or class of the file, whose
+    /// other definitions another file imports by name? (A file nothing imports from may be a
+    /// script, or a library's module its users import; one that is star-imported may have any of
+    /// its names used.)
+    pub(crate) fn is_unreferenced(&self, name: &str) -> bool {
+        self.project.unreferenced.contains(name) && self.project.imported.contains(self.path)
     }
 
     /// This file's functions that other files call, each with whether every such call is opt-in.
