@@ -642,3 +642,49 @@ def evaluate(model, loader):
     let text = run();
     assert_eq!(text.lines().filter(|l| l.contains(": D005 ")).count(), 3, "{text}");
 }
+
+/// What makes a function look reached only on opt-in branches must not hide a default path the
+/// lint does not see: a caller in a file that imports no torch (not analysed), a run script that
+/// spells the option by another flag (`--use-gail` for `dest="gail"`, `-s` for `--sampler`), a
+/// configuration file that sets it, a local that shares an option's name.
+#[test]
+fn default_paths_the_lint_does_not_see_keep_their_findings() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let write = |name: &str, text: &str| std::fs::write(d.join(name), text).expect("write");
+    write(
+        "trainer.py",
+        "import torch\n\n\ndef train(epochs):\n    model = torch.nn.Linear(4, 1).cuda()\n    \
+         opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    for _ in range(epochs):\n        \
+         x = torch.randn(8, 4, device=\"cuda\")\n        loss = model(x).mean()\n        opt.zero_grad()\n        \
+         loss.backward()\n        opt.step()\n        print(loss.item())\n",
+    );
+    write(
+        "sweep.py",
+        "import argparse\n\nimport torch\n\nfrom trainer import train\n\np = argparse.ArgumentParser()\n\
+         p.add_argument(\"--use-gail\", dest=\"gail\", action=\"store_true\")\nargs = p.parse_args()\n\
+         if args.gail:\n    train(torch.cuda.device_count())\n",
+    );
+    let run = || {
+        stdout(&devcheck(
+            &["--color", "never", "lint", "--format", "concise", "--isolated", "--preview", "."],
+            d,
+        ))
+    };
+    // Only an opt-in call is seen: the function is taken for opt-in only.
+    assert!(!run().contains("trainer.py:13"), "{}", run());
+    // A run script passes the flag by its own spelling: a default run.
+    write("run.sh", "python sweep.py --use-gail\n");
+    assert!(run().contains("trainer.py:13:15: D005"), "{}", run());
+    std::fs::remove_file(d.join("run.sh")).expect("remove");
+    // So does a configuration file that sets it.
+    write("config.yaml", "gail: true\n");
+    assert!(run().contains("trainer.py:13:15: D005"), "{}", run());
+    std::fs::remove_file(d.join("config.yaml")).expect("remove");
+    // An entry point that imports no torch calls it on the default path.
+    write(
+        "main.py",
+        "# The entry point: it only wires the pieces (torch lives in trainer).\nfrom trainer import train\n\ntrain(90)\n",
+    );
+    assert!(run().contains("trainer.py:13:15: D005"), "{}", run());
+}

@@ -234,6 +234,14 @@ struct Scripts {
     paths: Vec<PathBuf>,
 }
 
+/// Is the file a configuration file (YAML, TOML, INI), whose settings the project may merge into
+/// its options?
+fn is_configuration(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| matches!(e, "yaml" | "yml" | "toml" | "cfg" | "ini"))
+}
+
 /// Is the file a run script, whose command lines are runs of the project?
 fn is_run_script(path: &Path) -> bool {
     path.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e, "sh" | "bash" | "zsh"))
@@ -326,20 +334,33 @@ fn index_project(
         .par_iter()
         .filter_map(|path| Some((path, String::from_utf8_lossy(&std::fs::read(path).ok()?).into_owned())))
         .collect();
-    // Only a project that declares options asks what its run scripts pass.
-    if project.has_options() {
-        let mut passed = Vec::new();
-        for (_, text) in scripts.iter().filter(|(path, _)| is_run_script(path)) {
-            crate::python::options_passed(text, &mut passed);
-        }
-        project.pass_options(passed.into_iter());
-    }
-    let texts: Vec<&str> = prepared
+    let code: Vec<&str> = prepared
         .iter()
         .filter_map(|p| p.as_ref()?.source.as_ref().ok().map(|s| &*s.text))
         .chain(other_texts.iter().map(|t| &**t))
-        .chain(scripts.iter().map(|(_, t)| t.as_str()))
         .collect();
+    project.unsettle_options(&code);
+    // The files whose calls the lint will not see: indexed only, or naming no torch.
+    let unseen: Vec<&str> = prepared
+        .iter()
+        .filter_map(|p| p.as_ref()?.source.as_ref().ok().map(|s| &*s.text))
+        .filter(|t| !crate::python::may_import_torch(t))
+        .chain(other_texts.iter().map(|t| &**t))
+        .collect();
+    project.set_unseen(&unseen);
+    // Only a project that declares options asks what its run scripts pass.
+    if project.has_options() {
+        let mut passed = Vec::new();
+        for (path, text) in &scripts {
+            if is_run_script(path) {
+                crate::python::options_passed(text, &mut passed);
+            } else if is_configuration(path) {
+                crate::python::options_configured(text, &mut passed);
+            }
+        }
+        project.pass_options(passed.into_iter());
+    }
+    let texts: Vec<&str> = code.into_iter().chain(scripts.iter().map(|(_, t)| t.as_str())).collect();
     project.find_unreferenced(&texts);
     (project, prepared)
 }

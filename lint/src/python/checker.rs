@@ -1777,8 +1777,27 @@ fn latent_functions(
         })
         .collect();
     let method: Vec<bool> = model.functions().map(|(_, f)| f.class.is_some()).collect();
+    let names: Vec<&str> = model.functions().map(|(_, f)| f.name()).collect();
+    // A function named more often than it is called and defined is used as a value too (a
+    // callback, `mp.spawn(worker, ..)`, a table of functions): its calls are not all it does.
+    // (Not asked of methods: `self.stats.update(..)` names another class's `update`.)
+    let used_as_value = |f: usize| {
+        if method[f] {
+            return false;
+        }
+        let bytes = model.source.as_bytes();
+        let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+        let named = memchr::memmem::find_iter(bytes, names[f].as_bytes())
+            .filter(|&at| {
+                !at.checked_sub(1).is_some_and(|i| word(bytes[i]))
+                    && !bytes.get(at + names[f].len()).is_some_and(|&b| word(b))
+            })
+            .take(by_callee[f].len() + 2)
+            .count();
+        named > by_callee[f].len() + 1
+    };
     let settled = |f: usize, only: &[bool]| {
-        if outside[f] == Some(false) {
+        if outside[f] == Some(false) || used_as_value(f) {
             return false;
         }
         // A function's calls of itself do not reach it.
@@ -1865,7 +1884,7 @@ fn body_is_gated(model: &Model<'_>, i: &ast::StmtIf, in_loop: bool) -> bool {
             || leaves
             || evaluation_branches(&i.test) == Some(true)
             || export_branches(model, &i.test) == Some(true)
-            || clears_its_flag(&i.test, &i.body))
+            || clears_its_flag(model, &i.test, &i.body))
 }
 
 /// Does the block step the optimizer (`optimizer.step()`, `scaler.step(opt)`; not a scheduler,
@@ -1915,8 +1934,9 @@ fn export_branches(model: &Model<'_>, test: &Expr) -> Option<bool> {
 }
 
 /// `if self.need_sync: ..; self.need_sync = False`: a branch that turns its own flag off runs
-/// once (or once after each time something turns it on), not at every step.
-fn clears_its_flag(test: &Expr, body: &[Stmt]) -> bool {
+/// once, not at every step — unless something turns it on again (an attribute of that name set
+/// to anything but an off value outside `__init__`, in any class of the file).
+fn clears_its_flag(model: &Model<'_>, test: &Expr, body: &[Stmt]) -> bool {
     fn same(a: &Expr, b: &Expr) -> bool {
         match (a, b) {
             (Expr::Name(x), Expr::Name(y)) => x.id == y.id,
@@ -1931,10 +1951,19 @@ fn clears_its_flag(test: &Expr, body: &[Stmt]) -> bool {
             || matches!(v, Expr::NoneLiteral(_))
             || matches!(v, Expr::NumberLiteral(n) if matches!(n.value, ast::Number::Int(ref i) if i.as_u8() == Some(0)))
     };
+    let rearmed = || match test {
+        Expr::Attribute(a) => model.classes().any(|(_, class)| {
+            class
+                .attr(a.attr.as_str())
+                .any(|x| model.function(x.method).name() != "__init__" && !x.value.is_some_and(&off))
+        }),
+        _ => false,
+    };
     matches!(test, Expr::Name(_) | Expr::Attribute(_))
         && body
             .iter()
             .any(|s| matches!(s, Stmt::Assign(a) if off(&a.value) && a.targets.iter().any(|t| same(t, test))))
+        && !rearmed()
 }
 
 /// A test on a module's training mode: `Some(false)` for `if self.training:` (its body trains,

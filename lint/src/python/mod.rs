@@ -33,7 +33,7 @@ use crate::registry;
 use crate::source::FileKind;
 use crate::unlinted::TooDeep;
 
-pub(crate) use options::passed as options_passed;
+pub(crate) use options::{configured as options_configured, passed as options_passed};
 pub(crate) use project::Project;
 
 /// Parses and checks one Python file: the findings of the enabled rules. `project` holds the
@@ -107,6 +107,15 @@ fn analyse(
 fn names_torch(text: &str) -> bool {
     memchr::memmem::find(text.as_bytes(), b"torch").is_some()
         || memchr::memmem::find(text.as_bytes(), b"lightning").is_some()
+}
+
+/// Could the text import torch or Lightning (the files the checker analyses do)? A file whose
+/// text says neither `import torch`, `from torch` nor `lightning` is not analysed, whatever its
+/// comments say.
+pub(crate) fn may_import_torch(text: &str) -> bool {
+    ["import torch", "from torch", "lightning"]
+        .iter()
+        .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
 }
 
 /// What the index pass learnt from parsing a file ([`index_entry`]), handed on to its lint

@@ -25,6 +25,8 @@ const MAX_OPTIONS: usize = 1024;
 /// The most values of one option that the scripts are seen to pass, and the most options passed.
 const MAX_VALUES: usize = 64;
 const MAX_PASSED: usize = 1 << 16;
+/// Flags and values longer than this are not options (`--a=(--a=(..` in generated text).
+const MAX_WORD: usize = 128;
 
 /// What an option is in a run that does not pass it.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,26 +44,30 @@ pub(crate) enum Default {
 /// The options one file declares, by the attribute that holds each (`--sample-type` is
 /// `args.sample_type`, or its `dest=`); an option set with `set_defaults(name=..)` anywhere in
 /// the file, or declared twice in different ways, is `None`: its default is not known.
-pub(crate) fn declared(body: &[Stmt]) -> Vec<(String, Option<Default>)> {
+pub(crate) fn declared(body: &[Stmt]) -> Vec<Declared> {
     struct Walk {
-        found: Vec<(String, Option<Default>)>,
+        found: Vec<Declared>,
     }
     impl<'a> Visitor<'a> for Walk {
         fn visit_expr(&mut self, e: &'a Expr) {
             if let Expr::Call(c) = e
                 && let Expr::Attribute(a) = &*c.func
-                && self.found.len() < MAX_OPTIONS
             {
                 match a.attr.as_str() {
-                    "add_argument" => {
-                        if let Some((name, default)) = option(c) {
-                            self.found.push((name, default));
+                    "add_argument" if self.found.len() < MAX_OPTIONS => {
+                        if let Some(found) = option(c) {
+                            self.found.push(found);
                         }
                     }
+                    // Defaults set apart (past the cap too: they unsettle what is known).
                     "set_defaults" => {
                         for k in &c.arguments.keywords {
                             if let Some(name) = &k.arg {
-                                self.found.push((name.to_string(), None));
+                                self.found.push(Declared {
+                                    name: name.to_string(),
+                                    default: None,
+                                    flags: Vec::new(),
+                                });
                             }
                         }
                     }
@@ -77,9 +83,20 @@ pub(crate) fn declared(body: &[Stmt]) -> Vec<(String, Option<Default>)> {
     walk.found
 }
 
-/// `add_argument("--name", ..)`: the attribute it sets, and its default when the option is one
-/// this module speaks of.
-fn option(c: &ast::ExprCall) -> Option<(String, Option<Default>)> {
+/// An option as `add_argument` declares it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Declared {
+    /// The attribute it sets (`dest=`, or the long flag with `-` as `_`).
+    pub name: String,
+    /// Its default, when the option is one this module speaks of.
+    pub default: Option<Default>,
+    /// Its flags as a command line spells them (`--use-gail`, `-s`).
+    pub flags: Vec<String>,
+}
+
+/// `add_argument("--name", ..)`: the attribute it sets, its default when the option is one this
+/// module speaks of, and its flags.
+fn option(c: &ast::ExprCall) -> Option<Declared> {
     let keyword = |name: &str| c.arguments.find_keyword(name).map(|k| &k.value);
     let text = |e: &Expr| match e {
         Expr::StringLiteral(s) => Some(s.value.to_str().to_string()),
@@ -98,9 +115,14 @@ fn option(c: &ast::ExprCall) -> Option<(String, Option<Default>)> {
     if name.is_empty() || sets_up_the_device(&name) {
         return None;
     }
-    // A required option is always given.
-    if keyword("required").is_some_and(|r| !matches!(r, Expr::BooleanLiteral(l) if !l.value)) {
-        return Some((name, None));
+    let flags: Vec<String> = flags.iter().filter(|f| f.starts_with('-')).cloned().collect();
+    // A required option is always given; one with `choices` and no default is as good as
+    // required (the program does nothing without it).
+    let required = keyword("required").is_some_and(|r| !matches!(r, Expr::BooleanLiteral(l) if !l.value));
+    let chosen =
+        keyword("choices").is_some() && keyword("default").is_none_or(|d| matches!(d, Expr::NoneLiteral(_)));
+    if required || chosen {
+        return Some(Declared { name, default: None, flags });
     }
     let default = keyword("default");
     let boolean = |b: bool| default.is_none_or(|d| matches!(d, Expr::BooleanLiteral(l) if l.value == b));
@@ -114,7 +136,7 @@ fn option(c: &ast::ExprCall) -> Option<(String, Option<Default>)> {
             Some(d) => text(d).map(|t| Default::Text(Some(t))),
         },
     };
-    Some((name, default))
+    Some(Declared { name, default, flags })
 }
 
 /// A number literal's value (an integer too large for a float's exactness is still ordered).
@@ -164,6 +186,8 @@ fn sets_up_the_device(name: &str) -> bool {
 #[derive(Debug, Default)]
 pub(crate) struct Options {
     defaults: FxHashMap<String, Option<Default>>,
+    /// Each declared flag spelling (`--use-gail`, `-s`) → the attribute it sets.
+    flags: FxHashMap<String, String>,
     /// What the project's run scripts pass: each option's name → the words given after it
     /// ([`passed`]).
     passed: FxHashMap<String, Vec<String>>,
@@ -184,12 +208,18 @@ pub(crate) fn passed(text: &str, out: &mut Vec<(String, String)>) {
             continue;
         }
         let rest = &text[at + 2..];
-        let name_len =
-            rest.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-').count();
-        if name_len == 0 || !rest.as_bytes()[0].is_ascii_alphabetic() {
+        if !rest.as_bytes().first().is_some_and(u8::is_ascii_alphabetic) {
             continue;
         }
-        let name = rest[..name_len].replace('-', "_");
+        let name_len = rest
+            .bytes()
+            .take(MAX_WORD + 1)
+            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
+            .count();
+        if name_len > MAX_WORD {
+            continue;
+        }
+        let name = format!("--{}", &rest[..name_len]);
         let after = &rest[name_len..];
         let value = match after.as_bytes().first() {
             Some(b'=') => word(&after[1..]),
@@ -201,22 +231,79 @@ pub(crate) fn passed(text: &str, out: &mut Vec<(String, String)>) {
         };
         out.push((name, value.to_string()));
     }
+    // Short flags (`-s ddpm`): kept only where a declared option spells them so.
+    for at in memchr::memchr_iter(b'-', bytes) {
+        if out.len() >= MAX_PASSED {
+            return;
+        }
+        let short = bytes.get(at + 1).is_some_and(u8::is_ascii_alphabetic)
+            && !bytes.get(at + 2).is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
+            && (at == 0 || matches!(bytes[at - 1], b' ' | b'\t' | b'\n'));
+        if short {
+            let after = &text[at + 2..];
+            let next = after.trim_start_matches([' ', '\t']);
+            let value = if next.starts_with('-') || next.len() == after.len() { "" } else { word(next) };
+            out.push((text[at..at + 2].to_string(), value.to_string()));
+        }
+    }
+}
+
+/// The settings a configuration file gives (`use_ema: true`, `beta = 1.0` in YAML, TOML, INI),
+/// each as its key and value: a project that merges its configuration into the parsed options
+/// (`vars(args).update(cfg)`) runs with them, so an option of that name is set by the project.
+pub(crate) fn configured(text: &str, out: &mut Vec<(String, String)>) {
+    for line in text.lines() {
+        if out.len() >= MAX_PASSED {
+            return;
+        }
+        let line = line.trim_start().trim_start_matches("- ");
+        let key_len =
+            line.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-').count();
+        if key_len == 0 || !line.as_bytes()[0].is_ascii_alphabetic() {
+            continue;
+        }
+        let rest = line[key_len..].trim_start();
+        let Some(value) = rest.strip_prefix(':').or_else(|| rest.strip_prefix('=')) else { continue };
+        let value = value.trim();
+        let value = value.split(" #").next().unwrap_or(value).trim().trim_matches(|c| c == '"' || c == '\'');
+        if key_len <= MAX_WORD && value.len() <= MAX_WORD {
+            out.push((format!("--{}", &line[..key_len]), value.to_string()));
+        }
+    }
 }
 
 /// The word at the start of `text`: a quoted string's content, or up to a space, quote,
 /// backslash or bracket.
+/// A value longer than [`MAX_WORD`] bytes is no value (`""`).
 fn word(text: &str) -> &str {
-    if let Some(q) = text.chars().next().filter(|c| *c == '"' || *c == '\'') {
-        let inner = &text[1..];
-        return inner.find(q).map_or("", |end| &inner[..end]);
+    // Within the line, and a value's length at most.
+    let mut limit = memchr::memchr(b'\n', text.as_bytes()).unwrap_or(text.len()).min(MAX_WORD + 2);
+    while !text.is_char_boundary(limit) {
+        limit -= 1;
     }
-    let end = text
-        .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '\\' | ')' | ']' | ',' | ';' | '`'))
-        .unwrap_or(text.len());
-    &text[..end]
+    let text = &text[..limit];
+    let found = if let Some(q) = text.chars().next().filter(|c| *c == '"' || *c == '\'') {
+        let inner = &text[1..];
+        inner.find(q).map_or("", |end| &inner[..end])
+    } else {
+        let end = text
+            .find(|c: char| {
+                c.is_whitespace() || matches!(c, '"' | '\'' | '\\' | '(' | ')' | '[' | ']' | ',' | ';' | '`')
+            })
+            .unwrap_or(text.len());
+        &text[..end]
+    };
+    if found.len() > MAX_WORD { "" } else { found }
 }
 
 impl Options {
+    pub(crate) fn declare(&mut self, declared: Declared) {
+        for flag in declared.flags {
+            self.flags.entry(flag).or_insert_with(|| declared.name.clone());
+        }
+        self.add(declared.name, declared.default);
+    }
+
     pub(crate) fn add(&mut self, name: String, default: Option<Default>) {
         match self.defaults.get_mut(&name) {
             Some(known) if *known != default => *known = None,
@@ -227,8 +314,15 @@ impl Options {
         }
     }
 
-    /// A run script of the project passes the option, with the word after it.
-    pub(crate) fn pass(&mut self, name: String, value: String) {
+    /// A run script of the project passes a flag (`--use-gail`, `-s`), with the word after it.
+    pub(crate) fn pass(&mut self, flag: String, value: String) {
+        let name = match self.flags.get(&flag) {
+            Some(name) => name.clone(),
+            None => match flag.strip_prefix("--") {
+                Some(long) => long.replace('-', "_"),
+                None => return,
+            },
+        };
         let values = self.passed.entry(name).or_default();
         if values.len() < MAX_VALUES && !values.contains(&value) {
             values.push(value);
@@ -239,14 +333,56 @@ impl Options {
         self.defaults.is_empty()
     }
 
+    /// What the project's code does to its parsed options besides reading them: options updated
+    /// wholesale (`vars(args).update(cfg)`, `args.__dict__.update(..)`, `set_defaults(**cfg)`,
+    /// `setattr(args, k, v)`) may be anything, so no default is known; an option the code sets
+    /// (`args.gail = True`, `self.opt.gail = ..`) has no known default.
+    pub(crate) fn unsettle(&mut self, texts: &[&str]) {
+        if self.defaults.is_empty() {
+            return;
+        }
+        let wholesale = |t: &str| {
+            let has = |w: &str| memchr::memmem::find(t.as_bytes(), w.as_bytes()).is_some();
+            has("__dict__.update(")
+                || has("set_defaults(**")
+                || has("setattr(args")
+                || has("setattr(opt")
+                || memchr::memmem::find_iter(t.as_bytes(), b"vars(").any(|at| {
+                    let rest = &t[at..];
+                    rest.find(')')
+                        .is_some_and(|close| close < 64 && rest[close + 1..].starts_with(".update("))
+                })
+        };
+        if texts.iter().any(|t| wholesale(t)) {
+            self.defaults.clear();
+            return;
+        }
+        let names: Vec<&String> = self.defaults.keys().collect();
+        let patterns: Vec<String> =
+            names.iter().map(|n| format!(".{n} =")).chain(names.iter().map(|n| format!(".{n}="))).collect();
+        let Ok(matcher) = aho_corasick::AhoCorasick::new(&patterns) else { return };
+        let mut set: Vec<String> = Vec::new();
+        for t in texts {
+            let bytes = t.as_bytes();
+            for m in matcher.find_iter(bytes) {
+                // `.gail==`, `.gail ==`: a comparison.
+                if bytes.get(m.end()) == Some(&b'=') {
+                    continue;
+                }
+                set.push(names[m.pattern().as_usize() % names.len()].clone());
+            }
+        }
+        for name in set {
+            self.defaults.insert(name, None);
+        }
+    }
+
     /// The option an attribute (`args.gail`, `self.opt.gail`) or name holds: its default, and
     /// what the project's scripts pass for it.
     fn option_of(&self, e: &Expr) -> Option<(&Default, &[String])> {
-        let name = match e {
-            Expr::Attribute(a) => a.attr.as_str(),
-            Expr::Name(n) => n.id.as_str(),
-            _ => return None,
-        };
+        // `args.gail`, `self.opt.gail`: an attribute (a bare `labels` is a local of its own).
+        let Expr::Attribute(a) = e else { return None };
+        let name = a.attr.as_str();
         let default = self.defaults.get(name)?.as_ref()?;
         Some((default, self.passed.get(name).map_or(&[], Vec::as_slice)))
     }
@@ -280,8 +416,12 @@ impl Options {
                     && matches!(c.comparators[0], Expr::NoneLiteral(_))
                     && matches!(c.ops[0], ast::CmpOp::Is | ast::CmpOp::IsNot) =>
             {
-                let truth = self.opt_in(&c.left, switch)?;
-                Some(if c.ops[0] == ast::CmpOp::IsNot { truth } else { !truth })
+                // Only an option whose default is `None` is `None` by default.
+                let (Default::Text(None), passed) = self.option_of(&c.left)? else { return None };
+                if switch || !passed.is_empty() {
+                    return None;
+                }
+                Some(c.ops[0] == ast::CmpOp::IsNot)
             }
             // `if args.beta > 0:` with `--beta` 0 by default: false unless a script gives a value
             // that makes it true.
@@ -319,7 +459,10 @@ impl Options {
                 let default = option.as_deref() == Some(value);
                 match c.ops[0] {
                     // The branch for a value neither the default nor any script gives.
-                    ast::CmpOp::Eq => (!default && !passed.iter().any(|p| p == value)).then_some(true),
+                    // (`"$SAMPLER"`: a script's variable may hold any value.)
+                    ast::CmpOp::Eq => {
+                        (!default && !passed.iter().any(|p| p == value || p.starts_with('$'))).then_some(true)
+                    }
                     // The branch for any value but the default, which no script gives.
                     ast::CmpOp::NotEq => (default
                         && !passed.iter().any(|p| Some(p.as_str()) != option.as_deref()))
@@ -354,8 +497,8 @@ mod tests {
     fn options(src: &str) -> Options {
         let parsed = ruff_python_parser::parse_module(src).expect("parses");
         let mut options = Options::default();
-        for (name, default) in declared(&parsed.syntax().body) {
-            options.add(name, default);
+        for d in declared(&parsed.syntax().body) {
+            options.declare(d);
         }
         options
     }
@@ -440,11 +583,11 @@ p.add_argument("--warmup", default=0, type=int)
         assert_eq!(
             found_pairs,
             [
-                ("gail", ""),
-                ("sample_type", "ddpm_noisy"),
-                ("method", "avg"),
-                ("mixup", "0.2"),
-                ("warmup", "0")
+                ("--gail", ""),
+                ("--sample-type", "ddpm_noisy"),
+                ("--method", "avg"),
+                ("--mixup", "0.2"),
+                ("--warmup", "0")
             ]
         );
         for (name, value) in found {
@@ -458,6 +601,63 @@ p.add_argument("--warmup", default=0, type=int)
         assert_eq!(opt_in(&o, "args.method == 'conv'"), Some(true));
         assert_eq!(opt_in(&o, "args.mixup > 0"), None);
         assert_eq!(opt_in(&o, "args.warmup > 0"), Some(true));
+    }
+
+    #[test]
+    fn flags_are_read_as_the_options_they_set() {
+        let mut o = options(
+            r#"
+p.add_argument("--use-gail", dest="gail", action="store_true")
+p.add_argument("-s", "--sampler", default="ddim")
+p.add_argument("--mode", choices=["train", "test"])
+p.add_argument("--kind", default="a")
+p.add_argument("--aux", action="store_true")
+"#,
+        );
+        let mut found = Vec::new();
+        passed("python main.py --use-gail -s ddpm --kind \"$KIND\" -x 3\n", &mut found);
+        for (flag, value) in found {
+            o.pass(flag, value);
+        }
+        assert_eq!(opt_in(&o, "args.gail"), None);
+        assert_eq!(opt_in(&o, "args.sampler == 'ddpm'"), None);
+        assert_eq!(opt_in(&o, "args.sampler == 'plms'"), Some(true));
+        // A choice with no default is as good as required; a script's variable may be anything.
+        assert_eq!(opt_in(&o, "args.mode == 'test'"), None);
+        assert_eq!(opt_in(&o, "args.kind == 'b'"), None);
+        assert_eq!(opt_in(&o, "args.aux"), Some(true));
+        // A bare name is a local of its own, whatever option shares its name.
+        assert_eq!(opt_in(&o, "aux"), None);
+    }
+
+    #[test]
+    fn generated_text_is_read_in_linear_time_and_bounded_memory() {
+        let text = format!("echo {}\n{}\n", "--a=(".repeat(50_000), "--b ".repeat(50_000));
+        let mut found = Vec::new();
+        passed(&text, &mut found);
+        assert!(found.len() <= MAX_PASSED);
+        assert!(found.iter().all(|(f, v)| f.len() <= MAX_WORD + 2 && v.len() <= MAX_WORD));
+    }
+
+    #[test]
+    fn what_the_configuration_sets_is_not_opt_in() {
+        let mut o = options(
+            r#"
+p.add_argument("--use-ema", action="store_true")
+p.add_argument("--gail", action="store_true")
+p.add_argument("--sampler", default="ddim")
+p.add_argument("--beta", default=0.0, type=float)
+"#,
+        );
+        let mut found = Vec::new();
+        configured("model:\n  use_ema: true  # smooth\nsampler = \"ddpm\"\nbeta: 1.0\n", &mut found);
+        for (name, value) in found {
+            o.pass(name, value);
+        }
+        assert_eq!(opt_in(&o, "args.use_ema"), None);
+        assert_eq!(opt_in(&o, "args.gail"), Some(true));
+        assert_eq!(opt_in(&o, "args.sampler == 'ddpm'"), None);
+        assert_eq!(opt_in(&o, "args.beta > 0"), None);
     }
 
     #[test]

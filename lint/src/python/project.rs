@@ -78,6 +78,10 @@ pub(crate) struct Project {
     defined: FxHashSet<String>,
     /// Those of them nothing in the repository names ([`super::references`]).
     unreferenced: FxHashSet<String>,
+    /// The identifiers of the project's Python files that are not analysed (only indexed, or
+    /// naming no torch): a call there is not seen, so a top-level function so named may be
+    /// called on a default path ([`Project::set_opt_in_callers`]).
+    unseen: FxHashSet<String>,
     /// The files another file imports a top-level function or class from by name
     /// (`from eli5_utils import embed_questions`), and none star-imports.
     imported: FxHashSet<PathBuf>,
@@ -302,7 +306,7 @@ pub(crate) struct FileEntry {
     /// Where the file says the code runs.
     pub(crate) placement: Placement,
     /// The command-line options it declares ([`super::options::declared`]).
-    pub(crate) options: Vec<(String, Option<super::options::Default>)>,
+    pub(crate) options: Vec<super::options::Declared>,
     /// Its decorated top-level functions and classes (kept in registries, or wrapped).
     decorated: Vec<String>,
     /// What its top level imports by name (`a.b.c` for `from a.b import c`), absolute.
@@ -334,8 +338,8 @@ impl Project {
             project.cpu_path |= file.cpu_path;
             project.accelerator |= file.accelerator;
             project.placement = project.placement.union(file.placement);
-            for (name, default) in file.options {
-                project.options.add(name, default);
+            for declared in file.options {
+                project.options.declare(declared);
             }
             imports.extend(file.imports.iter().cloned());
             starred.extend(file.stars.iter().map(|(_, m)| m.clone()));
@@ -554,6 +558,36 @@ impl Project {
             super::references::unreferenced(&defined, texts).into_iter().map(String::from).collect();
     }
 
+    /// The identifiers of Python files whose calls are not seen (not linted, or naming no torch).
+    pub(crate) fn set_unseen(&mut self, texts: &[&str]) {
+        if !self.has_options() {
+            return;
+        }
+        for text in texts {
+            let bytes = text.as_bytes();
+            let mut at = 0;
+            while at < bytes.len() {
+                if bytes[at].is_ascii_alphabetic() || bytes[at] == b'_' {
+                    let start = at;
+                    while at < bytes.len() && (bytes[at].is_ascii_alphanumeric() || bytes[at] == b'_') {
+                        at += 1;
+                    }
+                    if at - start <= 128 && self.unseen.len() < 1 << 20 {
+                        self.unseen.insert(text[start..at].to_string());
+                    }
+                } else {
+                    at += 1;
+                }
+            }
+        }
+    }
+
+    /// What the project's code does to its options besides reading them
+    /// ([`super::options::Options::unsettle`]).
+    pub(crate) fn unsettle_options(&mut self, texts: &[&str]) {
+        self.options.unsettle(texts);
+    }
+
     /// What the project's run scripts pass ([`super::options::passed`]).
     pub(crate) fn pass_options(&mut self, passed: impl Iterator<Item = (String, String)>) {
         for (name, value) in passed {
@@ -578,10 +612,14 @@ impl Project {
             else {
                 continue;
             };
+            // A top-level function named where no call is seen (a file not analysed) may be
+            // called there on a default path. (Methods' names, `update`, `step`, are too common
+            // to tell anything.)
+            let opt_in = call.opt_in && (function.contains('.') || !self.unseen.contains(function));
             let entry = next.entry(file.to_path_buf()).or_default();
             match entry.iter_mut().find(|(f, _)| f == function) {
-                Some((_, every)) => *every &= call.opt_in,
-                None => entry.push((function.to_string(), call.opt_in)),
+                Some((_, every)) => *every &= opt_in,
+                None => entry.push((function.to_string(), opt_in)),
             }
         }
         for called in next.values_mut() {

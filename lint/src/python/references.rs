@@ -5,11 +5,13 @@
 //!
 //! A name counts as used wherever it appears as a whole word outside its own `def` or `class`
 //! line: in any Python file of the project (linted or only indexed), and in its run scripts,
-//! configuration files and documents (`.sh`, `.yaml`, `.json`, `.toml`, `.cfg`, `.md`, ...), so a
-//! class a Hydra configuration names by string, an entry point `pyproject.toml` declares, or a
-//! helper the README tells users to call is used. Decorated definitions (registries,
-//! `@app.command`, `@torch.jit.script`) are always used, and so is everything in a project of a
-//! single Python file, where nothing else could name it.
+//! configuration files and documents (`.sh`, `.yaml`, `.toml`, `.cfg`, `.ini`, `.md`, `.rst`; not
+//! JSON or plain text, which are mostly data), so a class a Hydra configuration names by string,
+//! an entry point `pyproject.toml` declares, or a helper the README tells users to call is used.
+//! Decorated definitions (registries, `@app.command`, `@torch.jit.script`) are always used, and so
+//! is everything in a project of a single Python file, where nothing else could name it. Only the
+//! definitions of a file that other files import from by name are judged: a file nothing imports
+//! from may be a script, or a library module its users import ([`super::project`]).
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use rustc_hash::{FxHashMap, FxHashSet};

@@ -227,7 +227,7 @@ impl<'m, 'a> Types<'m, 'a> {
                     Some(Expr::NumberLiteral(_) | Expr::BooleanLiteral(_) | Expr::StringLiteral(_)) => {
                         Kind::Scalar
                     }
-                    _ => named_for_sizes(b.name).unwrap_or(Kind::Unknown),
+                    _ => Kind::Unknown,
                 }
             }
             BindingKind::LoopVar { iter, part, .. } => self.loop_var_kind(iter, part),
@@ -363,9 +363,7 @@ impl<'m, 'a> Types<'m, 'a> {
             Expr::Name(n) => match self.model.binding_of(n).map(|b| &self.model.binding(b).kind) {
                 Some(BindingKind::Assignment { value, part: Part::Whole, .. }) => vec![*value],
                 // `input_shape[1]`: a size.
-                Some(BindingKind::Parameter { annotation: None, .. })
-                    if named_for_sizes(n.id.as_str()) == Some(Kind::Other) =>
-                {
+                Some(BindingKind::Parameter { annotation: None, .. }) if named_for_a_shape(n.id.as_str()) => {
                     return Kind::Scalar;
                 }
                 _ => return Kind::Unknown,
@@ -791,15 +789,9 @@ fn combine(l: Kind, r: Kind, op: Operator) -> Kind {
     }
 }
 
-/// What a parameter named for a shape or a size holds: `input_shape` a tuple of sizes, `seq_len`,
-/// `num_heads`, `hidden_size` a number; `None` for other names.
-fn named_for_sizes(name: &str) -> Option<Kind> {
+/// Is a parameter named for a shape (`shape`, `input_shape`): a tuple of sizes? (Names of sizes,
+/// `seq_len`, are left alone: a tensor of lengths is often called so.)
+fn named_for_a_shape(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
-    if lower == "shape" || lower.ends_with("_shape") {
-        return Some(Kind::Other);
-    }
-    let number = lower == "size"
-        || ["_size", "_len", "_length", "_dim"].iter().any(|s| lower.ends_with(s))
-        || ["num_", "n_"].iter().any(|p| lower.starts_with(p));
-    number.then_some(Kind::Scalar)
+    lower == "shape" || lower.ends_with("_shape")
 }
