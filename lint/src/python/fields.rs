@@ -231,6 +231,14 @@ fn field<'a>(cx: &Checker<'_, 'a>, lineage: &[ClassId], puts: &Puts<'a>, name: &
         && let Some((later, registered)) = assigns
             .iter()
             .filter(|a| a.method == first.method && a.range.start() > first.range.start())
+            // A tensor wrapped only on some path (`if learn: self.w = nn.Parameter(self.w)`)
+            // stays a plain tensor on the others.
+            .filter(|a| {
+                !matches!(holds, Holds::PlainTensor)
+                    || cx.model.function(a.method).def.body.iter().any(|s| {
+                        matches!(s, Stmt::Assign(_) | Stmt::AnnAssign(_)) && s.range().contains_range(a.range)
+                    })
+            })
             .filter_map(|a| Some((*a, holds_of(cx, a.value?))))
             .find(|(_, h)| matches!(h, Holds::Container(_) | Holds::Submodule | Holds::Parameter))
     {
