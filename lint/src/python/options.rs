@@ -357,19 +357,20 @@ impl Options {
             self.defaults.clear();
             return;
         }
-        let names: Vec<&String> = self.defaults.keys().collect();
-        let patterns: Vec<String> =
-            names.iter().map(|n| format!(".{n} =")).chain(names.iter().map(|n| format!(".{n}="))).collect();
-        let Ok(matcher) = aho_corasick::AhoCorasick::new(&patterns) else { return };
         let mut set: Vec<String> = Vec::new();
         for t in texts {
             let bytes = t.as_bytes();
-            for m in matcher.find_iter(bytes) {
-                // `.gail==`, `.gail ==`: a comparison.
-                if bytes.get(m.end()) == Some(&b'=') {
+            for dot in memchr::memchr_iter(b'.', bytes) {
+                let rest = &t[dot + 1..];
+                let len = rest.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_').count();
+                if len == 0 || !self.defaults.contains_key(&rest[..len]) {
                     continue;
                 }
-                set.push(names[m.pattern().as_usize() % names.len()].clone());
+                // `.gail = ..`, not `.gail == ..`.
+                let after = rest[len..].trim_start_matches([' ', '\t']).as_bytes();
+                if after.first() == Some(&b'=') && after.get(1) != Some(&b'=') {
+                    set.push(rest[..len].to_string());
+                }
             }
         }
         for name in set {
@@ -628,6 +629,22 @@ p.add_argument("--aux", action="store_true")
         assert_eq!(opt_in(&o, "args.aux"), Some(true));
         // A bare name is a local of its own, whatever option shares its name.
         assert_eq!(opt_in(&o, "aux"), None);
+    }
+
+    #[test]
+    fn options_the_code_sets_have_no_known_default() {
+        let declare = || {
+            options(
+                "p.add_argument('--gail', action='store_true')\np.add_argument('--aux', action='store_true')",
+            )
+        };
+        let mut o = declare();
+        o.unsettle(&["if args.gail == True:\n    pass\nargs.aux = True\n"]);
+        assert_eq!(opt_in(&o, "args.gail"), Some(true));
+        assert_eq!(opt_in(&o, "args.aux"), None);
+        let mut o = declare();
+        o.unsettle(&["cfg = load(path)\nvars(args).update(cfg)\n"]);
+        assert_eq!(opt_in(&o, "args.gail"), None);
     }
 
     #[test]

@@ -78,9 +78,9 @@ pub(crate) struct Project {
     defined: FxHashSet<String>,
     /// Those of them nothing in the repository names ([`super::references`]).
     unreferenced: FxHashSet<String>,
-    /// The identifiers of the project's Python files that are not analysed (only indexed, or
-    /// naming no torch): a call there is not seen, so a top-level function so named may be
-    /// called on a default path ([`Project::set_opt_in_callers`]).
+    /// The names of top-level functions that appear in the project's Python files that are not
+    /// analysed (only indexed, or importing no torch): a call there is not seen, so such a
+    /// function may be called on a default path ([`Project::set_opt_in_callers`]).
     unseen: FxHashSet<String>,
     /// The files another file imports a top-level function or class from by name
     /// (`from eli5_utils import embed_questions`), and none star-imports.
@@ -558,25 +558,17 @@ impl Project {
             super::references::unreferenced(&defined, texts).into_iter().map(String::from).collect();
     }
 
-    /// The identifiers of Python files whose calls are not seen (not linted, or naming no torch).
+    /// The names of the project's top-level functions that appear in Python files whose calls are
+    /// not seen (not linted, or importing no torch).
     pub(crate) fn set_unseen(&mut self, texts: &[&str]) {
         if !self.has_options() {
             return;
         }
         for text in texts {
-            let bytes = text.as_bytes();
-            let mut at = 0;
-            while at < bytes.len() {
-                if bytes[at].is_ascii_alphabetic() || bytes[at] == b'_' {
-                    let start = at;
-                    while at < bytes.len() && (bytes[at].is_ascii_alphanumeric() || bytes[at] == b'_') {
-                        at += 1;
-                    }
-                    if at - start <= 128 && self.unseen.len() < 1 << 20 {
-                        self.unseen.insert(text[start..at].to_string());
-                    }
-                } else {
-                    at += 1;
+            for word in super::references::identifiers(text) {
+                // Only the names of top-level functions matter (no string is made for the rest).
+                if self.defined.contains(word) && !self.unseen.contains(word) {
+                    self.unseen.insert(word.to_string());
                 }
             }
         }

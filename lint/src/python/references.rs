@@ -13,41 +13,54 @@
 //! definitions of a file that other files import from by name are judged: a file nothing imports
 //! from may be a script, or a library module its users import ([`super::project`]).
 
-use aho_corasick::{AhoCorasick, MatchKind};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Names shorter than this are too common to tell anything (`f`, `fn`, `run`).
 const MIN_NAME: usize = 4;
 
-/// The names among `defined` that appear at most once (their own definition) in all of `texts`.
+/// The names among `defined` that appear at most once (their own definition) in all of `texts`,
+/// as whole identifiers: one pass over each text's identifiers, each looked up once.
 pub(crate) fn unreferenced<'n>(defined: &FxHashSet<&'n str>, texts: &[&str]) -> FxHashSet<&'n str> {
-    let names: Vec<&str> = defined.iter().copied().filter(|n| n.len() >= MIN_NAME).collect();
-    if names.is_empty() {
+    let mut seen: FxHashMap<&str, u32> =
+        defined.iter().copied().filter(|n| n.len() >= MIN_NAME).map(|n| (n, 0)).collect();
+    if seen.is_empty() {
         return FxHashSet::default();
     }
-    let Ok(matcher) = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(&names) else {
-        return FxHashSet::default();
-    };
-    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let mut seen: FxHashMap<usize, u32> = FxHashMap::default();
     for text in texts {
-        let bytes = text.as_bytes();
-        for m in matcher.find_iter(bytes) {
-            let before = m.start().checked_sub(1).map(|i| bytes[i]);
-            let after = bytes.get(m.end()).copied();
-            if before.is_some_and(word) || after.is_some_and(word) {
-                continue;
+        for word in identifiers(text) {
+            if let Some(count) = seen.get_mut(word) {
+                *count = count.saturating_add(1);
             }
-            let count = seen.entry(m.pattern().as_usize()).or_default();
-            *count = count.saturating_add(1);
         }
     }
-    names
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| seen.get(i).copied().unwrap_or(0) <= 1)
-        .map(|(_, n)| *n)
-        .collect()
+    defined.iter().copied().filter(|n| seen.get(n).is_some_and(|&c| c <= 1)).collect()
+}
+
+/// The identifiers of a text (`[A-Za-z_][A-Za-z0-9_]*`, not inside another word), in order.
+pub(crate) fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        while at < bytes.len() {
+            let b = bytes[at];
+            if b.is_ascii_alphabetic() || b == b'_' {
+                let start = at;
+                while at < bytes.len() && (bytes[at].is_ascii_alphanumeric() || bytes[at] == b'_') {
+                    at += 1;
+                }
+                return Some(&text[start..at]);
+            }
+            // A digit starts a number, whose letters (`1e5`, `0x1f`) are no identifier.
+            if b.is_ascii_digit() {
+                while at < bytes.len() && (bytes[at].is_ascii_alphanumeric() || bytes[at] == b'_') {
+                    at += 1;
+                }
+            } else {
+                at += 1;
+            }
+        }
+        None
+    })
 }
 
 #[cfg(test)]
