@@ -21,6 +21,17 @@ fn lint(args: &[&str]) -> Output {
     devcheck(&all, root())
 }
 
+/// `devcheck lint --preview` in concise form on the folder `d`, with no configuration read.
+fn lint_preview(d: &std::path::Path) -> String {
+    stdout(&devcheck(&["--color", "never", "lint", "--format", "concise", "--isolated", "--preview", "."], d))
+}
+
+/// The places (`path:line:column`) of the findings of `code` in a concise report.
+fn places<'t>(text: &'t str, code: &str) -> Vec<&'t str> {
+    let marker = format!(": {code} ");
+    text.lines().filter(|l| l.contains(&marker)).filter_map(|l| l.split(&marker).next()).collect()
+}
+
 #[test]
 fn python_rules_are_preview_and_run_with_the_flag() {
     let out = lint(&["--format", "concise", "fixtures/lint/d003/torch.py"]);
@@ -549,18 +560,9 @@ if __name__ == "__main__":
     main()
 "#,
     );
-    let run = || {
-        stdout(&devcheck(
-            &["--color", "never", "lint", "--format", "concise", "--isolated", "--preview", "."],
-            d,
-        ))
-    };
+    let run = || lint_preview(d);
     let text = run();
-    let found: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains(": D005 "))
-        .map(|l| l.split(": D005").next().unwrap_or(l))
-        .collect();
+    let found = places(&text, "D005");
     // The default sampler is reported (a mode chosen with `--sample` is a run someone makes); the
     // other sampler, the discriminator and the read under `if args.gail:` are not.
     assert_eq!(found, ["sampler.py:6:22", "sampler.py:7:15"], "{text}");
@@ -624,18 +626,9 @@ def evaluate(model, loader):
          opt = torch.optim.SGD(model.parameters(), lr=0.1)\ntrain_epoch(model, opt, [])\n",
     );
     write("README.md", "Check a model with `utils.evaluate(model, loader)`.\n");
-    let run = || {
-        stdout(&devcheck(
-            &["--color", "never", "lint", "--format", "concise", "--isolated", "--preview", "."],
-            d,
-        ))
-    };
+    let run = || lint_preview(d);
     let text = run();
-    let found: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains(": D005 "))
-        .map(|l| l.split(": D005").next().unwrap_or(l))
-        .collect();
+    let found = places(&text, "D005");
     assert_eq!(found, ["utils.py:10:15", "utils.py:26:15"], "{text}");
     // Alone, nothing could name the file's functions: every one is linted.
     std::fs::remove_file(d.join("train.py")).expect("remove");
@@ -665,12 +658,7 @@ fn default_paths_the_lint_does_not_see_keep_their_findings() {
          p.add_argument(\"--use-gail\", dest=\"gail\", action=\"store_true\")\nargs = p.parse_args()\n\
          if args.gail:\n    train(torch.cuda.device_count())\n",
     );
-    let run = || {
-        stdout(&devcheck(
-            &["--color", "never", "lint", "--format", "concise", "--isolated", "--preview", "."],
-            d,
-        ))
-    };
+    let run = || lint_preview(d);
     // Only an opt-in call is seen: the function is taken for opt-in only.
     assert!(!run().contains("trainer.py:13"), "{}", run());
     // A run script passes the flag by its own spelling: a default run.
