@@ -104,8 +104,8 @@ pub fn lint_paths(paths: &[PathBuf], settings: &Settings) -> Result<LintRun, Lin
             reports.iter().map(|r| r.calls.elsewhere.as_slice()).filter(|c| !c.is_empty()).collect();
         let judged: rustc_hash::FxHashMap<&Path, &[String]> = reports
             .iter()
-            .filter(|r| !r.calls.opt_in_only.is_empty())
-            .map(|r| (r.disk_path.as_path(), r.calls.opt_in_only.as_slice()))
+            .filter(|r| !r.calls.latent.is_empty())
+            .map(|r| (r.disk_path.as_path(), r.calls.latent.as_slice()))
             .collect();
         changed.extend(project.set_opt_in_callers(&elsewhere, &judged));
         changed.sort();

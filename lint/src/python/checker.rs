@@ -307,7 +307,7 @@ impl<'m, 'a> Checker<'m, 'a> {
         rules.finish(&self, &mut out);
         self.calls.elsewhere.sort_unstable_by(|a, b| (&a.callee, a.opt_in).cmp(&(&b.callee, b.opt_in)));
         self.calls.elsewhere.dedup();
-        self.calls.opt_in_only = self
+        self.calls.latent = self
             .model
             .functions()
             .filter(|(id, f)| self.facts.latent[id.index()] && f.parent.is_none())

@@ -191,9 +191,9 @@ pub(crate) struct Calls {
     pub hot: Vec<HotCall>,
     /// Every call (when the project declares options), once per callee and opt-in-ness.
     pub elsewhere: Vec<ProjectCall>,
-    /// The file's own top-level functions and methods (`Class.method`) that only opt-in calls
-    /// reach, as its lint judged them.
-    pub opt_in_only: Vec<String>,
+    /// The file's own top-level functions and methods (`Class.method`) that no run reaches
+    /// (only opt-in calls, or nothing names them), as its lint judged them.
+    pub latent: Vec<String>,
 }
 
 /// A function of a file that another file calls at every step, and the first such call.
@@ -590,8 +590,8 @@ impl Project {
     /// Records, per file, the functions other files call and whether every such call is
     /// opt-in ([`ProjectCall`]). Returns the files whose lint that changes: those with a function
     /// that now has only opt-in callers elsewhere, or no longer has, and those with a function
-    /// their lint judged opt-in only (`own`, by file) that another file now calls otherwise, or no
-    /// longer does.
+    /// their lint judged unreached (`own`, by file: [`Calls::latent`]) that another file now calls
+    /// otherwise, or no longer does.
     pub(crate) fn set_opt_in_callers(
         &mut self,
         calls: &[&[ProjectCall]],
