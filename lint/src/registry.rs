@@ -300,10 +300,12 @@ macro_rules! with_rules {
                     PyTorch repositories of the ecosystem check (40 of 58) and 0.88 on the tuning \
                     ones (120 of 137), recall 0.62 (40 of 65 known hazards): most findings that \
                     are not true are on paths that run only with a setting that is off by default \
-                    (command-line options declared with argparse are followed; settings read from \
-                    configuration files are not), only when sampling for logging, or in code \
-                    nothing calls; the rest are reads in a branch taken once and in helpers of an \
-                    evaluation every N steps. Most misses \
+                    (command-line options declared with argparse, and what the project's scripts \
+                    and configuration files pass, are followed; settings only a configuration \
+                    object holds are not), only when sampling for logging, or in code no run \
+                    reaches (code nothing in the repository names is left alone; model classes \
+                    a library ships for its users are not); the rest are reads in a branch taken \
+                    once and in helpers of an evaluation every N steps. Most misses \
                     are syncs in helpers reached through objects whose class is not known \
                     (factories, registries, configuration).")),
             }
