@@ -638,8 +638,9 @@ def evaluate(model, loader):
 
 /// What makes a function look reached only on opt-in branches must not hide a default path the
 /// lint does not see: a caller in a file that imports no torch (not analysed), a run script that
-/// spells the option by another flag (`--use-gail` for `dest="gail"`, `-s` for `--sampler`), a
-/// configuration file that sets it, a local that shares an option's name.
+/// spells the option by another flag (`--use-gail` for `dest="gail"`), a configuration file that
+/// sets it. (Short flags, script variables and locals that share an option's name are in the
+/// options module's unit tests.)
 #[test]
 fn default_paths_the_lint_does_not_see_keep_their_findings() {
     let dir = tempfile::tempdir().expect("temp dir");
