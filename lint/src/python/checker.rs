@@ -11,6 +11,7 @@
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
 
 use crate::diagnostic::Finding;
 use crate::source::FileKind;
@@ -1633,15 +1634,15 @@ impl Facts {
     }
 }
 
-/// Is the call at `at`, in a function whose body is `body`, inside a branch taken now and then
-/// ([`is_gate`], or one that leaves the loop or the function for good) with no loop of steps
-/// between the branch and the call? Found by descending from the body to the statement that
-/// holds the call, each block searched by offset.
 /// What [`body_is_gated`] said of each `if` (by where it starts, and whether it is in a loop): a
 /// function's calls share their `if`s, and each `if` is looked through once, not once per call
 /// (a gate holding tens of thousands of calls would otherwise take quadratic time).
 type GateCache = FxHashMap<(ruff_text_size::TextSize, bool), bool>;
 
+/// Is the call at `at`, in a function whose body is `body`, inside a branch taken now and then
+/// ([`is_gate`], or one that leaves the loop or the function for good) with no loop of steps
+/// between the branch and the call, or on a branch the default options never take
+/// ([`opt_in_at`])? Found along [`way_to`].
 fn call_is_gated(
     model: &Model<'_>,
     types: &Types<'_, '_>,
@@ -1654,84 +1655,94 @@ fn call_is_gated(
     if types.project().has_options() && opt_in_at(model, types.project(), body, at) {
         return true;
     }
-    let mut gated = false;
-    let mut in_loop = false;
-    let mut stmts = body;
-    for _ in 0..MAX_DEPTH {
-        let i = stmts.partition_point(|s| s.end() <= at);
-        let Some(s) = stmts.get(i).filter(|s| s.range().contains(at)) else { return gated };
-        let inner: Option<&[Stmt]> = match s {
-            Stmt::For(_) | Stmt::While(_) => {
+    let Some(way) = way_to(body, at) else { return false };
+    let (mut gated, mut in_loop) = (false, false);
+    for step in way {
+        match step {
+            Step::Loop(s) => {
                 in_loop = true;
                 // Inside a loop of steps, the branches outside it say nothing.
                 if model.loop_of_stmt(s).is_some_and(|l| loop_work.get(l.index()).copied().unwrap_or(false)) {
                     gated = false;
                 }
-                super::rules::helpers::blocks(s).into_iter().find(|b| block_holds(b, at))
             }
-            Stmt::If(i) => {
-                if block_holds(&i.body, at) {
-                    gated |= *gates
-                        .entry((i.start(), in_loop))
-                        .or_insert_with(|| body_is_gated(model, i, in_loop));
-                    Some(&i.body[..])
-                } else {
-                    let clause = i.elif_else_clauses.iter().find(|c| block_holds(&c.body, at));
-                    if let Some(c) = clause {
-                        gated |= clause_is_gated(model, i, c);
-                    }
-                    clause.map(|c| &c.body[..])
-                }
+            Step::If(i, None) => {
+                gated |=
+                    *gates.entry((i.start(), in_loop)).or_insert_with(|| body_is_gated(model, i, in_loop));
             }
-            // A nested `def` or class runs when it is called, in its own context.
-            Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return false,
-            _ => super::rules::helpers::blocks(s).into_iter().find(|b| block_holds(b, at)),
-        };
-        match inner {
-            Some(b) => stmts = b,
-            None => return gated,
+            Step::If(i, Some(c)) => gated |= clause_is_gated(model, i, c),
+            Step::Other => {}
         }
     }
     gated
 }
 
-/// Is the call at `at`, in a function whose body is `body`, on a branch a run with the project's
-/// default options never takes (`if args.gail:`, an `elif args.mode == "rare":`)
-/// ([`super::options`])? Found by descending from the body as [`call_is_gated`] does.
-fn opt_in_at(model: &Model<'_>, project: View<'_>, body: &[Stmt], at: ruff_text_size::TextSize) -> bool {
+/// A compound statement on the way from a function's body down to a place in it
+/// ([`way_to`]): a loop, an `if` with the block that holds the place (its body, `None`, or an
+/// `elif`/`else` clause), or another block statement (`with`, `try`, `match`).
+enum Step<'s> {
+    Loop(&'s Stmt),
+    If(&'s ast::StmtIf, Option<&'s ast::ElifElseClause>),
+    Other,
+}
+
+/// The compound statements from `body` down to the statement that holds `at`, outermost first,
+/// each block searched by offset; `None` when a nested `def` or class is on the way (it runs
+/// when it is called, in its own context).
+fn way_to(body: &[Stmt], at: ruff_text_size::TextSize) -> Option<SmallVec<[Step<'_>; 8]>> {
+    let mut way = SmallVec::new();
     let mut stmts = body;
     for _ in 0..MAX_DEPTH {
         let i = stmts.partition_point(|s| s.end() <= at);
-        let Some(s) = stmts.get(i).filter(|s| s.range().contains(at)) else { return false };
+        let Some(s) = stmts.get(i).filter(|s| s.range().contains(at)) else { break };
         let inner: Option<&[Stmt]> = match s {
+            Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return None,
             Stmt::If(i) => {
-                let side = project.opt_in(&i.test, is_switch(model, i));
                 if block_holds(&i.body, at) {
-                    if side == Some(true) {
-                        return true;
-                    }
+                    way.push(Step::If(i, None));
                     Some(&i.body[..])
                 } else {
                     let clause = i.elif_else_clauses.iter().find(|c| block_holds(&c.body, at));
-                    if let Some(c) = clause
-                        && (side == Some(false)
-                            || c.test.as_ref().is_some_and(|t| project.opt_in(t, true) == Some(true)))
-                    {
-                        return true;
+                    if let Some(c) = clause {
+                        way.push(Step::If(i, Some(c)));
                     }
                     clause.map(|c| &c.body[..])
                 }
             }
-            // A nested `def` or class runs when it is called, in its own context.
-            Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return false,
-            _ => super::rules::helpers::blocks(s).into_iter().find(|b| block_holds(b, at)),
+            _ => {
+                let block = super::rules::helpers::blocks(s).into_iter().find(|b| block_holds(b, at));
+                if block.is_some() {
+                    way.push(if matches!(s, Stmt::For(_) | Stmt::While(_)) {
+                        Step::Loop(s)
+                    } else {
+                        Step::Other
+                    });
+                }
+                block
+            }
         };
         match inner {
             Some(b) => stmts = b,
-            None => return false,
+            None => break,
         }
     }
-    false
+    Some(way)
+}
+
+/// Is the call at `at`, in a function whose body is `body`, on a branch a run with the project's
+/// default options never takes (`if args.gail:`, an `elif args.mode == "rare":`)
+/// ([`super::options`])? Found along [`way_to`].
+fn opt_in_at(model: &Model<'_>, project: View<'_>, body: &[Stmt], at: ruff_text_size::TextSize) -> bool {
+    way_to(body, at).is_some_and(|way| {
+        way.iter().any(|step| match step {
+            Step::If(i, None) => project.opt_in(&i.test, is_switch(model, i)) == Some(true),
+            Step::If(i, Some(c)) => {
+                project.opt_in(&i.test, is_switch(model, i)) == Some(false)
+                    || c.test.as_ref().is_some_and(|t| project.opt_in(t, true) == Some(true))
+            }
+            Step::Loop(_) | Step::Other => false,
+        })
+    })
 }
 
 /// Does the `if` offer something in place of its body: it has `elif`/`else` clauses, or its
