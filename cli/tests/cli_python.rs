@@ -584,6 +584,61 @@ if __name__ == "__main__":
     assert!(!text.contains("sampler.py:13"), "{text}");
 }
 
+/// A `torch.load` only a non-default option reaches (`if args.load_model != "":`, a `--resume`
+/// flag, in the script or through a method of another file only such a branch calls) is latent
+/// in the runs the project makes; the load every run makes is reported.
+#[test]
+fn loads_only_non_default_options_reach_are_not_reported() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let write = |name: &str, text: &str| std::fs::write(d.join(name), text).expect("write");
+    write(
+        "agent.py",
+        r#"import torch
+from torch import nn
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Agent:
+    def __init__(self):
+        self.actor = nn.Linear(4, 2).to(device)
+
+    def load(self, path):
+        self.actor.load_state_dict(torch.load(path))
+"#,
+    );
+    write(
+        "main.py",
+        r#"import argparse
+
+import torch
+
+from agent import Agent
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--load_model", default="")
+parser.add_argument("--resume", action="store_true")
+parser.add_argument("--weights", default="model.pt")
+args = parser.parse_args()
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+agent = Agent()
+if args.load_model != "":
+    agent.load(args.load_model)
+if args.resume:
+    agent.actor.load_state_dict(torch.load("last.pt"))
+agent.actor.load_state_dict(torch.load(args.weights))
+"#,
+    );
+    let text = lint_preview(d);
+    assert_eq!(places(&text, "D010"), ["main.py:19:29"], "{text}");
+    // A run script that passes the option makes that run: the loads it reaches are reported.
+    write("run.sh", "#!/bin/sh\npython main.py --load_model models/best.pt --resume\n");
+    let text = lint_preview(d);
+    assert_eq!(places(&text, "D010"), ["agent.py:12:36", "main.py:18:33", "main.py:19:29"], "{text}");
+}
+
 /// A top-level function or class nothing in the repository names (no file calls or imports it, no
 /// configuration or document mentions it) is code no run reaches: its per-step reads are not
 /// reported. In a project of one Python file nothing else could name its code, so all of it is.

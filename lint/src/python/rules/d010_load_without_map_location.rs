@@ -5,7 +5,7 @@ use ruff_python_ast::{self as ast, Expr};
 use ruff_text_size::{Ranged, TextSize};
 
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
-use crate::python::checker::{Checker, Reads, Rule};
+use crate::python::checker::{Checker, Node, Reads, Rule};
 
 use super::helpers::{any_subexpr, has_splat, literal_device, name_binding, range};
 use crate::python::model::BindingKind;
@@ -37,6 +37,8 @@ impl Rule for Check {
             return;
         }
         if args.args.iter().any(Expr::is_starred_expr)
+            || cx.in_latent_code()
+            || into_a_scheduler(cx)
             || !*self.cpu_path.get_or_insert_with(|| has_cpu_path(cx))
             || saved_earlier_here(cx, call)
             || trained_earlier_here(cx, call)
@@ -116,6 +118,24 @@ pub(crate) fn names_cpu_path(text: &str) -> bool {
         }
     }
     cpu > results_back
+}
+
+/// `scheduler.load_state_dict(torch.load(..))`: a learning-rate scheduler's state is plain
+/// numbers, with no tensor to put anywhere.
+fn into_a_scheduler(cx: &Checker<'_, '_>) -> bool {
+    matches!(cx.parent(), Some(Node::Expr(Expr::Call(outer)))
+        if matches!(&*outer.func, Expr::Attribute(a)
+            if a.attr.as_str() == "load_state_dict" && names_a_scheduler(&a.value)))
+}
+
+/// `scheduler`, `self.lr_scheduler`, `sched`.
+fn names_a_scheduler(e: &Expr) -> bool {
+    let name = match e {
+        Expr::Name(n) => n.id.as_str(),
+        Expr::Attribute(a) => a.attr.as_str(),
+        _ => return false,
+    };
+    name.to_ascii_lowercase().contains("sched")
 }
 
 /// A path built from `__file__` (directly or through the name it was assigned to): weights
