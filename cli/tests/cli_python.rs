@@ -56,9 +56,9 @@ fn json_findings_have_the_documented_fields_and_relative_paths() {
     assert_eq!(out.status.code(), Some(1));
     let value: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("valid JSON");
     let items = value.as_array().expect("an array");
-    // The fixture's seven D001 findings and three D005 (two tensors made on the host and copied
+    // The fixture's seven D001 findings and four D005 (three tensors made on the host and copied
     // in `forward`, and an index made on the host for a tensor on the device).
-    assert_eq!(items.len(), 10);
+    assert_eq!(items.len(), 11);
     for item in items {
         for key in [
             "code",
@@ -637,6 +637,58 @@ agent.actor.load_state_dict(torch.load(args.weights))
     write("run.sh", "#!/bin/sh\npython main.py --load_model models/best.pt --resume\n");
     let text = lint_preview(d);
     assert_eq!(places(&text, "D010"), ["agent.py:12:36", "main.py:18:33", "main.py:19:29"], "{text}");
+}
+
+/// A helper of another file the training loop reaches through `from utils import *`, given the
+/// data of a packed sequence of the model's output, reads the device at every step; the batch
+/// sizes `pack_padded_sequence` returns beside the data are on the host.
+#[test]
+fn helpers_a_star_import_brings_are_followed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let write = |name: &str, text: &str| std::fs::write(d.join(name), text).expect("write");
+    write(
+        "utils.py",
+        r#"import torch
+
+
+def accuracy(scores, targets, k):
+    _, ind = scores.topk(k, 1, True, True)
+    correct = ind.eq(targets.view(-1, 1).expand_as(ind))
+    return correct.view(-1).float().sum().item() * (100.0 / targets.size(0))
+
+
+def count(sizes):
+    return sizes.sum().item()
+"#,
+    );
+    write(
+        "train.py",
+        r#"import torch
+from torch.nn.utils.rnn import pack_padded_sequence
+
+from utils import *
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def train(loader, encoder, decoder, criterion, opt):
+    for imgs, caps, lengths in loader:
+        imgs = encoder(imgs.to(device))
+        scores, caps_sorted = decoder(imgs, caps.to(device))
+        scores, sizes = pack_padded_sequence(scores, lengths, batch_first=True)
+        targets, _ = pack_padded_sequence(caps_sorted[:, 1:], lengths, batch_first=True)
+        loss = criterion(scores, targets)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        top5 = accuracy(scores, targets, 5)
+        steps = count(sizes)
+        print(top5, steps)
+"#,
+    );
+    let text = lint_preview(d);
+    assert_eq!(places(&text, "D005"), ["utils.py:7:12"], "{text}");
 }
 
 /// A top-level function or class nothing in the repository names (no file calls or imports it, no

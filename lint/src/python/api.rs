@@ -302,9 +302,18 @@ pub(crate) fn returns_tensor(q: &str) -> bool {
 }
 
 /// An einops function (`rearrange`, `repeat`, `reduce`) that returns an array of the kind and on
-/// the device of its first argument (a tensor for a tensor, a numpy array for an array).
+/// the device of its first argument (a tensor for a tensor, a numpy array for an array); or a
+/// padding helper of `torch.nn.utils.rnn` whose data (the result, or the first of its fields:
+/// [`host_fields_after_first`]) is its first argument, packed or unpacked.
 pub(crate) fn keeps_its_input(q: &str) -> bool {
-    matches!(q, "einops.rearrange" | "einops.repeat" | "einops.reduce")
+    matches!(q, "einops.rearrange" | "einops.repeat" | "einops.reduce") || host_fields_after_first(q)
+}
+
+/// `torch.nn.utils.rnn.pack_padded_sequence(x, lengths)` and `pad_packed_sequence(packed)`: the
+/// first field is the data, on its input's device; the others (`batch_sizes`, `lengths`) are
+/// always on the host.
+pub(crate) fn host_fields_after_first(q: &str) -> bool {
+    matches!(q, "torch.nn.utils.rnn.pack_padded_sequence" | "torch.nn.utils.rnn.pad_packed_sequence")
 }
 
 /// Tensor methods that return a new tensor (or tuple or list of tensors): a statement made of

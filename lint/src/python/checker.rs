@@ -329,7 +329,11 @@ impl<'m, 'a> Checker<'m, 'a> {
         if (hot.is_none() && !project.has_options()) || self.model.callee(call, self.function).is_some() {
             return;
         }
-        let (callee, method) = match self.model.canonical_name(&call.func).and_then(|q| project.function(&q))
+        let (callee, method) = match self
+            .model
+            .canonical_name(&call.func)
+            .and_then(|q| project.function(&q))
+            .or_else(|| project.star_bound(&call.func, |n| self.model.binding_of(n).is_some()))
         {
             Some(callee) => (callee, false),
             None => match self.method_of_project_class(call) {

@@ -1689,6 +1689,17 @@ impl<'p> View<'p> {
         (file != self.path).then_some(q)
     }
 
+    /// A function of another file of the project that a name this file never binds stands for
+    /// through the file's `from module import *` ([`star_exports`]): `accuracy(..)` after
+    /// `from utils import *`.
+    pub(crate) fn star_bound(&self, func: &Expr, bound: impl Fn(&ast::ExprName) -> bool) -> Option<String> {
+        let Expr::Name(n) = func else { return None };
+        if self.module.is_empty() || bound(n) {
+            return None;
+        }
+        self.function(&format!("{}.{}", self.module.join("."), n.id))
+    }
+
     /// The absolute name of a method of a class of another file of the project (`class` as the
     /// semantic model qualifies the class's name: `utils.MetricLogger`).
     pub(crate) fn method(&self, class: &str, method: &str) -> Option<String> {

@@ -295,8 +295,9 @@ fn names_a_dtype(cx: &Checker<'_, '_>, t: &Expr) -> bool {
         || matches!(t, Expr::Name(n) if n.id.as_str().contains("dtype"))
 }
 
-/// `torch.arange(n).to(device)`, `torch.zeros(b).cuda()`: a tensor made on the host by a factory
-/// that takes no data, copied to the device at once with a blocking copy.
+/// `torch.arange(n).to(device)`, `torch.zeros(b).cuda()`, `torch.arange(b).type_as(x)` with `x` on
+/// the device: a tensor made on the host by a factory that takes no data, copied to the device at
+/// once with a blocking copy.
 fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     let (call, receiver, method) = method_call(e)?;
     let moves = match method {
@@ -307,6 +308,10 @@ fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
             .first()
             .or_else(|| call.arguments.find_keyword("device").map(|k| &k.value))
             .is_some_and(|t| super::helpers::literal_device(cx, t).is_none_or(|d| d != "cpu") && !names_a_dtype(cx, t)),
+        // `torch.arange(b).type_as(scores)`: to the other tensor's device (and dtype).
+        "type_as" => call.arguments.args.first().is_some_and(|other| {
+            cx.kind_of(other).may_be_tensor() && provenance_in_project(cx, other).on_accelerator
+        }),
         _ => false,
     };
     let non_blocking = call
@@ -693,7 +698,15 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
             found = factory_of(at);
             continue;
         }
-        let (c, inner, m) = method_call(at)?;
+        let Some((c, inner, m)) = method_call(at) else {
+            // `offset.view(b, 1)` with `offset = torch.arange(b) * n` above: through the name.
+            return match at {
+                Expr::Name(_) | Expr::BinOp(_) if depth > 0 && !std::ptr::eq(at, e) => {
+                    host_made_within(cx, at, depth - 1)
+                }
+                _ => None,
+            };
+        };
         // `.to(dtype)` keeps the device too.
         let keeps = match m {
             "to" => c.arguments.args.first().is_some_and(|t| names_a_dtype(cx, t)),

@@ -42,6 +42,8 @@ impl Rule for Check {
         let Some(loader) = batch_loader(cx, receiver) else { return };
         let pin = keyword(loader, "pin_memory");
         let pinned = match pin {
+            // `DataLoader(ds, **kwargs)`: the options may hold `pin_memory`.
+            None if has_splat(loader) => return,
             None => false,
             Some(Expr::BooleanLiteral(b)) => b.value,
             // `pin_memory=args.pin`: decided elsewhere.

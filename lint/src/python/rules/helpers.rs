@@ -895,6 +895,11 @@ fn binding_value_provenance(
         BindingKind::Assignment { value, part: Part::Element(i), .. } => match value {
             // `x, y = x.to(device), y.to(device)`
             Expr::Tuple(t) => t.elts.get(i).map(next).unwrap_or(NONE),
+            // `scores, _ = pack_padded_sequence(scores, lengths)`: the data where the input is, the
+            // batch sizes on the host.
+            Expr::Call(c) if i > 0 && cx.callee_name(c).is_some_and(|q| api::host_fields_after_first(&q)) => {
+                NONE
+            }
             _ if cx.kind_of(e).may_be_tensor() => next(value),
             _ => NONE,
         },
