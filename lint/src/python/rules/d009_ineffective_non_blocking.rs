@@ -8,7 +8,7 @@ use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::checker::{Checker, Reads, Rule};
 use crate::registry;
 
-use super::helpers::{
+use super::helpers::{in_evaluation_pass, 
     batch_loader, has_splat, is_dtype, is_true, keyword, literal_device, method_call, range,
 };
 
@@ -38,6 +38,11 @@ impl Rule for Check {
             if literal_device(cx, target).is_some_and(|d| d == "cpu") || is_dtype(cx, target) {
                 return;
             }
+        }
+        // An evaluation pass, or code no run the project makes reaches: a copy that does not
+        // overlap there costs no training step.
+        if in_evaluation_pass(cx) || cx.in_latent_code() {
+            return;
         }
         let Some(loader) = batch_loader(cx, receiver) else { return };
         let pin = keyword(loader, "pin_memory");
