@@ -228,6 +228,14 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             ),
             "keep a Python number a number (`x * 0.5`), or make the constant once, outside the loop or as a buffer (`self.register_buffer(..)`)",
         )
+    } else if sync.upload == Some(Upload::Index) && !sync.what.starts_with("torch.") {
+        (
+            format!(
+                "`{}` is made by numpy and indexes a tensor on the device: PyTorch copies it there {every}, and the copy waits for the device",
+                sync.what,
+            ),
+            "draw the indices on the device (`torch.randperm(n, device=x.device)[:k]`, `torch.randint(n, (k,), device=x.device)`)",
+        )
     } else if sync.upload == Some(Upload::Index) {
         (
             format!(
@@ -522,16 +530,37 @@ fn index_upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
         // copied.
         host_made_within(cx, made, 8)
             .filter(|(_, _, zero_dim)| !zero_dim && !cx.facts.sets_default_device && cx.device_block == 0)
-            .map(|(factory, _, _)| (part, factory))
+            .map(|(factory, _, _)| (part, format!("torch.{factory}(..)")))
+            .or_else(|| numpy_indices(cx, made).map(|made| (part, format!("{made}(..)"))))
     })?;
+    // Numpy indexes numpy arrays far more often than tensors: its indices count only for what is
+    // known to be a tensor.
+    let numpy = !factory.starts_with("torch.");
     if cx.hot().is_none()
         || !cx.kind_of(&s.value).may_be_tensor()
+        || (numpy && cx.kind_of(&s.value) != crate::python::typing::Kind::Tensor)
         || !provenance_in_project(cx, &s.value).on_accelerator
     {
         return None;
     }
-    let what = format!("torch.{factory}(..)");
-    Some(Sync { upload: Some(Upload::Index), ..Sync::read(false, what, part, e, part.range()) })
+    Some(Sync { upload: Some(Upload::Index), ..Sync::read(false, factory, part, e, part.range()) })
+}
+
+/// An array of indices numpy makes (`np.random.choice(n, size=k)`, `np.random.permutation(n)`,
+/// `np.arange(a, b)`): indexing a tensor on the device with it copies it there. The name as
+/// written (`np.random.choice`); `None` for a call that may return one number
+/// (`np.random.randint(n)`, `np.random.choice(n)` without a size).
+fn numpy_indices(cx: &Checker<'_, '_>, made: &Expr) -> Option<String> {
+    let Expr::Call(c) = made else { return None };
+    let q = cx.callee_name(c)?;
+    let sized = c.arguments.find_keyword("size").is_some();
+    let array = match q.strip_prefix("numpy.")? {
+        "random.permutation" | "arange" | "argsort" | "flatnonzero" | "array" | "asarray" => true,
+        "random.choice" => sized || c.arguments.args.len() >= 2,
+        "random.randint" => sized || c.arguments.args.len() >= 3,
+        _ => false,
+    };
+    array.then(|| cx.short(c.func.range()))
 }
 
 /// The value a name was given, when it is bound once in its scope by a plain assignment (one
