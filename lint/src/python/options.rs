@@ -477,6 +477,8 @@ impl Options {
                 (Default::Off | Default::Text(None), _) => Some(true),
                 (Default::On, _) => Some(false),
                 (Default::Number(v), _) if *v == 0.0 => Some(true),
+                // `if args.resume:` with `default=""`: falsy too.
+                (Default::Text(Some(t)), _) if t.is_empty() => Some(true),
                 (Default::Text(Some(_)) | Default::Number(_), _) => None,
             },
         }
@@ -530,9 +532,15 @@ def get_args():
     p.add_argument("--out", type=str, required=True)
     p.add_argument("--beta", default=0, type=float)
     p.add_argument("--cutmix_prob", default=0.5, type=float)
+    p.add_argument("--pretrained", default="", type=str)
+    p.add_argument("--arch", default="resnet50", type=str)
     return p.parse_args()
 "#,
         );
+        // An empty string is as falsy as `None`; another string is a value.
+        assert_eq!(opt_in(&o, "args.pretrained"), Some(true));
+        assert_eq!(opt_in(&o, "not args.pretrained"), Some(false));
+        assert_eq!(opt_in(&o, "args.arch"), None);
         assert_eq!(opt_in(&o, "args.beta > 0 and r < args.cutmix_prob"), Some(true));
         assert_eq!(opt_in(&o, "args.beta"), Some(true));
         assert_eq!(opt_in(&o, "args.beta >= 0"), None);

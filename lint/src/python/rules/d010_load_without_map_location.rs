@@ -169,11 +169,21 @@ fn trained_earlier_here(cx: &Checker<'_, '_>, load: &ast::ExprCall) -> bool {
 }
 
 /// A `torch.save` earlier in the same function (or both at the top level of a script): the load
-/// reads back what this run saved, on this machine.
+/// reads back what this run saved, on this machine. Or a cache the function fills: a
+/// `torch.save` to the same path anywhere in it (`if os.path.exists(cached): features =
+/// torch.load(cached) else: ..; torch.save(features, cached)`), which holds what this code makes.
 fn saved_earlier_here(cx: &Checker<'_, '_>, load: &ast::ExprCall) -> bool {
+    let path = load.arguments.args.first().map(|p| cx.text(p.range()));
     cx.model.calls.iter().any(|site| {
         site.function == cx.function
-            && site.call.start() < load.start()
             && cx.model.canonical_name(&site.call.func).is_some_and(|q| q == "torch.save")
+            && (site.call.start() < load.start()
+                || site
+                    .call
+                    .arguments
+                    .args
+                    .get(1)
+                    .or_else(|| site.call.arguments.find_keyword("f").map(|k| &k.value))
+                    .is_some_and(|saved| path == Some(cx.text(saved.range()))))
     })
 }
