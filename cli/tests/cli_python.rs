@@ -743,6 +743,70 @@ def evaluate(model, loader):
     assert_eq!(text.lines().filter(|l| l.contains(": D005 ")).count(), 3, "{text}");
 }
 
+/// A sampler a package re-exports (`from .sampler import Sampler` in its `__init__.py`) that no
+/// run mentions is not reached, and neither is the solver only it uses; once a script uses the
+/// sampler, both are.
+#[test]
+fn code_only_unreached_code_and_imports_name_is_not_reported() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let write = |name: &str, text: &str| std::fs::write(d.join(name), text).expect("write");
+    std::fs::create_dir_all(d.join("diffusion")).expect("mkdir");
+    write("diffusion/__init__.py", "from .sampler import Sampler\nfrom .ddim import DDIMSampler\n");
+    write(
+        "diffusion/solver.py",
+        r#"import torch
+
+
+class Solver:
+    def steps(self, x, model, n):
+        for t in torch.linspace(1.0, 0.0, n).tolist():
+            x = model(x, torch.full((x.size(0),), t).to(x.device))
+        return x
+"#,
+    );
+    write(
+        "diffusion/sampler.py",
+        r#"from .solver import Solver
+
+
+class Sampler:
+    def sample(self, x, model):
+        return Solver().steps(x, model, 50)
+"#,
+    );
+    write(
+        "diffusion/ddim.py",
+        r#"import torch
+
+
+class DDIMSampler:
+    def sample(self, x, model, n):
+        for t in range(n):
+            x = model(x, torch.full((x.size(0),), t).to(x.device))
+        return x
+"#,
+    );
+    write(
+        "sample.py",
+        r#"import torch
+
+from diffusion import DDIMSampler
+
+model = torch.nn.Linear(4, 4).cuda()
+x = DDIMSampler().sample(torch.randn(2, 4, device="cuda"), lambda x, t: model(x), 50)
+"#,
+    );
+    let text = lint_preview(d);
+    assert_eq!(places(&text, "D005"), ["diffusion/ddim.py:7:26"], "{text}");
+    write(
+        "sample.py",
+        &std::fs::read_to_string(d.join("sample.py")).expect("read").replace("DDIMSampler", "Sampler"),
+    );
+    let text = lint_preview(d);
+    assert_eq!(places(&text, "D005"), ["diffusion/solver.py:7:26"], "{text}");
+}
+
 /// What makes a function look reached only on opt-in branches must not hide a default path the
 /// lint does not see: a caller in a file that imports no torch (not analysed), a run script that
 /// spells the option by another flag (`--use-gail` for `dest="gail"`), a configuration file that

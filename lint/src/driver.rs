@@ -360,8 +360,8 @@ fn index_project(
         }
         project.pass_options(passed.into_iter());
     }
-    let texts: Vec<&str> = code.into_iter().chain(scripts.iter().map(|(_, t)| t.as_str())).collect();
-    project.find_unreferenced(&texts);
+    let others: Vec<&str> = scripts.iter().map(|(_, t)| t.as_str()).collect();
+    project.find_unreferenced(&code, &others);
     (project, prepared)
 }
 

@@ -76,6 +76,10 @@ pub(crate) struct Project {
     opt_in_callers: FxHashMap<PathBuf, Vec<(String, bool)>>,
     /// The names of the top-level functions and classes, decorated ones left out.
     defined: FxHashSet<String>,
+    /// Those of them defined only in files other files import from by name ([`Project::imported`]):
+    /// whether anything reaches them is judged ([`super::references`]); a definition elsewhere
+    /// may be a script's or a library's entry, and counts as reached.
+    judged: FxHashSet<String>,
     /// Those of them nothing in the repository names ([`super::references`]).
     unreferenced: FxHashSet<String>,
     /// The names of top-level functions that appear in the project's Python files that are not
@@ -403,13 +407,17 @@ impl Project {
         }
         project.truth = memo.into_iter().map(|t| t.unwrap_or(Truth::Unknown)).collect();
         // The files other files import a definition from by name, and that no file star-imports.
-        for (file, module, names) in definitions {
+        let mut entries: FxHashSet<&str> = FxHashSet::default();
+        for (file, module, names) in &definitions {
             let suffixes = || (0..module.len()).map(|i| module[i..].join("."));
             let named = suffixes().any(|m| names.iter().any(|n| imports.contains(&format!("{m}.{n}"))));
             if named && !suffixes().any(|m| starred.contains(&m)) {
-                project.imported.insert(project.paths[file].clone());
+                project.imported.insert(project.paths[*file].clone());
+            } else {
+                entries.extend(names.iter().map(String::as_str));
             }
         }
+        project.judged = project.defined.iter().filter(|n| !entries.contains(n.as_str())).cloned().collect();
         project
     }
 
@@ -549,13 +557,13 @@ impl Project {
     /// Finds the top-level functions and classes nothing names in the project's texts (its Python
     /// files, run scripts, configuration files and documents: [`super::references`]). A project
     /// of one Python file has none: nothing else could name its code.
-    pub(crate) fn find_unreferenced(&mut self, texts: &[&str]) {
+    pub(crate) fn find_unreferenced(&mut self, code: &[&str], others: &[&str]) {
         if self.paths.len() < 2 {
             return;
         }
-        let defined: FxHashSet<&str> = self.defined.iter().map(String::as_str).collect();
+        let judged: FxHashSet<&str> = self.judged.iter().map(String::as_str).collect();
         self.unreferenced =
-            super::references::unreferenced(&defined, texts).into_iter().map(String::from).collect();
+            super::references::unreferenced(&judged, code, others).into_iter().map(String::from).collect();
     }
 
     /// The names of the project's top-level functions that appear in Python files whose calls are

@@ -1,48 +1,142 @@
-//! Top-level functions and classes that nothing in the repository names: no file calls, imports
-//! or subclasses them, no configuration or document mentions them. A hazard in such code is
-//! latent — no run the repository makes reaches it — so the rules that speak of what a run does
-//! leave it alone ([`super::checker`]).
+//! Top-level functions and classes no run of the repository reaches by name: nothing mentions
+//! them but their own definition, an import, or code that is itself not reached. A hazard in such
+//! code is latent, so the rules that speak of what a run does leave it alone
+//! ([`super::checker`]).
 //!
-//! A name counts as used wherever it appears as a whole word outside its own `def` or `class`
-//! line: in any Python file of the project (linted or only indexed), and in its run scripts,
-//! configuration files and documents (`.sh`, `.yaml`, `.toml`, `.cfg`, `.ini`, `.md`, `.rst`; not
-//! JSON or plain text, which are mostly data), so a class a Hydra configuration names by string,
-//! an entry point `pyproject.toml` declares, or a helper the README tells users to call is used.
-//! Decorated definitions (registries, `@app.command`, `@torch.jit.script`) are always used, and so
-//! is everything in a project of a single Python file, where nothing else could name it. Only the
-//! definitions of a file that other files import from by name are judged: a file nothing imports
-//! from may be a script, or a library module its users import ([`super::project`]).
+//! A name is reached where it appears as a whole word in what runs: the module-level code of any
+//! Python file of the project (linted or only indexed: its statements, its `__main__` block, its
+//! `__all__`), the definitions of names that are reached (or not judged), and the project's run
+//! scripts, configuration files and documents (`.sh`, `.yaml`, `.toml`, `.cfg`, `.ini`, `.md`,
+//! `.rst`; not JSON or plain text, which are mostly data), so a class a Hydra configuration names
+//! by string, an entry point `pyproject.toml` declares, or a helper the README tells users to call
+//! is reached. A module-level import only makes a name available: the importing file must still
+//! mention it (a package's `__init__.py` re-exporting a sampler nothing uses does not reach it).
+//! Decorated definitions (registries, `@app.command`, `@torch.jit.script`) are always reached, and
+//! so is everything in a project of a single Python file, where nothing else could name it. Only
+//! the definitions of a file that other files import from by name are judged: a file nothing
+//! imports from may be a script, or a library module its users import ([`super::project`]).
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Names shorter than this are too common to tell anything (`f`, `fn`, `run`).
 const MIN_NAME: usize = 4;
 
-/// The names among `defined` that appear at most once (their own definition) in all of `texts`,
-/// as whole identifiers: one pass over each text's identifiers, each looked up once.
-pub(crate) fn unreferenced<'n>(defined: &FxHashSet<&'n str>, texts: &[&str]) -> FxHashSet<&'n str> {
-    let mut seen: FxHashMap<&str, u32> =
-        defined.iter().copied().filter(|n| n.len() >= MIN_NAME).map(|n| (n, 0)).collect();
-    if seen.is_empty() {
+/// The names among `defined` that no run reaches by name: every mention of one (as a whole
+/// identifier, outside import statements) is in its own definition or in the definition of a
+/// name no run reaches either. What the module-level code of a Python file (its `if __name__ ==
+/// "__main__":` block, its assignments, its calls) mentions is reached, and so is everything the
+/// other texts (`others`: run scripts, configuration files, documents) mention, and what the
+/// definitions of names not judged mention (not in `defined`: decorated, too short, or defined
+/// where they may be an entry). An import only makes a name available; the file that imports it
+/// must still mention it.
+pub(crate) fn unreferenced<'n>(
+    defined: &FxHashSet<&'n str>,
+    code: &[&str],
+    others: &[&str],
+) -> FxHashSet<&'n str> {
+    let judged: FxHashSet<&'n str> = defined.iter().copied().filter(|n| n.len() >= MIN_NAME).collect();
+    if judged.is_empty() {
         return FxHashSet::default();
     }
     // Most identifiers (`self`, `torch`, `x`) are none of the names: a bit per (length, first and
     // last byte) says so without hashing the word.
     let mut filter = NameFilter::default();
-    for name in seen.keys() {
+    for name in &judged {
         filter.insert(name);
     }
-    for text in texts {
-        for word in identifiers(text) {
-            if word.len() >= MIN_NAME
-                && filter.may_hold(word)
-                && let Some(count) = seen.get_mut(word)
-            {
-                *count = count.saturating_add(1);
+    let lookup = |word: &str| -> Option<&'n str> {
+        if word.len() >= MIN_NAME && filter.may_hold(word) { judged.get(word).copied() } else { None }
+    };
+    let mut reached: FxHashSet<&'n str> = FxHashSet::default();
+    // What each judged definition mentions (its own name aside).
+    let mut edges: FxHashMap<&'n str, Vec<&'n str>> = FxHashMap::default();
+    for text in others {
+        reached.extend(identifiers(text).filter_map(lookup));
+    }
+    for text in code {
+        for (owner, part) in top_level_parts(text) {
+            let names = identifiers(part).filter_map(lookup);
+            match owner.and_then(lookup) {
+                Some(owner) => {
+                    let to = edges.entry(owner).or_default();
+                    to.extend(names.filter(|&w| w != owner));
+                }
+                None => reached.extend(names),
             }
         }
     }
-    defined.iter().copied().filter(|n| seen.get(n).is_some_and(|&c| c <= 1)).collect()
+    let mut todo: Vec<&'n str> = reached.iter().copied().collect();
+    while let Some(name) = todo.pop() {
+        for &next in edges.get(name).map(Vec::as_slice).unwrap_or(&[]) {
+            if reached.insert(next) {
+                todo.push(next);
+            }
+        }
+    }
+    defined.iter().copied().filter(|n| judged.contains(n) && !reached.contains(n)).collect()
+}
+
+/// A Python text cut into its top-level parts, module-level import statements left out: each
+/// part with the name its `def` or `class` line gives it, or `None` for module-level code. Read
+/// from the lines' indentation: a part runs until the next line that starts in the first column
+/// with code (a blank or comment line does not end it; a decorator line stays with the part
+/// before it). A line in the first column that is not a statement's start (inside brackets, or
+/// text a string spreads over lines) ends a definition early, which only makes what follows count
+/// as module-level code: reached. (An import inside a function only adds what that function
+/// mentions.)
+fn top_level_parts(text: &str) -> Vec<(Option<&str>, &str)> {
+    let bytes = text.as_bytes();
+    let mut parts: Vec<(Option<&str>, &str)> = Vec::new();
+    let mut owner: Option<&str> = None;
+    let mut start = 0;
+    // The starts of the lines that begin in the first column with code.
+    let mut line_start = 0;
+    while line_start < bytes.len() {
+        let line_end =
+            memchr::memchr(b'\n', &bytes[line_start..]).map_or(bytes.len(), |i| line_start + i + 1);
+        let line = &text[line_start..line_end];
+        let first = bytes[line_start];
+        if matches!(first, b' ' | b'\t' | b'\n' | b'\r' | b'#' | b'@') {
+            line_start = line_end;
+            continue;
+        }
+        if line.starts_with("import ") || line.starts_with("from ") {
+            if start < line_start {
+                parts.push((owner, &text[start..line_start]));
+            }
+            // Over several lines: to the closing bracket, or while lines end in `\`.
+            let mut end = line_end;
+            if line.contains('(') && !line.contains(')') {
+                end = memchr::memchr(b')', &bytes[line_end..]).map_or(bytes.len(), |i| line_end + i);
+                end = memchr::memchr(b'\n', &bytes[end..]).map_or(bytes.len(), |i| end + i + 1);
+            } else {
+                let mut last = line;
+                while last.trim_end().ends_with('\\') && end < bytes.len() {
+                    let next = memchr::memchr(b'\n', &bytes[end..]).map_or(bytes.len(), |i| end + i + 1);
+                    last = &text[end..next];
+                    end = next;
+                }
+            }
+            start = end;
+            line_start = end;
+            continue;
+        }
+        let name = line
+            .strip_prefix("async def ")
+            .or_else(|| line.strip_prefix("def "))
+            .or_else(|| line.strip_prefix("class "))
+            .map(|rest| rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or(""));
+        if start < line_start {
+            parts.push((owner, &text[start..line_start]));
+        }
+        owner = name.filter(|n| !n.is_empty());
+        start = line_start;
+        line_start = line_end;
+    }
+    if start < text.len() {
+        parts.push((owner, &text[start..]));
+    }
+    parts
 }
 
 /// A set of names that answers "certainly not" for most words: one bit per (length, first byte,
@@ -137,11 +231,34 @@ mod tests {
         let main = "from utils import train_epoch\nfrom model import Net\n\n\ndef train():\n    train_epoch(Net())\n\n\ntrain()\n";
         let model = "class Net:\n    pass\n\n\nclass OldNet:\n    pass\n\n\nclass NetV2(Net):\n    pass\n";
         let readme = "Call `evaluate(model)` after training.\n";
-        let found = unreferenced(&defined, &[utils, main, model, readme]);
+        let found = unreferenced(&defined, &[utils, main, model], &[readme]);
         let mut found: Vec<&str> = found.into_iter().collect();
         found.sort();
         // `cfg` is too short to say; `helper_v2` is not `helper`; `Net` in `NetV2` is not `Net`.
         assert_eq!(found, ["OldNet", "helper_v2"]);
+    }
+
+    /// A name mentioned only by an import, or only inside definitions no run reaches, is not
+    /// reached; module-level code, a `__main__` block and the other texts reach what they name.
+    #[test]
+    fn names_only_unreached_code_mentions_are_not_reached() {
+        let defined: FxHashSet<&str> =
+            ["Sampler", "Solver", "schedule", "main_loop", "Trainer", "build_model", "exported"]
+                .into_iter()
+                .collect();
+        let solver = "import torch\n\n\ndef schedule(t):\n    return t\n\n\nclass Solver:\n    def step(self, x):\n        return schedule(x)\n";
+        let sampler = "from .solver import (\n    Solver,\n    schedule,\n)\n\n\nclass Sampler:\n    def __init__(self):\n        self.solver = Solver()\n";
+        let init = "from .sampler import Sampler\n__all__ = [\"exported\"]\n";
+        let train = "from model import build_model\n\n\nclass Trainer:\n    pass\n\n\ndef main_loop():\n    m = build_model(\n        Trainer(),\n    )\n\n\nif __name__ == \"__main__\":\n    main_loop()\n";
+        let model = "from .solver import schedule, \\\n    Solver\ndef build_model(t):\n    return t\n\n\ndef exported():\n    pass\n";
+        let found = unreferenced(&defined, &[solver, sampler, init, train, model], &[]);
+        let mut found: Vec<&str> = found.into_iter().collect();
+        found.sort();
+        assert_eq!(found, ["Sampler", "Solver", "schedule"]);
+        // A script that names the sampler reaches it, and through it the solver.
+        let found =
+            unreferenced(&defined, &[solver, sampler, init, train, model], &["python -c 'Sampler()'"]);
+        assert!(found.is_empty(), "{found:?}");
     }
 
     /// The identifiers, as the plain definition says: maximal runs of `[A-Za-z0-9_]` that do not
