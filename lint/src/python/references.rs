@@ -9,8 +9,9 @@
 //! scripts, configuration files and documents (`.sh`, `.yaml`, `.toml`, `.cfg`, `.ini`, `.md`,
 //! `.rst`; not JSON or plain text, which are mostly data), so a class a Hydra configuration names
 //! by string, an entry point `pyproject.toml` declares, or a helper the README tells users to call
-//! is reached. A module-level import only makes a name available: the importing file must still
-//! mention it (a package's `__init__.py` re-exporting a sampler nothing uses does not reach it).
+//! is reached. A module-level import only makes a name available, and `__all__` only lists what a
+//! star import takes: the importing file must still mention it (a package's `__init__.py`
+//! re-exporting a sampler nothing uses does not reach it).
 //! Decorated definitions (registries, `@app.command`, `@torch.jit.script`) are always reached, and
 //! so is everything in a project of a single Python file, where nothing else could name it. Only
 //! the definitions of a file that other files import from by name are judged: a file nothing
@@ -100,14 +101,18 @@ fn top_level_parts(text: &str) -> Vec<(Option<&str>, &str)> {
             line_start = line_end;
             continue;
         }
-        if line.starts_with("import ") || line.starts_with("from ") {
+        // `__all__` only says what a star import takes: a list of what the module makes available.
+        if line.starts_with("import ") || line.starts_with("from ") || line.starts_with("__all__") {
             if start < line_start {
                 parts.push((owner, &text[start..line_start]));
             }
             // Over several lines: to the closing bracket, or while lines end in `\`.
             let mut end = line_end;
-            if line.contains('(') && !line.contains(')') {
-                end = memchr::memchr(b')', &bytes[line_end..]).map_or(bytes.len(), |i| line_end + i);
+            let open = [('(', b')'), ('[', b']')]
+                .into_iter()
+                .find(|&(o, c)| line.contains(o) && !line.contains(char::from(c)));
+            if let Some((_, close)) = open {
+                end = memchr::memchr(close, &bytes[line_end..]).map_or(bytes.len(), |i| line_end + i);
                 end = memchr::memchr(b'\n', &bytes[end..]).map_or(bytes.len(), |i| end + i + 1);
             } else {
                 let mut last = line;
@@ -248,17 +253,18 @@ mod tests {
                 .collect();
         let solver = "import torch\n\n\ndef schedule(t):\n    return t\n\n\nclass Solver:\n    def step(self, x):\n        return schedule(x)\n";
         let sampler = "from .solver import (\n    Solver,\n    schedule,\n)\n\n\nclass Sampler:\n    def __init__(self):\n        self.solver = Solver()\n";
-        let init = "from .sampler import Sampler\n__all__ = [\"exported\"]\n";
+        let init = "from .sampler import Sampler\n__all__ = [\n    \"exported\",\n]\n";
         let train = "from model import build_model\n\n\nclass Trainer:\n    pass\n\n\ndef main_loop():\n    m = build_model(\n        Trainer(),\n    )\n\n\nif __name__ == \"__main__\":\n    main_loop()\n";
         let model = "from .solver import schedule, \\\n    Solver\ndef build_model(t):\n    return t\n\n\ndef exported():\n    pass\n";
         let found = unreferenced(&defined, &[solver, sampler, init, train, model], &[]);
         let mut found: Vec<&str> = found.into_iter().collect();
         found.sort();
-        assert_eq!(found, ["Sampler", "Solver", "schedule"]);
-        // A script that names the sampler reaches it, and through it the solver.
+        assert_eq!(found, ["Sampler", "Solver", "exported", "schedule"]);
+        // A script that names the sampler reaches it, and through it the solver; `__all__` only
+        // lists what a star import takes.
         let found =
             unreferenced(&defined, &[solver, sampler, init, train, model], &["python -c 'Sampler()'"]);
-        assert!(found.is_empty(), "{found:?}");
+        assert_eq!(found.into_iter().collect::<Vec<_>>(), ["exported"]);
     }
 
     /// The identifiers, as the plain definition says: maximal runs of `[A-Za-z0-9_]` that do not
