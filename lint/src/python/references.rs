@@ -4,8 +4,8 @@
 //! ([`super::checker`]).
 //!
 //! A name is reached where it appears as a whole word in what runs: the module-level code of any
-//! Python file of the project (linted or only indexed: its statements, its `__main__` block, its
-//! `__all__`), the definitions of names that are reached (or not judged), and the project's run
+//! Python file of the project (linted or only indexed: its statements and its `__main__` block),
+//! the definitions of names that are reached (or not judged), and the project's run
 //! scripts, configuration files and documents (`.sh`, `.yaml`, `.toml`, `.cfg`, `.ini`, `.md`,
 //! `.rst`; not JSON or plain text, which are mostly data), so a class a Hydra configuration names
 //! by string, an entry point `pyproject.toml` declares, or a helper the README tells users to call
