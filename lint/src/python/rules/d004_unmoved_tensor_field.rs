@@ -43,6 +43,9 @@ enum Read {
     /// Moved where it is read (`self.pe.to(x.device)`), or only its metadata
     /// (`self.pe.shape`), or as an index or mask (`x[self.idx]`): fine on the CPU.
     Harmless,
+    /// Walked by a loop (`for freq in self.freq_bands:`): the elements of a 1-dim tensor are
+    /// 0-dim, which a computation on the device takes from the CPU.
+    Iterated,
 }
 
 impl Rule for Check {
@@ -190,7 +193,8 @@ impl Check {
             return None;
         }
         let uses = self.uses.get(&(class, Name::new(field.name)))?;
-        let (used_at, _) = uses.iter().find(|(_, r)| *r == Read::Computes)?;
+        let flat = field.value.is_some_and(one_dim);
+        let (used_at, _) = uses.iter().find(|(_, r)| *r == Read::Computes || (*r == Read::Iterated && !flat))?;
         Some(
             Finding::new(
                 &registry::D004,
@@ -310,6 +314,18 @@ fn moved_elsewhere(cx: &Checker<'_, '_>, class: ClassId, name: &str) -> bool {
 
 /// How `forward` reads `self.name` (the attribute expression `e`).
 fn read_of(cx: &Checker<'_, '_>, e: &Expr) -> Read {
+    // `for freq in self.freq_bands:`, `[f(x * s) for s in self.scales]`: its elements.
+    let walked = match cx.parent() {
+        Some(Node::Stmt(Stmt::For(f))) => std::ptr::eq(&*f.iter, e),
+        Some(Node::Expr(Expr::ListComp(ast::ExprListComp { generators, .. })))
+        | Some(Node::Expr(Expr::Generator(ast::ExprGenerator { generators, .. }))) => {
+            generators.iter().any(|g| std::ptr::eq(&g.iter, e))
+        }
+        _ => false,
+    };
+    if walked {
+        return Read::Iterated;
+    }
     // `x[:, self.idx]`: the attribute is (part of) an index.
     let mut child = e;
     for p in cx.parents.iter().rev() {
@@ -341,6 +357,32 @@ fn read_of(cx: &Checker<'_, '_>, e: &Expr) -> Read {
             Read::Harmless
         }
         _ => Read::Computes,
+    }
+}
+
+/// A 1-dim tensor by how it is made: `torch.linspace(..)`, `torch.logspace(..)`, `torch.arange(..)`,
+/// a flat list of numbers, and arithmetic of one with numbers (`2 ** torch.linspace(0, n - 1, n)`).
+fn one_dim(v: &Expr) -> bool {
+    match v {
+        Expr::BinOp(b) => {
+            let number = |e: &Expr| matches!(e, Expr::NumberLiteral(_) | Expr::Name(_));
+            (one_dim(&b.left) && number(&b.right)) || (number(&b.left) && one_dim(&b.right))
+        }
+        Expr::UnaryOp(u) => one_dim(&u.operand),
+        Expr::Call(c) => {
+            let Expr::Attribute(f) = &*c.func else { return false };
+            let torch = matches!(&*f.value, Expr::Name(n) if n.id.as_str() == "torch");
+            torch
+                && match f.attr.as_str() {
+                    "linspace" | "logspace" | "arange" => true,
+                    "tensor" | "Tensor" | "FloatTensor" => matches!(
+                        c.arguments.args.first(),
+                        Some(Expr::List(l)) if l.elts.iter().all(|e| matches!(e, Expr::NumberLiteral(_)))
+                    ),
+                    _ => false,
+                }
+        }
+        _ => false,
     }
 }
 
