@@ -9,7 +9,7 @@ use crate::python::checker::{Checker, Reads, Rule};
 use crate::registry;
 
 use super::device_evidence::on_cpu_side;
-use super::helpers::{method_call, provenance, range};
+use super::helpers::{method_call, name_words, provenance, range};
 
 
 #[derive(Default)]
@@ -31,7 +31,7 @@ impl Rule for Check {
         }
         let p = provenance(cx, receiver);
         // On the CPU side of a device choice (`if self.device == cpu:`), the tensor is on the host.
-        let on_accelerator = p.on_accelerator && !on_cpu_side(cx, call.range());
+        let on_accelerator = p.on_accelerator && !on_cpu_side(cx, call.range()) && !in_cpu_implementation(cx);
         let (insert, problem) = match (on_accelerator, p.requires_grad) {
             (true, true) => (".detach().cpu()", "may be on an accelerator and require grad"),
             (true, false) => (".cpu()", "may be on an accelerator"),
@@ -54,4 +54,13 @@ impl Rule for Check {
             ))),
         );
     }
+}
+
+/// In a function named for the CPU (`nms_cpu`, `forward_cpu`, `cpu_nms`; not `to_cpu`): the CPU
+/// implementation of something a GPU one does elsewhere, given host tensors.
+fn in_cpu_implementation(cx: &Checker<'_, '_>) -> bool {
+    cx.enclosing_functions().any(|f| {
+        let words: Vec<String> = name_words(cx.model.function(f).name()).map(str::to_ascii_lowercase).collect();
+        words.iter().enumerate().any(|(i, w)| w == "cpu" && (i == 0 || words[i - 1] != "to"))
+    })
 }
