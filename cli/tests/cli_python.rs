@@ -639,6 +639,54 @@ agent.actor.load_state_dict(torch.load(args.weights))
     assert_eq!(places(&text, "D010"), ["agent.py:12:36", "main.py:18:33", "main.py:19:29"], "{text}");
 }
 
+/// `policy.load(..)` on a name each branch binds to another class's instance (`if args.policy ==
+/// "TD3": policy = TD3.TD3() else: policy = DDPG.DDPG()`) is a call of each class's method: under
+/// an option off by default, every one of them is reached only there.
+#[test]
+fn a_call_on_a_name_several_classes_made_reaches_each() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let write = |name: &str, text: &str| std::fs::write(d.join(name), text).expect("write");
+    for class in ["TD3", "DDPG"] {
+        write(
+            &format!("{class}.py"),
+            &format!(
+                "import torch\n\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n\n\n\
+                 class {class}:\n    def __init__(self):\n        self.actor = torch.nn.Linear(4, 2).to(device)\n\n    \
+                 def load(self, path):\n        self.actor.load_state_dict(torch.load(path))\n"
+            ),
+        );
+    }
+    write(
+        "main.py",
+        r#"import argparse
+
+import torch
+
+import DDPG
+import TD3
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--policy", default="TD3")
+parser.add_argument("--load_model", default="")
+args = parser.parse_args()
+
+if args.policy == "TD3":
+    policy = TD3.TD3()
+elif args.policy == "DDPG":
+    policy = DDPG.DDPG()
+if args.load_model != "":
+    policy.load(args.load_model)
+"#,
+    );
+    let text = lint_preview(d);
+    assert!(places(&text, "D010").is_empty(), "{text}");
+    // Given by a run script, the option is a run: both loads are reached.
+    write("run.sh", "python main.py --load_model default\n");
+    let text = lint_preview(d);
+    assert_eq!(places(&text, "D010"), ["DDPG.py:11:36", "TD3.py:11:36"], "{text}");
+}
+
 /// A helper of another file the training loop reaches through `from utils import *`, given the
 /// data of a packed sequence of the model's output, reads the device at every step; the batch
 /// sizes `pack_padded_sequence` returns beside the data are on the host.

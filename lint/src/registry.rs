@@ -364,7 +364,7 @@ macro_rules! with_rules {
                 summary: "`torch.load` with no `map_location` in code that may run without the \
                     saving GPU",
                 python: d010_load_without_map_location (Preview("Strict precision 0.00 on the \
-                    tuning PyTorch repositories of the ecosystem check (0 of 23) and on the held-out \
+                    tuning PyTorch repositories of the ecosystem check (0 of 15) and on the held-out \
                     ones (0 of 9): what it finds fails only on a machine without the GPU the \
                     checkpoint was saved from, and a GPU run of the code as its repository runs it \
                     loads fine, which the strict labels count as latent (all 23 loads once labelled \

@@ -352,6 +352,11 @@ impl<'m, 'a> Checker<'m, 'a> {
         let unreferenced = self.enclosing_functions().any(|f| self.facts.unreferenced[f.index()]);
         if project.has_options() && !unreferenced {
             let opt_in = self.in_latent_code();
+            // `policy.load(..)` where `policy` was made by one of several classes (`if args.policy
+            // == "TD3": policy = TD3.TD3(..) elif ..`): a call of each one's method.
+            for other in self.methods_of_earlier_instances(call) {
+                self.calls.elsewhere.push(ProjectCall { callee: other, opt_in });
+            }
             self.calls.elsewhere.push(ProjectCall { callee: callee.clone(), opt_in });
         }
         if hot.is_none() || super::rules::helpers::in_evaluation_pass(self) {
@@ -388,6 +393,30 @@ impl<'m, 'a> Checker<'m, 'a> {
             result_needed,
             how,
         });
+    }
+
+    /// For `name.method(..)`, the method of the class each earlier assignment of `name` in the
+    /// same scope made (`policy = TD3.TD3(..)` in one branch, `policy = DDPG.DDPG(..)` in the
+    /// next), a few deep: the name may hold any of them where the call is.
+    fn methods_of_earlier_instances(&self, call: &ast::ExprCall) -> Vec<String> {
+        let Expr::Attribute(a) = &*call.func else { return Vec::new() };
+        let Expr::Name(n) = &*a.value else { return Vec::new() };
+        let Some(mut b) = self.model.binding_of(n) else { return Vec::new() };
+        let project = self.types.project();
+        let mut out = Vec::new();
+        for _ in 0..8 {
+            let Some(earlier) = self.model.binding(b).shadowed else { break };
+            b = earlier;
+            let BindingKind::Assignment { value: Expr::Call(made), part: Part::Whole, .. } =
+                self.model.binding(b).kind
+            else {
+                continue;
+            };
+            let Some(name) = self.model.canonical_name(&made_before_moves(made).func) else { continue };
+            let class = project.factory_class(&name).unwrap_or_else(|| name.into_owned());
+            out.extend(project.method(&class, a.attr.as_str()));
+        }
+        out
     }
 
     /// `logger.update(..)` where `logger = utils.MetricLogger(..)` names a class of another
