@@ -141,7 +141,7 @@ fn fix_python_numpy_on_the_gpu_safely() {
     let after = read_as(dir.path(), "src/model.py");
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "devcheck: src/model.py: fixed 5 findings\ndevcheck: fixed 5 findings in 1 file\n"
+        "devcheck: src/model.py: fixed 6 findings\ndevcheck: fixed 6 findings in 1 file\n"
     );
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
     insta::assert_snapshot!("fix_d008_torch", changes(&before, &after));

@@ -689,7 +689,8 @@ if args.load_model != "":
 
 /// A helper of another file the training loop reaches through `from utils import *`, given the
 /// data of a packed sequence of the model's output, reads the device at every step; the batch
-/// sizes `pack_padded_sequence` returns beside the data are on the host.
+/// sizes `pack_padded_sequence` returns beside the data, and the lengths `pad_packed_sequence`
+/// returns, are on the host.
 #[test]
 fn helpers_a_star_import_brings_are_followed() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -713,7 +714,7 @@ def count(sizes):
     write(
         "train.py",
         r#"import torch
-from torch.nn.utils.rnn import pack_padded_sequence
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from utils import *
 
@@ -732,7 +733,9 @@ def train(loader, encoder, decoder, criterion, opt):
         opt.step()
         top5 = accuracy(scores, targets, 5)
         steps = count(sizes)
-        print(top5, steps)
+        padded = pad_packed_sequence(pack_padded_sequence(caps_sorted, lengths, batch_first=True))
+        tokens = count(padded[1])
+        print(top5, steps, tokens)
 "#,
     );
     let text = lint_preview(d);

@@ -325,7 +325,7 @@ fn index_project(
         .par_iter()
         .filter_map(|path| {
             let source = read_source(path).ok()?;
-            Some((crate::python::index_entry(path, &source.text, &|| false).0, source.text))
+            Some((crate::python::index_entry(path, &source.text, &|| false).0, (path, source.text)))
         })
         .unzip();
     entries.extend(more);
@@ -337,7 +337,7 @@ fn index_project(
     let code: Vec<&str> = prepared
         .iter()
         .filter_map(|p| p.as_ref()?.source.as_ref().ok().map(|s| &*s.text))
-        .chain(other_texts.iter().map(|t| &**t))
+        .chain(other_texts.iter().map(|(_, t)| &**t))
         .collect();
     project.unsettle_options(&code);
     // The files whose calls the lint will not see: indexed only, or naming no torch.
@@ -345,7 +345,7 @@ fn index_project(
         .iter()
         .filter_map(|p| p.as_ref()?.source.as_ref().ok().map(|s| &*s.text))
         .filter(|t| !crate::python::may_import_torch(t))
-        .chain(other_texts.iter().map(|t| &**t))
+        .chain(other_texts.iter().map(|(_, t)| &**t))
         .collect();
     project.set_unseen(&unseen);
     // Only a project that declares options asks what its run scripts pass.
@@ -360,7 +360,34 @@ fn index_project(
         }
         project.pass_options(passed.into_iter());
     }
-    let others: Vec<&str> = scripts.iter().map(|(_, t)| t.as_str()).collect();
+    // A library's packages offer what their `__init__.py` imports to its users.
+    let named =
+        |p: &Path, names: &[&str]| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| names.contains(&n));
+    let library = files
+        .iter()
+        .chain(others)
+        .chain(scripts.iter().map(|(p, _)| *p))
+        .any(|p| named(p, &["setup.py", "setup.cfg", "pyproject.toml"]));
+    let offers = |p: &Path| library && named(p, &["__init__.py"]);
+    let code: Vec<crate::python::Code<'_>> = files
+        .iter()
+        .zip(&prepared)
+        .filter_map(|(path, p)| Some((path, &*p.as_ref()?.source.as_ref().ok()?.text)))
+        .chain(other_texts.iter().map(|(path, t)| (*path, &**t)))
+        .map(|(path, text)| crate::python::Code { text, offers: offers(path) })
+        .collect();
+    // A file that is not UTF-8 is not linted, but what it names is still named.
+    let unreadable: Vec<String> = files
+        .iter()
+        .zip(&prepared)
+        .filter(|(path, p)| {
+            p.as_ref().is_some_and(|p| p.source.is_err())
+                && std::fs::metadata(path).is_ok_and(|m| m.len() <= MAX_NEIGHBOUR_BYTES)
+        })
+        .filter_map(|(path, _)| Some(String::from_utf8_lossy(&std::fs::read(path).ok()?).into_owned()))
+        .collect();
+    let others: Vec<&str> =
+        scripts.iter().map(|(_, t)| t.as_str()).chain(unreadable.iter().map(String::as_str)).collect();
     project.find_unreferenced(&code, &others);
     (project, prepared)
 }

@@ -35,6 +35,7 @@ use crate::unlinted::TooDeep;
 
 pub(crate) use options::{configured as options_configured, passed as options_passed};
 pub(crate) use project::Project;
+pub(crate) use references::Code;
 
 /// Parses and checks one Python file: the findings of the enabled rules. `project` holds the
 /// classes of the run's other Python files ([`project`]).

@@ -557,7 +557,7 @@ impl Project {
     /// Finds the top-level functions and classes nothing names in the project's texts (its Python
     /// files, run scripts, configuration files and documents: [`super::references`]). A project
     /// of one Python file has none: nothing else could name its code.
-    pub(crate) fn find_unreferenced(&mut self, code: &[&str], others: &[&str]) {
+    pub(crate) fn find_unreferenced(&mut self, code: &[super::references::Code<'_>], others: &[&str]) {
         if self.paths.len() < 2 {
             return;
         }

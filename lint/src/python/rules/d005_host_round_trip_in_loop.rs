@@ -551,6 +551,14 @@ fn index_upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
 /// written (`np.random.choice`); `None` for a call that may return one number
 /// (`np.random.randint(n)`, `np.random.choice(n)` without a size).
 fn numpy_indices(cx: &Checker<'_, '_>, made: &Expr) -> Option<String> {
+    // `np.random.permutation(n)[:k]`: a slice of one; `perm[:k]` with `perm` bound to one.
+    let made = match made {
+        Expr::Subscript(s) if matches!(&*s.slice, Expr::Slice(_)) => match &*s.value {
+            name @ Expr::Name(_) => single_assignment(cx, name)?,
+            value => value,
+        },
+        made => made,
+    };
     let Expr::Call(c) = made else { return None };
     let q = cx.callee_name(c)?;
     let sized = c.arguments.find_keyword("size").is_some();

@@ -159,31 +159,38 @@ fn shipped_with_package(cx: &Checker<'_, '_>, path: &Expr) -> bool {
 /// function: the load at the end of training reads back the best weights this run saved (through
 /// an early-stopping helper, say), on this machine.
 fn trained_earlier_here(cx: &Checker<'_, '_>, load: &ast::ExprCall) -> bool {
-    cx.function.is_some()
-        && cx.model.calls.iter().any(|site| {
-            site.function == cx.function
-                && site.call.start() < load.start()
-                && matches!(&*site.call.func, Expr::Attribute(a) if a.attr.as_str() == "backward"
-                    || (a.attr.as_str() == "step" && crate::python::project::steps_training(&a.value)))
-        })
+    cx.function.is_some() && training_steps(cx).any(|step| step.start() < load.start())
+}
+
+/// The training steps of the function (`.backward()`, an optimizer's `.step()`).
+fn training_steps<'c>(cx: &'c Checker<'_, '_>) -> impl Iterator<Item = &'c ast::ExprCall> {
+    cx.model.calls.iter().filter(|site| site.function == cx.function).map(|site| site.call).filter(|call| {
+        matches!(&*call.func, Expr::Attribute(a) if a.attr.as_str() == "backward"
+            || (a.attr.as_str() == "step" && crate::python::project::steps_training(&a.value)))
+    })
 }
 
 /// A `torch.save` earlier in the same function (or both at the top level of a script): the load
 /// reads back what this run saved, on this machine. Or a cache the function fills: a
-/// `torch.save` to the same path anywhere in it (`if os.path.exists(cached): features =
-/// torch.load(cached) else: ..; torch.save(features, cached)`), which holds what this code makes.
+/// `torch.save` to the same path anywhere in a function that trains nothing (`if
+/// os.path.exists(cached): features = torch.load(cached) else: ..; torch.save(features, cached)`),
+/// which holds what this code makes (a checkpoint resumed from and saved again after training
+/// steps holds the model's state).
 fn saved_earlier_here(cx: &Checker<'_, '_>, load: &ast::ExprCall) -> bool {
     let path = load.arguments.args.first().map(|p| cx.text(p.range()));
-    cx.model.calls.iter().any(|site| {
-        site.function == cx.function
-            && cx.model.canonical_name(&site.call.func).is_some_and(|q| q == "torch.save")
-            && (site.call.start() < load.start()
-                || site
-                    .call
-                    .arguments
-                    .args
+    let saves = || {
+        cx.model.calls.iter().filter(|site| {
+            site.function == cx.function && cx.model.canonical_name(&site.call.func).is_some_and(|q| q == "torch.save")
+        })
+    };
+    saves().any(|site| site.call.start() < load.start())
+        || (training_steps(cx).next().is_none()
+            && saves().any(|site| {
+                let args = &site.call.arguments;
+                args.args
                     .get(1)
-                    .or_else(|| site.call.arguments.find_keyword("f").map(|k| &k.value))
-                    .is_some_and(|saved| path == Some(cx.text(saved.range()))))
-    })
+                    .or_else(|| args.find_keyword("f").map(|k| &k.value))
+                    .is_some_and(|saved| path == Some(cx.text(saved.range())))
+            }))
 }
+

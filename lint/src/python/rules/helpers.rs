@@ -685,6 +685,8 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             }
             NONE
         }
+        // `result[1]` of `pad_packed_sequence(..)`: the lengths, on the host.
+        Expr::Subscript(s) if host_field(cx, s) => NONE,
         Expr::Subscript(s) => next(&s.value),
         Expr::BinOp(b) => next(&b.left).union(next(&b.right)),
         Expr::Compare(c) => {
@@ -993,6 +995,25 @@ fn binding_value_provenance(
     }
 }
 
+/// `packed[1]` where `packed` is (bound to) what `pack_padded_sequence` or `pad_packed_sequence`
+/// returns: a field after the data, always on the host ([`api::host_fields_after_first`]).
+fn host_field(cx: &Checker<'_, '_>, s: &ast::ExprSubscript) -> bool {
+    let Expr::NumberLiteral(ast::ExprNumberLiteral { value: ast::Number::Int(i), .. }) = &*s.slice else {
+        return false;
+    };
+    if i.as_u64().is_none_or(|i| i == 0) {
+        return false;
+    }
+    let value = match &*s.value {
+        v @ Expr::Name(_) => match name_binding(cx, v).map(|b| cx.model.binding(b).kind) {
+            Some(BindingKind::Assignment { value, part: Part::Whole, .. }) => value,
+            _ => return false,
+        },
+        v => v,
+    };
+    matches!(value, Expr::Call(c) if cx.callee_name(c).is_some_and(|q| api::host_fields_after_first(&q)))
+}
+
 /// The argument a call passes for the parameter at `position` (named `name`) of `fun`: by
 /// keyword, or by position (a method called on its receiver, `self.m(a)`, takes `self` from it,
 /// and `__init__` from the instance its call makes).
@@ -1214,12 +1235,12 @@ pub(crate) fn names_accelerator(word: &str, mps: bool) -> bool {
 /// once at the end, so a read per batch there costs little; generation loops (over `range(..)`,
 /// or `while`) are left to the rule.
 pub(crate) fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
+    // A function named for evaluation and not for training (`train_and_test` trains).
     let named = |prefixes: &[&str]| {
         cx.enclosing_functions().any(|f| {
-            name_words(cx.model.function(f).name()).any(|w| {
-                let w = w.to_ascii_lowercase();
-                prefixes.iter().any(|p| w.starts_with(p))
-            })
+            let words = || name_words(cx.model.function(f).name()).map(str::to_ascii_lowercase);
+            words().any(|w| prefixes.iter().any(|p| w.starts_with(p)))
+                && !words().any(|w| w.starts_with("train"))
         })
     };
     let evaluation = named(&["eval", "vali", "test"]);
