@@ -179,7 +179,7 @@ fn fixes_keep_working_code_working() {
         def forward(self, x: torch.Tensor):\n        a = np.zeros(3)\n        t = torch.from_numpy(a)\n        \
         return x * t * self.__scale\n";
     write(root.join("model.py"), model);
-    let train = "import torch\n\n\ndef train(model, loader):\n    for x in loader:\n        model(x)\n        \
+    let train = "import torch\n\n\ndef train(model, loader):\n    for x in loader:\n        model(x).backward()\n        \
         if x is None:\n            torch.cuda.empty_cache()\n        with torch.no_grad():\n            \
         torch.cuda.empty_cache()\n        while True: torch.cuda.empty_cache(); torch.cuda.empty_cache()\n";
     write(root.join("train.py"), train);
@@ -201,7 +201,7 @@ fn fixes_keep_working_code_working() {
     // A block the fix empties keeps a `pass`.
     assert_eq!(
         read(root.join("train.py")),
-        "import torch\n\n\ndef train(model, loader):\n    for x in loader:\n        model(x)\n        \
+        "import torch\n\n\ndef train(model, loader):\n    for x in loader:\n        model(x).backward()\n        \
          if x is None:\n            pass\n        with torch.no_grad():\n            pass\n        \
          while True: pass; pass\n"
     );

@@ -232,12 +232,11 @@ fn field<'a>(cx: &Checker<'_, 'a>, lineage: &[ClassId], puts: &Puts<'a>, name: &
             .iter()
             .filter(|a| a.method == first.method && a.range.start() > first.range.start())
             // A tensor wrapped only on some path (`if learn: self.w = nn.Parameter(self.w)`)
-            // stays a plain tensor on the others.
+            // stays a plain tensor on the others; wrapped in the block that made it, on every
+            // path that made it.
             .filter(|a| {
                 !matches!(holds, Holds::PlainTensor)
-                    || cx.model.function(a.method).def.body.iter().any(|s| {
-                        matches!(s, Stmt::Assign(_) | Stmt::AnnAssign(_)) && s.range().contains_range(a.range)
-                    })
+                    || in_one_block(&cx.model.function(a.method).def.body, first.range, a.range, 0)
             })
             .filter_map(|a| Some((*a, holds_of(cx, a.value?))))
             .find(|(_, h)| matches!(h, Holds::Container(_) | Holds::Submodule | Holds::Parameter))
@@ -549,6 +548,41 @@ pub(crate) fn registered_item_by_item(cx: &Checker<'_, '_>, method: FunctionId, 
         }
     });
     found
+}
+
+/// Are the assignments at `first` and `then` statements of one block (the method's body, or one
+/// branch or loop body inside it)?
+fn in_one_block(stmts: &[Stmt], first: TextRange, then: TextRange, depth: usize) -> bool {
+    let assigns = |at: TextRange| {
+        stmts
+            .iter()
+            .any(|s| matches!(s, Stmt::Assign(_) | Stmt::AnnAssign(_)) && s.range().contains_range(at))
+    };
+    if assigns(first) && assigns(then) {
+        return true;
+    }
+    if depth > 32 {
+        return false;
+    }
+    let Some(holder) = stmts.iter().find(|s| s.range().contains_range(first)) else { return false };
+    let blocks: Vec<&[Stmt]> = match holder {
+        Stmt::If(i) => {
+            std::iter::once(&i.body[..]).chain(i.elif_else_clauses.iter().map(|c| &c.body[..])).collect()
+        }
+        Stmt::For(f) => vec![&f.body, &f.orelse],
+        Stmt::While(w) => vec![&w.body, &w.orelse],
+        Stmt::With(w) => vec![&w.body],
+        Stmt::Try(t) => std::iter::once(&t.body[..])
+            .chain(t.handlers.iter().map(|h| {
+                let ruff_python_ast::ExceptHandler::ExceptHandler(h) = h;
+                &h.body[..]
+            }))
+            .chain([&t.orelse[..], &t.finalbody[..]])
+            .collect(),
+        Stmt::Match(m) => m.cases.iter().map(|c| &c.body[..]).collect(),
+        _ => Vec::new(),
+    };
+    blocks.into_iter().any(|b| in_one_block(b, first, then, depth + 1))
 }
 
 /// A value a plain container of modules or tensors can come from ([`Holds::ModulesInPlain`],

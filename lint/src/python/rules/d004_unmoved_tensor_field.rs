@@ -43,8 +43,9 @@ enum Read {
     /// Moved where it is read (`self.pe.to(x.device)`), or only its metadata
     /// (`self.pe.shape`), or as an index or mask (`x[self.idx]`): fine on the CPU.
     Harmless,
-    /// Walked by a loop (`for freq in self.freq_bands:`): the elements of a 1-dim tensor are
-    /// 0-dim, which a computation on the device takes from the CPU.
+    /// Walked by a loop (`for freq in self.freq_bands:`) or indexed by a number
+    /// (`self.loss_weights[i]`): the elements of a 1-dim tensor are 0-dim, which a computation on
+    /// the device takes from the CPU.
     Iterated,
 }
 
@@ -353,6 +354,14 @@ fn read_of(cx: &Checker<'_, '_>, e: &Expr) -> Read {
             "shape" | "device" | "dtype" | "ndim" | "size" | "numel" | "dim" | "is_cuda" => Read::Harmless,
             _ => Read::Computes,
         },
+        // `self.loss_weights[i]` with `i` a number: one element, as a loop would give it.
+        Some(Node::Expr(Expr::Subscript(sub)))
+            if std::ptr::eq(&*sub.value, e)
+                && matches!(&*sub.slice, Expr::Name(_) | Expr::NumberLiteral(_))
+                && matches!(cx.kind_of(&sub.slice), Kind::Scalar | Kind::Unknown) =>
+        {
+            Read::Iterated
+        }
         Some(Node::Expr(Expr::Call(c))) if cx.callee_name(c).is_some_and(|q| q == "builtins.len") => {
             Read::Harmless
         }
@@ -375,10 +384,12 @@ fn one_dim(v: &Expr) -> bool {
             torch
                 && match f.attr.as_str() {
                     "linspace" | "logspace" | "arange" => true,
-                    "tensor" | "Tensor" | "FloatTensor" => matches!(
-                        c.arguments.args.first(),
-                        Some(Expr::List(l)) if l.elts.iter().all(|e| matches!(e, Expr::NumberLiteral(_)))
-                    ),
+                    "tensor" | "Tensor" | "FloatTensor" => match c.arguments.args.first() {
+                        Some(Expr::List(l)) => l.elts.iter().all(|e| matches!(e, Expr::NumberLiteral(_))),
+                        // `[w / 2 ** s for s in range(n)]`: one number each.
+                        Some(Expr::ListComp(l)) => !matches!(&*l.elt, Expr::List(_) | Expr::Tuple(_) | Expr::ListComp(_)),
+                        _ => false,
+                    },
                     _ => false,
                 }
         }

@@ -30,7 +30,8 @@ impl Rule for Check {
         {
             return;
         }
-        if cx.in_except > 0 || in_memory_branch(cx) {
+        // An evaluation pass runs now and then: what it costs there is no training step's.
+        if cx.in_except > 0 || in_memory_branch(cx) || super::helpers::in_evaluation_pass(cx) {
             return;
         }
         let Some(hot) = cx.hot() else { return };

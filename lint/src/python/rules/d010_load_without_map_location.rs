@@ -7,6 +7,7 @@ use ruff_text_size::{Ranged, TextSize};
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::checker::{Checker, Node, Reads, Rule};
 
+use super::device_evidence::on_accelerator_side;
 use super::helpers::{any_subexpr, has_splat, literal_device, name_binding, range};
 use crate::python::model::BindingKind;
 use crate::registry;
@@ -39,6 +40,8 @@ impl Rule for Check {
         if args.args.iter().any(Expr::is_starred_expr)
             || cx.in_latent_code()
             || into_a_scheduler(cx)
+            // `if torch.cuda.is_available(): torch.load(f) else: torch.load(f, map_location="cpu")`
+            || on_accelerator_side(cx, call.range())
             || !*self.cpu_path.get_or_insert_with(|| has_cpu_path(cx))
             || saved_earlier_here(cx, call)
             || trained_earlier_here(cx, call)

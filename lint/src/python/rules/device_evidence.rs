@@ -386,6 +386,18 @@ pub(crate) fn reduces_to_0_dim(method: &str, c: &ast::ExprCall) -> bool {
 /// `if device == "cpu":` — in the file? The code there is for runs without an accelerator, where
 /// a tensor made on the CPU meets only CPU tensors.
 pub(crate) fn on_cpu_side(cx: &Checker<'_, '_>, range: ruff_text_size::TextRange) -> bool {
+    on_side(cx, range, true)
+}
+
+/// Is `range` on the accelerator side of a device choice — the body of `if
+/// torch.cuda.is_available():` (or `if args.cuda:`), the `else:` of `if device == "cpu":` — in
+/// the file? The code there runs only where an accelerator is.
+pub(crate) fn on_accelerator_side(cx: &Checker<'_, '_>, range: ruff_text_size::TextRange) -> bool {
+    on_side(cx, range, false)
+}
+
+/// [`on_cpu_side`] (`cpu`) or [`on_accelerator_side`].
+fn on_side(cx: &Checker<'_, '_>, range: ruff_text_size::TextRange, cpu: bool) -> bool {
     /// The statement of `body` that holds `range` (statements are in order: a binary search).
     fn holding(body: &[Stmt], range: ruff_text_size::TextRange) -> Option<&Stmt> {
         let at = body.partition_point(|s| s.end() < range.start());
@@ -412,39 +424,46 @@ pub(crate) fn on_cpu_side(cx: &Checker<'_, '_>, range: ruff_text_size::TextRange
             _ => None,
         }
     }
-    fn walk(cx: &Checker<'_, '_>, body: &[Stmt], range: ruff_text_size::TextRange, depth: usize) -> bool {
+    fn walk(
+        cx: &Checker<'_, '_>,
+        body: &[Stmt],
+        range: ruff_text_size::TextRange,
+        cpu: bool,
+        depth: usize,
+    ) -> bool {
         if depth > MAX_DEPTH {
             return false;
         }
         let Some(s) = holding(body, range) else { return false };
+        let walk = |body: &[Stmt]| walk(cx, body, range, cpu, depth + 1);
         match s {
             Stmt::If(i) => {
                 if i.body.last().is_some_and(|b| b.end() >= range.end()) && i.test.end() <= range.start() {
-                    return cpu_side(cx, &i.test) == Some(true) || walk(cx, &i.body, range, depth + 1);
+                    return cpu_side(cx, &i.test) == Some(cpu) || walk(&i.body);
                 }
-                // An `elif`/`else`: the CPU side of the first test, or of its own.
+                // An `elif`/`else`: the other side of the first test, or the side of its own.
                 let at = i.elif_else_clauses.partition_point(|c| c.end() < range.start());
                 let Some(clause) = i.elif_else_clauses.get(at) else { return false };
-                cpu_side(cx, &i.test) == Some(false)
-                    || clause.test.as_ref().is_some_and(|t| cpu_side(cx, t) == Some(true))
-                    || walk(cx, &clause.body, range, depth + 1)
+                cpu_side(cx, &i.test) == Some(!cpu)
+                    || clause.test.as_ref().is_some_and(|t| cpu_side(cx, t) == Some(cpu))
+                    || walk(&clause.body)
             }
-            Stmt::For(f) => walk(cx, &f.body, range, depth + 1) || walk(cx, &f.orelse, range, depth + 1),
-            Stmt::While(w) => walk(cx, &w.body, range, depth + 1) || walk(cx, &w.orelse, range, depth + 1),
-            Stmt::With(w) => walk(cx, &w.body, range, depth + 1),
+            Stmt::For(f) => walk(&f.body) || walk(&f.orelse),
+            Stmt::While(w) => walk(&w.body) || walk(&w.orelse),
+            Stmt::With(w) => walk(&w.body),
             Stmt::Try(t) => {
-                walk(cx, &t.body, range, depth + 1)
+                walk(&t.body)
                     || t.handlers.iter().any(|h| {
                         let ast::ExceptHandler::ExceptHandler(h) = h;
-                        walk(cx, &h.body, range, depth + 1)
+                        walk(&h.body)
                     })
-                    || walk(cx, &t.orelse, range, depth + 1)
-                    || walk(cx, &t.finalbody, range, depth + 1)
+                    || walk(&t.orelse)
+                    || walk(&t.finalbody)
             }
-            Stmt::FunctionDef(f) => walk(cx, &f.body, range, depth + 1),
-            Stmt::ClassDef(c) => walk(cx, &c.body, range, depth + 1),
+            Stmt::FunctionDef(f) => walk(&f.body),
+            Stmt::ClassDef(c) => walk(&c.body),
             _ => false,
         }
     }
-    walk(cx, cx.module_body, range, 0)
+    walk(cx, cx.module_body, range, cpu, 0)
 }
