@@ -412,8 +412,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             else {
                 continue;
             };
-            let Some(name) = self.model.canonical_name(&made_before_moves(made).func) else { continue };
-            let class = project.factory_class(&name).unwrap_or_else(|| name.into_owned());
+            let Some(class) = self.class_made_by(made_before_moves(made)) else { continue };
             out.extend(project.method(&class, a.attr.as_str()));
         }
         out
@@ -445,7 +444,11 @@ impl<'m, 'a> Checker<'m, 'a> {
     /// (`create_loss_function(cfg)` returning `DualLoss(..)`). The class as the semantic model
     /// qualifies it, or its absolute name when a factory names it.
     fn instance_class(&self, instance: &Expr) -> Option<String> {
-        let made = self.instance_made_by(instance)?;
+        self.class_made_by(self.instance_made_by(instance)?)
+    }
+
+    /// The class a call makes: `Class(..)`, or what a factory of the project returns.
+    fn class_made_by(&self, made: &ast::ExprCall) -> Option<String> {
         let name = self.model.canonical_name(&made.func)?;
         Some(self.types.project().factory_class(&name).unwrap_or_else(|| name.into_owned()))
     }

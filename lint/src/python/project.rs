@@ -1608,22 +1608,23 @@ fn runs_steps(f: &ast::StmtFunctionDef) -> bool {
 /// The receiver of `.step(..)` is an optimizer, a learning-rate scheduler or a gradient scaler
 /// (`optimizer`, `self.opt`, `scheduler`, `scaler`), not an environment.
 pub(crate) fn steps_training(receiver: &Expr) -> bool {
-    steps_named(receiver, &["opt", "sched", "scaler", "lr"])
+    named_for(receiver, &["opt", "sched", "scaler", "lr"])
 }
 
 /// The receiver of `.step(..)` is an optimizer or a gradient scaler: a step made once per
 /// training step (a scheduler's is as often made once per epoch).
 pub(crate) fn steps_optimizer(receiver: &Expr) -> bool {
-    steps_named(receiver, &["opt", "scaler"])
+    named_for(receiver, &["opt", "scaler"])
 }
 
 /// The receiver of `.step(..)` is a learning-rate scheduler (`scheduler`, `opt_scheduler`,
 /// `lr_sched`): often stepped once per epoch, or every N steps.
 pub(crate) fn steps_scheduler(receiver: &Expr) -> bool {
-    steps_named(receiver, &["sched", "lr"])
+    named_for(receiver, &["sched", "lr"])
 }
 
-fn steps_named(receiver: &Expr, words: &[&str]) -> bool {
+/// Is the name (`scheduler`, `self.lr_sched`) named for one of `words` (a part of it, in any case)?
+pub(crate) fn named_for(receiver: &Expr, words: &[&str]) -> bool {
     let name = match receiver {
         Expr::Name(n) => n.id.as_str(),
         Expr::Attribute(a) => a.attr.as_str(),

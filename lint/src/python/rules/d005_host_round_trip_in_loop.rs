@@ -56,6 +56,8 @@ enum Upload {
     Moved,
     /// As an index of a tensor on the device.
     Index,
+    /// An array of indices numpy made, as an index of a tensor on the device.
+    NumpyIndex,
     /// Built from data on the host by a factory given the device (`torch.tensor([0.5],
     /// device=d)`): PyTorch makes it on the host and copies it there.
     Built,
@@ -228,7 +230,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             ),
             "keep a Python number a number (`x * 0.5`), or make the constant once, outside the loop or as a buffer (`self.register_buffer(..)`)",
         )
-    } else if sync.upload == Some(Upload::Index) && !sync.what.starts_with("torch.") {
+    } else if sync.upload == Some(Upload::NumpyIndex) {
         (
             format!(
                 "`{}` is made by numpy and indexes a tensor on the device: PyTorch copies it there {every}, and the copy waits for the device",
@@ -274,7 +276,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     };
     let label = match (sync.upload, sync.always) {
         (Some(Upload::Moved | Upload::Built), _) => "made on the host",
-        (Some(Upload::Index), _) => "index made on the host",
+        (Some(Upload::Index | Upload::NumpyIndex), _) => "index made on the host",
         (_, Some(AlwaysWaits::Synchronize)) => "waits for the device",
         _ => "host read",
     };
@@ -530,20 +532,20 @@ fn index_upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
         // copied.
         host_made_within(cx, made, 8)
             .filter(|(_, _, zero_dim)| !zero_dim && !cx.facts.sets_default_device && cx.device_block == 0)
-            .map(|(factory, _, _)| (part, format!("torch.{factory}(..)")))
-            .or_else(|| numpy_indices(cx, made).map(|made| (part, format!("{made}(..)"))))
+            .map(|(factory, _, _)| (part, (format!("torch.{factory}(..)"), Upload::Index)))
+            .or_else(|| numpy_indices(cx, made).map(|made| (part, (format!("{made}(..)"), Upload::NumpyIndex))))
     })?;
+    let (what, upload) = factory;
     // Numpy indexes numpy arrays far more often than tensors: its indices count only for what is
     // known to be a tensor.
-    let numpy = !factory.starts_with("torch.");
     if cx.hot().is_none()
         || !cx.kind_of(&s.value).may_be_tensor()
-        || (numpy && cx.kind_of(&s.value) != crate::python::typing::Kind::Tensor)
+        || (upload == Upload::NumpyIndex && cx.kind_of(&s.value) != crate::python::typing::Kind::Tensor)
         || !provenance_in_project(cx, &s.value).on_accelerator
     {
         return None;
     }
-    Some(Sync { upload: Some(Upload::Index), ..Sync::read(false, factory, part, e, part.range()) })
+    Some(Sync { upload: Some(upload), ..Sync::read(false, what, part, e, part.range()) })
 }
 
 /// An array of indices numpy makes (`np.random.choice(n, size=k)`, `np.random.permutation(n)`,

@@ -128,17 +128,7 @@ pub(crate) fn names_cpu_path(text: &str) -> bool {
 fn into_a_scheduler(cx: &Checker<'_, '_>) -> bool {
     matches!(cx.parent(), Some(Node::Expr(Expr::Call(outer)))
         if matches!(&*outer.func, Expr::Attribute(a)
-            if a.attr.as_str() == "load_state_dict" && names_a_scheduler(&a.value)))
-}
-
-/// `scheduler`, `self.lr_scheduler`, `sched`.
-fn names_a_scheduler(e: &Expr) -> bool {
-    let name = match e {
-        Expr::Name(n) => n.id.as_str(),
-        Expr::Attribute(a) => a.attr.as_str(),
-        _ => return false,
-    };
-    name.to_ascii_lowercase().contains("sched")
+            if a.attr.as_str() == "load_state_dict" && crate::python::project::named_for(&a.value, &["sched"])))
 }
 
 /// A path built from `__file__` (directly or through the name it was assigned to): weights
