@@ -254,10 +254,8 @@ impl Scripts {
     fn note(&mut self, entry: &ignore::DirEntry, settings: &Settings) {
         let path = entry.path();
         let text = is_run_script(path)
-            || path
-                .extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| matches!(e, "yaml" | "yml" | "toml" | "cfg" | "ini" | "md" | "rst"));
+            || is_configuration(path)
+            || path.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e, "md" | "rst"));
         if text
             && self.paths.len() < MAX_SCRIPTS
             && entry.file_type().is_some_and(|t| t.is_file())
@@ -334,12 +332,23 @@ fn index_project(
         .par_iter()
         .filter_map(|path| Some((path, String::from_utf8_lossy(&std::fs::read(path).ok()?).into_owned())))
         .collect();
-    let code: Vec<&str> = prepared
+    // A library's packages offer what their `__init__.py` imports to its users.
+    let named =
+        |p: &Path, names: &[&str]| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| names.contains(&n));
+    let library = files
         .iter()
-        .filter_map(|p| p.as_ref()?.source.as_ref().ok().map(|s| &*s.text))
-        .chain(other_texts.iter().map(|(_, t)| &**t))
+        .chain(others)
+        .chain(scripts.iter().map(|(p, _)| *p))
+        .any(|p| named(p, &["setup.py", "setup.cfg", "pyproject.toml"]));
+    let offers = |p: &Path| library && named(p, &["__init__.py"]);
+    let code: Vec<crate::python::Code<'_>> = files
+        .iter()
+        .zip(&prepared)
+        .filter_map(|(path, p)| Some((path, &*p.as_ref()?.source.as_ref().ok()?.text)))
+        .chain(other_texts.iter().map(|(path, t)| (*path, &**t)))
+        .map(|(path, text)| crate::python::Code { text, offers: offers(path) })
         .collect();
-    project.unsettle_options(&code);
+    project.unsettle_options(&code.iter().map(|c| c.text).collect::<Vec<_>>());
     // The files whose calls the lint will not see: indexed only, or naming no torch.
     let unseen: Vec<&str> = prepared
         .iter()
@@ -360,22 +369,6 @@ fn index_project(
         }
         project.pass_options(passed.into_iter());
     }
-    // A library's packages offer what their `__init__.py` imports to its users.
-    let named =
-        |p: &Path, names: &[&str]| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| names.contains(&n));
-    let library = files
-        .iter()
-        .chain(others)
-        .chain(scripts.iter().map(|(p, _)| *p))
-        .any(|p| named(p, &["setup.py", "setup.cfg", "pyproject.toml"]));
-    let offers = |p: &Path| library && named(p, &["__init__.py"]);
-    let code: Vec<crate::python::Code<'_>> = files
-        .iter()
-        .zip(&prepared)
-        .filter_map(|(path, p)| Some((path, &*p.as_ref()?.source.as_ref().ok()?.text)))
-        .chain(other_texts.iter().map(|(path, t)| (*path, &**t)))
-        .map(|(path, text)| crate::python::Code { text, offers: offers(path) })
-        .collect();
     // A file that is not UTF-8 is not linted, but what it names is still named.
     let unreadable: Vec<String> = files
         .iter()
