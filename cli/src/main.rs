@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use devcheck_lint::output::{Format, RenderOptions, json_escaped, printable, render, statistics};
 use devcheck_lint::{
-    Api, FixMode, Overrides, Settings, Severity, add_ignores, apply_fixes, inspect_paths, lint_paths,
+    Api, FixMode, Overrides, Settings, Severity, Target, add_ignores, apply_fixes, inspect_paths, lint_paths,
     registry, render_inspect, unified_diff,
 };
 use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme};
@@ -152,6 +152,10 @@ struct LintArgs {
     /// Also run the preview rules and patterns (less precise on real code; see `devcheck explain`).
     #[arg(long)]
     preview: bool,
+    /// Where the code must run: `cuda` (only ever on CUDA GPUs) or `any` (also without a GPU);
+    /// replaces `target` in devcheck.toml.
+    #[arg(long, value_enum)]
+    target: Option<Target>,
     /// Read this configuration file instead of looking for devcheck.toml.
     #[arg(long, conflicts_with = "isolated")]
     config: Option<PathBuf>,
@@ -250,6 +254,7 @@ fn lint(args: LintArgs, color: bool) -> u8 {
         api: args.api,
         fail_on: args.fail_on,
         preview: args.preview,
+        target: args.target,
     };
     let Some(settings) = settings(args.isolated, args.config.clone(), &overrides, color) else { return 2 };
     let mut run = match lint_paths(&args.paths, &settings) {

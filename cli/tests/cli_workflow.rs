@@ -224,5 +224,33 @@ fn the_project_decides_whether_a_hard_coded_cuda_bites() {
     write(root.join("devcheck.toml"), "[lint]\ntarget = \"tpu\"\n");
     let bad = devcheck(&["lint", "pkg"], root);
     assert_eq!(bad.status.code(), Some(2));
-    assert!(stderr(&bad).contains("unknown variant `tpu`, expected `cuda`"), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("unknown variant `tpu`, expected `cuda` or `any`"), "{}", stderr(&bad));
+}
+
+/// A checkpoint loaded with no `map_location` fails only on a machine without the GPU it was saved
+/// from: D010 reports it where the project says its code must also run there (`target = "any"`
+/// in devcheck.toml, or `--target any`), and not otherwise.
+#[test]
+fn loads_are_checked_where_the_code_must_also_run_without_a_gpu() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    write(
+        root.join("infer.py"),
+        "import torch\n\ndevice = \"cuda\" if torch.cuda.is_available() else \"cpu\"\n\n\n\
+         def load(model, path):\n    model.load_state_dict(torch.load(path))\n    return model.to(device)\n",
+    );
+    let lint = |args: &[&str]| {
+        let mut all = vec!["lint", "--preview", "--select", "D010", "--format", "concise"];
+        all.extend_from_slice(args);
+        stdout(&devcheck(&all, root))
+    };
+    let found = "infer.py:7:27: D010 [warning] `torch.load` without `map_location` puts every tensor back on the \
+                 device it was saved from\nFound 1 finding (0 errors, 1 warning) in 1 of 1 file. 1 more with \
+                 `--fix --unsafe-fixes`.\n";
+    assert_eq!(lint(&["infer.py"]), "No findings in 1 file.\n");
+    assert_eq!(lint(&["--target", "any", "infer.py"]), found);
+    write(root.join("devcheck.toml"), "[lint]\ntarget = \"any\"\n");
+    assert_eq!(lint(&["infer.py"]), found);
+    // The command line replaces the file's target.
+    assert_eq!(lint(&["--target", "cuda", "infer.py"]), "No findings in 1 file.\n");
 }

@@ -8,7 +8,8 @@
 //! api = "candle"                    # devcheck | candle | tch | burn; default: from `use` lines
 //! fail-on = "error"                 # the level that makes `devcheck lint` exit with 1 (default)
 //! preview = false                   # also run the preview rules and patterns
-//! target = "cuda"                   # the code only ever runs on CUDA GPUs (D002 is quieter)
+//! target = "cuda"                   # the code only ever runs on CUDA GPUs (D002 is quieter);
+//!                                   # "any": it must also run without a GPU (D010 checks loads)
 //! exclude = ["generated/**"]
 //!
 //! [lint.severity]
@@ -94,14 +95,20 @@ pub struct LintTable {
     pub per_file_ignores: Option<BTreeMap<String, Vec<String>>>,
 }
 
-/// Where a codebase is meant to run (`target` in the configuration).
+/// Where a codebase is meant to run (`target` in the configuration, `--target` on the command
+/// line). Undeclared, the code is taken to run on the machines it names: a GPU where it asks for
+/// one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Target {
     /// Only ever on CUDA GPUs (one process per GPU, `torch.cuda.set_device` called): `.cuda()`
     /// and `"cuda"` land on the GPU the process was given, so D002 does not flag them; an
     /// explicit index (`"cuda:0"`) in a codebase run with one process per GPU still is.
     Cuda,
+    /// On any machine, with or without a GPU (a laptop, a CPU-only CI runner or server): a
+    /// checkpoint saved from a GPU must load there too, so D010 checks `torch.load`.
+    Any,
 }
 
 /// Settings for a run: the configuration file merged with the command line.
@@ -155,6 +162,8 @@ pub struct Overrides {
     pub fail_on: Option<Severity>,
     /// `--preview`: turns preview on whatever the file says.
     pub preview: bool,
+    /// `--target`: replaces the file's `target`.
+    pub target: Option<Target>,
 }
 
 impl Settings {
@@ -293,7 +302,7 @@ impl Settings {
             api: overrides.api.or(table.api),
             fail_on: overrides.fail_on.or(table.fail_on).unwrap_or(Severity::Error),
             preview,
-            target: table.target,
+            target: overrides.target.or(table.target),
             config_path,
         })
     }

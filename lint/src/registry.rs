@@ -361,15 +361,16 @@ macro_rules! with_rules {
                 name: "load-without-map-location",
                 group: Suspicious,
                 fix: Unsafe,
-                summary: "`torch.load` with no `map_location` in code that may run without the \
-                    saving GPU",
-                python: d010_load_without_map_location (Preview("Strict precision 0.00 on the \
-                    tuning PyTorch repositories of the ecosystem check (0 of 15) and on the held-out \
-                    ones (0 of 9): what it finds fails only on a machine without the GPU the \
-                    checkpoint was saved from, and a GPU run of the code as its repository runs it \
-                    loads fine, which the strict labels count as latent (all 23 loads once labelled \
-                    true for that failure were relabelled arguable after a blind second reading). \
-                    Keep it for code that must also run on the CPU.")),
+                summary: "`torch.load` with no `map_location` in code declared to run also \
+                    without a GPU",
+                python: d010_load_without_map_location (Preview("Runs only where the code is \
+                    declared to run also without a GPU (`target = \"any\"` in devcheck.toml, or \
+                    `--target any`): what it finds fails only on a machine without the GPU the \
+                    checkpoint was saved from. Run on every repository, as it once was, its strict \
+                    precision was 0.00 on the ecosystem check's tuning PyTorch repositories (0 of \
+                    15), on the held-out ones (0 of 9) and on the first looks at two off-list \
+                    samples (0 of 24): a GPU run of the code as its repository runs it loads \
+                    fine, which the strict labels count as latent.")),
             }
         }
     };

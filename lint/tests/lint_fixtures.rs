@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use devcheck_lint::output::{Format, RenderOptions, render};
-use devcheck_lint::{LintRun, LintTable, Overrides, Settings, lint_source};
+use devcheck_lint::{LintRun, LintTable, Overrides, Settings, Target, lint_source};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_path_buf()
@@ -76,9 +76,17 @@ fn lint(path: &Path) -> (String, devcheck_lint::FileReport) {
 
 /// The default settings with the preview rules and patterns on: a fixture shows what a rule
 /// finds, whatever its status (which follows the ecosystem check's held-out figures, in
-/// `lint/tests/ecosystem_table.rs`).
-fn settings_for(_path: &Path, _text: &str) -> Settings {
-    let overrides = Overrides { preview: true, ..Overrides::default() };
+/// `lint/tests/ecosystem_table.rs`). A `# target: any` (or `cuda`) line declares where the
+/// fixture's code runs, as `target` in devcheck.toml would.
+fn settings_for(_path: &Path, text: &str) -> Settings {
+    let target =
+        text.lines().find_map(|l| l.strip_prefix("# target: ").or_else(|| l.strip_prefix("//! target: ")));
+    let target = target.map(|t| match t.split_whitespace().next().unwrap_or_default() {
+        "any" => Target::Any,
+        "cuda" => Target::Cuda,
+        other => panic!("unknown target {other:?} in a fixture header"),
+    });
+    let overrides = Overrides { preview: true, target, ..Overrides::default() };
     Settings::from_table(LintTable::default(), PathBuf::from("."), None, &overrides).expect("valid settings")
 }
 

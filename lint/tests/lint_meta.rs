@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use devcheck_lint::registry::{self, Group};
-use devcheck_lint::{Language, LintRun, LintTable, Overrides, Settings, lint_paths};
+use devcheck_lint::{Language, LintRun, LintTable, Overrides, Settings, Target, lint_paths};
 
 const SECTIONS: [&str; 5] =
     ["### What it does", "### Why is this bad?", "### Example", "### Use instead", "### Fix safety"];
@@ -117,8 +117,9 @@ fn every_rule_has_fixtures_for_positives_and_a_snapshot_in_each_language() {
 
 #[test]
 fn every_message_starts_lowercase_without_a_trailing_period() {
-    // With preview, so that the Python rules (all preview for now) speak too.
-    let preview = Overrides { preview: true, ..Overrides::default() };
+    // With preview, so that the Python rules (all preview for now) speak too, and the code
+    // declared to run also without a GPU, where D010 runs.
+    let preview = Overrides { preview: true, target: Some(Target::Any), ..Overrides::default() };
     let settings =
         Settings::from_table(LintTable::default(), PathBuf::from("."), None, &preview).expect("settings");
     let run: LintRun = lint_paths(&[root().join("fixtures/lint")], &settings).expect("fixtures lint");
@@ -163,7 +164,8 @@ fn every_pytorch_example_is_flagged_and_its_fix_is_not() {
         LintTable::default(),
         PathBuf::from("."),
         None,
-        &Overrides { preview: true, ..Overrides::default() },
+        // D010 runs only on code declared to run also without a GPU.
+        &Overrides { preview: true, target: Some(Target::Any), ..Overrides::default() },
     )
     .expect("settings");
     let mut problems = Vec::new();

@@ -68,6 +68,8 @@ pub(crate) struct Project {
     placement: Placement,
     /// The configuration declares the code CUDA-only (`target = "cuda"`).
     cuda_only: bool,
+    /// The configuration declares that the code must also run without a GPU (`target = "any"`).
+    gpu_optional: bool,
     /// The command-line options the project declares ([`super::options`]).
     options: super::options::Options,
     /// Per file (as indexed): its functions that other files call, each with whether every such
@@ -663,9 +665,15 @@ impl Project {
         self.accelerator
     }
 
-    /// Declares the code CUDA-only, or not (`target` in the configuration).
+    /// Declares where the code runs (`target` in the configuration).
     pub(crate) fn set_target(&mut self, target: Option<crate::config::Target>) {
         self.cuda_only = target == Some(crate::config::Target::Cuda);
+        self.gpu_optional = target == Some(crate::config::Target::Any);
+    }
+
+    /// Does the configuration say the code must also run on machines without a GPU?
+    pub(crate) fn gpu_optional(&self) -> bool {
+        self.gpu_optional
     }
 
     /// Does the function an absolute dotted name names run a loop of steps itself?
@@ -1741,6 +1749,11 @@ impl<'p> View<'p> {
     /// Does some file of the project choose the CPU, or let its user choose the device?
     pub(crate) fn has_cpu_path(&self) -> bool {
         self.project.has_cpu_path()
+    }
+
+    /// Does the configuration say the code must also run on machines without a GPU?
+    pub(crate) fn gpu_optional(&self) -> bool {
+        self.project.gpu_optional()
     }
 
     /// Does some file of the project name an accelerator?

@@ -29,6 +29,11 @@ impl Rule for Check {
     }
 
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
+        // Its hazard is a machine without the GPU a checkpoint was saved from: only code declared
+        // to run there (`target = "any"`) has it.
+        if !cx.types.project().gpu_optional() {
+            return;
+        }
         let Expr::Call(call) = e else { return };
         if cx.callee_name(call).is_none_or(|q| q != "torch.load") {
             return;
