@@ -1927,11 +1927,51 @@ fn body_is_gated(model: &Model<'_>, i: &ast::StmtIf, in_loop: bool) -> bool {
     // runs at every optimizer step, which is the training step.
     let accumulates = || steps_the_optimizer(&i.body, 0);
     !is_main_guard(&i.test)
-        && ((is_gate(&i.test) && !accumulates())
+        && ((is_gate(&i.test) && !accumulates() && !modulo_by_one(model, &i.test))
             || leaves
             || evaluation_branches(&i.test) == Some(true)
             || export_branches(model, &i.test) == Some(true)
             || clears_its_flag(model, &i.test, &i.body))
+}
+
+/// `if step % log_interval == 0:` (or `if not step % log_interval:`) with `log_interval = 1` the
+/// value the name has there, given once: a modulo by one holds at every step, so the branch is no
+/// gate. A file that may rebind the name from elsewhere (`global log_interval`,
+/// `exec(open(config).read())`, `globals().update(..)`) keeps the gate, as does a parameter.
+fn modulo_by_one(model: &Model<'_>, test: &Expr) -> bool {
+    let zero = |e: &Expr| matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ast::Number::Int(i) if i.as_u8() == Some(0)));
+    let modulo = match test {
+        Expr::Compare(c) if matches!(c.ops[..], [ast::CmpOp::Eq]) => match (&*c.left, &c.comparators[..]) {
+            (Expr::BinOp(b), [z]) | (z, [Expr::BinOp(b)]) if zero(z) => b,
+            _ => return false,
+        },
+        Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => match &*u.operand {
+            Expr::BinOp(b) => b,
+            _ => return false,
+        },
+        _ => return false,
+    };
+    if modulo.op != ast::Operator::Mod {
+        return false;
+    }
+    let one = |e: &Expr| matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ast::Number::Int(i) if i.as_u8() == Some(1)));
+    match &*modulo.right {
+        e if one(e) => true,
+        Expr::Name(n) => {
+            let source = model.source.as_bytes();
+            let name = n.id.as_str();
+            let rebinds_globals = memchr::memmem::find(source, b"exec(").is_some()
+                || memchr::memmem::find(source, b"globals()").is_some()
+                || memchr::memmem::find(source, format!("global {name}").as_bytes()).is_some();
+            !rebinds_globals
+                && model.binding_of(n).is_some_and(|b| {
+                    let b = model.binding(b);
+                    b.shadowed.is_none()
+                        && matches!(b.kind, BindingKind::Assignment { value, part: Part::Whole, .. } if one(value))
+                })
+        }
+        _ => false,
+    }
 }
 
 /// Does the block step the optimizer (`optimizer.step()`, `scaler.step(opt)`; not a scheduler,
