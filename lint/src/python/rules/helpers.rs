@@ -595,7 +595,10 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                     }
                     _ => {}
                 }
-                if api::tensor_method_returns_tensor(a.attr.as_str()) && cx.kind_of(&a.value).may_be_tensor()
+                // (`torch.nn.functional.relu(x)` is a function of a module, not a method.)
+                if api::tensor_method_returns_tensor(a.attr.as_str())
+                    && cx.kind_of(&a.value).may_be_tensor()
+                    && cx.callee_name(c).is_none_or(|q| !api::returns_tensor(&q))
                 {
                     // A tensor method's result is on its receiver's device (its tensor arguments
                     // must be there too; the others are sizes and dims); it carries the grad of
@@ -986,8 +989,22 @@ fn binding_value_provenance(
                     s.function.is_some_and(|g| cx.is_forward(g))
                         && argument_for(s.call, fun, position, binding.name).is_some_and(|a| next(a).on_accelerator)
                 });
+            // A function that runs its own loop of steps (`def generate(model, idx, n):` with a
+            // token loop): where this file's calls of it pass (the first few hundred calls, as
+            // above).
+            let from_callers = !forward
+                && !is_self
+                && !passed
+                && !from_forward
+                && cx.hot_of(f).is_none()
+                && cx.facts.calls_to[f.index()].iter().take(256).filter_map(|&i| cx.model.calls.get(i)).any(
+                    |s| {
+                        argument_for(s.call, fun, position, binding.name)
+                            .is_some_and(|a| next(a).on_accelerator)
+                    },
+                );
             Provenance {
-                on_accelerator: (forward && !is_self) || passed || from_forward,
+                on_accelerator: (forward && !is_self) || passed || from_forward || from_callers,
                 requires_grad: false,
             }
         }
