@@ -118,18 +118,15 @@ impl Placement {
         };
         Placement {
             other_accelerator: has(&[
-                "\"mps\"",
-                "'mps'",
                 "backends.mps",
                 "torch_xla",
                 "xla_device",
-                "torch.xpu",
-                "\"xpu\"",
-                "'xpu'",
+                "xpu.is_available",
                 "torch_npu",
-                "\"npu\"",
-                "'npu'",
-            ]),
+            ]) || chooses_a_device(
+                text,
+                &["\"mps\"", "'mps'", "\"xpu\"", "'xpu'", "\"npu\"", "'npu'"],
+            ),
             multi_process: has(&["init_process_group", "DistributedDataParallel", "LOCAL_RANK"]),
             // Trainers that start the processes give each its GPU themselves.
             sets_device: has(&[
@@ -151,6 +148,24 @@ impl Placement {
             cuda_only: self.cuda_only || other.cuda_only,
         }
     }
+}
+
+/// Does the text name one of the device strings as a device, other than in a test of one (`if
+/// device.type == "xpu":`, `!= "mps"`)? A test handles a device code elsewhere may choose (a
+/// copy of PyTorch's own loader tests `pin_memory_device == "xpu"`); choosing one is what says
+/// the code runs there.
+fn chooses_a_device(text: &str, literals: &[&str]) -> bool {
+    let bytes = text.as_bytes();
+    literals.iter().any(|lit| {
+        memchr::memmem::find_iter(bytes, lit.as_bytes()).any(|at| {
+            let before = bytes[..at].trim_ascii_end();
+            let after = bytes.get(at + lit.len()..).unwrap_or_default().trim_ascii_start();
+            !(before.ends_with(b"==")
+                || before.ends_with(b"!=")
+                || after.starts_with(b"==")
+                || after.starts_with(b"!="))
+        })
+    })
 }
 
 /// A call, at every step (in a hot loop, or in a function that runs in one), to a top-level
@@ -1989,6 +2004,14 @@ mod tests {
         let p = Placement::of_text;
         assert!(p("dev = 'mps' if torch.backends.mps.is_available() else 'cpu'").other_accelerator);
         assert!(!p("import torch\nx.cuda()\n").other_accelerator);
+        assert!(p("x = x.to('xpu')\n").other_accelerator);
+        assert!(p("device = torch.device(\"npu\")\n").other_accelerator);
+        assert!(p("use_xpu = torch.xpu.is_available()\n").other_accelerator);
+        // A test of a device (a copy of PyTorch's loader) chooses none.
+        let copied =
+            "if self._pin_memory_device == \"xpu\":\n    current_device = torch.xpu.current_device()\n";
+        assert!(!p(copied).other_accelerator);
+        assert!(!p("if 'mps' != device.type:\n    pass\n").other_accelerator);
         let ddp = p("dist.init_process_group('nccl')\nmodel = DistributedDataParallel(model)\n");
         assert!(ddp.multi_process && !ddp.sets_device);
         assert!(p("torch.cuda.set_device(int(os.environ['LOCAL_RANK']))").sets_device);
