@@ -1401,6 +1401,11 @@ impl Facts {
                     function_work[f.index()] = true;
                 }
                 mark_out(&mut loop_work, site.in_loop);
+            } else if let Some(l) = site.in_loop
+                && !loop_work[l.index()]
+                && moves_its_items(model, l, q.as_deref(), site.call)
+            {
+                mark_out(&mut loop_work, Some(l));
             }
             let callee = match model.callee(site.call, site.function) {
                 Some(Callee::Function(f)) => {
@@ -2239,6 +2244,25 @@ pub(crate) fn calls_a_value(model: &Model<'_>, types: &Types<'_, '_>, c: &ast::E
         }),
         _ => false,
     }
+}
+
+/// `for x, y in loader: x = x.to(device)`: the loop moves what it iterates over to the
+/// accelerator, one batch each time, for device work at every iteration: a loop of steps (the
+/// work itself may be a method of an object the function was given, `box.forward_process(x)`).
+fn moves_its_items(
+    model: &Model<'_>,
+    l: super::model::LoopId,
+    callee: Option<&str>,
+    call: &ast::ExprCall,
+) -> bool {
+    let Expr::Attribute(a) = &*call.func else { return false };
+    if !matches!(a.attr.as_str(), "to" | "cuda") || !moves_to_accelerator(callee, call) {
+        return false;
+    }
+    let Some((_, iter)) = model.loop_(l).for_parts() else { return false };
+    matches!(&*a.value, Expr::Name(n) if model.binding_of(n).is_some_and(|b| {
+        matches!(model.binding(b).kind, super::model::BindingKind::LoopVar { iter: bound, .. } if std::ptr::eq(bound, iter))
+    }))
 }
 
 /// A call that shows the file puts things on an accelerator: `.cuda()`, `torch.cuda.*`,

@@ -648,6 +648,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                 || project_function(cx, c) == Some(false)
                 || calls_a_component_method(cx, c)
                 || calls_an_instance(cx, c)
+                || calls_a_collaborator(cx, c)
             {
                 let on = c
                     .arguments
@@ -797,6 +798,27 @@ fn calls_a_component_method(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
         }
         _ => false,
     }
+}
+
+/// Does the call call a method of an object the function was given (`training_box.forward_process(
+/// x, y)`, `nets.discriminator(x)`: a parameter of unknown kind, not `self`), other than a
+/// tensor's own method? Like a model passed in, its result is where its inputs are.
+fn calls_a_collaborator(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
+    let Expr::Attribute(method) = &*c.func else { return false };
+    if api::tensor_method_returns_tensor(method.attr.as_str())
+        || cx.types.receiver_class(&method.value).is_some()
+    {
+        return false;
+    }
+    // The object itself, or one of its attributes (`nets.discriminator`).
+    let object = match &*method.value {
+        Expr::Attribute(a) => &*a.value,
+        e => e,
+    };
+    name_binding(cx, object).is_some_and(|b| {
+        matches!(cx.model.binding(b).kind, BindingKind::Parameter { .. })
+            && cx.types.binding_kind(b) == Kind::Unknown
+    })
 }
 
 /// Does the call call an instance of a class of this file that defines `__call__` (`self.loss =
