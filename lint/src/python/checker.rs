@@ -110,6 +110,10 @@ pub(crate) enum Hot {
     /// It is called at every step from another file of the project: an index into
     /// [`Facts::elsewhere`].
     CalledElsewhere(usize),
+    /// It takes one training step itself (`loss.backward()` and an optimizer's `.step()` in its
+    /// own body, outside any loop), and nothing in this file calls it: a trainer elsewhere calls
+    /// it once per step. The range is the `backward()` call.
+    Step(TextRange),
 }
 
 /// What the loops around a place make of it.
@@ -1637,6 +1641,16 @@ impl Facts {
                 queue.push_back(id);
             }
         }
+        // Methods and functions that take one training step, called from no code of this file.
+        for (id, step) in one_step_functions(model) {
+            if facts.hot[id.index()].is_none()
+                && !facts.forward[id.index()]
+                && facts.calls_to[id.index()].is_empty()
+            {
+                facts.hot[id.index()] = Some(Hot::Step(step));
+                queue.push_back(id);
+            }
+        }
         while let Some(f) = queue.pop_front() {
             for &i in &by_caller[f.index()] {
                 let e = &edges[i];
@@ -1977,6 +1991,32 @@ fn modulo_by_one(model: &Model<'_>, test: &Expr) -> bool {
         }
         _ => false,
     }
+}
+
+/// The functions that take one training step each time they run: `.backward()` and an
+/// optimizer's `.step()` (not a scheduler's) called in the function's own body, outside any loop
+/// (`def update(self, batch): loss = ..; loss.backward(); self.optim.step()`), each with its
+/// `backward()` call.
+fn one_step_functions(model: &Model<'_>) -> Vec<(FunctionId, TextRange)> {
+    let mut backward: FxHashMap<FunctionId, TextRange> = FxHashMap::default();
+    let mut steps: FxHashSet<FunctionId> = FxHashSet::default();
+    for site in &model.calls {
+        let (Some(f), None) = (site.function, site.in_loop) else { continue };
+        let Expr::Attribute(a) = &*site.call.func else { continue };
+        match a.attr.as_str() {
+            "backward" => {
+                backward.entry(f).or_insert(site.call.range());
+            }
+            "step" if !super::project::steps_scheduler(&a.value) && steps_training(site.call) => {
+                steps.insert(f);
+            }
+            _ => {}
+        }
+    }
+    let mut out: Vec<(FunctionId, TextRange)> =
+        backward.into_iter().filter(|(f, _)| steps.contains(f)).collect();
+    out.sort_by_key(|(f, _)| f.index());
+    out
 }
 
 /// Does the block step the optimizer (`optimizer.step()`, `scaler.step(opt)`; not a scheduler,

@@ -194,6 +194,14 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             format!("`{}` in a loop waits for the device at every step", sync.what),
             "accumulate a detached tensor on the device (`total += loss.detach()`) and read it every N steps (`if step % log_every == 0:`) or once at the end",
         ),
+        Hot::Step(_) => (
+            format!(
+                "`{}` in `{}` waits for the device at every training step: each call takes one",
+                sync.what,
+                cx.function_name().unwrap_or("the function")
+            ),
+            "return the tensor (`loss.detach()`) and let the trainer accumulate it on the device, reading it every N steps or once at the end",
+        ),
         Hot::CalledElsewhere(i) => (
             match cx.facts.elsewhere.get(i) {
                 Some(c) => format!(
@@ -281,8 +289,10 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         _ => "host read",
     };
     let mut finding = Finding::new(&registry::D005, range(sync.at), message).label(label).help(help);
-    if let (Hot::CalledInLoop(at), true) = (hot, cx.loops.is_empty()) {
-        finding = finding.related(range(at), "called in a loop here");
+    match (hot, cx.loops.is_empty()) {
+        (Hot::CalledInLoop(at), true) => finding = finding.related(range(at), "called in a loop here"),
+        (Hot::Step(at), _) => finding = finding.related(range(at), "the training step it takes"),
+        _ => {}
     }
     out.push(finding);
 }
@@ -1103,10 +1113,12 @@ pub(crate) fn result_needed_on_host(cx: &Checker<'_, '_>, call: &Expr) -> bool {
 
 /// For a function that another file calls at every step: does some such caller need what it
 /// returns on the host at once (`Some(true)`), or does every one only log or accumulate it
-/// (`Some(false)`)? `None` for any other function.
+/// (`Some(false)`)? A function that takes one training step returns its statistics to a trainer
+/// that logs them (`Some(false)`). `None` for any other function.
 fn elsewhere_needs_result(cx: &Checker<'_, '_>) -> Option<bool> {
     match cx.hot_of(cx.function?)? {
         Hot::CalledElsewhere(i) => cx.facts.elsewhere.get(i).map(|c| c.result_needed),
+        Hot::Step(_) => Some(false),
         _ => None,
     }
 }

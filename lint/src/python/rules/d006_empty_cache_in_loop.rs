@@ -58,6 +58,13 @@ impl Rule for Check {
                     .to_string(),
                 "called every iteration",
             ),
+            Hot::Step(_) => (
+                format!(
+                    "`empty_cache()` in `{}` hands cached memory back to the driver at every training step: each call takes one",
+                    cx.function_name().unwrap_or("the function")
+                ),
+                "called at every training step",
+            ),
             Hot::CalledElsewhere(i) => (
                 match cx.facts.elsewhere.get(i) {
                     Some(c) => format!(
