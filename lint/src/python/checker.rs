@@ -2270,6 +2270,16 @@ pub(crate) fn calls_a_value(model: &Model<'_>, types: &Types<'_, '_>, c: &ast::E
         Expr::Name(n) => model.binding_of(n).is_some_and(|b| match model.binding(b).kind {
             // A parameter of unknown kind (`def train(model, ..)`), or a loop over layers.
             super::model::BindingKind::Parameter { .. } => types.binding_kind(b).may_be_tensor(),
+            // `model = model.to(device)` (or `.eval()`, ..) of such a parameter, then called.
+            super::model::BindingKind::Assignment { value: Expr::Call(c), part: super::model::Part::Whole, .. }
+                if types.binding_kind(b) != Kind::Module =>
+            {
+                matches!(&*c.func, Expr::Attribute(a) if crate::python::api::module_method_returns_self(a.attr.as_str())
+                    && matches!(&*a.value, Expr::Name(p) if model.binding_of(p).is_some_and(|pb| {
+                        matches!(model.binding(pb).kind, super::model::BindingKind::Parameter { .. })
+                            && types.binding_kind(pb).may_be_tensor()
+                    })))
+            }
             super::model::BindingKind::LoopVar { .. } | super::model::BindingKind::Assignment { .. } => {
                 types.binding_kind(b) == Kind::Module
             }

@@ -597,9 +597,23 @@ fn single_assignment<'a>(cx: &Checker<'_, 'a>, name: &Expr) -> Option<&'a Expr> 
     }
 }
 
+/// An index named a mask (`mask`, `condition_mask`, `self.valid_mask`: the name's last word),
+/// that may be a tensor: indexing with a tensor of floats fails, and one of indices is named for
+/// them (`mask_idx`), so a tensor named a mask is one of booleans.
+fn named_a_mask(cx: &Checker<'_, '_>, index: &Expr) -> bool {
+    let name = match index {
+        Expr::Name(n) => n.id.as_str(),
+        Expr::Attribute(a) => a.attr.as_str(),
+        _ => return false,
+    };
+    let last = name.rsplit('_').next().unwrap_or(name);
+    last.eq_ignore_ascii_case("mask") && cx.kind_of(index).may_be_tensor()
+}
+
 /// `loss[valid]` with a boolean mask made by comparing a tensor (`valid = target > 0`, or the
-/// comparison in place): the result's size is the number of `True`s, which the host waits for.
-/// (Assigning through a mask, `x[mask] = 0`, is a masked fill: no wait.)
+/// comparison in place), or a tensor named a mask ([`named_a_mask`]): the result's size is the
+/// number of `True`s, which the host waits for. (Assigning through a mask, `x[mask] = 0`, is a
+/// masked fill: no wait.)
 fn mask_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     let Expr::Subscript(s) = e else { return None };
     if s.ctx != ast::ExprContext::Load {
@@ -626,11 +640,11 @@ fn mask_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
         }
     }
     let compares_tensors = |m: &Expr| compares_tensors(cx, m, 4);
-    let mask = match &*s.slice {
-        Expr::Name(_) => single_assignment(cx, &s.slice)?,
-        slice => slice,
+    let compared = match &*s.slice {
+        Expr::Name(_) => single_assignment(cx, &s.slice).is_some_and(compares_tensors),
+        slice => compares_tensors(slice),
     };
-    if !compares_tensors(mask)
+    if !(compared || named_a_mask(cx, &s.slice))
         || cx.hot().is_none()
         || !cx.kind_of(&s.value).may_be_tensor()
         || !provenance_in_project(cx, &s.value).on_accelerator
