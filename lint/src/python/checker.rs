@@ -247,6 +247,13 @@ pub(crate) struct Checker<'m, 'a> {
     pub(crate) provenance_steps: std::cell::Cell<u32>,
     /// Per nested function asked about: does it return only host values?
     pub(crate) nested_host: std::cell::RefCell<FxHashMap<FunctionId, bool>>,
+    /// Per parameter (function, position) of a function that runs its own loop: whether some call
+    /// of it in this file passes a tensor on the accelerator, worked out once (`None` while it is
+    /// being worked out, which a cycle of calls reads as no).
+    pub(crate) passed_by_callers: std::cell::RefCell<FxHashMap<(FunctionId, usize), Option<bool>>>,
+    /// Set when a provenance query stopped at its depth or step limit, knowing nothing: an answer
+    /// worked out under it is not final, and is not memoised.
+    pub(crate) provenance_cut: std::cell::Cell<bool>,
     /// Per Lightning `training_step`: the names its `return`s mention, worked out once
     /// ([`super::rules::helpers::binding_is_device_loss`]).
     pub(crate) returned_names: std::cell::RefCell<FxHashMap<FunctionId, Vec<BindingId>>>,
@@ -285,6 +292,8 @@ impl<'m, 'a> Checker<'m, 'a> {
             puts: FxHashMap::default(),
             provenance_steps: std::cell::Cell::new(0),
             nested_host: std::cell::RefCell::new(FxHashMap::default()),
+            passed_by_callers: std::cell::RefCell::new(FxHashMap::default()),
+            provenance_cut: std::cell::Cell::new(false),
             returned_names: std::cell::RefCell::new(FxHashMap::default()),
             calls: Calls::default(),
         }
@@ -1351,6 +1360,8 @@ impl Facts {
             }
         };
         let mut edges: Vec<Edge> = Vec::new();
+        // Loops that move their loop variable to the device, with its name ([`moves_its_items`]).
+        let mut moved_items: Vec<(LoopId, &str)> = Vec::new();
         let mut sets_default_device = false;
         let mut calls_to: Vec<Vec<usize>> = vec![Vec::new(); n];
         let mut device_taken_from = FxHashSet::default();
@@ -1407,9 +1418,9 @@ impl Facts {
                 mark_out(&mut loop_work, site.in_loop);
             } else if let Some(l) = site.in_loop
                 && !loop_work[l.index()]
-                && moves_its_items(model, l, q.as_deref(), site.call)
+                && let Some(moved) = moves_its_items(model, l, q.as_deref(), site.call)
             {
-                mark_out(&mut loop_work, Some(l));
+                moved_items.push((l, moved));
             }
             let callee = match model.callee(site.call, site.function) {
                 Some(Callee::Function(f)) => {
@@ -1437,6 +1448,19 @@ impl Facts {
                     in_loop: site.in_loop,
                     at: site.call.range(),
                 });
+            }
+        }
+        // A loop that moves what it iterates over to the device and hands it to a call there
+        // (`loss = box.forward_process(x, y)`): a loop of steps. One that only collects what it
+        // moved (`staged.append(x)`) is not.
+        if !moved_items.is_empty() {
+            let moved: FxHashSet<(LoopId, &str)> = moved_items.iter().copied().collect();
+            for site in &model.calls {
+                let Some(l) = site.in_loop else { continue };
+                if loop_work[l.index()] || !hands_on(model, site.call, |name| moved.contains(&(l, name))) {
+                    continue;
+                }
+                mark_out(&mut loop_work, Some(l));
             }
         }
         // A call to a function that queues work queues work; a loop whose body runs a loop that
@@ -1641,11 +1665,13 @@ impl Facts {
                 queue.push_back(id);
             }
         }
-        // Methods and functions that take one training step, called from no code of this file.
+        // Methods that take one training step and that nothing the project shows calls: a
+        // trainer's framework calls them, once per step.
         for (id, step) in one_step_functions(model) {
             if facts.hot[id.index()].is_none()
                 && !facts.forward[id.index()]
                 && facts.calls_to[id.index()].is_empty()
+                && !called_by_name(model, types, id)
             {
                 facts.hot[id.index()] = Some(Hot::Step(step));
                 queue.push_back(id);
@@ -1953,10 +1979,10 @@ fn body_is_gated(model: &Model<'_>, i: &ast::StmtIf, in_loop: bool) -> bool {
             || clears_its_flag(model, &i.test, &i.body))
 }
 
-/// `if step % log_interval == 0:` (or `if not step % log_interval:`) with `log_interval = 1` the
-/// value the name has there, given once: a modulo by one holds at every step, so the branch is no
-/// gate. A file that may rebind the name from elsewhere (`global log_interval`,
-/// `exec(open(config).read())`, `globals().update(..)`) keeps the gate, as does a parameter.
+/// `if step % log_interval == 0:` (or `if not step % log_interval:`) with `log_interval = 1`
+/// given once in the module's body: a modulo by one holds at every step, so the branch is no
+/// gate. A name the file may rebind ([`Model::may_rebind_global`]), a function's local (which the
+/// function may reassign as it goes) and a parameter keep the gate.
 fn modulo_by_one(model: &Model<'_>, test: &Expr) -> bool {
     let zero = |e: &Expr| matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ast::Number::Int(i) if i.as_u8() == Some(0)));
     let modulo = match test {
@@ -1977,31 +2003,47 @@ fn modulo_by_one(model: &Model<'_>, test: &Expr) -> bool {
     match &*modulo.right {
         e if one(e) => true,
         Expr::Name(n) => {
-            let source = model.source.as_bytes();
             let name = n.id.as_str();
-            let rebinds_globals = memchr::memmem::find(source, b"exec(").is_some()
-                || memchr::memmem::find(source, b"globals()").is_some()
-                || memchr::memmem::find(source, format!("global {name}").as_bytes()).is_some();
-            !rebinds_globals
-                && model.binding_of(n).is_some_and(|b| {
-                    let b = model.binding(b);
-                    b.shadowed.is_none()
-                        && matches!(b.kind, BindingKind::Assignment { value, part: Part::Whole, .. } if one(value))
-                })
+            model.binding_of(n).is_some_and(|b| {
+                let b = model.binding(b);
+                b.shadowed.is_none()
+                    && matches!(b.kind, BindingKind::Assignment { value, part: Part::Whole, .. }
+                        if one(value) && at_module_level(model.source, name, value.start().to_usize()))
+            }) && !model.may_rebind_global(name)
         }
         _ => false,
     }
 }
 
-/// The functions that take one training step each time they run: `.backward()` and an
-/// optimizer's `.step()` (not a scheduler's) called in the function's own body, outside any loop
+/// Is the method called where the file's call graph does not resolve it: through an attribute
+/// of something else outside any loop (`self.agent.update(batch)`, `agent.update(..)`: a call the
+/// file makes once), or from another file of the project?
+fn called_by_name(model: &Model<'_>, types: &Types<'_, '_>, f: FunctionId) -> bool {
+    let fun = model.function(f);
+    let name = fun.name();
+    let here = model.calls.iter().any(|site| {
+        site.in_loop.is_none() && matches!(&*site.call.func, Expr::Attribute(a) if a.attr.as_str() == name)
+    });
+    let class = fun.class.map(|c| model.class(c).def.name.as_str());
+    here || types.project().opt_in_callers().iter().any(|(called, _)| {
+        called == name
+            || class.is_some_and(|c| called.strip_prefix(c).and_then(|r| r.strip_prefix('.')) == Some(name))
+    })
+}
+
+/// The methods that take one training step each time they run: `.backward()` and an
+/// optimizer's `.step()` (not a scheduler's) called in the method's own body, outside any loop
 /// (`def update(self, batch): loss = ..; loss.backward(); self.optim.step()`), each with its
-/// `backward()` call.
+/// `backward()` call. (A plain function doing so is a script's or a test's one step as often as
+/// a trainer's: left alone.)
 fn one_step_functions(model: &Model<'_>) -> Vec<(FunctionId, TextRange)> {
     let mut backward: FxHashMap<FunctionId, TextRange> = FxHashMap::default();
     let mut steps: FxHashSet<FunctionId> = FxHashSet::default();
     for site in &model.calls {
         let (Some(f), None) = (site.function, site.in_loop) else { continue };
+        if model.function(f).class.is_none() {
+            continue;
+        }
         let Expr::Attribute(a) = &*site.call.func else { continue };
         match a.attr.as_str() {
             "backward" => {
@@ -2017,6 +2059,16 @@ fn one_step_functions(model: &Model<'_>) -> Vec<(FunctionId, TextRange)> {
         backward.into_iter().filter(|(f, _)| steps.contains(f)).collect();
     out.sort_by_key(|(f, _)| f.index());
     out
+}
+
+/// Is the assignment whose value starts at `at` a statement of the module's own body (`name = ..`
+/// in the first column)? A function's local of that name is another variable, reassigned as the
+/// function likes.
+fn at_module_level(source: &str, name: &str, at: usize) -> bool {
+    let line_start = source.get(..at).and_then(|before| before.rfind('\n')).map_or(0, |i| i + 1);
+    source.get(line_start..at).is_some_and(|line| {
+        line.strip_prefix(name).is_some_and(|rest| rest.trim_start().starts_with(['=', ':']))
+    })
 }
 
 /// Does the block step the optimizer (`optimizer.step()`, `scaler.step(opt)`; not a scheduler,
@@ -2297,22 +2349,47 @@ pub(crate) fn calls_a_value(model: &Model<'_>, types: &Types<'_, '_>, c: &ast::E
 }
 
 /// `for x, y in loader: x = x.to(device)`: the loop moves what it iterates over to the
-/// accelerator, one batch each time, for device work at every iteration: a loop of steps (the
-/// work itself may be a method of an object the function was given, `box.forward_process(x)`).
-fn moves_its_items(
-    model: &Model<'_>,
+/// accelerator, one batch each time: the moved name, for [`hands_on`] to find where it goes.
+fn moves_its_items<'a>(
+    model: &Model<'a>,
     l: super::model::LoopId,
     callee: Option<&str>,
-    call: &ast::ExprCall,
-) -> bool {
-    let Expr::Attribute(a) = &*call.func else { return false };
+    call: &'a ast::ExprCall,
+) -> Option<&'a str> {
+    let Expr::Attribute(a) = &*call.func else { return None };
     if !matches!(a.attr.as_str(), "to" | "cuda") || !moves_to_accelerator(callee, call) {
-        return false;
+        return None;
     }
-    let Some((_, iter)) = model.loop_(l).for_parts() else { return false };
-    matches!(&*a.value, Expr::Name(n) if model.binding_of(n).is_some_and(|b| {
-        matches!(model.binding(b).kind, super::model::BindingKind::LoopVar { iter: bound, .. } if std::ptr::eq(bound, iter))
-    }))
+    let (_, iter) = model.loop_(l).for_parts()?;
+    match &*a.value {
+        Expr::Name(n)
+            if model.binding_of(n).is_some_and(|b| {
+                matches!(model.binding(b).kind, BindingKind::LoopVar { iter: bound, .. } if std::ptr::eq(bound, iter))
+            }) =>
+        {
+            Some(n.id.as_str())
+        }
+        _ => None,
+    }
+}
+
+/// Does the call hand a name `moved` accepts to something that computes with it: a model, a
+/// function, an object's method (`box.forward_process(x, y)`), not a container that keeps it
+/// (`staged.append(x)`) or a builtin that prints or measures it?
+fn hands_on(model: &Model<'_>, call: &ast::ExprCall, moved: impl Fn(&str) -> bool) -> bool {
+    let keeps = match &*call.func {
+        Expr::Attribute(a) => {
+            matches!(a.attr.as_str(), "append" | "extend" | "insert" | "add" | "put" | "setdefault")
+        }
+        func => model.canonical_name(func).is_some_and(|q| q.starts_with("builtins.")),
+    };
+    !keeps
+        && call
+            .arguments
+            .args
+            .iter()
+            .chain(call.arguments.keywords.iter().map(|k| &k.value))
+            .any(|a| matches!(a, Expr::Name(n) if moved(n.id.as_str())))
 }
 
 /// A call that shows the file puts things on an accelerator: `.cuda()`, `torch.cuda.*`,

@@ -287,9 +287,45 @@ pub(crate) struct Model<'a> {
     /// Indexed by the node index the build gives each callee that is an attribute (`torch.zeros`,
     /// `self.net`, `x.to`): looking one up is a load and a bounds check.
     callee_names: Vec<(TextRange, CalleeName)>,
+    /// The module-level names the file may give another value than the one written
+    /// ([`Model::may_rebind_global`]), read from the text once.
+    rebound_globals: std::sync::OnceLock<Rebound>,
+}
+
+/// What a file's text lets rebind its globals: a wholesale rebinding (`exec(..)`, `globals()`, a
+/// star import), or the names `global` statements list.
+#[derive(Debug, Default)]
+struct Rebound {
+    wholesale: bool,
+    names: FxHashSet<String>,
 }
 
 impl<'a> Model<'a> {
+    /// Could the module's `name` be given another value than the one written: a `global`
+    /// statement naming it (`global epochs, log_interval`), a star import (`from run_config import
+    /// *`), or code that rebinds globals wholesale (`exec(open(config).read())`,
+    /// `globals().update(..)`)? The text is read once per file, whatever the number of questions.
+    pub fn may_rebind_global(&self, name: &str) -> bool {
+        let rebound = self.rebound_globals.get_or_init(|| {
+            let bytes = self.source.as_bytes();
+            let mut r = Rebound {
+                wholesale: memchr::memmem::find(bytes, b"exec(").is_some()
+                    || memchr::memmem::find(bytes, b"globals()").is_some(),
+                names: FxHashSet::default(),
+            };
+            for line in self.source.lines().map(str::trim_start) {
+                let code = line.split('#').next().unwrap_or_default();
+                if let Some(names) = code.strip_prefix("global ") {
+                    r.names.extend(names.split([',', ';']).map(|n| n.trim().to_string()));
+                } else if code.starts_with("from ") && code.trim_end().ends_with("import *") {
+                    r.wholesale = true;
+                }
+            }
+            r
+        });
+        rebound.wholesale || rebound.names.contains(name)
+    }
+
     /// Builds the model of a parsed module.
     pub fn build(source: &'a str, body: &'a [Stmt]) -> Self {
         // Sized from the text (about one call or binding per 128 bytes of Python) so the tables
@@ -298,6 +334,7 @@ impl<'a> Model<'a> {
         let mut b = Builder {
             model: Model {
                 source,
+                rebound_globals: std::sync::OnceLock::new(),
                 scopes: Vec::new(),
                 bindings: Vec::with_capacity(others),
                 functions: Vec::new(),

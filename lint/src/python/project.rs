@@ -117,16 +117,22 @@ impl Placement {
             words.iter().any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
         };
         Placement {
-            other_accelerator: has(&[
-                "backends.mps",
-                "torch_xla",
-                "xla_device",
-                "xpu.is_available",
-                "torch_npu",
-            ]) || chooses_a_device(
-                text,
-                &["\"mps\"", "'mps'", "\"xpu\"", "'xpu'", "\"npu\"", "'npu'"],
-            ),
+            // A copy of PyTorch's own code (a vendored DataLoader importing `torch._utils`) handles
+            // every device PyTorch supports: it says nothing of where the project runs.
+            other_accelerator: !copies_pytorch_internals(text)
+                && has(&[
+                    "\"mps\"",
+                    "'mps'",
+                    "backends.mps",
+                    "torch_xla",
+                    "xla_device",
+                    "torch.xpu",
+                    "\"xpu",
+                    "'xpu",
+                    "torch_npu",
+                    "\"npu",
+                    "'npu",
+                ]),
             multi_process: has(&["init_process_group", "DistributedDataParallel", "LOCAL_RANK"]),
             // Trainers that start the processes give each its GPU themselves.
             sets_device: has(&[
@@ -150,22 +156,12 @@ impl Placement {
     }
 }
 
-/// Does the text name one of the device strings as a device, other than in a test of one (`if
-/// device.type == "xpu":`, `!= "mps"`)? A test handles a device code elsewhere may choose (a
-/// copy of PyTorch's own loader tests `pin_memory_device == "xpu"`); choosing one is what says
-/// the code runs there.
-fn chooses_a_device(text: &str, literals: &[&str]) -> bool {
-    let bytes = text.as_bytes();
-    literals.iter().any(|lit| {
-        memchr::memmem::find_iter(bytes, lit.as_bytes()).any(|at| {
-            let before = bytes[..at].trim_ascii_end();
-            let after = bytes.get(at + lit.len()..).unwrap_or_default().trim_ascii_start();
-            !(before.ends_with(b"==")
-                || before.ends_with(b"!=")
-                || after.starts_with(b"==")
-                || after.starts_with(b"!="))
-        })
-    })
+/// Does the file import PyTorch's private modules (`from torch._utils import ..`,
+/// `torch.utils.data._utils`): a copy of PyTorch's own code rather than the project's?
+fn copies_pytorch_internals(text: &str) -> bool {
+    ["from torch._", "import torch._", "torch.utils.data._utils"]
+        .iter()
+        .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
 }
 
 /// A call, at every step (in a hot loop, or in a function that runs in one), to a top-level
@@ -2006,12 +2002,12 @@ mod tests {
         assert!(!p("import torch\nx.cuda()\n").other_accelerator);
         assert!(p("x = x.to('xpu')\n").other_accelerator);
         assert!(p("device = torch.device(\"npu\")\n").other_accelerator);
-        assert!(p("use_xpu = torch.xpu.is_available()\n").other_accelerator);
-        // A test of a device (a copy of PyTorch's loader) chooses none.
-        let copied =
-            "if self._pin_memory_device == \"xpu\":\n    current_device = torch.xpu.current_device()\n";
+        assert!(p("n = torch.xpu.device_count()\nx = x.to(\"xpu:0\")\n").other_accelerator);
+        assert!(p("if args.device == \"mps\":\n    seed_everything(0)\n").other_accelerator);
+        // A copy of PyTorch's loader handles every device PyTorch has: not the project's choice.
+        let copied = "from torch._utils import ExceptionWrapper\n\n\
+                      if self._pin_memory_device == \"xpu\":\n    current_device = torch.xpu.current_device()\n";
         assert!(!p(copied).other_accelerator);
-        assert!(!p("if 'mps' != device.type:\n    pass\n").other_accelerator);
         let ddp = p("dist.init_process_group('nccl')\nmodel = DistributedDataParallel(model)\n");
         assert!(ddp.multi_process && !ddp.sets_device);
         assert!(p("torch.cuda.set_device(int(os.environ['LOCAL_RANK']))").sets_device);

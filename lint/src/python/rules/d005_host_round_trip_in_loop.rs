@@ -606,8 +606,69 @@ fn named_a_mask(cx: &Checker<'_, '_>, index: &Expr) -> bool {
         Expr::Attribute(a) => a.attr.as_str(),
         _ => return false,
     };
-    let last = name.rsplit('_').next().unwrap_or(name);
-    last.eq_ignore_ascii_case("mask") && cx.kind_of(index).may_be_tensor()
+    let mut words = name.rsplit('_');
+    let last = words.next().unwrap_or(name);
+    // An attention mask is 0/1 or additive, not a boolean index (`hidden[attention_mask]` gathers
+    // rows 0 and 1).
+    let attention = words.any(|w| w.eq_ignore_ascii_case("attention") || w.eq_ignore_ascii_case("attn"));
+    if !last.eq_ignore_ascii_case("mask") || attention || !cx.kind_of(index).may_be_tensor() {
+        return false;
+    }
+    match super::helpers::name_binding(cx, index).map(|b| cx.model.binding(b).kind) {
+        // A parameter may be given anything (a list of class indices): a mask where a call of
+        // this file passes a tensor for it.
+        Some(BindingKind::Parameter { function: Some(f), position, .. }) => {
+            let fun = cx.model.function(f);
+            cx.facts.calls_to[f.index()].iter().take(256).filter_map(|&i| cx.model.calls.get(i)).any(|site| {
+                super::helpers::argument_for(site.call, fun, position, name)
+                    .is_some_and(|a| cx.kind_of(a) == Kind::Tensor)
+            })
+        }
+        Some(BindingKind::Parameter { .. }) => false,
+        // `mask = torch.randperm(n)[:k]`, `body_mask = slice(1, -1)`: indices, not booleans.
+        Some(BindingKind::Assignment { value, .. }) => !holds_indices(cx, value),
+        _ => true,
+    }
+}
+
+/// Is the value a set of indices: made by a factory of indices (`torch.randperm`, `torch.arange`,
+/// `argsort`, `nonzero`, `topk`'s), a slice, a range, directly or through indexing and methods?
+fn holds_indices(cx: &Checker<'_, '_>, value: &Expr) -> bool {
+    let mut at = value;
+    for _ in 0..16 {
+        match at {
+            Expr::Subscript(s) => at = &s.value,
+            Expr::Call(c) => {
+                if let Some(q) = cx.callee_name(c)
+                    && matches!(
+                        q.as_ref(),
+                        "torch.randperm"
+                            | "torch.arange"
+                            | "torch.randint"
+                            | "torch.argsort"
+                            | "torch.nonzero"
+                            | "torch.topk"
+                            | "builtins.slice"
+                            | "builtins.range"
+                            | "numpy.arange"
+                            | "numpy.random.permutation"
+                    )
+                {
+                    return true;
+                }
+                match &*c.func {
+                    Expr::Attribute(a) if matches!(a.attr.as_str(), "argsort" | "nonzero" | "topk" | "indices") => {
+                        return true;
+                    }
+                    Expr::Attribute(a) => at = &a.value,
+                    _ => return false,
+                }
+            }
+            Expr::Attribute(a) if a.attr.as_str() == "indices" => return true,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// `loss[valid]` with a boolean mask made by comparing a tensor (`valid = target > 0`, or the

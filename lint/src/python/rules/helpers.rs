@@ -477,6 +477,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
     const NONE: Provenance = Provenance { on_accelerator: false, requires_grad: false };
     let steps = cx.provenance_steps.get();
     if depth > 24 || steps == 0 {
+        cx.provenance_cut.set(true);
         return NONE;
     }
     cx.provenance_steps.set(steps - 1);
@@ -1012,19 +1013,13 @@ fn binding_value_provenance(
                         && argument_for(s.call, fun, position, binding.name).is_some_and(|a| next(a).on_accelerator)
                 });
             // A function that runs its own loop of steps (`def generate(model, idx, n):` with a
-            // token loop): where this file's calls of it pass (the first few hundred calls, as
-            // above).
+            // token loop): where this file's calls of it pass, worked out once per parameter.
             let from_callers = !forward
                 && !is_self
                 && !passed
                 && !from_forward
                 && cx.hot_of(f).is_none()
-                && cx.facts.calls_to[f.index()].iter().take(256).filter_map(|&i| cx.model.calls.get(i)).any(
-                    |s| {
-                        argument_for(s.call, fun, position, binding.name)
-                            .is_some_and(|a| next(a).on_accelerator)
-                    },
-                );
+                && passed_by_callers(cx, f, fun, position, binding.name, &next);
             Provenance {
                 on_accelerator: (forward && !is_self) || passed || from_forward || from_callers,
                 requires_grad: false,
@@ -1034,7 +1029,50 @@ fn binding_value_provenance(
     }
 }
 
-/// `packed[1]` where `packed` is (bound to) what `pack_padded_sequence` or `pad_packed_sequence`
+/// Does some call of `f` in this file (the first few hundred) pass a tensor on the accelerator
+/// for the parameter at `position`? Memoised per parameter: a chain of helpers each passing its
+/// parameter on is one walk, not one per query; a cycle of calls reads as no. A "no" reached
+/// only because a query hit its limits is not kept.
+fn passed_by_callers(
+    cx: &Checker<'_, '_>,
+    f: crate::python::model::FunctionId,
+    fun: &crate::python::model::Function<'_>,
+    position: usize,
+    name: &str,
+    next: &impl Fn(&Expr) -> Provenance,
+) -> bool {
+    if let Some(known) = cx.passed_by_callers.borrow().get(&(f, position)) {
+        return known.unwrap_or(false);
+    }
+    cx.passed_by_callers.borrow_mut().insert((f, position), None);
+    let cut_before = cx.provenance_cut.replace(false);
+    // Calls that pass the same name (`f(model, x)` sixty times) are asked about once.
+    let mut asked: Vec<BindingId> = Vec::new();
+    let passed = cx.facts.calls_to[f.index()]
+        .iter()
+        .take(256)
+        .filter_map(|&i| cx.model.calls.get(i))
+        .filter_map(|s| argument_for(s.call, fun, position, name))
+        .filter(|a| match name_binding(cx, a) {
+            Some(b) if asked.contains(&b) => false,
+            Some(b) => {
+                asked.push(b);
+                true
+            }
+            None => true,
+        })
+        .any(|a| next(a).on_accelerator);
+    let cut = cx.provenance_cut.get();
+    cx.provenance_cut.set(cut_before || cut);
+    if passed || !cut {
+        cx.passed_by_callers.borrow_mut().insert((f, position), Some(passed));
+    } else {
+        cx.passed_by_callers.borrow_mut().remove(&(f, position));
+    }
+    passed
+}
+
+/// `packed[1]` where `packed` is (bound to) what `pack_padded_sequence` or `pad_packed_sequence`/// `packed[1]` where `packed` is (bound to) what `pack_padded_sequence` or `pad_packed_sequence`
 /// returns: a field after the data, always on the host ([`api::host_fields_after_first`]).
 fn host_field(cx: &Checker<'_, '_>, s: &ast::ExprSubscript) -> bool {
     let Expr::NumberLiteral(ast::ExprNumberLiteral { value: ast::Number::Int(i), .. }) = &*s.slice else {
@@ -1057,7 +1095,7 @@ fn host_field(cx: &Checker<'_, '_>, s: &ast::ExprSubscript) -> bool {
 /// keyword, or by position (a method called on its receiver, `self.m(a)`, takes `self` from it,
 /// and `__init__` from the instance its call makes).
 /// `None` when a `*args` before it hides where it lands.
-fn argument_for<'a>(
+pub(crate) fn argument_for<'a>(
     call: &'a ast::ExprCall,
     fun: &crate::python::model::Function<'_>,
     position: usize,
