@@ -1984,7 +1984,8 @@ fn body_is_gated(model: &Model<'_>, i: &ast::StmtIf, in_loop: bool) -> bool {
 /// gate. A name the file may rebind ([`Model::may_rebind_global`]), a function's local (which the
 /// function may reassign as it goes) and a parameter keep the gate.
 fn modulo_by_one(model: &Model<'_>, test: &Expr) -> bool {
-    let zero = |e: &Expr| matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ast::Number::Int(i) if i.as_u8() == Some(0)));
+    let int = |e: &Expr, v: u8| matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ast::Number::Int(i) if i.as_u8() == Some(v)));
+    let zero = |e: &Expr| int(e, 0);
     let modulo = match test {
         Expr::Compare(c) if matches!(c.ops[..], [ast::CmpOp::Eq]) => match (&*c.left, &c.comparators[..]) {
             (Expr::BinOp(b), [z]) | (z, [Expr::BinOp(b)]) if zero(z) => b,
@@ -1999,7 +2000,7 @@ fn modulo_by_one(model: &Model<'_>, test: &Expr) -> bool {
     if modulo.op != ast::Operator::Mod {
         return false;
     }
-    let one = |e: &Expr| matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ast::Number::Int(i) if i.as_u8() == Some(1)));
+    let one = |e: &Expr| int(e, 1);
     match &*modulo.right {
         e if one(e) => true,
         Expr::Name(n) => {
