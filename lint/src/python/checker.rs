@@ -110,9 +110,9 @@ pub(crate) enum Hot {
     /// It is called at every step from another file of the project: an index into
     /// [`Facts::elsewhere`].
     CalledElsewhere(usize),
-    /// It takes one training step itself (`loss.backward()` and an optimizer's `.step()` in its
-    /// own body, outside any loop), and nothing in this file calls it: a trainer elsewhere calls
-    /// it once per step. The range is the `backward()` call.
+    /// It is a method that takes one training step itself (`loss.backward()` and an optimizer's
+    /// `.step()` in its own body, outside any loop), and nothing the project shows calls it: a
+    /// trainer's framework calls it once per step. The range is the `backward()` call.
     Step(TextRange),
 }
 
@@ -2324,14 +2324,14 @@ pub(crate) fn calls_a_value(model: &Model<'_>, types: &Types<'_, '_>, c: &ast::E
             // A parameter of unknown kind (`def train(model, ..)`), or a loop over layers.
             super::model::BindingKind::Parameter { .. } => types.binding_kind(b).may_be_tensor(),
             // `model = model.to(device)` (or `.eval()`, ..) of such a parameter, then called.
-            super::model::BindingKind::Assignment { value: Expr::Call(c), part: super::model::Part::Whole, .. }
+            BindingKind::Assignment { value: Expr::Call(c), part: Part::Whole, .. }
                 if types.binding_kind(b) != Kind::Module =>
             {
-                matches!(&*c.func, Expr::Attribute(a) if crate::python::api::module_method_returns_self(a.attr.as_str())
-                    && matches!(&*a.value, Expr::Name(p) if model.binding_of(p).is_some_and(|pb| {
-                        matches!(model.binding(pb).kind, super::model::BindingKind::Parameter { .. })
-                            && types.binding_kind(pb).may_be_tensor()
-                    })))
+                matches!(&*c.func, Expr::Attribute(a) if api::module_method_returns_self(a.attr.as_str())
+                && matches!(&*a.value, Expr::Name(p) if model.binding_of(p).is_some_and(|pb| {
+                    matches!(model.binding(pb).kind, BindingKind::Parameter { .. })
+                        && types.binding_kind(pb).may_be_tensor()
+                })))
             }
             super::model::BindingKind::LoopVar { .. } | super::model::BindingKind::Assignment { .. } => {
                 types.binding_kind(b) == Kind::Module
