@@ -248,6 +248,11 @@ fn lint(args: LintArgs, color: bool) -> u8 {
         print(&list_rules(args.format));
         return 0;
     }
+    // Asked for by name on the command line (not merely on with the other preview rules).
+    let d010_asked = args.select.iter().flatten().any(|r| {
+        let r = r.trim();
+        r.eq_ignore_ascii_case("D010") || r == registry::D010.name
+    });
     let overrides = Overrides {
         select: args.select,
         ignore: args.ignore,
@@ -327,6 +332,9 @@ fn lint(args: LintArgs, color: bool) -> u8 {
         if args.format == Format::Human {
             print_err(&all_preview_note(&run, &settings));
         }
+        if d010_asked && settings.target != Some(Target::Any) && !run.files.is_empty() {
+            print_err(&d010_target_note());
+        }
         // On standard error, so that every format's output stays as it is.
         print_err(&not_compiled_note(&run));
     }
@@ -339,6 +347,14 @@ fn lint(args: LintArgs, color: bool) -> u8 {
     } else {
         0
     }
+}
+
+/// D010 asked for by name in a run that does not declare the code to run also without a GPU:
+/// it reports nothing there, and a note says why.
+fn d010_target_note() -> String {
+    "note: D010 checks `torch.load` only in code declared to run also without a GPU\n  help: \
+     `--target any` (or `target = \"any\"` under `[lint]` in devcheck.toml) turns it on\n"
+        .to_string()
 }
 
 /// Where files of a language were linted with none of its rules on (every rule of that language

@@ -248,6 +248,15 @@ fn loads_are_checked_where_the_code_must_also_run_without_a_gpu() {
                  device it was saved from\nFound 1 finding (0 errors, 1 warning) in 1 of 1 file. 1 more with \
                  `--fix --unsafe-fixes`.\n";
     assert_eq!(lint(&["infer.py"]), "No findings in 1 file.\n");
+    // Asked for by name without the target, it says why it is silent.
+    let silent = devcheck(&["lint", "--select", "D010", "infer.py"], root);
+    assert!(
+        stderr(&silent)
+            .contains("note: D010 checks `torch.load` only in code declared to run also without a GPU"),
+        "{}",
+        stderr(&silent)
+    );
+    assert!(stderr(&silent).contains("`--target any`"), "{}", stderr(&silent));
     assert_eq!(lint(&["--target", "any", "infer.py"]), found);
     write(root.join("devcheck.toml"), "[lint]\ntarget = \"any\"\n");
     assert_eq!(lint(&["infer.py"]), found);
