@@ -260,6 +260,15 @@ fn classes_imported_from_other_files_are_known() {
         ),
         "{whole}"
     );
+    // A trainer whose base class, in another file, derives from Transformers' `Trainer`: its
+    // `compute_loss` runs at every training step.
+    assert!(
+        whole.contains(
+            "fixtures/project/sft.py:9:28: D005 [warning] `.item()` in `compute_loss` waits for the device at \
+             every training step"
+        ),
+        "{whole}"
+    );
     // A model file that names no device makes another file's class (its `__init__` runs) and
     // calls another file's function at every forward pass: both copy a host-made mask.
     for at in ["masking.py:8:21", "masking.py:13:12"] {
@@ -270,7 +279,7 @@ fn classes_imported_from_other_files_are_known() {
             "{whole}"
         );
     }
-    assert_eq!(whole.matches(" D005 ").count(), 8, "{whole}");
+    assert_eq!(whole.matches(" D005 ").count(), 9, "{whole}");
     // A loop that calls another file's training pass is over epochs, not steps.
     assert!(!whole.contains("schedule.py"), "{whole}");
     // D010 runs only where the code must also run without a GPU (`--target any`). The project

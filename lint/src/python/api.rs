@@ -592,6 +592,41 @@ pub(crate) fn class_holds_no_tensors(q: &str) -> bool {
     )
 }
 
+/// The training framework whose base class `q` names, if any: a framework that calls its
+/// subclasses' step methods at every training step with the batch already on the device.
+pub(crate) fn training_framework(q: &str) -> Option<Framework> {
+    if q.ends_with("LightningModule") {
+        return Some(Framework::Lightning);
+    }
+    matches!(
+        q,
+        "transformers.Trainer"
+            | "transformers.trainer.Trainer"
+            | "transformers.Seq2SeqTrainer"
+            | "transformers.trainer_seq2seq.Seq2SeqTrainer"
+    )
+    .then_some(Framework::Transformers)
+}
+
+/// A training framework ([`training_framework`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Framework {
+    /// Lightning calls a `LightningModule`'s `training_step`.
+    Lightning,
+    /// Transformers' `Trainer` calls its `training_step`, which calls `compute_loss`.
+    Transformers,
+}
+
+impl Framework {
+    /// The methods the framework calls at every training step.
+    pub(crate) fn calls_at_every_step(self, method: &str) -> bool {
+        match self {
+            Framework::Lightning => method == "training_step",
+            Framework::Transformers => matches!(method, "training_step" | "compute_loss"),
+        }
+    }
+}
+
 /// Base classes that are known not to be modules.
 pub(crate) fn is_plain_base(q: &str) -> bool {
     matches!(

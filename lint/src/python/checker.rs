@@ -152,6 +152,9 @@ pub(crate) struct Facts {
     /// The file's name has `cuda` or `gpu` as a word (`accelerators/cuda.py`, `gpu_utils.py`),
     /// or `mps`: code about that accelerator.
     pub file_named_for_cuda: bool,
+    /// The file is named for evaluation (`val.py`, `val_dual.py`, `evaluate.py`, `test.py`): its
+    /// loops that train nothing are an evaluation pass ([`super::rules::helpers::in_evaluation_pass`]).
+    pub file_named_for_evaluation: bool,
     pub file_named_for_mps: bool,
     /// Where a call reads a wall clock (`time.time()`, `time.perf_counter()`, ...): per
     /// function (the innermost `def` around the call), and at the top level.
@@ -483,10 +486,14 @@ impl<'m, 'a> Checker<'m, 'a> {
         }
     }
 
-    /// What a forward-like function runs at, for messages: "training step" in a Lightning
-    /// `training_step`, else "forward pass".
+    /// What a forward-like function runs at, for messages: "training step" in a framework's step
+    /// ([`framework_step`]: a Lightning `training_step`, a `Trainer`'s `compute_loss`), else
+    /// "forward pass".
     pub fn pass_words(&self) -> &'static str {
-        if self.function_name() == Some("training_step") { "training step" } else { "forward pass" }
+        match self.function {
+            Some(f) if framework_step(self.model, &self.types.project(), f) => "training step",
+            _ => "forward pass",
+        }
     }
 
     /// The file's top-level functions whose every result is on the host.
@@ -1078,6 +1085,14 @@ fn losses(model: &Model<'_>, types: &Types<'_, '_>) -> FxHashSet<BindingId> {
                 terms.extend([&*o.left, &*o.right].into_iter().filter(|f| !is_setting(model, types, f)));
             }
             Expr::UnaryOp(u) if u.op == ast::UnaryOp::USub => terms.push(&u.operand),
+            // `scaler.scale(loss).backward()`: a gradient scaler's loss.
+            Expr::Call(c)
+                if matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str() == "scale")
+                    && c.arguments.args.len() == 1
+                    && c.arguments.keywords.is_empty() =>
+            {
+                terms.push(&c.arguments.args[0]);
+            }
             Expr::Name(n) => {
                 let Some(b) = model.binding_of(n) else { continue };
                 if found.insert(b)
@@ -1092,11 +1107,29 @@ fn losses(model: &Model<'_>, types: &Types<'_, '_>) -> FxHashSet<BindingId> {
     found
 }
 
-/// What `.backward()` is called on: `loss` in `loss.backward()`, `(a + b)` in `(a + b).backward()`.
+/// What `.backward()` is called on: `loss` in `loss.backward()`, `(a + b)` in `(a + b).backward()`;
+/// and the loss a trainer object backpropagates (`accelerator.backward(loss)`,
+/// `fabric.backward(loss)`, `model_engine.backward(loss)`).
 fn backward_receivers<'m, 'a>(model: &'m Model<'a>) -> impl Iterator<Item = &'a Expr> + 'm {
     model.calls.iter().filter_map(|s| match &*s.call.func {
         Expr::Attribute(a) if a.attr.as_str() == "backward" && s.call.arguments.args.len() <= 1 => {
-            Some(&*a.value)
+            let trainer = match &*a.value {
+                Expr::Name(n) => Some(n.id.as_str()),
+                Expr::Attribute(x) => Some(x.attr.as_str()),
+                _ => None,
+            }
+            .is_some_and(|name| {
+                name_words(name).any(|w| {
+                    w.eq_ignore_ascii_case("accelerator")
+                        || w.eq_ignore_ascii_case("fabric")
+                        || w.eq_ignore_ascii_case("engine")
+                })
+            });
+            match (&s.call.arguments.args[..], trainer) {
+                ([loss], true) => Some(loss),
+                (_, true) => None,
+                _ => Some(&*a.value),
+            }
         }
         _ => None,
     })
@@ -1281,9 +1314,6 @@ fn is_gate_word(name: &str) -> bool {
         "vis_",
         "plot",
         "monitor",
-        "is_main",
-        "rank",
-        "master",
     ]);
     WORDS.in_name(name) || names_logging(name)
 }
@@ -1343,7 +1373,7 @@ impl Facts {
         for (id, f) in model.functions() {
             forward[id.index()] = f.class.is_some_and(|c| types.is_module_class(c) == Truth::Yes)
                 && (f.name() == "forward" || f.name().starts_with("forward_"))
-                || lightning_training_step(model, id);
+                || framework_step(model, &types.project(), id);
         }
         // Which calls queue device work, and which call functions of this file.
         let mut function_work = vec![false; n];
@@ -1588,6 +1618,10 @@ impl Facts {
             uses_accelerator,
             project_uses_accelerator: uses_accelerator || types.project().uses_accelerator(),
             file_named_for_cuda: stem_words().any(|w| names_accelerator(w, false)),
+            file_named_for_evaluation: stem_words()
+                .map(str::to_ascii_lowercase)
+                .any(|w| w == "val" || ["eval", "vali", "test"].iter().any(|p| w.starts_with(p)))
+                && !stem_words().any(|w| w.to_ascii_lowercase().starts_with("train")),
             file_named_for_mps: stem_words().any(|w| names_accelerator(w, true)),
             clock_in,
             clock_at_top,
@@ -2194,15 +2228,18 @@ fn steps_training(call: &ast::ExprCall) -> bool {
     }
 }
 
-/// Is the function `training_step` of a Lightning module? Lightning calls it at every training
-/// step with the batch already on the module's device: it runs as a forward pass does.
-pub(crate) fn lightning_training_step(model: &Model<'_>, f: FunctionId) -> bool {
+/// Is the function a step that a training framework calls at every training step with the batch
+/// already on the device ([`api::training_framework`]): a Lightning module's `training_step`, a
+/// Transformers `Trainer`'s `training_step` or `compute_loss` (trl's trainers)? It runs as a
+/// forward pass does.
+pub(crate) fn framework_step(model: &Model<'_>, project: &View<'_>, f: FunctionId) -> bool {
     let fun = model.function(f);
-    if fun.name() != "training_step" {
+    if !matches!(fun.name(), "training_step" | "compute_loss") {
         return false;
     }
     // The class or one of its bases in this file (`TrainModel(ValidateModel)`, `ValidateModel(
-    // BaseModel)`, `BaseModel(LightningModule)`) names `LightningModule`.
+    // BaseModel)`, `BaseModel(LightningModule)`) names the framework's class, or a class of
+    // another file of the project that derives from it.
     let mut classes: Vec<crate::python::model::ClassId> = fun.class.into_iter().collect();
     let mut seen = 0;
     while let Some(c) = classes.pop() {
@@ -2211,10 +2248,16 @@ pub(crate) fn lightning_training_step(model: &Model<'_>, f: FunctionId) -> bool 
             return false;
         }
         for b in model.class(c).bases() {
-            if model.canonical_name(b).is_some_and(|q| q.ends_with("LightningModule")) {
+            if let Some(local) = model.local_class(b) {
+                classes.push(local);
+                continue;
+            }
+            let framework = model
+                .canonical_name(b)
+                .and_then(|q| api::training_framework(&q).or_else(|| project.framework(&q)));
+            if framework.is_some_and(|w| w.calls_at_every_step(fun.name())) {
                 return true;
             }
-            classes.extend(model.local_class(b));
         }
     }
     false

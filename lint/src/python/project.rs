@@ -40,6 +40,9 @@ pub(crate) struct Project {
     aliases: FxHashMap<String, Vec<String>>,
     /// Per class: is it an `nn.Module`, worked out when the index was built.
     truth: Vec<Truth>,
+    /// Per class: the training framework it derives from ([`api::training_framework`]), worked
+    /// out when the index was built.
+    framework: Vec<Option<api::Framework>>,
     /// Every indexed dotted name of a top-level function → the files that define it.
     functions: FxHashMap<String, Vec<usize>>,
     /// Every indexed dotted name of a method of a top-level class (`pkg.utils.Logger.update`) →
@@ -419,6 +422,11 @@ impl Project {
             project.class_truth(id, &bases, &mut memo, 0);
         }
         project.truth = memo.into_iter().map(|t| t.unwrap_or(Truth::Unknown)).collect();
+        let mut memo: Vec<Option<Option<api::Framework>>> = vec![None; bases.len()];
+        for id in 0..bases.len() {
+            project.class_framework(id, &bases, &mut memo, 0);
+        }
+        project.framework = memo.into_iter().map(Option::flatten).collect();
         // The files other files import a definition from by name, and that no file star-imports.
         let mut entries: FxHashSet<&str> = FxHashSet::default();
         for (file, module, names) in &definitions {
@@ -723,6 +731,39 @@ impl Project {
             .into_iter()
             .fold(None, |acc, id| Some(agree(acc, answer(id))))
             .unwrap_or(Truth::Unknown)
+    }
+
+    /// The training framework a class of the project derives from, through the project's classes
+    /// (`SFTTrainer(_BaseTrainer)`, `_BaseTrainer(transformers.Trainer)` in another file).
+    fn class_framework(
+        &self,
+        id: usize,
+        bases: &[Vec<Base>],
+        memo: &mut [Option<Option<api::Framework>>],
+        depth: usize,
+    ) -> Option<api::Framework> {
+        if let Some(f) = memo[id] {
+            return f;
+        }
+        if depth > MAX_CHAIN {
+            return None;
+        }
+        // A cycle of bases derives from nothing.
+        memo[id] = Some(None);
+        let found = bases[id].iter().find_map(|base| match base {
+            Base::Named(q) => api::training_framework(q).or_else(|| {
+                self.lookup_ids(q).into_iter().find_map(|i| self.class_framework(i, bases, memo, depth + 1))
+            }),
+            _ => None,
+        });
+        memo[id] = Some(found);
+        found
+    }
+
+    /// The training framework the class an absolute dotted name names derives from, if it is a
+    /// class of the project.
+    pub(crate) fn framework(&self, name: &str) -> Option<api::Framework> {
+        self.lookup_ids(name).into_iter().find_map(|id| self.framework.get(id).copied().flatten())
     }
 
     fn class_truth(&self, id: usize, bases: &[Vec<Base>], memo: &mut [Option<Truth>], depth: usize) -> Truth {
@@ -1804,6 +1845,15 @@ impl<'p> View<'p> {
     /// ([`super::options::Options::opt_in`]).
     pub(crate) fn opt_in(&self, test: &Expr, switch: bool) -> Option<bool> {
         self.project.options.opt_in(test, switch)
+    }
+
+    /// The training framework the class a name of this file names derives from, when it is a
+    /// class of the project ([`Project::framework`]).
+    pub(crate) fn framework(&self, qualified: &str) -> Option<api::Framework> {
+        if self.project.is_empty() || (!qualified.starts_with('.') && !self.project.binds(qualified)) {
+            return None;
+        }
+        self.project.framework(&absolute(qualified, self.module, self.is_package)?)
     }
 
     /// Is the class a name of this file (as the semantic model qualifies it) names an

@@ -278,8 +278,11 @@ impl<'m, 'a> Types<'m, 'a> {
                     Kind::Unknown
                 }
             }
-            // `b, c, h, w = x.shape`.
+            // `b, c, h, w = x.shape`, `h, w = x.shape[-2:]`.
             Expr::Attribute(a) if a.attr.as_str() == "shape" => Kind::Scalar,
+            Expr::Subscript(s) if matches!(&*s.value, Expr::Attribute(a) if a.attr.as_str() == "shape") => {
+                Kind::Scalar
+            }
             _ => Kind::Unknown,
         }
     }

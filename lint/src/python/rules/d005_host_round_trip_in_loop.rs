@@ -72,6 +72,8 @@ enum AlwaysWaits {
     SizedByData,
     /// `torch.cuda.synchronize()` itself, where no clock is read: a wait and nothing else.
     Synchronize,
+    /// `max(t.sum(), 1)`: Python compares the tensor with the number, whatever the result is for.
+    Compared,
 }
 
 /// A value a read can be of as it stands: a name, an attribute or an item (a call is read, if
@@ -111,12 +113,14 @@ impl Rule for Check {
                 }
             }
             // `"%.3f" % loss`, `"%f %f" % (a, b)`.
-            Expr::BinOp(b) if b.op == ast::Operator::Mod && matches!(&*b.left, Expr::StringLiteral(_)) => {
-                match &*b.right {
-                    Expr::Tuple(t) => t.elts.iter().for_each(|v| formatted(cx, v, e, |v| format!("\"..\" % ({v}, ..)"), out)),
-                    v => formatted(cx, v, e, |v| format!("\"..\" % {v}"), out),
-                }
-            }
+            // `("%10s" * 2 + "%10.4g" * 5) % (epoch, *mloss)`: each item of the unpacked tensor.
+            Expr::BinOp(b) if b.op == ast::Operator::Mod && format_string(&b.left) => match &*b.right {
+                Expr::Tuple(t) => t.elts.iter().for_each(|v| match v {
+                    Expr::Starred(s) => formatted(cx, &s.value, e, |v| format!("\"..\" % (*{v}, ..)"), out),
+                    v => formatted(cx, v, e, |v| format!("\"..\" % ({v}, ..)"), out),
+                }),
+                v => formatted(cx, v, e, |v| format!("\"..\" % {v}"), out),
+            },
             _ => {}
         }
     }
@@ -128,6 +132,19 @@ impl Rule for Check {
         {
             report(cx, sync, out);
         }
+    }
+}
+
+/// A format string: a literal, or literals repeated and joined (`"%10s" * 2 + "%10.4g" * 5`).
+fn format_string(e: &Expr) -> bool {
+    match e {
+        Expr::StringLiteral(_) => true,
+        Expr::BinOp(b) if b.op == ast::Operator::Add => format_string(&b.left) && format_string(&b.right),
+        Expr::BinOp(b) if b.op == ast::Operator::Mult => {
+            (format_string(&b.left) && matches!(&*b.right, Expr::NumberLiteral(_)))
+                || (matches!(&*b.left, Expr::NumberLiteral(_)) && format_string(&b.right))
+        }
+        _ => false,
     }
 }
 
@@ -269,6 +286,11 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             format!("`{}` waits for the device {every}, and nothing here needs it to", sync.what),
             "remove it unless another stream or a timer needs it: PyTorch orders the work of one stream by itself, and a value read on the host waits for what it needs",
         )
+    } else if sync.always == Some(AlwaysWaits::Compared) {
+        (
+            format!("{message}: Python compares the tensor with the number on the host"),
+            "bound it on the device: `t.clamp(min=1)` for `max(t, 1)`, `t.clamp(max=1)` for `min(t, 1)`",
+        )
     } else if sync.always == Some(AlwaysWaits::SizedByData) {
         (
             format!("{message}: the size of its result is known only once the device has computed it"),
@@ -365,7 +387,7 @@ fn built_on_device<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
         "torch.as_tensor" => "as_tensor",
         _ => return None,
     };
-    if !literal_numbers(data) {
+    if !host_numbers(cx, data) {
         return None;
     }
     let what = format!("torch.{factory}(.., device=..)");
@@ -895,6 +917,30 @@ fn literal_numbers(e: &Expr) -> bool {
     within(e, 0)
 }
 
+/// Numbers the host holds: literal ones, a tensor's shape (`x.shape[2:]`, `x.size()`), or a list
+/// of numbers, sizes and names of numbers (`[w, h, w, h]` where `h, w = x.shape[-2:]`).
+fn host_numbers(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    fn shape(e: &Expr) -> bool {
+        match e {
+            Expr::Attribute(a) => a.attr.as_str() == "shape",
+            Expr::Subscript(s) => shape(&s.value),
+            Expr::Call(c) => matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str() == "size"),
+            _ => false,
+        }
+    }
+    match e {
+        Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }) => {
+            !elts.is_empty()
+                && elts.iter().all(|e| {
+                    literal_numbers(e)
+                        || shape(e)
+                        || (matches!(e, Expr::Name(_)) && cx.kind_of(e) == Kind::Scalar)
+                })
+        }
+        e => literal_numbers(e) || shape(e),
+    }
+}
+
 /// The host read the call `e` is, if it is one: the innermost one of a chain (`x.cpu().numpy()`
 /// is read once, at `.cpu()`).
 fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
@@ -955,6 +1001,24 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
                 {
                     let what = format!("{}(..)", q.trim_start_matches("builtins."));
                     return Read::Found(Sync { per_element: true, ..Sync::read(false, what, tensor, e, call.range()) });
+                }
+            }
+            // `max(scores.sum(), 1)`: Python compares the tensor with the number on the host.
+            "builtins.max" | "builtins.min"
+                if call.arguments.args.len() == 2 && call.arguments.keywords.is_empty() =>
+            {
+                let tensor = match (&call.arguments.args[0], &call.arguments.args[1]) {
+                    (Expr::NumberLiteral(_), t) | (t, Expr::NumberLiteral(_)) => Some(t),
+                    _ => None,
+                };
+                if let Some(tensor) = tensor
+                    && ((plain_value(tensor) && cx.kind_of(tensor) == Kind::Tensor) || reduced_tensor(cx, tensor))
+                {
+                    let what = format!("{}({}, ..)", q.trim_start_matches("builtins."), cx.short(tensor.range()));
+                    return Read::Found(Sync {
+                        always: Some(AlwaysWaits::Compared),
+                        ..Sync::read(false, what, tensor, e, call.range())
+                    });
                 }
             }
             // `print(loss)` prints the tensor's values.
@@ -1059,9 +1123,9 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
         // (`if drop_prob > 0:`).
         let tensor = match test {
             Expr::Compare(c)
-                if plain_value(&c.left)
-                    && c.comparators.iter().all(|r| matches!(r, Expr::NumberLiteral(_)))
-                    && cx.kind_of(&c.left) == Kind::Tensor =>
+                if c.comparators.iter().all(|r| matches!(r, Expr::NumberLiteral(_)))
+                    && ((plain_value(&c.left) && cx.kind_of(&c.left) == Kind::Tensor)
+                        || reduced_tensor(cx, &c.left)) =>
             {
                 &*c.left
             }
@@ -1072,7 +1136,7 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
             {
                 &c.arguments.args[0]
             }
-            _ if cx.kind_of(test) == Kind::Tensor || truth_of_tensor(cx, test) => test,
+            _ if cx.kind_of(test) == Kind::Tensor || truth_of_tensor(cx, test) || reduced_tensor(cx, test) => test,
             _ => return None,
         };
         let keyword = if matches!(cx.parent(), Some(Node::Stmt(Stmt::While(_)))) { "while" } else { "if" };
@@ -1102,6 +1166,32 @@ fn truth_of_tensor(cx: &Checker<'_, '_>, e: &Expr) -> bool {
     }
     matches!(method_call(e), Some((c, receiver, "all" | "any"))
         if c.arguments.is_empty() && cx.kind_of(receiver).may_be_tensor() && !matches!(receiver, Expr::List(_) | Expr::Tuple(_)))
+}
+
+/// `mask.sum()`, `counts.max()`, `torch.sum(x)`: a value that may be a tensor reduced to one
+/// number by a tensor's own reduction, or a name bound to one (`n = matches.sum()`, then `if n:`).
+/// Its truth, or its comparison with a number, is read on the host. (Where the tensor is decides:
+/// the read is reported only on the accelerator.)
+fn reduced_tensor(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    const REDUCTIONS: [&str; 7] = ["sum", "max", "min", "mean", "prod", "count_nonzero", "norm"];
+    if let Expr::Name(n) = e
+        && let Some(b) = cx.model.binding_of(n)
+        && let BindingKind::Assignment { value, part: Part::Whole, .. } = cx.model.binding(b).kind
+    {
+        return !matches!(value, Expr::Name(_)) && reduced_tensor(cx, value);
+    }
+    let Expr::Call(c) = e else { return false };
+    if !c.arguments.args.is_empty() || !c.arguments.keywords.is_empty() {
+        return false;
+    }
+    match &*c.func {
+        Expr::Attribute(a) => {
+            REDUCTIONS.contains(&a.attr.as_str())
+                && cx.kind_of(&a.value).may_be_tensor()
+                && !matches!(&*a.value, Expr::List(_) | Expr::Tuple(_))
+        }
+        _ => false,
+    }
 }
 
 /// Is the value of the read `e` reduced to a number as soon as it is on the host: a reduction

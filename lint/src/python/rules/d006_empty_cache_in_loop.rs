@@ -31,7 +31,11 @@ impl Rule for Check {
             return;
         }
         // An evaluation pass runs now and then: what it costs there is no training step's.
-        if cx.in_except > 0 || in_memory_branch(cx) || super::helpers::in_evaluation_pass(cx) {
+        if cx.in_except > 0
+            || in_memory_branch(cx)
+            || super::helpers::in_evaluation_pass(cx)
+            || on_another_accelerators_branch(cx, &q)
+        {
             return;
         }
         let Some(hot) = cx.hot() else { return };
@@ -108,4 +112,18 @@ fn in_memory_branch(cx: &Checker<'_, '_>) -> bool {
         });
         hit
     })
+}
+
+/// `elif torch.backends.mps.is_available(): torch.mps.empty_cache()`: another accelerator's cache,
+/// emptied on a branch that checks for that accelerator, which a CUDA run never takes (the
+/// CUDA branch beside it, if any, is the finding).
+fn on_another_accelerators_branch(cx: &Checker<'_, '_>, q: &str) -> bool {
+    let Some(name) = q.strip_prefix("torch.").and_then(|q| q.strip_suffix(".empty_cache")) else {
+        return false;
+    };
+    name != "cuda"
+        && cx.parents.iter().rev().any(|p| match p {
+            Node::Stmt(Stmt::If(i)) => cx.model.text(i.range()).contains(name),
+            _ => false,
+        })
 }

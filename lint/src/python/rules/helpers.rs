@@ -928,6 +928,11 @@ fn binding_value_provenance(
             Expr::Call(c) if i > 0 && cx.callee_name(c).is_some_and(|q| api::host_fields_after_first(&q)) => {
                 NONE
             }
+            // `labels, boxes, scores, mask = self.assigner(..)`: the outputs of a module (whose
+            // `forward` returns a tuple) are where its weights are.
+            Expr::Call(c) if cx.kind_of(&c.func) == Kind::Module && cx.kind_of(e).may_be_tensor() => {
+                Provenance { on_accelerator: true, requires_grad: true }
+            }
             _ if cx.kind_of(e).may_be_tensor() => next(value),
             _ => NONE,
         },
@@ -962,7 +967,7 @@ fn binding_value_provenance(
             let fun = cx.model.function(f);
             let is_self = position == 0 && fun.receiver == Some(binding.name);
             let forward = (fun.name() == "forward" && fun.class.is_some())
-                || crate::python::checker::lightning_training_step(cx.model, f);
+                || crate::python::checker::framework_step(cx.model, &cx.types.project(), f);
             // A function another file calls at every step: where that file's arguments are.
             let passed = match cx.hot_of(f) {
                 Some(crate::python::checker::Hot::CalledElsewhere(i)) => {
@@ -1122,7 +1127,8 @@ pub(crate) fn binding_is_device_loss(cx: &Checker<'_, '_>, b: BindingId) -> bool
     if cx.facts.backward.contains(&b) {
         return true;
     }
-    let Some(f) = cx.function.filter(|&f| crate::python::checker::lightning_training_step(cx.model, f))
+    let Some(f) =
+        cx.function.filter(|&f| crate::python::checker::framework_step(cx.model, &cx.types.project(), f))
     else {
         return false;
     };
@@ -1307,7 +1313,7 @@ pub(crate) fn names_accelerator(word: &str, mps: bool) -> bool {
 
 /// Is the node in an evaluation pass: a `for` loop that trains nothing (no `backward()`, no
 /// `.step(..)` in its body), in a function named for evaluation (`evaluate`, `validate`, `vali`,
-/// `test_epoch`), or over data (not `range(..)`) under `no_grad` or in a function named for
+/// `test_epoch`) or in a file named for it (`val.py`), or over data (not `range(..)`) under `no_grad` or in a function named for
 /// prediction (`predict`, `inference`)? Such a pass runs now and then, between training epochs or
 /// once at the end, so a read per batch there costs little; generation loops (over `range(..)`,
 /// or `while`) are left to the rule.
@@ -1320,7 +1326,7 @@ pub(crate) fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
                 && !words().any(|w| w.starts_with("train"))
         })
     };
-    let evaluation = named(&["eval", "vali", "test"]);
+    let evaluation = named(&["eval", "vali", "test"]) || cx.facts.file_named_for_evaluation;
     let over_data = cx.no_grad > 0 || named(&["predict", "infer"]);
     (evaluation || over_data)
         && cx.loops.iter().any(|&l| {
