@@ -54,6 +54,9 @@ fn classes(report: &FileReport, project: &Project, parsed: Parsed<ModModule>) ->
     let index = LineIndex::new(text);
     let shown = report.path.clone();
     let line = |offset: usize| index.line_col(text, offset).line;
+    let applied = super::project::applied_in(body);
+    let moved_by_apply =
+        |name: &str| applied.iter().any(|n| n == name) || cx.types.project().moved_by_apply(name);
     let mut reports = Vec::new();
     for (class, c) in model.classes() {
         if cx.types.is_module_class(class) != Truth::Yes {
@@ -80,6 +83,10 @@ fn classes(report: &FileReport, project: &Project, parsed: Parsed<ModModule>) ->
                     (Holds::ModulesInPlain { .. }, _) if nothing_to_move(&cx, &f) => {
                         fate = Fate::Plain;
                         Some("they hold no tensor: a move has nothing of them to move".to_string())
+                    }
+                    (Holds::PlainTensor, _) if fate == Fate::LeftBehind && moved_by_apply(f.name) => {
+                        fate = Fate::Unknown;
+                        Some(format!("an `_apply` override of another module moves a `{}`", f.name))
                     }
                     (_, _) if rehomed.is_some() && fate == Fate::LeftBehind => {
                         let at = rehomed.map(|a| line(a.range.start().to_usize())).unwrap_or(0);

@@ -94,6 +94,8 @@ pub(crate) struct Project {
     /// The files another file imports a top-level function or class from by name
     /// (`from eli5_utils import embed_questions`), and none star-imports.
     imported: FxHashSet<PathBuf>,
+    /// The attributes some class's `_apply` override moves ([`applied_attributes`]).
+    applied: FxHashSet<String>,
 }
 
 /// What a project's text says about where it runs, for D002: whether a hard-coded `"cuda"`
@@ -331,6 +333,8 @@ pub(crate) struct FileEntry {
     decorated: Vec<String>,
     /// What its top level imports by name (`a.b.c` for `from a.b import c`), absolute.
     imports: Vec<String>,
+    /// The attributes its classes' `_apply` overrides move ([`applied_attributes`]).
+    applied: Vec<String>,
 }
 
 /// A base class as the file names it.
@@ -362,6 +366,7 @@ impl Project {
                 project.options.declare(declared);
             }
             imports.extend(file.imports.iter().cloned());
+            project.applied.extend(file.applied.iter().cloned());
             starred.extend(file.stars.iter().map(|(_, m)| m.clone()));
             definitions.push((
                 file_id,
@@ -1086,6 +1091,60 @@ impl FileEntry {
     }
 }
 
+/// The attributes an `_apply` override moves with the function it is given: `self.detect.stride =
+/// fn(self.detect.stride)`, `m.grid = list(map(fn, m.grid))` (YOLO's detection heads keep their
+/// strides and grids as plain tensors, which the model's `_apply` moves).
+pub(crate) fn applied_attributes(f: &ast::StmtFunctionDef, out: &mut Vec<String>) {
+    let Some(func) = f.parameters.posonlyargs.iter().chain(&f.parameters.args).nth(1) else { return };
+    let func = func.parameter.name.as_str();
+    let mut body: Vec<&Stmt> = f.body.iter().collect();
+    while let Some(stmt) = body.pop() {
+        match stmt {
+            Stmt::Assign(a) => {
+                let mut uses = false;
+                super::rules::helpers::any_subexpr(&a.value, &mut |e| {
+                    uses |= matches!(e, Expr::Name(n) if n.id.as_str() == func);
+                    !uses
+                });
+                if uses {
+                    for t in &a.targets {
+                        if let Expr::Attribute(attr) = t
+                            && !out.iter().any(|n| n == attr.attr.as_str())
+                        {
+                            out.push(attr.attr.to_string());
+                        }
+                    }
+                }
+            }
+            Stmt::If(i) => {
+                body.extend(&i.body);
+                body.extend(i.elif_else_clauses.iter().flat_map(|c| &c.body));
+            }
+            Stmt::For(l) => body.extend(&l.body),
+            Stmt::With(w) => body.extend(&w.body),
+            _ => {}
+        }
+    }
+}
+
+/// The attributes the `_apply` overrides of a module's top-level classes move
+/// ([`applied_attributes`]).
+pub(crate) fn applied_in(body: &[Stmt]) -> Vec<String> {
+    let mut out = Vec::new();
+    for stmt in body {
+        if let Stmt::ClassDef(c) = stmt {
+            for s in &c.body {
+                if let Stmt::FunctionDef(f) = s
+                    && f.name.as_str() == "_apply"
+                {
+                    applied_attributes(f, &mut out);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The names a file's top level binds, as it goes: imports and its own classes.
 struct Names<'m> {
     module: &'m [String],
@@ -1157,6 +1216,9 @@ impl Names<'_> {
                     for stmt in &c.body {
                         if let Stmt::FunctionDef(f) = stmt {
                             entry.methods.push(format!("{name}.{}", f.name));
+                            if f.name.as_str() == "_apply" {
+                                applied_attributes(f, &mut entry.applied);
+                            }
                         }
                     }
                     entry.classes.push((name, bases));
@@ -1845,6 +1907,12 @@ impl<'p> View<'p> {
     /// ([`super::options::Options::opt_in`]).
     pub(crate) fn opt_in(&self, test: &Expr, switch: bool) -> Option<bool> {
         self.project.options.opt_in(test, switch)
+    }
+
+    /// Does some class's `_apply` override in the project move an attribute of this name
+    /// (`self.detect.stride = fn(self.detect.stride)`)?
+    pub(crate) fn moved_by_apply(&self, attr: &str) -> bool {
+        self.project.applied.contains(attr)
     }
 
     /// The training framework the class a name of this file names derives from, when it is a

@@ -63,6 +63,7 @@ impl Rule for Check {
     }
 
     fn finish(&mut self, cx: &Checker<'_, '_>, out: &mut Vec<Finding>) {
+        let applied = crate::python::project::applied_in(cx.module_body);
         for (class, _) in cx.model.classes() {
             if cx.types.is_module_class(class) != Truth::Yes || overrides_apply(cx.model, class) {
                 continue;
@@ -81,6 +82,11 @@ impl Rule for Check {
                 false
             };
             for field in module_fields_where(cx, class, wanted) {
+                // Another module's `_apply` moves it (YOLO's `Model._apply` moves its head's
+                // `stride` and `grid`).
+                if applied.iter().any(|n| n == field.name) || cx.types.project().moved_by_apply(field.name) {
+                    continue;
+                }
                 let finding = match field.holds {
                     Holds::PlainTensor => self.plain_tensor(cx, class, &field),
                     Holds::UnregisteredParameter => Some(unregistered(&field)),

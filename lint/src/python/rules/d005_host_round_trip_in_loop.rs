@@ -176,11 +176,17 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     if !cx.facts.project_uses_accelerator || cx.in_except > 0 {
         return;
     }
+    // `raise ValueError(f"got {int(ids.max())}")`: read only on the way out, when it fails.
+    if cx.parents.iter().any(|p| matches!(p, Node::Stmt(Stmt::Raise(_)))) {
+        return;
+    }
     let Some(hot) = cx.hot() else { return };
-    // A test function of a test file (`def test_radix_major():`) checks values; its speed is not
-    // a run's. (A training script named `*_test.py` has no such function.)
+    // A test function of a test file (`def test_radix_major():`) checks values, and the helpers
+    // of a file of tests set them up: their speed is not a run's. (An evaluation script named
+    // `test_net.py` has no test function.)
     if cx.kind.is_test_like()
-        && cx.enclosing_functions().any(|f| cx.model.function(f).name().starts_with("test"))
+        && (cx.enclosing_functions().any(|f| cx.model.function(f).name().starts_with("test"))
+            || defines_tests(cx.module_body))
     {
         return;
     }
@@ -317,6 +323,16 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         _ => {}
     }
     out.push(finding);
+}
+
+/// Does the module define tests at its top level (`def test_..`, `class Test..`), as a file of
+/// pytest's tests does?
+fn defines_tests(body: &[Stmt]) -> bool {
+    body.iter().any(|s| match s {
+        Stmt::FunctionDef(f) => f.name.as_str().starts_with("test"),
+        Stmt::ClassDef(c) => c.name.as_str().starts_with("Test"),
+        _ => false,
+    })
 }
 
 /// What a call is to this rule.
