@@ -1510,7 +1510,9 @@ impl Facts {
         let mut work_loop_inside = vec![false; n];
         let mut outer_loop = vec![false; loops];
         for (id, l) in model.loops() {
-            if loop_work[id.index()] {
+            // (Not a loop over the optimizer's parameter groups, which sets learning rates: a
+            // step's warm-up `for param in optimizer.param_groups: param["lr"] = ..`.)
+            if loop_work[id.index()] && !over_param_groups(l) {
                 // Every loop around a working loop is an outer loop, and its function runs one.
                 mark_out(&mut outer_loop, l.parent);
                 if let Some(f) = l.function {
@@ -2226,6 +2228,17 @@ fn steps_training(call: &ast::ExprCall) -> bool {
         "step" => super::project::steps_optimizer(&a.value),
         _ => false,
     }
+}
+
+/// Does the loop walk an optimizer's parameter groups (`for g in opt.param_groups:`,
+/// `enumerate(self.optimizer.param_groups)`)?
+fn over_param_groups(l: &crate::python::model::Loop<'_>) -> bool {
+    l.for_parts().is_some_and(|(_, iter)| {
+        super::rules::helpers::any_subexpr_is(
+            iter,
+            |e| matches!(e, Expr::Attribute(a) if a.attr.as_str() == "param_groups"),
+        )
+    })
 }
 
 /// Is the function a step that a training framework calls at every training step with the batch

@@ -135,15 +135,13 @@ impl Rule for Check {
     }
 }
 
-/// A format string: a literal, or literals repeated and joined (`"%10s" * 2 + "%10.4g" * 5`).
+/// A format string: a literal, or literals repeated and joined (`"%10s" * 2 + "%10.4g" * n`).
 fn format_string(e: &Expr) -> bool {
     match e {
         Expr::StringLiteral(_) => true,
         Expr::BinOp(b) if b.op == ast::Operator::Add => format_string(&b.left) && format_string(&b.right),
-        Expr::BinOp(b) if b.op == ast::Operator::Mult => {
-            (format_string(&b.left) && matches!(&*b.right, Expr::NumberLiteral(_)))
-                || (matches!(&*b.left, Expr::NumberLiteral(_)) && format_string(&b.right))
-        }
+        // Repeated a number of times, literal or not (`"%10.4g" * self.loss_num`).
+        Expr::BinOp(b) if b.op == ast::Operator::Mult => format_string(&b.left) || format_string(&b.right),
         _ => false,
     }
 }

@@ -672,8 +672,18 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                 return Provenance { on_accelerator: true, requires_grad: true };
             }
             if let Some(class) = cx.types.receiver_class(&a.value) {
-                // A parameter or buffer of a module moves with the model.
                 let attrs = cx.types.class_attrs(class, a.attr.as_str());
+                // An attribute of a plain class (a trainer's `self.mean_loss`): where what its
+                // methods assign to it is.
+                if cx.types.is_module_class(class) == crate::python::typing::Truth::No {
+                    let p = attrs
+                        .iter()
+                        .filter(|x| x.how == crate::python::model::AttrHow::Assign)
+                        .filter_map(|x| x.value)
+                        .fold(NONE, |p, v| p.union(next(v)));
+                    return Provenance { requires_grad: false, ..p };
+                }
+                // A parameter or buffer of a module moves with the model.
                 let registered = attrs.iter().any(|x| {
                     matches!(x.how, crate::python::model::AttrHow::Buffer { .. } | crate::python::model::AttrHow::Parameter)
                         || x.value.is_some_and(|v| {
