@@ -598,13 +598,14 @@ pub(crate) fn training_framework(q: &str) -> Option<Framework> {
     if q.ends_with("LightningModule") {
         return Some(Framework::Lightning);
     }
-    matches!(
+    // trl's trainers (`trl.SFTTrainer`, `trl.trainer.dpo_trainer.DPOTrainer`) are subclasses.
+    (matches!(
         q,
         "transformers.Trainer"
             | "transformers.trainer.Trainer"
             | "transformers.Seq2SeqTrainer"
             | "transformers.trainer_seq2seq.Seq2SeqTrainer"
-    )
+    ) || (q.starts_with("trl.") && q.ends_with("Trainer")))
     .then_some(Framework::Transformers)
 }
 

@@ -254,6 +254,11 @@ pub(crate) struct Checker<'m, 'a> {
     /// of it in this file passes a tensor on the accelerator, worked out once (`None` while it is
     /// being worked out, which a cycle of calls reads as no).
     pub(crate) passed_by_callers: std::cell::RefCell<FxHashMap<(FunctionId, usize), Option<bool>>>,
+    /// Per attribute of a plain class asked about (class, name): where what its methods assign to
+    /// it is, worked out once (`None` while it is being worked out: a cycle reads as nowhere).
+    pub(crate) plain_attributes: std::cell::RefCell<
+        FxHashMap<(super::model::ClassId, String), Option<super::rules::helpers::Provenance>>,
+    >,
     /// Set when a provenance query stopped at its depth or step limit, knowing nothing: an answer
     /// worked out under it is not final, and is not memoised.
     pub(crate) provenance_cut: std::cell::Cell<bool>,
@@ -296,6 +301,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             provenance_steps: std::cell::Cell::new(0),
             nested_host: std::cell::RefCell::new(FxHashMap::default()),
             passed_by_callers: std::cell::RefCell::new(FxHashMap::default()),
+            plain_attributes: std::cell::RefCell::new(FxHashMap::default()),
             provenance_cut: std::cell::Cell::new(false),
             returned_names: std::cell::RefCell::new(FxHashMap::default()),
             calls: Calls::default(),
@@ -1259,6 +1265,11 @@ pub(crate) fn is_gate(test: &Expr) -> bool {
         Expr::Compare(c) => {
             let number = |e: &Expr| matches!(e, Expr::NumberLiteral(_));
             let eq = c.ops.iter().all(|op| matches!(op, ast::CmpOp::Eq));
+            // `if rank == 0:`, `if dist.get_rank() == 0:`: the main process, which takes the
+            // branch at every step.
+            if std::iter::once(&*c.left).chain(&c.comparators).any(names_a_rank) {
+                return false;
+            }
             (eq && (number(&c.left) || c.comparators.iter().any(number)))
                 || is_gate(&c.left)
                 || c.comparators.iter().any(is_gate)
@@ -1293,6 +1304,22 @@ fn tests_for_bad_values(test: &Expr) -> Option<bool> {
             _ => None,
         },
     }
+}
+
+/// Does a word of a name speak of training (`train`, `pretrain`, `finetune`, `sft`, `fit`)?
+pub(crate) fn names_training(word: &str) -> bool {
+    word.contains("train") || word.contains("finetune") || matches!(word, "sft" | "fit" | "tune" | "tuning")
+}
+
+/// A process's rank: `rank`, `args.local_rank`, `RANK`, `dist.get_rank()`.
+fn names_a_rank(e: &Expr) -> bool {
+    let name = match e {
+        Expr::Name(n) => n.id.as_str(),
+        Expr::Attribute(a) => a.attr.as_str(),
+        Expr::Call(c) => return names_a_rank(&c.func),
+        _ => return false,
+    };
+    name_words(name).any(|w| w.eq_ignore_ascii_case("rank"))
 }
 
 fn is_gate_word(name: &str) -> bool {
@@ -1620,10 +1647,22 @@ impl Facts {
             uses_accelerator,
             project_uses_accelerator: uses_accelerator || types.project().uses_accelerator(),
             file_named_for_cuda: stem_words().any(|w| names_accelerator(w, false)),
-            file_named_for_evaluation: stem_words()
-                .map(str::to_ascii_lowercase)
-                .any(|w| w == "val" || ["eval", "vali", "test"].iter().any(|p| w.starts_with(p)))
-                && !stem_words().any(|w| w.to_ascii_lowercase().starts_with("train")),
+            file_named_for_evaluation: stem_words().map(str::to_ascii_lowercase).any(|w| {
+                matches!(
+                    w.as_str(),
+                    "val"
+                        | "valid"
+                        | "validate"
+                        | "validation"
+                        | "eval"
+                        | "evaluate"
+                        | "evaluation"
+                        | "evaluator"
+                        | "evaler"
+                        | "test"
+                        | "tester"
+                )
+            }) && !stem_words().any(|w| names_training(&w.to_ascii_lowercase())),
             file_named_for_mps: stem_words().any(|w| names_accelerator(w, true)),
             clock_in,
             clock_at_top,

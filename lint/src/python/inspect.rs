@@ -55,8 +55,9 @@ fn classes(report: &FileReport, project: &Project, parsed: Parsed<ModModule>) ->
     let shown = report.path.clone();
     let line = |offset: usize| index.line_col(text, offset).line;
     let applied = super::project::applied_in(body);
-    let moved_by_apply =
-        |name: &str| applied.iter().any(|n| n == name) || cx.types.project().moved_by_apply(name);
+    let moved_by_apply = |name: &str, class: &str| {
+        super::project::moved_by(&applied, name, class) || cx.types.project().moved_by_apply(name, class)
+    };
     let mut reports = Vec::new();
     for (class, c) in model.classes() {
         if cx.types.is_module_class(class) != Truth::Yes {
@@ -84,7 +85,9 @@ fn classes(report: &FileReport, project: &Project, parsed: Parsed<ModModule>) ->
                         fate = Fate::Plain;
                         Some("they hold no tensor: a move has nothing of them to move".to_string())
                     }
-                    (Holds::PlainTensor, _) if fate == Fate::LeftBehind && moved_by_apply(f.name) => {
+                    (Holds::PlainTensor, _)
+                        if fate == Fate::LeftBehind && moved_by_apply(f.name, c.def.name.as_str()) =>
+                    {
                         fate = Fate::Unknown;
                         Some(format!("an `_apply` override of another module moves a `{}`", f.name))
                     }

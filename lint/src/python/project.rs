@@ -95,7 +95,7 @@ pub(crate) struct Project {
     /// (`from eli5_utils import embed_questions`), and none star-imports.
     imported: FxHashSet<PathBuf>,
     /// The attributes some class's `_apply` override moves ([`applied_attributes`]).
-    applied: FxHashSet<String>,
+    applied: Vec<Applied>,
 }
 
 /// What a project's text says about where it runs, for D002: whether a hard-coded `"cuda"`
@@ -334,7 +334,7 @@ pub(crate) struct FileEntry {
     /// What its top level imports by name (`a.b.c` for `from a.b import c`), absolute.
     imports: Vec<String>,
     /// The attributes its classes' `_apply` overrides move ([`applied_attributes`]).
-    applied: Vec<String>,
+    applied: Vec<Applied>,
 }
 
 /// A base class as the file names it.
@@ -366,7 +366,11 @@ impl Project {
                 project.options.declare(declared);
             }
             imports.extend(file.imports.iter().cloned());
-            project.applied.extend(file.applied.iter().cloned());
+            for a in file.applied {
+                if !project.applied.contains(&a) {
+                    project.applied.push(a);
+                }
+            }
             starred.extend(file.stars.iter().map(|(_, m)| m.clone()));
             definitions.push((
                 file_id,
@@ -1091,12 +1095,57 @@ impl FileEntry {
     }
 }
 
-/// The attributes an `_apply` override moves with the function it is given: `self.detect.stride =
-/// fn(self.detect.stride)`, `m.grid = list(map(fn, m.grid))` (YOLO's detection heads keep their
-/// strides and grids as plain tensors, which the model's `_apply` moves).
-pub(crate) fn applied_attributes(f: &ast::StmtFunctionDef, out: &mut Vec<String>) {
-    let Some(func) = f.parameters.posonlyargs.iter().chain(&f.parameters.args).nth(1) else { return };
-    let func = func.parameter.name.as_str();
+/// An attribute an `_apply` override moves, and the class of the object that holds it where the
+/// override's class makes that object itself (`self.detect = Detect(..)`: `Some("Detect")`;
+/// `None` when it is not known, as for `m = self.model[-1]`).
+pub(crate) type Applied = (String, Option<String>);
+
+/// The attributes an `_apply` override of `class` moves with the function it is given:
+/// `self.detect.stride = fn(self.detect.stride)`, `m.grid = list(map(fn, m.grid))` (YOLO's
+/// detection heads keep their strides and grids as plain tensors, which the model's `_apply`
+/// moves). Another object's attributes only: the class's own (`self.stride`) are its business.
+pub(crate) fn applied_attributes(
+    class: &ast::StmtClassDef,
+    f: &ast::StmtFunctionDef,
+    out: &mut Vec<Applied>,
+) {
+    let mut params = f.parameters.posonlyargs.iter().chain(&f.parameters.args);
+    let (Some(own), Some(func)) = (params.next(), params.next()) else { return };
+    let (own, func) = (own.parameter.name.as_str(), func.parameter.name.as_str());
+    // The class the override's class makes for `self.<field>`, when its methods agree on one.
+    let made_for = |field: &str| -> Option<String> {
+        let mut made: Option<String> = None;
+        let mut agree = true;
+        let methods = class.body.iter().filter_map(|s| match s {
+            Stmt::FunctionDef(m) => Some(&m.body[..]),
+            _ => None,
+        });
+        for method in methods {
+            super::rules::helpers::each_stmt(method, &mut |s| {
+                if let Stmt::Assign(a) = s
+                && a.targets.iter().any(|t| {
+                    matches!(t, Expr::Attribute(x) if x.attr.as_str() == field && matches!(&*x.value, Expr::Name(n) if n.id.as_str() == own))
+                })
+            {
+                let callee = match &*a.value {
+                    Expr::Call(c) => match &*c.func {
+                        Expr::Name(n) => Some(n.id.to_string()),
+                        Expr::Attribute(x) => Some(x.attr.to_string()),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                match (&made, callee) {
+                    (_, None) => agree = false,
+                    (None, Some(c)) => made = Some(c),
+                    (Some(m), Some(c)) if *m != c => agree = false,
+                    _ => {}
+                }
+            }
+            });
+        }
+        made.filter(|_| agree)
+    };
     let mut body: Vec<&Stmt> = f.body.iter().collect();
     while let Some(stmt) = body.pop() {
         match stmt {
@@ -1106,13 +1155,22 @@ pub(crate) fn applied_attributes(f: &ast::StmtFunctionDef, out: &mut Vec<String>
                     uses |= matches!(e, Expr::Name(n) if n.id.as_str() == func);
                     !uses
                 });
-                if uses {
-                    for t in &a.targets {
-                        if let Expr::Attribute(attr) = t
-                            && !out.iter().any(|n| n == attr.attr.as_str())
-                        {
-                            out.push(attr.attr.to_string());
+                if !uses {
+                    continue;
+                }
+                for t in &a.targets {
+                    let Expr::Attribute(attr) = t else { continue };
+                    let holder = match &*attr.value {
+                        Expr::Name(n) if n.id.as_str() == own => continue,
+                        // `self.detect.stride`.
+                        Expr::Attribute(h) if matches!(&*h.value, Expr::Name(n) if n.id.as_str() == own) => {
+                            made_for(h.attr.as_str())
                         }
+                        _ => None,
+                    };
+                    let entry = (attr.attr.to_string(), holder);
+                    if !out.contains(&entry) {
+                        out.push(entry);
                     }
                 }
             }
@@ -1129,7 +1187,7 @@ pub(crate) fn applied_attributes(f: &ast::StmtFunctionDef, out: &mut Vec<String>
 
 /// The attributes the `_apply` overrides of a module's top-level classes move
 /// ([`applied_attributes`]).
-pub(crate) fn applied_in(body: &[Stmt]) -> Vec<String> {
+pub(crate) fn applied_in(body: &[Stmt]) -> Vec<Applied> {
     let mut out = Vec::new();
     for stmt in body {
         if let Stmt::ClassDef(c) = stmt {
@@ -1137,12 +1195,19 @@ pub(crate) fn applied_in(body: &[Stmt]) -> Vec<String> {
                 if let Stmt::FunctionDef(f) = s
                     && f.name.as_str() == "_apply"
                 {
-                    applied_attributes(f, &mut out);
+                    applied_attributes(c, f, &mut out);
                 }
             }
         }
     }
     out
+}
+
+/// Is the attribute `attr` of an instance of the class named `class` moved by one of the
+/// overrides `applied` lists: one that names that class as the holder's, or one whose holder's
+/// class is not known?
+pub(crate) fn moved_by(applied: &[Applied], attr: &str, class: &str) -> bool {
+    applied.iter().any(|(a, holder)| a == attr && holder.as_deref().is_none_or(|h| h == class))
 }
 
 /// The names a file's top level binds, as it goes: imports and its own classes.
@@ -1217,7 +1282,7 @@ impl Names<'_> {
                         if let Stmt::FunctionDef(f) = stmt {
                             entry.methods.push(format!("{name}.{}", f.name));
                             if f.name.as_str() == "_apply" {
-                                applied_attributes(f, &mut entry.applied);
+                                applied_attributes(c, f, &mut entry.applied);
                             }
                         }
                     }
@@ -1909,10 +1974,10 @@ impl<'p> View<'p> {
         self.project.options.opt_in(test, switch)
     }
 
-    /// Does some class's `_apply` override in the project move an attribute of this name
-    /// (`self.detect.stride = fn(self.detect.stride)`)?
-    pub(crate) fn moved_by_apply(&self, attr: &str) -> bool {
-        self.project.applied.contains(attr)
+    /// Does some class's `_apply` override in the project move this attribute of an instance of
+    /// the class named `class` (`self.detect.stride = fn(self.detect.stride)`) ([`moved_by`])?
+    pub(crate) fn moved_by_apply(&self, attr: &str, class: &str) -> bool {
+        moved_by(&self.project.applied, attr, class)
     }
 
     /// The training framework the class a name of this file names derives from, when it is a

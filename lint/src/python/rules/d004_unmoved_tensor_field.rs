@@ -84,7 +84,11 @@ impl Rule for Check {
             for field in module_fields_where(cx, class, wanted) {
                 // Another module's `_apply` moves it (YOLO's `Model._apply` moves its head's
                 // `stride` and `grid`).
-                if applied.iter().any(|n| n == field.name) || cx.types.project().moved_by_apply(field.name) {
+                let class_name = cx.model.class(class).def.name.as_str();
+                if matches!(field.holds, Holds::PlainTensor)
+                    && (crate::python::project::moved_by(&applied, field.name, class_name)
+                        || cx.types.project().moved_by_apply(field.name, class_name))
+                {
                     continue;
                 }
                 let finding = match field.holds {

@@ -323,12 +323,16 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     out.push(finding);
 }
 
-/// Does the module define tests at its top level (`def test_..`, `class Test..`), as a file of
-/// pytest's tests does?
+/// Does the module define tests at its top level, as a file of pytest's tests does: a
+/// `def test_..` function, or a `class Test..` without `__init__` (pytest collects neither a
+/// `def test(model, loader)` evaluation nor a `TestTimeAugmentation` module)?
 fn defines_tests(body: &[Stmt]) -> bool {
     body.iter().any(|s| match s {
-        Stmt::FunctionDef(f) => f.name.as_str().starts_with("test"),
-        Stmt::ClassDef(c) => c.name.as_str().starts_with("Test"),
+        Stmt::FunctionDef(f) => f.name.as_str().starts_with("test_"),
+        Stmt::ClassDef(c) => {
+            c.name.as_str().starts_with("Test")
+                && !c.body.iter().any(|s| matches!(s, Stmt::FunctionDef(f) if f.name.as_str() == "__init__"))
+        }
         _ => false,
     })
 }
@@ -1182,12 +1186,12 @@ fn truth_of_tensor(cx: &Checker<'_, '_>, e: &Expr) -> bool {
         if c.arguments.is_empty() && cx.kind_of(receiver).may_be_tensor() && !matches!(receiver, Expr::List(_) | Expr::Tuple(_)))
 }
 
-/// `mask.sum()`, `counts.max()`, `torch.sum(x)`: a value that may be a tensor reduced to one
+/// `mask.sum()`, `counts.max()`: a value that may be a tensor reduced to one
 /// number by a tensor's own reduction, or a name bound to one (`n = matches.sum()`, then `if n:`).
 /// Its truth, or its comparison with a number, is read on the host. (Where the tensor is decides:
 /// the read is reported only on the accelerator.)
 fn reduced_tensor(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    const REDUCTIONS: [&str; 7] = ["sum", "max", "min", "mean", "prod", "count_nonzero", "norm"];
+    const REDUCTIONS: [&str; 6] = ["sum", "max", "min", "mean", "prod", "norm"];
     if let Expr::Name(n) = e
         && let Some(b) = cx.model.binding_of(n)
         && let BindingKind::Assignment { value, part: Part::Whole, .. } = cx.model.binding(b).kind
@@ -1310,8 +1314,17 @@ fn needed_on_host(cx: &Checker<'_, '_>, value: &Expr, bulk: bool) -> bool {
 /// Classifies the use of `value` by walking up from it to its statement.
 fn use_from_parents(cx: &Checker<'_, '_>, value: &Expr, bulk: bool) -> Use {
     let mut child: &Expr = value;
+    // Put into a dict literal (`{"loss": loss.item()}`): statistics, kept or returned for a log.
+    let mut in_dict = false;
     for parent in cx.parents.iter().rev() {
+        in_dict |= matches!(parent, Node::Expr(Expr::Dict(_)));
         match *parent {
+            Node::Stmt(Stmt::Return(_)) if in_dict && !bulk => {
+                // Returned to a caller as statistics (`return {"loss": loss.item()}`), as a dict
+                // filled item by item and returned is: needed only where a caller of another
+                // file is seen to need it at once.
+                return if elsewhere_needs_result(cx) == Some(true) { Use::Needed } else { Use::Deferrable };
+            }
             Node::Expr(p) => match p {
                 Expr::Call(call) if !std::ptr::eq(&*call.func, child) => {
                     return classify_call(cx, call, bulk);
@@ -1360,6 +1373,14 @@ fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) 
                 }
             }
             return result;
+        }
+        // An `elif`'s test: its own branch, or one after it, leaving decides as an `if`'s does.
+        Stmt::If(i)
+            if let Some(at) =
+                i.elif_else_clauses.iter().position(|c| c.test.as_ref().is_some_and(|t| std::ptr::eq(t, child))) =>
+        {
+            let leaves = i.elif_else_clauses[at..].iter().any(|c| decision(cx, &c.body) == Use::Needed);
+            return if leaves { Use::Needed } else { Use::Deferrable };
         }
         Stmt::While(w) if std::ptr::eq(&*w.test, child) => return Use::Needed,
         // Returned to a caller of another file that only logs or accumulates it.
@@ -1465,7 +1486,15 @@ fn classify_call(cx: &Checker<'_, '_>, call: &ast::ExprCall, bulk: bool) -> Use 
         if bulk && collects.contains(&method) {
             return if sent_back_in_loop(cx, &a.value) { Use::Deferrable } else { Use::Needed };
         }
-        if logging.contains(&method) || method.starts_with("log") {
+        // `self.store_metrics({..})`, `tracker.record_stats(..)`: named for keeping statistics.
+        let keeps_statistics = || {
+            super::helpers::name_words(method).any(|w| {
+                ["metric", "metrics", "stats", "statistics", "store", "record", "track"]
+                    .iter()
+                    .any(|k| w.eq_ignore_ascii_case(k))
+            })
+        };
+        if logging.contains(&method) || method.starts_with("log") || keeps_statistics() {
             return Use::Deferrable;
         }
     }

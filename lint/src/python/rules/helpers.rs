@@ -128,6 +128,24 @@ fn cpu_device_at(cx: &Checker<'_, '_>, d: &Expr, depth: usize) -> bool {
     {
         return c.arguments.args.first().is_some_and(|a| cpu_device_at(cx, a, depth + 1));
     }
+    // `self.device` of a plain class whose every assignment is a CPU device, or a parameter that
+    // defaults to one (`def __init__(self, n, device="cpu"): self.device = device`).
+    if let Expr::Attribute(a) = d
+        && let Some(class) = cx.types.receiver_class(&a.value)
+        && cx.types.is_module_class(class) == crate::python::typing::Truth::No
+    {
+        let assigns = cx.types.class_attrs(class, a.attr.as_str());
+        return !assigns.is_empty()
+            && assigns.iter().all(|x| {
+                x.value.is_some_and(|v| {
+                    cpu_device_at(cx, v, depth + 1)
+                        || name_binding(cx, v).is_some_and(|b| {
+                            matches!(cx.model.binding(b).kind,
+                                BindingKind::Parameter { default: Some(dflt), .. } if cpu_device_at(cx, dflt, depth + 1))
+                        })
+                })
+            });
+    }
     let Expr::Name(n) = d else { return false };
     let Some(id) = cx.model.binding_of(n) else { return false };
     match cx.model.binding(id) {
@@ -613,6 +631,17 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                     return Provenance { requires_grad: p.requires_grad || grad, ..p };
                 }
             }
+            // `super().training_step(model, inputs)` in a framework's step: the loss it takes,
+            // on the device.
+            if let Expr::Attribute(m) = &*c.func
+                && matches!(m.attr.as_str(), "training_step" | "compute_loss")
+                && matches!(&*m.value, Expr::Call(s) if matches!(&*s.func, Expr::Name(n) if n.id.as_str() == "super"))
+                && cx
+                    .function
+                    .is_some_and(|f| crate::python::checker::framework_step(cx.model, &cx.types.project(), f))
+            {
+                return Provenance { on_accelerator: true, requires_grad: false };
+            }
             if let Some(q) = cx.callee_name(c) {
                 // `sum(loss_dict.values())`: where what it adds up is.
                 if q == "builtins.sum"
@@ -665,6 +694,20 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             if matches!(a.attr.as_str(), "data" | "grad") {
                 return Provenance { requires_grad: false, ..next(&a.value) };
             }
+            // A model output's fields (`outputs.loss`, `out.logits`): where the output is.
+            if matches!(
+                a.attr.as_str(),
+                "loss"
+                    | "logits"
+                    | "last_hidden_state"
+                    | "hidden_states"
+                    | "pooler_output"
+                    | "aux_loss"
+                    | "z_loss"
+            ) && cx.types.receiver_class(&a.value).is_none()
+            {
+                return next(&a.value);
+            }
             // A layer's weights follow the model and are trained.
             if matches!(a.attr.as_str(), "weight" | "bias")
                 && cx.kind_of(&a.value) == crate::python::typing::Kind::Module
@@ -676,12 +719,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                 // An attribute of a plain class (a trainer's `self.mean_loss`): where what its
                 // methods assign to it is.
                 if cx.types.is_module_class(class) == crate::python::typing::Truth::No {
-                    let p = attrs
-                        .iter()
-                        .filter(|x| x.how == crate::python::model::AttrHow::Assign)
-                        .filter_map(|x| x.value)
-                        .fold(NONE, |p, v| p.union(next(v)));
-                    return Provenance { requires_grad: false, ..p };
+                    return plain_attribute(cx, class, a.attr.as_str(), &attrs, &next);
                 }
                 // A parameter or buffer of a module moves with the model.
                 let registered = attrs.iter().any(|x| {
@@ -750,6 +788,86 @@ fn made_on_the_host(cx: &Checker<'_, '_>, b: BindingId) -> bool {
         })
 }
 
+/// Where an attribute of a plain class is: where what its methods assign to it is (not part of
+/// the autograd graph), worked out once per (class, name) — unless a query under it stopped at its
+/// limit, knowing nothing.
+fn plain_attribute(
+    cx: &Checker<'_, '_>,
+    class: crate::python::model::ClassId,
+    name: &str,
+    attrs: &[&crate::python::model::AttrAssign<'_>],
+    next: &dyn Fn(&Expr) -> Provenance,
+) -> Provenance {
+    let key = (class, name.to_string());
+    if let Some(known) = cx.plain_attributes.borrow().get(&key) {
+        return known.unwrap_or_default();
+    }
+    cx.plain_attributes.borrow_mut().insert(key.clone(), None);
+    let cut_before = cx.provenance_cut.replace(false);
+    let p = attrs
+        .iter()
+        .filter(|x| x.how == crate::python::model::AttrHow::Assign)
+        .filter_map(|x| x.value)
+        .fold(Provenance::default(), |p, v| p.union(next(v)));
+    let p = Provenance { requires_grad: false, ..p };
+    let cut = cx.provenance_cut.get();
+    cx.provenance_cut.set(cut_before || cut);
+    if p.on_accelerator || !cut {
+        cx.plain_attributes.borrow_mut().insert(key, Some(p));
+    } else {
+        cx.plain_attributes.borrow_mut().remove(&key);
+    }
+    p
+}
+
+/// Item `i` of what the function of this file that `c` calls returns, where each of its
+/// `return`s is a tuple (`return ce_batch_loss, None`): the union of those items' provenance.
+/// `None` when it is not such a function or a `return` is not a tuple.
+fn returned_item(
+    cx: &Checker<'_, '_>,
+    c: &ast::ExprCall,
+    i: usize,
+    depth: usize,
+    next: &dyn Fn(&Expr) -> Provenance,
+) -> Option<Provenance> {
+    let f = match cx.model.callee(c, cx.function)? {
+        crate::python::model::Callee::Function(f) => f,
+        crate::python::model::Callee::Class(_) => return None,
+    };
+    if depth > 12 {
+        return None;
+    }
+    returned_item_of(cx, f, i, next)
+}
+
+/// Item `i` of the tuples a function of this file returns ([`returned_item`]).
+fn returned_item_of(
+    cx: &Checker<'_, '_>,
+    f: crate::python::model::FunctionId,
+    i: usize,
+    next: &dyn Fn(&Expr) -> Provenance,
+) -> Option<Provenance> {
+    let mut items = Vec::new();
+    let mut tuples = true;
+    each_stmt(&cx.model.function(f).def.body, &mut |s| {
+        if let Stmt::Return(r) = s {
+            match r.value.as_deref() {
+                // (A dict or list returned beside the tensors is no tensor: `return info, end`.)
+                Some(Expr::Tuple(t)) if t.elts.len() > i => {
+                    if cx.kind_of(&t.elts[i]).may_be_tensor() {
+                        items.push(&t.elts[i]);
+                    }
+                }
+                _ => tuples = false,
+            }
+        }
+    });
+    if !tuples {
+        return None;
+    }
+    Some(items.into_iter().fold(Provenance::default(), |p, e| p.union(next(e))))
+}
+
 /// Does the call name a function of the project: a top-level function of this file, or one of
 /// another file that the repository index knows? `Some(true)` when every result it returns is
 /// evidently on the host ([`crate::python::project::returns_host`]).
@@ -785,9 +903,9 @@ fn function_returns_host(cx: &Checker<'_, '_>, f: crate::python::model::Function
     known
 }
 
-/// Does the call name a method of the module itself (`self.encode(x)`) or of a component it
-/// holds (`self.model.loss_function(..)`), not one of a tensor's? Its result is where its inputs
-/// are, as a module's is.
+/// Does the call name a method of the module itself (`self.encode(x)`; also of a plain class, a
+/// trainer's `self.train_batch(batch)`) or of a component it holds (`self.model.loss_function(..)`),
+/// not one of a tensor's? Its result is where its inputs are, as a module's is.
 fn calls_a_component_method(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
     let is_self = |e: &Expr| cx.types.receiver_class(e).is_some();
     let Expr::Attribute(method) = &*c.func else { return false };
@@ -795,14 +913,17 @@ fn calls_a_component_method(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
         return false;
     }
     match &*method.value {
-        // `self.encode(x)` in a module: its own method, unless it hands back host values.
+        // `self.encode(x)` in a module, `self.train_batch(batch)` in a trainer (a plain class):
+        // its own method, unless it hands back host values.
         receiver if is_self(receiver) => {
-            cx.in_module_method()
-                && !cx
-                    .function
-                    .and_then(|f| cx.model.function(f).class)
-                    .and_then(|class| cx.model.method(class, method.attr.as_str()))
-                    .is_some_and(|m| function_returns_host(cx, m))
+            let class = cx.function.and_then(|f| cx.model.function(f).class);
+            let own = class.and_then(|class| cx.model.method(class, method.attr.as_str()));
+            // (In a plain class, a method it defines: `self.host_loss(..)` may be an instance it
+            // keeps, whose `__call__` is asked about elsewhere.)
+            (cx.in_module_method()
+                || (own.is_some()
+                    && class.is_some_and(|c| cx.types.is_module_class(c) == crate::python::typing::Truth::No)))
+                && !own.is_some_and(|m| function_returns_host(cx, m))
         }
         Expr::Attribute(component) => {
             is_self(&component.value) && matches!(cx.kind_of(&method.value), Kind::Module | Kind::Unknown)
@@ -938,10 +1059,19 @@ fn binding_value_provenance(
             Expr::Call(c) if i > 0 && cx.callee_name(c).is_some_and(|q| api::host_fields_after_first(&q)) => {
                 NONE
             }
+            // `loss, logs = self.train_batch(batch)`: item `i` of the tuples a function of this
+            // file returns.
+            Expr::Call(c) if let Some(p) = returned_item(cx, c, i, depth, &next) => p,
             // `labels, boxes, scores, mask = self.assigner(..)`: the outputs of a module (whose
             // `forward` returns a tuple) are where its weights are.
             Expr::Call(c) if cx.kind_of(&c.func) == Kind::Module && cx.kind_of(e).may_be_tensor() => {
-                Provenance { on_accelerator: true, requires_grad: true }
+                // Item by item where the module's `forward` is in this file (`return x, (h, w)`:
+                // sizes; `logits.argmax(-1)`: no grad); else on the device, grad unknown.
+                cx.types
+                    .forward_of(&c.func)
+                    .filter(|_| depth <= 12)
+                    .and_then(|forward| returned_item_of(cx, forward, i, &next))
+                    .unwrap_or(Provenance { on_accelerator: true, requires_grad: false })
             }
             _ if cx.kind_of(e).may_be_tensor() => next(value),
             _ => NONE,
@@ -1323,7 +1453,9 @@ pub(crate) fn names_accelerator(word: &str, mps: bool) -> bool {
 
 /// Is the node in an evaluation pass: a `for` loop that trains nothing (no `backward()`, no
 /// `.step(..)` in its body), in a function named for evaluation (`evaluate`, `validate`, `vali`,
-/// `test_epoch`) or in a file named for it (`val.py`), or over data (not `range(..)`) under `no_grad` or in a function named for
+/// `test_epoch`) or in a file named for it (`val.py`; not in a function named for training, not
+/// in a sampler's loop over a schedule walked backwards, not in a function another file calls at
+/// every step), or over data (not `range(..)`) under `no_grad` or in a function named for
 /// prediction (`predict`, `inference`)? Such a pass runs now and then, between training epochs or
 /// once at the end, so a read per batch there costs little; generation loops (over `range(..)`,
 /// or `while`) are left to the rule.
@@ -1336,13 +1468,31 @@ pub(crate) fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
                 && !words().any(|w| w.starts_with("train"))
         })
     };
-    let evaluation = named(&["eval", "vali", "test"]) || cx.facts.file_named_for_evaluation;
+    let evaluation = named(&["eval", "vali", "test"]);
+    // A file named for evaluation (`val.py`): unless the function is named for training (a
+    // linear probe's `train`) or another file calls it at every step; not its sampling loops
+    // over a schedule walked backwards.
+    let file = cx.facts.file_named_for_evaluation
+        && !matches!(cx.hot(), Some(crate::python::checker::Hot::CalledElsewhere(_)))
+        && !cx.enclosing_functions().any(|f| {
+            name_words(cx.model.function(f).name())
+                .any(|w| crate::python::checker::names_training(&w.to_ascii_lowercase()))
+        });
     let over_data = cx.no_grad > 0 || named(&["predict", "infer"]);
-    (evaluation || over_data)
+    (evaluation || file || over_data)
         && cx.loops.iter().any(|&l| {
             let Stmt::For(f) = cx.model.loop_(l).stmt else { return false };
-            !trains(&f.body) && (evaluation || !is_range(cx, &f.iter))
+            !trains(&f.body)
+                && (evaluation || (file && !walks_backwards(cx, &f.iter)) || !is_range(cx, &f.iter))
         })
+}
+
+/// Does the iterable walk a sequence backwards (`reversed(range(T))`: a sampler's schedule)?
+fn walks_backwards(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
+    any_subexpr_is(
+        iter,
+        |e| matches!(e, Expr::Call(c) if cx.callee_name(c).is_some_and(|q| q == "builtins.reversed")),
+    )
 }
 
 /// Is the iterable `range(..)` (or `enumerate(range(..))`, `tqdm(range(..))`), or a sequence
