@@ -922,7 +922,8 @@ fn calls_a_component_method(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
             // keeps, whose `__call__` is asked about elsewhere.)
             (cx.in_module_method()
                 || (own.is_some()
-                    && class.is_some_and(|c| cx.types.is_module_class(c) == crate::python::typing::Truth::No)))
+                    && class
+                        .is_some_and(|c| cx.types.is_module_class(c) == crate::python::typing::Truth::No)))
                 && !own.is_some_and(|m| function_returns_host(cx, m))
         }
         Expr::Attribute(component) => {
