@@ -1076,6 +1076,7 @@ impl FileEntry {
         let mut names = Names { module: &module, is_package, bound: FxHashMap::default() };
         let mut entry = FileEntry::default();
         names.statements(body, &mut entry, 0);
+        entry.applied = applied_in(body);
         let host = host_functions(body);
         for (name, facts) in &mut entry.functions {
             facts.returns_host = host.contains(name.as_str());
@@ -1104,11 +1105,7 @@ pub(crate) type Applied = (String, Option<String>);
 /// `self.detect.stride = fn(self.detect.stride)`, `m.grid = list(map(fn, m.grid))` (YOLO's
 /// detection heads keep their strides and grids as plain tensors, which the model's `_apply`
 /// moves). Another object's attributes only: the class's own (`self.stride`) are its business.
-pub(crate) fn applied_attributes(
-    class: &ast::StmtClassDef,
-    f: &ast::StmtFunctionDef,
-    out: &mut Vec<Applied>,
-) {
+fn applied_attributes(class: &ast::StmtClassDef, f: &ast::StmtFunctionDef, out: &mut Vec<Applied>) {
     let mut params = f.parameters.posonlyargs.iter().chain(&f.parameters.args);
     let (Some(own), Some(func)) = (params.next(), params.next()) else { return };
     let (own, func) = (own.parameter.name.as_str(), func.parameter.name.as_str());
@@ -1281,9 +1278,6 @@ impl Names<'_> {
                     for stmt in &c.body {
                         if let Stmt::FunctionDef(f) = stmt {
                             entry.methods.push(format!("{name}.{}", f.name));
-                            if f.name.as_str() == "_apply" {
-                                applied_attributes(c, f, &mut entry.applied);
-                            }
                         }
                     }
                     entry.classes.push((name, bases));

@@ -1164,52 +1164,43 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
     None
 }
 
-/// `(x >= 0).all()`, `mask.any()`: the truth of a value that may be a tensor (a forward pass's
-/// input, whose kind is not known), reduced by a tensor's own method; where it is decides.
+/// `(x >= 0).all()`, `mask.any()`, `torch.any(mask)`: the truth of a value that may be a tensor
+/// (a forward pass's input, whose kind is not known), reduced by a tensor's own method; where it
+/// is decides.
 fn truth_of_tensor(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    // `ok = mask.all()`, then `if ok:`.
+    reduced_by(cx, e, &["all", "any"], &["torch.any", "torch.all"])
+}
+
+/// `mask.sum()`, `counts.max()`: a value that may be a tensor reduced to one number by a
+/// tensor's own reduction, or a name bound to one (`n = matches.sum()`, then `if n:`). Its truth,
+/// or its comparison with a number, is read on the host. (Where the tensor is decides: the read
+/// is reported only on the accelerator.)
+fn reduced_tensor(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    reduced_by(cx, e, &["sum", "max", "min", "mean", "prod", "norm"], &[])
+}
+
+/// Is `e` a value that may be a tensor reduced by one of `methods` with no arguments
+/// (`mask.all()`), or by one of `functions` given it alone (`torch.any(mask)`), or a name bound
+/// to one (`ok = mask.all()`, then `if ok:`)?
+fn reduced_by(cx: &Checker<'_, '_>, e: &Expr, methods: &[&str], functions: &[&str]) -> bool {
     if let Expr::Name(n) = e
         && let Some(b) = cx.model.binding_of(n)
         && let BindingKind::Assignment { value, part: Part::Whole, .. } = cx.model.binding(b).kind
     {
-        return !matches!(value, Expr::Name(_)) && truth_of_tensor(cx, value);
+        return !matches!(value, Expr::Name(_)) && reduced_by(cx, value, methods, functions);
     }
-    // `torch.any(mask)`, the function form.
     if let Expr::Call(c) = e
         && let [receiver] = &c.arguments.args[..]
         && c.arguments.keywords.is_empty()
-        && cx.callee_name(c).is_some_and(|q| matches!(q.as_ref(), "torch.any" | "torch.all"))
+        && cx.callee_name(c).is_some_and(|q| functions.contains(&q.as_ref()))
     {
         return cx.kind_of(receiver).may_be_tensor();
     }
-    matches!(method_call(e), Some((c, receiver, "all" | "any"))
-        if c.arguments.is_empty() && cx.kind_of(receiver).may_be_tensor() && !matches!(receiver, Expr::List(_) | Expr::Tuple(_)))
-}
-
-/// `mask.sum()`, `counts.max()`: a value that may be a tensor reduced to one
-/// number by a tensor's own reduction, or a name bound to one (`n = matches.sum()`, then `if n:`).
-/// Its truth, or its comparison with a number, is read on the host. (Where the tensor is decides:
-/// the read is reported only on the accelerator.)
-fn reduced_tensor(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    const REDUCTIONS: [&str; 6] = ["sum", "max", "min", "mean", "prod", "norm"];
-    if let Expr::Name(n) = e
-        && let Some(b) = cx.model.binding_of(n)
-        && let BindingKind::Assignment { value, part: Part::Whole, .. } = cx.model.binding(b).kind
-    {
-        return !matches!(value, Expr::Name(_)) && reduced_tensor(cx, value);
-    }
-    let Expr::Call(c) = e else { return false };
-    if !c.arguments.args.is_empty() || !c.arguments.keywords.is_empty() {
-        return false;
-    }
-    match &*c.func {
-        Expr::Attribute(a) => {
-            REDUCTIONS.contains(&a.attr.as_str())
-                && cx.kind_of(&a.value).may_be_tensor()
-                && !matches!(&*a.value, Expr::List(_) | Expr::Tuple(_))
-        }
-        _ => false,
-    }
+    matches!(method_call(e), Some((c, receiver, method))
+        if methods.contains(&method)
+            && c.arguments.is_empty()
+            && cx.kind_of(receiver).may_be_tensor()
+            && !matches!(receiver, Expr::List(_) | Expr::Tuple(_)))
 }
 
 /// Is the value of the read `e` reduced to a number as soon as it is on the host: a reduction
