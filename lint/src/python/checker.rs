@@ -1258,8 +1258,12 @@ pub(crate) fn is_gate(test: &Expr) -> bool {
     if let Some(bad) = tests_for_bad_values(test) {
         return bad;
     }
+    if let Some(every_nth) = modulo_branches(test) {
+        return every_nth;
+    }
+    let modulo = |e: &Expr| matches!(e, Expr::BinOp(b) if b.op == ast::Operator::Mod);
     match test {
-        Expr::BinOp(b) => b.op == ast::Operator::Mod || is_gate(&b.left) || is_gate(&b.right),
+        Expr::BinOp(b) => is_gate(&b.left) || is_gate(&b.right),
         Expr::BoolOp(b) => b.values.iter().any(is_gate),
         Expr::UnaryOp(u) => is_gate(&u.operand),
         Expr::Compare(c) => {
@@ -1271,6 +1275,8 @@ pub(crate) fn is_gate(test: &Expr) -> bool {
                 return false;
             }
             (eq && (number(&c.left) || c.comparators.iter().any(number)))
+                || modulo(&c.left)
+                || c.comparators.iter().any(modulo)
                 || is_gate(&c.left)
                 || c.comparators.iter().any(is_gate)
         }
@@ -1278,6 +1284,35 @@ pub(crate) fn is_gate(test: &Expr) -> bool {
         Expr::Attribute(a) => is_gate_word(a.attr.as_str()) || is_gate(&a.value),
         Expr::Call(c) => is_gate(&c.func) || c.arguments.args.iter().any(is_gate),
         _ => false,
+    }
+}
+
+/// A test of a counter modulo an interval, by the side taken at every step but every Nth:
+/// `Some(true)` when the body is the now-and-then side (`step % 50 == 0`, `not step % 50`),
+/// `Some(false)` when it runs at the other steps (`if step % 50:`, `step % 50 != 0`, `> 0`; its
+/// `else` is the gate), `None` for other tests (`step % n == n - 1` is left to [`is_gate`]).
+fn modulo_branches(test: &Expr) -> Option<bool> {
+    let modulo = |e: &Expr| matches!(e, Expr::BinOp(b) if b.op == ast::Operator::Mod);
+    let zero = |e: &Expr| matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ast::Number::Int(i) if i.as_u8() == Some(0)));
+    match test {
+        Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => modulo_branches(&u.operand).map(|b| !b),
+        e if modulo(e) => Some(false),
+        Expr::Compare(c) if c.comparators.len() == 1 => {
+            let (left, right) = (&*c.left, &c.comparators[0]);
+            let (op, counter_left) = match (modulo(left) && zero(right), zero(left) && modulo(right)) {
+                (true, _) => (c.ops[0], true),
+                (_, true) => (c.ops[0], false),
+                _ => return None,
+            };
+            match op {
+                ast::CmpOp::Eq => Some(true),
+                ast::CmpOp::NotEq => Some(false),
+                ast::CmpOp::Gt if counter_left => Some(false),
+                ast::CmpOp::Lt if !counter_left => Some(false),
+                _ => None,
+            }
+        }
+        _ => None,
     }
 }
 
@@ -1901,6 +1936,33 @@ fn opt_in_at(model: &Model<'_>, project: View<'_>, body: &[Stmt], at: ruff_text_
     })
 }
 
+/// Is the place at `at`, in a function whose body is `body`, on a branch only another accelerator
+/// than CUDA (and not the CPU) takes ([`device_branch`]): `if state.device.type == "neuron":`?
+/// Found along [`way_to`].
+fn on_another_accelerator(body: &[Stmt], at: ruff_text_size::TextSize) -> bool {
+    way_to(body, at).is_some_and(|way| {
+        way.iter().any(|step| match step {
+            Step::If(i, None) => device_branch(&i.test) == Some((true, false)),
+            Step::If(i, Some(c)) => {
+                device_branch(&i.test) == Some((false, false))
+                    || c.test.as_ref().and_then(device_branch) == Some((true, false))
+            }
+            Step::Loop(_) | Step::Other => false,
+        })
+    })
+}
+
+/// Does the text name an accelerator other than CUDA (`"xpu"`, `is_torch_xla_available`,
+/// `torch.backends.mps`)? Only such a file can have branches [`on_another_accelerator`] finds.
+fn names_another_accelerator(text: &str) -> bool {
+    [
+        "xpu", "npu", "mps", "hpu", "neuron", "xla", "tpu", "mlu", "musa", "XPU", "NPU", "MPS", "HPU",
+        "NEURON", "XLA", "TPU",
+    ]
+    .iter()
+    .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
+}
+
 /// Does the `if` offer something in place of its body: it has `elif`/`else` clauses, or its
 /// body ends by leaving the function (then what follows is its other side)?
 fn is_switch(model: &Model<'_>, i: &ast::StmtIf) -> bool {
@@ -1925,7 +1987,8 @@ fn latent_functions(
     let n = by_callee.len();
     let mut only = unreferenced.to_vec();
     let project = types.project();
-    if !project.has_options() && !project.has_unreferenced() {
+    let devices = names_another_accelerator(model.source);
+    if !project.has_options() && !project.has_unreferenced() && !devices {
         return only;
     }
     // What other files' calls say of each function: every one opt-in, or not.
@@ -1938,9 +2001,11 @@ fn latent_functions(
     let site_opt_in: Vec<bool> = edges
         .iter()
         .map(|e| {
-            project.has_options()
-                && e.caller
-                    .is_some_and(|c| opt_in_at(model, project, &model.function(c).def.body, e.at.start()))
+            e.caller.is_some_and(|c| {
+                let body = &model.function(c).def.body;
+                (project.has_options() && opt_in_at(model, project, body, e.at.start()))
+                    || (devices && on_another_accelerator(body, e.at.start()))
+            })
         })
         .collect();
     let method: Vec<bool> = model.functions().map(|(_, f)| f.class.is_some()).collect();
@@ -2051,6 +2116,7 @@ fn body_is_gated(model: &Model<'_>, i: &ast::StmtIf, in_loop: bool) -> bool {
             || leaves
             || evaluation_branches(&i.test) == Some(true)
             || export_branches(model, &i.test) == Some(true)
+            || device_branch(&i.test).is_some_and(|(body, _)| body)
             || clears_its_flag(model, &i.test, &i.body))
 }
 
@@ -2165,6 +2231,9 @@ fn steps_the_optimizer(body: &[Stmt], depth: usize) -> bool {
 /// or it runs only in evaluation (the other side of `if self.training:`)?
 fn clause_is_gated(model: &Model<'_>, i: &ast::StmtIf, clause: &ast::ElifElseClause) -> bool {
     clause.test.as_ref().is_some_and(is_gate)
+        || modulo_branches(&i.test) == Some(false)
+        || device_branch(&i.test).is_some_and(|(body, _)| !body)
+        || clause.test.as_ref().and_then(device_branch).is_some_and(|(body, _)| body)
         || evaluation_branches(&i.test) == Some(false)
         || export_branches(model, &i.test) == Some(false)
 }
@@ -2233,6 +2302,120 @@ fn evaluation_branches(test: &Expr) -> Option<bool> {
     match test {
         Expr::Attribute(a) if a.attr.as_str() == "training" => Some(false),
         Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => evaluation_branches(&u.operand).map(|b| !b),
+        _ => None,
+    }
+}
+
+/// A branch a CUDA run never takes: its test asks for another device. `Some((true, cpu))` when the
+/// body is that branch (`if state.device.type == "xpu":`, `if is_torch_xla_available():`,
+/// `if x.device.type == "cpu":`, `if not torch.cuda.is_available():`), `Some((false, cpu))` when
+/// the other clauses are (`if x.is_cuda: .. else: ..`); `cpu` says whether that side may be
+/// the CPU (a CPU run is one a checkpoint's `map_location` still matters to). `None` for other
+/// tests.
+pub(crate) fn device_branch(test: &Expr) -> Option<(bool, bool)> {
+    /// Devices a CUDA run is not on, by the words code names them with.
+    const OTHER: [&str; 10] = ["cpu", "xpu", "npu", "mps", "hpu", "neuron", "xla", "tpu", "mlu", "musa"];
+    let device = |word: &str| -> Option<bool> {
+        let word = word.split(':').next().unwrap_or(word);
+        if word.eq_ignore_ascii_case("cuda") {
+            Some(false)
+        } else {
+            OTHER.iter().any(|o| word.eq_ignore_ascii_case(o)).then_some(true)
+        }
+    };
+    // An expression that holds a device or its kind: `x.device.type`, `state.device`,
+    // `args.accelerator`, `self.backend`.
+    static HOLDS: NameWords = NameWords::new(&["device", "type", "accelerator", "backend", "platform"]);
+    let holds_device = |e: &Expr| match e {
+        Expr::Name(n) => HOLDS.in_name(n.id.as_str()),
+        Expr::Attribute(a) => HOLDS.in_name(a.attr.as_str()),
+        _ => false,
+    };
+    // `"xpu"`, `DistributedType.XLA`: `Some(true)` for another device, `Some(false)` for CUDA.
+    let named = |e: &Expr| match e {
+        Expr::StringLiteral(s) => device(s.value.to_str()),
+        Expr::Attribute(a) if a.attr.as_str().bytes().all(|b| b.is_ascii_uppercase()) => {
+            device(a.attr.as_str())
+        }
+        _ => None,
+    };
+    let cpu = |e: &Expr| matches!(e, Expr::StringLiteral(s) if s.value.to_str().eq_ignore_ascii_case("cpu"));
+    match test {
+        Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => device_branch(&u.operand).map(|(b, cpu)| (!b, cpu)),
+        // `if is_xpu and n > 1:` runs only on that device.
+        Expr::BoolOp(b) if b.op == ast::BoolOp::And => {
+            b.values.iter().filter_map(device_branch).find(|(body, _)| *body)
+        }
+        // `if xla or npu:`: only on those devices.
+        Expr::BoolOp(b) => {
+            let sides: Vec<_> = b.values.iter().map(device_branch).collect();
+            sides
+                .iter()
+                .all(|s| s.is_some_and(|(body, _)| body))
+                .then(|| (true, sides.iter().flatten().any(|(_, cpu)| *cpu)))
+        }
+        Expr::Compare(c) if c.comparators.len() == 1 => {
+            let (left, right) = (&*c.left, &c.comparators[0]);
+            let value = match (named(right), named(left)) {
+                (Some(_), _) if holds_device(left) => right,
+                (_, Some(_)) if holds_device(right) => left,
+                _ => match (c.ops[0], right) {
+                    // `device.type in ("xpu", "npu")`
+                    (ast::CmpOp::In | ast::CmpOp::NotIn, Expr::Tuple(_) | Expr::List(_) | Expr::Set(_))
+                        if holds_device(left) =>
+                    {
+                        let items: Vec<&Expr> = match right {
+                            Expr::Tuple(t) => t.elts.iter().collect(),
+                            Expr::List(l) => l.elts.iter().collect(),
+                            Expr::Set(s) => s.elts.iter().collect(),
+                            _ => Vec::new(),
+                        };
+                        let others = !items.is_empty() && items.iter().all(|i| named(i) == Some(true));
+                        let with_cpu = items.iter().any(|i| cpu(i));
+                        return others.then_some((c.ops[0] == ast::CmpOp::In, with_cpu));
+                    }
+                    _ => return None,
+                },
+            };
+            let other_device = named(value)?;
+            // The side a CUDA run does not take may be the CPU: a test for the CPU, or against CUDA.
+            let with_cpu = cpu(value) || !other_device;
+            match c.ops[0] {
+                ast::CmpOp::Eq | ast::CmpOp::Is => Some((other_device, with_cpu)),
+                ast::CmpOp::NotEq | ast::CmpOp::IsNot => Some((!other_device, with_cpu)),
+                _ => None,
+            }
+        }
+        // `if x.is_cuda:`, `if t.is_cpu:`
+        Expr::Attribute(a) => match a.attr.as_str() {
+            "is_cuda" => Some((false, true)),
+            "is_cpu" => Some((true, true)),
+            "is_mps" | "is_xpu" | "is_xla" => Some((true, false)),
+            _ => None,
+        },
+        // `torch.cuda.is_available()`, `torch.backends.mps.is_available()`, `is_torch_xla_available()`,
+        // `is_npu_available(check_device=True)`.
+        Expr::Call(call) => {
+            let words: Vec<&str> = match &*call.func {
+                Expr::Name(n) => super::rules::helpers::name_words(n.id.as_str()).collect(),
+                Expr::Attribute(a) if a.attr.as_str() == "is_available" => match &*a.value {
+                    Expr::Attribute(m) => vec![m.attr.as_str(), "available"],
+                    Expr::Name(m) => vec![m.id.as_str(), "available"],
+                    _ => return None,
+                },
+                Expr::Attribute(a) => super::rules::helpers::name_words(a.attr.as_str()).collect(),
+                _ => return None,
+            };
+            if !words.iter().any(|w| w.eq_ignore_ascii_case("available")) {
+                return None;
+            }
+            let devices: Vec<bool> = words.iter().filter_map(|w| device(w)).collect();
+            match devices[..] {
+                [false] => Some((false, true)),
+                [true] => Some((true, false)),
+                _ => None,
+            }
+        }
         _ => None,
     }
 }
@@ -2490,13 +2673,31 @@ fn hands_on(model: &Model<'_>, call: &ast::ExprCall, moved: impl Fn(&str) -> boo
 
 /// A call that shows the file puts things on an accelerator: `.cuda()`, `torch.cuda.*`,
 /// `torch.device(..)`, `.to(device)` with a device that is not the CPU, `device=..` that is not
-/// the CPU. `callee` is the call's canonical callee name.
+/// the CPU, a trainer object that places the model (`Accelerator()`). `callee` is the call's canonical callee name.
 fn moves_to_accelerator(callee: Option<&str>, call: &ast::ExprCall) -> bool {
     static DEV: NameWords = NameWords::new(&["dev"]);
     let cpu = |e: &Expr| matches!(e, Expr::StringLiteral(s) if s.value.to_str() == "cpu");
     if let Some(q) = callee {
         if q == "torch.device" {
             return !call.arguments.args.first().is_some_and(cpu);
+        }
+        // A trainer object that puts the model and each batch on the accelerator for the code
+        // (`Accelerator()`, Lightning's `Fabric()`, `deepspeed.initialize(..)`), unless told to
+        // keep to the CPU (`Accelerator(cpu=True)`, `Fabric(accelerator="cpu")`).
+        if matches!(
+            q,
+            "accelerate.Accelerator"
+                | "lightning.Fabric"
+                | "lightning.fabric.Fabric"
+                | "lightning_fabric.Fabric"
+                | "deepspeed.initialize"
+        ) {
+            let on_cpu = call.arguments.keywords.iter().any(|k| {
+                k.arg.as_ref().is_some_and(|a| a.as_str() == "cpu")
+                    && matches!(k.value, Expr::BooleanLiteral(ref l) if l.value)
+                    || k.arg.as_ref().is_some_and(|a| a.as_str() == "accelerator") && cpu(&k.value)
+            });
+            return !on_cpu;
         }
         if ["torch.cuda.", "torch.mps.", "torch.xpu.", "torch.backends.mps.", "torch_xla."]
             .iter()

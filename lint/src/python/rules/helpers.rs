@@ -679,6 +679,13 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             {
                 return Provenance { on_accelerator: true, requires_grad: true };
             }
+            // `loss = train_step(model, batch, ..)`: a function of this file that returns a value
+            // on the device (the loss it backpropagated) returns it there, whatever its inputs say.
+            if let Some(p) = returned_value(cx, c, depth, &next)
+                && p.on_accelerator
+            {
+                return p;
+            }
             // Calling a value (a model passed in, `self.net`), or a function of the project (a
             // loss, a reduction across ranks): its output is where its inputs are.
             if calls_a_value(cx, c)
@@ -845,6 +852,32 @@ fn returned_item(
         return None;
     }
     returned_item_of(cx, f, i, next)
+}
+
+/// Where what a function of this file returns is, when it returns one value (not a tuple, which
+/// [`returned_item`] takes item by item).
+fn returned_value(
+    cx: &Checker<'_, '_>,
+    c: &ast::ExprCall,
+    depth: usize,
+    next: &dyn Fn(&Expr) -> Provenance,
+) -> Option<Provenance> {
+    let crate::python::model::Callee::Function(f) = cx.model.callee(c, cx.function)? else { return None };
+    if depth > 12 {
+        return None;
+    }
+    let mut values = Vec::new();
+    let mut single = true;
+    each_stmt(&cx.model.function(f).def.body, &mut |s| {
+        if let Stmt::Return(r) = s {
+            match r.value.as_deref() {
+                Some(Expr::Tuple(_)) => single = false,
+                Some(v) if cx.kind_of(v).may_be_tensor() => values.push(v),
+                _ => {}
+            }
+        }
+    });
+    single.then(|| values.into_iter().fold(Provenance::default(), |p, e| p.union(next(e))))
 }
 
 /// Item `i` of the tuples a function of this file returns ([`returned_item`]).
