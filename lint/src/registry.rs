@@ -342,8 +342,8 @@ macro_rules! with_rules {
                     require grad (no `.detach()`)",
                 python: d008_host_conversion_of_device_tensor (Preview("Two findings (both true) \
                     on the tuning PyTorch repositories of the ecosystem check; on the held-out ones \
-                    strict precision 0.00 (0 of 4: debugging scripts whose helpers make their tensors on a \
-                    CPU default device, which it takes for a device not known), and 0 of 1 known \
+                    strict precision 0.00 (0 of 5: debugging scripts whose helpers make their tensors on a \
+                    CPU default device, or from numpy, which it takes for a device not known), and 0 of 1 known \
                     hazard found: too few findings to measure its precision on real code.")),
             }
             D009 IneffectiveNonBlocking {

@@ -2264,7 +2264,9 @@ fn export_branches(model: &Model<'_>, test: &Expr) -> Option<bool> {
 
 /// `if self.need_sync: ..; self.need_sync = False`: a branch that turns its own flag off runs
 /// once, not at every step — unless something turns it on again (an attribute of that name set
-/// to anything but an off value outside `__init__`, in any class of the file).
+/// to anything but an off value outside `__init__`, in any class of the file). So does the fill
+/// of an empty attribute (`if self.cache is None: self.cache = ..`), unless something empties it
+/// again.
 fn clears_its_flag(model: &Model<'_>, test: &Expr, body: &[Stmt]) -> bool {
     fn same(a: &Expr, b: &Expr) -> bool {
         match (a, b) {
@@ -2288,6 +2290,27 @@ fn clears_its_flag(model: &Model<'_>, test: &Expr, body: &[Stmt]) -> bool {
         }),
         _ => false,
     };
+    // `if self.flag_tensor is None: self.flag_tensor = torch.tensor(0, device=d)`: an attribute
+    // filled once, unless something empties it again outside `__init__`.
+    if let Expr::Compare(c) = test
+        && matches!(c.ops[..], [ast::CmpOp::Is])
+        && matches!(c.comparators[..], [Expr::NoneLiteral(_)])
+        && let Expr::Attribute(attr) = &*c.left
+    {
+        let fills = body.iter().any(|s| {
+            matches!(s, Stmt::Assign(a) if !matches!(*a.value, Expr::NoneLiteral(_))
+                && a.targets.iter().any(|t| same(t, &c.left)))
+        });
+        let emptied = || {
+            model.classes().any(|(_, class)| {
+                class.attr(attr.attr.as_str()).any(|x| {
+                    model.function(x.method).name() != "__init__"
+                        && x.value.is_some_and(|v| matches!(v, Expr::NoneLiteral(_)))
+                })
+            })
+        };
+        return fills && !emptied();
+    }
     matches!(test, Expr::Name(_) | Expr::Attribute(_))
         && body
             .iter()

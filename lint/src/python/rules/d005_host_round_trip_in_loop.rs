@@ -1395,8 +1395,19 @@ fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) 
     }
     // A whole tensor kept on the host (a list of ids, an array of predictions) is the data the
     // code is after; a value kept (`self.best = loss.item()`, `stats["loss"] = ..`) is
-    // bookkeeping unless what follows needs it.
-    if bulk {
+    // bookkeeping unless what follows needs it. A whole tensor unpacked into names
+    // (`n, pad = stats.tolist()`) is a few values, kept as values are.
+    let unpacked = |t: &Expr| match t {
+        Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => {
+            elts.iter().all(|e| matches!(e, Expr::Name(_)))
+        }
+        _ => false,
+    };
+    let unpacked = match s {
+        Stmt::Assign(a) => a.targets.len() == 1 && unpacked(&a.targets[0]),
+        _ => false,
+    };
+    if bulk && !unpacked {
         return Use::Needed;
     }
     if names.is_empty() {

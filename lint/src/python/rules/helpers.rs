@@ -676,6 +676,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             // weights are, and carries their grad.
             if cx.kind_of(&c.func) == crate::python::typing::Kind::Module
                 || (cx.types.receiver_class(&c.func).is_some() && cx.in_module_method())
+                || (cx.in_module_method() && calls_a_layer_it_is_given(&c.func))
             {
                 return Provenance { on_accelerator: true, requires_grad: true };
             }
@@ -852,6 +853,19 @@ fn returned_item(
         return None;
     }
     returned_item_of(cx, f, i, next)
+}
+
+/// `self.get_input_embeddings()(input_ids)`, `self.language_model.get_output_embeddings()(h)`: in
+/// a module's method, calling what a method of the module or of one of its parts hands out
+/// calls one of its layers.
+fn calls_a_layer_it_is_given(func: &Expr) -> bool {
+    let Expr::Call(inner) = func else { return false };
+    let Expr::Attribute(m) = &*inner.func else { return false };
+    let mut receiver = &*m.value;
+    while let Expr::Attribute(a) = receiver {
+        receiver = &a.value;
+    }
+    matches!(receiver, Expr::Name(n) if n.id.as_str() == "self")
 }
 
 /// Where what a function of this file returns is, when it returns one value (not a tuple, which
