@@ -1341,6 +1341,15 @@ fn tests_for_bad_values(test: &Expr) -> Option<bool> {
     }
 }
 
+/// Is the test a check for a value gone bad (`torch.isnan(loss)`, `not math.isfinite(v)`, either
+/// side of `torch.isnan(x).any() or torch.isinf(x).any()`)?
+pub(crate) fn checks_for_bad_values(test: &Expr) -> bool {
+    match test {
+        Expr::BoolOp(b) => b.values.iter().any(checks_for_bad_values),
+        _ => tests_for_bad_values(test).is_some(),
+    }
+}
+
 /// Does a word of a name speak of training (`train`, `pretrain`, `finetune`, `sft`, `fit`)?
 pub(crate) fn names_training(word: &str) -> bool {
     word.contains("train") || word.contains("finetune") || matches!(word, "sft" | "fit" | "tune" | "tuning")

@@ -194,7 +194,14 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     {
         return;
     }
-    if (!sync.per_element && sync.upload.is_none() && sync.always.is_none() && needed_on_host(cx, sync.value, sync.bulk))
+    // A check for NaN or Inf decides what follows, but it reads the value at every step for a
+    // case that rarely comes: it waits as an `assert` does.
+    let checked = sync.upload.is_none() && sync.always.is_none() && in_bad_value_check(cx, sync.value.range());
+    if (!sync.per_element
+        && sync.upload.is_none()
+        && sync.always.is_none()
+        && !checked
+        && needed_on_host(cx, sync.value, sync.bulk))
         || synchronized_just_before(cx)
         || super::helpers::in_evaluation_pass(cx)
         || fills_a_cache(cx, sync.value.range())
@@ -279,6 +286,11 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         (
             format!("{message}, and the loop takes the copy back to the device"),
             "keep the values on the device (collect them there) and copy what the host needs once, after the loop",
+        )
+    } else if checked {
+        (
+            message,
+            "a check for NaN or Inf reads the value on the host each time it runs: check every N steps (where the loss is logged), keep it on the device (`torch.nan_to_num(..)`, `torch.where(torch.isfinite(loss), loss, 0)`), or let `torch.amp.GradScaler` skip the steps whose gradients are not finite",
         )
     } else if sync.always == Some(AlwaysWaits::Assert) {
         (
@@ -1095,6 +1107,23 @@ fn sized_by_data<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
         },
     };
     Some(Sync { always: Some(AlwaysWaits::SizedByData), ..Sync::read(false, what, tensor, e, call.range()) })
+}
+
+/// Is the read at `at` part of the test of a check for a value gone bad (`if torch.isnan(loss):`,
+/// `if not math.isfinite(loss.item()):`, an `elif` or `while` of the kind)?
+fn in_bad_value_check(cx: &Checker<'_, '_>, at: TextRange) -> bool {
+    let Some(stmt) = cx.parents.iter().rev().find_map(|p| match p {
+        Node::Stmt(s) => Some(*s),
+        Node::Expr(_) => None,
+    }) else {
+        return false;
+    };
+    let tests: Vec<&Expr> = match stmt {
+        Stmt::If(i) => std::iter::once(&*i.test).chain(i.elif_else_clauses.iter().filter_map(|c| c.test.as_ref())).collect(),
+        Stmt::While(w) => vec![&*w.test],
+        _ => return false,
+    };
+    tests.into_iter().any(|t| t.range().contains_range(at) && crate::python::checker::checks_for_bad_values(t))
 }
 
 /// `if t:`, `while t:` and `assert t` read the tensor's truth on the host (`test` is the test
