@@ -1322,6 +1322,13 @@ fn tests_for_bad_values(test: &Expr) -> Option<bool> {
     // The callee a chain of reductions starts from: `isnan` in `torch.isnan(x).any()`.
     fn check(e: &Expr) -> Option<&str> {
         match e {
+            // `torch.any(torch.isnan(x))`: as `torch.isnan(x).any()`.
+            Expr::Call(c)
+                if matches!(&*c.func, Expr::Attribute(a) if matches!(a.attr.as_str(), "any" | "all")
+                    && matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "torch")) =>
+            {
+                check(c.arguments.args.first()?)
+            }
             Expr::Call(c) => match &*c.func {
                 Expr::Attribute(a) if matches!(a.attr.as_str(), "any" | "all" | "item") => check(&a.value),
                 Expr::Attribute(a) => Some(a.attr.as_str()),

@@ -1517,10 +1517,11 @@ fn classify_call(cx: &Checker<'_, '_>, call: &ast::ExprCall, bulk: bool) -> Use 
         if bulk && collects.contains(&method) {
             return if sent_back_in_loop(cx, &a.value) { Use::Deferrable } else { Use::Needed };
         }
-        // `self.store_metrics({..})`, `tracker.record_stats(..)`: named for keeping statistics.
+        // `self.store_metrics({..})`, `tracker.record_stats(..)`, `self.generate_step_logs(..)`:
+        // named for keeping statistics or logs.
         let keeps_statistics = || {
             super::helpers::name_words(method).any(|w| {
-                ["metric", "metrics", "stats", "statistics", "store", "record", "track"]
+                ["metric", "metrics", "stats", "statistics", "store", "record", "track", "logs", "logging", "logger"]
                     .iter()
                     .any(|k| w.eq_ignore_ascii_case(k))
             })
