@@ -928,3 +928,62 @@ fn default_paths_the_lint_does_not_see_keep_their_findings() {
     );
     assert!(run().contains("trainer.py:13:15: D005"), "{}", run());
 }
+
+/// D002 and where a project runs: a test helper that checks for other accelerators (copied from a
+/// library that runs everywhere) is no evidence that the project's code does; a file that talks
+/// NCCL, launches Triton kernels or runs as a Ray actor given its own GPU is built for CUDA, where
+/// a bare `"cuda"` or `cuda:0` is its own GPU. A file of the project's own code that offers MPS
+/// is evidence.
+#[test]
+fn cuda_built_files_and_test_helpers_say_where_the_code_runs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let write = |name: &str, text: &str| {
+        let path = d.join(name);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    };
+    write(
+        "tests/common.py",
+        "def device_name(acc):\n    if acc.device_name() == \"xpu\":\n        return \"xpu\"\n    return \"npu\"\n",
+    );
+    write("rotary.py", "import torch\n\n\ndef table(n):\n    return torch.arange(n).float().cuda()\n");
+    write(
+        "worker.py",
+        r#"import ray
+import torch
+
+
+@ray.remote(num_gpus=1)
+class Collector:
+    def stats(self):
+        return torch.cuda.memory_allocated(torch.device("cuda:0"))
+
+    def buffer(self, n):
+        return torch.zeros(n, device="cuda")
+"#,
+    );
+    write(
+        "sync.py",
+        r#"import torch
+import torch.distributed as dist
+
+
+def setup(rank, world):
+    dist.init_process_group(backend="nccl", rank=rank, world_size=world)
+    torch.cuda.set_device(rank)
+
+
+def broadcast(n):
+    t = torch.empty(n, device="cuda")
+    dist.broadcast(t, 0)
+    return t
+"#,
+    );
+    let report = lint_preview(d);
+    assert!(places(&report, "D002").is_empty(), "{report}");
+    // The project's own code offering MPS: `rotary.py`'s `.cuda()` fails there.
+    write("device.py", "import torch\n\nDEVICES = (\"cuda\", \"mps\")\n");
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D002"), ["rotary.py:5:12"], "{report}");
+}

@@ -156,6 +156,9 @@ pub(crate) fn index_entry(
         entry.cpu_path = rules::names_cpu_path(text) && project::chooses_the_cpu(text);
         entry.accelerator = project::names_an_accelerator(text);
         entry.placement = project::Placement::of_text(text);
+        if crate::source::FileKind::of_path(path).is_test_like() {
+            entry.placement = entry.placement.of_test();
+        }
         if ["add_argument", "set_defaults"]
             .iter()
             .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())

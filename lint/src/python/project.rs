@@ -113,6 +113,13 @@ pub(crate) struct Placement {
     pub sets_device: bool,
     /// The configuration declares the code CUDA-only (`target = "cuda"`).
     pub cuda_only: bool,
+    /// This file is built for CUDA alone: it talks NCCL (and no other backend), launches Triton
+    /// kernels, orders work on CUDA streams, or runs as a Ray actor given GPUs. Said of the file
+    /// itself, never of the project ([`Placement::union`] leaves it out).
+    pub built_for_cuda: bool,
+    /// This file runs as a Ray actor given its own GPUs (`@ray.remote(num_gpus=1)`): Ray shows it
+    /// only those, so its `cuda:0` is its own GPU. Said of the file itself.
+    pub own_gpus: bool,
 }
 
 impl Placement {
@@ -121,6 +128,7 @@ impl Placement {
         let has = |words: &[&str]| {
             words.iter().any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
         };
+        let ray_gpu_actor = has(&["ray.remote"]) && has(&["num_gpus"]);
         Placement {
             // A copy of PyTorch's own code (a vendored DataLoader importing `torch._utils`) handles
             // every device PyTorch supports: it says nothing of where the project runs.
@@ -148,7 +156,19 @@ impl Placement {
                 "deepspeed.initialize",
             ]),
             cuda_only: false,
+            built_for_cuda: (has(&["\"nccl\"", "'nccl'", "PyNcclCommunicator"])
+                && !has(&["gloo", "xccl", "hccl"]))
+                || has(&["import triton", "from triton", "torch.cuda.current_stream", "torch.cuda.Stream("])
+                || ray_gpu_actor,
+            own_gpus: ray_gpu_actor,
         }
+    }
+
+    /// What a file of tests says: nothing of other accelerators (a test helper copied from a
+    /// library that runs everywhere, `get_accelerator().device_name() == "npu"`, says nothing of
+    /// where the project's own code runs).
+    pub(crate) fn of_test(self) -> Placement {
+        Placement { other_accelerator: false, ..self }
     }
 
     fn union(self, other: Placement) -> Placement {
@@ -157,6 +177,8 @@ impl Placement {
             multi_process: self.multi_process || other.multi_process,
             sets_device: self.sets_device || other.sets_device,
             cuda_only: self.cuda_only || other.cuda_only,
+            built_for_cuda: false,
+            own_gpus: false,
         }
     }
 }
@@ -1859,7 +1881,8 @@ impl<'p> View<'p> {
     /// Where the project, this file included, says it runs.
     pub(crate) fn placement(&self) -> Placement {
         let declared = Placement { cuda_only: self.project.cuda_only, ..Placement::default() };
-        self.project.placement.union(self.own).union(declared)
+        let p = self.project.placement.union(self.own).union(declared);
+        Placement { cuda_only: p.cuda_only || self.own.built_for_cuda, own_gpus: self.own.own_gpus, ..p }
     }
 
     /// Does the project have anything to say about other files?
@@ -2191,6 +2214,17 @@ mod tests {
         // A trainer's `local_rank` field says nothing; a trainer gives each process its GPU.
         let trainer = p("if training_args.local_rank in (-1, 0):\n    trainer = Trainer(model=model)\n");
         assert!(!trainer.multi_process && trainer.sets_device);
+        // Built for CUDA: NCCL alone, Triton, CUDA streams, a Ray actor given GPUs (its own).
+        assert!(p("dist.init_process_group(backend=\"nccl\")").built_for_cuda);
+        assert!(!p("backend = \"nccl\" if torch.cuda.is_available() else \"gloo\"").built_for_cuda);
+        assert!(p("import triton\nimport triton.language as tl\n").built_for_cuda);
+        assert!(p("s = torch.cuda.current_stream()").built_for_cuda);
+        let actor = p("@ray.remote(num_gpus=1)\nclass Worker:\n    pass\n");
+        assert!(actor.built_for_cuda && actor.own_gpus);
+        assert!(!p("x = x.cuda()").built_for_cuda);
+        // Neither travels to the project; a test helper's devices say nothing of it.
+        assert!(!actor.union(actor).built_for_cuda && !actor.union(actor).own_gpus);
+        assert!(!p("if acc.device_name() == \"xpu\":\n    pass\n").of_test().other_accelerator);
     }
 
     #[test]

@@ -125,7 +125,7 @@ impl Bites {
             return Some(Bites::Mps);
         }
         let indexed = what.starts_with("cuda:");
-        if indexed && p.multi_process {
+        if indexed && p.multi_process && !p.own_gpus {
             Some(Bites::EveryProcess)
         } else if p.other_accelerator && !p.cuda_only {
             Some(Bites::OtherAccelerator)
