@@ -987,3 +987,44 @@ def broadcast(n):
     let report = lint_preview(d);
     assert_eq!(places(&report, "D002"), ["rotary.py:5:12"], "{report}");
 }
+
+/// The `__main__` block of a module other files import from, which reads no command line, is the
+/// module's own benchmark: its loop is no run of the project. A script other files import from
+/// (`from ppo import Agent`) that parses options is still run as itself.
+#[test]
+fn a_library_modules_main_block_is_its_own_check() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let write = |name: &str, text: &str| std::fs::write(d.join(name), text).expect("write");
+    let module = r#"import torch
+from torch import nn
+
+
+class UNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+if __name__ == "__main__":
+    unet = UNet().to("cuda")
+    opt = torch.optim.SGD(unet.parameters(), lr=0.1)
+    for step in range(10):
+        loss = unet(torch.randn(1, 4, 64, 64).cuda()).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        print(step, loss.item())
+"#;
+    write("unet.py", module);
+    write("ppo.py", &module.replace("if __name__ == \"__main__\":\n", "if __name__ == \"__main__\":\n    import argparse\n\n    args = argparse.ArgumentParser().parse_args()\n"));
+    write(
+        "train.py",
+        "import torch\n\nfrom ppo import UNet as Policy\nfrom unet import UNet\n\n\ndef build():\n    return UNet().cuda(), Policy().cuda()\n",
+    );
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["ppo.py:21:21", "ppo.py:25:21"], "{report}");
+}

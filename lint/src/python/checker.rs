@@ -152,6 +152,9 @@ pub(crate) struct Facts {
     /// The file's name has `cuda` or `gpu` as a word (`accelerators/cuda.py`, `gpu_utils.py`),
     /// or `mps`: code about that accelerator.
     pub file_named_for_cuda: bool,
+    /// Other files of the project import from this one, and it reads no command line: its
+    /// `__main__` block is the module's own check or benchmark ([`Checker::hot`]).
+    pub self_check_main: bool,
     /// The file is named for evaluation (`val.py`, `val_dual.py`, `evaluate.py`, `test.py`): its
     /// loops that train nothing are an evaluation pass ([`super::rules::helpers::in_evaluation_pass`]).
     pub file_named_for_evaluation: bool,
@@ -559,6 +562,13 @@ impl<'m, 'a> Checker<'m, 'a> {
     /// epochs: loops that run another loop) do not count, nor do branches taken now and then.
     pub fn hot(&self) -> Option<Hot> {
         if self.gated > 0 || self.in_latent_code() {
+            return None;
+        }
+        // The `__main__` block of a module other files import from, and that reads no command
+        // line, is the module's own check or benchmark (`unet.to("cuda")`, ten timed steps), not
+        // a run of the project. (A script that other files import from, `from ppo import Agent`,
+        // is still run with its options.)
+        if self.main_block > 0 && self.facts.self_check_main {
             return None;
         }
         if let Some(&l) = self.loops.last() {
@@ -1694,6 +1704,7 @@ impl Facts {
             loop_work,
             outer_loop,
             application: !kind.is_library() || is_script(model, types, file_name, parses_args),
+            self_check_main: types.project().is_imported() && !reads_a_command_line(model.source),
             sets_default_device,
             uses_accelerator,
             project_uses_accelerator: uses_accelerator || types.project().uses_accelerator(),
@@ -2771,6 +2782,25 @@ fn loop_is_over_epochs(model: &Model<'_>, l: &super::model::Loop<'_>) -> bool {
     // `for iter_epoch, (x, y) in enumerate(loader)`: whatever the index is called, a loop over a
     // loader's batches runs at every step.
     names.iter().any(|n| EPOCH.in_name(n)) && !super::rules::helpers::named_for_loader(model, iter)
+}
+
+/// Does the file read a command line (`argparse`, `tyro.cli(..)`, `click`, `fire`, `sys.argv`,
+/// Hydra, absl flags, `HfArgumentParser`)?
+fn reads_a_command_line(text: &str) -> bool {
+    [
+        "ArgumentParser",
+        "tyro.",
+        "import click",
+        "click.",
+        "fire.Fire",
+        "sys.argv",
+        "hydra",
+        "absl",
+        "jsonargparse",
+        "docopt",
+    ]
+    .iter()
+    .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
 }
 
 /// A script: its name says what it runs (`train.py`, `eval_imagenet.py`, `demo.py`, ...), or it

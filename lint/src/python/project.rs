@@ -1975,6 +1975,12 @@ impl<'p> View<'p> {
         self.project.unreferenced.contains(name) && self.project.imported.contains(self.path)
     }
 
+    /// Do other files of the project import definitions from this file by name (a module of the
+    /// project's library, not only a script)?
+    pub(crate) fn is_imported(&self) -> bool {
+        self.project.imported.contains(self.path)
+    }
+
     /// This file's functions that other files call, each with whether every such call is opt-in.
     pub(crate) fn opt_in_callers(&self) -> &'p [(String, bool)] {
         self.project.opt_in_callers(self.path)
