@@ -1025,6 +1025,85 @@ if __name__ == "__main__":
         "train.py",
         "import torch\n\nfrom ppo import UNet as Policy\nfrom unet import UNet\n\n\ndef build():\n    return UNet().cuda(), Policy().cuda()\n",
     );
+    // A training script named for what it runs, configured by a file rather than a command
+    // line (`from train import build_model` in `evaluate.py`): still run.
+    write("train.py", &module.replace("if __name__ == \"__main__\":\n", "if __name__ == \"__main__\":\n    import yaml\n\n    cfg = yaml.safe_load(open(\"train.yaml\"))\n"));
+    write(
+        "evaluate.py",
+        "from train import UNet\nfrom unet import UNet as Base\n\n\ndef load():\n    return UNet(), Base()\n",
+    );
     let report = lint_preview(d);
-    assert_eq!(places(&report, "D005"), ["ppo.py:21:21", "ppo.py:25:21"], "{report}");
+    assert_eq!(
+        places(&report, "D005"),
+        ["ppo.py:21:21", "ppo.py:25:21", "train.py:21:21", "train.py:25:21"],
+        "{report}"
+    );
+}
+
+/// An instance kept on `self` that the model's own method makes (`self.criterion =
+/// self.build_loss()`, `return DualLoss(self)`) is called at every forward pass: its `__call__`,
+/// in another file, runs there. Where subclasses override the method to make one loss each, which
+/// runs depends on the model a run builds: nothing is said.
+#[test]
+fn a_loss_a_models_own_method_makes_runs_in_its_forward() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let write = |name: &str, text: &str| std::fs::write(d.join(name), text).expect("write");
+    write(
+        "losses.py",
+        r#"import torch
+
+
+class DualLoss:
+    def __init__(self, model):
+        self.device = next(model.parameters()).device
+
+    def __call__(self, preds, batch):
+        loss = preds.sum() * 0.0
+        if (preds > 0).sum():
+            loss = loss + preds.mean()
+        return loss
+
+
+class PoseLoss(DualLoss):
+    def __call__(self, preds, batch):
+        loss = preds.sum() * 0.0
+        if preds.max() > 1:
+            loss = loss + preds.mean()
+        return loss
+"#,
+    );
+    let model = r#"import torch
+from torch import nn
+
+from losses import DualLoss, PoseLoss
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.criterion = None
+
+    def forward(self, x):
+        if self.criterion is None:
+            self.criterion = self.build_loss()
+        return self.criterion(self.conv(x), None)
+
+    def build_loss(self):
+        return DualLoss(self)
+"#;
+    write("model.py", model);
+    write("train.py", "import torch\n\nfrom model import Net\n\n\ndef build():\n    return Net().cuda()\n");
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["losses.py:10:12"], "{report}");
+    // A subclass making another loss: which one runs is the run's choice.
+    write(
+        "model.py",
+        &format!(
+            "{model}\n\nclass PoseNet(Net):\n    def build_loss(self):\n        return PoseLoss(self)\n"
+        ),
+    );
+    let report = lint_preview(d);
+    assert!(places(&report, "D005").is_empty(), "{report}");
 }

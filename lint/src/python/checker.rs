@@ -152,8 +152,9 @@ pub(crate) struct Facts {
     /// The file's name has `cuda` or `gpu` as a word (`accelerators/cuda.py`, `gpu_utils.py`),
     /// or `mps`: code about that accelerator.
     pub file_named_for_cuda: bool,
-    /// Other files of the project import from this one, and it reads no command line: its
-    /// `__main__` block is the module's own check or benchmark ([`Checker::hot`]).
+    /// A module of models other files of the project import from, not named for what it runs
+    /// (`train.py`) and reading no command line: its `__main__` block is the module's own check
+    /// or benchmark ([`Checker::hot`]).
     pub self_check_main: bool,
     /// The file is named for evaluation (`val.py`, `val_dual.py`, `evaluate.py`, `test.py`): its
     /// loops that train nothing are an evaluation pass ([`super::rules::helpers::in_evaluation_pass`]).
@@ -262,6 +263,11 @@ pub(crate) struct Checker<'m, 'a> {
     pub(crate) plain_attributes: std::cell::RefCell<
         FxHashMap<(super::model::ClassId, String), Option<super::rules::helpers::Provenance>>,
     >,
+    /// Per function of the file asked about: where the one value its `return`s give is (`None`
+    /// while it is being worked out: a cycle reads as nowhere; no entry's value when a `return`
+    /// gives a tuple), worked out once ([`super::rules::helpers::returned_value`]).
+    pub(crate) returned_values:
+        std::cell::RefCell<FxHashMap<FunctionId, Option<Option<super::rules::helpers::Provenance>>>>,
     /// Set when a provenance query stopped at its depth or step limit, knowing nothing: an answer
     /// worked out under it is not final, and is not memoised.
     pub(crate) provenance_cut: std::cell::Cell<bool>,
@@ -305,6 +311,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             nested_host: std::cell::RefCell::new(FxHashMap::default()),
             passed_by_callers: std::cell::RefCell::new(FxHashMap::default()),
             plain_attributes: std::cell::RefCell::new(FxHashMap::default()),
+            returned_values: std::cell::RefCell::new(FxHashMap::default()),
             provenance_cut: std::cell::Cell::new(false),
             returned_names: std::cell::RefCell::new(FxHashMap::default()),
             calls: Calls::default(),
@@ -361,7 +368,10 @@ impl<'m, 'a> Checker<'m, 'a> {
             .or_else(|| project.star_bound(&call.func, |n| self.model.binding_of(n).is_some()))
         {
             Some(callee) => (callee, false),
-            None => match self.method_of_project_class(call) {
+            None => match self
+                .method_of_project_class(call)
+                .or_else(|| self.call_of_class_own_method_makes(call))
+            {
                 Some(callee) => (callee, true),
                 // `ProbMask(b, h, ..)`: an instance of another file's class made at every step
                 // runs its `__init__`.
@@ -461,6 +471,43 @@ impl<'m, 'a> Checker<'m, 'a> {
                 }),
             // `self.loss_fn(preds, targets)`, `criterion(out, y)`: the instance's `__call__`.
             instance => self.instance_class(instance).and_then(|class| project.method(&class, "__call__")),
+        }
+    }
+
+    /// `self.criterion(..)` (or `self.criterion.update(..)`) where `self.criterion =
+    /// self.build_loss()` and the one method of that name in the file returns an instance of a
+    /// class of another file of the project (`return DualLoss(self)`): that class's `__call__` (or
+    /// the method called). Where the file's classes override the method to return different
+    /// classes (one loss per task), which one runs depends on the model the run builds: no call.
+    fn call_of_class_own_method_makes(&self, call: &ast::ExprCall) -> Option<String> {
+        let (instance, method) = match &*call.func {
+            Expr::Attribute(a) if matches!(&*a.value, Expr::Attribute(_)) => (&*a.value, a.attr.as_str()),
+            instance => (instance, "__call__"),
+        };
+        let made = self.instance_made_by(instance)?;
+        let Expr::Attribute(factory) = &*made.func else { return None };
+        if !matches!(&*factory.value, Expr::Name(n) if n.id.as_str() == "self") {
+            return None;
+        }
+        let mut makers =
+            self.model.functions().filter(|(_, f)| f.class.is_some() && f.name() == factory.attr.as_str());
+        let (_, maker) = makers.next()?;
+        if makers.next().is_some() {
+            return None;
+        }
+        let mut classes: Vec<String> = Vec::new();
+        super::rules::helpers::each_stmt(&maker.def.body, &mut |s| {
+            if let Stmt::Return(ast::StmtReturn { value: Some(v), .. }) = s
+                && let Expr::Call(c) = &**v
+                && let Some(class) = self.class_made_by(c)
+                && !classes.contains(&class)
+            {
+                classes.push(class);
+            }
+        });
+        match &classes[..] {
+            [class] => self.types.project().method(class, method),
+            _ => None,
         }
     }
 
@@ -564,10 +611,11 @@ impl<'m, 'a> Checker<'m, 'a> {
         if self.gated > 0 || self.in_latent_code() {
             return None;
         }
-        // The `__main__` block of a module other files import from, and that reads no command
-        // line, is the module's own check or benchmark (`unet.to("cuda")`, ten timed steps), not
-        // a run of the project. (A script that other files import from, `from ppo import Agent`,
-        // is still run with its options.)
+        // The `__main__` block of a module of models other files import from, not named for what
+        // it runs and reading no command line, is the module's own check or benchmark
+        // (`unet.to("cuda")`, ten timed steps), not a run of the project. (A script that other
+        // files import from, `from ppo import Agent` or `from train import build_model`, is still
+        // run.)
         if self.main_block > 0 && self.facts.self_check_main {
             return None;
         }
@@ -1704,7 +1752,10 @@ impl Facts {
             loop_work,
             outer_loop,
             application: !kind.is_library() || is_script(model, types, file_name, parses_args),
-            self_check_main: types.project().is_imported() && !reads_a_command_line(model.source),
+            self_check_main: types.project().is_imported()
+                && !reads_a_command_line(model.source)
+                && !named_for_running(file_name)
+                && model.classes().any(|(c, _)| types.is_module_class(c) == Truth::Yes),
             sets_default_device,
             uses_accelerator,
             project_uses_accelerator: uses_accelerator || types.project().uses_accelerator(),
@@ -1982,12 +2033,19 @@ fn on_another_accelerator(body: &[Stmt], at: ruff_text_size::TextSize) -> bool {
 /// Does the text name an accelerator other than CUDA (`"xpu"`, `is_torch_xla_available`,
 /// `torch.backends.mps`)? Only such a file can have branches [`on_another_accelerator`] finds.
 fn names_another_accelerator(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    // As a word of its own (`"xpu"`, `is_torch_xla_available`, `DistributedType.XLA`), not inside
+    // another (`input`, `output`, `timestamps`).
+    let alone = |at: usize, len: usize| {
+        !at.checked_sub(1).is_some_and(|i| bytes[i].is_ascii_alphanumeric())
+            && !bytes.get(at + len).is_some_and(u8::is_ascii_alphanumeric)
+    };
     [
         "xpu", "npu", "mps", "hpu", "neuron", "xla", "tpu", "mlu", "musa", "XPU", "NPU", "MPS", "HPU",
         "NEURON", "XLA", "TPU",
     ]
     .iter()
-    .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
+    .any(|w| memchr::memmem::find_iter(bytes, w.as_bytes()).any(|at| alone(at, w.len())))
 }
 
 /// Does the `if` offer something in place of its body: it has `elif`/`else` clauses, or its
@@ -2031,7 +2089,11 @@ fn latent_functions(
             e.caller.is_some_and(|c| {
                 let body = &model.function(c).def.body;
                 (project.has_options() && opt_in_at(model, project, body, e.at.start()))
-                    || (devices && on_another_accelerator(body, e.at.start()))
+                    // (Only a private function: another file may call a public one on CUDA,
+                    // and without options the index does not record other files' calls.)
+                    || (devices
+                        && model.function(e.callee).name().starts_with('_')
+                        && on_another_accelerator(body, e.at.start()))
             })
         })
         .collect();
@@ -2258,7 +2320,7 @@ fn steps_the_optimizer(body: &[Stmt], depth: usize) -> bool {
 /// or it runs only in evaluation (the other side of `if self.training:`)?
 fn clause_is_gated(model: &Model<'_>, i: &ast::StmtIf, clause: &ast::ElifElseClause) -> bool {
     clause.test.as_ref().is_some_and(is_gate)
-        || modulo_branches(&i.test) == Some(false)
+        || (modulo_branches(&i.test) == Some(false) && !steps_the_optimizer(&clause.body, 0))
         || device_branch(&i.test).is_some_and(|(body, _)| !body)
         || clause.test.as_ref().and_then(device_branch).is_some_and(|(body, _)| body)
         || evaluation_branches(&i.test) == Some(false)
@@ -2334,7 +2396,7 @@ fn clears_its_flag(model: &Model<'_>, test: &Expr, body: &[Stmt]) -> bool {
                     model.function(x.method).name() != "__init__"
                         && x.value.is_some_and(|v| matches!(v, Expr::NoneLiteral(_)))
                 })
-            })
+            }) || emptied_from_outside(model.source, attr.attr.as_str())
         };
         return fills && !emptied();
     }
@@ -2343,6 +2405,20 @@ fn clears_its_flag(model: &Model<'_>, test: &Expr, body: &[Stmt]) -> bool {
             .iter()
             .any(|s| matches!(s, Stmt::Assign(a) if off(&a.value) && a.targets.iter().any(|t| same(t, test))))
         && !rearmed()
+}
+
+/// Does the file empty an attribute of that name through another object than `self`
+/// (`model.packer.max_len = None` in a training loop)?
+fn emptied_from_outside(text: &str, name: &str) -> bool {
+    let pattern = format!(".{name} = None");
+    memchr::memmem::find_iter(text.as_bytes(), pattern.as_bytes()).any(|at| {
+        let receiver = text[..at]
+            .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .next()
+            .unwrap_or("");
+        receiver != "self"
+            && !text[at + pattern.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+    })
 }
 
 /// A test on a module's training mode: `Some(false)` for `if self.training:` (its body trains,
@@ -2568,10 +2644,14 @@ pub(crate) fn instance_made_by<'a>(
         Expr::Attribute(field) => {
             let class = types.receiver_class(&field.value)?;
             let assigns = types.class_attrs(class, field.attr.as_str());
-            let mut made = assigns.iter().map(|x| match x.value {
-                Some(Expr::Call(c)) => Some(made_before_moves(c)),
-                _ => None,
-            });
+            // (`self.criterion = None` in `__init__`, filled later, holds no other instance.)
+            let mut made =
+                assigns.iter().filter(|x| !matches!(x.value, Some(Expr::NoneLiteral(_)))).map(|x| {
+                    match x.value {
+                        Some(Expr::Call(c)) => Some(made_before_moves(c)),
+                        _ => None,
+                    }
+                });
             let first = made.next()??;
             // The same callee, as spelt (a class of this file has no qualified name).
             let name = model.text(first.func.range());
@@ -2809,6 +2889,16 @@ fn reads_a_command_line(text: &str) -> bool {
 /// is not enough to make the model an application). `parses_args`: the file calls
 /// `argparse.ArgumentParser`.
 fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str, parses_args: bool) -> bool {
+    if named_for_running(file_name) {
+        return true;
+    }
+    let defines_module = model.classes().any(|(c, _)| types.is_module_class(c) == Truth::Yes);
+    let loops_at_top = model.loops().any(|(_, l)| l.function.is_none());
+    !defines_module && (parses_args || loops_at_top || model.source.contains("__main__"))
+}
+
+/// Is the file named for what it runs (`train.py`, `eval_coco.py`, `run_glue.py`, `main.py`)?
+fn named_for_running(file_name: &str) -> bool {
     const SCRIPT_NAMES: [&str; 21] = [
         "cli",
         "train",
@@ -2838,10 +2928,5 @@ fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str, parses_a
             || stem.strip_prefix(n).is_some_and(|rest| rest.starts_with('_'))
             || stem.strip_suffix(n).is_some_and(|rest| rest.ends_with('_'))
     };
-    if SCRIPT_NAMES.iter().any(|n| named(n)) {
-        return true;
-    }
-    let defines_module = model.classes().any(|(c, _)| types.is_module_class(c) == Truth::Yes);
-    let loops_at_top = model.loops().any(|(_, l)| l.function.is_none());
-    !defines_module && (parses_args || loops_at_top || model.source.contains("__main__"))
+    SCRIPT_NAMES.iter().any(|n| named(n))
 }

@@ -157,7 +157,7 @@ pub(crate) fn index_entry(
         entry.accelerator = project::names_an_accelerator(text);
         entry.placement = project::Placement::of_text(text);
         if crate::source::FileKind::of_path(path).is_test_like() {
-            entry.placement = entry.placement.of_test();
+            entry.placement = entry.placement.of_test(text);
         }
         if ["add_argument", "set_defaults"]
             .iter()

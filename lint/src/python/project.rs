@@ -128,7 +128,23 @@ impl Placement {
         let has = |words: &[&str]| {
             words.iter().any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
         };
-        let ray_gpu_actor = has(&["ray.remote"]) && has(&["num_gpus"]);
+        // `@ray.remote(num_gpus=1)`, `num_gpus=0.5`, `num_gpus=args.gpus`; not `num_gpus=0`.
+        let ray_gpu_actor = has(&["ray.remote"])
+            && memchr::memmem::find_iter(text.as_bytes(), b"num_gpus").any(|at| {
+                let value = text[at + "num_gpus".len()..].trim_start_matches([' ', '\t']);
+                let Some(value) = value.strip_prefix('=') else { return false };
+                let value = value.trim_start_matches([' ', '\t']);
+                let number: String = value.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+                if number.is_empty() {
+                    !value.is_empty()
+                } else {
+                    number.parse::<f64>().is_ok_and(|n| n > 0.0)
+                }
+            });
+        // An optional Triton (`try: import triton` / `except ImportError:`) has a fallback for
+        // other devices.
+        let triton = has(&["import triton", "from triton"])
+            && !has(&["except ImportError", "except ModuleNotFoundError", "except Exception"]);
         Placement {
             // A copy of PyTorch's own code (a vendored DataLoader importing `torch._utils`) handles
             // every device PyTorch supports: it says nothing of where the project runs.
@@ -157,18 +173,35 @@ impl Placement {
             ]),
             cuda_only: false,
             built_for_cuda: (has(&["\"nccl\"", "'nccl'", "PyNcclCommunicator"])
-                && !has(&["gloo", "xccl", "hccl"]))
-                || has(&["import triton", "from triton", "torch.cuda.current_stream", "torch.cuda.Stream("])
+                && !has(&["gloo", "xccl", "hccl", "\"ccl\"", "'ccl'", "\"mpi\""]))
+                || triton
+                || has(&["torch.cuda.current_stream", "torch.cuda.Stream("])
                 || ray_gpu_actor,
             own_gpus: ray_gpu_actor,
         }
     }
 
-    /// What a file of tests says: nothing of other accelerators (a test helper copied from a
-    /// library that runs everywhere, `get_accelerator().device_name() == "npu"`, says nothing of
-    /// where the project's own code runs).
-    pub(crate) fn of_test(self) -> Placement {
-        Placement { other_accelerator: false, ..self }
+    /// What a file of tests says: of other accelerators, only where it puts something on one
+    /// (`.to("mps")`, `device="xpu"`, `torch.device("npu")`) or asks PyTorch for one
+    /// (`torch.backends.mps.is_available()`, `torch.xpu`): a helper copied from a library that
+    /// runs everywhere (`get_accelerator().device_name() == "npu"`) says nothing of where the
+    /// project's own code runs.
+    pub(crate) fn of_test(self, text: &str) -> Placement {
+        let places = ["mps", "xpu", "npu"].iter().any(|d| {
+            [
+                format!(".to(\"{d}"),
+                format!(".to('{d}"),
+                format!("device=\"{d}"),
+                format!("device='{d}"),
+                format!("device(\"{d}"),
+                format!("device('{d}"),
+            ]
+            .iter()
+            .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
+        }) || ["torch.backends.mps", "torch.xpu.", "torch_npu", "torch_xla"]
+            .iter()
+            .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some());
+        Placement { other_accelerator: self.other_accelerator && places, ..self }
     }
 
     fn union(self, other: Placement) -> Placement {
@@ -2230,7 +2263,14 @@ mod tests {
         assert!(!p("x = x.cuda()").built_for_cuda);
         // Neither travels to the project; a test helper's devices say nothing of it.
         assert!(!actor.union(actor).built_for_cuda && !actor.union(actor).own_gpus);
-        assert!(!p("if acc.device_name() == \"xpu\":\n    pass\n").of_test().other_accelerator);
+        let helper = "if acc.device_name() == \"xpu\":\n    pass\n";
+        assert!(!p(helper).of_test(helper).other_accelerator);
+        let own = "def test_rotary():\n    table(4).to(\"mps\")\n";
+        assert!(p(own).of_test(own).other_accelerator);
+        assert!(!p("@ray.remote(num_gpus=0, num_cpus=1)\nclass W:\n    pass\n").built_for_cuda);
+        assert!(p("@ray.remote(num_gpus=0.5)\nclass W:\n    pass\n").own_gpus);
+        assert!(!p("try:\n    import triton\nexcept ImportError:\n    triton = None\n").built_for_cuda);
+        assert!(!p("backend = \"nccl\" if cuda else \"ccl\"").built_for_cuda);
     }
 
     #[test]

@@ -880,6 +880,12 @@ fn returned_value(
     if depth > 12 {
         return None;
     }
+    // Worked out once per function, however many calls ask (a cycle of calls reads as nowhere).
+    if let Some(known) = cx.returned_values.borrow().get(&f) {
+        return known.unwrap_or(Some(Provenance::default()));
+    }
+    cx.returned_values.borrow_mut().insert(f, None);
+    let cut_before = cx.provenance_cut.replace(false);
     let mut values = Vec::new();
     let mut single = true;
     each_stmt(&cx.model.function(f).def.body, &mut |s| {
@@ -891,7 +897,15 @@ fn returned_value(
             }
         }
     });
-    single.then(|| values.into_iter().fold(Provenance::default(), |p, e| p.union(next(e))))
+    let p = single.then(|| values.into_iter().fold(Provenance::default(), |p, e| p.union(next(e))));
+    let cut = cx.provenance_cut.get();
+    cx.provenance_cut.set(cut_before || cut);
+    if p.is_none_or(|p| p.on_accelerator) || !cut {
+        cx.returned_values.borrow_mut().insert(f, Some(p));
+    } else {
+        cx.returned_values.borrow_mut().remove(&f);
+    }
+    p
 }
 
 /// Item `i` of the tuples a function of this file returns ([`returned_item`]).
