@@ -1319,7 +1319,6 @@ pub(crate) fn is_gate(test: &Expr) -> bool {
     if let Some(every_nth) = modulo_branches(test) {
         return every_nth;
     }
-    let modulo = |e: &Expr| matches!(e, Expr::BinOp(b) if b.op == ast::Operator::Mod);
     match test {
         Expr::BinOp(b) => is_gate(&b.left) || is_gate(&b.right),
         Expr::BoolOp(b) => b.values.iter().any(is_gate),
@@ -1333,8 +1332,8 @@ pub(crate) fn is_gate(test: &Expr) -> bool {
                 return false;
             }
             (eq && (number(&c.left) || c.comparators.iter().any(number)))
-                || modulo(&c.left)
-                || c.comparators.iter().any(modulo)
+                || is_modulo(&c.left)
+                || c.comparators.iter().any(is_modulo)
                 || is_gate(&c.left)
                 || c.comparators.iter().any(is_gate)
         }
@@ -1345,19 +1344,23 @@ pub(crate) fn is_gate(test: &Expr) -> bool {
     }
 }
 
+/// `step % n`.
+fn is_modulo(e: &Expr) -> bool {
+    matches!(e, Expr::BinOp(b) if b.op == ast::Operator::Mod)
+}
+
 /// A test of a counter modulo an interval, by the side taken at every step but every Nth:
 /// `Some(true)` when the body is the now-and-then side (`step % 50 == 0`, `not step % 50`),
 /// `Some(false)` when it runs at the other steps (`if step % 50:`, `step % 50 != 0`, `> 0`; its
 /// `else` is the gate), `None` for other tests (`step % n == n - 1` is left to [`is_gate`]).
 fn modulo_branches(test: &Expr) -> Option<bool> {
-    let modulo = |e: &Expr| matches!(e, Expr::BinOp(b) if b.op == ast::Operator::Mod);
     let zero = |e: &Expr| matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ast::Number::Int(i) if i.as_u8() == Some(0)));
     match test {
         Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => modulo_branches(&u.operand).map(|b| !b),
-        e if modulo(e) => Some(false),
+        e if is_modulo(e) => Some(false),
         Expr::Compare(c) if c.comparators.len() == 1 => {
             let (left, right) = (&*c.left, &c.comparators[0]);
-            let (op, counter_left) = match (modulo(left) && zero(right), zero(left) && modulo(right)) {
+            let (op, counter_left) = match (is_modulo(left) && zero(right), zero(left) && is_modulo(right)) {
                 (true, _) => (c.ops[0], true),
                 (_, true) => (c.ops[0], false),
                 _ => return None,
