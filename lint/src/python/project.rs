@@ -149,19 +149,18 @@ impl Placement {
             // A copy of PyTorch's own code (a vendored DataLoader importing `torch._utils`) handles
             // every device PyTorch supports: it says nothing of where the project runs.
             other_accelerator: !copies_pytorch_internals(text)
-                && has(&[
-                    "\"mps\"",
-                    "'mps'",
-                    "backends.mps",
-                    "torch_xla",
-                    "xla_device",
-                    "torch.xpu",
-                    "\"xpu",
-                    "'xpu",
-                    "torch_npu",
-                    "\"npu",
-                    "'npu",
-                ]),
+                && (offers_mps(text)
+                    || has(&[
+                        "backends.mps",
+                        "torch_xla",
+                        "xla_device",
+                        "torch.xpu",
+                        "\"xpu",
+                        "'xpu",
+                        "torch_npu",
+                        "\"npu",
+                        "'npu",
+                    ])),
             multi_process: has(&["init_process_group", "DistributedDataParallel", "LOCAL_RANK"]),
             // Trainers that start the processes give each its GPU themselves.
             sets_device: has(&[
@@ -214,6 +213,15 @@ impl Placement {
             own_gpus: false,
         }
     }
+}
+
+/// Does the text name `"mps"` other than to set it aside (`device_type != "mps"`, the autocast
+/// workaround model files copy from Transformers' rotary embeddings)?
+fn offers_mps(text: &str) -> bool {
+    ["\"mps\"", "'mps'"].iter().any(|w| {
+        memchr::memmem::find_iter(text.as_bytes(), w.as_bytes())
+            .any(|at| !text[..at].trim_end_matches([' ', '\t']).ends_with("!="))
+    })
 }
 
 /// Does the file import PyTorch's private modules (`from torch._utils import ..`,
@@ -2263,6 +2271,9 @@ mod tests {
         assert!(!p("x = x.cuda()").built_for_cuda);
         // Neither travels to the project; a test helper's devices say nothing of it.
         assert!(!actor.union(actor).built_for_cuda && !actor.union(actor).own_gpus);
+        // Set aside, MPS is not offered (Transformers' autocast workaround).
+        assert!(!p("device_type = t if t != \"mps\" else \"cpu\"").other_accelerator);
+        assert!(p("if device == \"mps\":\n    x = x.float()\n").other_accelerator);
         let helper = "if acc.device_name() == \"xpu\":\n    pass\n";
         assert!(!p(helper).of_test(helper).other_accelerator);
         let own = "def test_rotary():\n    table(4).to(\"mps\")\n";
