@@ -2399,7 +2399,7 @@ fn clears_its_flag(model: &Model<'_>, test: &Expr, body: &[Stmt]) -> bool {
                     model.function(x.method).name() != "__init__"
                         && x.value.is_some_and(|v| matches!(v, Expr::NoneLiteral(_)))
                 })
-            }) || emptied_from_outside(model.source, attr.attr.as_str())
+            }) || model.emptied_from_outside(attr.attr.as_str())
         };
         return fills && !emptied();
     }
@@ -2408,20 +2408,6 @@ fn clears_its_flag(model: &Model<'_>, test: &Expr, body: &[Stmt]) -> bool {
             .iter()
             .any(|s| matches!(s, Stmt::Assign(a) if off(&a.value) && a.targets.iter().any(|t| same(t, test))))
         && !rearmed()
-}
-
-/// Does the file empty an attribute of that name through another object than `self`
-/// (`model.packer.max_len = None` in a training loop)?
-fn emptied_from_outside(text: &str, name: &str) -> bool {
-    let pattern = format!(".{name} = None");
-    memchr::memmem::find_iter(text.as_bytes(), pattern.as_bytes()).any(|at| {
-        let receiver = text[..at]
-            .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
-            .next()
-            .unwrap_or("");
-        receiver != "self"
-            && !text[at + pattern.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
-    })
 }
 
 /// A test on a module's training mode: `Some(false)` for `if self.training:` (its body trains,

@@ -290,6 +290,9 @@ pub(crate) struct Model<'a> {
     /// The module-level names the file may give another value than the one written
     /// ([`Model::may_rebind_global`]), read from the text once.
     rebound_globals: std::sync::OnceLock<Rebound>,
+    /// The attributes the file empties through another object than `self`
+    /// ([`Model::emptied_from_outside`]), read from the text once.
+    emptied_attributes: std::sync::OnceLock<FxHashSet<String>>,
 }
 
 /// What a file's text lets rebind its globals: a wholesale rebinding (`exec(..)`, `globals()`, a
@@ -305,6 +308,35 @@ impl<'a> Model<'a> {
     /// statement naming it (`global epochs, log_interval`), a star import (`from run_config import
     /// *`), or code that rebinds globals wholesale (`exec(open(config).read())`,
     /// `globals().update(..)`)? The text is read once per file, whatever the number of questions.
+    /// Does the file empty an attribute of that name through another object than `self`
+    /// (`model.packer.max_len = None` in a training loop)? The text is read once for all names.
+    pub fn emptied_from_outside(&self, name: &str) -> bool {
+        self.emptied_attributes
+            .get_or_init(|| {
+                let text = self.source;
+                let mut names = FxHashSet::default();
+                for at in memchr::memmem::find_iter(text.as_bytes(), b" = None") {
+                    let before = &text[..at];
+                    let target = before
+                        .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+                        .next()
+                        .unwrap_or("");
+                    let after = &text[at + " = None".len()..];
+                    if after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+                        continue;
+                    }
+                    if let Some((receiver, attr)) = target.rsplit_once('.')
+                        && receiver != "self"
+                        && !attr.is_empty()
+                    {
+                        names.insert(attr.to_string());
+                    }
+                }
+                names
+            })
+            .contains(name)
+    }
+
     pub fn may_rebind_global(&self, name: &str) -> bool {
         let rebound = self.rebound_globals.get_or_init(|| {
             let bytes = self.source.as_bytes();
@@ -335,6 +367,7 @@ impl<'a> Model<'a> {
             model: Model {
                 source,
                 rebound_globals: std::sync::OnceLock::new(),
+                emptied_attributes: std::sync::OnceLock::new(),
                 scopes: Vec::new(),
                 bindings: Vec::with_capacity(others),
                 functions: Vec::new(),
