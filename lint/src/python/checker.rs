@@ -2501,13 +2501,22 @@ pub(crate) fn device_branch(test: &Expr) -> Option<(bool, bool)> {
                 _ => None,
             }
         }
-        // `if x.is_cuda:`, `if t.is_cpu:`
-        Expr::Attribute(a) => match a.attr.as_str() {
-            "is_cuda" => Some((false, true)),
-            "is_cpu" => Some((true, true)),
-            "is_mps" | "is_xpu" | "is_xla" => Some((true, false)),
-            _ => None,
-        },
+        // `if x.is_cuda:`, `if t.is_cpu:`; a flag named for another accelerator (`if mps_available:`,
+        // `if self.use_xla:`; not one named for the CPU, `cpu_offload` runs on GPU runs too).
+        Expr::Attribute(_) | Expr::Name(_) => {
+            let name = match test {
+                Expr::Attribute(a) => a.attr.as_str(),
+                Expr::Name(n) => n.id.as_str(),
+                _ => return None,
+            };
+            match name {
+                "is_cuda" => Some((false, true)),
+                "is_cpu" => Some((true, true)),
+                _ => super::rules::helpers::name_words(name)
+                    .any(|w| !w.eq_ignore_ascii_case("cpu") && device(w) == Some(true))
+                    .then_some((true, false)),
+            }
+        }
         // `torch.cuda.is_available()`, `torch.backends.mps.is_available()`, `is_torch_xla_available()`,
         // `is_npu_available(check_device=True)`.
         Expr::Call(call) => {

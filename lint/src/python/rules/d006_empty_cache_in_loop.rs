@@ -2,7 +2,7 @@
 //! `devcheck explain D006` prints); its row in the rule table is in [`crate::registry`].
 
 use ruff_python_ast::{Expr, Stmt};
-use ruff_text_size::{Ranged, TextRange};
+use ruff_text_size::Ranged;
 
 use crate::diagnostic::{Applicability, Finding, Fix};
 use crate::python::checker::{Checker, Hot, Node, Reads, Rule};
@@ -34,7 +34,6 @@ impl Rule for Check {
         if cx.in_except > 0
             || in_memory_branch(cx)
             || super::helpers::in_evaluation_pass(cx)
-            || on_another_accelerators_branch(cx, &q, call.range())
         {
             return;
         }
@@ -114,43 +113,3 @@ fn in_memory_branch(cx: &Checker<'_, '_>) -> bool {
     })
 }
 
-/// `elif torch.backends.mps.is_available(): torch.mps.empty_cache()`: another accelerator's cache,
-/// emptied on a branch whose own test names that accelerator (`is_torch_mps_available()`,
-/// `torch.backends.mps`, a word of a name), which a CUDA run never takes (the CUDA branch beside
-/// it, if any, is the finding).
-fn on_another_accelerators_branch(cx: &Checker<'_, '_>, q: &str, call: TextRange) -> bool {
-    let Some(name) = q.strip_prefix("torch.").and_then(|q| q.strip_suffix(".empty_cache")) else {
-        return false;
-    };
-    if name == "cuda" {
-        return false;
-    }
-    let names_it = |test: &Expr| {
-        let mut found = false;
-        super::helpers::any_subexpr(test, &mut |e| {
-            let word = match e {
-                Expr::Name(n) => n.id.as_str(),
-                Expr::Attribute(a) => a.attr.as_str(),
-                _ => "",
-            };
-            found |= super::helpers::name_words(word).any(|w| w.eq_ignore_ascii_case(name));
-            !found
-        });
-        found
-    };
-    cx.parents.iter().rev().any(|p| {
-        let Node::Stmt(Stmt::If(i)) = p else { return false };
-        // The test of the branch that holds the call.
-        let within = |body: &[Stmt]| {
-            body.first().zip(body.last()).is_some_and(|(f, l)| f.start() <= call.start() && call.end() <= l.end())
-        };
-        if within(&i.body) {
-            return names_it(&i.test);
-        }
-        i.elif_else_clauses
-            .iter()
-            .find(|c| within(&c.body))
-            .and_then(|c| c.test.as_ref())
-            .is_some_and(names_it)
-    })
-}
