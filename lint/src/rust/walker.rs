@@ -1075,9 +1075,12 @@ impl<'ast> Visit<'ast> for Walker<'_, '_> {
                 guarded += 1;
                 self.scope.device_branch += 1;
             }
+            // Not a check that fails (`if args.log_every == 0 { bail!(..) }`): the rest is the
+            // normal path then.
             if let syn::Stmt::Expr(Expr::If(i), _) = stmt
                 && i.else_branch.is_none()
                 && diverges(&i.then_branch)
+                && !fails(&i.then_branch)
                 && self.is_gate(&i.cond)
             {
                 gated_rest += 1;
@@ -1648,6 +1651,18 @@ fn diverges(b: &Block) -> bool {
             Expr::Macro(m) => is_diverging_macro(&m.mac),
             _ => false,
         },
+        Some(syn::Stmt::Macro(m)) => is_diverging_macro(&m.mac),
+        _ => false,
+    }
+}
+
+/// Does the block leave with an error (`bail!(..)`, `panic!(..)`, `return Err(..)`)?
+fn fails(b: &Block) -> bool {
+    match b.stmts.last() {
+        Some(syn::Stmt::Expr(Expr::Return(r), _)) => r.expr.as_deref().is_some_and(
+            |e| matches!(e, Expr::Call(c) if matches!(&*c.func, Expr::Path(p) if p.path.is_ident("Err"))),
+        ),
+        Some(syn::Stmt::Expr(Expr::Macro(m), _)) => is_diverging_macro(&m.mac),
         Some(syn::Stmt::Macro(m)) => is_diverging_macro(&m.mac),
         _ => false,
     }
