@@ -337,6 +337,7 @@ fn lint(args: LintArgs, color: bool) -> u8 {
         }
         // On standard error, so that every format's output stays as it is.
         print_err(&not_compiled_note(&run));
+        print_err(&host_only_note(&run, &settings));
     }
     if run.has_internal_errors() || fix_errors {
         2
@@ -376,6 +377,20 @@ fn all_preview_note(run: &devcheck_lint::LintRun, settings: &Settings) -> String
         }
     }
     note
+}
+
+/// Rust code that names no accelerator runs on the CPU, where the rules whose hazard needs one
+/// cannot bite; a note says they were not applied, and how to have them anyway.
+fn host_only_note(run: &devcheck_lint::LintRun, settings: &Settings) -> String {
+    let asked = ["D001", "D004", "D005", "D007"]
+        .iter()
+        .any(|code| settings.is_enabled_in(code, devcheck_lint::Language::Rust));
+    if !asked || !run.files.iter().any(|f| f.host_only) {
+        return String::new();
+    }
+    "note: the Rust code of this run names no accelerator (no CUDA, Metal or wgpu device, backend or feature), so it runs on the CPU, where D001, D004, D005 and D007 cannot bite: they were not applied\n  \
+     help: declare where the code runs (`--target cuda`, or `target = \"cuda\"` under `[lint]` in devcheck.toml) to check it as code for a GPU\n"
+        .to_string()
 }
 
 /// Rust files that no target of their package compiles are not reported on; a note names them,

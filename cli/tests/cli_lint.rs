@@ -274,7 +274,7 @@ fn ctc_crate(d: &std::path::Path, loss_mod: &str) {
     }
     std::fs::write(
         d.join("Cargo.toml"),
-        "[package]\nname = \"ocr-train\"\n\n[dependencies]\nburn = \"0.16\"\n",
+        "[package]\nname = \"ocr-train\"\n\n[dependencies]\nburn = { version = \"0.16\", features = [\"wgpu\"] }\n",
     )
     .expect("write");
     std::fs::write(d.join("src/lib.rs"), "pub mod loss;\npub mod train;\n").expect("write");
@@ -292,6 +292,64 @@ fn ctc_crate(d: &std::path::Path, loss_mod: &str) {
     };
     std::fs::write(d.join("src/loss/ctc.rs"), loss("let _ = lengths.max().into_scalar();")).expect("write");
     std::fs::write(d.join("src/loss/ctc2.rs"), loss("let _ = lengths.sum().into_scalar();")).expect("write");
+}
+
+/// A crate whose code and manifest name no accelerator, with a `main` that picks the CPU, runs
+/// on the CPU: D005 (like D001, D004 and D007) is not applied, and a note says so and how to
+/// have it anyway. A `cuda` feature, a declared target, or a crate without `main` (its device
+/// comes from elsewhere) is checked as code for a GPU.
+#[test]
+fn code_that_names_no_accelerator_is_not_checked_for_gpu_hazards() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("src")).expect("mkdir");
+    let manifest = |deps: &str| format!("[package]\nname = \"fit\"\n\n[dependencies]\n{deps}\n");
+    let train = "use candle_core::{Device, Tensor};\nuse candle_nn::{AdamW, Optimizer};\n\n\
+                 pub fn fit(opt: &mut AdamW, xs: &[Tensor]) -> candle_core::Result<f32> {\n    \
+                     let mut last = 0f32;\n    for x in xs {\n        let loss = x.sqr()?.mean_all()?;\n        \
+                     opt.backward_step(&loss)?;\n        last = loss.to_scalar::<f32>()?;\n    }\n    Ok(last)\n}\n";
+    let main = "mod train;\n\nfn main() -> candle_core::Result<()> {\n    \
+                let device = candle_core::Device::Cpu;\n    let _ = device;\n    Ok(())\n}\n";
+    std::fs::write(d.join("Cargo.toml"), manifest("candle-core = \"0.8\"\ncandle-nn = \"0.8\""))
+        .expect("write");
+    std::fs::write(d.join("src/train.rs"), train).expect("write");
+    std::fs::write(d.join("src/main.rs"), main).expect("write");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--color", "never", "lint", "--isolated", "--format", "concise", "--preview"];
+        args.extend_from_slice(extra);
+        args.push(".");
+        devcheck(&args, d)
+    };
+    let out = run(&[]);
+    assert_eq!(stdout(&out), "No findings in 2 files.\n");
+    assert!(
+        stderr(&out).starts_with(
+            "note: the Rust code of this run names no accelerator (no CUDA, Metal or wgpu device, backend or feature), so it runs on the CPU, where D001, D004, D005 and D007 cannot bite: they were not applied\n  \
+             help: declare where the code runs (`--target cuda`"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    // Declared, it is code for a GPU.
+    let out = run(&["--target", "cuda"]);
+    assert!(stdout(&out).starts_with("src/train.rs:9:21: D005"), "{}", stdout(&out));
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    // A plain run applies none of the four: no note.
+    let plain = devcheck(&["--color", "never", "lint", "--isolated", "."], d);
+    assert!(stderr(&plain).is_empty(), "{}", stderr(&plain));
+    // A `cuda` feature names one.
+    std::fs::write(
+        d.join("Cargo.toml"),
+        manifest("candle-core = \"0.8\"\ncandle-nn = \"0.8\"\n\n[features]\ncuda = [\"candle-core/cuda\"]"),
+    )
+    .expect("write");
+    assert!(stdout(&run(&[])).starts_with("src/train.rs:9:21: D005"));
+    // Without `main`, where the device comes from is not in the run.
+    std::fs::write(d.join("Cargo.toml"), manifest("candle-core = \"0.8\"\ncandle-nn = \"0.8\""))
+        .expect("write");
+    std::fs::remove_file(d.join("src/main.rs")).expect("rm");
+    std::fs::write(d.join("src/lib.rs"), "pub mod train;\n").expect("write");
+    assert!(stdout(&run(&[])).starts_with("src/train.rs:9:21: D005"));
 }
 
 /// Two modules of a crate define a `CtcLoss` with a `forward`; the training loop imports one

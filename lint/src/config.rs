@@ -8,7 +8,8 @@
 //! api = "candle"                    # devcheck | candle | tch | burn; default: from `use` lines
 //! fail-on = "error"                 # the level that makes `devcheck lint` exit with 1 (default)
 //! preview = false                   # also run the preview rules and patterns
-//! target = "cuda"                   # the code only ever runs on CUDA GPUs (D002 is quieter);
+//! target = "cuda"                   # the code only ever runs on CUDA GPUs (D002 is quieter; Rust
+//!                                   # code that names no accelerator is still checked for one);
 //!                                   # "any": it must also run without a GPU (D010 checks loads)
 //! exclude = ["generated/**"]
 //!

@@ -697,6 +697,7 @@ fn report_finding(
         source: None,
         calls: Default::default(),
         not_compiled: false,
+        host_only: false,
     }
 }
 
@@ -728,6 +729,7 @@ pub(crate) fn resolve(reports: &mut [FileReport]) {
             summary: r.summary.as_deref(),
             diagnostics: &mut r.diagnostics,
             not_compiled: &mut r.not_compiled,
+            host_only: &mut r.host_only,
         })
         .collect();
     crate::rust::crates::resolve(&mut passes);

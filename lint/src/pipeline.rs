@@ -38,6 +38,9 @@ pub struct FileReport {
     /// Rust: no target of the file's package compiles it (no `mod` declares it), so its findings
     /// are not reported.
     pub not_compiled: bool,
+    /// Rust: the run's Rust code names no accelerator and runs on the CPU, so the rules whose
+    /// hazard needs one (D001, D004, D005, D007) were not applied to the file.
+    pub host_only: bool,
 }
 
 impl FileReport {
@@ -173,6 +176,8 @@ pub(crate) fn lint_text(
     let summary = summary.map(|mut s| {
         s.disk_path = Some(path.to_path_buf());
         s.pending = pending;
+        s.names_accelerator = crate::rust::crates::names_accelerator(&text);
+        s.target_declared = settings.target.is_some();
         Box::new(s)
     });
     let cells = (!calls.hot.is_empty()
@@ -196,6 +201,7 @@ pub(crate) fn lint_text(
         source: None,
         calls,
         not_compiled: false,
+        host_only: false,
     }
 }
 

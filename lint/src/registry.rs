@@ -216,12 +216,13 @@ macro_rules! with_rules {
                 summary: "a tensor made in a forward pass on a device that does not come from an \
                     input",
                 rust: d001_tensor_on_fixed_device (Preview("Strict precision 0.00 on the Rust \
-                    repositories of the ecosystem check: 0 of 6 findings on the held-out ones (its \
-                    2 tuning findings were in files no target compiles, which are now left out). \
-                    Each was a CPU tensor made on a path the repository's own callers never take \
-                    (an `inputs_embeds` argument they always pass as None, an error path) or in a \
-                    model only ever run on the CPU: latent, not a failure of a GPU run. Telling \
-                    those apart needs the callers across the repository."),
+                    repositories of the ecosystem check: 0 of 3 findings on the held-out ones (its \
+                    2 tuning findings were in files no target compiles, and 3 held-out ones in a \
+                    repository that names no accelerator, which are now left out). Each was a CPU \
+                    tensor made on a path the repository's own callers never take (an \
+                    `inputs_embeds` argument they always pass as None, an error path): latent, not \
+                    a failure of a GPU run. Telling those apart needs the callers across the \
+                    repository."),
                     patterns: "free functions of examples and binaries that take and return \
                     tensors count as forward passes"),
                 python: d001_tensor_on_fixed_device (Preview("One finding (true) on the held-out \
@@ -289,10 +290,11 @@ macro_rules! with_rules {
                 summary: "device→host reads (`to_vec*`, `to_scalar`, `item`, move to CPU) inside a \
                     per-step/per-layer loop",
                 rust: d005_host_round_trip_in_loop (Preview("Strict precision 0.43 on the held-out \
-                    Rust repositories of the ecosystem check (37 of 87) and 0.27 on the tuning ones \
-                    (13 of 48), recall 0.88 (37 of 42 known hazards): reads at every training step \
+                    Rust repositories of the ecosystem check (37 of 87) and 0.30 on the tuning ones \
+                    (13 of 44), recall 0.88 (37 of 42 known hazards): reads at every training step \
                     are found, but many reports are in code that only runs on the CPU (a device or \
-                    backend fixed to the CPU, tensors built on the host), behind an option that is \
+                    backend fixed to the CPU where the repository also names an accelerator, \
+                    tensors built on the host), behind an option that is \
                     off by default, or that nothing calls, and telling those apart needs the \
                     callers and settings across the repository. Files no target compiles are \
                     left out.")),

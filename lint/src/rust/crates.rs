@@ -107,6 +107,11 @@ pub(crate) struct FileSummary {
     pub calls: Vec<Call>,
     pub structs: Vec<StructInfo>,
     pub uses_devices: bool,
+    /// Names an accelerator somewhere, also in a comment or a string: a CUDA, Metal or wgpu
+    /// device, backend or feature ([`names_accelerator`]).
+    pub names_accelerator: bool,
+    /// The configuration declares where the code runs (`target`).
+    pub target_declared: bool,
     /// Names of in-place methods the file defines (`fn to_device(&mut self, ..)` returning nothing).
     pub in_place: Vec<String>,
     /// Findings that wait for the crate, already placed in the file.
@@ -188,6 +193,9 @@ pub(crate) struct Pass<'r> {
     /// Set when no target of the file's package compiles it ([`super::targets`]): its findings
     /// are dropped.
     pub not_compiled: &'r mut bool,
+    /// Set when the run's Rust code runs only on the CPU ([`runs_on_cpu_only`]): the findings of
+    /// the rules whose hazard needs an accelerator are dropped.
+    pub host_only: &'r mut bool,
 }
 
 /// Applies the crate-wide conditions: every pending finding whose conditions hold joins its
@@ -204,6 +212,7 @@ pub(crate) fn resolve(reports: &mut [Pass<'_>]) {
     let mut groups: Vec<(Option<PathBuf>, Vec<usize>)> = groups.into_iter().collect();
     groups.sort();
     let dropped = not_compiled(reports, &groups);
+    let host_only = runs_on_cpu_only(reports, &groups, &dropped, &packages);
     // In-place moves are looked up across the whole run: the type may come from another package
     // of the workspace (a tokenizer crate's `Encoding::to_device(&mut self, ..)`).
     let in_place: HashSet<String> = reports
@@ -234,6 +243,7 @@ pub(crate) fn resolve(reports: &mut [Pass<'_>]) {
             .map(|(f, s)| {
                 s.pending
                     .iter()
+                    .filter(|(d, _)| !(host_only && needs_accelerator(d.code)))
                     .filter(|(_, conditions)| conditions.iter().all(|c| graph.holds(f, c)))
                     .map(|(d, _)| d.clone())
                     .collect()
@@ -241,6 +251,10 @@ pub(crate) fn resolve(reports: &mut [Pass<'_>]) {
             .collect();
         for (&i, kept) in members.iter().zip(verdicts) {
             let report = &mut reports[i];
+            if host_only {
+                report.diagnostics.retain(|d| !needs_accelerator(d.code));
+                *report.host_only = true;
+            }
             if !kept.is_empty() {
                 report.diagnostics.extend(kept);
                 report.diagnostics.sort_by(|a, b| {
@@ -250,6 +264,73 @@ pub(crate) fn resolve(reports: &mut [Pass<'_>]) {
             }
         }
     }
+}
+
+/// The rules whose hazard needs an accelerator: a tensor on the wrong device (D001, D004), a
+/// wait for the device (D005), timing that misses queued work (D007). On the CPU they cannot
+/// bite.
+fn needs_accelerator(code: &str) -> bool {
+    matches!(code, "D001" | "D004" | "D005" | "D007")
+}
+
+/// Does the run's Rust code run only on the CPU? Yes when it holds an entry point (a `main`
+/// that picks the device or backend) and no file or manifest of it names an accelerator, and no
+/// configuration says where it runs: undeclared, code is taken to run on the machines it names.
+/// A run of model files alone (no `main`) does not tell, so it is linted as code for a GPU.
+fn runs_on_cpu_only(
+    reports: &[Pass<'_>],
+    groups: &[(Option<PathBuf>, Vec<usize>)],
+    dropped: &HashSet<usize>,
+    packages: &Packages,
+) -> bool {
+    let summaries: Vec<&FileSummary> = reports
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !dropped.contains(i))
+        .filter_map(|(_, r)| r.summary)
+        .collect();
+    let has_main = summaries.iter().any(|s| s.fns.iter().any(|f| f.main && !f.test));
+    has_main
+        && summaries.iter().all(|s| !s.names_accelerator && !s.target_declared)
+        && groups.iter().filter_map(|(root, _)| root.as_deref()).all(|root| !packages.names_accelerator(root))
+}
+
+/// Does the text name an accelerator: `cuda`, `gpu`, `wgpu`, `vulkan` or `rocm` anywhere (any
+/// case: `CudaDevice`, `new_cuda`, `CUDAGraph`), or a word (of an identifier split at `_` and
+/// at case changes, or of a comment or string) such as `Metal`, `Mps`, `hip` or `xla`?
+pub(crate) fn names_accelerator(text: &str) -> bool {
+    const ANYWHERE: &[&str] = &["cuda", "gpu", "nccl", "vulkan", "rocm"];
+    const WORDS: &[&str] = &["metal", "mps", "hip", "xla", "tpu", "npu", "xpu", "opencl", "accelerator"];
+    let lower = text.to_ascii_lowercase();
+    if ANYWHERE.iter().any(|w| lower.contains(w)) {
+        return true;
+    }
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_alphabetic() {
+            i += 1;
+            continue;
+        }
+        // One word: letters up to the next non-letter or a lower-to-upper case change.
+        let start = i;
+        i += 1;
+        while i < bytes.len()
+            && bytes[i].is_ascii_alphabetic()
+            && !(bytes[i - 1].is_ascii_lowercase() && bytes[i].is_ascii_uppercase())
+        {
+            i += 1;
+        }
+        let word = &bytes[start..i];
+        let singular = word.strip_suffix(b"s").unwrap_or(word);
+        if WORDS
+            .iter()
+            .any(|w| word.eq_ignore_ascii_case(w.as_bytes()) || singular.eq_ignore_ascii_case(w.as_bytes()))
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// The reports of files no target compiles ([`super::targets`]): in a package whose walk from
@@ -322,6 +403,11 @@ impl Packages {
             self.roots.insert(d, found.clone());
         }
         found
+    }
+
+    /// Does the package's manifest name an accelerator (a `cuda` feature, a `wgpu` backend)?
+    fn names_accelerator(&self, root: &Path) -> bool {
+        std::fs::read_to_string(root.join("Cargo.toml")).is_ok_and(|text| names_accelerator(&text))
     }
 
     fn info(&self, root: &Path) -> Option<PackageInfo> {
@@ -958,6 +1044,32 @@ mod tests {
 
     fn v(parts: &[&str]) -> Vec<String> {
         parts.iter().map(|p| p.to_string()).collect()
+    }
+
+    #[test]
+    fn accelerators_are_named_in_identifiers_manifests_and_comments() {
+        for named in [
+            "let d = Device::new_cuda(0)?;",
+            "let d = CudaDevice::new(0);",
+            "type B = Autodiff<Wgpu>;",
+            "let d = LibTorchDevice::Mps;",
+            "let d = Device::new_metal(0)?;",
+            "[features]\ncuda = [\"candle-core/cuda\"]",
+            "// runs on the GPU when there is one",
+            "if is_hip_available() {}",
+            "const CUDAGRAPH: bool = true;",
+        ] {
+            assert!(names_accelerator(named), "{named}");
+        }
+        for host in [
+            "let d = Device::Cpu;",
+            "type B = NdArray<f32>;",
+            "let stamps = timestamps(dumps);",
+            "let metallic = ship(relationship);",
+            "let t = Tensor::from_vec(v, (2, 2), &Device::Cpu)?;",
+        ] {
+            assert!(!names_accelerator(host), "{host}");
+        }
     }
 
     #[test]
