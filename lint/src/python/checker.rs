@@ -266,6 +266,9 @@ pub(crate) struct Checker<'m, 'a> {
     /// Per function of the file asked about: where the one value its `return`s give is (`None`
     /// while it is being worked out: a cycle reads as nowhere; no entry's value when a `return`
     /// gives a tuple), worked out once ([`super::rules::helpers::returned_value`]).
+    /// For a binding made inside a branch a CUDA run never takes (`if mode == "cpu": x = x.cpu()`),
+    /// that branch's statements ([`super::rules::helpers`]); worked out once per binding.
+    pub(crate) other_device_branches: std::cell::RefCell<FxHashMap<BindingId, Option<TextRange>>>,
     pub(crate) returned_values:
         std::cell::RefCell<FxHashMap<FunctionId, Option<Option<super::rules::helpers::Provenance>>>>,
     /// Set when a provenance query stopped at its depth or step limit, knowing nothing: an answer
@@ -312,6 +315,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             passed_by_callers: std::cell::RefCell::new(FxHashMap::default()),
             plain_attributes: std::cell::RefCell::new(FxHashMap::default()),
             returned_values: std::cell::RefCell::new(FxHashMap::default()),
+            other_device_branches: std::cell::RefCell::new(FxHashMap::default()),
             provenance_cut: std::cell::Cell::new(false),
             returned_names: std::cell::RefCell::new(FxHashMap::default()),
             calls: Calls::default(),
@@ -2471,9 +2475,13 @@ pub(crate) fn device_branch(test: &Expr) -> Option<(bool, bool)> {
         }
         Expr::Compare(c) if c.comparators.len() == 1 => {
             let (left, right) = (&*c.left, &c.comparators[0]);
+            // Any name compared with a device's own string (`if mode == "cpu":`, YOLOX's label
+            // assignment run on the host after an out-of-memory error) holds a device too.
+            let literal = |e: &Expr| matches!(e, Expr::StringLiteral(_));
+            let plain = |e: &Expr| matches!(e, Expr::Name(_) | Expr::Attribute(_));
             let value = match (named(right), named(left)) {
-                (Some(_), _) if holds_device(left) => right,
-                (_, Some(_)) if holds_device(right) => left,
+                (Some(_), _) if holds_device(left) || (literal(right) && plain(left)) => right,
+                (_, Some(_)) if holds_device(right) || (literal(left) && plain(right)) => left,
                 _ => match (c.ops[0], right) {
                     // `device.type in ("xpu", "npu")`
                     (ast::CmpOp::In | ast::CmpOp::NotIn, Expr::Tuple(_) | Expr::List(_) | Expr::Set(_))

@@ -414,6 +414,14 @@ impl<'m, 'a> Types<'m, 'a> {
         if let Some(class) = self.receiver_class(&a.value) {
             return self.attr_kind(class, attr);
         }
+        // `d.min(dim=-1).values`, `torch.topk(x, k).indices`: a field of the (values, indices)
+        // pair a reduction over a dimension returns.
+        if matches!(attr, "values" | "indices")
+            && let Expr::Call(c) = &*a.value
+            && self.returns_values_and_indices(c)
+        {
+            return Kind::Tensor;
+        }
         match value {
             Kind::Tensor => match attr {
                 "T" | "mT" | "H" | "mH" | "data" | "grad" | "real" | "imag" => Kind::Tensor,
@@ -430,6 +438,22 @@ impl<'m, 'a> Types<'m, 'a> {
                 },
             },
             _ => Kind::Unknown,
+        }
+    }
+
+    /// Does the call return PyTorch's (values, indices) pair: `x.min(dim)`, `torch.topk(x, k)`,
+    /// `x.sort()`?
+    fn returns_values_and_indices(&self, c: &ast::ExprCall) -> bool {
+        const PAIRS: [&str; 9] =
+            ["min", "max", "sort", "topk", "kthvalue", "median", "mode", "cummax", "cummin"];
+        match &*c.func {
+            Expr::Attribute(f) if self.kind(&f.value) == Kind::Tensor => PAIRS.contains(&f.attr.as_str()),
+            _ => self
+                .model
+                .canonical_name(&c.func)
+                .as_deref()
+                .and_then(|q| q.strip_prefix("torch."))
+                .is_some_and(|n| PAIRS.contains(&n)),
         }
     }
 

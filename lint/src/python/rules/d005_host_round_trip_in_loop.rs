@@ -649,7 +649,7 @@ fn single_assignment<'a>(cx: &Checker<'_, 'a>, name: &Expr) -> Option<&'a Expr> 
     }
 }
 
-/// An index named a mask (`mask`, `condition_mask`, `self.valid_mask`: the name's last word),
+/// An index named a mask (`mask`, `condition_mask`, `self.valid_mask`, `fg_masks`: the name's last word),
 /// that may be a tensor: indexing with a tensor of floats fails, and one of indices is named for
 /// them (`mask_idx`), so a tensor named a mask is one of booleans.
 fn named_a_mask(cx: &Checker<'_, '_>, index: &Expr) -> bool {
@@ -663,7 +663,9 @@ fn named_a_mask(cx: &Checker<'_, '_>, index: &Expr) -> bool {
     // An attention mask is 0/1 or additive, not a boolean index (`hidden[attention_mask]` gathers
     // rows 0 and 1).
     let attention = words.any(|w| w.eq_ignore_ascii_case("attention") || w.eq_ignore_ascii_case("attn"));
-    if !last.eq_ignore_ascii_case("mask") || attention || !cx.kind_of(index).may_be_tensor() {
+    // `fg_masks = torch.cat(fg_masks, 0)`: masks joined are one.
+    let mask_word = last.eq_ignore_ascii_case("mask") || last.eq_ignore_ascii_case("masks");
+    if !mask_word || attention || !cx.kind_of(index).may_be_tensor() {
         return false;
     }
     match super::helpers::name_binding(cx, index).map(|b| cx.model.binding(b).kind) {
@@ -744,20 +746,28 @@ fn mask_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
             }) => {
                 c.arguments.args.iter().any(|a| compares_tensors(cx, a, depth - 1))
             }
+            // (Not a comparison of a tensor made on the host, `torch.arange(n) != cls_pos`: that mask
+            // is on the host, and PyTorch counts it there.)
             Expr::Compare(c) => {
                 c.ops.len() == 1
                     && !matches!(c.ops[0], ast::CmpOp::Is | ast::CmpOp::IsNot | ast::CmpOp::In | ast::CmpOp::NotIn)
                     && cx.kind_of(&c.left) == Kind::Tensor
+                    && host_made(cx, &c.left).is_none()
+            }
+            // `in_boxes = in_boxes_all | in_centers_all`, each bound once to a comparison.
+            Expr::Name(_) if depth > 0 => {
+                single_assignment(cx, m).is_some_and(|v| compares_tensors(cx, v, depth - 1))
             }
             _ => false,
         }
     }
-    let compares_tensors = |m: &Expr| compares_tensors(cx, m, 4);
-    let compared = match &*s.slice {
-        Expr::Name(_) => single_assignment(cx, &s.slice).is_some_and(compares_tensors),
-        slice => compares_tensors(slice),
+    let is_mask = |m: &Expr| compares_tensors(cx, m, 4) || named_a_mask(cx, m);
+    // `cost[:, matching > 1]`: a mask among the indices of a tuple.
+    let masked = match &*s.slice {
+        Expr::Tuple(t) => t.elts.iter().any(|i| !matches!(i, Expr::Slice(_)) && is_mask(i)),
+        slice => is_mask(slice),
     };
-    if !(compared || named_a_mask(cx, &s.slice))
+    if !masked
         || cx.hot().is_none()
         || !cx.kind_of(&s.value).may_be_tensor()
         || !provenance_in_project(cx, &s.value).on_accelerator
@@ -804,6 +814,10 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
                 return operand(&b.left).or_else(|| operand(&b.right));
             }
             Expr::UnaryOp(u) if u.op == ast::UnaryOp::USub => return host_made_within(cx, &u.operand, depth - 1),
+            // `torch.arange(b) % 4 == 0`: a mask made where its tensor is.
+            Expr::Compare(c) if c.ops.len() == 1 => {
+                return host_made_within(cx, &c.left, depth - 1).filter(|(_, _, zero_dim)| !zero_dim);
+            }
             Expr::Call(c)
                 if c.arguments.len() == 1
                     && cx.callee_name(c).is_some_and(|q| {

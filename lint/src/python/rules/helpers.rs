@@ -709,10 +709,13 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             if matches!(a.attr.as_str(), "data" | "grad") {
                 return Provenance { requires_grad: false, ..next(&a.value) };
             }
-            // A model output's fields (`outputs.loss`, `out.logits`): where the output is.
+            // A model output's fields (`outputs.loss`, `out.logits`), the (values, indices) pair
+            // of a reduction (`d.min(dim=-1).values`): where the output is.
             if matches!(
                 a.attr.as_str(),
-                "loss"
+                "values"
+                    | "indices"
+                    | "loss"
                     | "logits"
                     | "last_hidden_state"
                     | "hidden_states"
@@ -766,17 +769,84 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
         Expr::Name(_) => {
             let Some(b) = name_binding(cx, e) else { return NONE };
             let binding = cx.model.binding(b);
-            let p = if cx.facts.backward.contains(&b) {
+            let mut p = if cx.facts.backward.contains(&b) {
                 Provenance { on_accelerator: true, requires_grad: true }
             } else if cx.facts.loss_inputs.contains(&b) && !made_on_the_host(cx, b) {
                 Provenance { on_accelerator: true, ..binding_value_provenance(cx, e, b, depth, next) }
             } else {
                 binding_value_provenance(cx, e, b, depth, next)
             };
+            // Bound again only on a branch a CUDA run never takes (`if mode == "cpu": x = x.cpu()`):
+            // read after that branch, on a CUDA run it is what it was before.
+            if let Some(old) = binding.shadowed
+                && rebound_on_another_device(cx, b, e.range())
+            {
+                p = p.union(binding_value_provenance(cx, e, old, depth, next));
+            }
             // Made under `torch.no_grad()`: not part of the autograd graph.
             if binding.in_no_grad { Provenance { requires_grad: false, ..p } } else { p }
         }
         _ => NONE,
+    }
+}
+
+/// Is binding `b` an assignment inside a branch a CUDA run never takes (the body of
+/// `if mode == "cpu":`, the `else` of `if x.is_cuda:`), read at `at` outside that branch?
+fn rebound_on_another_device(cx: &Checker<'_, '_>, b: BindingId, at: TextRange) -> bool {
+    let BindingKind::Assignment { value, .. } = cx.model.binding(b).kind else { return false };
+    if let Some(known) = cx.other_device_branches.borrow().get(&b) {
+        return known.is_some_and(|branch| !branch.contains_range(at));
+    }
+    // The innermost function whose body holds the assignment (the read may be in another one,
+    // which the provenance of a parameter follows back to its callers).
+    let def = cx
+        .model
+        .functions()
+        .map(|(_, f)| f.def)
+        .filter(|d| d.range().contains_range(value.range()))
+        .min_by_key(|d| d.range().len());
+    let branch = def.and_then(|d| other_device_branch(&d.body, value.range(), 0));
+    cx.other_device_branches.borrow_mut().insert(b, branch);
+    branch.is_some_and(|branch| !branch.contains_range(at))
+}
+
+/// The statements of the branch a CUDA run never takes that holds `at`, within `body`.
+fn other_device_branch(body: &[Stmt], at: TextRange, depth: u32) -> Option<TextRange> {
+    use crate::python::checker::device_branch;
+    fn span(body: &[Stmt]) -> Option<TextRange> {
+        Some(TextRange::new(body.first()?.start(), body.last()?.end()))
+    }
+    if depth > 64 {
+        return None;
+    }
+    let inner = |stmts: &[Stmt]| other_device_branch(stmts, at, depth + 1);
+    let stmt = body.iter().find(|s| s.range().contains_range(at))?;
+    match stmt {
+        Stmt::If(i) => {
+            let side = device_branch(&i.test);
+            if let Some(r) = span(&i.body).filter(|r| r.contains_range(at)) {
+                return if side.is_some_and(|(body, _)| body) { Some(r) } else { inner(&i.body) };
+            }
+            let clause =
+                i.elif_else_clauses.iter().find(|c| span(&c.body).is_some_and(|r| r.contains_range(at)))?;
+            let other = match &clause.test {
+                None => side.is_some_and(|(body, _)| !body),
+                Some(t) => device_branch(t).is_some_and(|(body, _)| body),
+            };
+            if other { span(&clause.body) } else { inner(&clause.body) }
+        }
+        Stmt::For(f) => inner(&f.body).or_else(|| inner(&f.orelse)),
+        Stmt::While(w) => inner(&w.body).or_else(|| inner(&w.orelse)),
+        Stmt::With(w) => inner(&w.body),
+        Stmt::Try(t) => inner(&t.body)
+            .or_else(|| {
+                t.handlers.iter().find_map(|h| match h {
+                    ast::ExceptHandler::ExceptHandler(h) => inner(&h.body),
+                })
+            })
+            .or_else(|| inner(&t.orelse))
+            .or_else(|| inner(&t.finalbody)),
+        _ => None,
     }
 }
 
