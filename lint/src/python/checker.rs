@@ -1621,6 +1621,15 @@ impl Facts {
                     in_loop: site.in_loop,
                     at: site.call.range(),
                 });
+                // A method left to subclasses runs one of their overrides.
+                for over in model.overrides(callee) {
+                    edges.push(Edge {
+                        caller: site.function,
+                        callee: over,
+                        in_loop: site.in_loop,
+                        at: site.call.range(),
+                    });
+                }
             }
         }
         // A loop that moves what it iterates over to the device and hands it to a call there

@@ -661,6 +661,31 @@ impl<'a> Model<'a> {
         None
     }
 
+    /// The methods of same-file subclasses that override `f`, when `f` is a method left for them
+    /// to write: its body only raises `NotImplementedError` (or is `pass`, `...`, a docstring).
+    /// `self.batch_update(x, y)` in a base class's loop runs one of them.
+    pub fn overrides(&self, f: FunctionId) -> Vec<FunctionId> {
+        let fun = self.function(f);
+        let Some(class) = fun.class else { return Vec::new() };
+        if !is_left_to_subclasses(&fun.def.body) {
+            return Vec::new();
+        }
+        let derives = |mut at: ClassId| {
+            for _ in 0..32 {
+                match self.class(at).bases().iter().find_map(|b| self.local_class(b)) {
+                    Some(base) if base == class => return true,
+                    Some(base) => at = base,
+                    None => return false,
+                }
+            }
+            false
+        };
+        self.classes()
+            .filter(|&(c, _)| c != class && derives(c))
+            .filter_map(|(c, _)| self.own_method(c, fun.name()))
+            .collect()
+    }
+
     /// The class defined in this file that an expression names.
     pub fn local_class(&self, e: &Expr) -> Option<ClassId> {
         let Expr::Name(n) = e else { return None };
@@ -674,6 +699,24 @@ impl<'a> Model<'a> {
     pub fn text(&self, range: TextRange) -> &'a str {
         self.source.get(range.to_std_range()).unwrap_or("")
     }
+}
+
+/// A body with nothing of its own: `raise NotImplementedError(..)`, `pass`, `...`, a docstring.
+fn is_left_to_subclasses(body: &[Stmt]) -> bool {
+    !body.is_empty()
+        && body.iter().all(|s| match s {
+            Stmt::Pass(_) => true,
+            Stmt::Expr(e) => matches!(&*e.value, Expr::StringLiteral(_) | Expr::EllipsisLiteral(_)),
+            Stmt::Raise(r) => r.exc.as_deref().is_some_and(|e| {
+                let name = match e {
+                    Expr::Call(c) => &*c.func,
+                    other => other,
+                };
+                matches!(name, Expr::Name(n) if n.id.as_str() == "NotImplementedError")
+            }),
+            _ => false,
+        })
+        && body.iter().any(|s| matches!(s, Stmt::Raise(_)))
 }
 
 /// The context managers (and decorators) that turn autograd off.

@@ -922,6 +922,14 @@ fn returned_item(
     if depth > 12 {
         return None;
     }
+    // A method left to subclasses returns what their overrides return.
+    let overrides = cx.model.overrides(f);
+    if !overrides.is_empty() {
+        return overrides
+            .into_iter()
+            .filter_map(|o| returned_item_of(cx, o, i, next))
+            .reduce(Provenance::union);
+    }
     returned_item_of(cx, f, i, next)
 }
 
@@ -950,6 +958,23 @@ fn returned_value(
     if depth > 12 {
         return None;
     }
+    // A method left to subclasses returns what their overrides return.
+    let overrides = cx.model.overrides(f);
+    if !overrides.is_empty() {
+        return overrides
+            .into_iter()
+            .filter_map(|o| returned_value_of(cx, o, next))
+            .reduce(Provenance::union);
+    }
+    returned_value_of(cx, f, next)
+}
+
+/// [`returned_value`] of one function, worked out once.
+fn returned_value_of(
+    cx: &Checker<'_, '_>,
+    f: crate::python::model::FunctionId,
+    next: &dyn Fn(&Expr) -> Provenance,
+) -> Option<Provenance> {
     // Worked out once per function, however many calls ask (a cycle of calls reads as nowhere).
     if let Some(known) = cx.returned_values.borrow().get(&f) {
         return known.unwrap_or(Some(Provenance::default()));
