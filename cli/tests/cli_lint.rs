@@ -344,12 +344,61 @@ fn code_that_names_no_accelerator_is_not_checked_for_gpu_hazards() {
     )
     .expect("write");
     assert!(stdout(&run(&[])).starts_with("src/train.rs:9:21: D005"));
-    // Without `main`, where the device comes from is not in the run.
+    // Given only some files of the package (a hook given the changed ones), the others still
+    // count: one of them picks the GPU.
     std::fs::write(d.join("Cargo.toml"), manifest("candle-core = \"0.8\"\ncandle-nn = \"0.8\""))
         .expect("write");
+    std::fs::write(
+        d.join("src/device.rs"),
+        "pub fn pick() -> candle_core::Device {\n    candle_core::Device::cuda_if_available(0).unwrap()\n}\n",
+    )
+    .expect("write");
+    let mut args = vec!["--color", "never", "lint", "--isolated", "--format", "concise", "--preview"];
+    args.extend(["src/main.rs", "src/train.rs"]);
+    assert!(stdout(&devcheck(&args, d)).starts_with("src/train.rs:9:21: D005"));
+    std::fs::remove_file(d.join("src/device.rs")).expect("rm");
+    assert_eq!(stdout(&devcheck(&args, d)), "No findings in 2 files.\n");
+    // A build script's `main` picks no device.
+    std::fs::write(
+        d.join("build.rs"),
+        "fn main() {\n    println!(\"cargo:rerun-if-changed=build.rs\");\n}\n",
+    )
+    .expect("write");
+    // Without `main`, where the device comes from is not in the run.
     std::fs::remove_file(d.join("src/main.rs")).expect("rm");
     std::fs::write(d.join("src/lib.rs"), "pub mod train;\n").expect("write");
     assert!(stdout(&run(&[])).starts_with("src/train.rs:9:21: D005"));
+}
+
+/// A `cuda` feature given in the workspace's manifest (`[workspace.dependencies]`) names an
+/// accelerator for its members.
+#[test]
+fn a_workspace_manifest_names_an_accelerator_for_its_members() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("app/src")).expect("mkdir");
+    std::fs::write(
+        d.join("Cargo.toml"),
+        "[workspace]\nmembers = [\"app\"]\n\n[workspace.dependencies]\ncandle-core = { version = \"0.8\", features = [\"cuda\"] }\n",
+    )
+    .expect("write");
+    std::fs::write(
+        d.join("app/Cargo.toml"),
+        "[package]\nname = \"app\"\n\n[dependencies]\ncandle-core = { workspace = true }\ncandle-nn = \"0.8\"\n",
+    )
+    .expect("write");
+    std::fs::write(
+        d.join("app/src/main.rs"),
+        "use candle_core::Tensor;\nuse candle_nn::{AdamW, Optimizer};\n\n\
+         fn fit(opt: &mut AdamW, xs: &[Tensor]) -> candle_core::Result<()> {\n    \
+             for x in xs {\n        let loss = x.sqr()?.mean_all()?;\n        opt.backward_step(&loss)?;\n        \
+             println!(\"{}\", loss.to_scalar::<f32>()?);\n    }\n    Ok(())\n}\n\nfn main() {}\n",
+    )
+    .expect("write");
+    let out =
+        devcheck(&["--color", "never", "lint", "--isolated", "--format", "concise", "--preview", "."], d);
+    assert!(stdout(&out).starts_with("app/src/main.rs:8:29: D005"), "{}", stdout(&out));
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
 }
 
 /// Two modules of a crate define a `CtcLoss` with a `forward`; the training loop imports one

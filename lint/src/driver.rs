@@ -730,6 +730,7 @@ pub(crate) fn resolve(reports: &mut [FileReport]) {
             diagnostics: &mut r.diagnostics,
             not_compiled: &mut r.not_compiled,
             host_only: &mut r.host_only,
+            unread: r.summary.is_none() && Language::of_path(&r.disk_path) == Some(Language::Rust),
         })
         .collect();
     crate::rust::crates::resolve(&mut passes);

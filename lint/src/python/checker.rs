@@ -269,6 +269,9 @@ pub(crate) struct Checker<'m, 'a> {
     /// For a binding made inside a branch a CUDA run never takes (`if mode == "cpu": x = x.cpu()`),
     /// that branch's statements ([`super::rules::helpers`]); worked out once per binding.
     pub(crate) other_device_branches: std::cell::RefCell<FxHashMap<BindingId, Option<TextRange>>>,
+    /// The file's functions by where their `def` starts, sorted, made once
+    /// ([`super::rules::helpers`]'s innermost function around an offset).
+    pub(crate) function_starts: std::cell::OnceCell<Vec<(ruff_text_size::TextSize, FunctionId)>>,
     pub(crate) returned_values:
         std::cell::RefCell<FxHashMap<FunctionId, Option<Option<super::rules::helpers::Provenance>>>>,
     /// Set when a provenance query stopped at its depth or step limit, knowing nothing: an answer
@@ -316,6 +319,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             plain_attributes: std::cell::RefCell::new(FxHashMap::default()),
             returned_values: std::cell::RefCell::new(FxHashMap::default()),
             other_device_branches: std::cell::RefCell::new(FxHashMap::default()),
+            function_starts: std::cell::OnceCell::new(),
             provenance_cut: std::cell::Cell::new(false),
             returned_names: std::cell::RefCell::new(FxHashMap::default()),
             calls: Calls::default(),
@@ -2484,13 +2488,25 @@ pub(crate) fn device_branch(test: &Expr) -> Option<(bool, bool)> {
         }
         Expr::Compare(c) if c.comparators.len() == 1 => {
             let (left, right) = (&*c.left, &c.comparators[0]);
-            // Any name compared with a device's own string (`if mode == "cpu":`, YOLOX's label
-            // assignment run on the host after an out-of-memory error) holds a device too.
-            let literal = |e: &Expr| matches!(e, Expr::StringLiteral(_));
-            let plain = |e: &Expr| matches!(e, Expr::Name(_) | Expr::Attribute(_));
+            // A mode compared with the CPU's string (`if mode == "cpu":`, YOLOX's label assignment
+            // redone on the host after running out of memory) holds a device too; not an offload
+            // setting (`offload_mode == "cpu"` runs on GPU runs), nor any name compared with
+            // another word that may mean something else (`ansatz == "mps"`).
+            let cpu_mode = |e: &Expr, value: &Expr| {
+                let name = match e {
+                    Expr::Name(n) => n.id.as_str(),
+                    Expr::Attribute(a) => a.attr.as_str(),
+                    _ => return false,
+                };
+                let words = || super::rules::helpers::name_words(name);
+                cpu(value)
+                    && words().any(|w| w.eq_ignore_ascii_case("mode"))
+                    && !words()
+                        .any(|w| ["offload", "placement", "policy"].iter().any(|o| w.eq_ignore_ascii_case(o)))
+            };
             let value = match (named(right), named(left)) {
-                (Some(_), _) if holds_device(left) || (literal(right) && plain(left)) => right,
-                (_, Some(_)) if holds_device(right) || (literal(left) && plain(right)) => left,
+                (Some(_), _) if holds_device(left) || cpu_mode(left, right) => right,
+                (_, Some(_)) if holds_device(right) || cpu_mode(right, left) => left,
                 _ => match (c.ops[0], right) {
                     // `device.type in ("xpu", "npu")`
                     (ast::CmpOp::In | ast::CmpOp::NotIn, Expr::Tuple(_) | Expr::List(_) | Expr::Set(_))

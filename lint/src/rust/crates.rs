@@ -196,6 +196,8 @@ pub(crate) struct Pass<'r> {
     /// Set when the run's Rust code runs only on the CPU ([`runs_on_cpu_only`]): the findings of
     /// the rules whose hazard needs an accelerator are dropped.
     pub host_only: &'r mut bool,
+    /// A Rust file that could not be read or parsed: what it names is not known.
+    pub unread: bool,
 }
 
 /// Applies the crate-wide conditions: every pending finding whose conditions hold joins its
@@ -289,10 +291,42 @@ fn runs_on_cpu_only(
         .filter(|(i, _)| !dropped.contains(i))
         .filter_map(|(_, r)| r.summary)
         .collect();
-    let has_main = summaries.iter().any(|s| s.fns.iter().any(|f| f.main && !f.test));
+    // A build script's `main` runs at build time: it picks no device.
+    let is_build_script =
+        |s: &FileSummary| s.disk_path.as_deref().and_then(Path::file_name).is_some_and(|n| n == "build.rs");
+    let has_main = summaries.iter().any(|s| !is_build_script(s) && s.fns.iter().any(|f| f.main && !f.test));
+    let roots: Vec<&Path> = groups.iter().filter_map(|(root, _)| root.as_deref()).collect();
     has_main
+        && !reports.iter().any(|r| r.unread)
         && summaries.iter().all(|s| !s.names_accelerator && !s.target_declared)
-        && groups.iter().filter_map(|(root, _)| root.as_deref()).all(|root| !packages.names_accelerator(root))
+        && roots.iter().all(|root| !packages.names_accelerator(root))
+        // The run may hold only some files of its packages (a hook given the changed files): the
+        // one that picks the device may be elsewhere in the package.
+        && roots.iter().all(|root| !on_disk_names_accelerator(root))
+}
+
+/// Does any Rust file or manifest under the package's folder name an accelerator? One that
+/// cannot be read, or a folder too large to look through, may: then it is taken to.
+fn on_disk_names_accelerator(root: &Path) -> bool {
+    const MAX_ENTRIES: usize = 20_000;
+    let limit = crate::unlinted::MAX_FILE_BYTES as u64;
+    for (n, entry) in ignore::WalkBuilder::new(root).build().enumerate() {
+        if n > MAX_ENTRIES {
+            return true;
+        }
+        let Ok(entry) = entry else { return true };
+        let path = entry.path();
+        let wanted = path.extension().is_some_and(|e| e == "rs")
+            || path.file_name().is_some_and(|f| f == "Cargo.toml");
+        if !wanted || !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        match devcheck_files::read_limited(path, limit) {
+            Ok(bytes) if !names_accelerator(&String::from_utf8_lossy(&bytes)) => {}
+            _ => return true,
+        }
+    }
+    false
 }
 
 /// Does the text name an accelerator: `cuda`, `gpu`, `wgpu`, `vulkan` or `rocm` anywhere (any
@@ -405,9 +439,19 @@ impl Packages {
         found
     }
 
-    /// Does the package's manifest name an accelerator (a `cuda` feature, a `wgpu` backend)?
+    /// Does the package's manifest, or the workspace's above it, name an accelerator (a `cuda`
+    /// feature, `[workspace.dependencies] candle-core = { features = ["cuda"] }`)?
     fn names_accelerator(&self, root: &Path) -> bool {
-        std::fs::read_to_string(root.join("Cargo.toml")).is_ok_and(|text| names_accelerator(&text))
+        let manifest = |dir: &Path| std::fs::read_to_string(dir.join("Cargo.toml")).ok();
+        if manifest(root).is_some_and(|text| names_accelerator(&text)) {
+            return true;
+        }
+        // The workspace's manifest: the nearest one above that declares `[workspace]`.
+        root.ancestors()
+            .skip(1)
+            .take(16)
+            .find_map(|dir| manifest(dir).filter(|text| text.contains("[workspace")))
+            .is_some_and(|text| names_accelerator(&text))
     }
 
     fn info(&self, root: &Path) -> Option<PackageInfo> {

@@ -1659,9 +1659,14 @@ fn diverges(b: &Block) -> bool {
 /// Does the block leave with an error (`bail!(..)`, `panic!(..)`, `return Err(..)`)?
 fn fails(b: &Block) -> bool {
     match b.stmts.last() {
-        Some(syn::Stmt::Expr(Expr::Return(r), _)) => r.expr.as_deref().is_some_and(
-            |e| matches!(e, Expr::Call(c) if matches!(&*c.func, Expr::Path(p) if p.path.is_ident("Err"))),
-        ),
+        // `return Err(..)`, `return std::result::Result::Err(..)`, `return Err(..)?`.
+        Some(syn::Stmt::Expr(Expr::Return(r), _)) => r.expr.as_deref().is_some_and(|e| {
+            let e = match e {
+                Expr::Try(t) => &*t.expr,
+                e => e,
+            };
+            matches!(e, Expr::Call(c) if matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "Err")))
+        }),
         Some(syn::Stmt::Expr(Expr::Macro(m), _)) => is_diverging_macro(&m.mac),
         Some(syn::Stmt::Macro(m)) => is_diverging_macro(&m.mac),
         _ => false,

@@ -761,7 +761,13 @@ fn mask_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
             _ => false,
         }
     }
-    let is_mask = |m: &Expr| compares_tensors(cx, m, 4) || named_a_mask(cx, m);
+    let is_mask = |m: &Expr| {
+        let compared = match m {
+            Expr::Name(_) => single_assignment(cx, m).is_some_and(|v| compares_tensors(cx, v, 4)),
+            m => compares_tensors(cx, m, 4),
+        };
+        compared || named_a_mask(cx, m)
+    };
     // `cost[:, matching > 1]`: a mask among the indices of a tuple.
     let masked = match &*s.slice {
         Expr::Tuple(t) => t.elts.iter().any(|i| !matches!(i, Expr::Slice(_)) && is_mask(i)),

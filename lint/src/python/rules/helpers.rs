@@ -776,12 +776,17 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             } else {
                 binding_value_provenance(cx, e, b, depth, next)
             };
-            // Bound again only on a branch a CUDA run never takes (`if mode == "cpu": x = x.cpu()`):
-            // read after that branch, on a CUDA run it is what it was before.
-            if let Some(old) = binding.shadowed
-                && rebound_on_another_device(cx, b, e.range())
-            {
+            // Bound again only on a branch a CUDA run never takes (`if mode == "cpu": x = x.cpu()`,
+            // perhaps more than once): read after that branch, on a CUDA run it is what it was
+            // before.
+            let mut at = b;
+            for _ in 0..64 {
+                let Some(old) = cx.model.binding(at).shadowed else { break };
+                if !rebound_on_another_device(cx, at, e.range()) {
+                    break;
+                }
                 p = p.union(binding_value_provenance(cx, e, old, depth, next));
+                at = old;
             }
             // Made under `torch.no_grad()`: not part of the autograd graph.
             if binding.in_no_grad { Provenance { requires_grad: false, ..p } } else { p }
@@ -797,17 +802,35 @@ fn rebound_on_another_device(cx: &Checker<'_, '_>, b: BindingId, at: TextRange) 
     if let Some(known) = cx.other_device_branches.borrow().get(&b) {
         return known.is_some_and(|branch| !branch.contains_range(at));
     }
-    // The innermost function whose body holds the assignment (the read may be in another one,
-    // which the provenance of a parameter follows back to its callers).
-    let def = cx
-        .model
-        .functions()
-        .map(|(_, f)| f.def)
-        .filter(|d| d.range().contains_range(value.range()))
-        .min_by_key(|d| d.range().len());
-    let branch = def.and_then(|d| other_device_branch(&d.body, value.range(), 0));
+    // The body of the innermost function around the assignment (the read may be in another one,
+    // which the provenance of a parameter follows back to its callers), or the module's.
+    let body = match function_around(cx, value.range()) {
+        Some(f) => &cx.model.function(f).def.body[..],
+        None => cx.module_body,
+    };
+    let branch = other_device_branch(body, value.range(), 0);
     cx.other_device_branches.borrow_mut().insert(b, branch);
     branch.is_some_and(|branch| !branch.contains_range(at))
+}
+
+/// The innermost function of the file whose `def` holds `range`: from the last one to start
+/// before it, out through the functions around that one (definitions nest, so the one sought is
+/// among them).
+fn function_around(cx: &Checker<'_, '_>, range: TextRange) -> Option<crate::python::model::FunctionId> {
+    let starts = cx.function_starts.get_or_init(|| {
+        let mut starts: Vec<_> = cx.model.functions().map(|(id, f)| (f.def.range().start(), id)).collect();
+        starts.sort_unstable();
+        starts
+    });
+    let last = starts.partition_point(|(start, _)| *start <= range.start()).checked_sub(1)?;
+    let mut f = Some(starts[last].1);
+    while let Some(id) = f {
+        if cx.model.function(id).def.range().contains_range(range) {
+            return Some(id);
+        }
+        f = cx.model.function(id).parent;
+    }
+    None
 }
 
 /// The statements of the branch a CUDA run never takes that holds `at`, within `body`.
