@@ -930,7 +930,8 @@ fn default_paths_the_lint_does_not_see_keep_their_findings() {
 }
 
 /// D002 and where a project runs: a test helper that checks for other accelerators (copied from a
-/// library that runs everywhere) is no evidence that the project's code does; a file that talks
+/// library that runs everywhere) is no evidence that the project's code does, nor is a file copied
+/// from Hugging Face's libraries (their workarounds for MPS come along); a file that talks
 /// NCCL, launches Triton kernels or runs as a Ray actor given its own GPU is built for CUDA, where
 /// a bare `"cuda"` or `cuda:0` is its own GPU. A file of the project's own code that offers MPS
 /// is evidence.
@@ -979,6 +980,15 @@ def broadcast(n):
     dist.broadcast(t, 0)
     return t
 "#,
+    );
+    let report = lint_preview(d);
+    assert!(places(&report, "D002").is_empty(), "{report}");
+    // A pipeline copied from Diffusers (its license header) brings its MPS workaround along:
+    // no evidence either.
+    write(
+        "pipeline.py",
+        "# Copyright 2024 The HuggingFace Team. All rights reserved.\nimport torch\n\n\ndef step(latents):\n    \
+         if torch.backends.mps.is_available():\n        latents = latents.float()\n    return latents\n",
     );
     let report = lint_preview(d);
     assert!(places(&report, "D002").is_empty(), "{report}");

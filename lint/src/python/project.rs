@@ -148,7 +148,11 @@ impl Placement {
         Placement {
             // A copy of PyTorch's own code (a vendored DataLoader importing `torch._utils`) handles
             // every device PyTorch supports: it says nothing of where the project runs.
+            // Nor does a file copied from Hugging Face's libraries (their license header): their
+            // MPS and XLA workarounds come with the copy (`if torch.backends.mps.is_available():`
+            // in a Diffusers pipeline), whatever the project runs on.
             other_accelerator: !copies_pytorch_internals(text)
+                && !copies_hugging_face(text)
                 && (offers_mps(text)
                     || has(&[
                         "backends.mps",
@@ -222,6 +226,16 @@ fn offers_mps(text: &str) -> bool {
         memchr::memmem::find_iter(text.as_bytes(), w.as_bytes())
             .any(|at| !text[..at].trim_end_matches([' ', '\t']).ends_with("!="))
     })
+}
+
+/// Does the file's license header (its first 2 KB) name Hugging Face as the author: a file copied
+/// from Transformers or Diffusers?
+fn copies_hugging_face(text: &str) -> bool {
+    let head = &text.as_bytes()[..text.len().min(2048)];
+    ["Copyright", "copyright"].iter().any(|c| memchr::memmem::find(head, c.as_bytes()).is_some())
+        && ["HuggingFace Inc", "HuggingFace Team", "Hugging Face Inc", "The HuggingFace"]
+            .iter()
+            .any(|w| memchr::memmem::find(head, w.as_bytes()).is_some())
 }
 
 /// Does the file import PyTorch's private modules (`from torch._utils import ..`,
