@@ -130,9 +130,13 @@ impl<'m, 'a> Types<'m, 'a> {
                 _ => self.kind(&u.operand),
             },
             Expr::Compare(c) => {
+                // (`mask == "auto"`: a tensor is never equal to a string; Python answers `False`.)
                 if c.ops.iter().any(|op| {
                     matches!(op, ast::CmpOp::Is | ast::CmpOp::IsNot | ast::CmpOp::In | ast::CmpOp::NotIn)
-                }) {
+                }) || std::iter::once(&*c.left)
+                    .chain(c.comparators.iter())
+                    .any(|o| matches!(o, Expr::StringLiteral(_) | Expr::FString(_)))
+                {
                     return Kind::Scalar;
                 }
                 let operands = std::iter::once(&*c.left).chain(c.comparators.iter());

@@ -207,6 +207,38 @@ fn check_timing(
     );
 }
 
+/// A tensor made from host data (`torch.from_numpy(..)`, `torch.tensor(..)`), through methods
+/// that keep it where it is (`.to(torch.float)`, `.float()`, `.view(..)`): on the host.
+fn made_on_the_host(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    let mut at = e;
+    for _ in 0..16 {
+        let Expr::Call(c) = at else { return false };
+        match &*c.func {
+            Expr::Attribute(a) if a.attr.as_str() != "to" && a.attr.as_str() != "cuda" => {
+                if let Some(q) = cx.callee_name(c)
+                    && q.starts_with("torch.")
+                {
+                    return matches!(q.as_ref(), "torch.from_numpy" | "torch.tensor" | "torch.as_tensor");
+                }
+                at = &a.value;
+            }
+            // A `.to(dtype)` keeps it on the host; a `.to(device)` does not.
+            Expr::Attribute(a) if a.attr.as_str() == "to" => {
+                if !c.arguments.args.first().is_some_and(|t| super::helpers::is_dtype(cx, t)) {
+                    return false;
+                }
+                at = &a.value;
+            }
+            _ => {
+                return cx
+                    .callee_name(c)
+                    .is_some_and(|q| matches!(q.as_ref(), "torch.from_numpy" | "torch.tensor" | "torch.as_tensor"));
+            }
+        }
+    }
+    false
+}
+
 /// What the timed code does: the first device work it queues, and whether anything waits.
 struct Scan {
     work: Option<TextRange>,
@@ -247,6 +279,20 @@ impl Scan {
         }
         if let Expr::Attribute(a) = &*c.func {
             let (receiver, method) = (&*a.value, a.attr.as_str());
+            // Data made on the host (`torch.from_numpy(x).to(torch.float).to(device)`): its
+            // conversions run on the host, and its blocking copy to the device waits for the
+            // device's queue before it returns.
+            if made_on_the_host(cx, receiver) {
+                let target = c.arguments.args.first().or_else(|| c.arguments.find_keyword("device").map(|k| &k.value));
+                let moves = method == "cuda" || (method == "to" && target.is_some_and(|t| !super::helpers::is_dtype(cx, t)));
+                let non_blocking = c.arguments.find_keyword("non_blocking").is_some_and(|k| {
+                    !matches!(k.value, Expr::BooleanLiteral(ast::ExprBooleanLiteral { value: false, .. }))
+                });
+                if moves && !non_blocking {
+                    self.waits = true;
+                }
+                return;
+            }
             match method {
                 "synchronize" | "item" | "tolist" | "numpy" | "cpu" | "wait" => {
                     self.waits = true;

@@ -754,6 +754,20 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                 });
                 return Provenance { on_accelerator: registered, requires_grad: parameter };
             }
+            // A field of an object moved to the device as a whole (`data = data.to(device)`: a
+            // graph batch, a tokenizer's `BatchEncoding`): where the object is. (Not what
+            // describes a tensor: its `shape`, `dtype`, `device`.)
+            if !matches!(a.attr.as_str(), "shape" | "dtype" | "device" | "ndim" | "is_cuda" | "requires_grad")
+                && !matches!(
+                    cx.kind_of(&a.value),
+                    crate::python::typing::Kind::Tensor | crate::python::typing::Kind::Module
+                )
+            {
+                let p = next(&a.value);
+                if p.on_accelerator {
+                    return Provenance { requires_grad: false, ..p };
+                }
+            }
             NONE
         }
         // `result[1]` of `pad_packed_sequence(..)`: the lengths, on the host.
