@@ -1634,6 +1634,17 @@ impl Facts {
                         at: site.call.range(),
                     });
                 }
+            } else {
+                // A call through a table of functions runs one of them.
+                for f in model.dispatched(&site.call.func, site.function) {
+                    calls_to[f.index()].push(i);
+                    edges.push(Edge {
+                        caller: site.function,
+                        callee: f,
+                        in_loop: site.in_loop,
+                        at: site.call.range(),
+                    });
+                }
             }
         }
         // A loop that moves what it iterates over to the device and hands it to a call there

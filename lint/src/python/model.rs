@@ -639,6 +639,36 @@ impl<'a> Model<'a> {
         }
     }
 
+    /// The same-file functions a call through a table of them may run:
+    /// `model_func = {"TransE": self.TransE, ..}` then `model_func[name](..)`, one of the table's
+    /// values (a table bound once, to a dict, list or tuple of functions).
+    pub fn dispatched(&self, func: &Expr, caller: Option<FunctionId>) -> Vec<FunctionId> {
+        let Expr::Subscript(s) = func else { return Vec::new() };
+        let Expr::Name(table) = &*s.value else { return Vec::new() };
+        let Some(b) = self.binding_of(table) else { return Vec::new() };
+        let binding = self.binding(b);
+        let BindingKind::Assignment { value, part: Part::Whole, .. } = binding.kind else {
+            return Vec::new();
+        };
+        if binding.shadowed.is_some() {
+            return Vec::new();
+        }
+        let values: Vec<&Expr> = match value {
+            Expr::Dict(d) => d.items.iter().map(|i| &i.value).collect(),
+            Expr::List(l) => l.elts.iter().collect(),
+            Expr::Tuple(t) => t.elts.iter().collect(),
+            _ => return Vec::new(),
+        };
+        values
+            .into_iter()
+            .take(64)
+            .filter_map(|v| match self.callee_of(v, caller) {
+                Some(Callee::Function(f)) => Some(f),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Method `name` defined in the class's own body.
     pub fn own_method(&self, class: ClassId, name: &str) -> Option<FunctionId> {
         self.methods.get(&(class, name)).copied()

@@ -1371,6 +1371,16 @@ fn use_from_parents(cx: &Checker<'_, '_>, value: &Expr, bulk: bool) -> Use {
                 }
                 Expr::Subscript(s) if std::ptr::eq(&*s.slice, child) => return Use::Needed,
                 Expr::FString(_) => return Use::Deferrable,
+                // Combined at once with a tensor (`self.gamma.item() - torch.norm(score)`): the
+                // value goes straight back to the device; the host never needed it.
+                Expr::BinOp(b)
+                    if {
+                        let other = if std::ptr::eq(&*b.left, child) { &*b.right } else { &*b.left };
+                        cx.kind_of(other) == Kind::Tensor
+                    } =>
+                {
+                    return Use::Deferrable;
+                }
                 Expr::BinOp(_)
                 | Expr::UnaryOp(_)
                 | Expr::Compare(_)
