@@ -959,15 +959,21 @@ fn returned_item(
     if depth > 12 {
         return None;
     }
-    // A method left to subclasses returns what their overrides return.
+    through_overrides(cx, f, |f| returned_item_of(cx, f, i, next))
+}
+
+/// What `returned` says of function `f`; of a method left to subclasses, the union of what it
+/// says of their overrides (the call runs one of them).
+fn through_overrides(
+    cx: &Checker<'_, '_>,
+    f: crate::python::model::FunctionId,
+    returned: impl Fn(crate::python::model::FunctionId) -> Option<Provenance>,
+) -> Option<Provenance> {
     let overrides = cx.model.overrides(f);
-    if !overrides.is_empty() {
-        return overrides
-            .into_iter()
-            .filter_map(|o| returned_item_of(cx, o, i, next))
-            .reduce(Provenance::union);
+    if overrides.is_empty() {
+        return returned(f);
     }
-    returned_item_of(cx, f, i, next)
+    overrides.into_iter().filter_map(returned).reduce(Provenance::union)
 }
 
 /// `self.get_input_embeddings()(input_ids)`, `self.language_model.get_output_embeddings()(h)`: in
@@ -995,15 +1001,7 @@ fn returned_value(
     if depth > 12 {
         return None;
     }
-    // A method left to subclasses returns what their overrides return.
-    let overrides = cx.model.overrides(f);
-    if !overrides.is_empty() {
-        return overrides
-            .into_iter()
-            .filter_map(|o| returned_value_of(cx, o, next))
-            .reduce(Provenance::union);
-    }
-    returned_value_of(cx, f, next)
+    through_overrides(cx, f, |f| returned_value_of(cx, f, next))
 }
 
 /// [`returned_value`] of one function, worked out once.
