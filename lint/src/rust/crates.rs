@@ -214,7 +214,7 @@ pub(crate) fn resolve(reports: &mut [Pass<'_>]) {
     let mut groups: Vec<(Option<PathBuf>, Vec<usize>)> = groups.into_iter().collect();
     groups.sort();
     let dropped = not_compiled(reports, &groups);
-    let host_only = runs_on_cpu_only(reports, &groups, &dropped, &packages);
+    let host_only = runs_on_cpu_only(reports, &groups, &dropped);
     // In-place moves are looked up across the whole run: the type may come from another package
     // of the workspace (a tokenizer crate's `Encoding::to_device(&mut self, ..)`).
     let in_place: HashSet<String> = reports
@@ -283,7 +283,6 @@ fn runs_on_cpu_only(
     reports: &[Pass<'_>],
     groups: &[(Option<PathBuf>, Vec<usize>)],
     dropped: &HashSet<usize>,
-    packages: &Packages,
 ) -> bool {
     let summaries: Vec<&FileSummary> = reports
         .iter()
@@ -299,10 +298,9 @@ fn runs_on_cpu_only(
     has_main
         && !reports.iter().any(|r| r.unread)
         && summaries.iter().all(|s| !s.names_accelerator && !s.target_declared)
-        && roots.iter().all(|root| !packages.names_accelerator(root))
         // The run may hold only some files of its packages (a hook given the changed files): the
-        // one that picks the device may be elsewhere in the package.
-        && roots.iter().all(|root| !on_disk_names_accelerator(root))
+        // one that picks the device may be elsewhere in the package, or in the workspace's manifest.
+        && roots.iter().all(|root| !on_disk_names_accelerator(root) && !workspace_names_accelerator(root))
 }
 
 /// Does any Rust file or manifest under the package's folder name an accelerator? One that
@@ -327,6 +325,19 @@ fn on_disk_names_accelerator(root: &Path) -> bool {
         }
     }
     false
+}
+
+/// Does the manifest of the workspace above the package (the nearest one up that declares
+/// `[workspace]`) name an accelerator (`[workspace.dependencies] candle-core = { features =
+/// ["cuda"] }`)? The package's own manifest is among the files [`on_disk_names_accelerator`] reads.
+fn workspace_names_accelerator(root: &Path) -> bool {
+    root.ancestors()
+        .skip(1)
+        .take(16)
+        .find_map(|dir| {
+            std::fs::read_to_string(dir.join("Cargo.toml")).ok().filter(|text| text.contains("[workspace"))
+        })
+        .is_some_and(|text| names_accelerator(&text))
 }
 
 /// Does the text name an accelerator: `cuda`, `gpu`, `wgpu`, `vulkan` or `rocm` anywhere (any
@@ -437,21 +448,6 @@ impl Packages {
             self.roots.insert(d, found.clone());
         }
         found
-    }
-
-    /// Does the package's manifest, or the workspace's above it, name an accelerator (a `cuda`
-    /// feature, `[workspace.dependencies] candle-core = { features = ["cuda"] }`)?
-    fn names_accelerator(&self, root: &Path) -> bool {
-        let manifest = |dir: &Path| std::fs::read_to_string(dir.join("Cargo.toml")).ok();
-        if manifest(root).is_some_and(|text| names_accelerator(&text)) {
-            return true;
-        }
-        // The workspace's manifest: the nearest one above that declares `[workspace]`.
-        root.ancestors()
-            .skip(1)
-            .take(16)
-            .find_map(|dir| manifest(dir).filter(|text| text.contains("[workspace")))
-            .is_some_and(|text| names_accelerator(&text))
     }
 
     fn info(&self, root: &Path) -> Option<PackageInfo> {

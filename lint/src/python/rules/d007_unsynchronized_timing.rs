@@ -213,27 +213,18 @@ fn made_on_the_host(cx: &Checker<'_, '_>, e: &Expr) -> bool {
     let mut at = e;
     for _ in 0..16 {
         let Expr::Call(c) = at else { return false };
-        match &*c.func {
-            Expr::Attribute(a) if a.attr.as_str() != "to" && a.attr.as_str() != "cuda" => {
-                if let Some(q) = cx.callee_name(c)
-                    && q.starts_with("torch.")
-                {
-                    return matches!(q.as_ref(), "torch.from_numpy" | "torch.tensor" | "torch.as_tensor");
-                }
-                at = &a.value;
-            }
+        if cx
+            .callee_name(c)
+            .is_some_and(|q| matches!(q.as_ref(), "torch.from_numpy" | "torch.tensor" | "torch.as_tensor"))
+        {
+            return true;
+        }
+        let Expr::Attribute(a) = &*c.func else { return false };
+        match a.attr.as_str() {
+            "cuda" => return false,
             // A `.to(dtype)` keeps it on the host; a `.to(device)` does not.
-            Expr::Attribute(a) if a.attr.as_str() == "to" => {
-                if !c.arguments.args.first().is_some_and(|t| super::helpers::is_dtype(cx, t)) {
-                    return false;
-                }
-                at = &a.value;
-            }
-            _ => {
-                return cx
-                    .callee_name(c)
-                    .is_some_and(|q| matches!(q.as_ref(), "torch.from_numpy" | "torch.tensor" | "torch.as_tensor"));
-            }
+            "to" if !c.arguments.args.first().is_some_and(|t| super::helpers::is_dtype(cx, t)) => return false,
+            _ => at = &a.value,
         }
     }
     false
@@ -285,10 +276,7 @@ impl Scan {
             if made_on_the_host(cx, receiver) {
                 let target = c.arguments.args.first().or_else(|| c.arguments.find_keyword("device").map(|k| &k.value));
                 let moves = method == "cuda" || (method == "to" && target.is_some_and(|t| !super::helpers::is_dtype(cx, t)));
-                let non_blocking = c.arguments.find_keyword("non_blocking").is_some_and(|k| {
-                    !matches!(k.value, Expr::BooleanLiteral(ast::ExprBooleanLiteral { value: false, .. }))
-                });
-                if moves && !non_blocking {
+                if moves && super::helpers::blocking_copy(cx, c, method) {
                     self.waits = true;
                 }
                 return;

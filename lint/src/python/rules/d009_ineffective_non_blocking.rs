@@ -1,14 +1,14 @@
 //! D009 for PyTorch code. What it finds, why, and its fixes: `d009_ineffective_non_blocking.md` beside this file (what
 //! `devcheck explain D009` prints); its row in the rule table is in [`crate::registry`].
 
-use ruff_python_ast::{self as ast, Expr};
+use ruff_python_ast::Expr;
 use ruff_text_size::Ranged;
 
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::checker::{Checker, Reads, Rule};
 use crate::registry;
 
-use super::helpers::{in_evaluation_pass, 
+use super::helpers::{non_blocking_argument, in_evaluation_pass, 
     batch_loader, has_splat, is_dtype, is_true, keyword, literal_device, method_call, range,
 };
 
@@ -108,31 +108,3 @@ impl Rule for Check {
     }
 }
 
-/// Where the call gives `non_blocking`: `Some(None)` when it does not, `Some(Some(value))` when
-/// it does (by keyword, or by position: `Tensor.to(device, dtype, non_blocking)`,
-/// `Tensor.to(dtype | other, non_blocking)`, `Tensor.cuda(device, non_blocking)`), `None` when
-/// a positional argument may be it and cannot be told from a dtype.
-fn non_blocking_argument<'e>(
-    cx: &Checker<'_, '_>,
-    call: &'e ast::ExprCall,
-    method: &str,
-) -> Option<Option<&'e Expr>> {
-    if let Some(value) = keyword(call, "non_blocking") {
-        return Some(Some(value));
-    }
-    let args = &call.arguments.args;
-    if args.iter().any(Expr::is_starred_expr) {
-        return None;
-    }
-    let at = match method {
-        "cuda" => 1,
-        // `.to(x, y, ..)`: `y` is the dtype (then `non_blocking` is third) unless it is a bool.
-        _ => match args.get(1) {
-            None => return Some(None),
-            Some(second) if is_dtype(cx, second) => 2,
-            Some(Expr::BooleanLiteral(_)) => 1,
-            Some(_) => return None,
-        },
-    };
-    Some(args.get(at))
-}

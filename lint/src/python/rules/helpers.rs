@@ -1745,3 +1745,41 @@ mod tests {
         assert!(name_words("TorchMPSDevice").any(|w| names_accelerator(w, true)));
     }
 }
+
+/// Where the call gives `non_blocking`: `Some(None)` when it does not, `Some(Some(value))` when
+/// it does (by keyword, or by position: `Tensor.to(device, dtype, non_blocking)`,
+/// `Tensor.to(dtype | other, non_blocking)`, `Tensor.cuda(device, non_blocking)`), `None` when
+/// a positional argument may be it and cannot be told from a dtype.
+pub(crate) fn non_blocking_argument<'e>(
+    cx: &Checker<'_, '_>,
+    call: &'e ast::ExprCall,
+    method: &str,
+) -> Option<Option<&'e Expr>> {
+    if let Some(value) = keyword(call, "non_blocking") {
+        return Some(Some(value));
+    }
+    let args = &call.arguments.args;
+    if args.iter().any(Expr::is_starred_expr) {
+        return None;
+    }
+    let at = match method {
+        "cuda" => 1,
+        // `.to(x, y, ..)`: `y` is the dtype (then `non_blocking` is third) unless it is a bool.
+        _ => match args.get(1) {
+            None => return Some(None),
+            Some(second) if is_dtype(cx, second) => 2,
+            Some(Expr::BooleanLiteral(_)) => 1,
+            Some(_) => return None,
+        },
+    };
+    Some(args.get(at))
+}
+
+/// Is the copy `call` makes (`.to(..)`, `.cuda(..)`) a blocking one: no `non_blocking`, or
+/// `non_blocking=False`?
+pub(crate) fn blocking_copy(cx: &Checker<'_, '_>, call: &ast::ExprCall, method: &str) -> bool {
+    matches!(
+        non_blocking_argument(cx, call, method),
+        Some(None | Some(Expr::BooleanLiteral(ast::ExprBooleanLiteral { value: false, .. })))
+    )
+}
