@@ -1724,28 +1724,6 @@ fn trains(body: &[Stmt]) -> bool {
     found
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_split_into_words_at_underscores_and_capitals() {
-        fn words(n: &str) -> Vec<&str> {
-            name_words(n).collect()
-        }
-        assert_eq!(words("CUDAAccelerator"), ["CUDA", "Accelerator"]);
-        assert_eq!(words("MPSBackend"), ["MPS", "Backend"]);
-        assert_eq!(words("move_to_gpu"), ["move", "to", "gpu"]);
-        assert_eq!(words("CudaGraphRunner"), ["Cuda", "Graph", "Runner"]);
-        assert_eq!(words("gpu_utils2"), ["gpu", "utils2"]);
-        assert_eq!(words("_"), Vec::<&str>::new());
-        assert_eq!(words("x"), ["x"]);
-        // Words inside other words are not words: `Dumps` has no `mps`.
-        assert!(!name_words("Dumps").any(|w| names_accelerator(w, true)));
-        assert!(name_words("TorchMPSDevice").any(|w| names_accelerator(w, true)));
-    }
-}
-
 /// Where the call gives `non_blocking`: `Some(None)` when it does not, `Some(Some(value))` when
 /// it does (by keyword, or by position: `Tensor.to(device, dtype, non_blocking)`,
 /// `Tensor.to(dtype | other, non_blocking)`, `Tensor.cuda(device, non_blocking)`), `None` when
@@ -1782,4 +1760,26 @@ pub(crate) fn blocking_copy(cx: &Checker<'_, '_>, call: &ast::ExprCall, method: 
         non_blocking_argument(cx, call, method),
         Some(None | Some(Expr::BooleanLiteral(ast::ExprBooleanLiteral { value: false, .. })))
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_split_into_words_at_underscores_and_capitals() {
+        fn words(n: &str) -> Vec<&str> {
+            name_words(n).collect()
+        }
+        assert_eq!(words("CUDAAccelerator"), ["CUDA", "Accelerator"]);
+        assert_eq!(words("MPSBackend"), ["MPS", "Backend"]);
+        assert_eq!(words("move_to_gpu"), ["move", "to", "gpu"]);
+        assert_eq!(words("CudaGraphRunner"), ["Cuda", "Graph", "Runner"]);
+        assert_eq!(words("gpu_utils2"), ["gpu", "utils2"]);
+        assert_eq!(words("_"), Vec::<&str>::new());
+        assert_eq!(words("x"), ["x"]);
+        // Words inside other words are not words: `Dumps` has no `mps`.
+        assert!(!name_words("Dumps").any(|w| names_accelerator(w, true)));
+        assert!(name_words("TorchMPSDevice").any(|w| names_accelerator(w, true)));
+    }
 }
