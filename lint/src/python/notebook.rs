@@ -111,6 +111,9 @@ impl Notebook {
                     .map_err(|e| format!("not a valid notebook: cell {}'s source: {e}", i + 1))?;
                 (text, Form::String)
             };
+            if !is_python(&code) {
+                continue;
+            }
             let ends_with_newline = code.is_empty() || code.ends_with('\n');
             let mut code = code;
             if !ends_with_newline {
@@ -187,6 +190,17 @@ impl Cell {
             }
         }
     }
+}
+
+/// Whether a code cell holds Python: not when it starts with a cell magic that hands the cell to
+/// another program (`%%shell`, `%%bash`, `%%html`, `%%writefile x.py`); such a cell is left out, as
+/// IPython never runs it as Python. The cell magics that time, profile or capture the cell still
+/// run it as Python.
+fn is_python(code: &str) -> bool {
+    let first = code.lines().map(str::trim_start).find(|l| !l.is_empty()).unwrap_or("");
+    let Some(magic) = first.strip_prefix("%%") else { return true };
+    let name = magic.split_whitespace().next().unwrap_or("");
+    matches!(name, "capture" | "debug" | "prun" | "pypy" | "python" | "python3" | "time" | "timeit")
 }
 
 /// The indentation of an array's elements and of its `]`, when it spans several lines.
@@ -271,6 +285,21 @@ mod tests {
         );
         let reparsed: serde_json::Value = serde_json::from_str(&json).expect("still JSON");
         assert_eq!(reparsed["nbformat"], 4);
+    }
+
+    #[test]
+    fn cells_run_by_another_program_are_left_out_and_kept_as_they_were() {
+        let json = r#"{"cells": [
+  {"cell_type": "code", "source": ["%%shell\n", "git clone https://example.org/x.git\n", "cd x"]},
+  {"cell_type": "code", "source": ["%%time\n", "y = x.cuda()"]},
+  {"cell_type": "code", "source": "\n%%writefile train.py\nimport torch\n"}
+]}"#;
+        let nb = Notebook::parse(json).expect("a notebook");
+        let text = nb.text();
+        assert_eq!(text, format!("{BOUNDARY}2\n%%time\ny = x.cuda()\n"));
+        let changed = text.replace("y = x.cuda()", "y = x.to(device)");
+        let written = nb.write_back(json, &changed).expect("written back");
+        assert_eq!(written, json.replace("y = x.cuda()", "y = x.to(device)"));
     }
 
     #[test]
