@@ -1163,8 +1163,13 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
             Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => &*u.operand,
             _ => test,
         };
-        if matches!(checked, Expr::Name(_) | Expr::Call(_) | Expr::Attribute(_))
-            && (cx.kind_of(checked) == Kind::Tensor || truth_of_tensor(cx, checked))
+        // `assert (shapes[:, 0] * shapes[:, 1]).sum() == n`: a reduced tensor compared is a tensor.
+        let compared = matches!(checked, Expr::Compare(c)
+            if c.ops.iter().all(|op| !matches!(op, ast::CmpOp::In | ast::CmpOp::NotIn | ast::CmpOp::Is | ast::CmpOp::IsNot))
+                && ((plain_value(&c.left) && cx.kind_of(&c.left) == Kind::Tensor) || reduced_tensor(cx, &c.left)));
+        if compared
+            || (matches!(checked, Expr::Name(_) | Expr::Call(_) | Expr::Attribute(_))
+                && (cx.kind_of(checked) == Kind::Tensor || truth_of_tensor(cx, checked)))
         {
             let what = format!("assert {}", cx.short(test.range()));
             return Some(Sync { always: Some(AlwaysWaits::Assert), ..Sync::read(false, what, checked, test, test.range()) });
@@ -1225,7 +1230,12 @@ fn truth_of_tensor(cx: &Checker<'_, '_>, e: &Expr) -> bool {
 /// or its comparison with a number, is read on the host. (Where the tensor is decides: the read
 /// is reported only on the accelerator.)
 fn reduced_tensor(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    reduced_by(cx, e, &["sum", "max", "min", "mean", "prod", "norm"], &[])
+    reduced_by(
+        cx,
+        e,
+        &["sum", "max", "min", "mean", "prod", "norm"],
+        &["torch.sum", "torch.max", "torch.min", "torch.mean", "torch.prod", "torch.norm", "torch.linalg.norm"],
+    )
 }
 
 /// Is `e` a value that may be a tensor reduced by one of `methods` with no arguments
