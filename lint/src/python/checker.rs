@@ -366,34 +366,29 @@ impl<'m, 'a> Checker<'m, 'a> {
     fn note_project_call(&mut self, expr: &Expr, call: &ast::ExprCall) {
         let project = self.types.project();
         let hot = self.hot();
-        if (hot.is_none() && !project.has_options()) || self.model.callee(call, self.function).is_some() {
+        if hot.is_none() && !project.has_options() {
             return;
         }
-        let (callee, method) = match self
-            .model
-            .canonical_name(&call.func)
-            .and_then(|q| project.function(&q))
-            .or_else(|| project.star_bound(&call.func, |n| self.model.binding_of(n).is_some()))
-        {
-            Some(callee) => (callee, false),
-            None => match self
-                .method_of_project_class(call)
-                .or_else(|| self.call_of_class_own_method_makes(call))
-            {
-                Some(callee) => (callee, true),
-                // `ProbMask(b, h, ..)`: an instance of another file's class made at every step
-                // runs its `__init__`.
-                None => {
-                    match self.model.canonical_name(&call.func).and_then(|q| project.method(&q, "__init__")) {
-                        Some(callee) => (callee, true),
-                        None => return,
-                    }
-                }
-            },
+        let (callee, method, dispatched) = match self.model.callee(call, self.function) {
+            // `self.loss(batch)` where the class leaves `loss` to its subclasses: their overrides
+            // run, in whichever file they are.
+            Some(Callee::Function(f)) if self.model.is_left_to_subclasses(f) => {
+                let fun = self.model.function(f);
+                let Some(class) = fun.class else { return };
+                let name = format!("{}.{}", self.model.class(class).def.name.as_str(), fun.name());
+                (project.own_absolute(&name), true, true)
+            }
+            Some(_) => return,
+            None => {
+                self.project_callee(call).map(|(callee, method)| (callee, method, false)).unwrap_or_default()
+            }
         };
+        if callee.is_empty() {
+            return;
+        }
         // A call in code nothing names is no call of a run: it says nothing of its callee.
         let unreferenced = self.enclosing_functions().any(|f| self.facts.unreferenced[f.index()]);
-        if project.has_options() && !unreferenced {
+        if project.has_options() && !unreferenced && !dispatched {
             let opt_in = self.in_latent_code();
             // `policy.load(..)` where `policy` was made by one of several classes (`if args.policy
             // == "TD3": policy = TD3.TD3(..) elif ..`): a call of each one's method.
@@ -405,6 +400,45 @@ impl<'m, 'a> Checker<'m, 'a> {
         if hot.is_none() || super::rules::helpers::in_evaluation_pass(self) {
             return;
         }
+        self.note_hot_call(expr, call, callee, method, dispatched);
+    }
+
+    /// The absolute name of the function or method of another file of the project a call runs,
+    /// and whether it is a method.
+    fn project_callee(&self, call: &ast::ExprCall) -> Option<(String, bool)> {
+        let project = self.types.project();
+        match self
+            .model
+            .canonical_name(&call.func)
+            .and_then(|q| project.function(&q))
+            .or_else(|| project.star_bound(&call.func, |n| self.model.binding_of(n).is_some()))
+        {
+            Some(callee) => Some((callee, false)),
+            None => {
+                match self.method_of_project_class(call).or_else(|| self.call_of_class_own_method_makes(call))
+                {
+                    Some(callee) => Some((callee, true)),
+                    // `ProbMask(b, h, ..)`: an instance of another file's class made at every step
+                    // runs its `__init__`.
+                    None => self
+                        .model
+                        .canonical_name(&call.func)
+                        .and_then(|q| project.method(&q, "__init__"))
+                        .map(|callee| (callee, true)),
+                }
+            }
+        }
+    }
+
+    /// Records a call at every step of a function of another file ([`Checker::note_project_call`]).
+    fn note_hot_call(
+        &mut self,
+        expr: &Expr,
+        call: &ast::ExprCall,
+        callee: String,
+        method: bool,
+        dispatched: bool,
+    ) {
         // Where the project's tensors may be, as the callee's file asks ([`Facts::project_uses_accelerator`]).
         let on = |e: &Expr| super::rules::helpers::provenance_in_project(self, e).on_accelerator;
         // Positions are known up to the first `*args`; a method's first parameter is its receiver.
@@ -435,6 +469,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             spread,
             result_needed,
             how,
+            dispatched,
         });
     }
 

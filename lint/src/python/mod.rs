@@ -50,8 +50,8 @@ pub(crate) fn check(
 ) -> (Vec<Finding>, project::Calls) {
     let (parsed, depth) = match tree {
         Some(Tree::Kept { parsed, depth }) => (parsed, depth),
-        Some(Tree::NoTorch) => return Default::default(),
-        None => match parse(text, source_type(path)) {
+        Some(Tree::NoTorch) if !project.uses_torch_code(path) => return Default::default(),
+        Some(Tree::NoTorch) | None => match parse(text, source_type(path)) {
             Ok(p) => p,
             Err(problem) => return (vec![*problem], project::Calls::default()),
         },
@@ -80,8 +80,10 @@ fn analyse(
     project: &Project,
     parsed: Parsed<ModModule>,
 ) -> (Vec<Finding>, project::Calls) {
-    // The cheap gate: no rule has anything to say about a file that never names torch.
-    if !names_torch(text) {
+    // The cheap gate: no rule has anything to say about a file that never names torch, unless
+    // it takes its classes or functions from the repository's modules that use torch.
+    let uses_torch_code = project.uses_torch_code(path);
+    if !names_torch(text) && !uses_torch_code {
         return Default::default();
     }
     let body = &parsed.syntax().body;
@@ -90,7 +92,7 @@ fn analyse(
         let at = at.to_std_range();
         return (vec![too_deep(TooDeep { at: at.start, len: at.len().max(1) })], project::Calls::default());
     }
-    if !model.imports_torch {
+    if !model.imports_torch && !uses_torch_code {
         return Default::default();
     }
     let rules = rules::Rules::enabled(enabled);

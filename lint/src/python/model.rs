@@ -697,7 +697,7 @@ impl<'a> Model<'a> {
     pub fn overrides(&self, f: FunctionId) -> Vec<FunctionId> {
         let fun = self.function(f);
         let Some(class) = fun.class else { return Vec::new() };
-        if !is_left_to_subclasses(&fun.def.body) {
+        if !self.is_left_to_subclasses(f) {
             return Vec::new();
         }
         let derives = |mut at: ClassId| {
@@ -716,6 +716,19 @@ impl<'a> Model<'a> {
             .collect()
     }
 
+    /// Is `f` a method left for subclasses to write: its body only raises `NotImplementedError`,
+    /// or it is an `@abstractmethod` with nothing of its own (`pass`, `...`, a docstring)?
+    pub fn is_left_to_subclasses(&self, f: FunctionId) -> bool {
+        let fun = self.function(f);
+        fun.class.is_some()
+            && (raises_not_implemented(&fun.def.body)
+                || (has_nothing_of_its_own(&fun.def.body)
+                    && fun.def.decorator_list.iter().any(|d| {
+                        self.canonical_name(&d.expression)
+                            .is_some_and(|q| matches!(&*q, "abc.abstractmethod" | "abstractmethod"))
+                    })))
+    }
+
     /// The class defined in this file that an expression names.
     pub fn local_class(&self, e: &Expr) -> Option<ClassId> {
         let Expr::Name(n) = e else { return None };
@@ -732,7 +745,7 @@ impl<'a> Model<'a> {
 }
 
 /// A body with nothing of its own: `raise NotImplementedError(..)`, `pass`, `...`, a docstring.
-fn is_left_to_subclasses(body: &[Stmt]) -> bool {
+fn has_nothing_of_its_own(body: &[Stmt]) -> bool {
     !body.is_empty()
         && body.iter().all(|s| match s {
             Stmt::Pass(_) => true,
@@ -746,7 +759,11 @@ fn is_left_to_subclasses(body: &[Stmt]) -> bool {
             }),
             _ => false,
         })
-        && body.iter().any(|s| matches!(s, Stmt::Raise(_)))
+}
+
+/// A body with nothing of its own that raises `NotImplementedError`.
+fn raises_not_implemented(body: &[Stmt]) -> bool {
+    has_nothing_of_its_own(body) && body.iter().any(|s| matches!(s, Stmt::Raise(_)))
 }
 
 /// The context managers (and decorators) that turn autograd off.
@@ -1451,19 +1468,7 @@ impl<'a> Builder<'a> {
     }
 
     fn note_library(&mut self, module: &str) {
-        let root = module.split('.').next().unwrap_or(module);
-        // Libraries that only run on torch: a Lightning module's file need not import torch.
-        if matches!(
-            root,
-            "torch"
-                | "torchvision"
-                | "torchaudio"
-                | "lightning"
-                | "pytorch_lightning"
-                | "lightning_fabric"
-                | "torchmetrics"
-                | "torch_geometric"
-        ) {
+        if is_torch_library(module) {
             self.model.imports_torch = true;
         }
     }
@@ -1643,6 +1648,23 @@ impl<'a> Visitor<'a> for Builder<'a> {
         }
         self.depth -= 1;
     }
+}
+
+/// Is a module one of torch's or of a library that only runs on torch (a Lightning module's file
+/// need not import torch itself)? Its importer's tensors are torch's.
+pub(crate) fn is_torch_library(module: &str) -> bool {
+    let root = module.split('.').next().unwrap_or(module);
+    matches!(
+        root,
+        "torch"
+            | "torchvision"
+            | "torchaudio"
+            | "lightning"
+            | "pytorch_lightning"
+            | "lightning_fabric"
+            | "torchmetrics"
+            | "torch_geometric"
+    )
 }
 
 #[cfg(test)]

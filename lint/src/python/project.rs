@@ -57,6 +57,13 @@ pub(crate) struct Project {
     /// The indexed dotted names of the top-level functions that return an instance of one class
     /// (a factory, `def create_loss(cfg): return DualLoss(cfg)`) → that class's absolute name.
     factories: FxHashMap<String, String>,
+    /// The files that import none of torch's libraries but import the repository's own modules
+    /// that do ([`Project::uses_torch_code`]).
+    torch_users: FxHashSet<PathBuf>,
+    /// Per class: its bases, as [`Project::new`] read them.
+    class_bases: Vec<Vec<Base>>,
+    /// Per class: its absolute dotted name and its file.
+    class_names: Vec<(String, usize)>,
     /// The indexed files, in the order given.
     paths: Vec<PathBuf>,
     /// Per file (as indexed): its functions that another file calls at every step
@@ -271,6 +278,9 @@ pub(crate) struct HotCall {
     /// How the call runs at every step, for messages: "in a loop", or "at every training step"
     /// (a Lightning `training_step`), "at every forward pass".
     pub how: &'static str,
+    /// The callee is a method its class leaves to subclasses (`self.loss(batch)` where `loss` is
+    /// an `@abstractmethod`): the call runs their overrides, in whichever file they are.
+    pub dispatched: bool,
 }
 
 /// A call to a function of another file of the project, and whether it is on a branch that a
@@ -410,6 +420,8 @@ pub(crate) struct FileEntry {
     decorated: Vec<String>,
     /// What its top level imports by name (`a.b.c` for `from a.b import c`), absolute.
     imports: Vec<String>,
+    /// Its top level imports torch or a library that runs on it ([`super::model::is_torch_library`]).
+    imports_torch: bool,
     /// The attributes its classes' `_apply` overrides move ([`applied_attributes`]).
     applied: Vec<Applied>,
 }
@@ -433,6 +445,7 @@ impl Project {
         let (mut imports, mut starred) = (FxHashSet::default(), FxHashSet::default());
         let mut definitions: Vec<(usize, Vec<String>, Vec<String>)> = Vec::new();
         star_exports(&mut files);
+        project.torch_users = torch_users(&files);
         for file in files {
             let file_id = project.paths.len();
             project.paths.push(file.path);
@@ -488,6 +501,12 @@ impl Project {
             for (name, class_bases) in file.classes {
                 let id = bases.len();
                 bases.push(class_bases);
+                let mut absolute = file.module.join(".");
+                if !absolute.is_empty() {
+                    absolute.push('.');
+                }
+                absolute.push_str(&name);
+                project.class_names.push((absolute, file_id));
                 for key in suffixes(&file.module, &name) {
                     project.classes.entry(key).or_default().push(id);
                 }
@@ -513,6 +532,7 @@ impl Project {
             project.class_framework(id, &bases, &mut memo, 0);
         }
         project.framework = memo.into_iter().map(Option::flatten).collect();
+        project.class_bases = bases;
         // The files other files import a definition from by name, and that no file star-imports.
         let mut entries: FxHashSet<&str> = FxHashSet::default();
         for (file, module, names) in &definitions {
@@ -619,29 +639,38 @@ impl Project {
         let mut next: FxHashMap<PathBuf, Vec<CalledFrom>> = FxHashMap::default();
         for (caller, hot) in calls {
             for call in hot {
-                let Some((file, function)) =
-                    self.function_file(&call.callee).or_else(|| self.method_file(&call.callee))
-                else {
-                    continue;
+                let callees: Vec<(PathBuf, String)> = if call.dispatched {
+                    let Some((class, method)) = call.callee.rsplit_once('.') else { continue };
+                    self.overrides_elsewhere(class, method, Path::new(caller))
+                        .into_iter()
+                        .map(|(file, function)| (self.paths[file].clone(), function))
+                        .collect()
+                } else {
+                    match self.function_file(&call.callee).or_else(|| self.method_file(&call.callee)) {
+                        Some((file, function)) => vec![(file.to_path_buf(), function.to_string())],
+                        None => continue,
+                    }
                 };
                 // Where the call is, as diagnostics show a place (`nb.ipynb:cell 3` in a notebook).
                 let caller = match call.cell {
                     Some(cell) => format!("{caller}:cell {cell}"),
                     None => caller.clone(),
                 };
-                let entry = next.entry(file.to_path_buf()).or_default();
-                match entry.iter_mut().find(|c| c.function == function) {
-                    Some(known) => known.merge(call, caller),
-                    None => entry.push(CalledFrom {
-                        function: function.to_string(),
-                        caller,
-                        line: call.line,
-                        args: call.args.clone(),
-                        keywords: call.keywords.clone(),
-                        spread: call.spread,
-                        result_needed: call.result_needed,
-                        how: call.how,
-                    }),
+                for (file, function) in callees {
+                    let entry = next.entry(file).or_default();
+                    match entry.iter_mut().find(|c| c.function == function) {
+                        Some(known) => known.merge(call, caller.clone()),
+                        None => entry.push(CalledFrom {
+                            function,
+                            caller: caller.clone(),
+                            line: call.line,
+                            args: call.args.clone(),
+                            keywords: call.keywords.clone(),
+                            spread: call.spread,
+                            result_needed: call.result_needed,
+                            how: call.how,
+                        }),
+                    }
                 }
             }
         }
@@ -806,6 +835,14 @@ impl Project {
             .then_some(first.as_str())
     }
 
+    /// Does the file at `path` (as indexed) import none of torch's libraries itself but take
+    /// its classes or functions from the repository's modules that do (a trainer subclassing
+    /// the repository's `Engine`, whose losses are tensors)? It is analysed as if it imported
+    /// torch.
+    pub(crate) fn uses_torch_code(&self, path: &Path) -> bool {
+        self.torch_users.contains(path)
+    }
+
     /// The functions of the file at `path` (as indexed) that other files call at every step.
     pub(crate) fn called_from(&self, path: &Path) -> &[CalledFrom] {
         self.called_from.get(path).map_or(&[], Vec::as_slice)
@@ -893,6 +930,67 @@ impl Project {
         };
         memo[id] = Some(t);
         t
+    }
+
+    /// The methods named `method` of the classes that derive from `base` (an absolute dotted
+    /// name) in other files than `except`: each one's file and its name as `Class.method`.
+    fn overrides_elsewhere(&self, base: &str, method: &str, except: &Path) -> Vec<(usize, String)> {
+        let targets = self.lookup_ids(base);
+        if targets.is_empty() {
+            return Vec::new();
+        }
+        // Per class: does it derive from one of the targets? Worked out from the targets down,
+        // each class once.
+        let mut derives: Vec<Option<bool>> = vec![None; self.class_bases.len()];
+        for &t in &targets {
+            derives[t] = Some(false);
+        }
+        let mut out = Vec::new();
+        for id in 0..self.class_bases.len() {
+            if !self.derives_from(id, &targets, &mut derives, 0) {
+                continue;
+            }
+            let Some((name, file)) = self.class_names.get(id) else { continue };
+            if self.paths.get(*file).is_none_or(|p| p == except) {
+                continue;
+            }
+            let own = name.rsplit('.').next().unwrap_or(name);
+            let key = format!("{name}.{method}");
+            if self.methods.get(indexed_key(&key)).is_some_and(|files| files.contains(file)) {
+                out.push((*file, format!("{own}.{method}")));
+            }
+        }
+        out
+    }
+
+    /// Does class `id` derive (through at most [`MAX_CHAIN`] bases) from one of `targets`?
+    fn derives_from(&self, id: usize, targets: &[usize], memo: &mut [Option<bool>], depth: usize) -> bool {
+        if let Some(known) = memo.get(id).copied().flatten() {
+            return known;
+        }
+        if depth > MAX_CHAIN {
+            return false;
+        }
+        // A cycle of bases meets its own class again: no.
+        memo[id] = Some(false);
+        let mut yes = false;
+        for base in self.class_bases.get(id).into_iter().flatten() {
+            let Base::Named(q) = base else { continue };
+            if api::is_plain_base(q) || api::is_module_class(q) {
+                continue;
+            }
+            for b in self.lookup_ids(q) {
+                if targets.contains(&b) || self.derives_from(b, targets, memo, depth + 1) {
+                    yes = true;
+                    break;
+                }
+            }
+            if yes {
+                break;
+            }
+        }
+        memo[id] = Some(yes);
+        yes
     }
 
     /// The ids of the classes `name` names, directly or through re-exports.
@@ -1173,6 +1271,30 @@ impl FileEntry {
     }
 }
 
+/// The files that import nothing of torch's at their top level but import, from the
+/// repository, a module (or a name of one) whose file does.
+fn torch_users(files: &[FileEntry]) -> FxHashSet<PathBuf> {
+    // Each module by every trailing run of its parts (a module's path starts at the file
+    // system's root; an import names it from its package: `pkg.base` of `/src/repo/pkg/base.py`).
+    let torch_modules: FxHashSet<String> = files
+        .iter()
+        .filter(|f| f.imports_torch)
+        .flat_map(|f| (0..f.module.len()).map(|i| f.module[i..].join(".")))
+        .collect();
+    if torch_modules.is_empty() {
+        return FxHashSet::default();
+    }
+    // `a.b.c` names the module `a.b.c`, or `c` of the module `a.b`.
+    let from_torch_module = |name: &str| {
+        torch_modules.contains(name) || name.rsplit_once('.').is_some_and(|(m, _)| torch_modules.contains(m))
+    };
+    files
+        .iter()
+        .filter(|f| !f.imports_torch && f.imports.iter().any(|i| from_torch_module(i)))
+        .map(|f| f.path.clone())
+        .collect()
+}
+
 /// An attribute an `_apply` override moves, and the class of the object that holds it where the
 /// override's class makes that object itself (`self.detect = Detect(..)`: `Some("Detect")`;
 /// `None` when it is not known, as for `m = self.model[-1]`).
@@ -1303,6 +1425,7 @@ impl Names<'_> {
                 Stmt::Import(i) => {
                     for alias in &i.names {
                         let full = alias.name.as_str();
+                        entry.imports_torch |= super::model::is_torch_library(full);
                         match &alias.asname {
                             Some(as_name) => self.bind(as_name.as_str(), full.to_string(), entry),
                             None => {
@@ -1316,6 +1439,7 @@ impl Names<'_> {
                     let dots = ".".repeat(i.level as usize);
                     let module = i.module.as_ref().map(|m| m.as_str()).unwrap_or("");
                     let base = format!("{dots}{module}");
+                    entry.imports_torch |= i.level == 0 && super::model::is_torch_library(module);
                     for alias in &i.names {
                         if alias.name.as_str() == "*" {
                             if let Some(m) = absolute(&base, self.module, self.is_package) {
@@ -1945,6 +2069,12 @@ impl<'p> View<'p> {
         self.project.is_empty()
     }
 
+    /// The absolute dotted name of something this file defines at its top level (`Class.method`
+    /// → `pkg.trainer.Class.method`).
+    pub(crate) fn own_absolute(&self, name: &str) -> String {
+        if self.module.is_empty() { name.to_string() } else { format!("{}.{name}", self.module.join(".")) }
+    }
+
     /// The absolute name of a top-level function of another file of the project that a name of
     /// this file (as the semantic model qualifies it) names.
     pub(crate) fn function(&self, qualified: &str) -> Option<String> {
@@ -2331,6 +2461,40 @@ mod tests {
     }
 
     #[test]
+    fn a_method_left_to_subclasses_runs_their_overrides_in_other_files() {
+        let mut p = project(&[
+            ("pkg/base.py", "import torch\nclass Trainer:\n    def loss(self, b):\n        pass\n"),
+            (
+                "pkg/sft.py",
+                "from pkg.base import Trainer\nclass SFT(Trainer):\n    def loss(self, b):\n        return b\n",
+            ),
+            (
+                "pkg/ppo.py",
+                "from pkg.sft import SFT\nclass PPO(SFT):\n    def loss(self, b):\n        return b\n",
+            ),
+            ("pkg/other.py", "class Trainer:\n    def loss(self, b):\n        return b\n"),
+        ]);
+        let call = HotCall {
+            callee: "pkg.base.Trainer.loss".into(),
+            offset: 0,
+            line: 9,
+            cell: None,
+            args: vec![false, true],
+            keywords: Vec::new(),
+            spread: false,
+            result_needed: false,
+            how: "in a loop",
+            dispatched: true,
+        };
+        let changed = p.set_called_from(&[("pkg/base.py".into(), vec![call])]);
+        assert_eq!(changed, vec![PathBuf::from("pkg/ppo.py"), PathBuf::from("pkg/sft.py")]);
+        assert_eq!(p.called_from(Path::new("pkg/sft.py"))[0].function, "SFT.loss");
+        assert_eq!(p.called_from(Path::new("pkg/ppo.py"))[0].function, "PPO.loss");
+        assert!(p.uses_torch_code(Path::new("pkg/sft.py")));
+        assert!(!p.uses_torch_code(Path::new("pkg/ppo.py")));
+    }
+
+    #[test]
     fn calls_at_every_step_reach_the_callee_file() {
         let mut p = project(&[
             ("m/metrics.py", "def accuracy(out, y):\n    return out\n"),
@@ -2346,6 +2510,7 @@ mod tests {
             spread: false,
             result_needed: needed,
             how: "in a loop",
+            dispatched: false,
         };
         let changed = p.set_called_from(&[
             ("m/train.py".into(), vec![call(vec![true, false], false)]),
@@ -2420,6 +2585,7 @@ mod tests {
             spread: false,
             result_needed: false,
             how: "in a loop",
+            dispatched: false,
         };
         p.set_called_from(&[(
             "m/train.py".into(),
