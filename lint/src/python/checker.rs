@@ -254,6 +254,12 @@ pub(crate) struct Checker<'m, 'a> {
     pub(crate) provenance_steps: std::cell::Cell<u32>,
     /// Per nested function asked about: does it return only host values?
     pub(crate) nested_host: std::cell::RefCell<FxHashMap<FunctionId, bool>>,
+    /// Per loop: does its body call a function named for prediction
+    /// ([`super::rules::helpers::in_evaluation_pass`])? Asked of every place in the loop.
+    pub(crate) calls_prediction: std::cell::RefCell<FxHashMap<LoopId, bool>>,
+    /// Per function (and whether a function named for prediction leads to it): is it run by loops
+    /// over inputs only ([`super::rules::helpers::in_evaluation_pass`])?
+    pub(crate) per_input: std::cell::RefCell<FxHashMap<(FunctionId, bool), bool>>,
     /// Per parameter (function, position) of a function that runs its own loop: whether some call
     /// of it in this file passes a tensor on the accelerator, worked out once (`None` while it is
     /// being worked out, which a cycle of calls reads as no).
@@ -315,6 +321,8 @@ impl<'m, 'a> Checker<'m, 'a> {
             puts: FxHashMap::default(),
             provenance_steps: std::cell::Cell::new(0),
             nested_host: std::cell::RefCell::new(FxHashMap::default()),
+            calls_prediction: std::cell::RefCell::new(FxHashMap::default()),
+            per_input: std::cell::RefCell::new(FxHashMap::default()),
             passed_by_callers: std::cell::RefCell::new(FxHashMap::default()),
             plain_attributes: std::cell::RefCell::new(FxHashMap::default()),
             returned_values: std::cell::RefCell::new(FxHashMap::default()),

@@ -968,26 +968,49 @@ fn literal_numbers(e: &Expr) -> bool {
 }
 
 /// Numbers the host holds: literal ones, a tensor's shape (`x.shape[2:]`, `x.size()`), or a list
-/// of numbers, sizes and names of numbers (`[w, h, w, h]` where `h, w = x.shape[-2:]`).
+/// of numbers, sizes and names of numbers (`[w, h, w, h]` where `h, w = x.shape[-2:]`); also
+/// lengths of Python containers (`[len(t["labels"]) for t in targets]`, and a name bound to
+/// `sum(len(t["labels"]) for t in targets)`).
 fn host_numbers(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    fn shape(e: &Expr) -> bool {
-        match e {
-            Expr::Attribute(a) => a.attr.as_str() == "shape",
-            Expr::Subscript(s) => shape(&s.value),
-            Expr::Call(c) => matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str() == "size"),
-            _ => false,
-        }
-    }
     match e {
         Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }) => {
-            !elts.is_empty()
-                && elts.iter().all(|e| {
-                    literal_numbers(e)
-                        || shape(e)
-                        || (matches!(e, Expr::Name(_)) && cx.kind_of(e) == Kind::Scalar)
-                })
+            !elts.is_empty() && elts.iter().all(|e| host_number(cx, e, 0))
         }
-        e => literal_numbers(e) || shape(e),
+        Expr::ListComp(l) => host_number(cx, &l.elt, 0),
+        e => literal_numbers(e) || is_shape(e),
+    }
+}
+
+/// A tensor's shape or one of its sizes (`x.shape[2:]`, `x.size(0)`).
+fn is_shape(e: &Expr) -> bool {
+    match e {
+        Expr::Attribute(a) => a.attr.as_str() == "shape",
+        Expr::Subscript(s) => is_shape(&s.value),
+        Expr::Call(c) => matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str() == "size"),
+        _ => false,
+    }
+}
+
+/// One number the host holds ([`host_numbers`]): a literal, a size, a container's length, a name
+/// of a number (or bound once to one of these), or arithmetic and sums of them.
+fn host_number(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
+    if depth > 4 {
+        return false;
+    }
+    match e {
+        Expr::Name(_) if cx.kind_of(e) == Kind::Scalar => true,
+        Expr::Name(n) => cx.model.binding_of(n).is_some_and(|b| {
+            matches!(cx.model.binding(b).kind,
+                BindingKind::Assignment { value, part: Part::Whole, .. } if !matches!(value, Expr::Name(_)) && host_number(cx, value, depth + 1))
+        }),
+        Expr::BinOp(b) => host_number(cx, &b.left, depth + 1) && host_number(cx, &b.right, depth + 1),
+        Expr::Call(c) => match (cx.callee_name(c).as_deref(), &c.arguments.args[..]) {
+            (Some("builtins.len"), [_]) => true,
+            (Some("builtins.sum"), [Expr::Generator(g)]) => host_number(cx, &g.elt, depth + 1),
+            (Some("builtins.sum"), [Expr::ListComp(l)]) => host_number(cx, &l.elt, depth + 1),
+            _ => is_shape(e),
+        },
+        e => literal_numbers(e) || is_shape(e),
     }
 }
 

@@ -1678,12 +1678,125 @@ pub(crate) fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
                 .any(|w| crate::python::checker::names_training(&w.to_ascii_lowercase()))
         });
     let over_data = cx.no_grad > 0 || named(&["predict", "infer"]);
-    (evaluation || file || over_data)
+    ((evaluation || file || over_data)
         && cx.loops.iter().any(|&l| {
             let Stmt::For(f) = cx.model.loop_(l).stmt else { return false };
             !trains(&f.body)
                 && (evaluation || (file && !walks_backwards(cx, &f.iter)) || !is_range(cx, &f.iter))
+        }))
+        || called_once_per_input(cx)
+        || cx.loops.iter().any(|&l| {
+            // `for text in sentences: noise = torch.randn(..).to(device); wav = inference(text, noise)`:
+            // the loop hands inputs to a prediction one after another.
+            let Stmt::For(f) = cx.model.loop_(l).stmt else { return false };
+            if is_range(cx, &f.iter) {
+                return false;
+            }
+            // Asked at every place of the loop: its body is read once.
+            if let Some(&known) = cx.calls_prediction.borrow().get(&l) {
+                return known;
+            }
+            let known = !trains(&f.body) && calls_prediction(&f.body);
+            cx.calls_prediction.borrow_mut().insert(l, known);
+            known
         })
+}
+
+/// Is a function's name one of prediction or evaluation (`inference`, `LFinference`,
+/// `predict_batch`, `evaluate`, `validate`, `test_epoch`), and not of training?
+fn names_prediction(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let words = || name_words(name).map(str::to_ascii_lowercase);
+    (lower.contains("infer")
+        || lower.contains("predict")
+        || words().any(|w| ["eval", "vali", "test"].iter().any(|p| w.starts_with(p))))
+        && !words().any(|w| w.starts_with("train"))
+}
+
+/// Does the body call a function named for prediction ([`names_prediction`])?
+fn calls_prediction(body: &[Stmt]) -> bool {
+    let mut found = false;
+    each_stmt(body, &mut |s| {
+        let mut look = |e: &Expr| {
+            any_subexpr(e, &mut |e| {
+                if let Expr::Call(c) = e {
+                    let name = match &*c.func {
+                        Expr::Name(n) => n.id.as_str(),
+                        Expr::Attribute(a) => a.attr.as_str(),
+                        _ => "",
+                    };
+                    found |= names_prediction(name);
+                }
+                !found
+            });
+        };
+        match s {
+            Stmt::Expr(e) => look(&e.value),
+            Stmt::Assign(a) => look(&a.value),
+            Stmt::AugAssign(a) => look(&a.value),
+            Stmt::AnnAssign(a) => a.value.iter().for_each(|v| look(v)),
+            _ => {}
+        }
+    });
+    found
+}
+
+/// Is the current function run by loops over inputs only, through a function named for
+/// prediction or evaluation (`for text in sentences: wav = inference(text)` in a demo, and the
+/// helpers `inference` calls)? Such a loop takes one input after another, as an evaluation pass
+/// over data does: it trains nothing and walks data, not `range(..)`. Every call of the function
+/// in this file must be one (a call from a training loop runs it at every step), and a loop
+/// inside the function itself (over tokens, over denoising steps) is the rule's, as above.
+fn called_once_per_input(cx: &Checker<'_, '_>) -> bool {
+    cx.loops.is_empty()
+        && matches!(cx.hot(), Some(crate::python::checker::Hot::CalledInLoop(_)))
+        && cx.function.is_some_and(|f| runs_per_input(cx, f, false, 0))
+}
+
+/// [`called_once_per_input`] for `f`, `named` when a function on the way to it is named for
+/// prediction.
+fn runs_per_input(
+    cx: &Checker<'_, '_>,
+    f: crate::python::model::FunctionId,
+    named: bool,
+    depth: usize,
+) -> bool {
+    use crate::python::checker::Hot;
+    if depth > 8 || !matches!(cx.hot_of(f), Some(Hot::CalledInLoop(_))) {
+        return false;
+    }
+    let named = named || names_prediction(cx.model.function(f).name());
+    if let Some(&known) = cx.per_input.borrow().get(&(f, named)) {
+        return known;
+    }
+    let sites = &cx.facts.calls_to[f.index()];
+    let known = !sites.is_empty()
+        && sites.len() <= 64
+        && sites.iter().all(|&i| {
+            let Some(site) = cx.model.calls.get(i) else { return false };
+            match site.in_loop {
+                // Every loop around the call trains nothing; the innermost walks data.
+                Some(l) => {
+                    let Stmt::For(each) = cx.model.loop_(l).stmt else { return false };
+                    let mut around = Some(l);
+                    let mut trains_around = false;
+                    while let Some(at) = around {
+                        let body = match cx.model.loop_(at).stmt {
+                            Stmt::For(x) => &x.body[..],
+                            Stmt::While(x) => &x.body[..],
+                            _ => &[][..],
+                        };
+                        trains_around |= trains(body);
+                        around = cx.model.loop_(at).parent;
+                    }
+                    named && !trains_around && !is_range(cx, &each.iter)
+                }
+                // Called once where it is (the top level), or by a function run per input.
+                None => site.function.is_none_or(|caller| runs_per_input(cx, caller, named, depth + 1)),
+            }
+        });
+    cx.per_input.borrow_mut().insert((f, named), known);
+    known
 }
 
 /// Does the iterable walk a sequence backwards (`reversed(range(T))`: a sampler's schedule)?
