@@ -391,6 +391,38 @@ fn a_hazard_nested_hundreds_deep_is_found() {
 
 /// What took time quadratic in the input now takes linear time: `inspect` and D004 over many
 /// module classes, and `--fix` with many fixes in one file.
+/// A method left to subclasses, called in many places of a training loop, with tens of thousands
+/// of overrides in other files (and files that import those): each override's file learns of the
+/// calls once, within the bound.
+#[test]
+fn many_overrides_of_a_method_called_in_many_places_do_not_take_quadratic_time() {
+    let (_dir, root) = temp();
+    std::fs::create_dir_all(root.join("pkg")).expect("a package folder");
+    let mut base = String::from(
+        "from abc import abstractmethod\nimport torch\n\n\nclass Base:\n    @abstractmethod\n    def loss(self, b):\n        pass\n\n    def learn(self, loader, opt):\n        for b in loader:\n            b = b.to(\"cuda\")\n",
+    );
+    for _ in 0..2_000 {
+        base.push_str("            self.loss(b).backward()\n");
+    }
+    base.push_str("            opt.step()\n");
+    write(root.join("pkg/base.py"), &base);
+    let mut subs = String::from("from pkg.base import Base\n\n");
+    for i in 0..20_000 {
+        subs.push_str(&format!("class S{i}(Base):\n    def loss(self, b):\n        return (b * 2).sum()\n"));
+    }
+    write(root.join("pkg/subs.py"), &subs);
+    let mut more = String::from("from pkg.subs import S0\n\n");
+    for i in 0..3_000 {
+        more.push_str(&format!(
+            "class T{i}(S0):\n    def loss(self, b):\n        print(b.sum().item())\n        return b.sum()\n"
+        ));
+    }
+    write(root.join("pkg/more.py"), &more);
+    let out =
+        run_bounded(&["lint", "--isolated", "--preview", "--format", "concise", "."], &root, 60, None, &[]);
+    assert_eq!(stdout(&out).matches(": D005 ").count(), 3_000, "{}", stderr(&out));
+}
+
 #[test]
 fn many_classes_and_many_fixes_do_not_take_quadratic_time() {
     let (_dir, root) = temp();

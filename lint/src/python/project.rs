@@ -357,11 +357,11 @@ impl CalledFrom {
 
     /// Adds another call to what is known; the place shown becomes the first call that passes a
     /// tensor on the accelerator, if the first call did not.
-    fn merge(&mut self, call: &HotCall, caller: String) {
+    fn absorb(&mut self, call: &CalledFrom) {
         if !Self::passes_any(&self.args, &self.keywords, self.spread)
             && Self::passes_any(&call.args, &call.keywords, call.spread)
         {
-            self.caller = caller;
+            self.caller = call.caller.clone();
             self.line = call.line;
             self.how = call.how;
         }
@@ -636,42 +636,66 @@ impl Project {
     /// (with the file as diagnostics show it) resolved to the one file that defines the callee.
     /// Returns the files whose set changed.
     pub(crate) fn set_called_from(&mut self, calls: &[(String, Vec<HotCall>)]) -> Vec<PathBuf> {
-        let mut next: FxHashMap<PathBuf, Vec<CalledFrom>> = FxHashMap::default();
+        // Each call as the callee's file will know it, before the calls are resolved: calls of
+        // one method left to subclasses from one file are merged first, as they all run the same
+        // overrides (a loop may call it in many places, and it may have many overrides).
+        let mut direct: Vec<(&HotCall, CalledFrom)> = Vec::new();
+        let mut dispatched: Vec<(&str, &str, CalledFrom)> = Vec::new();
+        let mut dispatched_at: FxHashMap<(&str, &str, String), usize> = FxHashMap::default();
         for (caller, hot) in calls {
             for call in hot {
-                let callees: Vec<(PathBuf, String)> = if call.dispatched {
-                    let Some((class, method)) = call.callee.rsplit_once('.') else { continue };
-                    self.overrides_elsewhere(class, method, Path::new(caller))
-                        .into_iter()
-                        .map(|(file, function)| (self.paths[file].clone(), function))
-                        .collect()
-                } else {
-                    match self.function_file(&call.callee).or_else(|| self.method_file(&call.callee)) {
-                        Some((file, function)) => vec![(file.to_path_buf(), function.to_string())],
-                        None => continue,
-                    }
-                };
                 // Where the call is, as diagnostics show a place (`nb.ipynb:cell 3` in a notebook).
-                let caller = match call.cell {
+                let shown = match call.cell {
                     Some(cell) => format!("{caller}:cell {cell}"),
                     None => caller.clone(),
                 };
-                for (file, function) in callees {
-                    let entry = next.entry(file).or_default();
-                    match entry.iter_mut().find(|c| c.function == function) {
-                        Some(known) => known.merge(call, caller.clone()),
-                        None => entry.push(CalledFrom {
-                            function,
-                            caller: caller.clone(),
-                            line: call.line,
-                            args: call.args.clone(),
-                            keywords: call.keywords.clone(),
-                            spread: call.spread,
-                            result_needed: call.result_needed,
-                            how: call.how,
-                        }),
+                let known = CalledFrom {
+                    function: String::new(),
+                    caller: shown,
+                    line: call.line,
+                    args: call.args.clone(),
+                    keywords: call.keywords.clone(),
+                    spread: call.spread,
+                    result_needed: call.result_needed,
+                    how: call.how,
+                };
+                if !call.dispatched {
+                    direct.push((call, known));
+                    continue;
+                }
+                let key = (call.callee.as_str(), caller.as_str(), known.caller.clone());
+                match dispatched_at.get(&key) {
+                    Some(&i) => dispatched[i].2.absorb(&known),
+                    None => {
+                        dispatched_at.insert(key, dispatched.len());
+                        dispatched.push((call.callee.as_str(), caller.as_str(), known));
                     }
                 }
+            }
+        }
+        let mut next: FxHashMap<PathBuf, Vec<CalledFrom>> = FxHashMap::default();
+        let mut at: FxHashMap<(PathBuf, String), usize> = FxHashMap::default();
+        let mut add = |file: PathBuf, function: String, known: &CalledFrom| {
+            let entry = next.entry(file.clone()).or_default();
+            match at.get(&(file.clone(), function.clone())) {
+                Some(&i) => entry[i].absorb(known),
+                None => {
+                    at.insert((file, function.clone()), entry.len());
+                    entry.push(CalledFrom { function, ..known.clone() });
+                }
+            }
+        };
+        for (call, known) in &direct {
+            if let Some((file, function)) =
+                self.function_file(&call.callee).or_else(|| self.method_file(&call.callee))
+            {
+                add(file.to_path_buf(), function.to_string(), known);
+            }
+        }
+        for (callee, caller, known) in &dispatched {
+            let Some((class, method)) = callee.rsplit_once('.') else { continue };
+            for (file, function) in self.overrides_elsewhere(class, method, Path::new(caller)) {
+                add(self.paths[file].clone(), function, known);
             }
         }
         let mut changed: Vec<PathBuf> = next
@@ -1272,27 +1296,44 @@ impl FileEntry {
 }
 
 /// The files that import nothing of torch's at their top level but import, from the
-/// repository, a module (or a name of one) whose file does.
+/// repository, a module (or a name of one) whose file does, or whose file is such a file itself
+/// (a trainer subclassing one that subclasses the repository's torch-using engine), a few links
+/// deep.
 fn torch_users(files: &[FileEntry]) -> FxHashSet<PathBuf> {
     // Each module by every trailing run of its parts (a module's path starts at the file
     // system's root; an import names it from its package: `pkg.base` of `/src/repo/pkg/base.py`).
-    let torch_modules: FxHashSet<String> = files
-        .iter()
-        .filter(|f| f.imports_torch)
-        .flat_map(|f| (0..f.module.len()).map(|i| f.module[i..].join(".")))
-        .collect();
-    if torch_modules.is_empty() {
-        return FxHashSet::default();
+    fn names(f: &FileEntry) -> impl Iterator<Item = String> + '_ {
+        (0..f.module.len()).map(move |i| f.module[i..].join("."))
     }
-    // `a.b.c` names the module `a.b.c`, or `c` of the module `a.b`.
-    let from_torch_module = |name: &str| {
-        torch_modules.contains(name) || name.rsplit_once('.').is_some_and(|(m, _)| torch_modules.contains(m))
-    };
-    files
-        .iter()
-        .filter(|f| !f.imports_torch && f.imports.iter().any(|i| from_torch_module(i)))
-        .map(|f| f.path.clone())
-        .collect()
+    let mut torch_modules: FxHashSet<String> =
+        files.iter().filter(|f| f.imports_torch).flat_map(names).collect();
+    let mut users = FxHashSet::default();
+    let mut user = vec![false; files.len()];
+    for _ in 0..MAX_CHAIN {
+        if torch_modules.is_empty() {
+            break;
+        }
+        // `a.b.c` names the module `a.b.c`, or `c` of the module `a.b`.
+        let from_torch_module = |name: &str| {
+            torch_modules.contains(name)
+                || name.rsplit_once('.').is_some_and(|(m, _)| torch_modules.contains(m))
+        };
+        let found: Vec<usize> = files
+            .iter()
+            .enumerate()
+            .filter(|(i, f)| !f.imports_torch && !user[*i] && f.imports.iter().any(|i| from_torch_module(i)))
+            .map(|(i, _)| i)
+            .collect();
+        if found.is_empty() {
+            break;
+        }
+        for i in found {
+            user[i] = true;
+            users.insert(files[i].path.clone());
+            torch_modules.extend(names(&files[i]));
+        }
+    }
+    users
 }
 
 /// An attribute an `_apply` override moves, and the class of the object that holds it where the
@@ -2490,8 +2531,11 @@ mod tests {
         assert_eq!(changed, vec![PathBuf::from("pkg/ppo.py"), PathBuf::from("pkg/sft.py")]);
         assert_eq!(p.called_from(Path::new("pkg/sft.py"))[0].function, "SFT.loss");
         assert_eq!(p.called_from(Path::new("pkg/ppo.py"))[0].function, "PPO.loss");
+        // `sft.py` imports the torch-using base; `ppo.py` imports `sft.py`; `other.py` neither.
         assert!(p.uses_torch_code(Path::new("pkg/sft.py")));
-        assert!(!p.uses_torch_code(Path::new("pkg/ppo.py")));
+        assert!(p.uses_torch_code(Path::new("pkg/ppo.py")));
+        assert!(!p.uses_torch_code(Path::new("pkg/other.py")));
+        assert!(!p.uses_torch_code(Path::new("pkg/base.py")));
     }
 
     #[test]
