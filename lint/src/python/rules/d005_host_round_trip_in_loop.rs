@@ -61,6 +61,9 @@ enum Upload {
     /// Built from data on the host by a factory given the device (`torch.tensor([0.5],
     /// device=d)`): PyTorch makes it on the host and copies it there.
     Built,
+    /// A module's tensor kept in a plain attribute, made on the host, moved at each use
+    /// (`self.window.to(x.device)`).
+    Field,
 }
 
 /// Why a wait is there whatever the value is used for.
@@ -258,6 +261,14 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             ),
             "make it on the device: pass `device=` to the factory (`torch.arange(n, device=x.device)`)",
         )
+    } else if sync.upload == Some(Upload::Field) {
+        (
+            format!(
+                "`{}` copies a tensor the module keeps in a plain attribute, made on the host, to the device {every}: the copy waits for the device",
+                sync.what,
+            ),
+            "register it as a buffer in `__init__` (`self.register_buffer(\"window\", torch.hann_window(n), persistent=False)`): `model.to(device)` then moves it once, and the use needs no `.to(..)`",
+        )
     } else if sync.upload == Some(Upload::Built) {
         (
             format!(
@@ -322,6 +333,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     };
     let label = match (sync.upload, sync.always) {
         (Some(Upload::Moved | Upload::Built), _) => "made on the host",
+        (Some(Upload::Field), _) => "copied at every call",
         (Some(Upload::Index | Upload::NumpyIndex), _) => "index made on the host",
         (_, Some(AlwaysWaits::Synchronize)) => "waits for the device",
         _ => "host read",
@@ -393,10 +405,53 @@ fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     if !moves || non_blocking {
         return None;
     }
+    if let Some(field) = host_made_field(cx, receiver) {
+        let what = format!("{field}.{method}({})", if call.arguments.is_empty() { "" } else { ".." });
+        return Some(Sync { upload: Some(Upload::Field), ..Sync::read(false, what, receiver, e, e.range()) });
+    }
     let (factory, made) = host_made(cx, receiver)?;
     let what = format!("torch.{factory}(..).{method}({})", if call.arguments.is_empty() { "" } else { ".." });
     // At the factory, where `device=` goes (`t = torch.rand(b) * s` two lines above `t.to(x)`).
     Some(Sync { upload: Some(Upload::Moved), ..Sync::read(false, what, receiver, e, made) })
+}
+
+/// `self.window` in a module's method, where every assignment of `window` in the class is a plain
+/// one (not a buffer) of a tensor made on the host (`torch.hann_window(n)`,
+/// `torch.from_numpy(get_window(..))`, `getattr(torch, name)(n)`): `model.to(device)` leaves it
+/// there, so moving it at each call copies it again. The field as written (`self.window`).
+fn host_made_field(cx: &Checker<'_, '_>, receiver: &Expr) -> Option<String> {
+    let Expr::Attribute(a) = receiver else { return None };
+    let class = cx.types.receiver_class(&a.value)?;
+    if cx.types.is_module_class(class) != crate::python::typing::Truth::Yes
+        || ["_apply", "to", "cuda"].iter().any(|m| cx.model.method(class, m).is_some_and(|f| cx.model.function(f).class == Some(class)))
+    {
+        return None;
+    }
+    let assigns = cx.types.class_attrs(class, a.attr.as_str());
+    let made_on_host = |v: &Expr| {
+        // Through methods that keep it where it is (`torch.from_numpy(w).float()`).
+        let mut at = v;
+        for _ in 0..4 {
+            match method_call(at) {
+                Some((_, inner, m)) if m == "float" || m == "double" || m == "half" || m == "contiguous" => at = inner,
+                _ => break,
+            }
+        }
+        let Expr::Call(c) = at else { return false };
+        match cx.callee_name(c).as_deref() {
+            Some("torch.from_numpy") => true,
+            // `getattr(torch, window)(win_length)`: one of torch's window functions by name.
+            _ if matches!(&*c.func, Expr::Call(g) if cx.callee_name(g).is_some_and(|q| q == "builtins.getattr")
+                && g.arguments.args.first().is_some_and(|m| cx.model.canonical_name(m).is_some_and(|q| q == "torch"))) =>
+            {
+                c.arguments.find_keyword("device").is_none()
+            }
+            _ => host_made(cx, v).is_some(),
+        }
+    };
+    (!assigns.is_empty()
+        && assigns.iter().all(|x| x.how == crate::python::model::AttrHow::Assign && x.value.is_some_and(made_on_host)))
+    .then(|| cx.short(receiver.range()))
 }
 
 /// `torch.tensor([0.5], device=d)`, `torch.as_tensor(1.0, device=d)`: literal numbers given to a
@@ -642,11 +697,21 @@ fn single_assignment<'a>(cx: &Checker<'_, 'a>, name: &Expr) -> Option<&'a Expr> 
         crate::python::model::Binding {
             kind:
                 crate::python::model::BindingKind::Assignment { value, part: crate::python::model::Part::Whole, .. },
-            shadowed: None,
+            shadowed,
             ..
-        } => Some(value),
+        } if shadowed.is_none() || in_straight_line(cx, value) => Some(value),
         _ => None,
     }
+}
+
+/// Is `value` assigned by a statement of the current function's own body, outside any branch or
+/// loop (`targets = zeros.scatter_(..)` after `def forward(self, inputs, targets):`)? Then the
+/// name holds it at every later place of the function until it is bound again, whatever it held
+/// before.
+fn in_straight_line(cx: &Checker<'_, '_>, value: &Expr) -> bool {
+    cx.function.is_some_and(|f| {
+        cx.model.function(f).def.body.iter().any(|s| matches!(s, Stmt::Assign(a) if std::ptr::eq(&*a.value, value)))
+    })
 }
 
 /// An index named a mask (`mask`, `condition_mask`, `self.valid_mask`, `fg_masks`: the name's last word),
