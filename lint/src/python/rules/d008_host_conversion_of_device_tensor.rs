@@ -26,13 +26,19 @@ impl Rule for Check {
 
     fn expr(&mut self, cx: &Checker<'_, '_>, e: &Expr, out: &mut Vec<Finding>) {
         let Some((call, receiver, "numpy")) = method_call(e) else { return };
-        if !call.arguments.is_empty() || !cx.kind_of(receiver).may_be_tensor() {
+        // A committed test that converts a tensor passes where it is run: its tensors are made
+        // on the host, and what it converts does not require grad.
+        if !call.arguments.is_empty() || !cx.kind_of(receiver).may_be_tensor() || cx.kind.is_test_like() {
             return;
         }
         let p = provenance(cx, receiver);
         // On the CPU side of a device choice (`if self.device == cpu:`), the tensor is on the host.
         let on_accelerator = p.on_accelerator && !on_cpu_side(cx, call.range()) && !in_cpu_implementation(cx);
-        let (insert, problem) = match (on_accelerator, p.requires_grad) {
+        // A module's method for testing (`forward_test`, `simple_test`, `aug_test`): the runners
+        // of the libraries that name them so call them under `torch.no_grad()`, so their outputs
+        // need no grad.
+        let requires_grad = p.requires_grad && !in_module_test_method(cx);
+        let (insert, problem) = match (on_accelerator, requires_grad) {
             (true, true) => (".detach().cpu()", "may be on an accelerator and require grad"),
             (true, false) => (".cpu()", "may be on an accelerator"),
             (false, true) => (".detach()", "may require grad"),
@@ -54,6 +60,16 @@ impl Rule for Check {
             ))),
         );
     }
+}
+
+/// In a method of a module named for testing (`forward_test`, `simple_test`): called under
+/// `torch.no_grad()` by the runners of the libraries that use the names (MMCV's and their users').
+fn in_module_test_method(cx: &Checker<'_, '_>) -> bool {
+    cx.enclosing_functions().any(|f| {
+        let fun = cx.model.function(f);
+        fun.class.is_some_and(|c| cx.types.is_module_class(c) != crate::python::typing::Truth::No)
+            && name_words(fun.name()).any(|w| w.eq_ignore_ascii_case("test"))
+    })
 }
 
 /// In a function named for the CPU (`nms_cpu`, `forward_cpu`, `cpu_nms`; not `to_cpu`): the CPU
