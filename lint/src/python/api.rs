@@ -508,6 +508,20 @@ pub(crate) fn is_module_class(q: &str) -> bool {
     ) || q
         .strip_prefix("torchvision.models.")
         .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_lowercase()))
+        || transformers_model_class(q)
+}
+
+/// A PyTorch model class of Transformers, as its modelling files name them: a base
+/// (`BertPreTrainedModel`), a model (`RobertaModel`) or a model with a head
+/// (`BertForMaskedLM`), not TensorFlow's or Flax's (`TFBertModel`, `FlaxBertModel`).
+fn transformers_model_class(q: &str) -> bool {
+    let Some(rest) = q.strip_prefix("transformers.") else { return false };
+    let name = rest.rsplit('.').next().unwrap_or(rest);
+    name.starts_with(|c: char| c.is_ascii_uppercase())
+        && !name.starts_with("TF")
+        && !name.starts_with("Flax")
+        && !name.starts_with("Auto")
+        && (name.ends_with("Model") || name.contains("For"))
 }
 
 /// A `torch.nn` module that holds no parameter and no buffer (activations, pooling, dropout,
