@@ -260,6 +260,9 @@ pub(crate) struct Checker<'m, 'a> {
     /// Per function (and whether a function named for prediction leads to it): is it run by loops
     /// over inputs only ([`super::rules::helpers::in_evaluation_pass`])?
     pub(crate) per_input: std::cell::RefCell<FxHashMap<(FunctionId, bool), bool>>,
+    /// Per function: the values its own body's top-level assignments bind (by address), for
+    /// [`super::rules`]' question whether a name holds one everywhere after it.
+    pub(crate) straight_line: std::cell::RefCell<FxHashMap<FunctionId, FxHashSet<usize>>>,
     /// Per parameter (function, position) of a function that runs its own loop: whether some call
     /// of it in this file passes a tensor on the accelerator, worked out once (`None` while it is
     /// being worked out, which a cycle of calls reads as no).
@@ -323,6 +326,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             nested_host: std::cell::RefCell::new(FxHashMap::default()),
             calls_prediction: std::cell::RefCell::new(FxHashMap::default()),
             per_input: std::cell::RefCell::new(FxHashMap::default()),
+            straight_line: std::cell::RefCell::new(FxHashMap::default()),
             passed_by_callers: std::cell::RefCell::new(FxHashMap::default()),
             plain_attributes: std::cell::RefCell::new(FxHashMap::default()),
             returned_values: std::cell::RefCell::new(FxHashMap::default()),

@@ -709,9 +709,25 @@ fn single_assignment<'a>(cx: &Checker<'_, 'a>, name: &Expr) -> Option<&'a Expr> 
 /// name holds it at every later place of the function until it is bound again, whatever it held
 /// before.
 fn in_straight_line(cx: &Checker<'_, '_>, value: &Expr) -> bool {
-    cx.function.is_some_and(|f| {
-        cx.model.function(f).def.body.iter().any(|s| matches!(s, Stmt::Assign(a) if std::ptr::eq(&*a.value, value)))
-    })
+    let Some(f) = cx.function else { return false };
+    let at = std::ptr::from_ref(value) as usize;
+    if let Some(known) = cx.straight_line.borrow().get(&f) {
+        return known.contains(&at);
+    }
+    let values: rustc_hash::FxHashSet<usize> = cx
+        .model
+        .function(f)
+        .def
+        .body
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Assign(a) => Some(std::ptr::from_ref(&*a.value) as usize),
+            _ => None,
+        })
+        .collect();
+    let found = values.contains(&at);
+    cx.straight_line.borrow_mut().insert(f, values);
+    found
 }
 
 /// An index named a mask (`mask`, `condition_mask`, `self.valid_mask`, `fg_masks`: the name's last word),
