@@ -391,13 +391,11 @@ impl<'m, 'a> Checker<'m, 'a> {
                 (project.own_absolute(&name), true, true)
             }
             Some(_) => return,
-            None => {
-                self.project_callee(call).map(|(callee, method)| (callee, method, false)).unwrap_or_default()
-            }
+            None => match self.project_callee(call) {
+                Some((callee, method)) => (callee, method, false),
+                None => return,
+            },
         };
-        if callee.is_empty() {
-            return;
-        }
         // A call in code nothing names is no call of a run: it says nothing of its callee.
         let unreferenced = self.enclosing_functions().any(|f| self.facts.unreferenced[f.index()]);
         if project.has_options() && !unreferenced && !dispatched {
