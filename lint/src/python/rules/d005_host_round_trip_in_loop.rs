@@ -916,6 +916,16 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
             {
                 return host_made_within(cx, c.arguments.args.first()?, depth - 1);
             }
+            // `self._relative_position_bucket(torch.arange(k)[None, :] - torch.arange(q)[:, None])`:
+            // a function of this file that moves nothing (no `.to(..)`, `.cuda()` or device in
+            // its text) computes where its first argument is.
+            Expr::Call(c) if !c.arguments.args.is_empty() => {
+                if let Some(crate::python::model::Callee::Function(f)) = cx.model.callee(c, cx.function)
+                    && !moves_anything(cx.model.text(cx.model.function(f).def.range()))
+                {
+                    return host_made_within(cx, c.arguments.args.first()?, depth - 1);
+                }
+            }
             _ => {}
         }
     }
@@ -1030,6 +1040,27 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
         || (factory == "tensor" || factory == "as_tensor")
             && matches!(made.arguments.args.first(), Some(Expr::NumberLiteral(_) | Expr::UnaryOp(_)));
     Some((factory, made.range(), zero_dim))
+}
+
+/// Does a function's text move or place a tensor anywhere (`.cuda(`, `.type_as(`, a `device`, a
+/// `.to(..)` given anything but a dtype)? `.to(torch.long)` converts where the tensor is.
+fn moves_anything(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    if [".cuda(", "device", ".type_as("].iter().any(|w| memchr::memmem::find(bytes, w.as_bytes()).is_some()) {
+        return true;
+    }
+    memchr::memmem::find_iter(bytes, b".to(").any(|at| {
+        let argument = text.get(at + 4..).unwrap_or("");
+        let argument = &argument[..argument.find(')').unwrap_or(argument.len())];
+        let dtype = argument.trim().strip_prefix("torch.").is_some_and(|t| {
+            matches!(
+                t,
+                "long" | "int" | "int32" | "int64" | "float" | "float16" | "float32" | "float64" | "half"
+                    | "double" | "bool" | "bfloat16" | "uint8" | "int8" | "int16"
+            )
+        }) || argument.contains("dtype");
+        !dtype
+    })
 }
 
 /// A number literal (`0.5`, `-1`), or a list or tuple of them, nested at most a few levels:
