@@ -917,11 +917,11 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
                 return host_made_within(cx, c.arguments.args.first()?, depth - 1);
             }
             // `self._relative_position_bucket(torch.arange(k)[None, :] - torch.arange(q)[:, None])`:
-            // a function of this file that moves nothing (no `.to(..)`, `.cuda()` or device in
-            // its text) computes where its first argument is.
+            // a function of this file that moves nothing ([`moves_anything`]) computes where its
+            // first argument is.
             Expr::Call(c) if !c.arguments.args.is_empty() => {
                 if let Some(crate::python::model::Callee::Function(f)) = cx.model.callee(c, cx.function)
-                    && !moves_anything(cx.model.text(cx.model.function(f).def.range()))
+                    && !moves_anything(cx, cx.model.function(f).def)
                 {
                     return host_made_within(cx, c.arguments.args.first()?, depth - 1);
                 }
@@ -1042,25 +1042,32 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
     Some((factory, made.range(), zero_dim))
 }
 
-/// Does a function's text move or place a tensor anywhere (`.cuda(`, `.type_as(`, a `device`, a
-/// `.to(..)` given anything but a dtype)? `.to(torch.long)` converts where the tensor is.
-fn moves_anything(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    if [".cuda(", "device", ".type_as("].iter().any(|w| memchr::memmem::find(bytes, w.as_bytes()).is_some()) {
-        return true;
+/// Does a function move or place a tensor anywhere: `.cuda()`, `.type_as(..)`, `.to(..)` given
+/// anything but a dtype (`.to(torch.long)` converts where the tensor is), or a `device=`?
+fn moves_anything(cx: &Checker<'_, '_>, f: &ast::StmtFunctionDef) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    struct Moves<'c, 'm, 'a> {
+        cx: &'c Checker<'m, 'a>,
+        found: bool,
     }
-    memchr::memmem::find_iter(bytes, b".to(").any(|at| {
-        let argument = text.get(at + 4..).unwrap_or("");
-        let argument = &argument[..argument.find(')').unwrap_or(argument.len())];
-        let dtype = argument.trim().strip_prefix("torch.").is_some_and(|t| {
-            matches!(
-                t,
-                "long" | "int" | "int32" | "int64" | "float" | "float16" | "float32" | "float64" | "half"
-                    | "double" | "bool" | "bfloat16" | "uint8" | "int8" | "int16"
-            )
-        }) || argument.contains("dtype");
-        !dtype
-    })
+    impl<'x> Visitor<'x> for Moves<'_, '_, '_> {
+        fn visit_expr(&mut self, e: &'x Expr) {
+            if let Expr::Call(c) = e {
+                self.found |= c.arguments.find_keyword("device").is_some()
+                    || matches!(&*c.func, Expr::Attribute(a) if match a.attr.as_str() {
+                        "cuda" | "type_as" => true,
+                        "to" => c.arguments.args.first().is_none_or(|t| !names_a_dtype(self.cx, t)),
+                        _ => false,
+                    });
+            }
+            if !self.found {
+                visitor::walk_expr(self, e);
+            }
+        }
+    }
+    let mut moves = Moves { cx, found: false };
+    moves.visit_body(&f.body);
+    moves.found
 }
 
 /// A number literal (`0.5`, `-1`), or a list or tuple of them, nested at most a few levels:
