@@ -195,12 +195,38 @@ impl Cell {
 /// Whether a code cell holds Python: not when it starts with a cell magic that hands the cell to
 /// another program (`%%shell`, `%%bash`, `%%html`, `%%writefile x.py`); such a cell is left out, as
 /// IPython never runs it as Python. The cell magics that time, profile or capture the cell still
-/// run it as Python.
+/// run it as Python. Nor when it holds only commands (`!ls`, `%cd x`) and at least one magic
+/// written without its `%`, as IPython's automagic runs it (`pip install x`): the Python parser
+/// does not know that form.
 fn is_python(code: &str) -> bool {
-    let first = code.lines().map(str::trim_start).find(|l| !l.is_empty()).unwrap_or("");
-    let Some(magic) = first.strip_prefix("%%") else { return true };
-    let name = magic.split_whitespace().next().unwrap_or("");
-    matches!(name, "capture" | "debug" | "prun" | "pypy" | "python" | "python3" | "time" | "timeit")
+    let mut lines = code.lines().map(str::trim_start).filter(|l| !l.is_empty() && !l.starts_with('#'));
+    let first = lines.clone().next().unwrap_or("");
+    if let Some(magic) = first.strip_prefix("%%") {
+        let name = magic.split_whitespace().next().unwrap_or("");
+        return matches!(
+            name,
+            "capture" | "debug" | "prun" | "pypy" | "python" | "python3" | "time" | "timeit"
+        );
+    }
+    let commands_only = lines.clone().all(|l| l.starts_with(['!', '%']) || is_automagic(l));
+    !(commands_only && lines.any(is_automagic))
+}
+
+/// Whether a line is a line magic written without its `%` (`pip install x`, `cd data`): a magic's
+/// name, then a word where Python would need an operator.
+fn is_automagic(line: &str) -> bool {
+    const NAMES: &[&str] = &["cd", "conda", "env", "load_ext", "ls", "mamba", "matplotlib", "pip", "pwd"];
+    let (name, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    if !NAMES.contains(&name) {
+        return false;
+    }
+    let rest = rest.trim_start();
+    match rest.chars().next() {
+        // An option (`-q`), not a subtraction (`- 1`, `-= 1`).
+        Some('-') => !rest.starts_with("- ") && !rest.starts_with("-="),
+        Some(c) => c.is_alphanumeric() || matches!(c, '/' | '~' | '_' | '"' | '\''),
+        None => false,
+    }
 }
 
 /// The indentation of an array's elements and of its `]`, when it spans several lines.
@@ -289,17 +315,35 @@ mod tests {
 
     #[test]
     fn cells_run_by_another_program_are_left_out_and_kept_as_they_were() {
-        let json = r#"{"cells": [
+        let json = r##"{"cells": [
   {"cell_type": "code", "source": ["%%shell\n", "git clone https://example.org/x.git\n", "cd x"]},
   {"cell_type": "code", "source": ["%%time\n", "y = x.cuda()"]},
-  {"cell_type": "code", "source": "\n%%writefile train.py\nimport torch\n"}
-]}"#;
+  {"cell_type": "code", "source": "\n%%writefile train.py\nimport torch\n"},
+  {"cell_type": "code", "source": ["# dependencies\n", "pip install -q transformers\n", "!nvidia-smi"]}
+]}"##;
         let nb = Notebook::parse(json).expect("a notebook");
         let text = nb.text();
         assert_eq!(text, format!("{BOUNDARY}2\n%%time\ny = x.cuda()\n"));
         let changed = text.replace("y = x.cuda()", "y = x.to(device)");
         let written = nb.write_back(json, &changed).expect("written back");
         assert_eq!(written, json.replace("y = x.cuda()", "y = x.to(device)"));
+    }
+
+    #[test]
+    fn magics_written_without_their_percent_sign_are_commands_and_python_is_still_python() {
+        for command in
+            ["pip install langchain", "pip install -q x", "cd /data", "conda install -y faiss", "ls -l"]
+        {
+            assert!(is_automagic(command), "{command}");
+        }
+        for python in ["pip = 3", "pip.main(['install'])", "ls - 1", "cd", "pwd()", "pipe install", "ls -= 1"]
+        {
+            assert!(!is_automagic(python), "{python}");
+        }
+        assert!(!is_python("pip install x\n"));
+        assert!(!is_python("!nvidia-smi\n# then\n%cd repo\npip install -e .\n"));
+        assert!(is_python("!nvidia-smi\n"), "a shell escape alone is IPython syntax the parser knows");
+        assert!(is_python("pip install x\nimport torch\n"), "Python in the cell: a parse error says so");
     }
 
     #[test]
