@@ -454,6 +454,13 @@ pub(crate) fn tensor_method_returns_tensor(method: &str) -> bool {
     TENSOR_METHODS.binary_search(&method).is_ok() || method.ends_with('_')
 }
 
+/// A wrapper that returns a module running the one it is given first (`DataParallel(net, ..)`,
+/// `torch.compile(net)`), torch's or a repository's own `DataParallel`.
+pub(crate) fn is_module_wrapper(q: &str) -> bool {
+    matches!(q, "torch.compile" | "torch.distributed.fsdp.FullyShardedDataParallel")
+        || q.rsplit('.').next().is_some_and(|last| matches!(last, "DataParallel" | "DistributedDataParallel"))
+}
+
 /// Methods that move or convert a tensor and return the new one: `x.to(..)`, `x.cuda()`,
 /// `x.half()`. On an `nn.Module` the same names work in place.
 pub(crate) fn is_move_or_convert(method: &str) -> bool {

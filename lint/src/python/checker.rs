@@ -160,6 +160,9 @@ pub(crate) struct Facts {
     /// loops that train nothing are an evaluation pass ([`super::rules::helpers::in_evaluation_pass`]).
     pub file_named_for_evaluation: bool,
     pub file_named_for_mps: bool,
+    /// The file is in a folder of tests (`tests/`, `test/`): a test, or a script that checks or
+    /// compares something by hand, whose speed is not a run's.
+    pub in_tests_folder: bool,
     /// Where a call reads a wall clock (`time.time()`, `time.perf_counter()`, ...): per
     /// function (the innermost `def` around the call), and at the top level.
     clock_in: Vec<bool>,
@@ -292,9 +295,14 @@ pub(crate) struct Checker<'m, 'a> {
 }
 
 impl<'m, 'a> Checker<'m, 'a> {
-    pub fn new(model: &'m Model<'a>, kind: FileKind, file_name: &str, project: View<'m>) -> Self {
+    pub fn new(model: &'m Model<'a>, kind: FileKind, path: &std::path::Path, project: View<'m>) -> Self {
         let types = Types::new(model, project);
-        let facts = Facts::gather(model, &types, kind, file_name);
+        let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let mut facts = Facts::gather(model, &types, kind, file_name);
+        facts.in_tests_folder = kind.is_test_like()
+            && path.parent().is_some_and(|p| {
+                p.components().any(|c| matches!(c.as_os_str().to_str(), Some("tests" | "test")))
+            });
         Checker {
             model,
             types,
@@ -1853,6 +1861,7 @@ impl Facts {
                 )
             }) && !stem_words().any(|w| names_training(&w.to_ascii_lowercase())),
             file_named_for_mps: stem_words().any(|w| names_accelerator(w, true)),
+            in_tests_folder: false,
             clock_in,
             clock_at_top,
             loss_inputs: FxHashSet::default(),

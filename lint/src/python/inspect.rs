@@ -43,12 +43,11 @@ fn classes(report: &FileReport, project: &Project, parsed: Parsed<ModModule>) ->
     if !model.imports_torch {
         return Vec::new();
     }
-    let file_name = report.disk_path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let (module, is_package) = super::project::module_path(&report.disk_path);
     let cx = Checker::new(
         &model,
         kind,
-        file_name,
+        &report.disk_path,
         View::new(project, &report.disk_path, &module, is_package, Default::default()),
     );
     let index = LineIndex::new(text);

@@ -99,10 +99,9 @@ fn analyse(
     if rules.is_empty() {
         return Default::default();
     }
-    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let (module, is_package) = project::module_path(path);
     let view = project::View::new(project, path, &module, is_package, project::Placement::of_text(text));
-    checker::Checker::new(&model, kind, file_name, view).run(body, rules)
+    checker::Checker::new(&model, kind, path, view).run(body, rules)
 }
 
 /// Does the text name torch, or Lightning (whose modules need not import torch)? A file that

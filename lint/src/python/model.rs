@@ -633,7 +633,10 @@ impl<'a> Model<'a> {
                 if f.receiver != Some(recv.id.as_str()) {
                     return None;
                 }
-                self.method(class, a.attr.as_str()).map(Callee::Function)
+                let name = a.attr.as_str();
+                self.method(class, name)
+                    .or_else(|| self.function_attribute(class, name))
+                    .map(Callee::Function)
             }
             _ => None,
         }
@@ -667,6 +670,22 @@ impl<'a> Model<'a> {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The function of the file a class keeps in an attribute and calls as a method
+    /// (`self.neg_loss = _neg_loss` in `__init__`, then `self.neg_loss(out, target)`): the one
+    /// function every assignment of the attribute names.
+    fn function_attribute(&self, class: ClassId, name: &str) -> Option<FunctionId> {
+        let mut found = None;
+        for assign in self.class(class).attr(name) {
+            let Some(Expr::Name(n)) = assign.value else { return None };
+            let BindingKind::FunctionDef(f) = self.binding(self.binding_of(n)?).kind else { return None };
+            if found.is_some_and(|g| g != f) {
+                return None;
+            }
+            found = Some(f);
+        }
+        found
     }
 
     /// Method `name` defined in the class's own body.

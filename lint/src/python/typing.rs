@@ -415,6 +415,10 @@ impl<'m, 'a> Types<'m, 'a> {
     /// asking again at every level of `x.to(..).to(..) ..` would take exponential time).
     fn attribute_kind_given(&self, a: &ast::ExprAttribute, value: Kind) -> Kind {
         let attr = a.attr.as_str();
+        // `model.module`: the module a `DataParallel` or `DistributedDataParallel` wraps.
+        if attr == "module" && value == Kind::Module {
+            return Kind::Module;
+        }
         if let Some(class) = self.receiver_class(&a.value) {
             return self.attr_kind(class, attr);
         }
@@ -494,9 +498,33 @@ impl<'m, 'a> Types<'m, 'a> {
         k
     }
 
+    /// `self.net = self.net.to(device)`, `self.net = DataParallel(self.net, ..)`: the value of
+    /// attribute `name` is the same module again, moved or wrapped.
+    fn same_attribute_again(&self, value: &Expr, name: &str) -> bool {
+        let mut at = value;
+        for _ in 0..8 {
+            match at {
+                Expr::Attribute(x) => return x.attr.as_str() == name && matches!(&*x.value, Expr::Name(_)),
+                Expr::Call(c) => match &*c.func {
+                    Expr::Attribute(m) if api::module_method_returns_self(m.attr.as_str()) => at = &m.value,
+                    f if self.model.canonical_name(f).is_some_and(|q| api::is_module_wrapper(&q)) => {
+                        let Some(inner) = c.arguments.args.first() else { return false };
+                        at = inner;
+                    }
+                    _ => return false,
+                },
+                _ => return false,
+            }
+        }
+        false
+    }
+
     fn attr_kind_inner(&self, class: ClassId, name: &str) -> Kind {
         let mut kind = None;
         for a in self.class_attrs(class, name) {
+            if a.value.is_some_and(|v| self.same_attribute_again(v, name)) {
+                continue;
+            }
             let k = match a.how {
                 AttrHow::Buffer { .. } | AttrHow::Parameter => Kind::Tensor,
                 AttrHow::Module => Kind::Module,
@@ -663,13 +691,22 @@ impl<'m, 'a> Types<'m, 'a> {
         match module {
             Expr::Call(_) => Some(module),
             Expr::Name(n) => match self.model.binding(self.model.binding_of(n)?).kind {
+                // `model = self.model`: the attribute's value.
+                BindingKind::Assignment { value: value @ Expr::Attribute(_), part: Part::Whole, .. } => {
+                    self.module_value(value).or(Some(value))
+                }
                 BindingKind::Assignment { value, part: Part::Whole, .. } => Some(value),
                 _ => None,
             },
             Expr::Attribute(a) => {
                 let class = self.receiver_class(&a.value)?;
-                let attrs = self.class_attrs(class, a.attr.as_str());
-                let mut values = attrs.iter().filter(|x| x.how != AttrHow::Update).filter_map(|x| x.value);
+                let name = a.attr.as_str();
+                let attrs = self.class_attrs(class, name);
+                let mut values = attrs
+                    .iter()
+                    .filter(|x| x.how != AttrHow::Update)
+                    .filter_map(|x| x.value)
+                    .filter(|v| !self.same_attribute_again(v, name));
                 let first = values.next()?;
                 values.next().is_none().then_some(first)
             }

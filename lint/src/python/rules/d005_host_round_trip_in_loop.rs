@@ -164,13 +164,28 @@ fn formatted<'a>(
 }
 
 /// A tensor handed to something that reads it on the host (formatting, `print`, TensorBoard's
-/// `add_scalar`): a read, when it is a plain name, attribute or subscript (a call is read, if
-/// at all, as itself).
+/// `add_scalar`): a read, when it is a plain name, attribute or subscript, or one converted or
+/// reduced by a tensor's own methods (`f"{loss.detach().float()}"`); a call that reads, moves or
+/// returns something else is read, if at all, as itself.
 fn implicit<'a>(cx: &Checker<'_, 'a>, value: &'a Expr, whole: &'a Expr, what: String) -> Option<Sync<'a>> {
-    if !plain_value(value) || !cx.kind_of(value).may_be_tensor() {
+    if !(plain_value(value) || tensor_chain(cx, value, 0)) || !cx.kind_of(value).may_be_tensor() {
         return None;
     }
     Some(Sync::read(false, what, value, whole, value.range()))
+}
+
+/// `loss.detach().float()`, `losses.mean()`: a plain value taken through tensor methods that
+/// return a tensor where it is (not `.cpu()`, `.to(..)`, `.item()`, `.tolist()`).
+fn tensor_chain(cx: &Checker<'_, '_>, e: &Expr, depth: u32) -> bool {
+    let Expr::Call(c) = e else { return false };
+    let Expr::Attribute(a) = &*c.func else { return false };
+    let method = a.attr.as_str();
+    depth < 8
+        && api::tensor_method_returns_tensor(method)
+        && !matches!(method, "cpu" | "to" | "cuda" | "type" | "numpy" | "tolist" | "item")
+        // (`torch.min(y)` is a function of torch's, not a method.)
+        && cx.kind_of(&a.value).may_be_tensor()
+        && (plain_value(&a.value) || tensor_chain(cx, &a.value, depth + 1))
 }
 
 fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
@@ -182,11 +197,13 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         return;
     }
     let Some(hot) = cx.hot() else { return };
-    // A test function of a test file (`def test_radix_major():`) checks values, and the helpers
-    // of a file of tests set them up: their speed is not a run's. (An evaluation script named
-    // `test_net.py` has no test function.)
+    // A test function of a test file (`def test_radix_major():`) checks values, the helpers of a
+    // file of tests set them up, and a script in a folder of tests compares or checks by hand:
+    // their speed is not a run's. (An evaluation script named `test_net.py` beside the training
+    // script has no test function.)
     if cx.kind.is_test_like()
-        && (cx.enclosing_functions().any(|f| cx.model.function(f).name().starts_with("test"))
+        && (cx.facts.in_tests_folder
+            || cx.enclosing_functions().any(|f| cx.model.function(f).name().starts_with("test"))
             || defines_tests(cx.module_body))
     {
         return;
@@ -1628,11 +1645,19 @@ fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) 
 }
 
 /// A condition whose branch leaves the loop or the function, or checks with an `assert`
-/// (`if not math.isfinite(v): assert ..`), decides the control flow.
+/// (`if not math.isfinite(v): assert ..`), decides the control flow. Not a branch that only
+/// returns a tensor early from a function run at every step, outside any loop of its own (a
+/// loss's `if num_pos == 0: return loss`): the step goes on either way, and the same tensor can
+/// be had on the device (`loss / num_pos.clamp(min=1)`, `torch.where`). A flag, a tuple or
+/// nothing returned is a decision the caller acts on.
 fn decision(cx: &Checker<'_, '_>, body: &[Stmt]) -> Use {
-    let leaves =
-        body.iter().any(|s| matches!(s, Stmt::Continue(_) | Stmt::Assert(_)) || leaves_for_good(cx.model, s));
-    if leaves { Use::Needed } else { Use::Deferrable }
+    let leaves = |s: &Stmt| matches!(s, Stmt::Continue(_) | Stmt::Assert(_)) || leaves_for_good(cx.model, s);
+    let shortcut = |s: &Stmt| {
+        matches!(s, Stmt::Return(r) if r.value.as_deref().is_some_and(|v| cx.kind_of(v).may_be_tensor()))
+            && cx.loops.is_empty()
+            && cx.hot().is_some()
+    };
+    if body.iter().any(|s| leaves(s) && !shortcut(s)) { Use::Needed } else { Use::Deferrable }
 }
 
 /// What a call does with a value read on the host.

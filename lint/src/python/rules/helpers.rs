@@ -516,6 +516,13 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
         each_put(cx, b, &mut |v| p = p.union(provenance_at(cx, v, depth + 1)));
         return Provenance { requires_grad: false, ..p };
     }
+    // A batch moved item by item where it is bound (`for k in batch: batch[k] =
+    // batch[k].to(device)`): on the device.
+    if let Some(b) = name_binding(cx, e)
+        && moved_item_by_item(cx, b)
+    {
+        return Provenance { on_accelerator: true, requires_grad: false };
+    }
     match e {
         // A dict, list or tuple of tensors: where its items are.
         Expr::Dict(d) => {
@@ -551,13 +558,18 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
         }
         _ => {}
     }
+    let next = |e: &Expr| provenance_at(cx, e, depth + 1);
     match cx.kind_of(e) {
         Kind::Scalar | Kind::Device | Kind::Numpy => return NONE,
+        // A dict of tensors a function of this file returns (`get_batch(raw, device)` returning
+        // `{k: t.to(device) for k, t in raw.items()}`): where its values are.
+        Kind::Other if let Expr::Call(c) = e => {
+            return returned_value(cx, c, depth, &next).unwrap_or(NONE);
+        }
         // A name of a dict or list is where what it holds is (its value says).
         Kind::Other if !matches!(e, Expr::Name(_)) => return NONE,
         _ => {}
     }
-    let next = |e: &Expr| provenance_at(cx, e, depth + 1);
     match e {
         Expr::Call(c) => {
             if let Expr::Attribute(a) = &*c.func {
@@ -1022,7 +1034,7 @@ fn returned_value_of(
         if let Stmt::Return(r) = s {
             match r.value.as_deref() {
                 Some(Expr::Tuple(_)) => single = false,
-                Some(v) if cx.kind_of(v).may_be_tensor() => values.push(v),
+                Some(v) if cx.kind_of(v).may_be_tensor() || holds_values(cx, v) => values.push(v),
                 _ => {}
             }
         }
@@ -1038,6 +1050,26 @@ fn returned_value_of(
     p
 }
 
+/// A dict a function returns (`{"loss": loss, ..}`, `{k: t.to(device) ..}`, or a name bound to
+/// one as a whole): where its values are.
+fn holds_values(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    match e {
+        Expr::Dict(_) | Expr::DictComp(_) => true,
+        // (Not a dict filled item by item: what it is filled with is often text or numbers
+        // taken from a batch.)
+        Expr::Name(_) => name_binding(cx, e).is_some_and(|b| {
+            matches!(
+                cx.model.binding(b).kind,
+                BindingKind::Assignment { value: Expr::Dict(d), part: Part::Whole, .. } if !d.items.is_empty()
+            ) || matches!(
+                cx.model.binding(b).kind,
+                BindingKind::Assignment { value: Expr::DictComp(_), part: Part::Whole, .. }
+            )
+        }),
+        _ => false,
+    }
+}
+
 /// Item `i` of the tuples a function of this file returns ([`returned_item`]).
 fn returned_item_of(
     cx: &Checker<'_, '_>,
@@ -1050,9 +1082,10 @@ fn returned_item_of(
     each_stmt(&cx.model.function(f).def.body, &mut |s| {
         if let Stmt::Return(r) = s {
             match r.value.as_deref() {
-                // (A dict or list returned beside the tensors is no tensor: `return info, end`.)
+                // A dict returned beside the tensors (`return loss, loss_stats`) is where what it
+                // holds is.
                 Some(Expr::Tuple(t)) if t.elts.len() > i => {
-                    if cx.kind_of(&t.elts[i]).may_be_tensor() {
+                    if cx.kind_of(&t.elts[i]).may_be_tensor() || holds_values(cx, &t.elts[i]) {
                         items.push(&t.elts[i]);
                     }
                 }
@@ -1177,6 +1210,22 @@ fn filled_container(cx: &Checker<'_, '_>, b: BindingId) -> bool {
         }
         _ => false,
     }
+}
+
+/// Does the file put into the container bound by `b` its own items moved to an accelerator
+/// (`batch[k] = batch[k].to(device)`, `.cuda()`)?
+fn moved_item_by_item(cx: &Checker<'_, '_>, b: BindingId) -> bool {
+    cx.puts.get(&b).into_iter().flatten().take(16).any(|v| {
+        let Some((call, receiver, method)) = method_call(v) else { return false };
+        let own_item = matches!(receiver, Expr::Subscript(s) if name_binding(cx, &s.value) == Some(b));
+        let target = call.arguments.args.first().or_else(|| keyword(call, "device"));
+        own_item
+            && match method {
+                "cuda" => true,
+                "to" => target.is_some_and(|t| !is_cpu_device(cx, t) && !is_dtype(cx, t)),
+                _ => false,
+            }
+    })
 }
 
 /// Each value the file puts into the container bound by `b`: `d[k] = v`, `d.append(v)` (at most
