@@ -77,6 +77,8 @@ enum AlwaysWaits {
     Synchronize,
     /// `max(t.sum(), 1)`: Python compares the tensor with the number, whatever the result is for.
     Compared,
+    /// `torch.full(size, alphas[i], device=d)`: the fill value is taken as a number.
+    Fill,
 }
 
 /// A value a read can be of as it stands: a name, an attribute or an item (a call is read, if
@@ -334,6 +336,11 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         (
             format!("{message}: Python compares the tensor with the number on the host"),
             "bound it on the device: `t.clamp(min=1)` for `max(t, 1)`, `t.clamp(max=1)` for `min(t, 1)`",
+        )
+    } else if sync.always == Some(AlwaysWaits::Fill) {
+        (
+            format!("{message}: `torch.full` takes its fill value as a number, read on the host"),
+            "keep the element on the device: index with a slice and expand it (`alphas[index:index + 1].view(1, 1).expand(b, 1)`), or keep the schedule on the host as numbers",
         )
     } else if sync.always == Some(AlwaysWaits::SizedByData) {
         (
@@ -1228,6 +1235,21 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
                         always: Some(AlwaysWaits::Compared),
                         ..Sync::read(false, what, tensor, e, call.range())
                     });
+                }
+            }
+            // `torch.full((b, 1, 1, 1), alphas[index], device=d)`: the fill value is a number;
+            // an element of a tensor is read on the host to give it (DDIM samplers' schedules).
+            "torch.full" => {
+                let fill = call.arguments.args.get(1).or_else(|| call.arguments.find_keyword("fill_value").map(|k| &k.value));
+                if let Some(fill) = fill
+                    && match fill {
+                        Expr::Subscript(sub) => cx.kind_of(&sub.value) == Kind::Tensor,
+                        Expr::Name(_) | Expr::Attribute(_) => cx.kind_of(fill) == Kind::Tensor,
+                        _ => false,
+                    }
+                {
+                    let what = format!("torch.full(.., {}, ..)", cx.short(fill.range()));
+                    return Read::Found(Sync { always: Some(AlwaysWaits::Fill), ..Sync::read(false, what, fill, e, fill.range()) });
                 }
             }
             // `print(loss)` prints the tensor's values.

@@ -1860,12 +1860,31 @@ fn walks_backwards(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
 /// walked backwards (`zip(reversed(seq), reversed(seq_next))`: a schedule of timesteps, which a
 /// data loader is not)?
 fn is_range(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
+    is_range_within(cx, iter, 0)
+}
+
+/// [`is_range`], following names bound once to the iterable (`time_range = np.flip(timesteps)`,
+/// then `iterator = tqdm(time_range)`, as DDIM samplers write it) a few links deep.
+fn is_range_within(cx: &Checker<'_, '_>, iter: &Expr, depth: u32) -> bool {
     let mut found = false;
     any_subexpr(iter, &mut |e| {
-        if let Expr::Call(c) = e
-            && cx.callee_name(c).is_some_and(|q| matches!(q.as_ref(), "builtins.range" | "builtins.reversed"))
-        {
-            found = true;
+        match e {
+            Expr::Call(c)
+                if cx.callee_name(c).is_some_and(|q| {
+                    matches!(q.as_ref(), "builtins.range" | "builtins.reversed" | "numpy.flip" | "torch.flip")
+                }) =>
+            {
+                found = true;
+            }
+            Expr::Name(_) if depth < 3 => {
+                if let Some(b) = name_binding(cx, e)
+                    && let BindingKind::Assignment { value, part: Part::Whole, .. } = cx.model.binding(b).kind
+                    && cx.model.binding(b).shadowed.is_none()
+                {
+                    found = is_range_within(cx, value, depth + 1);
+                }
+            }
+            _ => {}
         }
         !found
     });
