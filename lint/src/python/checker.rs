@@ -1687,7 +1687,34 @@ impl Facts {
                         at: site.call.range(),
                     });
                 }
-            } else {
+            }
+            // A function defined in the loop's body and handed to a call there
+            // (`gpu_timer(train_step)`, `optimizer.step(closure)`) runs at that iteration.
+            if let Some(l) = site.in_loop {
+                let loop_range = model.loop_(l).stmt.range();
+                let args = site
+                    .call
+                    .arguments
+                    .args
+                    .iter()
+                    .chain(site.call.arguments.keywords.iter().map(|k| &k.value));
+                for a in args {
+                    if let Expr::Name(n) = a
+                        && let Some(b) = model.binding_of(n)
+                        && let BindingKind::FunctionDef(f) = model.binding(b).kind
+                        && loop_range.contains_range(model.function(f).def.range())
+                    {
+                        calls_to[f.index()].push(i);
+                        edges.push(Edge {
+                            caller: site.function,
+                            callee: f,
+                            in_loop: site.in_loop,
+                            at: site.call.range(),
+                        });
+                    }
+                }
+            }
+            if callee.is_none() {
                 // A call through a table of functions runs one of them.
                 for f in model.dispatched(&site.call.func, site.function) {
                     calls_to[f.index()].push(i);
