@@ -1234,7 +1234,7 @@ fn losses(model: &Model<'_>, types: &Types<'_, '_>) -> FxHashSet<BindingId> {
 
 /// What `.backward()` is called on: `loss` in `loss.backward()`, `(a + b)` in `(a + b).backward()`;
 /// and the loss a trainer object backpropagates (`accelerator.backward(loss)`,
-/// `fabric.backward(loss)`, `model_engine.backward(loss)`).
+/// `fabric.backward(loss)`, `model_engine.backward(loss)`, `controlnet.backward(loss)`).
 fn backward_receivers<'m, 'a>(model: &'m Model<'a>) -> impl Iterator<Item = &'a Expr> + 'm {
     model.calls.iter().filter_map(|s| match &*s.call.func {
         Expr::Attribute(a) if a.attr.as_str() == "backward" && s.call.arguments.args.len() <= 1 => {
@@ -1250,8 +1250,14 @@ fn backward_receivers<'m, 'a>(model: &'m Model<'a>) -> impl Iterator<Item = &'a 
                         || w.eq_ignore_ascii_case("engine")
                 })
             });
+            // `controlnet.backward(loss)` of a DeepSpeed engine whatever its name: the one
+            // argument is named for a loss (a tensor's own `backward` takes a gradient).
+            let named_loss = |e: &Expr| {
+                matches!(e, Expr::Name(n) if name_words(n.id.as_str()).any(|w| w.eq_ignore_ascii_case("loss")))
+            };
             match (&s.call.arguments.args[..], trainer) {
                 ([loss], true) => Some(loss),
+                ([loss], false) if named_loss(loss) => Some(loss),
                 (_, true) => None,
                 _ => Some(&*a.value),
             }

@@ -79,6 +79,8 @@ enum AlwaysWaits {
     Compared,
     /// `torch.full(size, alphas[i], device=d)`: the fill value is taken as a number.
     Fill,
+    /// `torch.tensor([t] * b, device=d)`: each element of the list is read as a number.
+    Listed,
 }
 
 /// A value a read can be of as it stands: a name, an attribute or an item (a call is read, if
@@ -227,6 +229,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         || synchronized_just_before(cx)
         || super::helpers::in_evaluation_pass(cx)
         || fills_a_cache(cx, sync.value.range())
+        || fills_a_keyed_cache(cx, sync.value.range())
     {
         return;
     }
@@ -336,6 +339,11 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         (
             format!("{message}: Python compares the tensor with the number on the host"),
             "bound it on the device: `t.clamp(min=1)` for `max(t, 1)`, `t.clamp(max=1)` for `min(t, 1)`",
+        )
+    } else if sync.always == Some(AlwaysWaits::Listed) {
+        (
+            format!("{message}: the list's tensor is read as a number, and the new tensor is built on the host and copied back"),
+            "build it from the tensor on the device: `t.expand(b)` or `t.repeat(b)` (`t.reshape(1).expand(b)` for a 0-dim `t`)",
         )
     } else if sync.always == Some(AlwaysWaits::Fill) {
         (
@@ -501,6 +509,30 @@ fn built_on_device<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     }
     let what = format!("torch.{factory}(.., device=..)");
     Some(Sync { upload: Some(Upload::Built), ..Sync::read(false, what, e, e, e.range()) })
+}
+
+/// Is the place in the value put into a cache under a key it does not hold yet
+/// (`if key not in hann_window: hann_window[key] = torch.hann_window(n).to(y.device)`)? The
+/// value is made once per key (a window per size and device), not at each call.
+fn fills_a_keyed_cache(cx: &Checker<'_, '_>, at: TextRange) -> bool {
+    let mut stmts = cx.parents.iter().rev().filter_map(|n| match n {
+        Node::Stmt(s) => Some(*s),
+        Node::Expr(_) => None,
+    });
+    let Some(Stmt::Assign(assign)) = stmts.next() else { return false };
+    let [Expr::Subscript(target)] = &assign.targets[..] else { return false };
+    if !assign.value.range().contains_range(at) {
+        return false;
+    }
+    let text = |e: &Expr| cx.model.text(e.range());
+    stmts.take(4).any(|s| {
+        let Stmt::If(i) = s else { return false };
+        matches!(&*i.test, Expr::Compare(c)
+            if matches!(&c.ops[..], [ast::CmpOp::NotIn])
+                && text(&c.left) == text(&target.slice)
+                && c.comparators.first().is_some_and(|d| text(d) == text(&target.value)))
+            && i.body.iter().any(|b| b.range().contains_range(assign.range()))
+    })
 }
 
 /// Is `at` past a guard that returns while a cache of the object is filled
@@ -1250,6 +1282,35 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
                 {
                     let what = format!("torch.full(.., {}, ..)", cx.short(fill.range()));
                     return Read::Found(Sync { always: Some(AlwaysWaits::Fill), ..Sync::read(false, what, fill, e, fill.range()) });
+                }
+            }
+            // `torch.tensor([t] * b, device=d)`: a list holding a tensor is read element by
+            // element on the host, then built there and copied back (diffusion pipelines' timestep
+            // at every denoising step).
+            "torch.tensor" | "torch.as_tensor" | "torch.LongTensor" | "torch.FloatTensor" => {
+                let list = match call.arguments.args.first() {
+                    Some(Expr::BinOp(b)) if b.op == ast::Operator::Mult => match (&*b.left, &*b.right) {
+                        (l @ Expr::List(_), _) | (_, l @ Expr::List(_)) => Some(l),
+                        _ => None,
+                    },
+                    Some(l @ Expr::List(_)) => Some(l),
+                    _ => None,
+                };
+                // The variable of a loop over a tensor on the device (`for t in timesteps`); a
+                // number given as it is (`[num_boxes]`, a count) is an upload, below.
+                // (Only a loop's variable: a name bound elsewhere is as often a number the
+                // function was given, `elif np.isscalar(obs): torch.FloatTensor([obs])`.)
+                let listed = |x: &&Expr| {
+                    super::helpers::name_binding(cx, x)
+                        .is_some_and(|b| matches!(cx.model.binding(b).kind, BindingKind::LoopVar { .. }))
+                        && cx.kind_of(x).may_be_tensor()
+                        && provenance_in_project(cx, x).on_accelerator
+                };
+                if let Some(Expr::List(l)) = list
+                    && let Some(tensor) = l.elts.iter().find(listed)
+                {
+                    let what = format!("{}([{}, ..])", q, cx.short(tensor.range()));
+                    return Read::Found(Sync { always: Some(AlwaysWaits::Listed), ..Sync::read(false, what, tensor, e, call.range()) });
                 }
             }
             // `print(loss)` prints the tensor's values.

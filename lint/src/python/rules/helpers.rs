@@ -721,6 +721,11 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             if matches!(a.attr.as_str(), "data" | "grad") {
                 return Provenance { requires_grad: false, ..next(&a.value) };
             }
+            // `self.scheduler.timesteps` after `self.scheduler.set_timesteps(n, device=device)`
+            // in the same function: a Diffusers scheduler's schedule, made where it was asked.
+            if a.attr.as_str() == "timesteps" && timesteps_set_on_device(cx, &a.value) {
+                return Provenance { on_accelerator: true, requires_grad: false };
+            }
             // A model output's fields (`outputs.loss`, `out.logits`), the (values, indices) pair
             // of a reduction (`d.min(dim=-1).values`): where the output is.
             if matches!(
@@ -1048,6 +1053,21 @@ fn returned_value_of(
         cx.returned_values.borrow_mut().remove(&f);
     }
     p
+}
+
+/// Does the function call `scheduler.set_timesteps(.., device=d)` on this receiver with a device
+/// other than the CPU?
+fn timesteps_set_on_device(cx: &Checker<'_, '_>, scheduler: &Expr) -> bool {
+    let Some(f) = cx.function else { return false };
+    let receiver = cx.model.text(scheduler.range());
+    cx.model.calls.iter().filter(|s| s.function == Some(f)).any(|s| {
+        matches!(&*s.call.func, Expr::Attribute(m) if m.attr.as_str() == "set_timesteps"
+            && cx.model.text(m.value.range()) == receiver)
+            && s.call
+                .arguments
+                .find_keyword("device")
+                .is_some_and(|d| !is_cpu_device(cx, &d.value) && !matches!(d.value, Expr::NoneLiteral(_)))
+    })
 }
 
 /// A dict a function returns (`{"loss": loss, ..}`, `{k: t.to(device) ..}`, or a name bound to
@@ -1864,7 +1884,8 @@ fn is_range(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
 }
 
 /// [`is_range`], following names bound once to the iterable (`time_range = np.flip(timesteps)`,
-/// then `iterator = tqdm(time_range)`, as DDIM samplers write it) a few links deep.
+/// then `iterator = tqdm(time_range)`, as DDIM samplers write it) a few links deep; a scheduler's
+/// `timesteps` is a schedule too.
 fn is_range_within(cx: &Checker<'_, '_>, iter: &Expr, depth: u32) -> bool {
     let mut found = false;
     any_subexpr(iter, &mut |e| {
@@ -1876,6 +1897,8 @@ fn is_range_within(cx: &Checker<'_, '_>, iter: &Expr, depth: u32) -> bool {
             {
                 found = true;
             }
+            // A scheduler's schedule (`self.scheduler.timesteps`), walked from noise to image.
+            Expr::Attribute(a) if a.attr.as_str() == "timesteps" => found = true,
             Expr::Name(_) if depth < 3 => {
                 if let Some(b) = name_binding(cx, e)
                     && let BindingKind::Assignment { value, part: Part::Whole, .. } = cx.model.binding(b).kind
