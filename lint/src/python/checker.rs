@@ -1694,8 +1694,10 @@ impl Facts {
                     });
                 }
             }
-            // A function defined in the loop's body and handed to a call there
-            // (`gpu_timer(train_step)`, `optimizer.step(closure)`) runs at that iteration.
+            // Functions the call runs besides its callee: one defined in the loop's body and
+            // handed to the call (`gpu_timer(train_step)`, `optimizer.step(closure)`) runs at
+            // that iteration; a call through a table of functions runs one of them.
+            let mut handed: Vec<FunctionId> = Vec::new();
             if let Some(l) = site.in_loop {
                 let loop_range = model.loop_(l).stmt.range();
                 let args = site
@@ -1710,27 +1712,21 @@ impl Facts {
                         && let BindingKind::FunctionDef(f) = model.binding(b).kind
                         && loop_range.contains_range(model.function(f).def.range())
                     {
-                        calls_to[f.index()].push(i);
-                        edges.push(Edge {
-                            caller: site.function,
-                            callee: f,
-                            in_loop: site.in_loop,
-                            at: site.call.range(),
-                        });
+                        handed.push(f);
                     }
                 }
             }
             if callee.is_none() {
-                // A call through a table of functions runs one of them.
-                for f in model.dispatched(&site.call.func, site.function) {
-                    calls_to[f.index()].push(i);
-                    edges.push(Edge {
-                        caller: site.function,
-                        callee: f,
-                        in_loop: site.in_loop,
-                        at: site.call.range(),
-                    });
-                }
+                handed.extend(model.dispatched(&site.call.func, site.function));
+            }
+            for f in handed {
+                calls_to[f.index()].push(i);
+                edges.push(Edge {
+                    caller: site.function,
+                    callee: f,
+                    in_loop: site.in_loop,
+                    at: site.call.range(),
+                });
             }
         }
         // A loop that moves what it iterates over to the device and hands it to a call there
