@@ -230,6 +230,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         || super::helpers::in_evaluation_pass(cx)
         || fills_a_cache(cx, sync.value.range())
         || fills_a_keyed_cache(cx, sync.value.range())
+        || number_or_tensor_parameter(cx, sync.tensor)
     {
         return;
     }
@@ -509,6 +510,29 @@ fn built_on_device<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     }
     let what = format!("torch.{factory}(.., device=..)");
     Some(Sync { upload: Some(Upload::Built), ..Sync::read(false, what, e, e, e.range()) })
+}
+
+/// Is the value read a parameter that defaults to `None` or a number, read in a branch on whether
+/// it is a tensor (`int(n.item()) if isinstance(n, torch.Tensor) else int(n)`)? The function is
+/// written to be given a number, and its callers most often give one.
+fn number_or_tensor_parameter(cx: &Checker<'_, '_>, tensor: &Expr) -> bool {
+    let Expr::Name(n) = tensor else { return false };
+    let Some(b) = cx.model.binding_of(n) else { return false };
+    let BindingKind::Parameter { default: Some(default), .. } = cx.model.binding(b).kind else { return false };
+    if !matches!(default, Expr::NoneLiteral(_) | Expr::NumberLiteral(_)) {
+        return false;
+    }
+    let tests_tensor = |test: &Expr| {
+        matches!(test, Expr::Call(c)
+            if cx.callee_name(c).is_some_and(|q| matches!(q.as_ref(), "builtins.isinstance" | "torch.is_tensor"))
+                && matches!(c.arguments.args.first(), Some(Expr::Name(v)) if v.id == n.id))
+    };
+    // (Its other branch, `else int(n)`, is given the number.)
+    cx.parents.iter().rev().any(|p| match p {
+        Node::Expr(Expr::If(i)) => tests_tensor(&i.test),
+        Node::Stmt(Stmt::If(i)) => tests_tensor(&i.test),
+        _ => false,
+    })
 }
 
 /// Is the place in the value put into a cache under a key it does not hold yet
