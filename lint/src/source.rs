@@ -110,6 +110,16 @@ impl Language {
 /// Python's conventions: pytest files (`test_*.py`, `*_test.py`, `conftest.py`), packaging
 /// (`setup.py`), and scripts (`__main__.py`, `main.py`, `scripts/`, `tools/`), where choosing a
 /// device is the script's job. `None`: decided by the rules shared with Rust.
+/// Is the file in a folder of tests (`tests/`, `test/`), not only named for one (`test_net.py`)?
+pub(crate) fn in_tests_folder(path: &Path) -> bool {
+    in_folder(path, &["tests", "test"])
+}
+
+fn in_folder(path: &Path, names: &[&str]) -> bool {
+    path.parent()
+        .is_some_and(|p| p.components().any(|c| c.as_os_str().to_str().is_some_and(|c| names.contains(&c))))
+}
+
 fn python_kind(path: &Path, file_name: &str, stem: &str) -> Option<FileKind> {
     if stem.starts_with("test_") || file_name == "conftest.py" {
         return Some(FileKind::Test);
@@ -121,18 +131,16 @@ fn python_kind(path: &Path, file_name: &str, stem: &str) -> Option<FileKind> {
     if matches!(file_name, "__main__.py" | "main.py") || file_name.ends_with(".ipynb") {
         return Some(FileKind::Binary);
     }
-    let in_dir = |names: &[&str]| {
-        path.parent().is_some_and(|p| {
-            p.components().any(|c| c.as_os_str().to_str().is_some_and(|c| names.contains(&c)))
-        })
-    };
-    if in_dir(&["tests", "test"]) {
+    if in_tests_folder(path) {
         return Some(FileKind::Test);
     }
-    if stem.starts_with("bench_") || stem.ends_with("_benchmark") || in_dir(&["benchmarks", "benchmark"]) {
+    if stem.starts_with("bench_")
+        || stem.ends_with("_benchmark")
+        || in_folder(path, &["benchmarks", "benchmark"])
+    {
         return Some(FileKind::Bench);
     }
-    if in_dir(&["scripts", "tools", "bin"]) {
+    if in_folder(path, &["scripts", "tools", "bin"]) {
         return Some(FileKind::Binary);
     }
     None

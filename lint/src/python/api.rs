@@ -457,8 +457,20 @@ pub(crate) fn tensor_method_returns_tensor(method: &str) -> bool {
 /// A wrapper that returns a module running the one it is given first (`DataParallel(net, ..)`,
 /// `torch.compile(net)`), torch's or a repository's own `DataParallel`.
 pub(crate) fn is_module_wrapper(q: &str) -> bool {
-    matches!(q, "torch.compile" | "torch.distributed.fsdp.FullyShardedDataParallel")
+    is_torch_wrapper(q)
         || q.rsplit('.').next().is_some_and(|last| matches!(last, "DataParallel" | "DistributedDataParallel"))
+}
+
+/// PyTorch's wrappers of a module: what they return is a module that runs the one they wrap.
+fn is_torch_wrapper(q: &str) -> bool {
+    matches!(
+        q,
+        "torch.nn.parallel.DistributedDataParallel"
+            | "torch.nn.parallel.DataParallel"
+            | "torch.nn.parallel.distributed.DistributedDataParallel"
+            | "torch.distributed.fsdp.FullyShardedDataParallel"
+            | "torch.compile"
+    )
 }
 
 /// Methods that move or convert a tensor and return the new one: `x.to(..)`, `x.cuda()`,
@@ -506,15 +518,9 @@ pub(crate) fn is_module_class(q: &str) -> bool {
             | "transformers.PreTrainedModel"
             | "transformers.modeling_utils.PreTrainedModel"
             | "timm.create_model"
-            // Wrappers: what they return is a module that runs the one they wrap.
-            | "torch.nn.parallel.DistributedDataParallel"
-            | "torch.nn.parallel.DataParallel"
-            | "torch.nn.parallel.distributed.DistributedDataParallel"
-            | "torch.distributed.fsdp.FullyShardedDataParallel"
-            | "torch.compile"
-    ) || q
-        .strip_prefix("torchvision.models.")
-        .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_lowercase()))
+    ) || is_torch_wrapper(q)
+        || q.strip_prefix("torchvision.models.")
+            .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_lowercase()))
         || transformers_model_class(q)
 }
 

@@ -297,12 +297,7 @@ pub(crate) struct Checker<'m, 'a> {
 impl<'m, 'a> Checker<'m, 'a> {
     pub fn new(model: &'m Model<'a>, kind: FileKind, path: &std::path::Path, project: View<'m>) -> Self {
         let types = Types::new(model, project);
-        let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let mut facts = Facts::gather(model, &types, kind, file_name);
-        facts.in_tests_folder = kind.is_test_like()
-            && path.parent().is_some_and(|p| {
-                p.components().any(|c| matches!(c.as_os_str().to_str(), Some("tests" | "test")))
-            });
+        let facts = Facts::gather(model, &types, kind, path);
         Checker {
             model,
             types,
@@ -1571,7 +1566,8 @@ impl Facts {
         }
     }
 
-    fn gather(model: &Model<'_>, types: &Types<'_, '_>, kind: FileKind, file_name: &str) -> Facts {
+    fn gather(model: &Model<'_>, types: &Types<'_, '_>, kind: FileKind, path: &std::path::Path) -> Facts {
+        let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let stem_words = || name_words(file_name.strip_suffix(".py").unwrap_or(file_name));
         let n = model.functions().count();
         let loops = model.loops().count();
@@ -1890,7 +1886,7 @@ impl Facts {
                 )
             }) && !stem_words().any(|w| names_training(&w.to_ascii_lowercase())),
             file_named_for_mps: stem_words().any(|w| names_accelerator(w, true)),
-            in_tests_folder: false,
+            in_tests_folder: kind.is_test_like() && crate::source::in_tests_folder(path),
             clock_in,
             clock_at_top,
             loss_inputs: FxHashSet::default(),

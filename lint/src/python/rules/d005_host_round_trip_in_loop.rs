@@ -179,14 +179,15 @@ fn implicit<'a>(cx: &Checker<'_, 'a>, value: &'a Expr, whole: &'a Expr, what: St
 }
 
 /// `loss.detach().float()`, `losses.mean()`: a plain value taken through tensor methods that
-/// return a tensor where it is (not `.cpu()`, `.to(..)`, `.item()`, `.tolist()`).
+/// return a tensor where it is (not a move: `.cpu()`, `.to(..)`; `.item()` and `.tolist()` return
+/// no tensor).
 fn tensor_chain(cx: &Checker<'_, '_>, e: &Expr, depth: u32) -> bool {
     let Expr::Call(c) = e else { return false };
     let Expr::Attribute(a) = &*c.func else { return false };
     let method = a.attr.as_str();
     depth < 8
         && api::tensor_method_returns_tensor(method)
-        && !matches!(method, "cpu" | "to" | "cuda" | "type" | "numpy" | "tolist" | "item")
+        && !matches!(method, "cpu" | "to" | "cuda" | "type")
         // (`torch.min(y)` is a function of torch's, not a method.)
         && cx.kind_of(&a.value).may_be_tensor()
         && (plain_value(&a.value) || tensor_chain(cx, &a.value, depth + 1))
@@ -1759,10 +1760,10 @@ fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) 
 /// nothing returned is a decision the caller acts on.
 fn decision(cx: &Checker<'_, '_>, body: &[Stmt]) -> Use {
     let leaves = |s: &Stmt| matches!(s, Stmt::Continue(_) | Stmt::Assert(_)) || leaves_for_good(cx.model, s);
+    let per_step = std::cell::OnceCell::new();
     let shortcut = |s: &Stmt| {
         matches!(s, Stmt::Return(r) if r.value.as_deref().is_some_and(|v| cx.kind_of(v).may_be_tensor()))
-            && cx.loops.is_empty()
-            && cx.hot().is_some()
+            && *per_step.get_or_init(|| cx.loops.is_empty() && cx.hot().is_some())
     };
     if body.iter().any(|s| leaves(s) && !shortcut(s)) { Use::Needed } else { Use::Deferrable }
 }

@@ -1077,14 +1077,10 @@ fn holds_values(cx: &Checker<'_, '_>, e: &Expr) -> bool {
         Expr::Dict(_) | Expr::DictComp(_) => true,
         // (Not a dict filled item by item: what it is filled with is often text or numbers
         // taken from a batch.)
-        Expr::Name(_) => name_binding(cx, e).is_some_and(|b| {
-            matches!(
-                cx.model.binding(b).kind,
-                BindingKind::Assignment { value: Expr::Dict(d), part: Part::Whole, .. } if !d.items.is_empty()
-            ) || matches!(
-                cx.model.binding(b).kind,
-                BindingKind::Assignment { value: Expr::DictComp(_), part: Part::Whole, .. }
-            )
+        Expr::Name(_) => name_binding(cx, e).is_some_and(|b| match cx.model.binding(b).kind {
+            BindingKind::Assignment { value: Expr::Dict(d), part: Part::Whole, .. } => !d.items.is_empty(),
+            BindingKind::Assignment { value: Expr::DictComp(_), part: Part::Whole, .. } => true,
+            _ => false,
         }),
         _ => false,
     }
