@@ -1756,8 +1756,10 @@ impl Facts {
         let mut outer_loop = vec![false; loops];
         for (id, l) in model.loops() {
             // (Not a loop over the optimizer's parameter groups, which sets learning rates: a
-            // step's warm-up `for param in optimizer.param_groups: param["lr"] = ..`.)
-            if loop_work[id.index()] && !over_param_groups(l) {
+            // step's warm-up `for param in optimizer.param_groups: param["lr"] = ..`; nor one over
+            // a model's parameters, which updates each within a step: an EMA's
+            // `for p, q in zip(net.parameters(), ema.parameters()): q.mul_(m).add_(..)`.)
+            if loop_work[id.index()] && !over_parameters(l) {
                 // Every loop around a working loop is an outer loop, and its function runs one.
                 mark_out(&mut outer_loop, l.parent);
                 if let Some(f) = l.function {
@@ -1792,12 +1794,17 @@ impl Facts {
         // no loop of its own (full-batch training: `for epoch in range(n): train(epoch)`).
         let mut steps_once = vec![false; n];
         let mut steps_here = vec![false; loops];
+        // Per function: a loop inside steps the training (here or in a function it calls).
+        let mut stepping_loop_inside = vec![false; n];
         for site in &model.calls {
             if steps_training(site.call) {
                 match site.in_loop {
                     Some(l) => {
                         outer_loop[l.index()] = false;
                         steps_here[l.index()] = true;
+                        if let Some(f) = site.function {
+                            stepping_loop_inside[f.index()] = true;
+                        }
                     }
                     None => {
                         if let Some(f) = site.function {
@@ -1807,14 +1814,26 @@ impl Facts {
                 }
             }
         }
-        // (Not a loop with a loop of steps inside: a helper that steps once per epoch to flush
-        // accumulated gradients leaves it a loop over epochs.)
+        for e in &edges {
+            if e.in_loop.is_some()
+                && steps_once[e.callee.index()]
+                && let Some(c) = e.caller
+            {
+                stepping_loop_inside[c.index()] = true;
+            }
+        }
+        spread_to_callers(&mut stepping_loop_inside, &by_callee, &edges);
+        // A loop that calls a function stepping the training once, with no loop of steps inside
+        // it, steps the training itself, whatever other loops that function runs (over the masks
+        // of a batch, the terms of a loss, an EMA's parameters). (Not one that steps inside a loop
+        // of its own: a helper that steps once per epoch to flush accumulated gradients leaves its
+        // caller a loop over epochs.)
         for e in &edges {
             if let Some(l) = e.in_loop
                 && steps_once[e.callee.index()]
-                && !work_loop_inside[e.callee.index()]
-                && !outer_loop[l.index()]
+                && !stepping_loop_inside[e.callee.index()]
             {
+                outer_loop[l.index()] = false;
                 steps_here[l.index()] = true;
             }
         }
@@ -2700,13 +2719,16 @@ fn steps_training(call: &ast::ExprCall) -> bool {
 }
 
 /// Does the loop walk an optimizer's parameter groups (`for g in opt.param_groups:`,
-/// `enumerate(self.optimizer.param_groups)`)?
-fn over_param_groups(l: &crate::python::model::Loop<'_>) -> bool {
+/// `enumerate(self.optimizer.param_groups)`) or a model's parameters or buffers
+/// (`zip(net.parameters(), ema.parameters())`, `model.named_parameters()`)?
+fn over_parameters(l: &crate::python::model::Loop<'_>) -> bool {
     l.for_parts().is_some_and(|(_, iter)| {
-        super::rules::helpers::any_subexpr_is(
-            iter,
-            |e| matches!(e, Expr::Attribute(a) if a.attr.as_str() == "param_groups"),
-        )
+        super::rules::helpers::any_subexpr_is(iter, |e| match e {
+            Expr::Attribute(a) => a.attr.as_str() == "param_groups",
+            Expr::Call(c) => matches!(&*c.func, Expr::Attribute(a)
+                if matches!(a.attr.as_str(), "parameters" | "named_parameters" | "buffers" | "named_buffers")),
+            _ => false,
+        })
     })
 }
 

@@ -579,6 +579,9 @@ impl<'m, 'a> Types<'m, 'a> {
                 _ => {}
             }
         }
+        if self.autograd_apply(c) {
+            return Kind::Tensor;
+        }
         if let Some(q) = self.model.canonical_name(&c.func) {
             if api::is_parameter_class(&q) || api::returns_tensor(&q) {
                 return Kind::Tensor;
@@ -637,6 +640,30 @@ impl<'m, 'a> Types<'m, 'a> {
             return self.module_output(&c.func);
         }
         Kind::Unknown
+    }
+
+    /// `AllReduce.apply(x)`: a custom autograd function (a class of this file deriving from
+    /// `torch.autograd.Function`, or a class imported from elsewhere) run on a tensor. Its result
+    /// is what its `forward` makes of the tensors it is given: a tensor on their device.
+    pub fn autograd_apply(&self, c: &ast::ExprCall) -> bool {
+        let Expr::Attribute(a) = &*c.func else { return false };
+        let Expr::Name(n) = &*a.value else { return false };
+        if a.attr.as_str() != "apply" {
+            return false;
+        }
+        let Some(b) = self.model.binding_of(n) else { return false };
+        let function_class = match self.model.binding(b).kind {
+            BindingKind::ClassDef(class) => self.model.class(class).bases().iter().any(|base| {
+                self.model.canonical_name(base).is_some_and(|q| {
+                    matches!(&*q, "torch.autograd.Function" | "torch.autograd.function.Function")
+                })
+            }),
+            // A class by its name (`from .distributed import AllReduce`); a module's `apply(fn)`
+            // is called on an instance, not a class.
+            BindingKind::Import { .. } => n.id.chars().next().is_some_and(char::is_uppercase),
+            _ => false,
+        };
+        function_class && c.arguments.args.iter().any(|x| self.kind(x).may_be_tensor())
     }
 
     /// The function a call is in is not needed to resolve `self.method(..)` for typing: the

@@ -1066,7 +1066,7 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
             found = factory_of(at);
             continue;
         }
-        let Some((c, inner, m)) = method_call(at) else {
+        let Some((c, inner, m)) = torch_form_of_method(cx, at).or_else(|| method_call(at)) else {
             // `offset.view(b, 1)` with `offset = torch.arange(b) * n` above: through the name.
             return match at {
                 Expr::Name(_) | Expr::BinOp(_) if depth > 0 && !std::ptr::eq(at, e) => {
@@ -1121,6 +1121,21 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
         || (factory == "tensor" || factory == "as_tensor")
             && matches!(made.arguments.args.first(), Some(Expr::NumberLiteral(_) | Expr::UnaryOp(_)));
     Some((factory, made.range(), zero_dim))
+}
+
+/// `torch.triu(t, diagonal=1)`: torch's function form of a tensor method that returns a tensor
+/// (`t.triu(1)`), given `t` first and nothing else that is a tensor (sizes, dims, offsets). As
+/// [`method_call`]: the call, `t` and the method's name.
+fn torch_form_of_method<'e>(cx: &Checker<'_, 'e>, e: &'e Expr) -> Option<(&'e ast::ExprCall, &'e Expr, &'e str)> {
+    let Expr::Call(c) = e else { return None };
+    let Expr::Attribute(f) = &*c.func else { return None };
+    let name = f.attr.as_str();
+    if !api::tensor_method_returns_tensor(name) || name.ends_with('_') || cx.callee_name(c)?.strip_prefix("torch.")? != name {
+        return None;
+    }
+    let (first, rest) = c.arguments.args.split_first()?;
+    let plain = |a: &Expr| matches!(cx.kind_of(a), Kind::Scalar | Kind::Other);
+    (rest.iter().all(plain) && c.arguments.keywords.iter().all(|k| plain(&k.value))).then_some((c, first, name))
 }
 
 /// Does a function move or place a tensor anywhere: `.cuda()`, `.type_as(..)`, `.to(..)` given

@@ -661,6 +661,10 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             {
                 return Provenance { on_accelerator: true, requires_grad: false };
             }
+            // `AllReduce.apply(x)`: a custom autograd function's result, where its tensors are.
+            if cx.types.autograd_apply(c) {
+                return c.arguments.args.iter().fold(NONE, |p, arg| p.union(next(arg)));
+            }
             if let Some(q) = cx.callee_name(c) {
                 // `sum(loss_dict.values())`: where what it adds up is.
                 if q == "builtins.sum"
