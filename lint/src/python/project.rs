@@ -569,6 +569,12 @@ impl Project {
     /// names (directly or through re-exports), and the function's own name; `None` when no file
     /// or several do.
     pub(crate) fn function_file<'s>(&'s self, name: &'s str) -> Option<(&'s Path, &'s str)> {
+        self.one_file(self.function_candidates(name)?.into_iter())
+    }
+
+    /// The files (and own names) that may define the top-level function `name` names; `None`
+    /// when a file binds the name to something outside the project.
+    fn function_candidates<'s>(&'s self, name: &'s str) -> Option<Vec<(usize, &'s str)>> {
         let reached = self.names_reached(name);
         // A file that binds the name to something outside the project (`from sklearn.metrics
         // import accuracy_score as accuracy` in another `utils.py`): which one is meant is not known.
@@ -582,16 +588,27 @@ impl Project {
         }) {
             return None;
         }
-        self.one_file(reached.into_iter().flat_map(|candidate| {
-            let own = candidate.rsplit('.').next().unwrap_or(candidate);
-            self.functions.get(candidate).into_iter().flatten().map(move |&file| (file, own))
-        }))
+        Some(
+            reached
+                .into_iter()
+                .flat_map(|candidate| {
+                    let own = candidate.rsplit('.').next().unwrap_or(candidate);
+                    self.functions.get(candidate).into_iter().flatten().map(move |&file| (file, own))
+                })
+                .collect(),
+        )
     }
 
     /// The one file of the project that defines the method an absolute dotted name names
     /// (`pkg.utils.Logger.update`), and the method as `Class.method`; `None` when no file or
     /// several do.
     pub(crate) fn method_file<'s>(&'s self, name: &'s str) -> Option<(&'s Path, &'s str)> {
+        self.one_file(self.method_candidates(name)?.into_iter())
+    }
+
+    /// The files (and `Class.method` names) that may define the method `name` names; `None` when
+    /// a file binds the class's name to a class outside the project.
+    fn method_candidates<'s>(&'s self, name: &'s str) -> Option<Vec<(usize, &'s str)>> {
         let (class, method) = name.rsplit_once('.')?;
         let reached = self.names_reached(class);
         // A file that binds the class's name to a class outside the project (`from logging import
@@ -603,16 +620,90 @@ impl Project {
             return None;
         }
         // The class through its re-exports (`utils.Logger` → `utils.misc.Logger`).
-        self.one_file(reached.into_iter().flat_map(|reached| {
-            let entry = self.methods.get_key_value(format!("{reached}.{method}").as_str());
-            entry.into_iter().flat_map(|(key, files)| {
-                let own = match key.rmatch_indices('.').nth(1) {
-                    Some((at, _)) => &key[at + 1..],
-                    None => key.as_str(),
-                };
-                files.iter().map(move |&file| (file, own))
-            })
-        }))
+        Some(
+            reached
+                .into_iter()
+                .flat_map(|reached| {
+                    let entry = self.methods.get_key_value(format!("{reached}.{method}").as_str());
+                    entry.into_iter().flat_map(|(key, files)| {
+                        let own = match key.rmatch_indices('.').nth(1) {
+                            Some((at, _)) => &key[at + 1..],
+                            None => key.as_str(),
+                        };
+                        files.iter().map(move |&file| (file, own))
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// The file that defines the top-level function `name` names, for a name of the file at
+    /// `caller` ([`Project::nearest_file`]).
+    pub(crate) fn function_file_from<'s>(
+        &'s self,
+        name: &'s str,
+        caller: &Path,
+    ) -> Option<(&'s Path, &'s str)> {
+        self.nearest_file(self.function_candidates(name)?, name, caller)
+    }
+
+    /// The file that defines the method `name` names, for a name of the file at `caller`
+    /// ([`Project::nearest_file`]).
+    pub(crate) fn method_file_from<'s>(
+        &'s self,
+        name: &'s str,
+        caller: &Path,
+    ) -> Option<(&'s Path, &'s str)> {
+        self.nearest_file(self.method_candidates(name)?, name, caller)
+    }
+
+    /// The one file among `candidates` that defines `name` for the file at `caller`. Where several
+    /// files define it (two sub-projects that each have a `utils/masking.py`), the one Python
+    /// imports when the caller's own tree is on its path: the file under the nearest folder above
+    /// the caller that holds the name's module (`FEDformer/layers/attn.py` imports
+    /// `FEDformer/utils/masking.py`, `layers/attn.py` the top-level `utils/masking.py`).
+    fn nearest_file<'s>(
+        &'s self,
+        candidates: Vec<(usize, &'s str)>,
+        name: &str,
+        caller: &Path,
+    ) -> Option<(&'s Path, &'s str)> {
+        if let Some(one) = self.one_file(candidates.iter().copied()) {
+            return Some(one);
+        }
+        let caller = std::path::absolute(caller).ok()?;
+        let parts: Vec<&str> = name.split('.').collect();
+        // Per candidate: the folder its module hangs from, when the file's path ends with the
+        // module parts the name starts with (`…/utils/masking.py` for `utils.masking.X`).
+        let mut best: Option<(usize, (usize, &str))> = None;
+        let mut tied = false;
+        for (file, own) in candidates {
+            let (module, is_package) = module_path(&self.paths[file]);
+            let Some(k) = (1..=module.len().min(parts.len())).rev().find(|&k| {
+                module[module.len() - k..].iter().map(String::as_str).eq(parts[..k].iter().copied())
+            }) else {
+                continue;
+            };
+            let Ok(path) = std::path::absolute(&self.paths[file]) else { continue };
+            // (A package's `__init__.py` is one folder deeper than its module's name.)
+            let Some(root) = path.ancestors().nth(k + usize::from(is_package)) else { continue };
+            if !caller.starts_with(root) {
+                continue;
+            }
+            let depth = root.components().count();
+            match best {
+                Some((d, found)) if d == depth => tied |= found != (file, own),
+                Some((d, _)) if d > depth => {}
+                _ => {
+                    best = Some((depth, (file, own)));
+                    tied = false;
+                }
+            }
+        }
+        match best {
+            Some((_, (file, own))) if !tied => Some((self.paths[file].as_path(), own)),
+            _ => None,
+        }
     }
 
     /// The file the candidates (file, own name) agree on; `None` when there is none, or they
@@ -686,8 +777,10 @@ impl Project {
             }
         };
         for (call, known) in &direct {
-            if let Some((file, function)) =
-                self.function_file(&call.callee).or_else(|| self.method_file(&call.callee))
+            let caller = Path::new(&known.caller);
+            if let Some((file, function)) = self
+                .function_file_from(&call.callee, caller)
+                .or_else(|| self.method_file_from(&call.callee, caller))
             {
                 add(file.to_path_buf(), function.to_string(), known);
             }
@@ -2124,7 +2217,7 @@ impl<'p> View<'p> {
             return None;
         }
         let q = absolute(qualified, self.module, self.is_package)?;
-        let (file, _) = self.project.function_file(&q)?;
+        let (file, _) = self.project.function_file_from(&q, self.path)?;
         (file != self.path).then_some(q)
     }
 
@@ -2146,7 +2239,7 @@ impl<'p> View<'p> {
             return None;
         }
         let q = format!("{}.{method}", absolute(class, self.module, self.is_package)?);
-        let (file, _) = self.project.method_file(&q)?;
+        let (file, _) = self.project.method_file_from(&q, self.path)?;
         (file != self.path).then_some(q)
     }
 
@@ -2536,6 +2629,45 @@ mod tests {
         assert!(p.uses_torch_code(Path::new("pkg/ppo.py")));
         assert!(!p.uses_torch_code(Path::new("pkg/other.py")));
         assert!(!p.uses_torch_code(Path::new("pkg/base.py")));
+    }
+
+    #[test]
+    fn a_name_two_sub_projects_define_resolves_under_the_caller() {
+        let mask = "import torch\nclass Mask:\n    def __init__(self, n):\n        self.m = torch.ones(n)\n";
+        let mut p = project(&[
+            ("/r/utils/masking.py", mask),
+            ("/r/layers/attn.py", "from utils.masking import Mask\n"),
+            ("/r/fed/utils/masking.py", mask),
+            ("/r/fed/layers/attn.py", "from utils.masking import Mask\n"),
+            ("/r/other/utils/masking.py", mask),
+        ]);
+        // Named alone, the class is any of three: not followed.
+        assert!(p.method_file("utils.masking.Mask.__init__").is_none());
+        let call = HotCall {
+            callee: "utils.masking.Mask.__init__".into(),
+            offset: 0,
+            line: 3,
+            cell: None,
+            args: vec![false, false],
+            keywords: Vec::new(),
+            spread: false,
+            result_needed: false,
+            how: "at every forward pass",
+            dispatched: false,
+        };
+        let changed = p.set_called_from(&[
+            ("/r/layers/attn.py".into(), vec![call.clone()]),
+            ("/r/fed/layers/attn.py".into(), vec![call]),
+        ]);
+        // Each caller runs the copy in its own tree, as Python would import it from there; the
+        // third tree's copy is nobody's.
+        assert_eq!(
+            changed,
+            vec![PathBuf::from("/r/fed/utils/masking.py"), PathBuf::from("/r/utils/masking.py")]
+        );
+        assert_eq!(p.called_from(Path::new("/r/utils/masking.py"))[0].caller, "/r/layers/attn.py");
+        assert_eq!(p.called_from(Path::new("/r/fed/utils/masking.py"))[0].caller, "/r/fed/layers/attn.py");
+        assert!(p.called_from(Path::new("/r/other/utils/masking.py")).is_empty());
     }
 
     #[test]
