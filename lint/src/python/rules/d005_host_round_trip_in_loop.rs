@@ -1638,6 +1638,93 @@ fn elsewhere_needs_result(cx: &Checker<'_, '_>) -> Option<bool> {
     }
 }
 
+/// For a function of this file that runs at every step because a loop of this file calls it
+/// (directly, through other functions, or handed to a call: `gpu_timer(train_step)`): does one of
+/// its calls in the file need what it returns on the host at once (`Some(true)`), or does each
+/// drop it or keep it in names that are only logged or accumulated (`Some(false)`)? `None` for any
+/// other function, or one called in many places.
+fn callers_need_result(cx: &Checker<'_, '_>) -> Option<bool> {
+    let f = cx.function?;
+    if !matches!(cx.hot_of(f)?, Hot::CalledInLoop(_)) {
+        return None;
+    }
+    let sites = &cx.facts.calls_to[f.index()];
+    if sites.is_empty() || sites.len() > 8 {
+        return None;
+    }
+    for &i in sites {
+        let site = cx.model.calls.get(i)?;
+        let body: &[Stmt] = match site.function {
+            Some(g) => &cx.model.function(g).def.body,
+            None => cx.module_body,
+        };
+        let at = site.call.range();
+        // The simple statement that holds the call.
+        let mut holder: Option<&Stmt> = None;
+        super::helpers::each_stmt(body, &mut |s| {
+            let compound = matches!(
+                s,
+                Stmt::For(_)
+                    | Stmt::While(_)
+                    | Stmt::If(_)
+                    | Stmt::With(_)
+                    | Stmt::Try(_)
+                    | Stmt::Match(_)
+                    | Stmt::FunctionDef(_)
+                    | Stmt::ClassDef(_)
+            );
+            if !compound && s.range().contains_range(at) {
+                holder = Some(s);
+            }
+        });
+        let holder = holder?;
+        // Handed straight to a call that logs or accumulates it (`meter.update(step(..))`).
+        let mut outer: Option<&ast::ExprCall> = None;
+        for e in statement_exprs(holder) {
+            any_subexpr(e, &mut |sub| {
+                if let Expr::Call(c) = sub
+                    && c.arguments.args.iter().chain(c.arguments.keywords.iter().map(|k| &k.value)).any(|a| a.range() == at)
+                {
+                    outer = Some(c);
+                }
+                outer.is_none()
+            });
+        }
+        if let Some(c) = outer {
+            if classify_call(cx, c, false) == Use::Needed || !matches!(holder, Stmt::Expr(e) if e.value.range() == c.range()) {
+                return Some(true);
+            }
+            continue;
+        }
+        match holder {
+            Stmt::Expr(e) if e.value.range() == at => {}
+            Stmt::Assign(a) if a.value.range() == at => {
+                // Names only, unpacked as deep as they go (`(loss, stats), ms = gpu_timer(step)`).
+                let mut names = Vec::new();
+                let mut plain = true;
+                for t in &a.targets {
+                    any_subexpr(t, &mut |sub| {
+                        match sub {
+                            Expr::Name(n) => match cx.model.definition_of(n) {
+                                Some(b) => names.push(b),
+                                None => plain = false,
+                            },
+                            Expr::Tuple(_) | Expr::List(_) | Expr::Starred(_) => {}
+                            _ => plain = false,
+                        }
+                        plain
+                    });
+                }
+                if !plain || names_use_in(cx, body, &names, a.end(), false, true) == Use::Needed {
+                    return Some(true);
+                }
+            }
+            _ => return Some(true),
+        }
+    }
+    Some(false)
+}
+
 /// Does the host need this value at this step (an inherent decision, or the data itself)?
 fn needed_on_host(cx: &Checker<'_, '_>, value: &Expr, bulk: bool) -> bool {
     use_from_parents(cx, value, bulk) == Use::Needed
@@ -1725,8 +1812,13 @@ fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) 
             return if leaves { Use::Needed } else { Use::Deferrable };
         }
         Stmt::While(w) if std::ptr::eq(&*w.test, child) => return Use::Needed,
-        // Returned to a caller of another file that only logs or accumulates it.
-        Stmt::Return(_) if elsewhere_needs_result(cx) == Some(false) => return Use::Deferrable,
+        // Returned to a caller of another file, or (a value, not a whole tensor's data) to the
+        // calls of this file that make it run at every step, that only log or accumulate it.
+        Stmt::Return(_)
+            if elsewhere_needs_result(cx) == Some(false) || (!bulk && callers_need_result(cx) == Some(false)) =>
+        {
+            return Use::Deferrable;
+        }
         // Returned to a caller, which may need it (an all-to-all's split sizes) or not.
         Stmt::Assert(_) | Stmt::Raise(_) | Stmt::Return(_) => return Use::Needed,
         Stmt::Assign(a) => a.targets.iter().collect(),
@@ -1910,6 +2002,19 @@ fn names_use(cx: &Checker<'_, '_>, names: &[BindingId], after: ruff_text_size::T
         Some(f) => &cx.model.function(f).def.body,
         None => cx.module_body,
     };
+    names_use_in(cx, body, names, after, bulk, false)
+}
+
+/// [`names_use`] in `body`, which is the body of a caller of the function being checked when
+/// `in_caller` (there, a name returned again goes to a caller not looked at: needed).
+fn names_use_in(
+    cx: &Checker<'_, '_>,
+    body: &[Stmt],
+    names: &[BindingId],
+    after: ruff_text_size::TextSize,
+    bulk: bool,
+    in_caller: bool,
+) -> Use {
     let mut result = Use::Deferrable;
     // The statements after the read that are looked at: enough for any real function, few
     // enough that thousands of reads in one function do not make the rule quadratic. Beyond
@@ -1928,7 +2033,7 @@ fn names_use(cx: &Checker<'_, '_>, names: &[BindingId], after: ruff_text_size::T
         // 1e4: break` after `loss, logs = crit(..)`).
         if let Stmt::Return(ast::StmtReturn { value: Some(v), .. }) = s
             && mentions(cx, v, names)
-            && elsewhere_needs_result(cx) == Some(true)
+            && (in_caller || elsewhere_needs_result(cx) == Some(true))
         {
             result = Use::Needed;
             return false;
