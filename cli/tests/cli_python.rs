@@ -1127,3 +1127,39 @@ class Net(nn.Module):
     let report = lint_preview(d);
     assert!(places(&report, "D005").is_empty(), "{report}");
 }
+
+/// A script of its own beside others (a tutorial's chapters, one program each) runs where it
+/// says: another chapter's `.cuda()` says nothing of it. A script that takes its model from a
+/// module of the project runs where the project puts it.
+#[test]
+fn a_script_of_its_own_runs_where_it_says() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let write = |name: &str, text: &str| {
+        let path = d.join(name);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    };
+    let train = |device: &str| {
+        format!(
+            "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        \
+             super().__init__()\n        self.fc = nn.Linear(4, 2)\n\n    def forward(self, x):\n        \
+             return self.fc(x)\n\n\ndef main():\n    net = Net(){device}\n    opt = torch.optim.Adam(net.parameters())\n    \
+             for step in range(100):\n        loss = net(torch.randn(8, 4{arg})).sum()\n        opt.zero_grad()\n        \
+             loss.backward()\n        opt.step()\n        print(loss.item())\n\n\nif __name__ == \"__main__\":\n    main()\n",
+            arg = if device.is_empty() { "" } else { ", device=\"cuda\"" },
+        )
+    };
+    write("chapter1/dqn.py", &train(""));
+    write("chapter2/sac.py", &train(".cuda()"));
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["chapter2/sac.py:22:15"], "{report}");
+    // Taking its network from a module of the project: on the device the project uses.
+    write("chapter1/nets.py", "import torch.nn as nn\n\n\nclass Head(nn.Module):\n    pass\n");
+    write(
+        "chapter1/dqn.py",
+        &train("").replacen("import torch\n", "import torch\nfrom nets import Head\n", 1),
+    );
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["chapter1/dqn.py:23:15", "chapter2/sac.py:22:15"], "{report}");
+}

@@ -1886,7 +1886,9 @@ impl Facts {
                 && model.classes().any(|(c, _)| types.is_module_class(c) == Truth::Yes),
             sets_default_device,
             uses_accelerator,
-            project_uses_accelerator: uses_accelerator || types.project().uses_accelerator(),
+            project_uses_accelerator: uses_accelerator
+                || (types.project().uses_accelerator()
+                    && !standalone_script(model, types, file_name, parses_args)),
             file_named_for_cuda: stem_words().any(|w| names_accelerator(w, false)),
             file_named_for_evaluation: stem_words().map(str::to_ascii_lowercase).any(|w| {
                 matches!(
@@ -3031,6 +3033,24 @@ fn reads_a_command_line(text: &str) -> bool {
 /// loops at its top level (a library runs no loop when imported; a model file's self-test block
 /// is not enough to make the model an application). `parses_args`: the file calls
 /// `argparse.ArgumentParser`.
+/// A script of its own (`Char01 DQN/DQN_CartPole-v0.py` beside other chapters' scripts): it runs
+/// as a program, imports nothing of the project, no file of the project imports from it, and no
+/// training framework runs its steps. Where its tensors are is its own to say: `.cuda()` in
+/// another chapter's script says nothing of it.
+fn standalone_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str, parses_args: bool) -> bool {
+    let project = types.project();
+    // (Its own models included: a script may define the network it trains.)
+    let runs = named_for_running(file_name)
+        || parses_args
+        || model.source.contains("__main__")
+        || model.loops().any(|(_, l)| l.function.is_none());
+    !project.is_empty()
+        && runs
+        && !project.imports_project()
+        && !project.is_imported()
+        && !model.functions().any(|(f, _)| framework_step(model, &project, f))
+}
+
 fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str, parses_args: bool) -> bool {
     if named_for_running(file_name) {
         return true;

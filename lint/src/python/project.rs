@@ -101,6 +101,8 @@ pub(crate) struct Project {
     /// The files another file imports a top-level function or class from by name
     /// (`from eli5_utils import embed_questions`), and none star-imports.
     imported: FxHashSet<PathBuf>,
+    /// The files that import a module of the project, or something from one ([`importers`]).
+    importers: FxHashSet<PathBuf>,
     /// The attributes some class's `_apply` override moves ([`applied_attributes`]).
     applied: Vec<Applied>,
 }
@@ -420,6 +422,8 @@ pub(crate) struct FileEntry {
     decorated: Vec<String>,
     /// What its top level imports by name (`a.b.c` for `from a.b import c`), absolute.
     imports: Vec<String>,
+    /// The modules its top level imports whole (`import models`, `import pkg.utils`).
+    modules_imported: Vec<String>,
     /// Its top level imports torch or a library that runs on it ([`super::model::is_torch_library`]).
     imports_torch: bool,
     /// The attributes its classes' `_apply` overrides move ([`applied_attributes`]).
@@ -446,6 +450,7 @@ impl Project {
         let mut definitions: Vec<(usize, Vec<String>, Vec<String>)> = Vec::new();
         star_exports(&mut files);
         project.torch_users = torch_users(&files);
+        project.importers = importers(&files);
         for file in files {
             let file_id = project.paths.len();
             project.paths.push(file.path);
@@ -1392,6 +1397,23 @@ impl FileEntry {
 /// repository, a module (or a name of one) whose file does, or whose file is such a file itself
 /// (a trainer subclassing one that subclasses the repository's torch-using engine), a few links
 /// deep.
+/// The files that import a module of the project, or a name from one (`from utils.masking import
+/// Mask`, `import models`).
+fn importers(files: &[FileEntry]) -> FxHashSet<PathBuf> {
+    let modules: FxHashSet<String> =
+        files.iter().flat_map(|f| (0..f.module.len()).map(move |i| f.module[i..].join("."))).collect();
+    files
+        .iter()
+        .filter(|f| {
+            f.imports
+                .iter()
+                .any(|i| modules.contains(i) || i.rsplit_once('.').is_some_and(|(m, _)| modules.contains(m)))
+                || f.modules_imported.iter().any(|m| modules.contains(m))
+        })
+        .map(|f| f.path.clone())
+        .collect()
+}
+
 fn torch_users(files: &[FileEntry]) -> FxHashSet<PathBuf> {
     // Each module by every trailing run of its parts (a module's path starts at the file
     // system's root; an import names it from its package: `pkg.base` of `/src/repo/pkg/base.py`).
@@ -1560,6 +1582,7 @@ impl Names<'_> {
                     for alias in &i.names {
                         let full = alias.name.as_str();
                         entry.imports_torch |= super::model::is_torch_library(full);
+                        entry.modules_imported.push(full.to_string());
                         match &alias.asname {
                             Some(as_name) => self.bind(as_name.as_str(), full.to_string(), entry),
                             None => {
@@ -2292,6 +2315,11 @@ impl<'p> View<'p> {
     /// its names used.)
     pub(crate) fn is_unreferenced(&self, name: &str) -> bool {
         self.project.unreferenced.contains(name) && self.project.imported.contains(self.path)
+    }
+
+    /// Does this file import a module of the project, or a name from one?
+    pub(crate) fn imports_project(&self) -> bool {
+        self.project.importers.contains(self.path)
     }
 
     /// Do other files of the project import definitions from this file by name (a module of the
