@@ -357,6 +357,11 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             format!("{message}: the size of its result is known only once the device has computed it"),
             "keep a fixed-size form on the device (`torch.where(mask, x, 0)`, multiplying by the mask), or compute the indices once, outside the loop, when the mask does not change",
         )
+    } else if !sync.bulk && picks_from_a_tensor(cx, sync.value) {
+        (
+            format!("{message}, only to pick from a tensor"),
+            "pick on the device: index with the tensor itself (`x.index_select(0, idx)` with `idx` a tensor of indices), or draw every row's index at once (`idx = torch.multinomial(w, 1).squeeze(1)`) and index once",
+        )
     } else if sync.per_element {
         (
             format!("{message}, once for each element"),
@@ -1748,7 +1753,11 @@ fn use_from_parents(cx: &Checker<'_, '_>, value: &Expr, bulk: bool) -> Use {
                 Expr::Call(call) if !std::ptr::eq(&*call.func, child) => {
                     return classify_call(cx, call, bulk);
                 }
-                Expr::Subscript(s) if std::ptr::eq(&*s.slice, child) => return Use::Needed,
+                // An index into a Python container needs the number; one into a tensor
+                // (`embeds[torch.multinomial(w[b], 1).item()]`) can take the index tensor itself.
+                Expr::Subscript(s) if std::ptr::eq(&*s.slice, child) => {
+                    return if indexes_a_tensor(cx, &s.value) { Use::Deferrable } else { Use::Needed };
+                }
                 Expr::FString(_) => return Use::Deferrable,
                 // Combined at once with a tensor (`self.gamma.item() - torch.norm(score)`): the
                 // value goes straight back to the device; the host never needed it.
@@ -1873,6 +1882,49 @@ fn decision(cx: &Checker<'_, '_>, body: &[Stmt]) -> Use {
             && *per_step.get_or_init(|| cx.loops.is_empty() && cx.hot().is_some())
     };
     if body.iter().any(|s| leaves(s) && !shortcut(s)) { Use::Needed } else { Use::Deferrable }
+}
+
+/// Is the value read used to index a tensor (`embeds[t.item()]`, or through the one name it is
+/// bound to: `i = torch.multinomial(w[b], 1).item()`, then `embeds[i]`)?
+fn picks_from_a_tensor(cx: &Checker<'_, '_>, value: &Expr) -> bool {
+    if let Some(Node::Expr(Expr::Subscript(s))) = cx.parents.last() {
+        return std::ptr::eq(&*s.slice, value) && indexes_a_tensor(cx, &s.value);
+    }
+    let Some(Node::Stmt(Stmt::Assign(a))) = cx.parents.last() else { return false };
+    let ([Expr::Name(n)], true) = (a.targets.as_slice(), std::ptr::eq(&*a.value, value)) else { return false };
+    let Some(b) = cx.model.definition_of(n) else { return false };
+    let body: &[Stmt] = match cx.function {
+        Some(f) => &cx.model.function(f).def.body,
+        None => cx.module_body,
+    };
+    let mut found = false;
+    let mut budget = 512usize;
+    each_stmt_after(body, a.end(), &mut |s| {
+        budget = budget.saturating_sub(1);
+        for e in statement_exprs(s) {
+            any_subexpr(e, &mut |sub| {
+                if let Expr::Subscript(x) = sub
+                    && is_one_of(cx, &x.slice, &[b])
+                    && indexes_a_tensor(cx, &x.value)
+                {
+                    found = true;
+                }
+                !found
+            });
+        }
+        !found && budget > 0
+    });
+    found
+}
+
+/// Is `value`, indexed by a number read on the host, a tensor (not a Python container): known to
+/// be one, or maybe one and on the device (`all_gather_with_grad(embeds)`)?
+fn indexes_a_tensor(cx: &Checker<'_, '_>, value: &Expr) -> bool {
+    match cx.kind_of(value) {
+        Kind::Tensor => true,
+        Kind::Unknown => provenance_in_project(cx, value).on_accelerator,
+        _ => false,
+    }
 }
 
 /// What a call does with a value read on the host.
@@ -2068,7 +2120,9 @@ fn names_use_in(
                             result = Use::Needed;
                         }
                     }
-                    Expr::Subscript(s) if is_one_of(cx, &s.slice, names) => result = Use::Needed,
+                    Expr::Subscript(s) if is_one_of(cx, &s.slice, names) && !indexes_a_tensor(cx, &s.value) => {
+                        result = Use::Needed
+                    }
                     _ => {}
                 }
                 result != Use::Needed
