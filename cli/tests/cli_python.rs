@@ -43,6 +43,13 @@ fn lint_preview_anywhere(d: &std::path::Path) -> String {
     stdout(&devcheck(&args, d))
 }
 
+/// Writes `text` to `name` under `d`, making its folders.
+fn write_in(d: &std::path::Path, name: &str, text: &str) {
+    let path = d.join(name);
+    std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
+}
+
 /// The places (`path:line:column`) of the findings of `code` in a concise report.
 fn places<'t>(text: &'t str, code: &str) -> Vec<&'t str> {
     let marker = format!(": {code} ");
@@ -949,11 +956,7 @@ fn default_paths_the_lint_does_not_see_keep_their_findings() {
 fn cuda_built_files_and_test_helpers_say_where_the_code_runs() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
-    let write = |name: &str, text: &str| {
-        let path = d.join(name);
-        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
-        std::fs::write(path, text).expect("write");
-    };
+    let write = |name: &str, text: &str| write_in(d, name, text);
     write(
         "tests/common.py",
         "def device_name(acc):\n    if acc.device_name() == \"xpu\":\n        return \"xpu\"\n    return \"npu\"\n",
@@ -1135,11 +1138,7 @@ class Net(nn.Module):
 fn a_script_of_its_own_runs_where_it_says() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
-    let write = |name: &str, text: &str| {
-        let path = d.join(name);
-        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
-        std::fs::write(path, text).expect("write");
-    };
+    let write = |name: &str, text: &str| write_in(d, name, text);
     let train = |device: &str| {
         format!(
             "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        \
