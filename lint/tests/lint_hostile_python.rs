@@ -657,3 +657,25 @@ fn chains_of_helpers_called_many_times_are_linted() {
     assert_eq!(d001.len(), 1, "{:?}", &report.diagnostics);
     assert_eq!(d001[0].start.line, 5);
 }
+
+/// Thousands of functions a training loop calls at every step, each returning a value read on the
+/// host to a loop of thousands of statements: what their calls do with it is worked out once per
+/// function, not once per read over the whole loop.
+#[test]
+fn thousands_of_step_functions_returning_reads_to_one_loop_are_linted() {
+    let n = 3_000;
+    let mut text = String::from("import torch\n\n\n");
+    for i in 0..n {
+        text.push_str(&format!(
+            "def f{i}(model, x):\n    loss = model(x).sum()\n    loss.backward()\n    a = loss.item()\n    return a, loss.item()\n\n\n"
+        ));
+    }
+    text.push_str("def main(model, loader, device):\n    model.to(device)\n    for x in loader:\n        x = x.to(device)\n");
+    for i in 0..n {
+        text.push_str(&format!("        v{i}, w{i} = f{i}(model, x)\n        print(v{i}, w{i})\n"));
+    }
+    let (_dir, reports) = run_of(&[("train.py", text.into_bytes())]);
+    let found = &report(&reports, "train.py").diagnostics;
+    // Each function's reads are returned to a call that only prints them.
+    assert!(found.iter().filter(|d| d.code == "D005").count() >= 1_000, "{}", found.len());
+}

@@ -292,6 +292,9 @@ pub(crate) struct Checker<'m, 'a> {
     /// Per Lightning `training_step`: the names its `return`s mention, worked out once
     /// ([`super::rules::helpers::binding_is_device_loss`]).
     pub(crate) returned_names: std::cell::RefCell<FxHashMap<FunctionId, Vec<BindingId>>>,
+    /// Per function run at every step from a loop of this file: whether one of its calls needs
+    /// what it returns on the host, worked out once (D005's `callers_need_result`).
+    pub(crate) callers_need_result: std::cell::RefCell<FxHashMap<FunctionId, Option<bool>>>,
 }
 
 impl<'m, 'a> Checker<'m, 'a> {
@@ -337,6 +340,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             function_starts: std::cell::OnceCell::new(),
             provenance_cut: std::cell::Cell::new(false),
             returned_names: std::cell::RefCell::new(FxHashMap::default()),
+            callers_need_result: std::cell::RefCell::new(FxHashMap::default()),
             calls: Calls::default(),
         }
     }
@@ -3028,11 +3032,6 @@ fn reads_a_command_line(text: &str) -> bool {
     .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
 }
 
-/// A script: its name says what it runs (`train.py`, `eval_imagenet.py`, `demo.py`, ...), or it
-/// defines no module and has an `if __name__ == "__main__":` block, parses a command line or
-/// loops at its top level (a library runs no loop when imported; a model file's self-test block
-/// is not enough to make the model an application). `parses_args`: the file calls
-/// `argparse.ArgumentParser`.
 /// A script of its own (`Char01 DQN/DQN_CartPole-v0.py` beside other chapters' scripts): it runs
 /// as a program, imports nothing of the project, no file of the project imports from it, and no
 /// training framework runs its steps. Where its tensors are is its own to say: `.cuda()` in
@@ -3051,6 +3050,11 @@ fn standalone_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str, 
         && !model.functions().any(|(f, _)| framework_step(model, &project, f))
 }
 
+/// A script: its name says what it runs (`train.py`, `eval_imagenet.py`, `demo.py`, ...), or it
+/// defines no module and has an `if __name__ == "__main__":` block, parses a command line or
+/// loops at its top level (a library runs no loop when imported; a model file's self-test block
+/// is not enough to make the model an application). `parses_args`: the file calls
+/// `argparse.ArgumentParser`.
 fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str, parses_args: bool) -> bool {
     if named_for_running(file_name) {
         return true;

@@ -1653,6 +1653,15 @@ fn callers_need_result(cx: &Checker<'_, '_>) -> Option<bool> {
     if !matches!(cx.hot_of(f)?, Hot::CalledInLoop(_)) {
         return None;
     }
+    if let Some(&known) = cx.callers_need_result.borrow().get(&f) {
+        return known;
+    }
+    let answer = callers_need_result_of(cx, f);
+    cx.callers_need_result.borrow_mut().insert(f, answer);
+    answer
+}
+
+fn callers_need_result_of(cx: &Checker<'_, '_>, f: FunctionId) -> Option<bool> {
     let sites = &cx.facts.calls_to[f.index()];
     if sites.is_empty() || sites.len() > 8 {
         return None;
