@@ -1071,6 +1071,10 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
             found = factory_of(at);
             continue;
         }
+        // `torch.cat([torch.ones(b), torch.zeros(2 * b)])`: joined from tensors made on the host.
+        if let Some(joined) = joined_on_host(cx, at, depth) {
+            return Some(joined);
+        }
         let Some((c, inner, m)) = torch_form_of_method(cx, at).or_else(|| method_call(at)) else {
             // `offset.view(b, 1)` with `offset = torch.arange(b) * n` above: through the name.
             return match at {
@@ -1126,6 +1130,33 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
         || (factory == "tensor" || factory == "as_tensor")
             && matches!(made.arguments.args.first(), Some(Expr::NumberLiteral(_) | Expr::UnaryOp(_)));
     Some((factory, made.range(), zero_dim))
+}
+
+/// `torch.cat([torch.ones(b), torch.zeros(2 * b)])` (or `torch.stack`): a tensor joined from
+/// tensors all made on the host (not 0-dim) is made on the host; the first one's factory is
+/// where `device=` goes.
+fn joined_on_host<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option<(&'static str, TextRange, bool)> {
+    let Expr::Call(c) = e else { return None };
+    let q = cx.callee_name(c)?;
+    if !matches!(&*q, "torch.cat" | "torch.concat" | "torch.concatenate" | "torch.stack") {
+        return None;
+    }
+    let (Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. })) = c.arguments.args.first()?
+    else {
+        return None;
+    };
+    let mut first = None;
+    for elt in elts.iter().take(64) {
+        let (factory, at, zero_dim) = host_made_within(cx, elt, depth.saturating_sub(1))?;
+        if zero_dim {
+            return None;
+        }
+        first.get_or_insert((factory, at, false));
+    }
+    if elts.len() > 64 {
+        return None;
+    }
+    first
 }
 
 /// `torch.triu(t, diagonal=1)`: torch's function form of a tensor method that returns a tensor
