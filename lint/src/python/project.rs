@@ -66,6 +66,9 @@ pub(crate) struct Project {
     class_names: Vec<(String, usize)>,
     /// The indexed files, in the order given.
     paths: Vec<PathBuf>,
+    /// Per file: its absolute path, module parts and whether it is a package's `__init__.py`,
+    /// for a name several files define ([`Project::nearest_file`]).
+    roots: Vec<(PathBuf, Vec<String>, bool)>,
     /// Per file (as indexed): its functions that another file calls at every step
     /// ([`Project::set_called_from`]).
     called_from: FxHashMap<PathBuf, Vec<CalledFrom>>,
@@ -453,6 +456,9 @@ impl Project {
         project.importers = importers(&files);
         for file in files {
             let file_id = project.paths.len();
+            let absolute = std::path::absolute(&file.path).unwrap_or_else(|_| file.path.clone());
+            let package = file.path.file_name().is_some_and(|n| n == "__init__.py");
+            project.roots.push((absolute, file.module.clone(), package));
             project.paths.push(file.path);
             project.cpu_path |= file.cpu_path;
             project.accelerator |= file.accelerator;
@@ -683,15 +689,14 @@ impl Project {
         let mut best: Option<(usize, (usize, &str))> = None;
         let mut tied = false;
         for (file, own) in candidates {
-            let (module, is_package) = module_path(&self.paths[file]);
+            let Some((path, module, is_package)) = self.roots.get(file) else { continue };
             let Some(k) = (1..=module.len().min(parts.len())).rev().find(|&k| {
                 module[module.len() - k..].iter().map(String::as_str).eq(parts[..k].iter().copied())
             }) else {
                 continue;
             };
-            let Ok(path) = std::path::absolute(&self.paths[file]) else { continue };
             // (A package's `__init__.py` is one folder deeper than its module's name.)
-            let Some(root) = path.ancestors().nth(k + usize::from(is_package)) else { continue };
+            let Some(root) = path.ancestors().nth(k + usize::from(*is_package)) else { continue };
             if !caller.starts_with(root) {
                 continue;
             }
