@@ -3039,12 +3039,8 @@ fn reads_a_command_line(text: &str) -> bool {
 fn standalone_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str, parses_args: bool) -> bool {
     let project = types.project();
     // (Its own models included: a script may define the network it trains.)
-    let runs = named_for_running(file_name)
-        || parses_args
-        || model.source.contains("__main__")
-        || model.loops().any(|(_, l)| l.function.is_none());
     !project.is_empty()
-        && runs
+        && (named_for_running(file_name) || runs_as_program(model, parses_args))
         && !project.imports_project()
         && !project.is_imported()
         && !model.functions().any(|(f, _)| framework_step(model, &project, f))
@@ -3060,8 +3056,13 @@ fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str, parses_a
         return true;
     }
     let defines_module = model.classes().any(|(c, _)| types.is_module_class(c) == Truth::Yes);
-    let loops_at_top = model.loops().any(|(_, l)| l.function.is_none());
-    !defines_module && (parses_args || loops_at_top || model.source.contains("__main__"))
+    !defines_module && runs_as_program(model, parses_args)
+}
+
+/// Does the file run as a program: it parses a command line, loops at its top level or has an
+/// `if __name__ == "__main__":` block?
+fn runs_as_program(model: &Model<'_>, parses_args: bool) -> bool {
+    parses_args || model.loops().any(|(_, l)| l.function.is_none()) || model.source.contains("__main__")
 }
 
 /// Is the file named for what it runs (`train.py`, `eval_coco.py`, `run_glue.py`, `main.py`)?

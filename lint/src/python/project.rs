@@ -1398,50 +1398,50 @@ impl FileEntry {
     }
 }
 
-/// The files that import nothing of torch's at their top level but import, from the
-/// repository, a module (or a name of one) whose file does, or whose file is such a file itself
-/// (a trainer subclassing one that subclasses the repository's torch-using engine), a few links
-/// deep.
+/// Each module of the project by every trailing run of its parts (a module's path starts at the
+/// file system's root; an import names it from its package: `pkg.base` of `/src/repo/pkg/base.py`).
+fn module_names(f: &FileEntry) -> impl Iterator<Item = String> + '_ {
+    (0..f.module.len()).map(move |i| f.module[i..].join("."))
+}
+
+/// `a.b.c` (imported by name) names the module `a.b.c`, or `c` of the module `a.b`.
+fn names_one_of(modules: &FxHashSet<String>, name: &str) -> bool {
+    modules.contains(name) || name.rsplit_once('.').is_some_and(|(m, _)| modules.contains(m))
+}
+
 /// The files that import a module of the project, or a name from one (`from utils.masking import
 /// Mask`, `import models`).
 fn importers(files: &[FileEntry]) -> FxHashSet<PathBuf> {
-    let modules: FxHashSet<String> =
-        files.iter().flat_map(|f| (0..f.module.len()).map(move |i| f.module[i..].join("."))).collect();
+    let modules: FxHashSet<String> = files.iter().flat_map(module_names).collect();
     files
         .iter()
         .filter(|f| {
-            f.imports
-                .iter()
-                .any(|i| modules.contains(i) || i.rsplit_once('.').is_some_and(|(m, _)| modules.contains(m)))
+            f.imports.iter().any(|i| names_one_of(&modules, i))
                 || f.modules_imported.iter().any(|m| modules.contains(m))
         })
         .map(|f| f.path.clone())
         .collect()
 }
 
+/// The files that import nothing of torch's at their top level but import, from the
+/// repository, a module (or a name of one) whose file does, or whose file is such a file itself
+/// (a trainer subclassing one that subclasses the repository's torch-using engine), a few links
+/// deep.
 fn torch_users(files: &[FileEntry]) -> FxHashSet<PathBuf> {
-    // Each module by every trailing run of its parts (a module's path starts at the file
-    // system's root; an import names it from its package: `pkg.base` of `/src/repo/pkg/base.py`).
-    fn names(f: &FileEntry) -> impl Iterator<Item = String> + '_ {
-        (0..f.module.len()).map(move |i| f.module[i..].join("."))
-    }
     let mut torch_modules: FxHashSet<String> =
-        files.iter().filter(|f| f.imports_torch).flat_map(names).collect();
+        files.iter().filter(|f| f.imports_torch).flat_map(module_names).collect();
     let mut users = FxHashSet::default();
     let mut user = vec![false; files.len()];
     for _ in 0..MAX_CHAIN {
         if torch_modules.is_empty() {
             break;
         }
-        // `a.b.c` names the module `a.b.c`, or `c` of the module `a.b`.
-        let from_torch_module = |name: &str| {
-            torch_modules.contains(name)
-                || name.rsplit_once('.').is_some_and(|(m, _)| torch_modules.contains(m))
-        };
         let found: Vec<usize> = files
             .iter()
             .enumerate()
-            .filter(|(i, f)| !f.imports_torch && !user[*i] && f.imports.iter().any(|i| from_torch_module(i)))
+            .filter(|(i, f)| {
+                !f.imports_torch && !user[*i] && f.imports.iter().any(|i| names_one_of(&torch_modules, i))
+            })
             .map(|(i, _)| i)
             .collect();
         if found.is_empty() {
@@ -1450,7 +1450,7 @@ fn torch_users(files: &[FileEntry]) -> FxHashSet<PathBuf> {
         for i in found {
             user[i] = true;
             users.insert(files[i].path.clone());
-            torch_modules.extend(names(&files[i]));
+            torch_modules.extend(module_names(&files[i]));
         }
     }
     users

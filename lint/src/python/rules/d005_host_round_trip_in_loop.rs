@@ -1145,16 +1145,17 @@ fn joined_on_host<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option<(
     else {
         return None;
     };
+    // (A few parts: a long list is data.)
+    if elts.len() > 64 {
+        return None;
+    }
     let mut first = None;
-    for elt in elts.iter().take(64) {
+    for elt in elts {
         let (factory, at, zero_dim) = host_made_within(cx, elt, depth.saturating_sub(1))?;
         if zero_dim {
             return None;
         }
         first.get_or_insert((factory, at, false));
-    }
-    if elts.len() > 64 {
-        return None;
     }
     first
 }
