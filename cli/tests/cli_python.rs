@@ -904,6 +904,34 @@ x = DDIMSampler().sample(torch.randn(2, 4, device="cuda"), lambda x, t: model(x)
     assert_eq!(places(&text, "D005"), ["diffusion/solver.py:7:26"], "{text}");
 }
 
+/// A package's `__init__.py` offers what it imports to the users of a library: one under a folder
+/// with a `setup.py`. The `setup.py` that builds a custom op in a folder of its own makes no
+/// library of the packages beside it: a class they re-export that nothing uses stays unreached.
+#[test]
+fn only_the_packages_under_a_setup_file_offer_what_they_import() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let write = |name: &str, text: &str| write_in(d, name, text);
+    write("models/utils/__init__.py", "from .position import RelPosition\n");
+    write(
+        "models/utils/position.py",
+        "import torch\nfrom torch import nn\n\n\nclass RelPosition(nn.Module):\n    def forward(self, x):\n        \
+         return x + torch.arange(x.size(-1)).to(x.device)\n",
+    );
+    write("models/head.py", "from .utils import *\n\n\ndef build():\n    return None\n");
+    write(
+        "train.py",
+        "import torch\n\nfrom models.head import build\n\nmodel = build()\nx = torch.zeros(2).cuda()\n",
+    );
+    write("ops/dcn/setup.py", "from setuptools import setup\n\nsetup(name=\"dcn\")\n");
+    let report = lint_preview(d);
+    assert!(places(&report, "D005").is_empty(), "{report}");
+    // A library: its package offers the class to its users.
+    write("setup.py", "from setuptools import setup\n\nsetup(name=\"models\")\n");
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["models/utils/position.py:7:20"], "{report}");
+}
+
 /// What makes a function look reached only on opt-in branches must not hide a default path the
 /// lint does not see: a caller in a file that imports no torch (not analysed), a run script that
 /// spells the option by another flag (`--use-gail` for `dest="gail"`), a configuration file that
@@ -1002,6 +1030,20 @@ def broadcast(n):
         "pipeline.py",
         "# Copyright 2024 The HuggingFace Team. All rights reserved.\nimport torch\n\n\ndef step(latents):\n    \
          if torch.backends.mps.is_available():\n        latents = latents.float()\n    return latents\n",
+    );
+    let report = lint_preview(d);
+    assert!(places(&report, "D002").is_empty(), "{report}");
+    // So does one whose header cites the repository it was copied from.
+    write(
+        "inpaint.py",
+        "# From https://raw.githubusercontent.com/huggingface/diffusers/53377ef/examples/community/inpaint.py
+         import torch
+
+
+def dtype_for(sample):
+    is_mps = sample.device.type == \"mps\"
+             return torch.float32 if is_mps else torch.float64
+",
     );
     let report = lint_preview(d);
     assert!(places(&report, "D002").is_empty(), "{report}");

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rayon::prelude::*;
+use rustc_hash::FxHashSet;
 
 use super::config::Settings;
 use super::diagnostic::{Diagnostic, Finding, LineIndex};
@@ -332,15 +333,20 @@ fn index_project(
         .par_iter()
         .filter_map(|path| Some((path, String::from_utf8_lossy(&std::fs::read(path).ok()?).into_owned())))
         .collect();
-    // A library's packages offer what their `__init__.py` imports to its users.
+    // A library's packages offer what their `__init__.py` imports to its users: the packages
+    // under a folder with a `setup.py`, `setup.cfg` or `pyproject.toml` (not those beside a
+    // custom op's own `setup.py` in another folder).
     let named =
         |p: &Path, names: &[&str]| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| names.contains(&n));
-    let library = files
+    let libraries: FxHashSet<&Path> = files
         .iter()
         .chain(others)
         .chain(scripts.iter().map(|(p, _)| *p))
-        .any(|p| named(p, &["setup.py", "setup.cfg", "pyproject.toml"]));
-    let offers = |p: &Path| library && named(p, &["__init__.py"]);
+        .filter(|p| named(p, &["setup.py", "setup.cfg", "pyproject.toml"]))
+        .filter_map(|p| p.parent())
+        .collect();
+    let offers =
+        |p: &Path| named(p, &["__init__.py"]) && p.ancestors().skip(1).any(|a| libraries.contains(a));
     let code: Vec<crate::python::Code<'_>> = files
         .iter()
         .zip(&prepared)

@@ -450,6 +450,13 @@ const TENSOR_METHODS: &[&str] = &[
     "where",
 ];
 
+/// A call of a Transformers model's method that hands out one of its layers
+/// (`model.get_input_embeddings()`, `get_output_embeddings()`): a module, on the model's device.
+pub(crate) fn returns_a_layer(e: &ruff_python_ast::Expr) -> bool {
+    matches!(e, ruff_python_ast::Expr::Call(c) if matches!(&*c.func,
+        ruff_python_ast::Expr::Attribute(a) if matches!(a.attr.as_str(), "get_input_embeddings" | "get_output_embeddings")))
+}
+
 pub(crate) fn tensor_method_returns_tensor(method: &str) -> bool {
     TENSOR_METHODS.binary_search(&method).is_ok() || method.ends_with('_')
 }
@@ -519,9 +526,20 @@ pub(crate) fn is_module_class(q: &str) -> bool {
             | "transformers.modeling_utils.PreTrainedModel"
             | "timm.create_model"
     ) || is_torch_wrapper(q)
+        || is_openmmlab_module(q)
         || q.strip_prefix("torchvision.models.")
             .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_lowercase()))
         || transformers_model_class(q)
+}
+
+/// OpenMMLab's `nn.Module` bases (`mmcv.runner.BaseModule`, `mmengine.model.BaseModule`, their
+/// `ModuleList` and `Sequential`), which detection and segmentation code bases build on.
+fn is_openmmlab_module(q: &str) -> bool {
+    let Some(rest) = q.strip_prefix("mmcv.runner.").or_else(|| q.strip_prefix("mmengine.model.")) else {
+        return false;
+    };
+    let name = rest.strip_prefix("base_module.").unwrap_or(rest);
+    matches!(name, "BaseModule" | "ModuleList" | "Sequential" | "ModuleDict" | "BaseModel")
 }
 
 /// A PyTorch model class of Transformers, as its modelling files name them: a base

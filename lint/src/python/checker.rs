@@ -163,6 +163,10 @@ pub(crate) struct Facts {
     /// The file is in a folder of tests (`tests/`, `test/`): a test, or a script that checks or
     /// compares something by hand, whose speed is not a run's.
     pub in_tests_folder: bool,
+    /// The file is named for tests (`test.py`, `dcn_test.py`) and compares results by hand
+    /// (`torch.allclose`, `gradcheck`): a check of an op or a model, run by hand, whose speed is
+    /// not a run's.
+    pub checks_by_hand: bool,
     /// Where a call reads a wall clock (`time.time()`, `time.perf_counter()`, ...): per
     /// function (the innermost `def` around the call), and at the top level.
     clock_in: Vec<bool>,
@@ -1578,7 +1582,7 @@ impl Facts {
         let mut forward = vec![false; n];
         for (id, f) in model.functions() {
             forward[id.index()] = f.class.is_some_and(|c| types.is_module_class(c) == Truth::Yes)
-                && (f.name() == "forward" || f.name().starts_with("forward_"))
+                && (matches!(f.name(), "forward" | "__call__") || f.name().starts_with("forward_"))
                 || framework_step(model, &types.project(), id);
         }
         // Which calls queue device work, and which call functions of this file.
@@ -1715,6 +1719,14 @@ impl Facts {
                         handed.push(f);
                     }
                 }
+            }
+            // A function mapped over items (`map(self.encode, xs)`, mmdet's
+            // `multi_apply(self.loss_single, cls_scores, ..)`) runs where the call does.
+            if is_mapping_call(&site.call.func)
+                && let Some(first) = site.call.arguments.args.first()
+                && let Some(Callee::Function(f)) = model.callee_of(first, site.function)
+            {
+                handed.push(f);
             }
             if callee.is_none() {
                 handed.extend(model.dispatched(&site.call.func, site.function));
@@ -1912,6 +1924,9 @@ impl Facts {
             }) && !stem_words().any(|w| names_training(&w.to_ascii_lowercase())),
             file_named_for_mps: stem_words().any(|w| names_accelerator(w, true)),
             in_tests_folder: kind.is_test_like() && crate::source::in_tests_folder(path),
+            checks_by_hand: stem_words()
+                .any(|w| w.eq_ignore_ascii_case("test") || w.eq_ignore_ascii_case("tests"))
+                && compares_by_hand(model.source),
             clock_in,
             clock_at_top,
             loss_inputs: FxHashSet::default(),
@@ -2890,6 +2905,18 @@ pub(crate) fn calls_a_value(model: &Model<'_>, types: &Types<'_, '_>, c: &ast::E
                         && types.binding_kind(pb).may_be_tensor()
                 })))
             }
+            // `net_g, net_d = nets` (or `nets[1]`) of such a parameter: one of the models a
+            // training function is handed together.
+            BindingKind::Assignment { value, part: Part::Element(_), .. }
+                if types.binding_kind(b).may_be_tensor() && is_unknown_parameter(model, types, value) =>
+            {
+                true
+            }
+            BindingKind::Assignment { value: Expr::Subscript(s), part: Part::Whole, .. }
+                if types.binding_kind(b).may_be_tensor() && is_unknown_parameter(model, types, &s.value) =>
+            {
+                true
+            }
             super::model::BindingKind::LoopVar { .. } | super::model::BindingKind::Assignment { .. } => {
                 types.binding_kind(b) == Kind::Module
             }
@@ -2904,6 +2931,13 @@ pub(crate) fn calls_a_value(model: &Model<'_>, types: &Types<'_, '_>, c: &ast::E
         }),
         _ => false,
     }
+}
+
+/// Is `e` a name of a parameter of unknown kind (`def train(nets, ..)`)?
+fn is_unknown_parameter(model: &Model<'_>, types: &Types<'_, '_>, e: &Expr) -> bool {
+    matches!(e, Expr::Name(n) if model.binding_of(n).is_some_and(|b| {
+        matches!(model.binding(b).kind, BindingKind::Parameter { .. }) && types.binding_kind(b).may_be_tensor()
+    }))
 }
 
 /// `for x, y in loader: x = x.to(device)`: the loop moves what it iterates over to the
@@ -3015,6 +3049,25 @@ fn loop_is_over_epochs(model: &Model<'_>, l: &super::model::Loop<'_>) -> bool {
 
 /// Does the file read a command line (`argparse`, `tyro.cli(..)`, `click`, `fire`, `sys.argv`,
 /// Hydra, absl flags, `HfArgumentParser`)?
+/// Does the call apply its first argument, a function, to items (`map(f, xs)`, `starmap`,
+/// `multi_apply(f, *lists)` of detection code bases)?
+fn is_mapping_call(func: &Expr) -> bool {
+    let name = match func {
+        Expr::Name(n) => n.id.as_str(),
+        Expr::Attribute(a) => a.attr.as_str(),
+        _ => return false,
+    };
+    matches!(name, "map" | "starmap" | "multi_apply")
+}
+
+/// Does the file compare results as a test does (`torch.allclose(out, ref)`,
+/// `gradcheck(fn, inputs)`, `torch.testing.assert_close`)?
+fn compares_by_hand(text: &str) -> bool {
+    ["allclose(", "gradcheck(", "assert_close(", "assert_allclose("]
+        .iter()
+        .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
+}
+
 fn reads_a_command_line(text: &str) -> bool {
     [
         "ArgumentParser",

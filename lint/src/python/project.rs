@@ -240,14 +240,20 @@ fn offers_mps(text: &str) -> bool {
     })
 }
 
-/// Does the file's license header (its first 2 KB) name Hugging Face as the author: a file copied
-/// from Transformers or Diffusers?
+/// Does the file's license header (its first 2 KB) name Hugging Face as the author, or a comment
+/// there cite one of its repositories as the source (`# From https://raw.githubusercontent.com/
+/// huggingface/diffusers/..`): a file copied from Transformers or Diffusers?
 fn copies_hugging_face(text: &str) -> bool {
     let head = &text.as_bytes()[..text.len().min(2048)];
-    ["Copyright", "copyright"].iter().any(|c| memchr::memmem::find(head, c.as_bytes()).is_some())
-        && ["HuggingFace Inc", "HuggingFace Team", "Hugging Face Inc", "The HuggingFace"]
-            .iter()
-            .any(|w| memchr::memmem::find(head, w.as_bytes()).is_some())
+    let licensed =
+        ["Copyright", "copyright"].iter().any(|c| memchr::memmem::find(head, c.as_bytes()).is_some())
+            && ["HuggingFace Inc", "HuggingFace Team", "Hugging Face Inc", "The HuggingFace"]
+                .iter()
+                .any(|w| memchr::memmem::find(head, w.as_bytes()).is_some());
+    licensed
+        || head.split(|&b| b == b'\n').any(|line| {
+            line.trim_ascii_start().starts_with(b"#") && memchr::memmem::find(line, b"huggingface/").is_some()
+        })
 }
 
 /// Does the file import PyTorch's private modules (`from torch._utils import ..`,

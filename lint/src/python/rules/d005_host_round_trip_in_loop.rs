@@ -79,6 +79,8 @@ enum AlwaysWaits {
     Compared,
     /// `torch.full(size, alphas[i], device=d)`: the fill value is taken as a number.
     Fill,
+    /// `torch.allclose(a, b)`: compared on the device, answered with a Python bool.
+    Answered,
     /// `torch.tensor([t] * b, device=d)`: each element of the list is read as a number.
     Listed,
 }
@@ -203,13 +205,15 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     }
     let Some(hot) = cx.hot() else { return };
     // A test function of a test file (`def test_radix_major():`) checks values, the helpers of a
-    // file of tests set them up, and a script in a folder of tests compares or checks by hand:
-    // their speed is not a run's. (An evaluation script named `test_net.py` beside the training
-    // script has no test function.)
+    // file of tests set them up, and a script in a folder of tests, or named for tests and
+    // comparing results (`ops_dcnv3/test.py` with its `torch.allclose`), compares or checks by
+    // hand: their speed is not a run's. (An evaluation script named `test_net.py` beside the
+    // training script has no test function and compares nothing.)
     if cx.kind.is_test_like()
         && (cx.facts.in_tests_folder
             || cx.enclosing_functions().any(|f| cx.model.function(f).name().starts_with("test"))
             || defines_tests(cx.module_body))
+        || cx.facts.checks_by_hand
     {
         return;
     }
@@ -341,6 +345,11 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         (
             format!("{message}: Python compares the tensor with the number on the host"),
             "bound it on the device: `t.clamp(min=1)` for `max(t, 1)`, `t.clamp(max=1)` for `min(t, 1)`",
+        )
+    } else if sync.always == Some(AlwaysWaits::Answered) {
+        (
+            format!("{message}: the comparison's answer is a Python bool, read on the host"),
+            "keep the decision on the device (`same = torch.isclose(a, b).all()`, then `torch.where(same, ..)`), or compare every N steps",
         )
     } else if sync.always == Some(AlwaysWaits::Listed) {
         (
@@ -1342,6 +1351,18 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
                     let what = format!("{}({}, ..)", q.trim_start_matches("builtins."), cx.short(tensor.range()));
                     return Read::Found(Sync {
                         always: Some(AlwaysWaits::Compared),
+                        ..Sync::read(false, what, tensor, e, call.range())
+                    });
+                }
+            }
+            // `torch.allclose(x_next, x)`, `torch.equal(a, b)`: compared on the device, the answer
+            // is a Python bool read on the host.
+            "torch.allclose" | "torch.equal" if call.arguments.args.len() == 2 => {
+                let tensor = &call.arguments.args[0];
+                if plain_value(tensor) && cx.kind_of(tensor).may_be_tensor() {
+                    let what = format!("{}(..)", cx.short(call.func.range()));
+                    return Read::Found(Sync {
+                        always: Some(AlwaysWaits::Answered),
                         ..Sync::read(false, what, tensor, e, call.range())
                     });
                 }

@@ -498,6 +498,42 @@ fn query(cx: &Checker<'_, '_>, e: &Expr, accelerator: bool) -> Provenance {
 /// few enough that lists of lists of lists cannot make a query exponential.
 const PROVENANCE_STEPS: u32 = 4096;
 
+/// Does the tensor method (or torch function) of this name return integers or booleans, which
+/// are not part of the autograd graph?
+fn integer_result(name: &str) -> bool {
+    matches!(
+        name,
+        "argmax"
+            | "argmin"
+            | "argsort"
+            | "long"
+            | "int"
+            | "bool"
+            | "byte"
+            | "short"
+            | "eq"
+            | "ne"
+            | "lt"
+            | "le"
+            | "gt"
+            | "ge"
+            | "nonzero"
+            | "isnan"
+            | "isinf"
+            | "logical_not"
+            | "any"
+            | "all"
+    )
+}
+
+/// Is `e` the name of an imported module (`torch`, `F`, `np`)?
+fn names_a_module(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    matches!(e, Expr::Name(n) if cx.model.binding_of(n).is_some_and(|b| matches!(
+        cx.model.binding(b).kind,
+        crate::python::model::BindingKind::Import { .. } | crate::python::model::BindingKind::ImportRoot
+    )))
+}
+
 fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
     const NONE: Provenance = Provenance { on_accelerator: false, requires_grad: false };
     let steps = cx.provenance_steps.get();
@@ -572,7 +608,10 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
     }
     match e {
         Expr::Call(c) => {
-            if let Expr::Attribute(a) = &*c.func {
+            // (`torch.isnan(x)` is a function of a module, not a method of `torch`.)
+            if let Expr::Attribute(a) = &*c.func
+                && !names_a_module(cx, &a.value)
+            {
                 let recv = || next(&a.value);
                 // A tensor argument of a tensor method is on the receiver's device, so the result
                 // is on an accelerator when either is (`pred.eq(targets)` with `targets` moved).
@@ -626,9 +665,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                         return Provenance { on_accelerator: on, ..recv() };
                     }
                     // Integer and boolean results are not part of the autograd graph.
-                    "argmax" | "argmin" | "argsort" | "long" | "int" | "bool" | "byte" | "short" | "eq"
-                    | "ne" | "lt" | "le" | "gt" | "ge" | "nonzero" | "isnan" | "isinf" | "logical_not"
-                    | "any" | "all" => {
+                    m if integer_result(m) => {
                         return Provenance { requires_grad: false, ..with_tensor_args(recv()) };
                     }
                     _ => {}
@@ -682,7 +719,10 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                     };
                 }
                 if api::returns_tensor(&q) {
-                    return c.arguments.args.iter().fold(NONE, |p, arg| p.union(next(arg)));
+                    let p = c.arguments.args.iter().fold(NONE, |p, arg| p.union(next(arg)));
+                    // `torch.argmax(q, dim=1)`: as the method.
+                    let integer = q.strip_prefix("torch.").is_some_and(integer_result);
+                    return Provenance { requires_grad: p.requires_grad && !integer, ..p };
                 }
                 if api::keeps_its_input(&q) {
                     return c.arguments.args.first().map_or(NONE, next);
@@ -722,8 +762,14 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             NONE
         }
         Expr::Attribute(a) => {
-            if matches!(a.attr.as_str(), "data" | "grad") {
+            if a.attr.as_str() == "data" {
                 return Provenance { requires_grad: false, ..next(&a.value) };
+            }
+            // A gradient is where the parameter it was computed for is, and the parameters
+            // training gives gradients follow the model (`p.grad` for `p` in the parameters a
+            // clipping helper is handed).
+            if a.attr.as_str() == "grad" {
+                return Provenance { on_accelerator: true, requires_grad: false };
             }
             // `self.scheduler.timesteps` after `self.scheduler.set_timesteps(n, device=device)`
             // in the same function: a Diffusers scheduler's schedule, made where it was asked.
@@ -747,9 +793,11 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             {
                 return next(&a.value);
             }
-            // A layer's weights follow the model and are trained.
+            // A layer's weights follow the model and are trained (a layer a Transformers model
+            // hands out too: `text_encoder.get_input_embeddings().weight`).
             if matches!(a.attr.as_str(), "weight" | "bias")
-                && cx.kind_of(&a.value) == crate::python::typing::Kind::Module
+                && (cx.kind_of(&a.value) == crate::python::typing::Kind::Module
+                    || api::returns_a_layer(&a.value))
             {
                 return Provenance { on_accelerator: true, requires_grad: true };
             }
