@@ -1582,7 +1582,7 @@ impl Facts {
         let mut forward = vec![false; n];
         for (id, f) in model.functions() {
             forward[id.index()] = f.class.is_some_and(|c| types.is_module_class(c) == Truth::Yes)
-                && (matches!(f.name(), "forward" | "__call__") || f.name().starts_with("forward_"))
+                && (f.name() == "forward" || f.name().starts_with("forward_"))
                 || framework_step(model, &types.project(), id);
         }
         // Which calls queue device work, and which call functions of this file.
