@@ -977,7 +977,8 @@ fn default_paths_the_lint_does_not_see_keep_their_findings() {
 /// D002 and where a project runs: a test helper that checks for other accelerators (copied from a
 /// library that runs everywhere) is no evidence that the project's code does, nor is a file copied
 /// from Hugging Face's libraries (their workarounds for MPS come along); a file that talks
-/// NCCL, launches Triton kernels or runs as a Ray actor given its own GPU is built for CUDA, where
+/// NCCL, launches Triton kernels, captures CUDA graphs or runs as a Ray actor given its own GPU is
+/// built for CUDA, where
 /// a bare `"cuda"` or `cuda:0` is its own GPU. A file of the project's own code that offers MPS
 /// is evidence.
 #[test]
@@ -1047,6 +1048,12 @@ def dtype_for(sample):
     );
     let report = lint_preview(d);
     assert!(places(&report, "D002").is_empty(), "{report}");
+    // An inference engine's model runner that captures CUDA graphs runs on CUDA alone.
+    write(
+        "runner.py",
+        "import torch\n\n\ndef capture(model, n):\n    x = torch.zeros(n, device=\"cuda\")\n    \
+         graph = torch.cuda.CUDAGraph()\n    with torch.cuda.graph(graph):\n        y = model(x)\n    return graph, x, y\n",
+    );
     // The project's own code offering MPS: `rotary.py`'s `.cuda()` fails there.
     write("device.py", "import torch\n\nDEVICES = (\"cuda\", \"mps\")\n");
     let report = lint_preview(d);

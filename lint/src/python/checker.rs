@@ -782,9 +782,17 @@ impl<'m, 'a> Checker<'m, 'a> {
     // ---- the walk ------------------------------------------------------------------------------
 
     fn body(&mut self, body: &'a [Stmt], rules: &mut Rules, out: &mut Vec<Finding>) {
+        // `if not should_log: return` (or `if step % 100: continue`): what follows in the block
+        // runs now and then, as the body of `if should_log:` would.
+        let mut gates = 0;
         for s in body {
             self.stmt(s, rules, out);
+            if leaves_unless_gated(self.model, s) {
+                gates += 1;
+                self.gated += 1;
+            }
         }
+        self.gated -= gates;
     }
 
     fn stmt(&mut self, stmt: &'a Stmt, rules: &mut Rules, out: &mut Vec<Finding>) {
@@ -2344,6 +2352,26 @@ fn top_level_function(model: &Model<'_>, name: &str) -> Option<FunctionId> {
 /// runs only in evaluation (`if not self.training:`), or it leaves the loop or the function for
 /// good (then it runs once). A `return` outside any loop (`in_loop`) is just how the function
 /// ends, at every call (`if world_size > 1: return reduced.item()`). The `__main__` guard is not.
+/// `if not should_log: return`, `if step % log_every: continue`: an `if` with no other clause
+/// that skips the rest of the block unless a gate holds ([`is_gate`]), so the rest is the gate's
+/// body. (`if not torch.isfinite(loss): return`, whose rest is the normal path, is no gate.)
+fn leaves_unless_gated(model: &Model<'_>, s: &Stmt) -> bool {
+    let Stmt::If(i) = s else { return false };
+    // (Skips the rest: `raise` in `if dim % 4 != 0: raise ValueError(..)` checks an argument.)
+    if !i.elif_else_clauses.is_empty() || !matches!(i.body.last(), Some(Stmt::Continue(_) | Stmt::Return(_)))
+    {
+        return false;
+    }
+    match &*i.test {
+        Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => {
+            tests_for_bad_values(&u.operand).is_none()
+                && is_gate(&u.operand)
+                && !modulo_by_one(model, &u.operand)
+        }
+        test => modulo_branches(test) == Some(false) && !modulo_by_one(model, test),
+    }
+}
+
 fn body_is_gated(model: &Model<'_>, i: &ast::StmtIf, in_loop: bool) -> bool {
     let leaves =
         i.body.iter().any(|s| leaves_for_good(model, s) && (in_loop || !matches!(s, Stmt::Return(_))));

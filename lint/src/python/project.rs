@@ -126,7 +126,8 @@ pub(crate) struct Placement {
     /// The configuration declares the code CUDA-only (`target = "cuda"`).
     pub cuda_only: bool,
     /// This file is built for CUDA alone: it talks NCCL (and no other backend), launches Triton
-    /// kernels, orders work on CUDA streams, or runs as a Ray actor given GPUs. Said of the file
+    /// kernels, orders work on CUDA streams, captures CUDA graphs, or runs as a Ray actor given
+    /// GPUs. Said of the file
     /// itself, never of the project ([`Placement::union`] leaves it out).
     pub built_for_cuda: bool,
     /// This file runs as a Ray actor given its own GPUs (`@ray.remote(num_gpus=1)`): Ray shows it
@@ -191,6 +192,8 @@ impl Placement {
                 && !has(&["gloo", "xccl", "hccl", "\"ccl\"", "'ccl'", "\"mpi\""]))
                 || triton
                 || has(&["torch.cuda.current_stream", "torch.cuda.Stream("])
+                // It captures CUDA graphs (an inference engine's model runner).
+                || has(&["torch.cuda.CUDAGraph(", "torch.cuda.graph(", "make_graphed_callables("])
                 || ray_gpu_actor,
             own_gpus: ray_gpu_actor,
         }

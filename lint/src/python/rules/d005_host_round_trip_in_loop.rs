@@ -199,8 +199,13 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     if !cx.facts.project_uses_accelerator || cx.in_except > 0 {
         return;
     }
-    // `raise ValueError(f"got {int(ids.max())}")`: read only on the way out, when it fails.
-    if cx.parents.iter().any(|p| matches!(p, Node::Stmt(Stmt::Raise(_)))) {
+    // `raise ValueError(f"got {int(ids.max())}")`, and an assert's message
+    // (`assert ok, f"got {x.tolist()}"`): read only on the way out, when it fails.
+    if cx.parents.iter().any(|p| match p {
+        Node::Stmt(Stmt::Raise(_)) => true,
+        Node::Stmt(Stmt::Assert(a)) => a.msg.as_ref().is_some_and(|m| m.range().contains_range(sync.at)),
+        _ => false,
+    }) {
         return;
     }
     let Some(hot) = cx.hot() else { return };
@@ -303,7 +308,11 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
                 "`{}` builds its data on the host and copies it to the device {every}: the copy waits for the device",
                 sync.what,
             ),
-            "keep a Python number a number (`x * 0.5`), or make the constant once, outside the loop or as a buffer (`self.register_buffer(..)`)",
+            if repeats_a_number(sync.value) {
+                "make it on the device: `torch.full((n,), i, device=d)` fills a tensor with a number there"
+            } else {
+                "keep a Python number a number (`x * 0.5`), or make the constant once, outside the loop or as a buffer (`self.register_buffer(..)`)"
+            },
         )
     } else if sync.upload == Some(Upload::NumpyIndex) {
         (
@@ -785,6 +794,39 @@ fn numpy_indices(cx: &Checker<'_, '_>, made: &Expr) -> Option<String> {
     array.then(|| cx.short(c.func.range()))
 }
 
+/// Is `data` a parameter of the function around it to which a call of the file gives one of the
+/// calling object's own arrays (`self.betas`, `np.log(self.betas[1:])`, `1.0 - self.alphas`)?
+/// (The first few dozen calls are looked at.)
+fn given_an_objects_array(cx: &Checker<'_, '_>, data: &Expr) -> bool {
+    let Some(b) = super::helpers::name_binding(cx, data) else { return false };
+    let BindingKind::Parameter { function: Some(f), position, variadic: false, .. } = cx.model.binding(b).kind else {
+        return false;
+    };
+    // A method's first parameter is its receiver: calls pass the others.
+    let position = if cx.model.function(f).receiver.is_some() { position.checked_sub(1) } else { Some(position) };
+    let Some(position) = position else { return false };
+    fn own_array(e: &Expr, depth: u32) -> bool {
+        depth < 4
+            && match e {
+                Expr::Attribute(a) => matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "self"),
+                Expr::Subscript(s) => own_array(&s.value, depth + 1),
+                Expr::NumberLiteral(_) => true,
+                // `1.0 - self.alphas_cumprod`
+                Expr::BinOp(b) => own_array(&b.left, depth + 1) && own_array(&b.right, depth + 1),
+                Expr::UnaryOp(u) => own_array(&u.operand, depth + 1),
+                Expr::Call(c) => {
+                    matches!(&*c.func, Expr::Attribute(a) if matches!(&*a.value, Expr::Name(n) if matches!(n.id.as_str(), "np" | "numpy")))
+                        && !c.arguments.args.is_empty()
+                        && c.arguments.args.iter().all(|a| own_array(a, depth + 1))
+                }
+                _ => false,
+            }
+    }
+    cx.facts.calls_to[f.index()].iter().take(64).any(|&i| {
+        cx.model.calls.get(i).is_some_and(|site| site.call.arguments.args.get(position).is_some_and(|a| own_array(a, 0)))
+    })
+}
+
 /// The value a name was given, when it is bound once in its scope by a plain assignment (one
 /// bound on several paths, `if cuda: idx = ..cuda() else: idx = ..`, may hold either).
 fn single_assignment<'a>(cx: &Checker<'_, 'a>, name: &Expr) -> Option<&'a Expr> {
@@ -1064,6 +1106,13 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
         FACTORIES.iter().find(|f| **f == name).map(|f| (c, *f)).or_else(|| {
             let constant = matches!(&c.arguments.args[..], [data] if literal_numbers(data));
             CONSTANTS.iter().find(|f| **f == name).filter(|_| constant).map(|f| (c, *f))
+        }).or_else(|| {
+            // `th.from_numpy(arr).to(device)` in a helper every call gives one of the object's
+            // own arrays (`_extract_into_tensor(self.sqrt_alphas_cumprod, t, shape)`): a schedule
+            // made once, copied again at each call.
+            let data = c.arguments.args.first()?;
+            (matches!(name, "from_numpy" | "tensor" | "as_tensor") && given_an_objects_array(cx, data))
+                .then_some((c, "from_numpy"))
         })
     };
     // The factory, through methods that keep the tensor where it is (`torch.arange(n).unsqueeze(0)`,
@@ -1238,7 +1287,41 @@ fn host_numbers(cx: &Checker<'_, '_>, e: &Expr) -> bool {
             !elts.is_empty() && elts.iter().all(|e| host_number(cx, e, 0))
         }
         Expr::ListComp(l) => host_number(cx, &l.elt, 0),
+        // `[i] * shape[0]`: a number repeated (a list repeats an `int` number of times).
+        Expr::BinOp(b) if b.op == ast::Operator::Mult => match (&*b.left, &*b.right) {
+            (l @ Expr::List(_), _) | (_, l @ Expr::List(_)) => host_numbers(cx, l),
+            _ => false,
+        },
         e => literal_numbers(e) || is_shape(e),
+    }
+}
+
+/// `torch.tensor([i] * b, device=d)`: a list of one number repeated.
+fn repeats_a_number(e: &Expr) -> bool {
+    matches!(e, Expr::Call(c) if matches!(c.arguments.args.first(),
+        Some(Expr::BinOp(b)) if b.op == ast::Operator::Mult
+            && (matches!(&*b.left, Expr::List(l) if l.elts.len() == 1) || matches!(&*b.right, Expr::List(l) if l.elts.len() == 1))))
+}
+
+/// Does the loop `iter` walk over numbers counted on the host: `range(n)`, `reversed(range(n))`,
+/// `list(range(n))[::-1]`, `tqdm(indices)`, a name bound to one of these?
+fn counts_on_host(cx: &Checker<'_, '_>, iter: &Expr, depth: usize) -> bool {
+    if depth > 8 {
+        return false;
+    }
+    match iter {
+        Expr::Call(c) => match (cx.callee_name(c).as_deref(), &c.arguments.args[..]) {
+            (Some("builtins.range"), _) => true,
+            (Some("builtins.reversed" | "builtins.list" | "builtins.sorted"), [x]) => counts_on_host(cx, x, depth + 1),
+            (Some(q), [x]) if q == "tqdm" || q.ends_with(".tqdm") => counts_on_host(cx, x, depth + 1),
+            _ => false,
+        },
+        Expr::Subscript(s) => matches!(&*s.slice, Expr::Slice(_)) && counts_on_host(cx, &s.value, depth + 1),
+        Expr::Name(n) => cx.model.binding_of(n).is_some_and(|b| {
+            matches!(cx.model.binding(b).kind,
+                BindingKind::Assignment { value, part: Part::Whole, .. } if counts_on_host(cx, value, depth + 1))
+        }),
+        _ => false,
     }
 }
 
@@ -1260,9 +1343,13 @@ fn host_number(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
     }
     match e {
         Expr::Name(_) if cx.kind_of(e) == Kind::Scalar => true,
-        Expr::Name(n) => cx.model.binding_of(n).is_some_and(|b| {
-            matches!(cx.model.binding(b).kind,
-                BindingKind::Assignment { value, part: Part::Whole, .. } if !matches!(value, Expr::Name(_)) && host_number(cx, value, depth + 1))
+        Expr::Name(n) => cx.model.binding_of(n).is_some_and(|b| match cx.model.binding(b).kind {
+            BindingKind::Assignment { value, part: Part::Whole, .. } => {
+                !matches!(value, Expr::Name(_)) && host_number(cx, value, depth + 1)
+            }
+            // `for i in reversed(range(n))`: a step's index.
+            BindingKind::LoopVar { iter, part: Part::Whole } => counts_on_host(cx, iter, depth + 1),
+            _ => false,
         }),
         Expr::BinOp(b) => host_number(cx, &b.left, depth + 1) && host_number(cx, &b.right, depth + 1),
         Expr::Call(c) => match (cx.callee_name(c).as_deref(), &c.arguments.args[..]) {
@@ -1318,6 +1405,12 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
         let tensor = &call.arguments.args[0];
         if !cx.kind_of(tensor).may_be_tensor() {
             return Read::Passed;
+        }
+        // `assert bool(mask.all())`: the assert's own read of its test ([`test_read`]).
+        if name == "bool"
+            && matches!(cx.parent(), Some(Node::Stmt(Stmt::Assert(a))) if std::ptr::eq(&*a.test, e))
+        {
+            return Read::Undecided;
         }
         return Read::Found(Sync::read(false, format!("{name}(..)"), tensor, e, call.range()));
     }
@@ -1502,6 +1595,16 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
         let checked = match test {
             Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => &*u.operand,
             _ => test,
+        };
+        // `assert bool((grid[:, 0] == 1).all())`: as the value it converts.
+        let checked = match checked {
+            Expr::Call(c)
+                if c.arguments.args.len() == 1
+                    && cx.callee_name(c).is_some_and(|q| q == "builtins.bool") =>
+            {
+                &c.arguments.args[0]
+            }
+            checked => checked,
         };
         // `assert (shapes[:, 0] * shapes[:, 1]).sum() == n`: a reduced tensor compared is a tensor.
         let compared = matches!(checked, Expr::Compare(c)

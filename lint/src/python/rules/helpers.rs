@@ -1947,10 +1947,14 @@ fn is_range_within(cx: &Checker<'_, '_>, iter: &Expr, depth: u32) -> bool {
             }
             // A scheduler's schedule (`self.scheduler.timesteps`), walked from noise to image.
             Expr::Attribute(a) if a.attr.as_str() == "timesteps" => found = true,
-            Expr::Name(_) if depth < 3 => {
+            Expr::Name(n) if depth < 4 => {
+                // (A name bound on several paths may hold either value; but one wrapped in a
+                // progress bar on one of them, `if progress: indices = tqdm(indices)`, holds the
+                // same sequence on both.)
+                let wraps_itself = |value: &Expr| matches!(value, Expr::Call(c) if matches!(&c.arguments.args[..], [Expr::Name(inner)] if inner.id == n.id));
                 if let Some(b) = name_binding(cx, e)
                     && let BindingKind::Assignment { value, part: Part::Whole, .. } = cx.model.binding(b).kind
-                    && cx.model.binding(b).shadowed.is_none()
+                    && (cx.model.binding(b).shadowed.is_none() || wraps_itself(value))
                 {
                     found = is_range_within(cx, value, depth + 1);
                 }
