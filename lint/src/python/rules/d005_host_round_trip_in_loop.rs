@@ -308,11 +308,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
                 "`{}` builds its data on the host and copies it to the device {every}: the copy waits for the device",
                 sync.what,
             ),
-            if repeats_a_number(sync.value) {
-                "make it on the device: `torch.full((n,), i, device=d)` fills a tensor with a number there"
-            } else {
-                "keep a Python number a number (`x * 0.5`), or make the constant once, outside the loop or as a buffer (`self.register_buffer(..)`)"
-            },
+            "keep a Python number a number (`x * 0.5`), or make the constant once, outside the loop or as a buffer (`self.register_buffer(..)`)",
         )
     } else if sync.upload == Some(Upload::NumpyIndex) {
         (
@@ -1287,41 +1283,7 @@ fn host_numbers(cx: &Checker<'_, '_>, e: &Expr) -> bool {
             !elts.is_empty() && elts.iter().all(|e| host_number(cx, e, 0))
         }
         Expr::ListComp(l) => host_number(cx, &l.elt, 0),
-        // `[i] * shape[0]`: a number repeated (a list repeats an `int` number of times).
-        Expr::BinOp(b) if b.op == ast::Operator::Mult => match (&*b.left, &*b.right) {
-            (l @ Expr::List(_), _) | (_, l @ Expr::List(_)) => host_numbers(cx, l),
-            _ => false,
-        },
         e => literal_numbers(e) || is_shape(e),
-    }
-}
-
-/// `torch.tensor([i] * b, device=d)`: a list of one number repeated.
-fn repeats_a_number(e: &Expr) -> bool {
-    matches!(e, Expr::Call(c) if matches!(c.arguments.args.first(),
-        Some(Expr::BinOp(b)) if b.op == ast::Operator::Mult
-            && (matches!(&*b.left, Expr::List(l) if l.elts.len() == 1) || matches!(&*b.right, Expr::List(l) if l.elts.len() == 1))))
-}
-
-/// Does the loop `iter` walk over numbers counted on the host: `range(n)`, `reversed(range(n))`,
-/// `list(range(n))[::-1]`, `tqdm(indices)`, a name bound to one of these?
-fn counts_on_host(cx: &Checker<'_, '_>, iter: &Expr, depth: usize) -> bool {
-    if depth > 8 {
-        return false;
-    }
-    match iter {
-        Expr::Call(c) => match (cx.callee_name(c).as_deref(), &c.arguments.args[..]) {
-            (Some("builtins.range"), _) => true,
-            (Some("builtins.reversed" | "builtins.list" | "builtins.sorted"), [x]) => counts_on_host(cx, x, depth + 1),
-            (Some(q), [x]) if q == "tqdm" || q.ends_with(".tqdm") => counts_on_host(cx, x, depth + 1),
-            _ => false,
-        },
-        Expr::Subscript(s) => matches!(&*s.slice, Expr::Slice(_)) && counts_on_host(cx, &s.value, depth + 1),
-        Expr::Name(n) => cx.model.binding_of(n).is_some_and(|b| {
-            matches!(cx.model.binding(b).kind,
-                BindingKind::Assignment { value, part: Part::Whole, .. } if counts_on_host(cx, value, depth + 1))
-        }),
-        _ => false,
     }
 }
 
@@ -1343,13 +1305,9 @@ fn host_number(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
     }
     match e {
         Expr::Name(_) if cx.kind_of(e) == Kind::Scalar => true,
-        Expr::Name(n) => cx.model.binding_of(n).is_some_and(|b| match cx.model.binding(b).kind {
-            BindingKind::Assignment { value, part: Part::Whole, .. } => {
-                !matches!(value, Expr::Name(_)) && host_number(cx, value, depth + 1)
-            }
-            // `for i in reversed(range(n))`: a step's index.
-            BindingKind::LoopVar { iter, part: Part::Whole } => counts_on_host(cx, iter, depth + 1),
-            _ => false,
+        Expr::Name(n) => cx.model.binding_of(n).is_some_and(|b| {
+            matches!(cx.model.binding(b).kind,
+                BindingKind::Assignment { value, part: Part::Whole, .. } if !matches!(value, Expr::Name(_)) && host_number(cx, value, depth + 1))
         }),
         Expr::BinOp(b) => host_number(cx, &b.left, depth + 1) && host_number(cx, &b.right, depth + 1),
         Expr::Call(c) => match (cx.callee_name(c).as_deref(), &c.arguments.args[..]) {
