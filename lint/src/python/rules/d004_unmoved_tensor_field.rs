@@ -33,6 +33,8 @@ pub(crate) struct Check {
     /// `self.table[index]` in a method of a class that is not a module, `index` on the device:
     /// the class, the attribute, the subscript and the index.
     indexed: Vec<(ClassId, Name, TextRange, TextRange)>,
+    /// What the file moves, once it is asked ([`FileMoves`]).
+    moves: std::cell::OnceCell<FileMoves>,
 }
 
 /// How `forward` reads an attribute.
@@ -107,7 +109,8 @@ impl Rule for Check {
             }
         }
         for (class, name, at, index) in &self.indexed {
-            out.extend(table_indexed_on_the_device(cx, *class, name, *at, *index));
+            let moves = self.moves.get_or_init(|| FileMoves::of(cx));
+            out.extend(table_indexed_on_the_device(cx, moves, *class, name, *at, *index));
         }
         if cx.facts.uses_accelerator {
             for (binding, at, class) in &self.criteria {
@@ -203,6 +206,11 @@ impl Check {
         if reassigned {
             return None;
         }
+        // Moved by the code itself (`if use_gpu: self.shift = self.shift.cuda()` in `__init__`,
+        // `self.table = self.table.to(self.device)`): on the device in a GPU run.
+        if self.moves.get_or_init(|| FileMoves::of(cx)).moves(cx, class, field.name) {
+            return None;
+        }
         let uses = self.uses.get(&(class, Name::new(field.name)))?;
         let flat = field.value.is_some_and(one_dim);
         let (used_at, _) = uses.iter().find(|(_, r)| *r == Read::Computes || (*r == Read::Iterated && !flat))?;
@@ -236,6 +244,7 @@ fn indexed_on_the_device(cx: &Checker<'_, '_>, sub: &ast::ExprSubscript) -> Opti
 /// `self.sigmas` is made on the host, nothing moves it, and `t` is on the device.
 fn table_indexed_on_the_device(
     cx: &Checker<'_, '_>,
+    moves: &FileMoves,
     class: ClassId,
     name: &str,
     at: TextRange,
@@ -258,7 +267,7 @@ fn table_indexed_on_the_device(
     let made = made?;
     // Moved from outside the class (`sched.sigmas = sched.sigmas.to(device)`), or by a loop of
     // `setattr(self, name, getattr(self, name).to(device))`.
-    if moved_elsewhere(cx, class, name) {
+    if moves.moves(cx, class, name) {
         return None;
     }
     let method = cx.model.function(made.method).name();
@@ -278,49 +287,65 @@ fn table_indexed_on_the_device(
     )
 }
 
-/// Does the file move an attribute called `name` somewhere: `x.name = <.. .to(..) ..>` on any
-/// receiver, or, in a method of the class, `setattr(self, .., <.. .to(..) ..>)` (whose name may
-/// be a loop's variable)?
-fn moved_elsewhere(cx: &Checker<'_, '_>, class: ClassId, name: &str) -> bool {
-    use ruff_python_ast::statement_visitor::{StatementVisitor, walk_stmt};
-    struct Walk<'n> {
-        name: &'n str,
-        /// The class's own body: its `setattr` calls move its attributes, whatever their name.
-        class: TextRange,
-        found: bool,
-        depth: usize,
-    }
-    fn moves(e: &Expr) -> bool {
-        super::helpers::any_subexpr_is(e, |x| {
-            matches!(x, Expr::Call(c) if matches!(&*c.func, Expr::Attribute(a) if matches!(a.attr.as_str(), "to" | "cuda")))
-        })
-    }
-    impl<'a> StatementVisitor<'a> for Walk<'_> {
-        fn visit_stmt(&mut self, s: &'a Stmt) {
-            if self.found || self.depth > crate::python::model::MAX_DEPTH {
-                return;
-            }
-            match s {
-                Stmt::Assign(a) => {
-                    let named = a.targets.iter().any(|t| matches!(t, Expr::Attribute(at) if at.attr.as_str() == self.name));
-                    self.found = named && moves(&a.value);
-                }
-                Stmt::Expr(e) => {
-                    self.found = self.class.contains_range(e.range())
-                        && matches!(&*e.value, Expr::Call(c)
-                            if matches!(&*c.func, Expr::Name(n) if n.id.as_str() == "setattr")
-                                && c.arguments.args.get(2).is_some_and(moves));
-                }
-                _ => {}
-            }
-            self.depth += 1;
-            walk_stmt(self, s);
-            self.depth -= 1;
+/// What the file moves to a device, worked out once per file: the attributes assigned a moved
+/// value (`x.name = <.. .to(..) ..>` on any receiver), and the classes whose own methods call
+/// `setattr(self, .., <.. .to(..) ..>)` (whose name may be a loop's variable).
+#[derive(Default)]
+struct FileMoves {
+    names: FxHashSet<String>,
+    setattr_in: Vec<TextRange>,
+}
+
+impl FileMoves {
+    fn of(cx: &Checker<'_, '_>) -> FileMoves {
+        use ruff_python_ast::statement_visitor::{StatementVisitor, walk_stmt};
+        struct Walk {
+            found: FileMoves,
+            depth: usize,
         }
+        fn moves(e: &Expr) -> bool {
+            super::helpers::any_subexpr_is(e, |x| {
+                matches!(x, Expr::Call(c) if matches!(&*c.func, Expr::Attribute(a) if matches!(a.attr.as_str(), "to" | "cuda")))
+            })
+        }
+        impl<'a> StatementVisitor<'a> for Walk {
+            fn visit_stmt(&mut self, s: &'a Stmt) {
+                if self.depth > crate::python::model::MAX_DEPTH {
+                    return;
+                }
+                match s {
+                    Stmt::Assign(a) if moves(&a.value) => {
+                        for t in &a.targets {
+                            if let Expr::Attribute(at) = t {
+                                self.found.names.insert(at.attr.to_string());
+                            }
+                        }
+                    }
+                    Stmt::Expr(e)
+                        if matches!(&*e.value, Expr::Call(c)
+                            if matches!(&*c.func, Expr::Name(n) if n.id.as_str() == "setattr")
+                                && c.arguments.args.get(2).is_some_and(moves)) =>
+                    {
+                        self.found.setattr_in.push(e.range());
+                    }
+                    _ => {}
+                }
+                self.depth += 1;
+                walk_stmt(self, s);
+                self.depth -= 1;
+            }
+        }
+        let mut walk = Walk { found: FileMoves::default(), depth: 0 };
+        walk.visit_body(cx.module_body);
+        walk.found
     }
-    let mut walk = Walk { name, class: cx.model.class(class).def.range(), found: false, depth: 0 };
-    walk.visit_body(cx.module_body);
-    walk.found
+
+    /// Does the file move an attribute called `name` somewhere, or does a method of `class`
+    /// move its attributes by `setattr`?
+    fn moves(&self, cx: &Checker<'_, '_>, class: ClassId, name: &str) -> bool {
+        let body = cx.model.class(class).def.range();
+        self.names.contains(name) || self.setattr_in.iter().any(|r| body.contains_range(*r))
+    }
 }
 
 /// How `forward` reads `self.name` (the attribute expression `e`).
