@@ -819,7 +819,9 @@ fn given_an_objects_array(cx: &Checker<'_, '_>, data: &Expr) -> bool {
             }
     }
     cx.facts.calls_to[f.index()].iter().take(64).any(|&i| {
-        cx.model.calls.get(i).is_some_and(|site| site.call.arguments.args.get(position).is_some_and(|a| own_array(a, 0)))
+        cx.model.calls.get(i).is_some_and(|site| {
+            site.call.arguments.args.get(position).is_some_and(|a| !matches!(a, Expr::NumberLiteral(_)) && own_array(a, 0))
+        })
     })
 }
 
@@ -1103,8 +1105,8 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
             let constant = matches!(&c.arguments.args[..], [data] if literal_numbers(data));
             CONSTANTS.iter().find(|f| **f == name).filter(|_| constant).map(|f| (c, *f))
         }).or_else(|| {
-            // `th.from_numpy(arr).to(device)` in a helper every call gives one of the object's
-            // own arrays (`_extract_into_tensor(self.sqrt_alphas_cumprod, t, shape)`): a schedule
+            // `th.from_numpy(arr).to(device)` in a helper a call gives one of the object's own
+            // arrays (`_extract_into_tensor(self.sqrt_alphas_cumprod, t, shape)`): a schedule
             // made once, copied again at each call.
             let data = c.arguments.args.first()?;
             (matches!(name, "from_numpy" | "tensor" | "as_tensor") && given_an_objects_array(cx, data))
