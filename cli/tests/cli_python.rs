@@ -477,6 +477,14 @@ fn objects_made_by_factories_of_other_files_are_followed_into_their_call() {
          loss, logs = self.loss_fn(self.net(images), targets)\n        self.log_dict(logs)\n        return loss\n",
     )
     .expect("write");
+    // The script that trains it (a module file nothing imports, beside one other files do, is not
+    // reached).
+    std::fs::write(
+        d.join("train.py"),
+        "import lightning\nimport torch\n\nfrom pkg.solver import Train\n\n\
+         lightning.Trainer().fit(Train(torch.nn.Linear(4, 4)))\n",
+    )
+    .expect("write");
     let run = || {
         stdout(&devcheck(
             &["--color", "never", "lint", "--format", "concise", "--isolated", "--preview", "."],
@@ -930,6 +938,44 @@ fn only_the_packages_under_a_setup_file_offer_what_they_import() {
     write("setup.py", "from setuptools import setup\n\nsetup(name=\"models\")\n");
     let report = lint_preview(d);
     assert_eq!(places(&report, "D005"), ["models/utils/position.py:7:20"], "{report}");
+}
+
+/// An application's file that nothing imports and that cannot run by itself (a vendored model
+/// zoo beside the one model the application uses) is code no run reaches: its findings are
+/// latent. Once it can run by itself (a `__main__` block), or the repository is a library (a
+/// `setup.py` above it), it is reported.
+#[test]
+fn an_applications_files_nothing_imports_are_not_reached() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let write = |name: &str, text: &str| write_in(d, name, text);
+    let zoo = "import torch\nfrom torch import nn\n\n\nclass Retrieval(nn.Module):\n    def __init__(self):\n        \
+               super().__init__()\n        self.proj = nn.Linear(4, 4)\n\n    def forward(self, x):\n        \
+               mask = torch.ones(x.size(0)).to(x.device)\n        return self.proj(x) * mask[:, None]\n";
+    write("models/retrieval.py", zoo);
+    write(
+        "models/captioner.py",
+        "import torch\nfrom torch import nn\n\n\nclass Captioner(nn.Module):\n    def __init__(self):\n        \
+         super().__init__()\n        self.proj = nn.Linear(4, 4)\n\n    def forward(self, x):\n        return self.proj(x)\n",
+    );
+    write(
+        "app.py",
+        "import torch\n\nfrom models.captioner import Captioner\n\nmodel = Captioner().cuda()\nprint(model(torch.zeros(2, 4).cuda()))\n",
+    );
+    let report = lint_preview(d);
+    assert!(places(&report, "D005").is_empty(), "{report}");
+    // Runs by itself: its own check is a run of its own.
+    write(
+        "models/retrieval.py",
+        &format!("{zoo}\n\nif __name__ == \"__main__\":\n    print(Retrieval()(torch.zeros(2, 4)))\n"),
+    );
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["models/retrieval.py:11:16"], "{report}");
+    // A library's module is its users' to import.
+    write("models/retrieval.py", zoo);
+    write("setup.py", "from setuptools import setup\n\nsetup(name=\"models\")\n");
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["models/retrieval.py:11:16"], "{report}");
 }
 
 /// What makes a function look reached only on opt-in branches must not hide a default path the

@@ -387,6 +387,7 @@ fn index_project(
         .collect();
     let others: Vec<&str> =
         scripts.iter().map(|(_, t)| t.as_str()).chain(unreadable.iter().map(String::as_str)).collect();
+    project.judge_unimported(&libraries);
     project.find_unreferenced(&code, &others);
     (project, prepared)
 }

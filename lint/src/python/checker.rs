@@ -3147,7 +3147,7 @@ fn runs_as_program(model: &Model<'_>, parses_args: bool) -> bool {
 }
 
 /// Is the file named for what it runs (`train.py`, `eval_coco.py`, `run_glue.py`, `main.py`)?
-fn named_for_running(file_name: &str) -> bool {
+pub(crate) fn named_for_running(file_name: &str) -> bool {
     const SCRIPT_NAMES: [&str; 21] = [
         "cli",
         "train",

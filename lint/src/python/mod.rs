@@ -157,6 +157,12 @@ pub(crate) fn index_entry(
         entry.cpu_path = rules::names_cpu_path(text) && project::chooses_the_cpu(text);
         entry.accelerator = project::names_an_accelerator(text);
         entry.placement = project::Placement::of_text(text);
+        let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        entry.runs_itself = checker::named_for_running(file_name)
+            || matches!(file_name, "setup.py" | "conftest.py" | "__main__.py" | "manage.py")
+            || ["__main__", "ArgumentParser", "sys.argv", "fire.Fire", "click.", "typer", "hydra.main"]
+                .iter()
+                .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some());
         if crate::source::FileKind::of_path(path).is_test_like() {
             entry.placement = entry.placement.of_test(text);
         }

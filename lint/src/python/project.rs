@@ -104,6 +104,12 @@ pub(crate) struct Project {
     /// The files another file imports a top-level function or class from by name
     /// (`from eli5_utils import embed_questions`), and none star-imports.
     imported: FxHashSet<PathBuf>,
+    /// The files no file imports a definition from by name (or that a file star-imports): each
+    /// with its top-level names, whether a file star-imports it, and whether it may run by itself
+    /// ([`Project::judge_unimported`]).
+    unimported: Vec<(PathBuf, Vec<String>, bool, bool)>,
+    /// Those of them whose definitions are judged all the same ([`Project::judge_unimported`]).
+    judged_unimported: FxHashSet<PathBuf>,
     /// The files that import a module of the project, or something from one ([`importers`]).
     importers: FxHashSet<PathBuf>,
     /// The attributes some class's `_apply` override moves ([`applied_attributes`]).
@@ -440,6 +446,9 @@ pub(crate) struct FileEntry {
     imports_torch: bool,
     /// The attributes its classes' `_apply` overrides move ([`applied_attributes`]).
     applied: Vec<Applied>,
+    /// It may run by itself: it has a `__main__` block, reads a command line, or is named for
+    /// what it runs (`train.py`) or for a tool (`setup.py`, `conftest.py`).
+    pub(crate) runs_itself: bool,
 }
 
 /// A base class as the file names it.
@@ -460,6 +469,7 @@ impl Project {
         let mut bases: Vec<Vec<Base>> = Vec::new();
         let (mut imports, mut starred) = (FxHashSet::default(), FxHashSet::default());
         let mut definitions: Vec<(usize, Vec<String>, Vec<String>)> = Vec::new();
+        let mut runs_itself: Vec<bool> = Vec::new();
         star_exports(&mut files);
         project.torch_users = torch_users(&files);
         project.importers = importers(&files);
@@ -482,6 +492,7 @@ impl Project {
                 }
             }
             starred.extend(file.stars.iter().map(|(_, m)| m.clone()));
+            runs_itself.push(file.runs_itself);
             definitions.push((
                 file_id,
                 file.module.clone(),
@@ -558,10 +569,17 @@ impl Project {
         for (file, module, names) in &definitions {
             let suffixes = || (0..module.len()).map(|i| module[i..].join("."));
             let named = suffixes().any(|m| names.iter().any(|n| imports.contains(&format!("{m}.{n}"))));
-            if named && !suffixes().any(|m| starred.contains(&m)) {
+            let star_imported = suffixes().any(|m| starred.contains(&m));
+            if named && !star_imported {
                 project.imported.insert(project.paths[*file].clone());
             } else {
                 entries.extend(names.iter().map(String::as_str));
+                project.unimported.push((
+                    project.paths[*file].clone(),
+                    names.clone(),
+                    star_imported,
+                    runs_itself[*file],
+                ));
             }
         }
         project.judged = project.defined.iter().filter(|n| !entries.contains(n.as_str())).cloned().collect();
@@ -824,6 +842,34 @@ impl Project {
     /// Does the project declare command-line options ([`super::options`])?
     pub(crate) fn has_options(&self) -> bool {
         !self.options.is_empty()
+    }
+
+    /// Judges, besides the definitions of files other files import from by name, those of an
+    /// application's files that nothing imports from, that sit beside a module other files do
+    /// import from, and that cannot run by themselves: no `__main__` block, no command line, not
+    /// named for what they run, not a package's `__init__.py`, not star-imported, and under no
+    /// folder with a `setup.py`, `setup.cfg` or `pyproject.toml` (`libraries`: a library's modules
+    /// are its users' to import). A model zoo vendored into an application (BLIP's pretraining
+    /// models beside the captioner it uses) is code no run reaches unless something names it
+    /// ([`super::references`]); a folder of which nothing is imported may be another
+    /// application's, or examples, and is left alone.
+    pub(crate) fn judge_unimported(&mut self, libraries: &FxHashSet<&Path>) {
+        let mut entries: FxHashSet<&str> = FxHashSet::default();
+        // The folders of modules other files import from by name: a file beside them that
+        // nothing imports is one the application left out.
+        let used: FxHashSet<&Path> = self.imported.iter().filter_map(|p| p.parent()).collect();
+        for (path, names, star_imported, runs_itself) in &self.unimported {
+            let package = path.file_name().is_some_and(|n| n == "__init__.py");
+            let library = path.ancestors().skip(1).any(|a| libraries.contains(a));
+            let beside_used = path.parent().is_some_and(|p| used.contains(p));
+            if *star_imported || *runs_itself || package || library || !beside_used {
+                entries.extend(names.iter().map(String::as_str));
+            } else {
+                self.judged_unimported.insert(path.clone());
+            }
+        }
+        // A name defined again in a file that stays an entry stays unjudged.
+        self.judged = self.defined.iter().filter(|n| !entries.contains(n.as_str())).cloned().collect();
     }
 
     /// Finds the top-level functions and classes nothing names in the project's texts (its Python
@@ -2324,11 +2370,14 @@ impl<'p> View<'p> {
     }
 
     /// Does nothing in the project name this top-level function or class of the file, whose
-    /// other definitions another file imports by name? (A file nothing imports from may be a
-    /// script, or a library's module its users import; one that is star-imported may have any of
-    /// its names used.)
+    /// other definitions another file imports by name, or that is an application's file nothing
+    /// imports and that cannot run by itself ([`Project::judge_unimported`])? (Another file nothing
+    /// imports from may be a script, or a library's module its users import; one that is
+    /// star-imported may have any of its names used.)
     pub(crate) fn is_unreferenced(&self, name: &str) -> bool {
-        self.project.unreferenced.contains(name) && self.project.imported.contains(self.path)
+        self.project.unreferenced.contains(name)
+            && (self.project.imported.contains(self.path)
+                || self.project.judged_unimported.contains(self.path))
     }
 
     /// Does this file import a module of the project, or a name from one?
