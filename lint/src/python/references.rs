@@ -14,8 +14,10 @@
 //! re-exporting a sampler nothing uses does not reach it).
 //! Decorated definitions (registries, `@app.command`, `@torch.jit.script`) are always reached, and
 //! so is everything in a project of a single Python file, where nothing else could name it. Only
-//! the definitions of a file that other files import from by name are judged: a file nothing
-//! imports from may be a script, or a library module its users import ([`super::project`]).
+//! the definitions of a file that other files import from by name are judged, and those of an
+//! application's file beside one that cannot run by itself: another file nothing imports from
+//! may be a script, or a library module its users import ([`super::project`],
+//! `Project::judge_unimported`).
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
