@@ -3096,8 +3096,10 @@ fn compares_by_hand(text: &str) -> bool {
         .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
 }
 
-fn reads_a_command_line(text: &str) -> bool {
+/// Does the text read a command line (argparse, click, typer, fire, Hydra, ..)?
+pub(crate) fn reads_a_command_line(text: &str) -> bool {
     [
+        "typer",
         "ArgumentParser",
         "tyro.",
         "import click",

@@ -160,9 +160,8 @@ pub(crate) fn index_entry(
         let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         entry.runs_itself = checker::named_for_running(file_name)
             || matches!(file_name, "setup.py" | "conftest.py" | "__main__.py" | "manage.py")
-            || ["__main__", "ArgumentParser", "sys.argv", "fire.Fire", "click.", "typer", "hydra.main"]
-                .iter()
-                .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some());
+            || memchr::memmem::find(text.as_bytes(), b"__main__").is_some()
+            || checker::reads_a_command_line(text);
         if crate::source::FileKind::of_path(path).is_test_like() {
             entry.placement = entry.placement.of_test(text);
         }
