@@ -12,4 +12,4 @@ export DEVCHECK_REQUIRE_NVRTC=1
 cargo run --quiet -p devcheck-cli --bin devcheck -- env
 cargo run --quiet -p devcheck-cli --bin devcheck -- kernels check --arch sm_80 --arch sm_90 --include "$DEVCHECK_CUDA_INCLUDE"
 # The same compile through the test suite, where a missing NVRTC fails instead of skipping.
-cargo test --quiet --test cuda_kernels -- --nocapture
+cargo test --quiet --test all -- cuda_kernels:: --nocapture

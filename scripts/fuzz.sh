@@ -15,11 +15,11 @@ export PROPTEST_CASES="${CASES:-20000}"
 echo "== ${PROPTEST_CASES} cases per property"
 # Optimised, with overflow checks kept on so that an unchecked size computation still fails loudly.
 cargo test --release --config 'profile.release.overflow-checks=true' \
-    --test fuzz_checkpoint --test fuzz_tensor
+    --test all -- fuzz_checkpoint:: fuzz_tensor::
 # The linter: every file gets an outcome, nothing panics or overflows the stack.
 cargo test --release --config 'profile.release.overflow-checks=true' \
-    -p devcheck-lint --test lint_hostile --test lint_hostile_python
+    -p devcheck-lint --test all -- lint_hostile
 cargo test --release --config 'profile.release.overflow-checks=true' -p devcheck-lint --lib fix::
 # Files: replacement under concurrent edits, special files, limits.
 cargo test --release -p devcheck-files
-cargo test --release -p devcheck-cli --test cli_hostile --test cli_hostile_python
+cargo test --release -p devcheck-cli --test all -- cli_hostile

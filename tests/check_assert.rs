@@ -1,7 +1,7 @@
 //! `assert_on_device!` and `assert_forward_clean!`: silent when all is well, and on failure a
 //! panic whose message is the rendered report (no colour: the tests' stderr is not a terminal).
 
-mod culprits;
+use crate::culprits;
 
 /// Snapshots with this file's own line numbers masked, so that editing the tests does not churn
 /// the snapshots (the fixtures in `tests/culprits/` keep real, fixed locations).

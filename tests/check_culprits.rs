@@ -2,7 +2,7 @@
 //! `cuda:0` (no GPU here) and pointed at the right line; each clean twin passes. The rendered
 //! reports are snapshotted.
 
-mod culprits;
+use crate::culprits;
 
 /// Snapshots with this file's own line numbers masked, so that editing the tests does not churn
 /// the snapshots (the fixtures in `tests/culprits/` keep real, fixed locations).

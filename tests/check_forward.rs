@@ -1,7 +1,7 @@
 //! `devcheck::check_forward` beyond the six culprits: host reads, moves inside forward, failures,
 //! hard-coded devices, tied weights, the caller's model left alone, and the report's forms.
 
-mod culprits;
+use crate::culprits;
 
 /// Snapshots with this file's own line numbers masked, so that editing the tests does not churn
 /// the snapshots (the fixtures in `tests/culprits/` keep real, fixed locations).

@@ -1,7 +1,7 @@
 //! A GPT-2-small-shaped model dry-runs on a fake `cuda:0` without allocating element data. (Its
 //! speed is measured by `cargo run --release --example bench_check`, not here.)
 
-mod culprits;
+use crate::culprits;
 
 use culprits::gpt2::{GPT2_SMALL, GPT2_SMALL_PARAMETERS, Gpt2};
 use devcheck::check::Input;

@@ -1,6 +1,6 @@
 //! `devcheck::inspect`: the table, the JSON, and findings for stragglers and skipped fields.
 
-mod culprits;
+use crate::culprits;
 
 /// Snapshots with this file's own line numbers masked, so that editing the tests does not churn
 /// the snapshots (the fixtures in `tests/culprits/` keep real, fixed locations).

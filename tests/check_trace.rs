@@ -1,7 +1,7 @@
 //! `devcheck::trace`: the transfer ledger. Real runs here are CPU-only; moves between devices are
 //! exercised inside a fake scope, where they are recorded as on a real GPU (without data).
 
-mod culprits;
+use crate::culprits;
 
 /// Snapshots with this file's own line numbers masked, so that editing the tests does not churn
 /// the snapshots (the fixtures in `tests/culprits/` keep real, fixed locations).

@@ -262,8 +262,11 @@ fn a_huge_file_is_judged_by_its_header_without_reading_its_data() -> devcheck::R
 
 /// Runs the test `name` of this file again in a child process with [`CHILD`] set to `mode`.
 fn run_child(name: &str, mode: &str) -> std::process::Child {
+    // The test's full name in the binary: this module's path without the crate's name.
+    let module = module_path!().split_once("::").map_or("", |(_, module)| module);
+    let full = if module.is_empty() { name.to_string() } else { format!("{module}::{name}") };
     Command::new(std::env::current_exe().expect("test binary"))
-        .args(["--exact", name, "--nocapture", "--test-threads", "1"])
+        .args(["--exact", full.as_str(), "--nocapture", "--test-threads", "1"])
         .env(CHILD, mode)
         .stdout(std::process::Stdio::piped())
         .spawn()

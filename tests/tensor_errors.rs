@@ -1,8 +1,6 @@
 //! The diagnostics are the product's face: their rendered text is snapshotted.
 
-mod support {
-    pub mod x;
-}
+use crate::support;
 
 use devcheck::{DType, Device, Error, Tensor};
 
@@ -106,7 +104,9 @@ fn operator_sugar_panics_with_the_report() {
 fn snapshot(err: &Error) {
     let mut settings = insta::Settings::clone_current();
     settings.add_filter(r"tests/tensor_errors\.rs:\d+:\d+", "tests/tensor_errors.rs:[LINE]");
-    // libtest names each test's thread after the test: one snapshot per test.
-    let name = std::thread::current().name().unwrap_or("unnamed").to_string();
+    // libtest names each test's thread after the test (with its module's path): one snapshot per
+    // test.
+    let thread = std::thread::current();
+    let name = thread.name().unwrap_or("unnamed").rsplit("::").next().unwrap_or("unnamed").to_string();
     settings.bind(|| insta::assert_snapshot!(name, render(err)));
 }

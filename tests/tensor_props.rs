@@ -1,8 +1,6 @@
 //! Ops against a naive reference, over random shapes, broadcasting and non-contiguous views.
 
-mod support {
-    pub mod reference;
-}
+use crate::support;
 
 use devcheck::{DType, Device, Tensor};
 use proptest::prelude::*;

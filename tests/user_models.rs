@@ -3,19 +3,16 @@
 //! loaded; then the usual device bugs planted in such code (`user_models/bugs.rs`), each reported
 //! at the bug's own line with the help for what the tensor is. Reports are snapshotted.
 
-mod user_models {
-    pub mod bugs;
-    pub mod cnn;
-    pub mod gpt;
-    pub mod gru;
-}
+pub mod bugs;
+pub mod cnn;
+pub mod gpt;
+pub mod gru;
 
 use devcheck::check::{ForwardReport, Input};
 use devcheck::nn::Forward;
 use devcheck::nn::functional as f;
 use devcheck::optim::{AdamW, Optimizer};
 use devcheck::{DType, Device, Module, Result, Tensor};
-use user_models::{bugs, cnn, gpt, gru};
 
 const GPU: Device = Device::Cuda(0);
 const BUGS_FILE: &str = "tests/user_models/bugs.rs";

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-mod common;
+use crate::common;
 use common::{stderr, stdout};
 
 /// A forward pass with one D001 finding whose fix is safe.

@@ -10,7 +10,7 @@ use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-mod common;
+use crate::common;
 use common::{stderr, stdout};
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 
 use std::process::Output;
 
-mod common;
+use crate::common;
 use common::{root, run as devcheck, stderr, stdout};
 
 /// Lints `paths` (relative to the crate root) without any devcheck.toml, with the preview rules

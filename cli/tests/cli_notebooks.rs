@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Output;
 
-mod common;
+use crate::common;
 use common::{stderr, stdout};
 
 fn devcheck(args: &[&str], cwd: &Path) -> Output {

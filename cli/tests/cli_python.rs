@@ -3,7 +3,7 @@
 
 use std::process::Output;
 
-mod common;
+use crate::common;
 use common::{root, run as devcheck};
 
 fn stdout(o: &Output) -> String {

@@ -108,7 +108,7 @@ fn every_rule_has_fixtures_for_positives_and_a_snapshot_in_each_language() {
                 let stem = f.path().file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
                 let snap = Path::new(env!("CARGO_MANIFEST_DIR"))
                     .join("tests/snapshots")
-                    .join(format!("lint_fixtures__{}__{stem}.snap", rule.code.to_ascii_lowercase()));
+                    .join(format!("all__lint_fixtures__{}__{stem}.snap", rule.code.to_ascii_lowercase()));
                 assert!(snap.is_file(), "{} has no snapshot {}", rule.code, snap.display());
             }
         }
