@@ -264,6 +264,9 @@ pub(crate) struct Checker<'m, 'a> {
     /// Per loop: does its body call a function named for prediction
     /// ([`super::rules::helpers::in_evaluation_pass`])? Asked of every place in the loop.
     pub(crate) calls_prediction: std::cell::RefCell<FxHashMap<LoopId, bool>>,
+    /// Per loop: does it walk evaluation data, or start with a model put in evaluation mode
+    /// ([`super::rules::helpers::in_evaluation_pass`])? Asked of every place in the loop.
+    pub(crate) evaluates: std::cell::RefCell<FxHashMap<LoopId, bool>>,
     /// Per function (and whether a function named for prediction leads to it): is it run by loops
     /// over inputs only ([`super::rules::helpers::in_evaluation_pass`])?
     pub(crate) per_input: std::cell::RefCell<FxHashMap<(FunctionId, bool), bool>>,
@@ -335,6 +338,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             provenance_steps: std::cell::Cell::new(0),
             nested_host: std::cell::RefCell::new(FxHashMap::default()),
             calls_prediction: std::cell::RefCell::new(FxHashMap::default()),
+            evaluates: std::cell::RefCell::new(FxHashMap::default()),
             per_input: std::cell::RefCell::new(FxHashMap::default()),
             straight_line: std::cell::RefCell::new(FxHashMap::default()),
             passed_by_callers: std::cell::RefCell::new(FxHashMap::default()),
@@ -743,7 +747,12 @@ impl<'m, 'a> Checker<'m, 'a> {
     /// The block that holds the innermost statement being checked, and its place there.
     pub fn block_of_statement(&self) -> Option<(&'a [Stmt], usize)> {
         let at = self.parents.iter().rposition(|n| matches!(n, Node::Stmt(_)))?;
-        let Node::Stmt(stmt) = self.parents[at] else { return None };
+        self.block_of(at)
+    }
+
+    /// The block that holds the statement `parents[at]`, and its place there.
+    pub fn block_of(&self, at: usize) -> Option<(&'a [Stmt], usize)> {
+        let Node::Stmt(stmt) = *self.parents.get(at)? else { return None };
         let parent = self.parents[..at].iter().rev().find_map(|n| match n {
             Node::Stmt(s) => Some(*s),
             Node::Expr(_) => None,
@@ -2559,6 +2568,15 @@ fn clears_its_flag(model: &Model<'_>, test: &Expr, body: &[Stmt]) -> bool {
     };
     // `if self.flag_tensor is None: self.flag_tensor = torch.tensor(0, device=d)`: an attribute
     // filled once, unless something empties it again outside `__init__`.
+    // `attn = None` before a loop, then `if attn is None: attn = torch.empty(..).to(x)` in it: a
+    // local filled once, at the first step, unless the loop empties it again.
+    if let Expr::Compare(c) = test
+        && matches!(c.ops[..], [ast::CmpOp::Is])
+        && matches!(c.comparators[..], [Expr::NoneLiteral(_)])
+        && let Expr::Name(name) = &*c.left
+    {
+        return fills_local_once(model, name, test, body);
+    }
     if let Expr::Compare(c) = test
         && matches!(c.ops[..], [ast::CmpOp::Is])
         && matches!(c.comparators[..], [Expr::NoneLiteral(_)])
@@ -2583,6 +2601,46 @@ fn clears_its_flag(model: &Model<'_>, test: &Expr, body: &[Stmt]) -> bool {
             .iter()
             .any(|s| matches!(s, Stmt::Assign(a) if off(&a.value) && a.targets.iter().any(|t| same(t, test))))
         && !rearmed()
+}
+
+/// [`clears_its_flag`] for a local: does `body` (of `if name is None:`) fill the name, and does
+/// nothing in the innermost loop around the test set it to `None` again? A name bound to
+/// `None` before the loop is then filled at the first step only.
+fn fills_local_once(model: &Model<'_>, name: &ast::ExprName, test: &Expr, body: &[Stmt]) -> bool {
+    let fills = body.iter().any(|s| {
+        matches!(s, Stmt::Assign(a) if !matches!(*a.value, Expr::NoneLiteral(_))
+            && a.targets.iter().any(|t| matches!(t, Expr::Name(n) if n.id == name.id)))
+    });
+    if !fills {
+        return false;
+    }
+    let Some((_, around)) = model
+        .loops()
+        .filter(|(_, l)| l.stmt.range().contains_range(test.range()))
+        .min_by_key(|(_, l)| l.stmt.range().len())
+    else {
+        return false;
+    };
+    let scope =
+        around.function.and_then(|f| model.function(f).scope).unwrap_or(super::model::ScopeId::MODULE);
+    // Every binding of the name in its scope, latest first.
+    let mut at = model.lookup(scope, name.id.as_str());
+    let mut seen = 0;
+    while let Some(id) = at {
+        seen += 1;
+        if seen > 64 {
+            return false;
+        }
+        let binding = model.binding(id);
+        if let BindingKind::Assignment { value, .. } = binding.kind
+            && matches!(value, Expr::NoneLiteral(_))
+            && around.stmt.range().contains_range(value.range())
+        {
+            return false;
+        }
+        at = binding.shadowed;
+    }
+    true
 }
 
 /// A test on a module's training mode: `Some(false)` for `if self.training:` (its body trains,

@@ -1801,6 +1801,23 @@ pub(crate) fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
             !trains(&f.body)
                 && (evaluation || (file && !walks_backwards(cx, &f.iter)) || !is_range(cx, &f.iter))
         }))
+        // `def test(): model.eval(); out = model(data.x, ..); acc = int(..)`: an evaluation of
+        // the whole data set at once (no loop of its own), called between training epochs.
+        || (evaluation
+            && cx.loops.is_empty()
+            && cx.function.is_some_and(|f| {
+                let body = &cx.model.function(f).def.body;
+                !trains(body) && (cx.no_grad > 0 || body.iter().any(|s| mode_call(s) == Some(Mode::Eval)))
+            }))
+        || cx.loops.iter().any(|&l| {
+            // `model.eval()` then `for batch in eval_dataloader:` in a script's main function.
+            if let Some(&known) = cx.evaluates.borrow().get(&l) {
+                return known;
+            }
+            let known = loop_evaluates(cx, l);
+            cx.evaluates.borrow_mut().insert(l, known);
+            known
+        })
         || called_once_per_input(cx)
         || cx.loops.iter().any(|&l| {
             // `for text in sentences: noise = torch.randn(..).to(device); wav = inference(text, noise)`:
@@ -1817,6 +1834,113 @@ pub(crate) fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
             cx.calls_prediction.borrow_mut().insert(l, known);
             known
         })
+}
+
+/// Does the loop `l` walk data (not `range(..)`), train nothing, and either walk data named for
+/// evaluation (`eval_dataloader`, `val_loader`, `testloader`) or start after a statement that puts
+/// a model in evaluation mode (`model.eval()`, `model.train(False)`), with no `.train()` between,
+/// in its block or a block around it within the function?
+fn loop_evaluates(cx: &Checker<'_, '_>, l: crate::python::model::LoopId) -> bool {
+    let stmt = cx.model.loop_(l).stmt;
+    let Stmt::For(f) = stmt else { return false };
+    if trains(&f.body) || is_range(cx, &f.iter) {
+        return false;
+    }
+    if names_evaluation_data(&f.iter) {
+        return true;
+    }
+    // `model.eval()`, then `for step in tqdm(step_sequence):` taking gradients through a helper:
+    // an optimisation over steps (an attack, a fit of inputs), not a pass over data.
+    let steps = |e: &Expr| {
+        any_subexpr_is(e, |e| {
+            let name = match e {
+                Expr::Name(n) => n.id.as_str(),
+                Expr::Attribute(a) => a.attr.as_str(),
+                _ => return false,
+            };
+            name_words(name).any(|w| {
+                let w = w.to_ascii_lowercase();
+                ["step", "steps", "epoch", "epochs", "iteration", "iterations", "iter", "iters", "it"]
+                    .contains(&w.as_str())
+            })
+        })
+    };
+    if steps(&f.target) || steps(&f.iter) {
+        return false;
+    }
+    let Some(mut at) = cx.parents.iter().rposition(|n| matches!(n, Node::Stmt(s) if std::ptr::eq(*s, stmt)))
+    else {
+        return false;
+    };
+    loop {
+        let Some((block, place)) = cx.block_of(at) else { return false };
+        for s in block[..place].iter().rev() {
+            match mode_call(s) {
+                Some(Mode::Eval) => return true,
+                Some(Mode::Train) => return false,
+                None => {}
+            }
+        }
+        // Out to the statement around the block, not past the function's `def`.
+        let Some(outer) = cx.parents[..at].iter().rposition(|n| matches!(n, Node::Stmt(_))) else {
+            return false;
+        };
+        if matches!(cx.parents[outer], Node::Stmt(Stmt::FunctionDef(_) | Stmt::ClassDef(_))) {
+            return false;
+        }
+        at = outer;
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Eval,
+    Train,
+}
+
+/// `x.eval()` or `x.train(False)` (evaluation mode), `x.train()` or `x.train(True)` (training
+/// mode), as a statement.
+fn mode_call(s: &Stmt) -> Option<Mode> {
+    let Stmt::Expr(e) = s else { return None };
+    let Expr::Call(c) = &*e.value else { return None };
+    let Expr::Attribute(a) = &*c.func else { return None };
+    let args = &c.arguments;
+    match (a.attr.as_str(), &args.args[..]) {
+        ("eval", []) if args.keywords.is_empty() => Some(Mode::Eval),
+        ("train", []) if args.keywords.is_empty() => Some(Mode::Train),
+        ("train", [Expr::BooleanLiteral(b)]) => Some(if b.value { Mode::Train } else { Mode::Eval }),
+        _ => None,
+    }
+}
+
+/// Does the iterable name evaluation data: a name or attribute one of whose words, less a
+/// loader's or data set's suffix, is `eval`, `val`, `valid`, `validation`, `test` or `dev`
+/// (`eval_dataloader`, `self.val_loader`, `testloader`, `enumerate(dev_batches)`)?
+fn names_evaluation_data(iter: &Expr) -> bool {
+    const WHAT: &[&str] = &["eval", "evaluation", "val", "valid", "validation", "test", "testing", "dev"];
+    const SUFFIXES: &[&str] =
+        &["dataloader", "loader", "dataset", "data", "set", "batches", "iter", "dl", "ds"];
+    let names_it = |name: &str| {
+        let lower = name.to_ascii_lowercase();
+        name_words(name).any(|w| {
+            let w = w.to_ascii_lowercase();
+            let stem =
+                SUFFIXES.iter().find_map(|x| w.strip_suffix(x).filter(|s| !s.is_empty())).unwrap_or(&w);
+            // `dev` alone may be a device (`for i in dev_ids`): data only beside a data word.
+            WHAT.contains(&stem)
+                && (stem != "dev" || ["loader", "data", "batch", "example"].iter().any(|d| lower.contains(d)))
+        })
+    };
+    let mut found = false;
+    any_subexpr(iter, &mut |e| {
+        match e {
+            Expr::Name(n) => found |= names_it(n.id.as_str()),
+            Expr::Attribute(x) => found |= names_it(x.attr.as_str()),
+            _ => {}
+        }
+        !found
+    });
+    found
 }
 
 /// Is a function's name one of prediction or evaluation (`inference`, `LFinference`,
@@ -1940,11 +2064,22 @@ fn is_range_within(cx: &Checker<'_, '_>, iter: &Expr, depth: u32) -> bool {
         match e {
             Expr::Call(c)
                 if cx.callee_name(c).is_some_and(|q| {
-                    matches!(q.as_ref(), "builtins.range" | "builtins.reversed" | "numpy.flip" | "torch.flip")
+                    matches!(
+                        q.as_ref(),
+                        "builtins.range"
+                            | "builtins.reversed"
+                            | "numpy.flip"
+                            | "torch.flip"
+                            | "six.moves.xrange"
+                            | "past.builtins.xrange"
+                    )
                 }) =>
             {
                 found = true;
             }
+            // Python 2's `range`, as code written for both spells it (`xrange = range` when the
+            // name is missing).
+            Expr::Call(c) if matches!(&*c.func, Expr::Name(n) if n.id.as_str() == "xrange") => found = true,
             // A scheduler's schedule (`self.scheduler.timesteps`), walked from noise to image.
             Expr::Attribute(a) if a.attr.as_str() == "timesteps" => found = true,
             Expr::Name(n) if depth < 4 => {
