@@ -1584,41 +1584,77 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
     )) = cx.parent()
         && std::ptr::eq(&**t, test)
     {
-        let shown = first(test);
-        // `if not mask.any():` reads it as well.
-        let test = match shown {
-            Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => &*u.operand,
-            t => t,
+        // `if self.cross_self_attention or tokens.eq(pad).any():`: a later operand of `or` is
+        // read whenever the settings before it are off, as flags most often are (after `and`,
+        // only when they are on); not after `self.training`, which tells training from
+        // evaluation.
+        let operands: Vec<&'a Expr> = match test {
+            Expr::BoolOp(b) if b.op == ast::BoolOp::Or => b.values.iter().collect(),
+            Expr::BoolOp(b) => b.values.iter().take(1).collect(),
+            t => vec![t],
         };
-        if !matches!(test, Expr::Name(_) | Expr::Call(_) | Expr::Attribute(_) | Expr::Compare(_)) {
-            return None;
+        for (i, &operand) in operands.iter().enumerate() {
+            if i > 0 && !operands[..i].iter().all(|o| is_setting(cx, o)) {
+                break;
+            }
+            if let Some((tensor, read)) = tensor_test(cx, operand) {
+                let keyword = if matches!(cx.parent(), Some(Node::Stmt(Stmt::While(_)))) { "while" } else { "if" };
+                let what = format!("{keyword} {}:", cx.short(if i == 0 { operand } else { test }.range()));
+                return Some(Sync::read(false, what, tensor, read, read.range()));
+            }
         }
-        // `if loss == 0:`: a tensor compared with a number is a tensor too. Only a value known to
-        // be a tensor: a value of unknown kind compared with a number is most often a number
-        // (`if drop_prob > 0:`).
-        let tensor = match test {
-            Expr::Compare(c)
-                if c.comparators.iter().all(|r| matches!(r, Expr::NumberLiteral(_)))
-                    && ((plain_value(&c.left) && cx.kind_of(&c.left) == Kind::Tensor)
-                        || reduced_tensor(cx, &c.left)) =>
-            {
-                &*c.left
-            }
-            // `torch.any(mask)`: where `mask` is decides.
-            Expr::Call(c)
-                if truth_of_tensor(cx, test)
-                    && cx.callee_name(c).is_some_and(|q| matches!(q.as_ref(), "torch.any" | "torch.all")) =>
-            {
-                &c.arguments.args[0]
-            }
-            _ if cx.kind_of(test) == Kind::Tensor || truth_of_tensor(cx, test) || reduced_tensor(cx, test) => test,
-            _ => return None,
-        };
-        let keyword = if matches!(cx.parent(), Some(Node::Stmt(Stmt::While(_)))) { "while" } else { "if" };
-        let what = format!("{keyword} {}:", cx.short(shown.range()));
-        return Some(Sync::read(false, what, tensor, test, test.range()));
     }
     None
+}
+
+/// The truth an `if` or `while` test's operand (`mask.any()`, `not done.all()`, `loss == 0`)
+/// reads of a tensor: the tensor and the expression read.
+fn tensor_test<'a>(cx: &Checker<'_, 'a>, operand: &'a Expr) -> Option<(&'a Expr, &'a Expr)> {
+    // `if not mask.any():` reads it as well.
+    let test = match operand {
+        Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => &*u.operand,
+        t => t,
+    };
+    if !matches!(test, Expr::Name(_) | Expr::Call(_) | Expr::Attribute(_) | Expr::Compare(_)) {
+        return None;
+    }
+    // `if loss == 0:`: a tensor compared with a number is a tensor too. Only a value known to
+    // be a tensor: a value of unknown kind compared with a number is most often a number
+    // (`if drop_prob > 0:`).
+    let tensor = match test {
+        Expr::Compare(c)
+            if c.comparators.iter().all(|r| matches!(r, Expr::NumberLiteral(_)))
+                && ((plain_value(&c.left) && cx.kind_of(&c.left) == Kind::Tensor) || reduced_tensor(cx, &c.left)) =>
+        {
+            &*c.left
+        }
+        // `torch.any(mask)`: where `mask` is decides.
+        Expr::Call(c)
+            if truth_of_tensor(cx, test)
+                && cx.callee_name(c).is_some_and(|q| matches!(q.as_ref(), "torch.any" | "torch.all")) =>
+        {
+            &c.arguments.args[0]
+        }
+        _ if cx.kind_of(test) == Kind::Tensor || truth_of_tensor(cx, test) || reduced_tensor(cx, test) => test,
+        _ => return None,
+    };
+    Some((tensor, test))
+}
+
+/// A setting in a test (`self.cross_self_attention`, `not args.fast`): a name or attribute, or
+/// its negation, that is not a tensor and does not name the training mode.
+fn is_setting(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    let e = match e {
+        Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => &*u.operand,
+        e => e,
+    };
+    let name = match e {
+        Expr::Name(n) => n.id.as_str(),
+        Expr::Attribute(a) => a.attr.as_str(),
+        _ => return false,
+    };
+    cx.kind_of(e) != Kind::Tensor
+        && !super::helpers::name_words(name).any(|w| w.eq_ignore_ascii_case("training") || w.eq_ignore_ascii_case("train"))
 }
 
 /// `(x >= 0).all()`, `mask.any()`, `torch.any(mask)`: the truth of a value that may be a tensor
