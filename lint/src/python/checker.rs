@@ -1074,7 +1074,8 @@ impl<'m, 'a> Checker<'m, 'a> {
             Expr::UnaryOp(u) => self.expr(&u.operand, rules, out),
             Expr::Lambda(l) => self.expr(&l.body, rules, out),
             Expr::If(i) => {
-                self.expr(&i.test, rules, out);
+                // `mask if has_pads else None`: the test's truth is read as an `if`'s is.
+                self.test(&i.test, rules, out);
                 self.expr(&i.body, rules, out);
                 self.expr(&i.orelse, rules, out);
             }

@@ -1579,11 +1579,15 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
         }
         return None;
     }
-    if let Some(Node::Stmt(
-        Stmt::If(ast::StmtIf { test: t, .. }) | Stmt::While(ast::StmtWhile { test: t, .. }),
-    )) = cx.parent()
-        && std::ptr::eq(&**t, test)
-    {
+    let tested = match cx.parent() {
+        Some(Node::Stmt(Stmt::If(ast::StmtIf { test: t, .. }) | Stmt::While(ast::StmtWhile { test: t, .. }))) => {
+            std::ptr::eq(&**t, test)
+        }
+        // `x = mask if pads.any() else None`.
+        Some(Node::Expr(Expr::If(i))) => std::ptr::eq(&*i.test, test),
+        _ => false,
+    };
+    if tested {
         // `if self.cross_self_attention or tokens.eq(pad).any():`: a later operand of `or` is
         // read whenever the settings before it are off, as flags most often are (after `and`,
         // only when they are on); not after `self.training`, which tells training from
@@ -1598,8 +1602,12 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
                 break;
             }
             if let Some((tensor, read)) = tensor_test(cx, operand) {
-                let keyword = if matches!(cx.parent(), Some(Node::Stmt(Stmt::While(_)))) { "while" } else { "if" };
-                let what = format!("{keyword} {}:", cx.short(if i == 0 { operand } else { test }.range()));
+                let shown = cx.short(if i == 0 { operand } else { test }.range());
+                let what = match cx.parent() {
+                    Some(Node::Stmt(Stmt::While(_))) => format!("while {shown}:"),
+                    Some(Node::Expr(_)) => format!(".. if {shown} else .."),
+                    _ => format!("if {shown}:"),
+                };
                 return Some(Sync::read(false, what, tensor, read, read.range()));
             }
         }
