@@ -5,6 +5,8 @@
 
 mod culprits;
 mod support {
+    pub mod gpu;
+    pub mod gradcheck;
     pub mod reference;
     pub mod x;
 }

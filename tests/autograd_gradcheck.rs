@@ -7,8 +7,7 @@
 use devcheck::{DType, Device, Tensor};
 use proptest::prelude::*;
 
-#[path = "support/gradcheck.rs"]
-mod gradcheck;
+use crate::support::gradcheck;
 use gradcheck::{check, check_with, randn, uniform, values};
 
 // ---- element-wise binary, with broadcasting on both sides --------------------------------------

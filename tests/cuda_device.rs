@@ -2,9 +2,7 @@
 //! error (checked here on any machine); with a GPU the kernels are compared with host results
 //! (those tests print "skipped: no CUDA device" when there is none).
 
-#[allow(dead_code)] // each GPU suite uses part of it
-#[path = "support/gpu.rs"]
-mod gpu;
+use crate::support::gpu;
 
 use std::sync::{Arc, RwLockReadGuard};
 

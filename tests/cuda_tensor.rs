@@ -14,8 +14,7 @@ use devcheck::nn::functional::{ClassLossOptions, cross_entropy};
 use devcheck::optim::{AdamW, Optimizer};
 use devcheck::{BinaryOp, CmpOp, DType, Device, Module, Result, Tensor, UnaryOp};
 
-#[path = "support/gpu.rs"]
-mod gpu;
+use crate::support::gpu;
 
 const CUDA0: Device = Device::Cuda(0);
 const CUDA1: Device = Device::Cuda(1);

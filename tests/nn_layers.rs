@@ -1,8 +1,7 @@
 //! Layers: values against naive references, gradients against finite differences, paths, modes
 //! and device moves.
 
-#[path = "support/gradcheck.rs"]
-mod gradcheck;
+use crate::support::gradcheck;
 
 use devcheck::nn::functional::{conv2d, embedding, layer_norm, linear, max_pool2d};
 use devcheck::nn::{

@@ -1,8 +1,7 @@
 //! Losses against values computed by hand in f64, their gradients against finite differences, and
 //! their errors.
 
-#[path = "support/gradcheck.rs"]
-mod gradcheck;
+use crate::support::gradcheck;
 
 use devcheck::nn::functional::{cross_entropy, mse_loss, nll_loss};
 use devcheck::nn::{ClassLossOptions, CrossEntropyLoss, Reduction};

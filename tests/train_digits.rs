@@ -3,11 +3,11 @@
 
 #[allow(dead_code)]
 #[path = "../examples/train_digits.rs"]
-mod train_digits;
+mod example;
 
 use devcheck::nn::Forward;
 use devcheck::{Device, Module};
-use train_digits::{Args, Mlp, pick_device, run};
+use example::{Args, Mlp, pick_device, run};
 
 fn args(checkpoint: std::path::PathBuf) -> Args {
     Args {
