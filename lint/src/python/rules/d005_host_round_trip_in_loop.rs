@@ -1598,7 +1598,7 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
             t => vec![t],
         };
         for (i, &operand) in operands.iter().enumerate() {
-            if i > 0 && !operands[..i].iter().all(|o| is_setting(cx, o)) {
+            if i > 0 && !operands[..i].iter().all(|o| is_flag(cx, o)) {
                 break;
             }
             if let Some((tensor, read)) = tensor_test(cx, operand) {
@@ -1649,9 +1649,10 @@ fn tensor_test<'a>(cx: &Checker<'_, 'a>, operand: &'a Expr) -> Option<(&'a Expr,
     Some((tensor, test))
 }
 
-/// A setting in a test (`self.cross_self_attention`, `not args.fast`): a name or attribute, or
-/// its negation, that is not a tensor and does not name the training mode.
-fn is_setting(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+/// A flag in a test (`self.cross_self_attention`, `not args.fast`): a name or attribute, or its
+/// negation, that is not a tensor and does not name the training mode. (Not the checker's
+/// `is_setting`, which asks whether a loss's factor is a number.)
+fn is_flag(cx: &Checker<'_, '_>, e: &Expr) -> bool {
     let e = match e {
         Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => &*u.operand,
         e => e,
