@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::api;
 use crate::python::checker::{Checker, Node, Reads, Rule};
-use crate::python::model::{AttrHow, BindingId, BindingKind, Callee, FunctionId, Part};
+use crate::python::model::{AttrHow, BindingId, BindingKind, Callee, FunctionId, LoopId, Part};
 use crate::python::typing::Kind;
 use crate::registry;
 
@@ -17,7 +17,8 @@ use super::device_evidence::{
     MAX_DEPTH, REDUCTIONS, device_evident, has_dim, names_a_device, on_cpu_side, reduces_to_0_dim, tensor_indices,
 };
 use super::helpers::{
-    Fixed, checks_for_accelerator, fixed_creation, is_cpu_device, is_dtype, keyword, literal_device, range,
+    Fixed, checks_for_accelerator, fixed_creation, is_batch_element, is_cpu_device, is_dtype, iterates_loader, keyword,
+    literal_device, method_call, name_binding, range,
 };
 
 #[derive(Default)]
@@ -29,6 +30,11 @@ pub(crate) struct Check {
     /// Where the file's tensors on a fixed device can come from; worked out when the rule first
     /// looks at a function.
     sources: Option<Sources>,
+    /// Batch elements reported as left on the host (once each, at their first use): where the
+    /// batch's iterable starts, and the element as written.
+    left_on_host: FxHashSet<(TextSize, String)>,
+    /// Per loop, once asked: does it iterate a data loader?
+    loader_loops: rustc_hash::FxHashMap<LoopId, bool>,
 }
 
 
@@ -60,6 +66,9 @@ impl Rule for Check {
         }
         if !matches!(e, Expr::BinOp(_) | Expr::Compare(_) | Expr::Call(_) | Expr::Subscript(_)) {
             return;
+        }
+        if let Some(found) = self.batch_element_left_on_host(cx, e) {
+            out.push(found);
         }
         if !self.active(cx) {
             // Elsewhere (a loss, a training script, an evaluation), only a CPU tensor indexed
@@ -175,6 +184,92 @@ impl Check {
             .related(range(c.range()), "called with it here: on a GPU run its weights and this input are on different devices")
             .help("move the input where the model is (`.to(device)`), or make it there (`device=device`)"),
         )
+    }
+
+    /// `for x, y in loader:` that moves `x` to the device in the loop (`x = x.to(device)`) and
+    /// combines `y`, not moved, with a tensor on the device (`loss = criterion(model(x), y)`,
+    /// `(out.argmax(1) == y)`): the loader makes its batches on the host, so on a GPU run the
+    /// label left there meets the model's output on another device. The finding is at the use
+    /// of `y`; the move of its sibling is the evidence that the batch starts on the host.
+    fn batch_element_left_on_host(&mut self, cx: &Checker<'_, '_>, e: &Expr) -> Option<Finding> {
+        if !self.in_loader_loop(cx)
+            || cx.device_block > 0
+            || cx.kind.is_test_like()
+            || cx.facts.sets_default_device
+            || in_device_branch(cx)
+        {
+            return None;
+        }
+        let pairs = match e {
+            Expr::Call(c) if calls_a_loss(cx, c) => {
+                let args = &c.arguments.args;
+                let mut pairs = Few::new();
+                for (i, a) in args.iter().enumerate() {
+                    for (j, b) in args.iter().enumerate() {
+                        if i != j {
+                            pairs.push((a, b));
+                        }
+                    }
+                }
+                pairs
+            }
+            // CTC takes its targets and lengths from the host.
+            Expr::Call(c) if cx.callee_name(c).is_some_and(|q| q.contains("ctc")) => return None,
+            Expr::Subscript(_) => return None,
+            // A model may take some inputs from the host by design (lengths for packing).
+            Expr::Call(c) if cx.kind_of(&c.func) == Kind::Module => return None,
+            _ => combined(cx, e),
+        };
+        for (left, other) in pairs {
+            let element = unmoved_root(left);
+            let Some(from) = batch_element(cx, element) else { continue };
+            let y = cx.short(element.range());
+            if self.left_on_host.contains(&(from.start(), y.clone())) {
+                continue;
+            }
+            let Some(sibling) = sibling_moved(cx, element, from) else { continue };
+            if !device_evident(cx, other) && !from_the_move(cx, other, sibling.1, 0, &std::cell::Cell::new(256)) {
+                continue;
+            }
+            self.left_on_host.insert((from.start(), y.clone()));
+            let x = cx.short(sibling.0.range());
+            // The move as the code writes it for `x`: `.to(device)`, `.cuda()`.
+            let move_ = cx.text(ruff_text_size::TextRange::new(sibling.0.end(), sibling.1.end()));
+            let source = cx.short(from.range());
+            let moved_y = match element {
+                Expr::Name(_) => format!("`{y} = {y}{move_}`"),
+                _ => format!("`{y}{move_}`"),
+            };
+            return Some(
+                Finding::new(
+                    &registry::D001,
+                    range(element.range()),
+                    format!(
+                        "`{y}` comes from `{source}` on the host and is used here with `{}`, on the device: `{x}` of the same batch is moved to the device, `{y}` is not",
+                        cx.short(other.range())
+                    ),
+                )
+                .label("left on the host")
+                .related(range(sibling.1), format!("`{x}` is moved to the device here"))
+                .related(range(e.range()), "combined here: on a GPU run PyTorch raises \"Expected all tensors to be on the same device\"")
+                .help(format!("move `{y}` with `{x}` ({moved_y}) before it is used"))
+                .fix(Some(Fix::new(
+                    Applicability::Unsafe,
+                    format!("move `{y}` here (`{y}{move_}`)"),
+                    vec![Edit { range: element.end().to_usize()..element.end().to_usize(), replacement: move_.to_string() }],
+                ))),
+            );
+        }
+        None
+    }
+
+    /// Inside a loop over a data loader's batches (known per loop once asked).
+    fn in_loader_loop(&mut self, cx: &Checker<'_, '_>) -> bool {
+        cx.loops.iter().any(|&l| {
+            *self.loader_loops.entry(l).or_insert_with(|| {
+                cx.model.loop_(l).for_parts().is_some_and(|(_, iter)| iterates_loader(cx, iter))
+            })
+        })
     }
 
     /// In a function the rule reads, outside a `with torch.device(..)` block.
@@ -351,6 +446,231 @@ fn combined<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Few<(&'e Expr, &'e Expr)> 
         _ => {}
     }
     pairs
+}
+
+/// Is `c` a loss: `criterion(out, y)` of a `torch.nn` loss class, or a functional loss
+/// (`F.cross_entropy(out, y)`)? Its arguments meet on one device.
+fn calls_a_loss(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
+    if let Some(q) = cx.callee_name(c) {
+        return q.strip_prefix("torch.nn.functional.").is_some_and(|f| {
+            !f.contains("ctc") && (f.contains("loss") || f.contains("entropy") || f.ends_with("divergence") || f == "kl_div")
+        });
+    }
+    let made = match &*c.func {
+        Expr::Name(n) => cx.model.binding_of(n).and_then(|b| match cx.model.binding(b).kind {
+            BindingKind::Assignment { value, part: Part::Whole, .. } => Some(value),
+            _ => None,
+        }),
+        Expr::Attribute(a) => {
+            let class = cx.types.receiver_class(&a.value);
+            class.and_then(|class| {
+                let mut values = cx.model.class(class).attr(a.attr.as_str()).map(|at| at.value);
+                match (values.next(), values.next()) {
+                    (Some(Some(v)), None) => Some(v),
+                    _ => None,
+                }
+            })
+        }
+        _ => None,
+    };
+    made.is_some_and(|v| {
+        call_chain(v)
+            .last()
+            .and_then(|made| cx.callee_name(made))
+            .is_some_and(|q| api::is_loss_class(&q) && !q.contains("CTC"))
+    })
+}
+
+/// Is `e` computed on the device from the moved batch element (the move at `moved`): the model's
+/// output for it (`out = model(x)`), or arithmetic on either? Not after a copy to the host
+/// (`.cpu()`, `.item()`) or a size (`x.size(0)`, `len(x)`).
+fn from_the_move(
+    cx: &Checker<'_, '_>,
+    e: &Expr,
+    moved: ruff_text_size::TextRange,
+    depth: usize,
+    steps: &std::cell::Cell<usize>,
+) -> bool {
+    let left = steps.get();
+    if left == 0
+        || depth > MAX_DEPTH
+        || matches!(cx.kind_of(e), Kind::Scalar | Kind::Other | Kind::Device | Kind::Numpy)
+    {
+        return false;
+    }
+    steps.set(left - 1);
+    let next = |e: &Expr| from_the_move(cx, e, moved, depth + 1, steps);
+    match e {
+        Expr::Call(c) if c.range() == moved => true,
+        Expr::Call(c) => {
+            if let Expr::Attribute(a) = &*c.func {
+                if matches!(
+                    a.attr.as_str(),
+                    "cpu" | "numpy" | "item" | "tolist" | "size" | "dim" | "numel" | "to" | "type" | "__len__"
+                ) {
+                    return false;
+                }
+                if next(&a.value) {
+                    return true;
+                }
+            }
+            if cx.callee_name(c).is_some_and(|q| q.starts_with("builtins.")) {
+                return false;
+            }
+            c.arguments.args.iter().chain(c.arguments.keywords.iter().map(|k| &k.value)).any(next)
+        }
+        Expr::Name(n) => {
+            let Some(b) = cx.model.binding_of(n) else { return false };
+            match cx.model.binding(b).kind {
+                BindingKind::Assignment { value, .. } | BindingKind::AugAssignment { value, .. } => next(value),
+                _ => false,
+            }
+        }
+        Expr::BinOp(b) => next(&b.left) || next(&b.right),
+        Expr::UnaryOp(u) => next(&u.operand),
+        Expr::Subscript(s) => next(&s.value),
+        Expr::Attribute(a) => next(&a.value),
+        _ => false,
+    }
+}
+
+/// `y`, `y.long()`, `y.view(-1).float()`: the name a chain of methods that keep the device
+/// starts from (not a move: `y.to(device)`, `y.cuda()`).
+fn unmoved_root(e: &Expr) -> &Expr {
+    let mut at = e;
+    for _ in 0..8 {
+        match at {
+            Expr::Call(c) => match &*c.func {
+                Expr::Attribute(a)
+                    if api::tensor_method_returns_tensor(a.attr.as_str())
+                        && !matches!(a.attr.as_str(), "to" | "cuda" | "cpu" | "type" | "pin_memory") =>
+                {
+                    at = &a.value
+                }
+                _ => return at,
+            },
+            _ => return at,
+        }
+    }
+    at
+}
+
+/// The iterable of data-loader batches that `e` is an element of: `y` in `for x, y in loader:`
+/// or in `for i, (x, y) in enumerate(loader):`; `y` bound in the loop by `x, y = batch` or
+/// `y = batch[1]`; `batch["labels"]` itself. Not the whole batch (an object whose `.to()` may
+/// move it in place, as a tokenizer's `BatchEncoding` does).
+fn batch_element<'e>(cx: &Checker<'_, 'e>, e: &Expr) -> Option<&'e Expr> {
+    match e {
+        Expr::Name(n) => {
+            let b = cx.model.binding_of(n)?;
+            match cx.model.binding(b).kind {
+                BindingKind::LoopVar { iter, part } if part != Part::Whole => {
+                    is_batch_element(cx, e).then_some(iter)
+                }
+                BindingKind::Assignment { value, part: Part::Element(_), .. } if matches!(value, Expr::Name(_)) => {
+                    whole_batch(cx, value)
+                }
+                BindingKind::Assignment { value: Expr::Subscript(s), part: Part::Whole, .. } => {
+                    whole_batch(cx, &s.value)
+                }
+                _ => None,
+            }
+        }
+        Expr::Subscript(s) => whole_batch(cx, &s.value),
+        _ => None,
+    }
+}
+
+/// `batch` in `for batch in loader:` or `for step, batch in enumerate(loader):`: the iterable.
+fn whole_batch<'e>(cx: &Checker<'_, 'e>, batch: &Expr) -> Option<&'e Expr> {
+    let b = name_binding(cx, batch)?;
+    let iter = match cx.model.binding(b).kind {
+        BindingKind::LoopVar { iter, part: Part::Whole } => iter,
+        BindingKind::LoopVar { iter: iter @ Expr::Call(c), part: Part::Element(1) }
+            if cx.callee_name(c).is_some_and(|q| q == "builtins.enumerate") =>
+        {
+            iter
+        }
+        _ => return None,
+    };
+    iterates_loader(cx, iter).then_some(iter)
+}
+
+/// Another element of the batch `element` belongs to (drawn from `from`) that the loop moves to
+/// the device (`x = x.to(device)`, `model(x.cuda())`, `batch["x"].to(device)`): the element and
+/// the move. `None` too when the loop moves the whole batch (`batch.to(device)`), which some
+/// batch types do in place.
+fn sibling_moved<'e>(
+    cx: &Checker<'_, 'e>,
+    element: &Expr,
+    from: &'e Expr,
+) -> Option<(&'e Expr, ruff_text_size::TextRange)> {
+    use ruff_python_ast::visitor::{self, Visitor};
+    let the_loop = cx.loops.iter().rev().find_map(|&l| {
+        let l = cx.model.loop_(l);
+        l.for_parts().filter(|(_, iter)| std::ptr::eq(*iter, from)).map(|_| l.stmt)
+    })?;
+    let Stmt::For(f) = the_loop else { return None };
+    struct Moves<'c, 'm, 'e> {
+        cx: &'c Checker<'m, 'e>,
+        element: String,
+        from: &'e Expr,
+        found: Option<(&'e Expr, ruff_text_size::TextRange)>,
+        whole_moved: bool,
+        steps: usize,
+    }
+    impl<'e> Visitor<'e> for Moves<'_, '_, 'e> {
+        fn visit_stmt(&mut self, s: &'e Stmt) {
+            match s {
+                Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
+                // `x.to(device)` as a statement moves nothing (its result is thrown away: D003),
+                // unless `x` is the whole batch, which may move in place.
+                Stmt::Expr(ast::StmtExpr { value, .. })
+                    if method_call(value).is_some_and(|(_, recv, _)| batch_element(self.cx, recv).is_some()) => {}
+                _ => visitor::walk_stmt(self, s),
+            }
+        }
+        fn visit_expr(&mut self, e: &'e Expr) {
+            if self.whole_moved || self.steps == 0 {
+                return;
+            }
+            self.steps -= 1;
+            if let Expr::Call(c) = e
+                && let Expr::Attribute(a) = &*c.func
+            {
+                let to_device = match a.attr.as_str() {
+                    "cuda" => true,
+                    "to" => c
+                        .arguments
+                        .args
+                        .first()
+                        .or_else(|| keyword(c, "device"))
+                        .is_some_and(|d| names_a_device(self.cx, d)),
+                    _ => false,
+                };
+                if to_device {
+                    if whole_batch(self.cx, &a.value).is_some_and(|it| std::ptr::eq(it, self.from)) {
+                        self.whole_moved = true;
+                        return;
+                    }
+                    if self.found.is_none()
+                        && batch_element(self.cx, &a.value).is_some_and(|it| std::ptr::eq(it, self.from))
+                        && self.cx.short(a.value.range()) != self.element
+                    {
+                        self.found = Some((&a.value, c.range()));
+                    }
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    let mut moves =
+        Moves { cx, element: cx.short(element.range()), from, found: None, whole_moved: false, steps: 20_000 };
+    moves.visit_body(&f.body);
+    if moves.whole_moved {
+        return None;
+    }
+    moves.found
 }
 
 /// Where a reported tensor was made, seen from the function that uses it.

@@ -292,7 +292,8 @@ pub(crate) fn is_batch_element(cx: &Checker<'_, '_>, e: &Expr) -> bool {
     match cx.model.binding(b).kind {
         // (`batch` in `for step, batch in enumerate(loader)` is the whole batch, which may be an
         // object whose `.to()` moves it in place, as a tokenizer's `BatchEncoding` does.)
-        BindingKind::LoopVar { iter: Expr::Call(c), part: Part::Element(1), .. }
+        // (`i` in `for i, (x, y) in enumerate(loader)` is a count.)
+        BindingKind::LoopVar { iter: Expr::Call(c), part: Part::Element(0 | 1), .. }
             if cx.callee_name(c).is_some_and(|q| q == "builtins.enumerate") =>
         {
             false
