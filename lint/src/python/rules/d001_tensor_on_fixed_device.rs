@@ -754,7 +754,16 @@ fn fixed_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<(
             }
             // A helper of this file whose every return value was made on a fixed device
             // (`def causal_mask(n): return torch.ones(n, n).tril()`): the tensor comes from there.
-            if let Some(Callee::Function(f)) = cx.model.callee(c, cx.function) {
+            // Or a method of a model of this file's class called from outside
+            // (`h = rnn.init_hidden(n)` with `rnn = RNN().to(device)`).
+            let helper = match cx.model.callee(c, cx.function) {
+                Some(Callee::Function(f)) => Some(f),
+                _ => match &*c.func {
+                    Expr::Attribute(a) => instance_class(cx, &a.value).and_then(|k| cx.model.method(k, a.attr.as_str())),
+                    _ => None,
+                },
+            };
+            if let Some(f) = helper {
                 let mut origin = None;
                 for r in &cx.model.function(f).returns {
                     let found = next(r)?;
@@ -805,6 +814,25 @@ fn fixed_origin<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: usize) -> Option<(
         }
         Expr::UnaryOp(u) => next(&u.operand),
         Expr::Subscript(s) => next(&s.value),
+        _ => None,
+    }
+}
+
+/// The class of this file that a name holds an instance of: `rnn` bound to `RNN(..)`, also
+/// moved or switched on the way (`RNN(..).to(device).eval()`).
+fn instance_class(cx: &Checker<'_, '_>, e: &Expr) -> Option<crate::python::model::ClassId> {
+    let Expr::Name(n) = e else { return None };
+    let BindingKind::Assignment { value, part: Part::Whole, .. } = cx.model.binding(cx.model.binding_of(n)?).kind
+    else {
+        return None;
+    };
+    let chain = call_chain(value);
+    let (made, moves) = chain.split_last()?;
+    let moves_only = moves.iter().all(|m| {
+        matches!(&*m.func, Expr::Attribute(a) if api::module_method_returns_self(a.attr.as_str()))
+    });
+    match cx.model.callee(made, cx.function) {
+        Some(Callee::Class(class)) if moves_only => Some(class),
         _ => None,
     }
 }
