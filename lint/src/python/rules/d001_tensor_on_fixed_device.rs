@@ -18,7 +18,7 @@ use super::device_evidence::{
 };
 use super::helpers::{
     Fixed, checks_for_accelerator, fixed_creation, is_batch_element, is_cpu_device, is_dtype, iterates_loader, keyword,
-    literal_device, method_call, name_binding, range,
+    literal_device, loader_of, method_call, name_binding, range,
 };
 
 #[derive(Default)]
@@ -162,7 +162,9 @@ impl Check {
             }
         }
         let args = c.arguments.args.iter().chain(c.arguments.keywords.iter().map(|k| &k.value));
-        let (origin, how) = args.filter_map(|a| host_made_input(cx, c, a)).next()?;
+        let Some((origin, how)) = args.clone().filter_map(|a| host_made_input(cx, c, a)).next() else {
+            return args.filter_map(|a| self.host_batch_input(cx, c, a, &shown, moved)).next();
+        };
         if !self.reported.insert(origin.start()) {
             return None;
         }
@@ -183,6 +185,38 @@ impl Check {
             .related(range(moved), "the model moved to the device here")
             .related(range(c.range()), "called with it here: on a GPU run its weights and this input are on different devices")
             .help("move the input where the model is (`.to(device)`), or make it there (`device=device`)"),
+        )
+    }
+
+    /// `model(x)` with `x` an element of a batch that a DataLoader of this file makes on the host
+    /// ([`loader_yields_host_tensors`]) and that nothing moved: the model was moved to the device
+    /// (at `moved`), its input was not.
+    fn host_batch_input(
+        &mut self,
+        cx: &Checker<'_, '_>,
+        c: &ast::ExprCall,
+        a: &Expr,
+        shown: &str,
+        moved: ruff_text_size::TextRange,
+    ) -> Option<Finding> {
+        let element = unmoved_root(a);
+        let from = batch_element(cx, element)?;
+        let y = cx.short(element.range());
+        if self.left_on_host.contains(&(from.start(), y.clone())) || !loader_yields_host_tensors(cx, from) {
+            return None;
+        }
+        self.left_on_host.insert((from.start(), y.clone()));
+        let source = cx.short(from.range());
+        Some(
+            Finding::new(
+                &registry::D001,
+                range(element.range()),
+                format!("`{y}` comes from `{source}` on the host and is passed to `{shown}`, which this code moved to the device"),
+            )
+            .label("left on the host")
+            .related(range(moved), "the model moved to the device here")
+            .related(range(c.range()), "called with it here: on a GPU run its weights and this input are on different devices")
+            .help(format!("move the batch where the model is (`{y} = {y}.to(device)`, and the labels with it) before the call")),
         )
     }
 
@@ -594,6 +628,35 @@ fn whole_batch<'e>(cx: &Checker<'_, 'e>, batch: &Expr) -> Option<&'e Expr> {
         _ => return None,
     };
     iterates_loader(cx, iter).then_some(iter)
+}
+
+/// Does the loader behind `iter` make its batches on the host, whatever the rest of the code
+/// does: a `DataLoader(..)` of this file that pins memory (only host tensors can be pinned), or
+/// whose dataset is one of torchvision's (decoded images and labels, on the host) or a
+/// `TensorDataset` of tensors made on the host?
+fn loader_yields_host_tensors(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
+    let Some(loader) = loader_of(cx, iter) else { return false };
+    if keyword(loader, "pin_memory").is_some_and(super::helpers::is_true) {
+        return true;
+    }
+    let Some(dataset) = loader.arguments.args.first().or_else(|| keyword(loader, "dataset")) else {
+        return false;
+    };
+    let made = match dataset {
+        Expr::Call(c) => c,
+        Expr::Name(n) => match cx.model.binding_of(n).map(|b| cx.model.binding(b).kind) {
+            Some(BindingKind::Assignment { value: Expr::Call(c), part: Part::Whole, .. }) => c,
+            _ => return false,
+        },
+        _ => return false,
+    };
+    let Some(q) = cx.callee_name(made) else { return false };
+    if q.starts_with("torchvision.datasets.") {
+        return true;
+    }
+    q == "torch.utils.data.TensorDataset"
+        && !made.arguments.args.is_empty()
+        && made.arguments.args.iter().all(|t| fixed_origin(cx, t, 0).is_some_and(|(_, how)| matches!(how, Fixed::Cpu | Fixed::Default)))
 }
 
 /// Another element of the batch `element` belongs to (drawn from `from`) that the loop moves to

@@ -344,8 +344,12 @@ pub(crate) fn unwrap_iteration<'e>(model: &Model<'_>, iter: &'e Expr) -> &'e Exp
 }
 
 /// The `DataLoader(..)` call that an iterable comes from, in this file.
-pub(crate) fn loader_of<'e>(cx: &Checker<'_, 'e>, iter: &Expr) -> Option<&'e ast::ExprCall> {
+pub(crate) fn loader_of<'e>(cx: &Checker<'_, 'e>, iter: &'e Expr) -> Option<&'e ast::ExprCall> {
     let inner = unwrap_iteration(cx.model, iter);
+    // `for x, y in DataLoader(..):` itself.
+    if let Expr::Call(c) = inner {
+        return cx.callee_name(c).is_some_and(|q| api::is_data_loader(&q)).then_some(c);
+    }
     let b = name_binding(cx, inner)?;
     let BindingKind::Assignment { value: Expr::Call(c), part: Part::Whole, .. } = cx.model.binding(b).kind
     else {
