@@ -472,6 +472,15 @@ impl<'a, 'f> Walker<'a, 'f> {
                 && c.args.last().and_then(super::syntax::int_lit) == Some(0)
         });
         let batch = first_dim || iterates_batch(iterated);
+        // Items the caller hands over (`for input in inputs` with `inputs: &[DecodeInput]`): the
+        // requests or inputs of one call, not the model's layers (a body that runs the item as a
+        // module says otherwise: [`Walker::visit_loop_body`]).
+        let caller_items =
+            as_ident(super::syntax::chain_root(super::syntax::peel(iterated))).is_some_and(|id| {
+                self.scope.fns.last().is_some_and(|f| {
+                    f.params.iter().any(|(n, k)| id == n && matches!(k, super::syntax::ParamKind::Other))
+                })
+            });
         let per_layer = !batch
             && self
                 .scope
@@ -485,6 +494,7 @@ impl<'a, 'f> Walker<'a, 'f> {
             slices: chain_calls(iterated).iter().any(|c| is_slice_iterator(&c.method.to_string())),
             batch,
             field: over_self.then(|| first_self_field(iterated)).flatten(),
+            caller_items,
             // Set from the body when it is visited.
             step: false,
         }
@@ -526,6 +536,9 @@ impl<'a, 'f> Walker<'a, 'f> {
 
     fn visit_loop_body(&mut self, body: &Block, mut kind: LoopKind, bound: &[String]) {
         kind.step = takes_a_step(&body.stmts);
+        if kind.per_layer && kind.caller_items && !runs_as_module(body, bound) {
+            kind.per_layer = false;
+        }
         self.enter_loop(&kind, bound);
         hook!(self, enter_loop, LoopBody::Block(body));
         self.visit_block(body);
@@ -1363,8 +1376,33 @@ struct LoopKind {
     batch: bool,
     /// The field of `self` it iterates, if one.
     field: Option<String>,
+    /// Over a parameter that holds neither tensors nor a device: items the caller hands over.
+    caller_items: bool,
     /// Its own body takes a training step.
     step: bool,
+}
+
+/// Does the loop body run one of the loop's variables as a module (`layer.forward(&xs)`,
+/// `xs.apply(&block)`)?
+fn runs_as_module(body: &Block, bound: &[String]) -> bool {
+    struct Finder<'b>(&'b [String], bool);
+    impl<'ast> Visit<'ast> for Finder<'_> {
+        fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+            let name = m.method.to_string();
+            let bound =
+                |e: &Expr| as_ident(super::syntax::peel(e)).is_some_and(|id| self.0.iter().any(|b| id == b));
+            if (name.starts_with("forward") && bound(&m.receiver))
+                || (name.starts_with("apply") && m.args.first().is_some_and(bound))
+            {
+                self.1 = true;
+            }
+            visit::visit_expr_method_call(self, m);
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut f = Finder(bound, false);
+    f.visit_block(body);
+    f.1
 }
 
 /// Does the expression iterate a model's parameters (`vs.variables()`, `opt.trainable_variables()`,

@@ -48,9 +48,14 @@ struct FnState {
     discount: HashMap<String, usize>,
     /// Helpers that are not `forward*` may build a result on the host for their caller.
     may_return_host: bool,
-    /// A host tensor left the host side of the function: met a tensor from elsewhere, was
-    /// returned, stored or handed to other code.
+    /// A host tensor left the host side of the function: met a tensor on the inputs' side, was
+    /// returned, stored, or handed to other code together with one.
     host_escaped: bool,
+    /// Variables computed from the inputs' tensors (a tensor parameter, `self`'s weights) and not
+    /// known to be on the host: the inputs' side.
+    device_side: HashSet<String>,
+    /// The last `let`'s name and whether it is on the inputs' side, applied at the next statement.
+    next_binding: Option<(String, bool)>,
     candidates: Vec<Candidate>,
     /// Every name bound in the function, with where: a fix may only name the input where
     /// nothing before has bound its name again.
@@ -206,6 +211,13 @@ impl Rule for Check {
     fn stmt(&mut self, cx: &Checker<'_, '_>, s: &syn::Stmt, _out: &mut Vec<Finding>) {
         // Only an active function yields candidates, the one thing this bookkeeping is read for.
         let Some(state) = self.stack.last_mut().filter(|s| s.active) else { return };
+        if let Some((name, from_inputs)) = state.next_binding.take() {
+            if from_inputs {
+                state.device_side.insert(name);
+            } else {
+                state.device_side.remove(&name);
+            }
+        }
         state.note_bindings(cx.file, Binder::Stmt(s));
         let syn::Stmt::Local(local) = s else { return };
         let Some(name) = pat_ident(&local.pat) else { return };
@@ -219,6 +231,10 @@ impl Rule for Check {
         state.uses.insert(name.clone(), 0);
         state.returned_uses.insert(name.clone(), 0);
         let root = chain_root(&init.expr);
+        // The new binding takes effect after its initialiser, which may read the old one
+        // (`let att = mask.where_cond(&att, &neg)?`): noted now, applied at the next statement.
+        let from_inputs = !cx.is_host(&init.expr) && mentions_inputs(cx, state, &init.expr);
+        state.next_binding = Some((name.clone(), from_inputs));
         if Ctor::of(cx.file.apis, root).is_some() {
             state.bound.insert(addr(root), name);
         }
@@ -250,17 +266,28 @@ impl Rule for Check {
             Expr::Assign(a) => state.host_escaped |= as_ident(&a.left).is_none() && cx.is_host(&a.right),
             Expr::Binary(b) => {
                 let (l, r) = (cx.is_host(&b.left), cx.is_host(&b.right));
-                state.host_escaped |= (l && tensor_input(cx, &b.right)) || (r && tensor_input(cx, &b.left));
+                state.host_escaped |=
+                    (l && inputs_side(cx, state, &b.right)) || (r && inputs_side(cx, state, &b.left));
             }
             Expr::Call(c) if Ctor::of(cx.file.apis, e).is_none() && !cx.is_host(e) => {
-                // Handed to other code (or mixed with other tensors in `Tensor::cat`).
-                state.host_escaped |= c.args.iter().any(|a| holds_host(cx, a));
+                // Handed to other code together with the inputs' tensors (or mixed with them in
+                // `Tensor::cat`): a host tensor handed on alone (to wrap it, to sample from it)
+                // stays on the host side.
+                let host = c.args.iter().any(|a| holds_host(cx, a));
+                state.host_escaped |= host && c.args.iter().any(|a| holds_inputs(cx, state, a));
             }
             // A host buffer filled in place from device data (`buf.copy_(&xs)`) is meant to be there.
             Expr::MethodCall(m) if m.method == "copy_" || m.method == "f_copy_" => {
                 if let Some(id) = as_ident(chain_root(&m.receiver)) {
                     state.moved.insert(id.to_string());
                 }
+            }
+            // `Tensor::from_vec(..)` then `.and_then(|t| t.to_device(&self.device))`: moved at once.
+            Expr::MethodCall(m)
+                if matches!(m.method.to_string().as_str(), "and_then" | "map")
+                    && m.args.first().is_some_and(|a| moves_its_argument(cx, a)) =>
+            {
+                state.exempt.insert(addr(chain_root(&m.receiver)));
             }
             Expr::MethodCall(m) if is_transfer_method(cx.file.apis, &m.method.to_string()) => {
                 let to_fixed = match m.method.to_string().as_str() {
@@ -283,10 +310,12 @@ impl Rule for Check {
                 // A host tensor meets a tensor from elsewhere (`xs.add(&host)`, `host.add(xs)`),
                 // or is stored (`v.push(host)`).
                 let recv_host = cx.is_host(&m.receiver);
-                state.host_escaped |= m.args.iter().any(|a| {
+                let recv_inputs = !recv_host && inputs_side(cx, state, &m.receiver);
+                let escaped = m.args.iter().any(|a| {
                     let host = holds_host(cx, a);
-                    (host && !recv_host) || (recv_host && !host && tensor_input(cx, a))
+                    (host && recv_inputs) || (recv_host && !host && inputs_side(cx, state, a))
                 });
+                state.host_escaped |= escaped;
             }
             Expr::Call(_) if cx.in_forward() => {
                 let Some(ctor) = Ctor::of(cx.file.apis, e) else { return };
@@ -330,6 +359,67 @@ fn tensor_input(cx: &Checker<'_, '_>, e: &Expr) -> bool {
                 f.params.iter().any(|(n, k)| id == n && matches!(k, ParamKind::Tensor { .. }))
             })
         })
+}
+
+/// `|t| t.to_device(&self.device)`: a closure that moves its argument to a device that is not
+/// fixed.
+fn moves_its_argument(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    let Expr::Closure(c) = crate::rust::syntax::peel(e) else { return false };
+    let [param] = c.inputs.iter().collect::<Vec<_>>()[..] else { return false };
+    let Some(name) = pat_ident(param) else { return false };
+    let Expr::MethodCall(m) = crate::rust::syntax::peel(&c.body) else { return false };
+    let method = m.method.to_string();
+    is_transfer_method(cx.file.apis, &method)
+        && !matches!(method.as_str(), "cpu" | "cuda")
+        && as_ident(&m.receiver).is_some_and(|r| *r == *name)
+        && m.args.first().is_some_and(|a| !matches!(cx.device_of(a), Some(DevSrc::Fixed { .. })))
+}
+
+/// Is `e` on the inputs' side: a tensor parameter, a field of `self` (the module's weights), or a
+/// variable computed from them?
+fn inputs_side(cx: &Checker<'_, '_>, state: &FnState, e: &Expr) -> bool {
+    if tensor_input(cx, e) {
+        return true;
+    }
+    let root = chain_root(crate::rust::syntax::peel(e));
+    tensor_input(cx, root) || as_ident(root).is_some_and(|id| state.device_side.contains(&id.to_string()))
+}
+
+/// Does the expression read a tensor parameter, `self` or a variable on the inputs' side?
+fn mentions_inputs(cx: &Checker<'_, '_>, state: &FnState, e: &Expr) -> bool {
+    use syn::visit::Visit;
+    let Some(f) = cx.fun() else { return false };
+    let mut hit = false;
+    crate::rust::syntax::for_each_ident(e, |i| {
+        let name = i.to_string();
+        hit |= state.device_side.contains(&name)
+            || f.params.iter().any(|(n, k)| *n == name && matches!(k, ParamKind::Tensor { .. } | ParamKind::TensorLike));
+    });
+    // The module's weights at work: a method called on a field of `self` (`self.proj.forward(..)`,
+    // `self.w.matmul(..)`), not a setting read from it (`self.scale`).
+    struct OnSelf(bool);
+    impl<'a> Visit<'a> for OnSelf {
+        fn visit_expr_method_call(&mut self, m: &'a syn::ExprMethodCall) {
+            self.0 |= crate::rust::syntax::self_field(chain_root(&m.receiver)).is_some();
+            syn::visit::visit_expr_method_call(self, m);
+        }
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+    }
+    if !hit {
+        let mut on_self = OnSelf(false);
+        on_self.visit_expr(e);
+        hit = on_self.0;
+    }
+    hit
+}
+
+/// Is `e` on the inputs' side, or an array or slice holding such a value (`&[xs, host]`)?
+fn holds_inputs(cx: &Checker<'_, '_>, state: &FnState, e: &Expr) -> bool {
+    match crate::rust::syntax::peel(e) {
+        Expr::Array(a) => a.elems.iter().any(|x| holds_inputs(cx, state, x)),
+        Expr::Tuple(t) => t.elems.iter().any(|x| holds_inputs(cx, state, x)),
+        _ => !cx.is_host(e) && inputs_side(cx, state, e),
+    }
 }
 
 /// Is `e` a host tensor, or an array or slice of values holding one (`&[a, host]`)?
