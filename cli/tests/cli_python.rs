@@ -66,7 +66,7 @@ fn python_rules_are_preview_and_run_with_the_flag() {
     insta::assert_snapshot!("concise_d003_torch", stdout(&out));
     // A rule selected by its code runs without `--preview`.
     let out = lint(&["--format", "concise", "--select", "D003", "fixtures/lint/d003/torch.py"]);
-    assert_eq!(stdout(&out).matches(" D003 ").count(), 5, "{}", stdout(&out));
+    assert_eq!(stdout(&out).matches(" D003 ").count(), 6, "{}", stdout(&out));
 }
 
 #[test]

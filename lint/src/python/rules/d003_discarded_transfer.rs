@@ -7,10 +7,11 @@ use ruff_text_size::Ranged;
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::api;
 use crate::python::checker::{Checker, Reads, Rule};
+use crate::python::model::{BindingKind, Callee, Part};
 use crate::python::typing::Kind;
 use crate::registry;
 
-use super::helpers::{is_batch_element, is_dtype, method_call, range};
+use super::helpers::{is_batch_element, is_dtype, keyword, loader_of, method_call, range};
 
 
 #[derive(Default)]
@@ -34,7 +35,7 @@ impl Rule for Check {
         let tensor = match cx.kind_of(receiver) {
             Kind::Tensor => true,
             Kind::Module => false,
-            _ => is_batch_element(cx, receiver),
+            _ => is_batch_element(cx, receiver) || is_tensor_batch(cx, receiver),
         };
         if !tensor {
             return;
@@ -93,4 +94,35 @@ fn changes_dtype(cx: &Checker<'_, '_>, method: &str, call: &ruff_python_ast::Exp
         }
         _ => false,
     }
+}
+
+/// `batch` in `for i, batch in enumerate(loader)` (or `for batch in loader`) when the loader's
+/// `collate_fn` is a function of this file that returns a tensor it makes
+/// (`return torch.tensor(ids)`, `pad_sequence(..)`): the batch is a plain tensor, whose `.to()`
+/// moves nothing in place (a tokenizer's `BatchEncoding` would).
+fn is_tensor_batch(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    let Expr::Name(n) = e else { return false };
+    let Some(b) = cx.model.binding_of(n) else { return false };
+    let iter = match cx.model.binding(b).kind {
+        BindingKind::LoopVar { iter, part: Part::Whole } => iter,
+        BindingKind::LoopVar { iter: iter @ Expr::Call(c), part: Part::Element(1) }
+            if cx.callee_name(c).is_some_and(|q| q == "builtins.enumerate") =>
+        {
+            iter
+        }
+        _ => return false,
+    };
+    let Some(loader) = loader_of(cx, iter) else { return false };
+    let Some(Expr::Name(collate)) = keyword(loader, "collate_fn") else { return false };
+    let Some(Callee::Function(f)) = cx.model.callee_of(&Expr::Name(collate.clone()), cx.function) else {
+        return false;
+    };
+    let returns = &cx.model.function(f).returns;
+    !returns.is_empty()
+        && returns.iter().all(|r| {
+            let Expr::Call(c) = r else { return false };
+            cx.callee_name(c).is_some_and(|q| {
+                api::is_creation(&q) || q == "torch.nn.utils.rnn.pad_sequence" || q == "torch.stack" || q == "torch.cat"
+            })
+        })
 }
