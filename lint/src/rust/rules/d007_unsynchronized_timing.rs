@@ -167,16 +167,17 @@ fn debug_only(s: &Stmt) -> bool {
 }
 
 /// Where the names of the calls in these statements start (how the crate-wide pass knows them).
-/// Only calls made on every path count: one in a branch (`if step == 0 { debug_stats(&x) }`)
-/// does not make the timer wait, as a wait in a branch does not (see [`Flow::eval`]).
+/// A call in an `if` with no `else` (`if step == 0 { debug_stats(&x) }`) is left out: taken now
+/// and then, it does not make the timer wait, as a wait there does not (see [`Flow::eval`]).
 fn calls_in(cx: &Checker<'_, '_>, stmts: &[Stmt]) -> Vec<usize> {
     struct Calls<'c, 'a, 'f>(&'c Checker<'a, 'f>, Vec<usize>);
     impl<'ast> Visit<'ast> for Calls<'_, '_, '_> {
         fn visit_expr_if(&mut self, i: &'ast syn::ExprIf) {
-            self.visit_expr(&i.cond);
-        }
-        fn visit_expr_match(&mut self, m: &'ast syn::ExprMatch) {
-            self.visit_expr(&m.expr);
+            if i.else_branch.is_some() {
+                visit::visit_expr_if(self, i);
+            } else {
+                self.visit_expr(&i.cond);
+            }
         }
         fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
             self.1.push(self.0.file.range(m.method.span()).start);
