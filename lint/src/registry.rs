@@ -216,13 +216,15 @@ macro_rules! with_rules {
                 summary: "a tensor made in a forward pass on a device that does not come from an \
                     input",
                 rust: d001_tensor_on_fixed_device (Preview("Strict precision 0.00 on the Rust \
-                    repositories of the ecosystem check: 0 of 3 findings on the held-out ones (its \
+                    repositories of the ecosystem check: 0 of 4 findings on the held-out ones (its \
                     2 tuning findings were in files no target compiles, and 3 held-out ones in a \
                     repository that names no accelerator, which are now left out). Each was a CPU \
                     tensor made on a path the repository's own callers never take (an \
-                    `inputs_embeds` argument they always pass as None, an error path): latent, not \
-                    a failure of a GPU run. Telling those apart needs the callers across the \
-                    repository."),
+                    `inputs_embeds` argument they always pass as None, an error path, a CPU action \
+                    combined only with host values): latent, not a failure of a GPU run. On six \
+                    Rust repositories no rule was tuned on, 0 of 14 at first look (an \
+                    augmentation's matrices composed on the host on purpose), 0 of 2 after. \
+                    Telling those apart needs the callers across the repository."),
                     patterns: "free functions of examples and binaries that take and return \
                     tensors count as forward passes"),
                 python: d001_tensor_on_fixed_device (Preview("One finding (true) on the held-out \
@@ -230,7 +232,9 @@ macro_rules! with_rules {
                     found (recall 0.14); one on the tuning ones (true; an arguable one, on a branch \
                     only a non-default option takes, is no longer reported). On 13 \
                     repositories with 16 fixed-device bugs found through users' reports it finds \
-                    6 (one arguable finding besides); on two \
+                    6 (one arguable finding besides), and of 7 batches or labels left on the host \
+                    in 8 more repositories hunted for that bug, 6 (3 through D003's thrown-away \
+                    move; none false); on two \
                     samples of 16 repositories no rule was tuned on, whose readers found no \
                     true hazard, its one finding at first look was false (a CPU fallback \
                     branch, no longer reported). Too few findings to measure its \
