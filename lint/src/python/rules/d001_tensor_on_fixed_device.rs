@@ -14,11 +14,12 @@ use crate::python::typing::Kind;
 use crate::registry;
 
 use super::device_evidence::{
-    MAX_DEPTH, REDUCTIONS, device_evident, has_dim, names_a_device, on_cpu_side, reduces_to_0_dim, tensor_indices,
+    MAX_DEPTH, REDUCTIONS, device_evident, has_dim, may_follow, names_a_device, on_cpu_side, reduces_to_0_dim,
+    tensor_indices,
 };
 use super::helpers::{
     Fixed, checks_for_accelerator, fixed_creation, is_batch_element, is_cpu_device, is_dtype, iterates_loader, keyword,
-    literal_device, loader_of, method_call, name_binding, range,
+    literal_device, loader_of, method_call, range, whole_batch,
 };
 
 #[derive(Default)]
@@ -525,14 +526,9 @@ fn from_the_move(
     depth: usize,
     steps: &std::cell::Cell<usize>,
 ) -> bool {
-    let left = steps.get();
-    if left == 0
-        || depth > MAX_DEPTH
-        || matches!(cx.kind_of(e), Kind::Scalar | Kind::Other | Kind::Device | Kind::Numpy)
-    {
+    if !may_follow(cx, e, depth, steps) {
         return false;
     }
-    steps.set(left - 1);
     let next = |e: &Expr| from_the_move(cx, e, moved, depth + 1, steps);
     match e {
         Expr::Call(c) if c.range() == moved => true,
@@ -615,20 +611,6 @@ fn batch_element<'e>(cx: &Checker<'_, 'e>, e: &Expr) -> Option<&'e Expr> {
     }
 }
 
-/// `batch` in `for batch in loader:` or `for step, batch in enumerate(loader):`: the iterable.
-fn whole_batch<'e>(cx: &Checker<'_, 'e>, batch: &Expr) -> Option<&'e Expr> {
-    let b = name_binding(cx, batch)?;
-    let iter = match cx.model.binding(b).kind {
-        BindingKind::LoopVar { iter, part: Part::Whole } => iter,
-        BindingKind::LoopVar { iter: iter @ Expr::Call(c), part: Part::Element(1) }
-            if cx.callee_name(c).is_some_and(|q| q == "builtins.enumerate") =>
-        {
-            iter
-        }
-        _ => return None,
-    };
-    iterates_loader(cx, iter).then_some(iter)
-}
 
 /// Does the loader behind `iter` make its batches on the host, whatever the rest of the code
 /// does: a `DataLoader(..)` of this file that pins memory (only host tensors can be pinned), or

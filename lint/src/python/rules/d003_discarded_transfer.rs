@@ -7,11 +7,11 @@ use ruff_text_size::Ranged;
 use crate::diagnostic::{Applicability, Edit, Finding, Fix};
 use crate::python::api;
 use crate::python::checker::{Checker, Reads, Rule};
-use crate::python::model::{BindingKind, Callee, Part};
+use crate::python::model::Callee;
 use crate::python::typing::Kind;
 use crate::registry;
 
-use super::helpers::{is_batch_element, is_dtype, keyword, loader_of, method_call, range};
+use super::helpers::{is_batch_element, is_dtype, keyword, loader_of, method_call, range, whole_batch};
 
 
 #[derive(Default)]
@@ -101,17 +101,7 @@ fn changes_dtype(cx: &Checker<'_, '_>, method: &str, call: &ruff_python_ast::Exp
 /// (`return torch.tensor(ids)`, `pad_sequence(..)`): the batch is a plain tensor, whose `.to()`
 /// moves nothing in place (a tokenizer's `BatchEncoding` would).
 fn is_tensor_batch(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    let Expr::Name(n) = e else { return false };
-    let Some(b) = cx.model.binding_of(n) else { return false };
-    let iter = match cx.model.binding(b).kind {
-        BindingKind::LoopVar { iter, part: Part::Whole } => iter,
-        BindingKind::LoopVar { iter: iter @ Expr::Call(c), part: Part::Element(1) }
-            if cx.callee_name(c).is_some_and(|q| q == "builtins.enumerate") =>
-        {
-            iter
-        }
-        _ => return false,
-    };
+    let Some(iter) = whole_batch(cx, e) else { return false };
     let Some(loader) = loader_of(cx, iter) else { return false };
     let Some(Expr::Name(collate)) = keyword(loader, "collate_fn") else { return false };
     let Some(Callee::Function(f)) = cx.model.callee_of(&Expr::Name(collate.clone()), cx.function) else {

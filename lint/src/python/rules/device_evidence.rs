@@ -152,14 +152,9 @@ pub(crate) fn device_evident(cx: &Checker<'_, '_>, e: &Expr) -> bool {
 
 /// [`device_evident`] with what is left of its budget of steps.
 fn evident(cx: &Checker<'_, '_>, e: &Expr, depth: usize, steps: &std::cell::Cell<usize>) -> bool {
-    let left = steps.get();
-    if left == 0
-        || depth > MAX_DEPTH
-        || matches!(cx.kind_of(e), Kind::Scalar | Kind::Other | Kind::Device | Kind::Numpy)
-    {
+    if !may_follow(cx, e, depth, steps) {
         return false;
     }
-    steps.set(left - 1);
     let next = |e: &Expr| evident(cx, e, depth + 1, steps);
     match e {
         Expr::Name(n) => {
@@ -259,6 +254,25 @@ fn evident(cx: &Checker<'_, '_>, e: &Expr, depth: usize, steps: &std::cell::Cell
         Expr::Subscript(s) => next(&s.value),
         _ => false,
     }
+}
+
+/// One more step of a walk that follows a tensor through the code: `false` once its budget of
+/// steps or depth is spent, or when `e` is not a tensor (a number, a device, a numpy array).
+pub(crate) fn may_follow(
+    cx: &Checker<'_, '_>,
+    e: &Expr,
+    depth: usize,
+    steps: &std::cell::Cell<usize>,
+) -> bool {
+    let left = steps.get();
+    if left == 0
+        || depth > MAX_DEPTH
+        || matches!(cx.kind_of(e), Kind::Scalar | Kind::Other | Kind::Device | Kind::Numpy)
+    {
+        return false;
+    }
+    steps.set(left - 1);
+    true
 }
 
 /// A tensor evidently made on the host: a creation with no device or the CPU's

@@ -307,6 +307,21 @@ pub(crate) fn is_batch_element(cx: &Checker<'_, '_>, e: &Expr) -> bool {
     }
 }
 
+/// `batch` in `for batch in loader:` or `for step, batch in enumerate(loader):`: the iterable.
+pub(crate) fn whole_batch<'e>(cx: &Checker<'_, 'e>, batch: &Expr) -> Option<&'e Expr> {
+    let b = name_binding(cx, batch)?;
+    let iter = match cx.model.binding(b).kind {
+        BindingKind::LoopVar { iter, part: Part::Whole } => iter,
+        BindingKind::LoopVar { iter: iter @ Expr::Call(c), part: Part::Element(1) }
+            if cx.callee_name(c).is_some_and(|q| q == "builtins.enumerate") =>
+        {
+            iter
+        }
+        _ => return None,
+    };
+    iterates_loader(cx, iter).then_some(iter)
+}
+
 /// Does a `for` loop's iterable draw batches from a DataLoader: the loader itself, a name bound
 /// to one or called `*loader*`, or either wrapped in `enumerate`, `tqdm` or `iter`?
 pub(crate) fn iterates_loader(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
