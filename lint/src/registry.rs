@@ -216,14 +216,14 @@ macro_rules! with_rules {
                 summary: "a tensor made in a forward pass on a device that does not come from an \
                     input",
                 rust: d001_tensor_on_fixed_device (Preview("Strict precision 0.00 on the Rust \
-                    repositories of the ecosystem check: 0 of 4 findings on the held-out ones (its \
+                    repositories of the ecosystem check: 0 of 3 findings on the held-out ones (its \
                     2 tuning findings were in files no target compiles, and 3 held-out ones in a \
                     repository that names no accelerator, which are now left out). Each was a CPU \
                     tensor made on a path the repository's own callers never take (an \
-                    `inputs_embeds` argument they always pass as None, an error path, a CPU action \
-                    combined only with host values): latent, not a failure of a GPU run. On six \
-                    Rust repositories no rule was tuned on, 0 of 14 at first look (an \
-                    augmentation's matrices composed on the host on purpose), 0 of 2 after. \
+                    `inputs_embeds` argument they always pass as None, an error path): latent, not a \
+                    failure of a GPU run. On six Rust repositories no rule was tuned on, 0 of 14 \
+                    at first look (an augmentation's matrices composed on the host on purpose), 0 \
+                    of 11 after. \
                     Telling those apart needs the callers across the repository."),
                     patterns: "free functions of examples and binaries that take and return \
                     tensors count as forward passes"),

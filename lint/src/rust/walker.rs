@@ -1389,14 +1389,29 @@ fn runs_as_module(body: &Block, bound: &[String]) -> bool {
     impl<'ast> Visit<'ast> for Finder<'_> {
         fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
             let name = m.method.to_string();
-            let bound =
-                |e: &Expr| as_ident(super::syntax::peel(e)).is_some_and(|id| self.0.iter().any(|b| id == b));
-            if (name.starts_with("forward") && bound(&m.receiver))
+            let bound = |e: &Expr| {
+                as_ident(super::syntax::chain_root(super::syntax::peel(e)))
+                    .is_some_and(|id| self.0.iter().any(|b| id == b))
+            };
+            // `layer.forward(&xs)`, `layer.mlp.forward(..)`, `layer.attn_forward(..)`, `xs.apply(&layer)`.
+            if (name.contains("forward") && bound(&m.receiver))
                 || (name.starts_with("apply") && m.args.first().is_some_and(bound))
             {
                 self.1 = true;
             }
             visit::visit_expr_method_call(self, m);
+        }
+        /// `Module::forward(layer, &xs)`.
+        fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
+            let forward = super::syntax::call_path(c)
+                .and_then(|p| p.segments.last())
+                .is_some_and(|s| s.ident.to_string().contains("forward"));
+            let bound =
+                |e: &Expr| as_ident(super::syntax::peel(e)).is_some_and(|id| self.0.iter().any(|b| id == b));
+            if forward && c.args.iter().any(bound) {
+                self.1 = true;
+            }
+            visit::visit_expr_call(self, c);
         }
         fn visit_item(&mut self, _: &'ast syn::Item) {}
     }

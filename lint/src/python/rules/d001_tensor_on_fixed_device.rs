@@ -36,6 +36,9 @@ pub(crate) struct Check {
     left_on_host: FxHashSet<(TextSize, String)>,
     /// Per loop, once asked: does it iterate a data loader?
     loader_loops: rustc_hash::FxHashMap<LoopId, bool>,
+    /// Per batch element (where its iterable starts, the element as written), once asked: the
+    /// sibling its loop moves to the device ([`sibling_moved`]).
+    siblings: rustc_hash::FxHashMap<(TextSize, String), Option<Sibling>>,
 }
 
 
@@ -206,8 +209,13 @@ impl Check {
         if self.left_on_host.contains(&(from.start(), y.clone())) || !loader_yields_host_tensors(cx, from) {
             return None;
         }
+        // An element left on the host beside one the loop moves is left there on purpose (the
+        // lengths a model packs its input with).
+        if sibling_moved(cx, element, from).is_some() {
+            return None;
+        }
         self.left_on_host.insert((from.start(), y.clone()));
-        let source = cx.short(from.range());
+        let source = cx.short(super::helpers::unwrap_iteration(cx.model, from).range());
         Some(
             Finding::new(
                 &registry::D001,
@@ -262,15 +270,31 @@ impl Check {
             if self.left_on_host.contains(&(from.start(), y.clone())) {
                 continue;
             }
-            let Some(sibling) = sibling_moved(cx, element, from) else { continue };
+            // Asked once per element and loop: a loop that uses an element thousands of times
+            // walks its body once.
+            let key = (from.start(), y.clone());
+            let sibling = match self.siblings.get(&key) {
+                Some(known) => known.clone(),
+                None => {
+                    let found = if loader_yields_device_tensors(cx, from) {
+                        None
+                    } else {
+                        sibling_moved(cx, element, from)
+                    };
+                    self.siblings.insert(key, found.clone());
+                    found
+                }
+            };
+            let Some(sibling) = sibling else { continue };
             if !device_evident(cx, other) && !from_the_move(cx, other, sibling.1, 0, &std::cell::Cell::new(256)) {
                 continue;
             }
             self.left_on_host.insert((from.start(), y.clone()));
-            let x = cx.short(sibling.0.range());
-            // The move as the code writes it for `x`: `.to(device)`, `.cuda()`.
-            let move_ = cx.text(ruff_text_size::TextRange::new(sibling.0.end(), sibling.1.end()));
-            let source = cx.short(from.range());
+            let x = &sibling.0;
+            // The sibling's move, its device only (not a dtype or memory format meant for the
+            // sibling): `.to(device)`, `.cuda()`.
+            let move_ = sibling.2.as_str();
+            let source = cx.short(super::helpers::unwrap_iteration(cx.model, from).range());
             let moved_y = match element {
                 Expr::Name(_) => format!("`{y} = {y}{move_}`"),
                 _ => format!("`{y}{move_}`"),
@@ -645,11 +669,7 @@ fn loader_yields_host_tensors(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
 /// the device (`x = x.to(device)`, `model(x.cuda())`, `batch["x"].to(device)`): the element and
 /// the move. `None` too when the loop moves the whole batch (`batch.to(device)`), which some
 /// batch types do in place.
-fn sibling_moved<'e>(
-    cx: &Checker<'_, 'e>,
-    element: &Expr,
-    from: &'e Expr,
-) -> Option<(&'e Expr, ruff_text_size::TextRange)> {
+fn sibling_moved<'e>(cx: &Checker<'_, 'e>, element: &Expr, from: &'e Expr) -> Option<Sibling> {
     use ruff_python_ast::visitor::{self, Visitor};
     let the_loop = cx.loops.iter().rev().find_map(|&l| {
         let l = cx.model.loop_(l);
@@ -660,7 +680,7 @@ fn sibling_moved<'e>(
         cx: &'c Checker<'m, 'e>,
         element: String,
         from: &'e Expr,
-        found: Option<(&'e Expr, ruff_text_size::TextRange)>,
+        found: Option<(&'e Expr, &'e Expr)>,
         whole_moved: bool,
         steps: usize,
     }
@@ -702,7 +722,7 @@ fn sibling_moved<'e>(
                         && batch_element(self.cx, &a.value).is_some_and(|it| std::ptr::eq(it, self.from))
                         && self.cx.short(a.value.range()) != self.element
                     {
-                        self.found = Some((&a.value, c.range()));
+                        self.found = Some((&a.value, e));
                     }
                 }
             }
@@ -715,7 +735,55 @@ fn sibling_moved<'e>(
     if moves.whole_moved {
         return None;
     }
-    moves.found
+    let (sibling, call) = moves.found?;
+    let Expr::Call(c) = call else { return None };
+    let Expr::Attribute(a) = &*c.func else { return None };
+    let to = match a.attr.as_str() {
+        "cuda" => ".cuda()".to_string(),
+        _ => {
+            let device = c.arguments.args.first().filter(|d| names_a_device(cx, d)).or_else(|| keyword(c, "device"))?;
+            format!(".to({})", cx.text(device.range()))
+        }
+    };
+    Some(Sibling(cx.short(sibling.range()), c.range(), to))
+}
+
+/// The sibling of a batch element that its loop moves to the device: the sibling as written, the
+/// move, and the move of its device alone (`.to(device)`, `.cuda()`).
+#[derive(Clone)]
+struct Sibling(String, ruff_text_size::TextRange, String);
+
+/// Does the loader behind `iter` make its batches on the device already: a `TensorDataset` of
+/// tensors on the device, a `collate_fn` of the file that moves or makes its batch there, or a
+/// file whose loaders a library places (`accelerator.prepare(..)`, Fabric's
+/// `setup_dataloaders(..)`)? A defensive move of one element then says nothing of the others.
+fn loader_yields_device_tensors(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
+    let source = cx.model.source;
+    if source.contains(".prepare(") || source.contains("setup_dataloaders(") {
+        return true;
+    }
+    let Some(loader) = loader_of(cx, iter) else { return false };
+    if let Some(Expr::Name(collate)) = keyword(loader, "collate_fn")
+        && let Some(Callee::Function(f)) = cx.model.callee_of(&Expr::Name(collate.clone()), cx.function)
+    {
+        let text = cx.text(cx.model.function(f).def.range());
+        if text.contains("device") || text.contains(".cuda(") {
+            return true;
+        }
+    }
+    let Some(dataset) = loader.arguments.args.first().or_else(|| keyword(loader, "dataset")) else {
+        return false;
+    };
+    let made = match dataset {
+        Expr::Call(c) => c,
+        Expr::Name(n) => match cx.model.binding_of(n).map(|b| cx.model.binding(b).kind) {
+            Some(BindingKind::Assignment { value: Expr::Call(c), part: Part::Whole, .. }) => c,
+            _ => return false,
+        },
+        _ => return false,
+    };
+    cx.callee_name(made).is_some_and(|q| q == "torch.utils.data.TensorDataset")
+        && made.arguments.args.iter().any(|t| device_evident(cx, t))
 }
 
 /// Where a reported tensor was made, seen from the function that uses it.

@@ -48,13 +48,13 @@ struct FnState {
     discount: HashMap<String, usize>,
     /// Helpers that are not `forward*` may build a result on the host for their caller.
     may_return_host: bool,
-    /// A host tensor left the host side of the function: met a tensor on the inputs' side, was
-    /// returned, stored, or handed to other code together with one.
+    /// A host tensor left the host side of the function: met a tensor from elsewhere, was
+    /// returned, stored or handed to other code.
     host_escaped: bool,
-    /// Variables computed from the inputs' tensors (a tensor parameter, `self`'s weights) and not
-    /// known to be on the host: the inputs' side.
-    device_side: HashSet<String>,
-    /// The last `let`'s name and whether it is on the inputs' side, applied at the next statement.
+    /// Variables computed only from host values of the function (`let t = match .. { .. => host,
+    /// .. }`), which no tensor input reaches: a host tensor meeting one stays on the host side.
+    host_derived: HashSet<String>,
+    /// The last `let`'s name and whether it is host-derived, applied at the next statement.
     next_binding: Option<(String, bool)>,
     candidates: Vec<Candidate>,
     /// Every name bound in the function, with where: a fix may only name the input where
@@ -211,11 +211,11 @@ impl Rule for Check {
     fn stmt(&mut self, cx: &Checker<'_, '_>, s: &syn::Stmt, _out: &mut Vec<Finding>) {
         // Only an active function yields candidates, the one thing this bookkeeping is read for.
         let Some(state) = self.stack.last_mut().filter(|s| s.active) else { return };
-        if let Some((name, from_inputs)) = state.next_binding.take() {
-            if from_inputs {
-                state.device_side.insert(name);
+        if let Some((name, host_only)) = state.next_binding.take() {
+            if host_only {
+                state.host_derived.insert(name);
             } else {
-                state.device_side.remove(&name);
+                state.host_derived.remove(&name);
             }
         }
         state.note_bindings(cx.file, Binder::Stmt(s));
@@ -232,9 +232,9 @@ impl Rule for Check {
         state.returned_uses.insert(name.clone(), 0);
         let root = chain_root(&init.expr);
         // The new binding takes effect after its initialiser, which may read the old one
-        // (`let att = mask.where_cond(&att, &neg)?`): noted now, applied at the next statement.
-        let from_inputs = !cx.is_host(&init.expr) && mentions_inputs(cx, state, &init.expr);
-        state.next_binding = Some((name.clone(), from_inputs));
+        // (`let t = t.matmul(&flip)?`): noted now, applied at the next statement.
+        let host_only = host_derived(cx, state, &init.expr);
+        state.next_binding = Some((name.clone(), host_only));
         if Ctor::of(cx.file.apis, root).is_some() {
             state.bound.insert(addr(root), name);
         }
@@ -266,15 +266,11 @@ impl Rule for Check {
             Expr::Assign(a) => state.host_escaped |= as_ident(&a.left).is_none() && cx.is_host(&a.right),
             Expr::Binary(b) => {
                 let (l, r) = (cx.is_host(&b.left), cx.is_host(&b.right));
-                state.host_escaped |=
-                    (l && inputs_side(cx, state, &b.right)) || (r && inputs_side(cx, state, &b.left));
+                state.host_escaped |= (l && tensor_input(cx, &b.right)) || (r && tensor_input(cx, &b.left));
             }
             Expr::Call(c) if Ctor::of(cx.file.apis, e).is_none() && !cx.is_host(e) => {
-                // Handed to other code together with the inputs' tensors (or mixed with them in
-                // `Tensor::cat`): a host tensor handed on alone (to wrap it, to sample from it)
-                // stays on the host side.
-                let host = c.args.iter().any(|a| holds_host(cx, a));
-                state.host_escaped |= host && c.args.iter().any(|a| holds_inputs(cx, state, a));
+                // Handed to other code (or mixed with other tensors in `Tensor::cat`).
+                state.host_escaped |= c.args.iter().any(|a| holds_host(cx, a));
             }
             // A host buffer filled in place from device data (`buf.copy_(&xs)`) is meant to be there.
             Expr::MethodCall(m) if m.method == "copy_" || m.method == "f_copy_" => {
@@ -309,13 +305,14 @@ impl Rule for Check {
             Expr::MethodCall(m) => {
                 // A host tensor meets a tensor from elsewhere (`xs.add(&host)`, `host.add(xs)`),
                 // or is stored (`v.push(host)`).
-                let recv_host = cx.is_host(&m.receiver);
-                let recv_inputs = !recv_host && inputs_side(cx, state, &m.receiver);
-                let escaped = m.args.iter().any(|a| {
+                // A receiver computed only from host values (a transform composed on the host)
+                // keeps the host tensor on the host side.
+                let recv_host = cx.is_host(&m.receiver)
+                    || as_ident(chain_root(&m.receiver)).is_some_and(|id| state.host_derived.contains(&id.to_string()));
+                state.host_escaped |= m.args.iter().any(|a| {
                     let host = holds_host(cx, a);
-                    (host && recv_inputs) || (recv_host && !host && inputs_side(cx, state, a))
+                    (host && !recv_host) || (recv_host && !host && tensor_input(cx, a))
                 });
-                state.host_escaped |= escaped;
             }
             Expr::Call(_) if cx.in_forward() => {
                 let Some(ctor) = Ctor::of(cx.file.apis, e) else { return };
@@ -375,28 +372,23 @@ fn moves_its_argument(cx: &Checker<'_, '_>, e: &Expr) -> bool {
         && m.args.first().is_some_and(|a| !matches!(cx.device_of(a), Some(DevSrc::Fixed { .. })))
 }
 
-/// Is `e` on the inputs' side: a tensor parameter, a field of `self` (the module's weights), or a
-/// variable computed from them?
-fn inputs_side(cx: &Checker<'_, '_>, state: &FnState, e: &Expr) -> bool {
-    if tensor_input(cx, e) {
-        return true;
-    }
-    let root = chain_root(crate::rust::syntax::peel(e));
-    tensor_input(cx, root) || as_ident(root).is_some_and(|id| state.device_side.contains(&id.to_string()))
-}
-
-/// Does the expression read a tensor parameter, `self` or a variable on the inputs' side?
-fn mentions_inputs(cx: &Checker<'_, '_>, state: &FnState, e: &Expr) -> bool {
+/// Is the initialiser computed only from host values of the function: it names a host tensor
+/// (or a variable computed only from them) and neither a tensor parameter nor the module's
+/// weights at work (a method called on a field of `self`)? `let t = match self.flip { true =>
+/// t.matmul(&flip)?, false => t }` is; a meeting with anything else in the initialiser already
+/// counted as the host tensor leaving the host side.
+fn host_derived(cx: &Checker<'_, '_>, state: &FnState, e: &Expr) -> bool {
     use syn::visit::Visit;
     let Some(f) = cx.fun() else { return false };
-    let mut hit = false;
+    let (mut host, mut input) = (false, false);
     crate::rust::syntax::for_each_ident(e, |i| {
         let name = i.to_string();
-        hit |= state.device_side.contains(&name)
-            || f.params.iter().any(|(n, k)| *n == name && matches!(k, ParamKind::Tensor { .. } | ParamKind::TensorLike));
+        host |= f.host.contains(&name) || state.host_derived.contains(&name);
+        input |= f
+            .params
+            .iter()
+            .any(|(n, k)| *n == name && matches!(k, ParamKind::Tensor { .. } | ParamKind::TensorLike));
     });
-    // The module's weights at work: a method called on a field of `self` (`self.proj.forward(..)`,
-    // `self.w.matmul(..)`), not a setting read from it (`self.scale`).
     struct OnSelf(bool);
     impl<'a> Visit<'a> for OnSelf {
         fn visit_expr_method_call(&mut self, m: &'a syn::ExprMethodCall) {
@@ -405,21 +397,12 @@ fn mentions_inputs(cx: &Checker<'_, '_>, state: &FnState, e: &Expr) -> bool {
         }
         fn visit_item(&mut self, _: &'a syn::Item) {}
     }
-    if !hit {
-        let mut on_self = OnSelf(false);
-        on_self.visit_expr(e);
-        hit = on_self.0;
+    if !host || input {
+        return false;
     }
-    hit
-}
-
-/// Is `e` on the inputs' side, or an array or slice holding such a value (`&[xs, host]`)?
-fn holds_inputs(cx: &Checker<'_, '_>, state: &FnState, e: &Expr) -> bool {
-    match crate::rust::syntax::peel(e) {
-        Expr::Array(a) => a.elems.iter().any(|x| holds_inputs(cx, state, x)),
-        Expr::Tuple(t) => t.elems.iter().any(|x| holds_inputs(cx, state, x)),
-        _ => !cx.is_host(e) && inputs_side(cx, state, e),
-    }
+    let mut on_self = OnSelf(false);
+    on_self.visit_expr(e);
+    !on_self.0
 }
 
 /// Is `e` a host tensor, or an array or slice of values holding one (`&[a, host]`)?
