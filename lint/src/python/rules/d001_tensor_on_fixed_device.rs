@@ -645,17 +645,7 @@ fn loader_yields_host_tensors(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
     if keyword(loader, "pin_memory").is_some_and(super::helpers::is_true) {
         return true;
     }
-    let Some(dataset) = loader.arguments.args.first().or_else(|| keyword(loader, "dataset")) else {
-        return false;
-    };
-    let made = match dataset {
-        Expr::Call(c) => c,
-        Expr::Name(n) => match cx.model.binding_of(n).map(|b| cx.model.binding(b).kind) {
-            Some(BindingKind::Assignment { value: Expr::Call(c), part: Part::Whole, .. }) => c,
-            _ => return false,
-        },
-        _ => return false,
-    };
+    let Some(made) = dataset_call(cx, loader) else { return false };
     let Some(q) = cx.callee_name(made) else { return false };
     if q.starts_with("torchvision.datasets.") {
         return true;
@@ -753,6 +743,19 @@ fn sibling_moved<'e>(cx: &Checker<'_, 'e>, element: &Expr, from: &'e Expr) -> Op
 #[derive(Clone)]
 struct Sibling(String, ruff_text_size::TextRange, String);
 
+/// The call that makes a `DataLoader(..)`'s dataset: `TensorDataset(..)` in
+/// `DataLoader(TensorDataset(..))` or through a name bound to it.
+fn dataset_call<'e>(cx: &Checker<'_, 'e>, loader: &'e ast::ExprCall) -> Option<&'e ast::ExprCall> {
+    match loader.arguments.args.first().or_else(|| keyword(loader, "dataset"))? {
+        Expr::Call(c) => Some(c),
+        Expr::Name(n) => match cx.model.binding(cx.model.binding_of(n)?).kind {
+            BindingKind::Assignment { value: Expr::Call(c), part: Part::Whole, .. } => Some(c),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Does the loader behind `iter` make its batches on the device already: a `TensorDataset` of
 /// tensors on the device, a `collate_fn` of the file that moves or makes its batch there, or a
 /// file whose loaders a library places (`accelerator.prepare(..)`, Fabric's
@@ -771,17 +774,7 @@ fn loader_yields_device_tensors(cx: &Checker<'_, '_>, iter: &Expr) -> bool {
             return true;
         }
     }
-    let Some(dataset) = loader.arguments.args.first().or_else(|| keyword(loader, "dataset")) else {
-        return false;
-    };
-    let made = match dataset {
-        Expr::Call(c) => c,
-        Expr::Name(n) => match cx.model.binding_of(n).map(|b| cx.model.binding(b).kind) {
-            Some(BindingKind::Assignment { value: Expr::Call(c), part: Part::Whole, .. }) => c,
-            _ => return false,
-        },
-        _ => return false,
-    };
+    let Some(made) = dataset_call(cx, loader) else { return false };
     cx.callee_name(made).is_some_and(|q| q == "torch.utils.data.TensorDataset")
         && made.arguments.args.iter().any(|t| device_evident(cx, t))
 }
