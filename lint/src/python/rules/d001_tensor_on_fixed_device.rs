@@ -211,7 +211,7 @@ impl Check {
         }
         // An element left on the host beside one the loop moves is left there on purpose (the
         // lengths a model packs its input with).
-        if sibling_moved(cx, element, from).is_some() {
+        if self.sibling(cx, element, from, &y).is_some() {
             return None;
         }
         self.left_on_host.insert((from.start(), y.clone()));
@@ -227,6 +227,18 @@ impl Check {
             .related(range(c.range()), "called with it here: on a GPU run its weights and this input are on different devices")
             .help(format!("move the batch where the model is (`{y} = {y}.to(device)`, and the labels with it) before the call")),
         )
+    }
+
+    /// [`sibling_moved`], asked once per element (`y`, as written) and loop: a loop that uses an
+    /// element thousands of times walks its body once.
+    fn sibling(&mut self, cx: &Checker<'_, '_>, element: &Expr, from: &Expr, y: &str) -> Option<Sibling> {
+        let key = (from.start(), y.to_string());
+        if let Some(known) = self.siblings.get(&key) {
+            return known.clone();
+        }
+        let found = sibling_moved(cx, element, from);
+        self.siblings.insert(key, found.clone());
+        found
     }
 
     /// `for x, y in loader:` that moves `x` to the device in the loop (`x = x.to(device)`) and
@@ -270,22 +282,10 @@ impl Check {
             if self.left_on_host.contains(&(from.start(), y.clone())) {
                 continue;
             }
-            // Asked once per element and loop: a loop that uses an element thousands of times
-            // walks its body once.
-            let key = (from.start(), y.clone());
-            let sibling = match self.siblings.get(&key) {
-                Some(known) => known.clone(),
-                None => {
-                    let found = if loader_yields_device_tensors(cx, from) {
-                        None
-                    } else {
-                        sibling_moved(cx, element, from)
-                    };
-                    self.siblings.insert(key, found.clone());
-                    found
-                }
-            };
-            let Some(sibling) = sibling else { continue };
+            let Some(sibling) = self.sibling(cx, element, from, &y) else { continue };
+            if loader_yields_device_tensors(cx, from) {
+                continue;
+            }
             if !device_evident(cx, other) && !from_the_move(cx, other, sibling.1, 0, &std::cell::Cell::new(256)) {
                 continue;
             }
