@@ -257,10 +257,12 @@ impl Check {
         }
         let pairs = match e {
             Expr::Call(c) if calls_a_loss(cx, c) => {
-                let args = &c.arguments.args;
+                // `criterion(out, y)`, `F.nll_loss(out, target=y)`, `criterion(input=out, target=y)`.
+                let named = c.arguments.keywords.iter().filter(|k| k.arg.is_some()).map(|k| &k.value);
+                let args: Few<&Expr> = c.arguments.args.iter().chain(named).collect();
                 let mut pairs = Few::new();
-                for (i, a) in args.iter().enumerate() {
-                    for (j, b) in args.iter().enumerate() {
+                for (i, &a) in args.iter().enumerate() {
+                    for (j, &b) in args.iter().enumerate() {
                         if i != j {
                             pairs.push((a, b));
                         }
@@ -568,7 +570,7 @@ fn from_the_move(
                     return true;
                 }
             }
-            if cx.callee_name(c).is_some_and(|q| q.starts_with("builtins.")) {
+            if cx.callee_name(c).is_some_and(|q| q.starts_with("builtins.")) || returns_on_host(cx, &c.func) {
                 return false;
             }
             c.arguments.args.iter().chain(c.arguments.keywords.iter().map(|k| &k.value)).any(next)
@@ -586,6 +588,17 @@ fn from_the_move(
         Expr::Attribute(a) => next(&a.value),
         _ => false,
     }
+}
+
+/// Is `func` a function of this file every `return` of which copies its value to the host
+/// (`def to_labels(logits): return logits.argmax(1).cpu()`)?
+fn returns_on_host(cx: &Checker<'_, '_>, func: &Expr) -> bool {
+    let Some(Callee::Function(f)) = cx.model.callee_of(func, cx.function) else { return false };
+    let returns = &cx.model.function(f).returns;
+    !returns.is_empty()
+        && returns.iter().all(|r| {
+            method_call(r).is_some_and(|(_, _, name)| matches!(name, "cpu" | "numpy" | "tolist" | "item"))
+        })
 }
 
 /// `y`, `y.long()`, `y.view(-1).float()`: the name a chain of methods that keep the device
@@ -611,9 +624,18 @@ fn unmoved_root(e: &Expr) -> &Expr {
 
 /// The iterable of data-loader batches that `e` is an element of: `y` in `for x, y in loader:`
 /// or in `for i, (x, y) in enumerate(loader):`; `y` bound in the loop by `x, y = batch` or
-/// `y = batch[1]`; `batch["labels"]` itself. Not the whole batch (an object whose `.to()` may
-/// move it in place, as a tokenizer's `BatchEncoding` does).
+/// `y = batch[1]`; `batch["labels"]` itself; any of those rebound through methods that keep the
+/// device (`y = y.squeeze(1)`, `labels = batch[1].long()`). Not the whole batch (an object whose
+/// `.to()` may move it in place, as a tokenizer's `BatchEncoding` does).
 fn batch_element<'e>(cx: &Checker<'_, 'e>, e: &Expr) -> Option<&'e Expr> {
+    batch_element_at(cx, e, 0)
+}
+
+/// [`batch_element`], `depth` rebindings in.
+fn batch_element_at<'e>(cx: &Checker<'_, 'e>, e: &Expr, depth: usize) -> Option<&'e Expr> {
+    if depth > 4 {
+        return None;
+    }
     match e {
         Expr::Name(n) => {
             let b = cx.model.binding_of(n)?;
@@ -626,6 +648,10 @@ fn batch_element<'e>(cx: &Checker<'_, 'e>, e: &Expr) -> Option<&'e Expr> {
                 }
                 BindingKind::Assignment { value: Expr::Subscript(s), part: Part::Whole, .. } => {
                     whole_batch(cx, &s.value)
+                }
+                BindingKind::Assignment { value: value @ Expr::Call(_), part: Part::Whole, .. } => {
+                    let root = unmoved_root(value);
+                    (!std::ptr::eq(root, value)).then(|| batch_element_at(cx, root, depth + 1)).flatten()
                 }
                 _ => None,
             }
@@ -708,11 +734,13 @@ fn sibling_moved<'e>(cx: &Checker<'_, 'e>, element: &Expr, from: &'e Expr) -> Op
                         self.whole_moved = true;
                         return;
                     }
+                    // `x.to(device)`, also after a conversion (`x.float().to(device)`).
+                    let sibling = unmoved_root(&a.value);
                     if self.found.is_none()
-                        && batch_element(self.cx, &a.value).is_some_and(|it| std::ptr::eq(it, self.from))
-                        && self.cx.short(a.value.range()) != self.element
+                        && batch_element(self.cx, sibling).is_some_and(|it| std::ptr::eq(it, self.from))
+                        && self.cx.short(sibling.range()) != self.element
                     {
-                        self.found = Some((&a.value, e));
+                        self.found = Some((sibling, e));
                     }
                 }
             }
