@@ -1349,7 +1349,7 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
                 if call.arguments.is_empty() { format!(".{method}()") } else { format!(".{method}(..)") };
             // A whole tensor copied only to be reduced on the host (`pred.eq(y).cpu().sum()`) is a
             // statistic, not the data.
-            let bulk = method != "item" && !reduced_after(cx, e);
+            let bulk = method != "item" && !reduced_after(cx, e) && !one_value(cx, receiver);
             return Read::Found(Sync::read(bulk, what, receiver, outermost_chain(cx, e), call.range()));
         }
     }
@@ -1684,6 +1684,33 @@ fn reduced_tensor(cx: &Checker<'_, '_>, e: &Expr) -> bool {
         &["sum", "max", "min", "mean", "prod", "norm"],
         &["torch.sum", "torch.max", "torch.min", "torch.mean", "torch.prod", "torch.norm", "torch.linalg.norm"],
     )
+}
+
+/// Is `e` one value, not a tensor's data: a tensor reduced whole (`(pred == y).sum()`), or a loss
+/// `.backward()` is called on, through methods that keep it one value (`loss.detach()`,
+/// `acc.float()`, `loss.data`)? Copied to the host, it is a statistic, as `.item()` would read.
+fn one_value(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    let mut at = e;
+    for _ in 0..6 {
+        match at {
+            Expr::Attribute(a) if a.attr.as_str() == "data" => at = &a.value,
+            Expr::Call(c)
+                if let Some((_, receiver, method)) = method_call(at)
+                    && c.arguments.is_empty()
+                    && matches!(method, "detach" | "float" | "double" | "half" | "clone" | "squeeze") =>
+            {
+                at = receiver
+            }
+            _ => break,
+        }
+    }
+    if let Expr::Name(n) = at
+        && let Some(b) = cx.model.binding_of(n)
+        && cx.facts.backward.contains(&b)
+    {
+        return true;
+    }
+    reduced_tensor(cx, at)
 }
 
 /// Is `e` a value that may be a tensor reduced by one of `methods` with no arguments

@@ -546,6 +546,62 @@ fn integer_result(name: &str) -> bool {
     )
 }
 
+/// Is `func` a name this function binds to a module it makes (`block = Block(e0)`, a plain
+/// constructor call) and never moves or converts in place (`block.to(device)`, `.cuda()`,
+/// `.half()`, `.apply(..)`) nor hands to anything else (which may move it)?
+fn module_made_here_and_kept(cx: &Checker<'_, '_>, func: &Expr) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    let Some(f) = cx.function else { return false };
+    let Expr::Name(n) = func else { return false };
+    let Some(b) = cx.model.binding_of(n) else { return false };
+    let BindingKind::Assignment { value: Expr::Call(made), part: Part::Whole, .. } = cx.model.binding(b).kind
+    else {
+        return false;
+    };
+    let def = cx.model.function(f).def;
+    // A constructor (`Block(..)`, `modules.Block(..)`), not a chain that moves (`Block().cuda()`).
+    let constructor = match &*made.func {
+        Expr::Name(_) => true,
+        Expr::Attribute(a) => names_a_module(cx, &a.value),
+        _ => false,
+    };
+    if !constructor || !def.range().contains_range(made.range()) || cx.kind_of(func) != Kind::Module {
+        return false;
+    }
+    // Every use of the name in the function is a call of it (`block(x)`) or of a method that
+    // leaves it where it is (`block.eval()`).
+    struct Uses<'c, 'm, 'e> {
+        cx: &'c Checker<'m, 'e>,
+        binding: BindingId,
+        kept: bool,
+    }
+    impl<'a> Visitor<'a> for Uses<'_, '_, '_> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if !self.kept {
+                return;
+            }
+            let is_it =
+                |e: &Expr| matches!(e, Expr::Name(m) if self.cx.model.binding_of(m) == Some(self.binding));
+            match e {
+                Expr::Call(c) if is_it(&c.func) => visitor::walk_arguments(self, &c.arguments),
+                Expr::Call(c)
+                    if matches!(&*c.func, Expr::Attribute(a) if is_it(&a.value)
+                        && matches!(a.attr.as_str(), "eval" | "train" | "forward" | "requires_grad_" | "zero_grad")) =>
+                {
+                    visitor::walk_arguments(self, &c.arguments)
+                }
+                e if is_it(e) => self.kept = false,
+                e => visitor::walk_expr(self, e),
+            }
+        }
+    }
+    let mut uses = Uses { cx, binding: b, kept: true };
+    for s in &def.body {
+        uses.visit_stmt(s);
+    }
+    uses.kept
+}
+
 /// Is `e` the name of an imported module (`torch`, `F`, `np`)?
 fn names_a_module(cx: &Checker<'_, '_>, e: &Expr) -> bool {
     matches!(e, Expr::Name(n) if cx.model.binding_of(n).is_some_and(|b| matches!(
@@ -747,6 +803,18 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                 if api::keeps_its_input(&q) {
                     return c.arguments.args.first().map_or(NONE, next);
                 }
+            }
+            // A module this function makes and never moves (`stats = EnergyBlock(e0)`, then
+            // `stats(batch.attrs)`): its weights stay on the host, so its output is where its
+            // inputs are.
+            if module_made_here_and_kept(cx, &c.func) {
+                let p = c
+                    .arguments
+                    .args
+                    .iter()
+                    .chain(c.arguments.keywords.iter().map(|k| &k.value))
+                    .fold(NONE, |p, a| p.union(next(a)));
+                return Provenance { on_accelerator: p.on_accelerator, requires_grad: true };
             }
             // Calling a module (`self(x)` in one of its methods too): its output is where its
             // weights are, and carries their grad.
