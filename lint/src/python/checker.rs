@@ -1356,13 +1356,6 @@ fn loss_inputs(
                     work.extend(c.arguments.args.first());
                     work.extend(c.arguments.args.iter().skip(1).filter(tensor));
                 }
-                // `loss = self.criterion(output, target)`, `loss = compute_loss(pred, batch)`: a
-                // loss backpropagated on the device is computed there from what it is given.
-                func if names_a_loss(func) => {
-                    work.extend(c.arguments.args.iter().filter(|a| {
-                        matches!(a, Expr::Name(_) | Expr::Subscript(_)) && !is_setting(model, types, a)
-                    }));
-                }
                 _ => {}
             },
             Expr::BinOp(o) if matches!(o.op, ast::Operator::Add | ast::Operator::Sub) => {
@@ -1388,17 +1381,6 @@ fn loss_inputs(
         }
     }
     found
-}
-
-/// Is `func` named for a loss (`criterion`, `self.loss`, `loss_fn`, `compute_loss`)?
-fn names_a_loss(func: &Expr) -> bool {
-    let name = match func {
-        Expr::Name(n) => n.id.as_str(),
-        Expr::Attribute(a) => a.attr.as_str(),
-        _ => return false,
-    };
-    let name = name.to_ascii_lowercase();
-    name.contains("loss") || name.contains("criterion")
 }
 
 /// Does the statement end the loop or the function for good: `break`, `return`, `raise`, or a
