@@ -267,6 +267,9 @@ pub(crate) struct Checker<'m, 'a> {
     /// Per loop: does it walk evaluation data, or start with a model put in evaluation mode
     /// ([`super::rules::helpers::in_evaluation_pass`])? Asked of every place in the loop.
     pub(crate) evaluates: std::cell::RefCell<FxHashMap<LoopId, bool>>,
+    /// Per name bound to a module a function makes: is it kept where it was made, never moved
+    /// nor handed over ([`super::rules::helpers::provenance_in_project`])?
+    pub(crate) kept_modules: std::cell::RefCell<FxHashMap<BindingId, bool>>,
     /// Per function (and whether a function named for prediction leads to it): is it run by loops
     /// over inputs only ([`super::rules::helpers::in_evaluation_pass`])?
     pub(crate) per_input: std::cell::RefCell<FxHashMap<(FunctionId, bool), bool>>,
@@ -339,6 +342,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             nested_host: std::cell::RefCell::new(FxHashMap::default()),
             calls_prediction: std::cell::RefCell::new(FxHashMap::default()),
             evaluates: std::cell::RefCell::new(FxHashMap::default()),
+            kept_modules: std::cell::RefCell::new(FxHashMap::default()),
             per_input: std::cell::RefCell::new(FxHashMap::default()),
             straight_line: std::cell::RefCell::new(FxHashMap::default()),
             passed_by_callers: std::cell::RefCell::new(FxHashMap::default()),

@@ -610,7 +610,7 @@ fn unmoved_root(e: &Expr) -> &Expr {
             Expr::Call(c) => match &*c.func {
                 Expr::Attribute(a)
                     if api::tensor_method_returns_tensor(a.attr.as_str())
-                        && !matches!(a.attr.as_str(), "to" | "cuda" | "cpu" | "type" | "pin_memory") =>
+                        && !matches!(a.attr.as_str(), "to" | "cuda" | "cpu" | "type" | "type_as" | "pin_memory") =>
                 {
                     at = &a.value
                 }

@@ -83,6 +83,9 @@ enum AlwaysWaits {
     Answered,
     /// `torch.tensor([t] * b, device=d)`: each element of the list is read as a number.
     Listed,
+    /// `torch.repeat_interleave(x, counts)` with no `output_size=`: the result's size is the sum
+    /// of the counts, read on the host.
+    Repeats,
 }
 
 /// A value a read can be of as it stands: a name, an attribute or an item (a call is read, if
@@ -365,6 +368,11 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         (
             format!("{message}: `torch.full` takes its fill value as a number, read on the host"),
             "keep the element on the device: index with a slice and expand it (`alphas[index:index + 1].view(1, 1).expand(b, 1)`), or keep the schedule on the host as numbers",
+        )
+    } else if sync.always == Some(AlwaysWaits::Repeats) {
+        (
+            format!("{message}: the size of its result is the sum of the repeats, read on the host"),
+            "pass the total the host already knows as `output_size=` (the number of nodes or tokens, `x.size(0)`), so PyTorch does not read the repeats",
         )
     } else if sync.always == Some(AlwaysWaits::SizedByData) {
         (
@@ -1501,6 +1509,9 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
 /// waits for the device to know how much to allocate.
 fn sized_by_data<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     let Expr::Call(call) = e else { return None };
+    if let Some(sync) = repeated_by_data(cx, e, call) {
+        return Some(sync);
+    }
     let args = if call.arguments.is_empty() { "" } else { ".." };
     // `torch.where(m)`, `th.nonzero(x)`, `where(m)` imported from torch: shown as `torch.<op>`.
     let (tensor, what) = match cx.callee_name(call).as_deref().and_then(|q| q.strip_prefix("torch.")) {
@@ -1520,6 +1531,67 @@ fn sized_by_data<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
         },
     };
     Some(Sync { always: Some(AlwaysWaits::SizedByData), ..Sync::read(false, what, tensor, e, call.range()) })
+}
+
+/// `torch.repeat_interleave(x, counts)`, `x.repeat_interleave(counts, dim=0)` or
+/// `torch.repeat_interleave(counts)` with a tensor of counts and no `output_size=`: PyTorch reads
+/// the counts on the host to size the result. Counts are a tensor when the types say so or when
+/// they are the differences of a pointer tensor's neighbours (`ptr[1:] - ptr[:-1]`), never a
+/// number.
+fn repeated_by_data<'a>(cx: &Checker<'_, 'a>, e: &'a Expr, call: &'a ast::ExprCall) -> Option<Sync<'a>> {
+    if call.arguments.find_keyword("output_size").is_some() || super::helpers::has_splat(call) {
+        return None;
+    }
+    let args = &call.arguments.args;
+    let repeats = call.arguments.find_keyword("repeats").map(|k| &k.value);
+    let counts = match cx.callee_name(call).as_deref() {
+        // `torch.repeat_interleave(x, counts)`, `(x, repeats=counts)`, or `(counts)` alone.
+        Some("torch.repeat_interleave") => match (&args[..], repeats) {
+            (_, Some(counts)) | ([_, counts, ..], None) => counts,
+            ([counts], None) if call.arguments.keywords.is_empty() => counts,
+            _ => return None,
+        },
+        Some(_) => return None,
+        None => match method_call(e) {
+            Some((_, receiver, "repeat_interleave")) if cx.kind_of(receiver).may_be_tensor() => {
+                repeats.or_else(|| args.first())?
+            }
+            _ => return None,
+        },
+    };
+    if !counts_tensor(cx, counts, 0) {
+        return None;
+    }
+    let what = match method_call(e) {
+        Some(_) if cx.callee_name(call).is_none() => ".repeat_interleave(..)".to_string(),
+        _ => "torch.repeat_interleave(..)".to_string(),
+    };
+    Some(Sync { always: Some(AlwaysWaits::Repeats), ..Sync::read(false, what, counts, e, call.range()) })
+}
+
+/// Are the counts given to `repeat_interleave` a tensor: so typed, the differences of a pointer
+/// tensor's neighbours (`ptr[1:] - ptr[:-1]`), either converted (`counts.long()`) or a name bound
+/// once to one of those?
+fn counts_tensor(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
+    if depth > 4 {
+        return false;
+    }
+    if cx.kind_of(e) == Kind::Tensor {
+        return true;
+    }
+    match e {
+        Expr::BinOp(b) if b.op == ast::Operator::Sub => matches!((&*b.left, &*b.right), (Expr::Subscript(l), Expr::Subscript(r))
+            if matches!(&*l.slice, Expr::Slice(_)) && matches!(&*r.slice, Expr::Slice(_))
+                && cx.short(l.value.range()) == cx.short(r.value.range())),
+        Expr::Call(_) => matches!(method_call(e), Some((c, receiver, method))
+            if c.arguments.is_empty() && matches!(method, "long" | "int" | "flatten" | "squeeze")
+                && counts_tensor(cx, receiver, depth + 1)),
+        Expr::Name(n) => cx.model.binding_of(n).is_some_and(|b| {
+            matches!(cx.model.binding(b).kind, BindingKind::Assignment { value, part: Part::Whole, .. }
+                if counts_tensor(cx, value, depth + 1))
+        }),
+        _ => false,
+    }
 }
 
 /// Is the read at `at` part of the test of a check for a value gone bad (`if torch.isnan(loss):`,

@@ -565,7 +565,61 @@ fn module_made_here_and_kept(cx: &Checker<'_, '_>, func: &Expr) -> bool {
         Expr::Attribute(a) => names_a_module(cx, &a.value),
         _ => false,
     };
-    if !constructor || !def.range().contains_range(made.range()) || cx.kind_of(func) != Kind::Module {
+    if !constructor
+        || !def.range().contains_range(made.range())
+        || cx.kind_of(func) != Kind::Module
+        || cx.facts.sets_default_device
+        || cx.device_block > 0
+    {
+        return false;
+    }
+    // Made on a device (`nn.Linear(d, 1, device=device)`, `Block(e0, device)`): not kept on the
+    // host.
+    if made.arguments.args.iter().chain(made.arguments.keywords.iter().map(|k| &k.value)).any(|a| {
+        cx.kind_of(a) == Kind::Device
+            || super::device_evidence::names_a_device(cx, a)
+            || matches!(a, Expr::Name(n) if n.id.as_str().contains("device"))
+    }) || made
+        .arguments
+        .keywords
+        .iter()
+        .any(|k| k.arg.as_ref().is_some_and(|n| n.as_str().contains("device")))
+    {
+        return false;
+    }
+    if let Some(&known) = cx.kept_modules.borrow().get(&b) {
+        return known;
+    }
+    // Made under `with torch.device("cuda"):`, which places what is made there.
+    let under_device = |s: &Stmt| {
+        matches!(s, Stmt::With(w) if w.range().contains_range(made.range())
+            && w.items.iter().any(|i| matches!(&i.context_expr, Expr::Call(c)
+                if cx.callee_name(c).is_some_and(|q| q == "torch.device"))))
+    };
+    let mut placed = false;
+    let mut stack: Vec<&Stmt> = def.body.iter().collect();
+    while let Some(st) = stack.pop() {
+        if !st.range().contains_range(made.range()) {
+            continue;
+        }
+        if under_device(st) {
+            placed = true;
+            break;
+        }
+        match st {
+            Stmt::With(w) => stack.extend(w.body.iter()),
+            Stmt::If(i) => {
+                stack.extend(i.body.iter());
+                stack.extend(i.elif_else_clauses.iter().flat_map(|c| c.body.iter()));
+            }
+            Stmt::For(f) => stack.extend(f.body.iter().chain(f.orelse.iter())),
+            Stmt::While(w) => stack.extend(w.body.iter().chain(w.orelse.iter())),
+            Stmt::Try(t) => stack.extend(t.body.iter().chain(t.finalbody.iter()).chain(t.orelse.iter())),
+            _ => {}
+        }
+    }
+    if placed {
+        cx.kept_modules.borrow_mut().insert(b, false);
         return false;
     }
     // Every use of the name in the function is a call of it (`block(x)`) or of a method that
@@ -599,6 +653,7 @@ fn module_made_here_and_kept(cx: &Checker<'_, '_>, func: &Expr) -> bool {
     for s in &def.body {
         uses.visit_stmt(s);
     }
+    cx.kept_modules.borrow_mut().insert(b, uses.kept);
     uses.kept
 }
 
