@@ -227,51 +227,6 @@ fn the_project_decides_whether_a_hard_coded_cuda_bites() {
     assert!(stderr(&bad).contains("unknown variant `tpu`, expected `cuda` or `any`"), "{}", stderr(&bad));
 }
 
-/// A training script that makes CUDA the default for new tensors
-/// (`torch.set_default_tensor_type('torch.cuda.FloatTensor')`, older code's way) puts the tensors
-/// its library code makes with no device there: an index drawn by `torch.randperm` is not copied
-/// over. A script that only loads on the GPU and restores the default, or a test, does not count.
-#[test]
-fn a_script_that_makes_cuda_the_default_places_the_library_tensors() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let root = dir.path();
-    write(root.join("pyproject.toml"), "[project]\nname = \"p\"\n");
-    write(
-        root.join("pkg/loss.py"),
-        "import torch\nfrom torch import nn\n\n\nclass Loss(nn.Module):\n    def forward(self, x):\n        \
-         keep = torch.randperm(x.size(0))[:8]\n        return x[keep].sum()\n",
-    );
-    write(
-        root.join("pkg/device.py"),
-        "import torch\n\ndevice = \"cuda\" if torch.cuda.is_available() else \"cpu\"\n",
-    );
-    let lint =
-        || stdout(&devcheck(&["lint", "--preview", "--select", "D005", "--format", "concise", "."], root));
-    let copied = "pkg/loss.py:8:18: D005 [warning] `torch.randperm(..)` is made on the host and indexes a tensor on the \
-                  device: PyTorch copies it there at every forward pass, and the copy waits for the device\n";
-    assert!(lint().starts_with(copied), "{}", lint());
-    // A test that sets the default for itself, and a script that restores the CPU's: no change.
-    write(
-        root.join("tests/test_loss.py"),
-        "import torch\n\ntorch.set_default_tensor_type('torch.cuda.FloatTensor')\n",
-    );
-    write(
-        root.join("load.py"),
-        "import torch\n\nif __name__ == \"__main__\":\n    old = torch.get_default_dtype()\n    \
-         torch.set_default_tensor_type(torch.cuda.FloatTensor)\n    \
-         torch.set_default_tensor_type(torch.tensor([], dtype=old, device=\"cpu\").type())\n",
-    );
-    assert!(lint().starts_with(copied), "{}", lint());
-    // The training script chooses CUDA for a GPU run, the CPU's default otherwise.
-    write(
-        root.join("train.py"),
-        "import torch\nimport sys\n\nif __name__ == \"__main__\":\n    if \"--cuda\" in sys.argv:\n        \
-         torch.set_default_tensor_type('torch.cuda.FloatTensor')\n    else:\n        \
-         torch.set_default_tensor_type('torch.FloatTensor')\n",
-    );
-    assert!(lint().starts_with("No findings"), "{}", lint());
-}
-
 /// A checkpoint loaded with no `map_location` fails only on a machine without the GPU it was saved
 /// from: D010 reports it where the project says its code must also run there (`target = "any"`
 /// in devcheck.toml, or `--target any`), and not otherwise.

@@ -1922,8 +1922,7 @@ impl Facts {
                 && !reads_a_command_line(model.source)
                 && !named_for_running(file_name)
                 && model.classes().any(|(c, _)| types.is_module_class(c) == Truth::Yes),
-            // Also when a script of the project makes CUDA the default for the code it runs.
-            sets_default_device: sets_default_device || types.project().cuda_default(),
+            sets_default_device,
             uses_accelerator,
             project_uses_accelerator: uses_accelerator
                 || (types.project().uses_accelerator()

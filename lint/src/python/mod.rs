@@ -156,9 +156,6 @@ pub(crate) fn index_entry(
         let mut entry = project::FileEntry::of(path, &parsed.syntax().body);
         entry.cpu_path = rules::names_cpu_path(text) && project::chooses_the_cpu(text);
         entry.accelerator = project::names_an_accelerator(text);
-        // (Not a test's: it sets the default for itself.)
-        entry.cuda_default =
-            project::sets_cuda_default(text) && !crate::source::FileKind::of_path(path).is_test_like();
         entry.placement = project::Placement::of_text(text);
         let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         entry.runs_itself = checker::named_for_running(file_name)

@@ -77,8 +77,6 @@ pub(crate) struct Project {
     cpu_path: bool,
     /// Some file of the project names an accelerator (`cuda`, `mps`, `xla`).
     accelerator: bool,
-    /// A script of the project makes CUDA the default for new tensors ([`sets_cuda_default`]).
-    cuda_default: bool,
     /// Where the project's files say it runs ([`Placement`]).
     placement: Placement,
     /// The configuration declares the code CUDA-only (`target = "cuda"`).
@@ -434,8 +432,6 @@ pub(crate) struct FileEntry {
     pub(crate) cpu_path: bool,
     /// The file names an accelerator.
     pub(crate) accelerator: bool,
-    /// The file makes CUDA the default for new tensors ([`sets_cuda_default`]).
-    pub(crate) cuda_default: bool,
     /// Where the file says the code runs.
     pub(crate) placement: Placement,
     /// The command-line options it declares ([`super::options::declared`]).
@@ -485,7 +481,6 @@ impl Project {
             project.paths.push(file.path);
             project.cpu_path |= file.cpu_path;
             project.accelerator |= file.accelerator;
-            project.cuda_default |= file.cuda_default && file.runs_itself;
             project.placement = project.placement.union(file.placement);
             for declared in file.options {
                 project.options.declare(declared);
@@ -984,12 +979,6 @@ impl Project {
     /// Does some file of the project name an accelerator?
     pub(crate) fn uses_accelerator(&self) -> bool {
         self.accelerator
-    }
-
-    /// Does a script of the project make CUDA the default for new tensors
-    /// (`torch.set_default_tensor_type('torch.cuda.FloatTensor')`, `torch.set_default_device("cuda")`)?
-    pub(crate) fn cuda_default(&self) -> bool {
-        self.cuda_default
     }
 
     /// Declares where the code runs (`target` in the configuration).
@@ -1904,35 +1893,6 @@ pub(crate) fn names_an_accelerator(text: &str) -> bool {
         .any(|w| memchr::memmem::find(text.as_bytes(), w.as_bytes()).is_some())
 }
 
-/// Does the file make CUDA the default for the tensors made after it
-/// (`torch.set_default_tensor_type('torch.cuda.FloatTensor')`, `torch.set_default_device("cuda")`)?
-/// Older training scripts do, and the library code they run then makes its tensors there.
-/// A literal CPU default beside it is the other branch of a device choice (`if args.cuda: ..
-/// else: torch.set_default_tensor_type('torch.FloatTensor')`); a default computed at run time is
-/// a restore (a script that loads weights on the GPU, then puts the CPU's default back), and then
-/// the file does not count.
-pub(crate) fn sets_cuda_default(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    let (mut cuda, mut other) = (false, false);
-    for call in ["set_default_tensor_type(", "set_default_device("] {
-        for at in memchr::memmem::find_iter(bytes, call.as_bytes()) {
-            let rest = &text[at + call.len()..];
-            let arg = rest.trim_start_matches([' ', '"', '\'']);
-            if arg.starts_with("torch.cuda.") || arg.starts_with("cuda") {
-                cuda = true;
-            } else {
-                // `torch.FloatTensor`, `'torch.FloatTensor'`, `"cpu"`: a literal default.
-                let literal = arg.split(')').next().unwrap_or("").trim_end_matches([' ', '"', '\'']);
-                let named = literal
-                    .strip_prefix("torch.")
-                    .is_some_and(|t| t.ends_with("Tensor") && t.chars().all(|c| c.is_ascii_alphanumeric()));
-                other |= !(named || literal == "cpu");
-            }
-        }
-    }
-    cuda && !other
-}
-
 /// For the project's sake (D010 in another file), a file that offers the CPU in so many words:
 /// CUDA or MPS checked for, the `"cpu"` device, or a `--device`/`--cpu` option (not
 /// `torch.distributed.is_available()`, which says nothing about devices).
@@ -2397,11 +2357,6 @@ impl<'p> View<'p> {
     /// Does some file of the project name an accelerator?
     pub(crate) fn uses_accelerator(&self) -> bool {
         self.project.uses_accelerator()
-    }
-
-    /// Does a script of the project make CUDA the default for new tensors?
-    pub(crate) fn cuda_default(&self) -> bool {
-        self.project.cuda_default()
     }
 
     /// This file's functions that other files call at every step.
