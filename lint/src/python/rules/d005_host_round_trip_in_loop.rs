@@ -1576,6 +1576,13 @@ fn counts_tensor(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
     if depth > 4 {
         return false;
     }
+    // Counts made here from the host's data (`torch.tensor(lengths)`, `device="cpu"`) are on the
+    // host: PyTorch reads them there without waiting. Made on a device, they are read back.
+    if let Expr::Call(c) = e
+        && cx.callee_name(c).is_some_and(|q| api::is_creation(&q))
+    {
+        return c.arguments.find_keyword("device").is_some_and(|d| !super::helpers::is_cpu_device(cx, &d.value));
+    }
     if cx.kind_of(e) == Kind::Tensor {
         return true;
     }

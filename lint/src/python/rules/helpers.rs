@@ -573,28 +573,31 @@ fn module_made_here_and_kept(cx: &Checker<'_, '_>, func: &Expr) -> bool {
     {
         return false;
     }
-    // Made on a device (`nn.Linear(d, 1, device=device)`, `Block(e0, device)`): not kept on the
-    // host.
-    if made.arguments.args.iter().chain(made.arguments.keywords.iter().map(|k| &k.value)).any(|a| {
+    // Made on a device other than the CPU (`nn.Linear(d, 1, device=device)`, `Block(e0, device)`):
+    // not kept on the host. (`device="cpu"`, a `cpu_device` keep it there.)
+    let positional = made.arguments.args.iter().filter(|a| {
         cx.kind_of(a) == Kind::Device
             || super::device_evidence::names_a_device(cx, a)
             || matches!(a, Expr::Name(n) if n.id.as_str().contains("device"))
-    }) || made
+    });
+    let named = made
         .arguments
         .keywords
         .iter()
-        .any(|k| k.arg.as_ref().is_some_and(|n| n.as_str().contains("device")))
-    {
+        .filter(|k| k.arg.as_ref().is_some_and(|n| n.as_str().contains("device")))
+        .map(|k| &k.value);
+    if positional.chain(named).any(|d| !is_cpu_device(cx, d)) {
         return false;
     }
     if let Some(&known) = cx.kept_modules.borrow().get(&b) {
         return known;
     }
-    // Made under `with torch.device("cuda"):`, which places what is made there.
+    // Made under `with torch.device("cuda"):`, which places what is made there (not the CPU's).
     let under_device = |s: &Stmt| {
         matches!(s, Stmt::With(w) if w.range().contains_range(made.range())
             && w.items.iter().any(|i| matches!(&i.context_expr, Expr::Call(c)
-                if cx.callee_name(c).is_some_and(|q| q == "torch.device"))))
+                if cx.callee_name(c).is_some_and(|q| q == "torch.device")
+                    && !c.arguments.args.first().is_some_and(|d| is_cpu_device(cx, d)))))
     };
     let mut placed = false;
     let mut stack: Vec<&Stmt> = def.body.iter().collect();
@@ -845,7 +848,8 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                     let from_tensor = api::creation_takes_data(&q)
                         && c.arguments.args.first().is_some_and(|a| next(a).on_accelerator);
                     return Provenance {
-                        on_accelerator: device.unwrap_or(cx.facts.sets_default_device) || from_tensor,
+                        // An explicit device wins over where the data came from.
+                        on_accelerator: device.unwrap_or(cx.facts.sets_default_device || from_tensor),
                         requires_grad: keyword(c, "requires_grad").is_some_and(is_true),
                     };
                 }
