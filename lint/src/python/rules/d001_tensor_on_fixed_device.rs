@@ -1404,9 +1404,11 @@ fn finding(cx: &Checker<'_, '_>, origin: &ast::ExprCall, how: Fixed, used: &Expr
         .map(|q| q.into_owned())
         .unwrap_or_else(|| cx.short(origin.func.range()));
     let function = cx.function_name().unwrap_or("forward");
+    // `from_numpy` and the typed constructors make CPU tensors whatever the default device.
+    let always_cpu = !cx.model.canonical_name(&origin.func).is_some_and(|q| api::creation_takes_device(&q));
     let (place, label) = match how {
-        Fixed::Default => ("the default device (no `device=`)", "made on the default device"),
-        Fixed::Cpu => ("the CPU", "made on the CPU"),
+        Fixed::Default if !always_cpu => ("the default device (no `device=`)", "made on the default device"),
+        _ => ("the CPU", "made on the CPU"),
     };
     let input = first_tensor_parameter(cx);
     let x = input.as_ref().map_or("x", |(x, _)| x.as_str());
