@@ -1769,6 +1769,15 @@ fn reduced_tensor(cx: &Checker<'_, '_>, e: &Expr) -> bool {
 /// `.backward()` is called on, through methods that keep it one value (`loss.detach()`,
 /// `acc.float()`, `loss.data`)? Copied to the host, it is a statistic, as `.item()` would read.
 fn one_value(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    one_value_at(cx, e, 0)
+}
+
+/// [`one_value`], `depth` names or operators in: also arithmetic of one value with a number of the
+/// host's or another value (`correct.float() / n`, `acc = ..` then `acc.cpu()`).
+fn one_value_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
+    if depth > 4 {
+        return false;
+    }
     let mut at = e;
     for _ in 0..6 {
         match at {
@@ -1783,13 +1792,26 @@ fn one_value(cx: &Checker<'_, '_>, e: &Expr) -> bool {
             _ => break,
         }
     }
-    if let Expr::Name(n) = at
-        && let Some(b) = cx.model.binding_of(n)
-        && cx.facts.backward.contains(&b)
-    {
-        return true;
+    match at {
+        Expr::Name(n) => {
+            let Some(b) = cx.model.binding_of(n) else { return false };
+            if cx.facts.backward.contains(&b) {
+                return true;
+            }
+            if let BindingKind::Assignment { value, part: Part::Whole, .. } = cx.model.binding(b).kind
+                && !matches!(value, Expr::Name(_))
+            {
+                return one_value_at(cx, value, depth + 1);
+            }
+            reduced_tensor(cx, at)
+        }
+        Expr::BinOp(b) => {
+            let one = |x: &Expr| one_value_at(cx, x, depth + 1);
+            let number = |x: &Expr| host_number(cx, x, depth + 1);
+            (one(&b.left) && (one(&b.right) || number(&b.right))) || (number(&b.left) && one(&b.right))
+        }
+        _ => reduced_tensor(cx, at),
     }
-    reduced_tensor(cx, at)
 }
 
 /// Is `e` a value that may be a tensor reduced by one of `methods` with no arguments

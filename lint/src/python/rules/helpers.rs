@@ -617,7 +617,14 @@ fn module_made_here_and_kept(cx: &Checker<'_, '_>, func: &Expr) -> bool {
             }
             Stmt::For(f) => stack.extend(f.body.iter().chain(f.orelse.iter())),
             Stmt::While(w) => stack.extend(w.body.iter().chain(w.orelse.iter())),
-            Stmt::Try(t) => stack.extend(t.body.iter().chain(t.finalbody.iter()).chain(t.orelse.iter())),
+            Stmt::Try(t) => {
+                stack.extend(t.body.iter().chain(t.finalbody.iter()).chain(t.orelse.iter()));
+                for h in &t.handlers {
+                    let ast::ExceptHandler::ExceptHandler(h) = h;
+                    stack.extend(h.body.iter());
+                }
+            }
+            Stmt::Match(m) => stack.extend(m.cases.iter().flat_map(|c| c.body.iter())),
             _ => {}
         }
     }
