@@ -174,11 +174,7 @@ impl Check {
         }
         let q = cx.model.canonical_name(&origin.func);
         let callee = q.as_deref().map_or_else(|| cx.short(origin.func.range()), str::to_string);
-        // `from_numpy` and the typed constructors make CPU tensors whatever the default device.
-        let place = match how {
-            Fixed::Default if q.as_deref().is_some_and(api::creation_takes_device) => "the default device (no `device=`)",
-            _ => "the CPU",
-        };
+        let place = made_on(cx, origin, how);
         Some(
             Finding::new(
                 &registry::D001,
@@ -1052,12 +1048,7 @@ fn index_finding(cx: &Checker<'_, '_>, origin: CpuOrigin<'_>, sub: &ast::ExprSub
                 .canonical_name(&c.func)
                 .map(|q| q.into_owned())
                 .unwrap_or_else(|| cx.short(c.func.range()));
-            // `from_numpy` and the typed constructors make CPU tensors whatever the default device.
-            let always_cpu = !cx.model.canonical_name(&c.func).is_some_and(|q| api::creation_takes_device(&q));
-            let place = match how {
-                Fixed::Default if !always_cpu => "the default device (no `device=`)",
-                _ => "the CPU",
-            };
+            let place = made_on(cx, c, how);
             (
                 format!("`{callee}` makes `{tensor}` on {place}, and it is indexed with `{index}`, a tensor on the device"),
                 "made on the CPU",
@@ -1397,6 +1388,20 @@ fn helper_follows(cx: &Checker<'_, '_>, func: &Expr, depth: usize) -> bool {
     }
 }
 
+const DEFAULT_DEVICE: &str = "the default device (no `device=`)";
+
+/// Where a creation makes its tensor, as the messages say it: the default device for a factory
+/// given no `device=`, the CPU for one given the CPU and for `from_numpy` and the typed
+/// constructors, which make CPU tensors whatever the default device.
+fn made_on(cx: &Checker<'_, '_>, origin: &ast::ExprCall, how: Fixed) -> &'static str {
+    match how {
+        Fixed::Default if cx.model.canonical_name(&origin.func).is_some_and(|q| api::creation_takes_device(&q)) => {
+            DEFAULT_DEVICE
+        }
+        _ => "the CPU",
+    }
+}
+
 fn finding(cx: &Checker<'_, '_>, origin: &ast::ExprCall, how: Fixed, used: &Expr) -> Finding {
     let callee = cx
         .model
@@ -1404,12 +1409,8 @@ fn finding(cx: &Checker<'_, '_>, origin: &ast::ExprCall, how: Fixed, used: &Expr
         .map(|q| q.into_owned())
         .unwrap_or_else(|| cx.short(origin.func.range()));
     let function = cx.function_name().unwrap_or("forward");
-    // `from_numpy` and the typed constructors make CPU tensors whatever the default device.
-    let always_cpu = !cx.model.canonical_name(&origin.func).is_some_and(|q| api::creation_takes_device(&q));
-    let (place, label) = match how {
-        Fixed::Default if !always_cpu => ("the default device (no `device=`)", "made on the default device"),
-        _ => ("the CPU", "made on the CPU"),
-    };
+    let place = made_on(cx, origin, how);
+    let label = if place == DEFAULT_DEVICE { "made on the default device" } else { "made on the CPU" };
     let input = first_tensor_parameter(cx);
     let x = input.as_ref().map_or("x", |(x, _)| x.as_str());
     let made = made(cx, origin);

@@ -1544,17 +1544,17 @@ fn repeated_by_data<'a>(cx: &Checker<'_, 'a>, e: &'a Expr, call: &'a ast::ExprCa
     }
     let args = &call.arguments.args;
     let repeats = call.arguments.find_keyword("repeats").map(|k| &k.value);
-    let counts = match cx.callee_name(call).as_deref() {
+    let (counts, what) = match cx.callee_name(call).as_deref() {
         // `torch.repeat_interleave(x, counts)`, `(x, repeats=counts)`, or `(counts)` alone.
         Some("torch.repeat_interleave") => match (&args[..], repeats) {
-            (_, Some(counts)) | ([_, counts, ..], None) => counts,
-            ([counts], None) if call.arguments.keywords.is_empty() => counts,
+            (_, Some(counts)) | ([_, counts, ..], None) => (counts, "torch.repeat_interleave(..)"),
+            ([counts], None) if call.arguments.keywords.is_empty() => (counts, "torch.repeat_interleave(..)"),
             _ => return None,
         },
         Some(_) => return None,
         None => match method_call(e) {
             Some((_, receiver, "repeat_interleave")) if cx.kind_of(receiver).may_be_tensor() => {
-                repeats.or_else(|| args.first())?
+                (repeats.or_else(|| args.first())?, ".repeat_interleave(..)")
             }
             _ => return None,
         },
@@ -1562,11 +1562,7 @@ fn repeated_by_data<'a>(cx: &Checker<'_, 'a>, e: &'a Expr, call: &'a ast::ExprCa
     if !counts_tensor(cx, counts, 0) {
         return None;
     }
-    let what = match method_call(e) {
-        Some(_) if cx.callee_name(call).is_none() => ".repeat_interleave(..)".to_string(),
-        _ => "torch.repeat_interleave(..)".to_string(),
-    };
-    Some(Sync { always: Some(AlwaysWaits::Repeats), ..Sync::read(false, what, counts, e, call.range()) })
+    Some(Sync { always: Some(AlwaysWaits::Repeats), ..Sync::read(false, what.to_string(), counts, e, call.range()) })
 }
 
 /// Are the counts given to `repeat_interleave` a tensor: so typed, the differences of a pointer
@@ -1803,7 +1799,7 @@ fn one_value_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> bool {
             {
                 return one_value_at(cx, value, depth + 1);
             }
-            reduced_tensor(cx, at)
+            false
         }
         Expr::BinOp(b) => {
             let one = |x: &Expr| one_value_at(cx, x, depth + 1);

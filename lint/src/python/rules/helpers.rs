@@ -546,8 +546,9 @@ fn integer_result(name: &str) -> bool {
     )
 }
 
-/// Is `func` a name this function binds to a module it makes (`block = Block(e0)`, a plain
-/// constructor call) and never moves or converts in place (`block.to(device)`, `.cuda()`,
+/// Is `func` a name this function binds to a module it makes on the host (`block = Block(e0)`, a
+/// plain constructor call given no device but the CPU, not under `with torch.device(..)` or a
+/// default device) and never moves or converts in place (`block.to(device)`, `.cuda()`,
 /// `.half()`, `.apply(..)`) nor hands to anything else (which may move it)?
 fn module_made_here_and_kept(cx: &Checker<'_, '_>, func: &Expr) -> bool {
     use ruff_python_ast::visitor::{self, Visitor};
