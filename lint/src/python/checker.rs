@@ -17,7 +17,7 @@ use crate::diagnostic::Finding;
 use crate::source::FileKind;
 
 use super::api;
-use super::model::{BindingId, BindingKind, Callee, FunctionId, LoopId, MAX_DEPTH, Model, Part};
+use super::model::{AttrHow, BindingId, BindingKind, Callee, FunctionId, LoopId, MAX_DEPTH, Model, Part};
 use super::project::{CalledFrom, Calls, HotCall, ProjectCall, View};
 use super::rules::Rules;
 use super::rules::helpers::{NameWords, name_words, names_accelerator};
@@ -139,6 +139,9 @@ pub(crate) struct Facts {
     /// Per loop: the loop runs a working loop inside (directly or through a call): an outer loop,
     /// such as one over epochs.
     outer_loop: Vec<bool>,
+    /// Per loop: its body steps the training (`loss.backward()`, `optimizer.step()`, or a
+    /// function of this file that does once).
+    steps_training: Vec<bool>,
     /// The file is a script, a test or an example: where choosing a device is fine.
     pub application: bool,
     /// `torch.set_default_device(..)` is called somewhere: tensors made with no device follow it.
@@ -412,7 +415,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             Some(_) => return,
             None => match self.project_callee(call) {
                 Some((callee, method)) => (callee, method, false),
-                None => return,
+                None => return self.note_annotated_call(expr, call),
             },
         };
         // A call in code nothing names is no call of a run: it says nothing of its callee.
@@ -430,6 +433,137 @@ impl<'m, 'a> Checker<'m, 'a> {
             return;
         }
         self.note_hot_call(expr, call, callee, method, dispatched);
+    }
+
+    /// `self.agents.act(..)` where nothing made the instance in this file, but the parameter it
+    /// came from is annotated with classes of another file of the project (`agents: Agent |
+    /// MultiAgent`, then `self.agents = agents`): the call runs the method of each class named,
+    /// or the override of a class derived from it (the annotation names a base the caller's
+    /// instance derives from), in whichever file they are. Only from a loop that steps the
+    /// training: followed from every working loop, the calls reached evaluation rollouts, robot
+    /// control loops and per-frame inference (2 of 23 new places true on the sample trees).
+    fn note_annotated_call(&mut self, expr: &Expr, call: &ast::ExprCall) {
+        let Expr::Attribute(a) = &*call.func else { return };
+        if self.hot().is_none() || super::rules::helpers::in_evaluation_pass(self) || !self.in_training_step()
+        {
+            return;
+        }
+        let project = self.types.project();
+        for class in self.annotated_classes(&a.value) {
+            if let Some(own) = project.method(&class, a.attr.as_str()) {
+                self.note_hot_call(expr, call, own, true, false);
+            }
+            self.note_hot_call(expr, call, format!("{class}.{}", a.attr), true, true);
+        }
+    }
+
+    /// Is the node in a loop that steps the training (`loss.backward()`, `optimizer.step()` in
+    /// its body), or in a framework's training step (a Lightning `training_step`)? A loop that
+    /// only queues other work (an evaluation's rollouts, a robot's control loop) is not.
+    fn in_training_step(&self) -> bool {
+        let mut at = self.loops.last().copied();
+        while let Some(l) = at {
+            if self.facts.steps_training[l.index()] {
+                return true;
+            }
+            at = self.model.loop_(l).parent;
+        }
+        matches!(self.hot(), Some(Hot::Forward)) && self.pass_words() == "training step"
+    }
+
+    /// The classes of another file of the project (absolute names) that an instance's annotation
+    /// names: a parameter annotated with them (`agents: Agent | MultiAgent`, `Optional[Agent]`),
+    /// or an attribute of `self` whose every assignment is such a parameter (`self.agents =
+    /// agents`), or an element of what it holds (`self.agents = self.agents[0]`, of a parameter
+    /// annotated `list[Agent]`). None where one assignment is anything else.
+    fn annotated_classes(&self, instance: &Expr) -> Vec<String> {
+        let mut out = Vec::new();
+        match instance {
+            Expr::Name(n) => self.classes_of_parameter(n, false, &mut out),
+            Expr::Attribute(field) => {
+                let Some(class) = self.types.receiver_class(&field.value) else { return out };
+                let assigns = self.types.class_attrs(class, field.attr.as_str());
+                // (The assignments are all in methods of the class, to an attribute of `self`.)
+                let itself = |e: &Expr| {
+                    matches!(e, Expr::Attribute(a) if a.attr.as_str() == field.attr.as_str()
+                        && matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "self"))
+                };
+                // (`self.agents = self.agents[0]`: one of the list the parameter was.)
+                let elements =
+                    assigns.iter().any(|x| matches!(x.value, Some(Expr::Subscript(s)) if itself(&s.value)));
+                for assign in assigns {
+                    match assign.value {
+                        Some(Expr::NoneLiteral(_)) => {}
+                        Some(Expr::Subscript(s)) if itself(&s.value) => {}
+                        Some(Expr::Name(n)) if assign.how == AttrHow::Assign => {
+                            let before = out.len();
+                            self.classes_of_parameter(n, elements, &mut out);
+                            if out.len() == before {
+                                return Vec::new();
+                            }
+                        }
+                        _ => return Vec::new(),
+                    }
+                }
+            }
+            _ => {}
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The classes of another file of the project the annotation of the parameter a name is
+    /// bound to names (and, with `elements`, those of the elements of a list it names).
+    fn classes_of_parameter(&self, n: &ast::ExprName, elements: bool, out: &mut Vec<String>) {
+        if let Some(b) = self.model.binding_of(n)
+            && let BindingKind::Parameter { annotation: Some(annotation), .. } = self.model.binding(b).kind
+        {
+            self.classes_annotated(annotation, elements, out, 0);
+        }
+    }
+
+    /// The classes of another file of the project an annotation names: `Agent`, `pkg.Agent`,
+    /// and the members of `A | B`, `Optional[A]` and `Union[A, B]`; with `elements`, also the
+    /// elements of `list[A]`, `List[A]`, `Sequence[A]` (a list itself has none of its elements'
+    /// methods).
+    fn classes_annotated(&self, annotation: &Expr, elements: bool, out: &mut Vec<String>, depth: usize) {
+        if depth > 8 || out.len() > 8 {
+            return;
+        }
+        match annotation {
+            Expr::Name(_) | Expr::Attribute(_) => {
+                if let Some(q) = self.model.canonical_name(annotation)
+                    && let Some(class) = self.types.project().class(&q)
+                {
+                    out.push(class);
+                }
+            }
+            Expr::BinOp(b) if b.op == ast::Operator::BitOr => {
+                self.classes_annotated(&b.left, elements, out, depth + 1);
+                self.classes_annotated(&b.right, elements, out, depth + 1);
+            }
+            Expr::Subscript(s) => {
+                let Some(q) = self.model.canonical_name(&s.value) else { return };
+                let members = match q.as_ref() {
+                    "typing.Optional" | "typing.Union" => true,
+                    "builtins.list" | "typing.List" | "typing.Sequence" | "collections.abc.Sequence" => false,
+                    _ => return,
+                };
+                if !members && !elements {
+                    return;
+                }
+                // (The elements of a list are not lists again.)
+                let elements = elements && members;
+                match &*s.slice {
+                    Expr::Tuple(t) => {
+                        t.elts.iter().for_each(|e| self.classes_annotated(e, elements, out, depth + 1));
+                    }
+                    one => self.classes_annotated(one, elements, out, depth + 1),
+                }
+            }
+            _ => {}
+        }
     }
 
     /// The absolute name of the function or method of another file of the project a call runs,
@@ -1917,6 +2051,7 @@ impl Facts {
             hot: vec![None; n],
             loop_work,
             outer_loop,
+            steps_training: steps_here,
             application: !kind.is_library() || is_script(model, types, file_name, parses_args),
             self_check_main: types.project().is_imported()
                 && !reads_a_command_line(model.source)

@@ -2315,6 +2315,24 @@ impl<'p> View<'p> {
         self.function(&format!("{}.{}", self.module.join("."), n.id))
     }
 
+    /// The absolute name of a class another file of the project defines (`qualified` as the
+    /// semantic model qualifies the class's name).
+    pub(crate) fn class(&self, qualified: &str) -> Option<String> {
+        if self.project.is_empty() || (!qualified.starts_with('.') && !self.project.binds(qualified)) {
+            return None;
+        }
+        let q = absolute(qualified, self.module, self.is_package)?;
+        let ids = self.project.lookup_ids(&q);
+        let elsewhere = ids.iter().any(|&id| {
+            self.project
+                .class_names
+                .get(id)
+                .and_then(|(_, file)| self.project.paths.get(*file))
+                .is_some_and(|p| p != self.path)
+        });
+        elsewhere.then_some(q)
+    }
+
     /// The absolute name of a method of a class of another file of the project (`class` as the
     /// semantic model qualifies the class's name: `utils.MetricLogger`).
     pub(crate) fn method(&self, class: &str, method: &str) -> Option<String> {
