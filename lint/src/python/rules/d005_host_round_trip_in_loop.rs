@@ -2165,17 +2165,52 @@ fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) 
 /// A condition whose branch leaves the loop or the function, or checks with an `assert`
 /// (`if not math.isfinite(v): assert ..`), decides the control flow. Not a branch that only
 /// returns a tensor early from a function run at every step, outside any loop of its own (a
-/// loss's `if num_pos == 0: return loss`): the step goes on either way, and the same tensor can
-/// be had on the device (`loss / num_pos.clamp(min=1)`, `torch.where`). A flag, a tuple or
-/// nothing returned is a decision the caller acts on.
+/// loss's `if num_pos == 0: return loss`, or the loss and its logs, `return loss, {"l1": loss}`):
+/// the step goes on either way, and the same tensor can be had on the device (`loss /
+/// num_pos.clamp(min=1)`, `torch.where`). A flag, a tuple holding one, or nothing returned is a
+/// decision the caller acts on, and so is a return that skips a loop of the function.
 fn decision(cx: &Checker<'_, '_>, body: &[Stmt]) -> Use {
     let leaves = |s: &Stmt| matches!(s, Stmt::Continue(_) | Stmt::Assert(_)) || leaves_for_good(cx.model, s);
     let per_step = std::cell::OnceCell::new();
     let shortcut = |s: &Stmt| {
-        matches!(s, Stmt::Return(r) if r.value.as_deref().is_some_and(|v| cx.kind_of(v).may_be_tensor()))
-            && *per_step.get_or_init(|| cx.loops.is_empty() && cx.hot().is_some())
+        matches!(s, Stmt::Return(r) if r.value.as_deref().is_some_and(|v| {
+            cx.kind_of(v).may_be_tensor() || tensors_and_logs(cx, v)
+        })) && *per_step.get_or_init(|| cx.loops.is_empty() && cx.hot().is_some() && !skips_a_loop(cx, s))
     };
     if body.iter().any(|s| leaves(s) && !shortcut(s)) { Use::Needed } else { Use::Deferrable }
+}
+
+/// Does the function have a loop after the statement (a generation's `if done.all(): return
+/// tokens, logits` before its loop over tokens)? Returning early then saves the loop's work: the
+/// read decides.
+fn skips_a_loop(cx: &Checker<'_, '_>, s: &Stmt) -> bool {
+    cx.function.is_some() && cx.model.loops().any(|(_, l)| l.function == cx.function && l.stmt.start() > s.end())
+}
+
+/// Does a returned tuple hold tensors and dictionaries of them only, a tensor first (`loss,
+/// dict(l1_loss=loss)`)? Not one holding a flag, a number or `None`.
+fn tensors_and_logs(cx: &Checker<'_, '_>, v: &Expr) -> bool {
+    fn walk(cx: &Checker<'_, '_>, v: &Expr, depth: usize) -> bool {
+        if depth > 3 {
+            return false;
+        }
+        match v {
+            Expr::Tuple(t) => !t.elts.is_empty() && t.elts.iter().all(|e| walk(cx, e, depth + 1)),
+            Expr::Dict(d) => d.items.iter().all(|i| i.key.is_some() && walk(cx, &i.value, depth + 1)),
+            Expr::Call(c) if cx.callee_name(c).is_some_and(|q| q == "builtins.dict") => {
+                c.arguments.args.is_empty()
+                    && c.arguments.keywords.iter().all(|k| k.arg.is_some() && walk(cx, &k.value, depth + 1))
+            }
+            e => !e.is_literal_expr() && cx.kind_of(e).may_be_tensor(),
+        }
+    }
+    let Expr::Tuple(t) = v else { return false };
+    let logs = |e: &Expr| match e {
+        Expr::Tuple(_) | Expr::Dict(_) => true,
+        Expr::Call(c) => cx.callee_name(c).is_some_and(|q| q == "builtins.dict"),
+        _ => false,
+    };
+    t.elts.first().is_some_and(|first| !logs(first)) && walk(cx, v, 0)
 }
 
 /// Is the value read used to index a tensor (`embeds[t.item()]`, or through the one name it is
