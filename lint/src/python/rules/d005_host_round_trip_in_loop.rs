@@ -951,11 +951,13 @@ fn holds_indices(cx: &Checker<'_, '_>, value: &Expr) -> bool {
 
 /// `loss[valid]` with a boolean mask made by comparing a tensor (`valid = target > 0`, or the
 /// comparison in place), or a tensor named a mask ([`named_a_mask`]): the result's size is the
-/// number of `True`s, which the host waits for. (Assigning through a mask, `x[mask] = 0`, is a
-/// masked fill: no wait.)
+/// number of `True`s, which the host waits for; so does updating through one (`x[mask] *= w`
+/// reads `x[mask]` first). (Assigning through a mask, `x[mask] = 0`, is a masked fill: no wait.)
 fn mask_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     let Expr::Subscript(s) = e else { return None };
-    if s.ctx != ast::ExprContext::Load {
+    // (`x[mask] *= w` reads `x[mask]` first, then writes it back.)
+    let updated = matches!(cx.parents.last(), Some(Node::Stmt(Stmt::AugAssign(a))) if std::ptr::eq(&*a.target, e));
+    if s.ctx != ast::ExprContext::Load && !updated {
         return None;
     }
     fn compares_tensors(cx: &Checker<'_, '_>, m: &Expr, depth: u32) -> bool {
@@ -978,6 +980,11 @@ fn mask_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
                     && cx.kind_of(&c.left) == Kind::Tensor
                     && host_made(cx, &c.left).is_none()
             }
+            // `~diag.bool()`: a tensor of the device cast to booleans (not one the name holds
+            // where it is cast, made on the host: `mask = torch.ones(h); mask[pruned] = 0`).
+            Expr::Call(c) if c.arguments.is_empty() => matches!(&*c.func, Expr::Attribute(a)
+                if a.attr.as_str() == "bool" && cx.kind_of(&a.value) == Kind::Tensor && host_made(cx, &a.value).is_none()
+                    && !bound_on_host(cx, &a.value)),
             // `in_boxes = in_boxes_all | in_centers_all`, each bound once to a comparison.
             Expr::Name(_) if depth > 0 => {
                 single_assignment(cx, m).is_some_and(|v| compares_tensors(cx, v, depth - 1))
@@ -1006,6 +1013,15 @@ fn mask_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     }
     let what = format!("{}[{}]", cx.short(s.value.range()), cx.short(s.slice.range()));
     Some(Sync { always: Some(AlwaysWaits::SizedByData), ..Sync::read(false, what, &s.value, e, e.range()) })
+}
+
+/// Is `e` a name whose binding where it is used holds a tensor made on the host ([`host_made`]),
+/// though the name is bound elsewhere too (a parameter rebound: `mask = torch.ones(h)`)?
+fn bound_on_host(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    let Expr::Name(n) = e else { return false };
+    let Some(b) = cx.model.binding_of(n) else { return false };
+    matches!(cx.model.binding(b).kind, BindingKind::Assignment { value, part: Part::Whole, .. }
+        if host_made(cx, value).is_some())
 }
 
 /// A tensor made on the host by a factory that takes no data (`torch.arange(n)`,
