@@ -643,6 +643,13 @@ pub(crate) fn training_framework(q: &str) -> Option<Framework> {
     if q.ends_with("LightningModule") {
         return Some(Framework::Lightning);
     }
+    // `torch.optim.Optimizer`, or one of its optimizers (not a learning-rate scheduler, whose
+    // `step` may run once per epoch).
+    if q.strip_prefix("torch.optim.")
+        .is_some_and(|rest| !rest.starts_with("lr_scheduler") && !rest.starts_with("swa_utils"))
+    {
+        return Some(Framework::Optimizer);
+    }
     // trl's trainers (`trl.SFTTrainer`, `trl.trainer.dpo_trainer.DPOTrainer`) are subclasses.
     (matches!(
         q,
@@ -661,6 +668,8 @@ pub(crate) enum Framework {
     Lightning,
     /// Transformers' `Trainer` calls its `training_step`, which calls `compute_loss`.
     Transformers,
+    /// A training loop calls its optimizer's `step` once per step.
+    Optimizer,
 }
 
 impl Framework {
@@ -669,6 +678,7 @@ impl Framework {
         match self {
             Framework::Lightning => method == "training_step",
             Framework::Transformers => matches!(method, "training_step" | "compute_loss"),
+            Framework::Optimizer => method == "step",
         }
     }
 }

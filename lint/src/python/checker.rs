@@ -752,8 +752,16 @@ impl<'m, 'a> Checker<'m, 'a> {
     /// ([`framework_step`]: a Lightning `training_step`, a `Trainer`'s `compute_loss`), else
     /// "forward pass".
     pub fn pass_words(&self) -> &'static str {
+        let project = self.types.project();
         match self.function {
-            Some(f) if framework_step(self.model, &self.types.project(), f) => "training step",
+            Some(f) if framework_step(self.model, &project, f) => "training step",
+            // A helper of an optimizer its `step` calls (`self._clip_grad()`).
+            Some(f)
+                if self.model.function(f).class.and_then(|c| class_framework(self.model, &project, c))
+                    == Some(api::Framework::Optimizer) =>
+            {
+                "training step"
+            }
             _ => "forward pass",
         }
     }
@@ -2981,22 +2989,32 @@ fn over_parameters(l: &crate::python::model::Loop<'_>) -> bool {
 
 /// Is the function a step that a training framework calls at every training step with the batch
 /// already on the device ([`api::training_framework`]): a Lightning module's `training_step`, a
-/// Transformers `Trainer`'s `training_step` or `compute_loss` (trl's trainers)? It runs as a
-/// forward pass does.
+/// Transformers `Trainer`'s `training_step` or `compute_loss` (trl's trainers), an optimizer's
+/// `step` (a class deriving from `torch.optim.Optimizer`: the loop calls it once per step)? It
+/// runs as a forward pass does.
 pub(crate) fn framework_step(model: &Model<'_>, project: &View<'_>, f: FunctionId) -> bool {
     let fun = model.function(f);
-    if !matches!(fun.name(), "training_step" | "compute_loss") {
-        return false;
-    }
-    // The class or one of its bases in this file (`TrainModel(ValidateModel)`, `ValidateModel(
-    // BaseModel)`, `BaseModel(LightningModule)`) names the framework's class, or a class of
-    // another file of the project that derives from it.
-    let mut classes: Vec<crate::python::model::ClassId> = fun.class.into_iter().collect();
+    matches!(fun.name(), "training_step" | "compute_loss" | "step")
+        && fun
+            .class
+            .and_then(|c| class_framework(model, project, c))
+            .is_some_and(|w| w.calls_at_every_step(fun.name()))
+}
+
+/// The framework a class derives from: it or one of its bases in this file (`TrainModel(
+/// ValidateModel)`, `ValidateModel(BaseModel)`, `BaseModel(LightningModule)`) names the
+/// framework's class, or a class of another file of the project that derives from it.
+pub(crate) fn class_framework(
+    model: &Model<'_>,
+    project: &View<'_>,
+    class: crate::python::model::ClassId,
+) -> Option<api::Framework> {
+    let mut classes = vec![class];
     let mut seen = 0;
     while let Some(c) = classes.pop() {
         seen += 1;
         if seen > 32 {
-            return false;
+            return None;
         }
         for b in model.class(c).bases() {
             if let Some(local) = model.local_class(b) {
@@ -3006,12 +3024,12 @@ pub(crate) fn framework_step(model: &Model<'_>, project: &View<'_>, f: FunctionI
             let framework = model
                 .canonical_name(b)
                 .and_then(|q| api::training_framework(&q).or_else(|| project.framework(&q)));
-            if framework.is_some_and(|w| w.calls_at_every_step(fun.name())) {
-                return true;
+            if framework.is_some() {
+                return framework;
             }
         }
     }
-    false
+    None
 }
 
 /// The call that makes the instance a name or an attribute of `self` holds, when every

@@ -1573,6 +1573,17 @@ fn binding_value_provenance(
         BindingKind::LoopVar { iter: iter @ (Expr::Name(_) | Expr::Attribute(_)), part: Part::Whole } => {
             next(iter)
         }
+        // `for p in group["params"]` in a method of an optimizer: the model's parameters, on the
+        // accelerator where the model is.
+        BindingKind::LoopVar { iter: Expr::Subscript(s), part: Part::Whole }
+            if matches!(&*s.slice, Expr::StringLiteral(k) if k.value.to_str() == "params")
+                && cx.function.and_then(|f| cx.model.function(f).class).is_some_and(|c| {
+                    crate::python::checker::class_framework(cx.model, &cx.types.project(), c)
+                        == Some(crate::python::api::Framework::Optimizer)
+                }) =>
+        {
+            Provenance { on_accelerator: true, requires_grad: false }
+        }
         BindingKind::Parameter { function: Some(f), position, .. } => {
             // The inputs of a forward pass are on the model's device.
             let fun = cx.model.function(f);
@@ -1931,6 +1942,14 @@ pub(crate) fn names_accelerator(word: &str, mps: bool) -> bool {
 /// once at the end, so a read per batch there costs little; generation loops (over `range(..)`,
 /// or `while`) are left to the rule.
 pub(crate) fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
+    // An optimizer's `step` runs under `torch.no_grad()` over its parameters at every training
+    // step: no evaluation.
+    if cx.function.is_some_and(|f| {
+        cx.model.function(f).name() == "step"
+            && crate::python::checker::framework_step(cx.model, &cx.types.project(), f)
+    }) {
+        return false;
+    }
     // A function named for evaluation and not for training (`train_and_test` trains).
     let named = |prefixes: &[&str]| {
         cx.enclosing_functions().any(|f| {
