@@ -1683,13 +1683,19 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
         // read whenever the settings before it are off, as flags most often are (after `and`,
         // only when they are on); not after `self.training`, which tells training from
         // evaluation.
+        // After `and`, an operand is read whenever the ones before it only ask whether a value
+        // is there (`p.grad is not None and p.grad.norm() > 0`).
+        let or = matches!(test, Expr::BoolOp(b) if b.op == ast::BoolOp::Or);
         let operands: Vec<&'a Expr> = match test {
-            Expr::BoolOp(b) if b.op == ast::BoolOp::Or => b.values.iter().collect(),
-            Expr::BoolOp(b) => b.values.iter().take(1).collect(),
+            Expr::BoolOp(b) if or => b.values.iter().collect(),
+            Expr::BoolOp(b) => {
+                let present = b.values.iter().take_while(|o| asks_presence(cx, o)).count();
+                b.values.iter().take(present + 1).collect()
+            }
             t => vec![t],
         };
         for (i, &operand) in operands.iter().enumerate() {
-            if i > 0 && !operands[..i].iter().all(|o| is_flag(cx, o)) {
+            if or && i > 0 && !operands[..i].iter().all(|o| is_flag(cx, o)) {
                 break;
             }
             if let Some((tensor, read)) = tensor_test(cx, operand) {
@@ -1738,6 +1744,18 @@ fn tensor_test<'a>(cx: &Checker<'_, 'a>, operand: &'a Expr) -> Option<(&'a Expr,
         _ => return None,
     };
     Some((tensor, test))
+}
+
+/// Does a test's operand only ask whether a value is there: `x is not None`, `isinstance(x, T)`,
+/// `hasattr(m, "w")`?
+fn asks_presence(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    match e {
+        Expr::Compare(c) => {
+            matches!(&c.ops[..], [ast::CmpOp::IsNot]) && matches!(&c.comparators[..], [Expr::NoneLiteral(_)])
+        }
+        Expr::Call(c) => cx.callee_name(c).is_some_and(|q| matches!(q.as_ref(), "builtins.isinstance" | "builtins.hasattr")),
+        _ => false,
+    }
 }
 
 /// A flag in a test (`self.cross_self_attention`, `not args.fast`): a name or attribute, or its
