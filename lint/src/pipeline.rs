@@ -119,8 +119,10 @@ pub(crate) fn lint_text(
             Language::Python => Suppressions::parse_python(&text),
         })
     };
-    // A file with a few findings counts lines from the start for each; more share an index.
-    let index = (findings.len() > FEW_FINDINGS).then(|| LineIndex::new(&text));
+    // A file with a few findings (and calls to other files' functions at every step) counts lines
+    // from the start for each; more share an index.
+    let index =
+        (findings.len().saturating_add(calls.hot.len()) > FEW_FINDINGS).then(|| LineIndex::new(&text));
     let line_col =
         |offset| index.as_ref().map_or_else(|| LineCol::at(&text, offset), |i| i.line_col(&text, offset));
     let mut pending = Vec::new();

@@ -565,6 +565,33 @@ fn thousands_of_keyword_arguments_to_a_method_of_another_file_are_linted() {
     assert!(found.iter().any(|d| d.code == "D005" && d.start.line == 8), "{found:?}");
 }
 
+/// Thousands of calls in one training loop on an instance only a parameter's annotation names,
+/// and thousands of assignments of the attribute that holds it: each call is one more call of
+/// the other file's method (its line found through the file's line index, not by counting from
+/// the start), and the assignments are read once per call.
+#[test]
+fn thousands_of_calls_on_an_annotated_instance_are_linted() {
+    let n = 8_000;
+    let mut trainer = String::from(
+        "import torch\nfrom agent import Agent\n\n\nclass Learner:\n    def __init__(self, agent: Agent):\n",
+    );
+    for _ in 0..200 {
+        trainer.push_str("        self.agent = agent\n");
+    }
+    trainer.push_str("\n    def learn(self, opt, xs):\n        for x in xs:\n            x = x.cuda()\n");
+    for _ in 0..n {
+        trainer.push_str("            self.agent.act(x)\n");
+    }
+    trainer.push_str(
+        "            x.sum().backward()\n            opt.step()\n\n\nLearner(None).learn(None, [])\n",
+    );
+    let agent = "import torch\n\n\nclass Agent:\n    def act(self, x):\n        if x.sum() > 0:\n            self.seen = x\n        return x\n";
+    let (_dir, reports) =
+        run_of(&[("trainer.py", trainer.into_bytes()), ("agent.py", agent.as_bytes().to_vec())]);
+    let found = &report(&reports, "agent.py").diagnostics;
+    assert!(found.iter().any(|d| d.code == "D005" && d.start.line == 6), "{found:?}");
+}
+
 /// Module classes that each keep plain lists of the previous ones, many levels over: whether a
 /// list's modules hold tensors is worked out once a class, not once per path through them (40
 /// items a level, 50 levels: 40^50 paths).

@@ -468,7 +468,8 @@ impl<'m, 'a> Checker<'m, 'a> {
             }
             at = self.model.loop_(l).parent;
         }
-        matches!(self.hot(), Some(Hot::Forward)) && self.pass_words() == "training step"
+        matches!(self.hot(), Some(Hot::Forward))
+            && self.function.is_some_and(|f| framework_step(self.model, &self.types.project(), f))
     }
 
     /// The classes of another file of the project (absolute names) that an instance's annotation
@@ -479,7 +480,11 @@ impl<'m, 'a> Checker<'m, 'a> {
     fn annotated_classes(&self, instance: &Expr) -> Vec<String> {
         let mut out = Vec::new();
         match instance {
-            Expr::Name(n) => self.classes_of_parameter(n, false, &mut out),
+            Expr::Name(n) => {
+                if let Some(b) = self.model.binding_of(n) {
+                    self.classes_of_parameter(b, false, &mut out);
+                }
+            }
             Expr::Attribute(field) => {
                 let Some(class) = self.types.receiver_class(&field.value) else { return out };
                 let assigns = self.types.class_attrs(class, field.attr.as_str());
@@ -491,19 +496,30 @@ impl<'m, 'a> Checker<'m, 'a> {
                 // (`self.agents = self.agents[0]`: one of the list the parameter was.)
                 let elements =
                     assigns.iter().any(|x| matches!(x.value, Some(Expr::Subscript(s)) if itself(&s.value)));
+                // Each parameter assigned once, however many times (`self.agent = agent` in
+                // several branches).
+                let mut parameters: Vec<BindingId> = Vec::new();
                 for assign in assigns {
                     match assign.value {
                         Some(Expr::NoneLiteral(_)) => {}
                         Some(Expr::Subscript(s)) if itself(&s.value) => {}
                         Some(Expr::Name(n)) if assign.how == AttrHow::Assign => {
-                            let before = out.len();
-                            self.classes_of_parameter(n, elements, &mut out);
-                            if out.len() == before {
-                                return Vec::new();
+                            match self.model.binding_of(n) {
+                                Some(b) if !parameters.contains(&b) => parameters.push(b),
+                                Some(_) => {}
+                                None => return Vec::new(),
                             }
                         }
                         _ => return Vec::new(),
                     }
+                }
+                for b in parameters {
+                    let mut named = Vec::new();
+                    self.classes_of_parameter(b, elements, &mut named);
+                    if named.is_empty() {
+                        return Vec::new();
+                    }
+                    out.extend(named);
                 }
             }
             _ => {}
@@ -513,12 +529,10 @@ impl<'m, 'a> Checker<'m, 'a> {
         out
     }
 
-    /// The classes of another file of the project the annotation of the parameter a name is
-    /// bound to names (and, with `elements`, those of the elements of a list it names).
-    fn classes_of_parameter(&self, n: &ast::ExprName, elements: bool, out: &mut Vec<String>) {
-        if let Some(b) = self.model.binding_of(n)
-            && let BindingKind::Parameter { annotation: Some(annotation), .. } = self.model.binding(b).kind
-        {
+    /// The classes of another file of the project the annotation of a parameter names (and, with
+    /// `elements`, those of the elements of a list it names); nothing for another binding.
+    fn classes_of_parameter(&self, b: BindingId, elements: bool, out: &mut Vec<String>) {
+        if let BindingKind::Parameter { annotation: Some(annotation), .. } = self.model.binding(b).kind {
             self.classes_annotated(annotation, elements, out, 0);
         }
     }
@@ -535,13 +549,26 @@ impl<'m, 'a> Checker<'m, 'a> {
             Expr::Name(_) | Expr::Attribute(_) => {
                 if let Some(q) = self.model.canonical_name(annotation)
                     && let Some(class) = self.types.project().class(&q)
+                    && !out.contains(&class)
                 {
                     out.push(class);
                 }
             }
+            // `A | B | C` nests to the left: its members are walked as one list, not by depth.
             Expr::BinOp(b) if b.op == ast::Operator::BitOr => {
-                self.classes_annotated(&b.left, elements, out, depth + 1);
-                self.classes_annotated(&b.right, elements, out, depth + 1);
+                let mut members = vec![&*b.right];
+                let mut left = &*b.left;
+                while let Expr::BinOp(l) = left
+                    && l.op == ast::Operator::BitOr
+                    && members.len() < 64
+                {
+                    members.push(&l.right);
+                    left = &l.left;
+                }
+                members.push(left);
+                for m in members.into_iter().rev() {
+                    self.classes_annotated(m, elements, out, depth + 1);
+                }
             }
             Expr::Subscript(s) => {
                 let Some(q) = self.model.canonical_name(&s.value) else { return };
@@ -754,11 +781,9 @@ impl<'m, 'a> Checker<'m, 'a> {
     pub fn pass_words(&self) -> &'static str {
         let project = self.types.project();
         match self.function {
-            Some(f) if framework_step(self.model, &project, f) => "training step",
-            // A helper of an optimizer its `step` calls (`self._clip_grad()`).
+            // A framework's step, or any method of an optimizer (its `step` and what it calls).
             Some(f)
-                if self.model.function(f).class.and_then(|c| class_framework(self.model, &project, c))
-                    == Some(api::Framework::Optimizer) =>
+                if framework_step(self.model, &project, f) || optimizer_method(self.model, &project, f) =>
             {
                 "training step"
             }
@@ -3001,6 +3026,19 @@ pub(crate) fn framework_step(model: &Model<'_>, project: &View<'_>, f: FunctionI
             .is_some_and(|w| w.calls_at_every_step(fun.name()))
 }
 
+/// A framework's step that is handed the batch on the device ([`framework_step`]; not an
+/// optimizer's `step`, which is handed nothing of the batch).
+pub(crate) fn batch_step(model: &Model<'_>, project: &View<'_>, f: FunctionId) -> bool {
+    framework_step(model, project, f) && !optimizer_method(model, project, f)
+}
+
+/// Is the function a method of an optimizer (a class deriving from one of `torch.optim`'s): its
+/// `step`, or a method that runs for it at every training step?
+pub(crate) fn optimizer_method(model: &Model<'_>, project: &View<'_>, f: FunctionId) -> bool {
+    model.function(f).class.and_then(|c| class_framework(model, project, c))
+        == Some(api::Framework::Optimizer)
+}
+
 /// The framework a class derives from: it or one of its bases in this file (`TrainModel(
 /// ValidateModel)`, `ValidateModel(BaseModel)`, `BaseModel(LightningModule)`) names the
 /// framework's class, or a class of another file of the project that derives from it.
@@ -3342,7 +3380,7 @@ fn standalone_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str, 
         && (named_for_running(file_name) || runs_as_program(model, parses_args))
         && !project.imports_project()
         && !project.is_imported()
-        && !model.functions().any(|(f, _)| framework_step(model, &project, f))
+        && !model.functions().any(|(f, _)| batch_step(model, &project, f))
 }
 
 /// A script: its name says what it runs (`train.py`, `eval_imagenet.py`, `demo.py`, ...), or it

@@ -255,7 +255,11 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
                 cx.function_name().unwrap_or("forward"),
                 cx.pass_words()
             ),
-            "keep the value on the device (`torch.where`, masking) or move the check out of the forward pass",
+            if cx.pass_words() == "forward pass" {
+                "keep the value on the device (`torch.where`, masking) or move the check out of the forward pass"
+            } else {
+                "keep the value on the device (`torch.where`, masking) or move the check out of the training step"
+            },
         ),
         Hot::CalledInLoop(_) => (
             format!("`{}` in a loop waits for the device at every step", sync.what),
@@ -1016,7 +1020,8 @@ fn mask_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
 }
 
 /// Is `e` a name whose binding where it is used holds a tensor made on the host ([`host_made`]),
-/// though the name is bound elsewhere too (a parameter rebound: `mask = torch.ones(h)`)?
+/// whatever else the name is bound to in the function (a parameter rebound, `mask =
+/// torch.ones(h)`, which [`host_made`], asking for a name bound once, does not follow)?
 fn bound_on_host(cx: &Checker<'_, '_>, e: &Expr) -> bool {
     let Expr::Name(n) = e else { return false };
     let Some(b) = cx.model.binding_of(n) else { return false };
@@ -1683,14 +1688,21 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
         // read whenever the settings before it are off, as flags most often are (after `and`,
         // only when they are on); not after `self.training`, which tells training from
         // evaluation.
-        // After `and`, an operand is read whenever the ones before it only ask whether a value
-        // is there (`p.grad is not None and p.grad.norm() > 0`).
+        // After `and`, an operand is read whenever the ones before it only ask whether the value
+        // it reads is there (`p.grad is not None and p.grad.norm() > 0`); not after a check of
+        // something else, which may be a setting (`self.hook is not None and x.isnan().any()`).
         let or = matches!(test, Expr::BoolOp(b) if b.op == ast::BoolOp::Or);
         let operands: Vec<&'a Expr> = match test {
             Expr::BoolOp(b) if or => b.values.iter().collect(),
             Expr::BoolOp(b) => {
-                let present = b.values.iter().take_while(|o| asks_presence(cx, o)).count();
-                b.values.iter().take(present + 1).collect()
+                let mut taken: Vec<&'a Expr> = b.values.iter().take(1).collect();
+                for pair in b.values.windows(2) {
+                    match presence_of(cx, &pair[0]) {
+                        Some(subject) if reads_subject(cx, &pair[1], subject) => taken.push(&pair[1]),
+                        _ => break,
+                    }
+                }
+                taken
             }
             t => vec![t],
         };
@@ -1746,16 +1758,30 @@ fn tensor_test<'a>(cx: &Checker<'_, 'a>, operand: &'a Expr) -> Option<(&'a Expr,
     Some((tensor, test))
 }
 
-/// Does a test's operand only ask whether a value is there: `x is not None`, `isinstance(x, T)`,
-/// `hasattr(m, "w")`?
-fn asks_presence(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+/// If a test's operand only asks whether a value is there (`x is not None`, `isinstance(x, T)`,
+/// `torch.is_tensor(x)`, `hasattr(x, "w")`), the value it asks about.
+fn presence_of<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Option<&'e Expr> {
     match e {
-        Expr::Compare(c) => {
-            matches!(&c.ops[..], [ast::CmpOp::IsNot]) && matches!(&c.comparators[..], [Expr::NoneLiteral(_)])
+        Expr::Compare(c)
+            if matches!(&c.ops[..], [ast::CmpOp::IsNot]) && matches!(&c.comparators[..], [Expr::NoneLiteral(_)]) =>
+        {
+            Some(&c.left)
         }
-        Expr::Call(c) => cx.callee_name(c).is_some_and(|q| matches!(q.as_ref(), "builtins.isinstance" | "builtins.hasattr")),
-        _ => false,
+        Expr::Call(c)
+            if cx.callee_name(c).is_some_and(|q| {
+                matches!(q.as_ref(), "builtins.isinstance" | "builtins.hasattr" | "torch.is_tensor")
+            }) =>
+        {
+            c.arguments.args.first()
+        }
+        _ => None,
     }
+}
+
+/// Does `e` read `subject` (the same name or attribute, as written)?
+fn reads_subject(cx: &Checker<'_, '_>, e: &Expr, subject: &Expr) -> bool {
+    let text = cx.text(subject.range());
+    any_subexpr_is(e, |sub| matches!(sub, Expr::Name(_) | Expr::Attribute(_)) && cx.text(sub.range()) == text)
 }
 
 /// A flag in a test (`self.cross_self_attention`, `not args.fast`): a name or attribute, or its

@@ -836,7 +836,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                 && matches!(&*m.value, Expr::Call(s) if matches!(&*s.func, Expr::Name(n) if n.id.as_str() == "super"))
                 && cx
                     .function
-                    .is_some_and(|f| crate::python::checker::framework_step(cx.model, &cx.types.project(), f))
+                    .is_some_and(|f| crate::python::checker::batch_step(cx.model, &cx.types.project(), f))
             {
                 return Provenance { on_accelerator: true, requires_grad: false };
             }
@@ -1574,22 +1574,21 @@ fn binding_value_provenance(
             next(iter)
         }
         // `for p in group["params"]` in a method of an optimizer: the model's parameters, on the
-        // accelerator where the model is.
+        // accelerator where the model is, and requiring grad (outside `torch.no_grad()`).
         BindingKind::LoopVar { iter: Expr::Subscript(s), part: Part::Whole }
             if matches!(&*s.slice, Expr::StringLiteral(k) if k.value.to_str() == "params")
-                && cx.function.and_then(|f| cx.model.function(f).class).is_some_and(|c| {
-                    crate::python::checker::class_framework(cx.model, &cx.types.project(), c)
-                        == Some(crate::python::api::Framework::Optimizer)
+                && cx.function.is_some_and(|f| {
+                    crate::python::checker::optimizer_method(cx.model, &cx.types.project(), f)
                 }) =>
         {
-            Provenance { on_accelerator: true, requires_grad: false }
+            Provenance { on_accelerator: true, requires_grad: true }
         }
         BindingKind::Parameter { function: Some(f), position, .. } => {
             // The inputs of a forward pass are on the model's device.
             let fun = cx.model.function(f);
             let is_self = position == 0 && fun.receiver == Some(binding.name);
             let forward = (fun.name() == "forward" && fun.class.is_some())
-                || crate::python::checker::framework_step(cx.model, &cx.types.project(), f);
+                || crate::python::checker::batch_step(cx.model, &cx.types.project(), f);
             // A function another file calls at every step: where that file's arguments are.
             let passed = match cx.hot_of(f) {
                 Some(crate::python::checker::Hot::CalledElsewhere(i)) => {
@@ -1750,7 +1749,7 @@ pub(crate) fn binding_is_device_loss(cx: &Checker<'_, '_>, b: BindingId) -> bool
         return true;
     }
     let Some(f) =
-        cx.function.filter(|&f| crate::python::checker::framework_step(cx.model, &cx.types.project(), f))
+        cx.function.filter(|&f| crate::python::checker::batch_step(cx.model, &cx.types.project(), f))
     else {
         return false;
     };
@@ -1942,12 +1941,10 @@ pub(crate) fn names_accelerator(word: &str, mps: bool) -> bool {
 /// once at the end, so a read per batch there costs little; generation loops (over `range(..)`,
 /// or `while`) are left to the rule.
 pub(crate) fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
-    // An optimizer's `step` runs under `torch.no_grad()` over its parameters at every training
+    // An optimizer's methods run under `torch.no_grad()` over its parameters at every training
     // step: no evaluation.
-    if cx.function.is_some_and(|f| {
-        cx.model.function(f).name() == "step"
-            && crate::python::checker::framework_step(cx.model, &cx.types.project(), f)
-    }) {
+    if cx.function.is_some_and(|f| crate::python::checker::optimizer_method(cx.model, &cx.types.project(), f))
+    {
         return false;
     }
     // A function named for evaluation and not for training (`train_and_test` trains).
