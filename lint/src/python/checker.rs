@@ -458,8 +458,9 @@ impl<'m, 'a> Checker<'m, 'a> {
     }
 
     /// Is the node in a loop that steps the training (`loss.backward()`, `optimizer.step()` in
-    /// its body), or in a framework's training step (a Lightning `training_step`)? A loop that
-    /// only queues other work (an evaluation's rollouts, a robot's control loop) is not.
+    /// its body, or in a loop around it), or in a framework's training step (a Lightning
+    /// `training_step`)? A loop that only queues other work (an evaluation's rollouts, a robot's
+    /// control loop), with no such loop around it, is not.
     fn in_training_step(&self) -> bool {
         let mut at = self.loops.last().copied();
         while let Some(l) = at {
