@@ -2242,13 +2242,22 @@ fn decision(cx: &Checker<'_, '_>, body: &[Stmt]) -> Use {
 
 /// Does the function have a loop after the statement (a generation's `if done.all(): return
 /// tokens, logits` before its loop over tokens)? Returning early then saves the loop's work: the
-/// read decides.
+/// read decides. (Past 512 statements, taken to: a read is left alone rather than reported.)
 fn skips_a_loop(cx: &Checker<'_, '_>, s: &Stmt) -> bool {
-    cx.function.is_some() && cx.model.loops().any(|(_, l)| l.function == cx.function && l.stmt.start() > s.end())
+    let Some(f) = cx.function else { return false };
+    let mut budget = 512usize;
+    let mut found = false;
+    each_stmt_after(&cx.model.function(f).def.body, s.end(), &mut |st| {
+        budget = budget.saturating_sub(1);
+        found = matches!(st, Stmt::For(_) | Stmt::While(_)) || budget == 0;
+        !found
+    });
+    found
 }
 
 /// Does a returned tuple hold tensors and dictionaries of them only, a tensor first (`loss,
-/// dict(l1_loss=loss)`)? Not one holding a flag, a number or `None`.
+/// dict(l1_loss=loss)`)? Not one holding a literal (a flag, a number, `None`) or a value known
+/// not to be a tensor; a value of unknown kind may be one.
 fn tensors_and_logs(cx: &Checker<'_, '_>, v: &Expr) -> bool {
     fn walk(cx: &Checker<'_, '_>, v: &Expr, depth: usize) -> bool {
         if depth > 3 {
