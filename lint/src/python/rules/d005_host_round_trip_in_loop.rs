@@ -1707,7 +1707,14 @@ fn test_read<'a>(cx: &Checker<'_, 'a>, test: &'a Expr) -> Option<Sync<'a>> {
             t => vec![t],
         };
         for (i, &operand) in operands.iter().enumerate() {
-            if or && i > 0 && !operands[..i].iter().all(|o| is_flag(cx, o)) {
+            // (`if mask is None or not mask.any():`: the check of the value's absence is false
+            // whenever it is there.)
+            if or
+                && i > 0
+                && !operands[..i].iter().all(|o| {
+                    is_flag(cx, o) || absence_of(o).is_some_and(|subject| reads_subject(cx, operand, subject))
+                })
+            {
                 break;
             }
             if let Some((tensor, read)) = tensor_test(cx, operand) {
@@ -1773,6 +1780,18 @@ fn presence_of<'e>(cx: &Checker<'_, '_>, e: &'e Expr) -> Option<&'e Expr> {
             }) =>
         {
             c.arguments.args.first()
+        }
+        _ => None,
+    }
+}
+
+/// If a test's operand asks whether a value is absent (`x is None`), the value it asks about.
+fn absence_of(e: &Expr) -> Option<&Expr> {
+    match e {
+        Expr::Compare(c)
+            if matches!(&c.ops[..], [ast::CmpOp::Is]) && matches!(&c.comparators[..], [Expr::NoneLiteral(_)]) =>
+        {
+            Some(&c.left)
         }
         _ => None,
     }
