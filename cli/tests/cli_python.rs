@@ -316,7 +316,26 @@ fn classes_imported_from_other_files_are_known() {
         "{whole}"
     );
     assert!(!whole.contains("agent.py:16"), "{whole}");
-    assert_eq!(whole.matches(" D005 ").count(), 12, "{whole}");
+    // A model kept in a dict of `self`, filled item by item (`self.models[kind] = CVAE(..)`), then
+    // taken out (`model = self.models[kind]`): its method runs at every step; whether it was
+    // given a writer is no gate of the logging.
+    assert!(
+        whole.contains(
+            "fixtures/project/pkg/cvae.py:14:48: D005 [warning] `add_scalar(.., loss, ..)` in `train_loss` waits \
+             for the device at every step: `CVAE.train_loss` is called in a loop at fixtures/project/forecast.py:21"
+        ),
+        "{whole}"
+    );
+    // A module whose base derives, in another file, from a class that file took by a star
+    // import (`from pkg.base_models import *`): an `nn.Module`, its `forward` a forward pass.
+    assert!(
+        whole.contains(
+            "fixtures/project/din.py:8:16: D005 [warning] `torch.arange(..).to(..)` makes a tensor on the host \
+             and copies it to the device at every forward pass"
+        ),
+        "{whole}"
+    );
+    assert_eq!(whole.matches(" D005 ").count(), 14, "{whole}");
     // A loop that calls another file's training pass is over epochs, not steps.
     assert!(!whole.contains("schedule.py"), "{whole}");
     // D010 runs only where the code must also run without a GPU (`--target any`). The project

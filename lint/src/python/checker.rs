@@ -461,7 +461,7 @@ impl<'m, 'a> Checker<'m, 'a> {
     /// its body, or in a loop around it), or in a framework's training step (a Lightning
     /// `training_step`)? A loop that only queues other work (an evaluation's rollouts, a robot's
     /// control loop), with no such loop around it, is not.
-    fn in_training_step(&self) -> bool {
+    pub(crate) fn in_training_step(&self) -> bool {
         let mut at = self.loops.last().copied();
         while let Some(l) = at {
             if self.facts.steps_training[l.index()] {
@@ -1582,13 +1582,27 @@ pub(crate) fn is_gate(test: &Expr) -> bool {
     match test {
         Expr::BinOp(b) => is_gate(&b.left) || is_gate(&b.right),
         Expr::BoolOp(b) => b.values.iter().any(is_gate),
-        Expr::UnaryOp(u) => is_gate(&u.operand),
+        // `if not args.debug:`, `if not self.visualize:`: the body runs while the switch is off,
+        // as it is by default; its `else` is the gate ([`clause_is_gated`]).
+        Expr::UnaryOp(u) => !negated_switch(test) && is_gate(&u.operand),
         Expr::Compare(c) => {
             let number = |e: &Expr| matches!(e, Expr::NumberLiteral(_));
             let eq = c.ops.iter().all(|op| matches!(op, ast::CmpOp::Eq));
             // `if rank == 0:`, `if dist.get_rank() == 0:`: the main process, which takes the
             // branch at every step.
             if std::iter::once(&*c.left).chain(&c.comparators).any(names_a_rank) {
+                return false;
+            }
+            // `if self.log_writer is not None:`: whether there is a logger (often on the main
+            // process only), which, once there, logs at every step.
+            if matches!(c.ops[..], [ast::CmpOp::IsNot])
+                && matches!(c.comparators[..], [Expr::NoneLiteral(_)])
+                && match &*c.left {
+                    Expr::Name(n) => names_logging(n.id.as_str()),
+                    Expr::Attribute(a) => names_logging(a.attr.as_str()),
+                    _ => false,
+                }
+            {
                 return false;
             }
             (eq && (number(&c.left) || c.comparators.iter().any(number)))
@@ -1602,6 +1616,16 @@ pub(crate) fn is_gate(test: &Expr) -> bool {
         Expr::Call(c) => is_gate(&c.func) || c.arguments.args.iter().any(is_gate),
         _ => false,
     }
+}
+
+/// `not args.debug`, `not self.verbose`: a switch for extra output (a name or an attribute named
+/// by a gate word), negated.
+fn negated_switch(test: &Expr) -> bool {
+    matches!(test, Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not && match &*u.operand {
+        Expr::Name(n) => is_gate_word(n.id.as_str()),
+        Expr::Attribute(a) => is_gate_word(a.attr.as_str()),
+        _ => false,
+    })
 }
 
 /// `step % n`.
@@ -1869,7 +1893,10 @@ impl Facts {
                     .filter(|_| types.kind(&site.call.func) == Kind::Module)
                     .or_else(|| {
                         instance_method(model, types, site.call).inspect(|&f| calls_to[f.index()].push(i))
-                    }),
+                    })
+                    // `DINBase.forward(self, feed)`, `super().forward(x)`: a base class's method
+                    // runs where the caller runs.
+                    .or_else(|| model.base_method_call(site.call, site.function)),
             };
             if let Some(callee) = callee {
                 edges.push(Edge {
@@ -2681,6 +2708,7 @@ fn steps_the_optimizer(body: &[Stmt], depth: usize) -> bool {
 /// or it runs only in evaluation (the other side of `if self.training:`)?
 fn clause_is_gated(model: &Model<'_>, i: &ast::StmtIf, clause: &ast::ElifElseClause) -> bool {
     clause.test.as_ref().is_some_and(is_gate)
+        || (clause.test.is_none() && negated_switch(&i.test))
         || (modulo_branches(&i.test) == Some(false) && !steps_the_optimizer(&clause.body, 0))
         || device_branch(&i.test).is_some_and(|(body, _)| !body)
         || clause.test.as_ref().and_then(device_branch).is_some_and(|(body, _)| body)
@@ -3081,12 +3109,53 @@ pub(crate) fn instance_made_by<'a>(
     match instance {
         Expr::Name(n) => {
             let b = model.binding_of(n)?;
-            let BindingKind::Assignment { value: Expr::Call(made), part: Part::Whole, .. } =
-                model.binding(b).kind
-            else {
-                return None;
+            match model.binding(b).kind {
+                BindingKind::Assignment { value: Expr::Call(made), part: Part::Whole, .. } => {
+                    Some(made_before_moves(made))
+                }
+                // `model = self.models[kind]`: an element of a container of `self`.
+                BindingKind::Assignment {
+                    value: element @ Expr::Subscript(_), part: Part::Whole, ..
+                } => instance_made_by(model, types, element),
+                _ => None,
+            }
+        }
+        // `self.models[kind]`, where the class fills the container item by item
+        // (`self.models[kind] = Net(..)`), each time with the same class, and otherwise only
+        // empties it (`self.models = {}`).
+        Expr::Subscript(s) => {
+            let Expr::Attribute(field) = &*s.value else { return None };
+            let class = types.receiver_class(&field.value)?;
+            let empty = |e: &Expr| match e {
+                Expr::Dict(d) => d.items.is_empty(),
+                Expr::List(l) => l.elts.is_empty(),
+                Expr::Call(c) => {
+                    c.arguments.is_empty()
+                        && model.canonical_name(&c.func).is_some_and(|q| {
+                            matches!(
+                                q.as_ref(),
+                                "builtins.dict" | "builtins.list" | "collections.OrderedDict"
+                            )
+                        })
+                }
+                _ => false,
             };
-            Some(made_before_moves(made))
+            let mut first: Option<&'a ast::ExprCall> = None;
+            for x in types.class_attrs(class, field.attr.as_str()) {
+                match (x.how, x.value) {
+                    (AttrHow::Assign, Some(v)) if empty(v) => {}
+                    (AttrHow::Update, Some(Expr::Call(c))) => {
+                        let c = made_before_moves(c);
+                        match first {
+                            None => first = Some(c),
+                            Some(f) if model.text(f.func.range()) == model.text(c.func.range()) => {}
+                            Some(_) => return None,
+                        }
+                    }
+                    _ => return None,
+                }
+            }
+            first
         }
         Expr::Attribute(field) => {
             let class = types.receiver_class(&field.value)?;

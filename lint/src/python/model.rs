@@ -748,6 +748,31 @@ impl<'a> Model<'a> {
                     })))
     }
 
+    /// The method of a base class of this file that a method's call of it runs: `super().forward(x)`
+    /// (in the first base that has one), or `Base.forward(self, x)`, called on the caller's own
+    /// instance. (Not a [`Callee`]: the arguments of the second do not line up with the
+    /// parameters as a method call's do.)
+    pub fn base_method_call(&self, call: &ast::ExprCall, caller: Option<FunctionId>) -> Option<FunctionId> {
+        let Expr::Attribute(a) = &*call.func else { return None };
+        let f = self.function(caller?);
+        let class = f.class?;
+        let name = a.attr.as_str();
+        match &*a.value {
+            Expr::Name(_) => {
+                let base = self.local_class(&a.value)?;
+                let on_itself = matches!(call.arguments.args.first(), Some(Expr::Name(n)) if Some(n.id.as_str()) == f.receiver);
+                if on_itself { self.method(base, name) } else { None }
+            }
+            Expr::Call(s) if matches!(&*s.func, Expr::Name(n) if n.id.as_str() == "super") => self
+                .class(class)
+                .bases()
+                .iter()
+                .filter_map(|b| self.local_class(b))
+                .find_map(|b| self.method(b, name)),
+            _ => None,
+        }
+    }
+
     /// The class defined in this file that an expression names.
     pub fn local_class(&self, e: &Expr) -> Option<ClassId> {
         let Expr::Name(n) = e else { return None };

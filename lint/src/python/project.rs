@@ -1430,7 +1430,7 @@ impl FileEntry {
     /// the run walked (or as given).
     pub(crate) fn of(path: &Path, body: &[Stmt]) -> FileEntry {
         let (module, is_package) = module_path(path);
-        let mut names = Names { module: &module, is_package, bound: FxHashMap::default() };
+        let mut names = Names { module: &module, is_package, bound: FxHashMap::default(), starred: false };
         let mut entry = FileEntry::default();
         names.statements(body, &mut entry, 0);
         entry.applied = applied_in(body);
@@ -1622,12 +1622,46 @@ pub(crate) fn moved_by(applied: &[Applied], attr: &str, class: &str) -> bool {
     applied.iter().any(|(a, holder)| a == attr && holder.as_deref().is_none_or(|h| h == class))
 }
 
+/// Python's own names a class may derive from or a file may call without importing them.
+fn is_builtin(name: &str) -> bool {
+    matches!(
+        name,
+        "object"
+            | "Exception"
+            | "BaseException"
+            | "ValueError"
+            | "RuntimeError"
+            | "TypeError"
+            | "KeyError"
+            | "dict"
+            | "list"
+            | "tuple"
+            | "set"
+            | "str"
+            | "int"
+            | "float"
+            | "bool"
+            | "type"
+            | "property"
+            | "staticmethod"
+            | "classmethod"
+            | "super"
+            | "len"
+            | "range"
+            | "print"
+            | "isinstance"
+            | "getattr"
+    )
+}
+
 /// The names a file's top level binds, as it goes: imports and its own classes.
 struct Names<'m> {
     module: &'m [String],
     is_package: bool,
     /// Local name → absolute dotted name.
     bound: FxHashMap<String, String>,
+    /// A star import seen so far: a name nothing else binds may be one it binds.
+    starred: bool,
 }
 
 impl Names<'_> {
@@ -1661,6 +1695,7 @@ impl Names<'_> {
                         if alias.name.as_str() == "*" {
                             if let Some(m) = absolute(&base, self.module, self.is_package) {
                                 entry.stars.push((entry.aliases.len(), m));
+                                self.starred = true;
                             }
                             continue;
                         }
@@ -1748,6 +1783,12 @@ impl Names<'_> {
         match e {
             Expr::Name(n) => Some(match self.bound.get(n.id.as_str()) {
                 Some(q) => q.clone(),
+                // `class ContextCTRModel(CTRModel)` after `from models.BaseModel import *`: the
+                // name the star binds in this module, which the index makes an alias of the
+                // class it exports ([`star_exports`]).
+                None if self.starred && !is_builtin(n.id.as_str()) && !self.module.is_empty() => {
+                    format!("{}.{}", self.module.join("."), n.id)
+                }
                 None => format!("builtins.{}", n.id),
             }),
             Expr::Attribute(a) => {
