@@ -958,6 +958,14 @@ fn holds_indices(cx: &Checker<'_, '_>, value: &Expr) -> bool {
     false
 }
 
+/// Is the name a parameter of the function, given a tensor of the device by the calls that run
+/// it at every step?
+fn handed_a_device_tensor(cx: &Checker<'_, '_>, name: &Expr) -> bool {
+    super::helpers::name_binding(cx, name)
+        .is_some_and(|b| matches!(cx.model.binding(b).kind, BindingKind::Parameter { .. }))
+        && provenance_in_project(cx, name).on_accelerator
+}
+
 /// Tensor methods and functions of torch that compare element by element or test each element:
 /// their result is a mask.
 const COMPARISONS: &[&str] =
@@ -988,10 +996,15 @@ fn mask_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
             }
             // (Not a comparison of a tensor made on the host, `torch.arange(n) != cls_pos`: that mask
             // is on the host, and PyTorch counts it there.)
+            // (Also a parameter of unknown kind that every caller at a step hands a tensor of the
+            // device: `idxes[selected_mask == 1]` in a helper given the batch's mask.)
             Expr::Compare(c) => {
                 c.ops.len() == 1
                     && !matches!(c.ops[0], ast::CmpOp::Is | ast::CmpOp::IsNot | ast::CmpOp::In | ast::CmpOp::NotIn)
-                    && cx.kind_of(&c.left) == Kind::Tensor
+                    && (cx.kind_of(&c.left) == Kind::Tensor
+                        || (matches!(&*c.left, Expr::Name(_))
+                            && cx.kind_of(&c.left) == Kind::Unknown
+                            && handed_a_device_tensor(cx, &c.left)))
                     && host_made(cx, &c.left).is_none()
             }
             // `~diag.bool()`: a tensor of the device cast to booleans (not one the name holds

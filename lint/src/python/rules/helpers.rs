@@ -503,6 +503,15 @@ pub(crate) fn provenance_in_project(cx: &Checker<'_, '_>, e: &Expr) -> Provenanc
     query(cx, e, cx.facts.project_uses_accelerator)
 }
 
+/// `self.mdl.forward_detect(..)`, `model.forward_features(x)`: a pass of a module, named for one,
+/// run through a method of the module other than `forward` itself.
+fn runs_a_forward_of(cx: &Checker<'_, '_>, func: &Expr) -> bool {
+    let Expr::Attribute(a) = func else { return false };
+    let name = a.attr.as_str();
+    (name.starts_with("forward_") || name.ends_with("_forward"))
+        && cx.kind_of(&a.value) == crate::python::typing::Kind::Module
+}
+
 /// One provenance query, with its own budget of steps; `accelerator`: whether tensors here can
 /// be on an accelerator at all.
 fn query(cx: &Checker<'_, '_>, e: &Expr, accelerator: bool) -> Provenance {
@@ -888,6 +897,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             if cx.kind_of(&c.func) == crate::python::typing::Kind::Module
                 || (cx.types.receiver_class(&c.func).is_some() && cx.in_module_method())
                 || (cx.in_module_method() && calls_a_layer_it_is_given(&c.func))
+                || runs_a_forward_of(cx, &c.func)
             {
                 return Provenance { on_accelerator: true, requires_grad: true };
             }
