@@ -345,7 +345,17 @@ fn classes_imported_from_other_files_are_known() {
         ),
         "{whole}"
     );
-    assert_eq!(whole.matches(" D005 ").count(), 15, "{whole}");
+    // A report every `args.n_report_steps` steps, an option 1 by default that no run script
+    // changes, runs at every step; one every `args.log_every` (50) steps is a gate.
+    assert!(
+        whole.contains(
+            "fixtures/project/report_steps.py:22:37: D005 [warning] `.item()` in a loop waits for the device at \
+             every step\n"
+        ),
+        "{whole}"
+    );
+    assert!(!whole.contains("report_steps.py:25"), "{whole}");
+    assert_eq!(whole.matches(" D005 ").count(), 16, "{whole}");
     // A loop that calls another file's training pass is over epochs, not steps.
     assert!(!whole.contains("schedule.py"), "{whole}");
     // D010 runs only where the code must also run without a GPU (`--target any`). The project

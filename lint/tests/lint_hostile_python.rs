@@ -706,3 +706,25 @@ fn thousands_of_step_functions_returning_reads_to_one_loop_are_linted() {
     // Each function's reads are returned to a call that only prints them.
     assert!(found.iter().filter(|d| d.code == "D005").count() >= 1_000, "{}", found.len());
 }
+
+/// A dict of `self` filled item by item thousands of times and read as many times: each read
+/// looks at a bounded number of fills (past them the container is not followed), and a small one
+/// beside it is still followed to its class's method.
+#[test]
+fn a_container_of_self_filled_thousands_of_times_is_linted() {
+    let n = 5_000;
+    let mut text = String::from(
+        "import torch\n\n\nclass Head:\n    def run(self, x):\n        print(x.sum().item())\n        return x.sum()\n\n\nclass Holder:\n    def __init__(self):\n        self.models = dict()\n        self.few = dict()\n        self.few['a'] = Head()\n",
+    );
+    for i in 0..n {
+        text.push_str(&format!("        self.models['k{i}'] = Head()\n"));
+    }
+    text.push_str("\n    def step(self, x):\n        t = self.few['a'].run(x)\n");
+    for i in 0..n {
+        text.push_str(&format!("        t = t + self.models['k{i}'].run(x)\n"));
+    }
+    text.push_str("        return t\n\n\ndef train(loader, opt):\n    h = Holder()\n    for x in loader:\n        loss = h.step(x.cuda())\n        opt.zero_grad()\n        loss.backward()\n        opt.step()\n");
+    let (_dir, reports) = run_of(&[("holder.py", text.into_bytes())]);
+    let found = &report(&reports, "holder.py").diagnostics;
+    assert!(found.iter().any(|d| d.code == "D005" && d.start.line == 6), "{found:?}");
+}

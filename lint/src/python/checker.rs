@@ -968,7 +968,7 @@ impl<'m, 'a> Checker<'m, 'a> {
         let mut gates = 0;
         for s in body {
             self.stmt(s, rules, out);
-            if leaves_unless_gated(self.model, s) {
+            if leaves_unless_gated(self.model, self.types.project(), s) {
                 gates += 1;
                 self.gated += 1;
             }
@@ -1008,7 +1008,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             Stmt::If(i) => {
                 self.test(&i.test, rules, out);
                 let main = is_main_guard(&i.test);
-                let gate = body_is_gated(self.model, i, !self.loops.is_empty());
+                let gate = body_is_gated(self.model, self.types.project(), i, !self.loops.is_empty());
                 let project = self.types.project();
                 let side = project.opt_in(&i.test, is_switch(self.model, i));
                 let opt_in = side == Some(true);
@@ -1618,12 +1618,15 @@ pub(crate) fn is_gate(test: &Expr) -> bool {
     }
 }
 
-/// `not args.debug`, `not self.verbose`: a switch for extra output (a name or an attribute named
-/// by a gate word), negated.
+/// `not args.debug`, `not self.verbose`: a switch for extra output, off by default, negated. (Not
+/// other gate words: `not is_valid`, `not self.use_checkpoint` or `not self.log_writer` say
+/// nothing of which side a run takes.)
 fn negated_switch(test: &Expr) -> bool {
+    static SWITCHES: NameWords =
+        NameWords::new(&["verbose", "debug", "display", "visual", "vis_", "plot", "print"]);
     matches!(test, Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not && match &*u.operand {
-        Expr::Name(n) => is_gate_word(n.id.as_str()),
-        Expr::Attribute(a) => is_gate_word(a.attr.as_str()),
+        Expr::Name(n) => SWITCHES.in_name(n.id.as_str()),
+        Expr::Attribute(a) => SWITCHES.in_name(a.attr.as_str()),
         _ => false,
     })
 }
@@ -2304,8 +2307,9 @@ fn call_is_gated(
                 }
             }
             Step::If(i, None) => {
-                gated |=
-                    *gates.entry((i.start(), in_loop)).or_insert_with(|| body_is_gated(model, i, in_loop));
+                gated |= *gates
+                    .entry((i.start(), in_loop))
+                    .or_insert_with(|| body_is_gated(model, types.project(), i, in_loop));
             }
             Step::If(i, Some(c)) => gated |= clause_is_gated(model, i, c),
             Step::Other => {}
@@ -2565,7 +2569,7 @@ fn top_level_function(model: &Model<'_>, name: &str) -> Option<FunctionId> {
 /// `if not should_log: return`, `if step % log_every: continue`: an `if` with no other clause
 /// that skips the rest of the block unless a gate holds ([`is_gate`]), so the rest is the gate's
 /// body. (`if not torch.isfinite(loss): return`, whose rest is the normal path, is no gate.)
-fn leaves_unless_gated(model: &Model<'_>, s: &Stmt) -> bool {
+fn leaves_unless_gated(model: &Model<'_>, project: View<'_>, s: &Stmt) -> bool {
     let Stmt::If(i) = s else { return false };
     // (Skips the rest: `raise` in `if dim % 4 != 0: raise ValueError(..)` checks an argument.)
     if !i.elif_else_clauses.is_empty() || !matches!(i.body.last(), Some(Stmt::Continue(_) | Stmt::Return(_)))
@@ -2576,20 +2580,20 @@ fn leaves_unless_gated(model: &Model<'_>, s: &Stmt) -> bool {
         Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => {
             tests_for_bad_values(&u.operand).is_none()
                 && is_gate(&u.operand)
-                && !modulo_by_one(model, &u.operand)
+                && !modulo_by_one(model, project, &u.operand)
         }
-        test => modulo_branches(test) == Some(false) && !modulo_by_one(model, test),
+        test => modulo_branches(test) == Some(false) && !modulo_by_one(model, project, test),
     }
 }
 
-fn body_is_gated(model: &Model<'_>, i: &ast::StmtIf, in_loop: bool) -> bool {
+fn body_is_gated(model: &Model<'_>, project: View<'_>, i: &ast::StmtIf, in_loop: bool) -> bool {
     let leaves =
         i.body.iter().any(|s| leaves_for_good(model, s) && (in_loop || !matches!(s, Stmt::Return(_))));
     // `if (step + 1) % accumulation == 0: optimizer.step()` is gradient accumulation: its body
     // runs at every optimizer step, which is the training step.
     let accumulates = || steps_the_optimizer(&i.body, 0);
     !is_main_guard(&i.test)
-        && ((is_gate(&i.test) && !accumulates() && !modulo_by_one(model, &i.test))
+        && ((is_gate(&i.test) && !accumulates() && !modulo_by_one(model, project, &i.test))
             || leaves
             || evaluation_branches(&i.test) == Some(true)
             || export_branches(model, &i.test) == Some(true)
@@ -2598,10 +2602,10 @@ fn body_is_gated(model: &Model<'_>, i: &ast::StmtIf, in_loop: bool) -> bool {
 }
 
 /// `if step % log_interval == 0:` (or `if not step % log_interval:`) with `log_interval = 1`
-/// given once in the module's body: a modulo by one holds at every step, so the branch is no
-/// gate. A name the file may rebind ([`Model::may_rebind_global`]), a function's local (which the
+/// given once in the module's body, or an option that is 1 in every run: a modulo by one holds at
+/// every step, so the branch is no gate. A name the file may rebind ([`Model::may_rebind_global`]), a function's local (which the
 /// function may reassign as it goes) and a parameter keep the gate.
-fn modulo_by_one(model: &Model<'_>, test: &Expr) -> bool {
+fn modulo_by_one(model: &Model<'_>, project: View<'_>, test: &Expr) -> bool {
     let int = |e: &Expr, v: u8| matches!(e, Expr::NumberLiteral(n) if matches!(&n.value, ast::Number::Int(i) if i.as_u8() == Some(v)));
     let zero = |e: &Expr| int(e, 0);
     let modulo = match test {
@@ -2621,6 +2625,9 @@ fn modulo_by_one(model: &Model<'_>, test: &Expr) -> bool {
     let one = |e: &Expr| int(e, 1);
     match &*modulo.right {
         e if one(e) => true,
+        // `i % args.n_report_steps` with `--n_report_steps` 1 by default, which no run script
+        // changes.
+        e if project.option_is_one(e) => true,
         Expr::Name(n) => {
             let name = n.id.as_str();
             model.binding_of(n).is_some_and(|b| {
@@ -3100,7 +3107,9 @@ pub(crate) fn class_framework(
 }
 
 /// The call that makes the instance a name or an attribute of `self` holds, when every
-/// assignment of it calls the same callee (`crit = Loss(..)`, `self.loss = Loss(..)`).
+/// assignment of it calls the same callee (`crit = Loss(..)`, `self.loss = Loss(..)`); or an item
+/// of a container of `self` filled item by item with one callee (`self.models[kind]`, or a name
+/// bound to one: `model = self.models[kind]`).
 pub(crate) fn instance_made_by<'a>(
     model: &Model<'a>,
     types: &Types<'_, 'a>,
@@ -3141,7 +3150,7 @@ pub(crate) fn instance_made_by<'a>(
                 _ => false,
             };
             let mut first: Option<&'a ast::ExprCall> = None;
-            for x in types.class_attrs(class, field.attr.as_str()) {
+            for x in types.class_attrs_upto(class, field.attr.as_str(), MAX_FILLS)? {
                 match (x.how, x.value) {
                     (AttrHow::Assign, Some(v)) if empty(v) => {}
                     (AttrHow::Update, Some(Expr::Call(c))) => {
@@ -3176,6 +3185,10 @@ pub(crate) fn instance_made_by<'a>(
         _ => None,
     }
 }
+
+/// A container of `self` filled item by item more times than this is not followed
+/// ([`instance_made_by`]).
+const MAX_FILLS: usize = 64;
 
 /// The call that makes an instance, seen through the methods of `nn.Module` that return the
 /// instance itself: `Discriminator(n).to(device)`, `Net().cuda().eval()`.

@@ -748,9 +748,13 @@ impl<'a> Model<'a> {
                     })))
     }
 
-    /// The method of a base class of this file that a method's call of it runs: `super().forward(x)`
-    /// (in the first base that has one), or `Base.forward(self, x)`, called on the caller's own
-    /// instance. (Not a [`Callee`]: the arguments of the second do not line up with the
+    /// The method a method's call of a base class's method runs, where this file defines it:
+    /// `Base.forward(self, x)`, a class of this file named and called on the caller's own
+    /// instance, or `super().forward(x)`, the caller's class's bases searched in order as Python's
+    /// method resolution does for a single line of bases, stopping at the first base of another
+    /// file or library, which may define the method itself (`class Conv(nn.Conv2d, Mixin)` runs
+    /// `nn.Conv2d.forward`). `super(Other, self)` starts elsewhere in the order: not followed.
+    /// (Not a [`Callee`]: the arguments of `Base.forward(self, x)` do not line up with the
     /// parameters as a method call's do.)
     pub fn base_method_call(&self, call: &ast::ExprCall, caller: Option<FunctionId>) -> Option<FunctionId> {
         let Expr::Attribute(a) = &*call.func else { return None };
@@ -763,12 +767,17 @@ impl<'a> Model<'a> {
                 let on_itself = matches!(call.arguments.args.first(), Some(Expr::Name(n)) if Some(n.id.as_str()) == f.receiver);
                 if on_itself { self.method(base, name) } else { None }
             }
-            Expr::Call(s) if matches!(&*s.func, Expr::Name(n) if n.id.as_str() == "super") => self
-                .class(class)
-                .bases()
-                .iter()
-                .filter_map(|b| self.local_class(b))
-                .find_map(|b| self.method(b, name)),
+            Expr::Call(s)
+                if matches!(&*s.func, Expr::Name(n) if n.id.as_str() == "super")
+                    && s.arguments.is_empty() =>
+            {
+                for base in self.class(class).bases() {
+                    if let Some(m) = self.method(self.local_class(base)?, name) {
+                        return Some(m);
+                    }
+                }
+                None
+            }
             _ => None,
         }
     }

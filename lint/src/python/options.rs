@@ -485,6 +485,14 @@ impl Options {
     }
 
     /// The numeric default of the option an expression holds, and what the scripts pass for it.
+    /// Is the option 1 in every run: its default is 1 and no run script gives another value
+    /// (`--n_report_steps` then makes `i % args.n_report_steps == 0` hold at every step)?
+    pub(crate) fn always_one(&self, e: &Expr) -> bool {
+        self.numeric(e).is_some_and(|(default, passed)| {
+            default == 1.0 && passed.iter().all(|p| p.parse::<f64>().is_ok_and(|v| v == 1.0))
+        })
+    }
+
     fn numeric(&self, e: &Expr) -> Option<(f64, &[String])> {
         match self.option_of(e)? {
             (Default::Number(v), passed) => Some((*v, passed)),

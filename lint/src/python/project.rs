@@ -1622,36 +1622,93 @@ pub(crate) fn moved_by(applied: &[Applied], attr: &str, class: &str) -> bool {
     applied.iter().any(|(a, holder)| a == attr && holder.as_deref().is_none_or(|h| h == class))
 }
 
-/// Python's own names a class may derive from or a file may call without importing them.
+/// Python's own names a class may derive from or a file may call without importing them: a bare
+/// name a file neither binds nor imports is one of these, not one its star imports bind.
 fn is_builtin(name: &str) -> bool {
-    matches!(
-        name,
-        "object"
-            | "Exception"
-            | "BaseException"
-            | "ValueError"
-            | "RuntimeError"
-            | "TypeError"
-            | "KeyError"
-            | "dict"
-            | "list"
-            | "tuple"
-            | "set"
-            | "str"
-            | "int"
-            | "float"
-            | "bool"
-            | "type"
-            | "property"
-            | "staticmethod"
-            | "classmethod"
-            | "super"
-            | "len"
-            | "range"
-            | "print"
-            | "isinstance"
-            | "getattr"
-    )
+    const BUILTINS: &[&str] = &[
+        "object",
+        "type",
+        "super",
+        "property",
+        "staticmethod",
+        "classmethod",
+        "dict",
+        "list",
+        "tuple",
+        "set",
+        "frozenset",
+        "str",
+        "bytes",
+        "bytearray",
+        "int",
+        "float",
+        "complex",
+        "bool",
+        "slice",
+        "range",
+        "enumerate",
+        "zip",
+        "map",
+        "filter",
+        "reversed",
+        "sorted",
+        "iter",
+        "next",
+        "len",
+        "sum",
+        "min",
+        "max",
+        "abs",
+        "round",
+        "any",
+        "all",
+        "print",
+        "open",
+        "isinstance",
+        "issubclass",
+        "getattr",
+        "setattr",
+        "hasattr",
+        "delattr",
+        "callable",
+        "id",
+        "hash",
+        "repr",
+        "format",
+        "vars",
+        "dir",
+        "Exception",
+        "BaseException",
+        "ArithmeticError",
+        "AssertionError",
+        "AttributeError",
+        "EOFError",
+        "ImportError",
+        "IndexError",
+        "KeyError",
+        "LookupError",
+        "MemoryError",
+        "NameError",
+        "NotImplementedError",
+        "OSError",
+        "IOError",
+        "OverflowError",
+        "RecursionError",
+        "RuntimeError",
+        "StopIteration",
+        "TypeError",
+        "ValueError",
+        "ZeroDivisionError",
+        "FileNotFoundError",
+        "PermissionError",
+        "TimeoutError",
+        "Warning",
+        "UserWarning",
+        "DeprecationWarning",
+        "RuntimeWarning",
+        "FutureWarning",
+    ];
+    BUILTINS.contains(&name)
 }
 
 /// The names a file's top level binds, as it goes: imports and its own classes.
@@ -2458,6 +2515,11 @@ impl<'p> View<'p> {
     /// Does the project declare command-line options ([`super::options`])?
     pub(crate) fn has_options(&self) -> bool {
         self.project.has_options()
+    }
+
+    /// Is the expression an option that is 1 in every run ([`super::options::Options::always_one`])?
+    pub(crate) fn option_is_one(&self, e: &Expr) -> bool {
+        self.project.options.always_one(e)
     }
 
     /// Which side of a branch a run with the project's default options never takes

@@ -484,6 +484,36 @@ impl<'m, 'a> Types<'m, 'a> {
         out
     }
 
+    /// [`Types::class_attrs`], or `None` past `limit` assignments (a container filled item by item
+    /// thousands of times is not walked at each read of it).
+    pub fn class_attrs_upto<'s>(
+        &'s self,
+        class: ClassId,
+        name: &'s str,
+        limit: usize,
+    ) -> Option<Vec<&'s super::model::AttrAssign<'a>>>
+    where
+        'm: 's,
+    {
+        let mut out = Vec::new();
+        let mut at = Some(class);
+        let mut seen = 0;
+        while let Some(c) = at {
+            for x in self.model.class(c).attr(name) {
+                if out.len() == limit {
+                    return None;
+                }
+                out.push(x);
+            }
+            seen += 1;
+            if seen > 32 {
+                break;
+            }
+            at = self.model.class(c).bases().iter().find_map(|b| self.model.local_class(b));
+        }
+        Some(out)
+    }
+
     /// The kind of `self.name` in a method of `class`: what every assignment to it agrees on.
     pub fn attr_kind(&self, class: ClassId, name: &str) -> Kind {
         if let Some(k) = self.attrs.borrow().get(&class).and_then(|names| names.get(name)) {

@@ -2393,7 +2393,7 @@ fn classify_call(cx: &Checker<'_, '_>, call: &ast::ExprCall, bulk: bool) -> Use 
     // `accuracy(output.detach().cpu().numpy(), target.cpu().numpy())` in a loop that steps the
     // training: a whole batch copied at every step for a statistic, which can be had on the
     // device, or every N steps.
-    if bulk && computes_a_metric(&call.func) && cx.in_training_step() {
+    if bulk && computes_a_metric(&call.func) && cx.in_training_step() && statistic_only_kept(cx, call) {
         return Use::Deferrable;
     }
     if let Some(q) = cx.callee_name(call) {
@@ -2487,6 +2487,67 @@ fn copied_for_a_metric(cx: &Checker<'_, '_>, value: &Expr) -> bool {
         }
     }
     false
+}
+
+/// Is the statistic only kept (`acc, n = accuracy(..)` whose names are then only logged or
+/// accumulated, or handed straight to a logger or a meter)? Not when this step needs it: a test
+/// (`if accuracy(..) >= target: break`), or names used for more work (`ious = box_iou(..)` then
+/// matched against anchors).
+fn statistic_only_kept(cx: &Checker<'_, '_>, call: &ast::ExprCall) -> bool {
+    let Some(stmt) = cx.parents.iter().rev().find_map(|p| match p {
+        Node::Stmt(s) => Some(*s),
+        Node::Expr(_) => None,
+    }) else {
+        return false;
+    };
+    match stmt {
+        Stmt::Expr(_) => true,
+        Stmt::Assign(a) if a.value.range() == call.range() => {
+            let mut names: Vec<BindingId> = Vec::new();
+            for t in &a.targets {
+                any_subexpr(t, &mut |sub| {
+                    if let Expr::Name(n) = sub
+                        && let Some(b) = cx.model.definition_of(n)
+                    {
+                        names.push(b);
+                    }
+                    true
+                });
+            }
+            !names.is_empty() && !decides_with(cx, &names, stmt.end())
+        }
+        _ => false,
+    }
+}
+
+/// Does the function, after `after`, test one of the names (`if acc >= target: break`) or return
+/// it? Uses in the branches of a gate (`if i % print_freq == 0: save_debug_images(.., pred, ..)`)
+/// and in calls (a meter's `update`, a print) do not count. (Past 2048 statements, taken to.)
+fn decides_with(cx: &Checker<'_, '_>, names: &[BindingId], after: ruff_text_size::TextSize) -> bool {
+    let Some(f) = cx.function else { return true };
+    let mut gated: Vec<TextRange> = Vec::new();
+    let mut budget = 2048usize;
+    let mut decides = false;
+    each_stmt_after(&cx.model.function(f).def.body, after, &mut |s| {
+        budget = budget.saturating_sub(1);
+        if budget == 0 {
+            decides = true;
+            return false;
+        }
+        if gated.iter().any(|g| g.contains_range(s.range())) {
+            return true;
+        }
+        match s {
+            Stmt::If(i) if crate::python::checker::is_gate(&i.test) => gated.push(i.range()),
+            Stmt::If(ast::StmtIf { test, .. }) | Stmt::While(ast::StmtWhile { test, .. }) => {
+                decides |= mentions(cx, test, names);
+            }
+            Stmt::Return(ast::StmtReturn { value: Some(v), .. }) => decides |= mentions(cx, v, names),
+            _ => {}
+        }
+        !decides
+    });
+    decides
 }
 
 /// Is the function called named for a statistic of predictions (`accuracy`, `compute_iou`,
