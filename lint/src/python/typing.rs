@@ -470,18 +470,7 @@ impl<'m, 'a> Types<'m, 'a> {
     where
         'm: 's,
     {
-        let mut out = Vec::new();
-        let mut at = Some(class);
-        let mut seen = 0;
-        while let Some(c) = at {
-            out.extend(self.model.class(c).attr(name));
-            seen += 1;
-            if seen > 32 {
-                break;
-            }
-            at = self.model.class(c).bases().iter().find_map(|b| self.model.local_class(b));
-        }
-        out
+        self.class_attrs_upto(class, name, usize::MAX).unwrap_or_default()
     }
 
     /// [`Types::class_attrs`], or `None` past `limit` assignments (a container filled item by item
