@@ -1009,23 +1009,21 @@ fn mask_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
                             && handed_a_device_tensor(cx, &c.left)))
                     && host_made(cx, &c.left).is_none()
             }
-            // `~diag.bool()`: a tensor of the device cast to booleans (not one the name holds
-            // where it is cast, made on the host: `mask = torch.ones(h); mask[pruned] = 0`).
-            Expr::Call(c)
-                if c.arguments.is_empty() && matches!(&*c.func, Expr::Attribute(a) if a.attr.as_str() == "bool") =>
-            {
-                matches!(&*c.func, Expr::Attribute(a)
-                if cx.kind_of(&a.value) == Kind::Tensor && host_made(cx, &a.value).is_none()
-                    && !bound_on_host(cx, &a.value))
-            }
             // `max_probs.ge(thr)`, `torch.gt(x, 0)`, `loss.isnan()`: the comparisons and tests
-            // spelled as calls, of a tensor of the device.
+            // spelled as calls, of a tensor of the device; and `~diag.bool()`, a tensor of the
+            // device cast to booleans (not one the name holds where it is cast, made on the host:
+            // `mask = torch.ones(h); mask[pruned] = 0`).
             Expr::Call(c) => {
                 let compared = match cx.callee_name(c).as_deref().and_then(|q| q.strip_prefix("torch.")) {
                     Some(op) if COMPARISONS.contains(&op) => c.arguments.args.first(),
                     Some(_) => None,
                     None => match &*c.func {
-                        Expr::Attribute(a) if COMPARISONS.contains(&a.attr.as_str()) => Some(&*a.value),
+                        Expr::Attribute(a)
+                            if COMPARISONS.contains(&a.attr.as_str())
+                                || (a.attr.as_str() == "bool" && c.arguments.is_empty()) =>
+                        {
+                            Some(&*a.value)
+                        }
                         _ => None,
                     },
                 };
@@ -2491,10 +2489,9 @@ fn copied_for_a_metric(cx: &Checker<'_, '_>, value: &Expr) -> bool {
     false
 }
 
-/// Is the statistic only kept (`acc, n = accuracy(..)` whose names are then only logged or
-/// accumulated, or handed straight to a logger or a meter)? Not when this step needs it: a test
-/// (`if accuracy(..) >= target: break`), or names used for more work (`ious = box_iou(..)` then
-/// matched against anchors).
+/// Is the statistic only kept (`acc, n = accuracy(..)` whose names the function then neither
+/// tests nor returns, or the call handed straight to a logger or a meter)? Not when this step
+/// decides with it (`if accuracy(..) >= target: break`, or a name tested after).
 fn statistic_only_kept(cx: &Checker<'_, '_>, call: &ast::ExprCall) -> bool {
     let Some(stmt) = cx.parents.iter().rev().find_map(|p| match p {
         Node::Stmt(s) => Some(*s),
