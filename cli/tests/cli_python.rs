@@ -1305,6 +1305,9 @@ fn a_script_of_its_own_runs_where_it_says() {
     };
     write("chapter1/dqn.py", &train(""));
     write("chapter2/sac.py", &train(".cuda()"));
+    // A script that runs its loop by calling its own function at the top level (no `__main__`
+    // block) is a program of its own too.
+    write("chapter3/pg.py", &train("").replace("if __name__ == \"__main__\":\n    main()\n", "main()\n"));
     let report = lint_preview(d);
     assert_eq!(places(&report, "D005"), ["chapter2/sac.py:22:15"], "{report}");
     // Taking its network from a module of the project: on the device the project uses.
@@ -1315,4 +1318,59 @@ fn a_script_of_its_own_runs_where_it_says() {
     );
     let report = lint_preview(d);
     assert_eq!(places(&report, "D005"), ["chapter1/dqn.py:23:15", "chapter2/sac.py:22:15"], "{report}");
+}
+
+/// A distribution built at every step from tensors on the device checks its arguments on the host,
+/// until some file of the project turns the checks off (`set_default_validate_args(False)` in
+/// the entry script, spaced as its author spaced it): then no file's distributions are reported.
+#[test]
+fn distributions_are_checked_until_the_project_turns_checks_off() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    write_in(
+        d,
+        "agent/policy.py",
+        r#"import torch
+from torch import nn
+from torch.distributions import Normal
+
+
+class Policy(nn.Module):
+    def __init__(self, n, k):
+        super().__init__()
+        self.mu = nn.Linear(n, k)
+        self.log_std = nn.Parameter(torch.zeros(k))
+
+    def forward(self, x):
+        return Normal(self.mu(x), self.log_std.exp())
+"#,
+    );
+    let train = r#"import torch
+
+from agent.policy import Policy
+
+
+def main(loader):
+    model = Policy(8, 2).cuda()
+    opt = torch.optim.Adam(model.parameters())
+    for x, a in loader:
+        loss = -model(x.cuda()).log_prob(a.cuda()).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"#;
+    write_in(d, "train.py", train);
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["agent/policy.py:13:16"], "{report}");
+    assert!(report.contains("`Normal(..)` in `forward` waits for the device"), "{report}");
+    write_in(
+        d,
+        "train.py",
+        &train.replace(
+            "def main(loader):",
+            "torch.distributions.Distribution.set_default_validate_args( False )\n\n\ndef main(loader):",
+        ),
+    );
+    let report = lint_preview(d);
+    assert!(places(&report, "D005").is_empty(), "{report}");
 }

@@ -3479,10 +3479,18 @@ fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str, parses_a
     !defines_module && runs_as_program(model, parses_args)
 }
 
-/// Does the file run as a program: it parses a command line, loops at its top level or has an
-/// `if __name__ == "__main__":` block?
+/// Does the file run as a program: it parses a command line, loops at its top level (or calls
+/// there a function of its own that loops: `def train(): for episode in ..`, then `train()`) or
+/// has an `if __name__ == "__main__":` block?
 fn runs_as_program(model: &Model<'_>, parses_args: bool) -> bool {
-    parses_args || model.loops().any(|(_, l)| l.function.is_none()) || model.source.contains("__main__")
+    parses_args || model.loops().any(|(_, l)| l.function.is_none()) || model.source.contains("__main__") || {
+        let looping: FxHashSet<&str> =
+            model.loops().filter_map(|(_, l)| l.function).map(|f| model.function(f).name()).collect();
+        model.calls.iter().any(|site| {
+            site.function.is_none()
+                && matches!(&*site.call.func, Expr::Name(n) if looping.contains(n.id.as_str()))
+        })
+    }
 }
 
 /// Is the file named for what it runs (`train.py`, `eval_coco.py`, `run_glue.py`, `main.py`)?

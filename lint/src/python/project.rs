@@ -77,6 +77,9 @@ pub(crate) struct Project {
     cpu_path: bool,
     /// Some file of the project names an accelerator (`cuda`, `mps`, `xla`).
     accelerator: bool,
+    /// Some file of the project turns off the argument checks of `torch.distributions`
+    /// (`Distribution.set_default_validate_args(False)`).
+    validation_off: bool,
     /// Where the project's files say it runs ([`Placement`]).
     placement: Placement,
     /// The configuration declares the code CUDA-only (`target = "cuda"`).
@@ -114,6 +117,15 @@ pub(crate) struct Project {
     importers: FxHashSet<PathBuf>,
     /// The attributes some class's `_apply` override moves ([`applied_attributes`]).
     applied: Vec<Applied>,
+}
+
+/// Does the text turn off the argument checks of `torch.distributions`
+/// (`Distribution.set_default_validate_args(False)`, spaced any way)?
+pub(crate) fn turns_validation_off(text: &str) -> bool {
+    memchr::memmem::find_iter(text.as_bytes(), b"set_default_validate_args").any(|at| {
+        let rest = text[at + "set_default_validate_args".len()..].trim_start();
+        rest.strip_prefix('(').is_some_and(|r| r.trim_start().starts_with("False"))
+    })
 }
 
 /// What a project's text says about where it runs, for D002: whether a hard-coded `"cuda"`
@@ -432,6 +444,8 @@ pub(crate) struct FileEntry {
     pub(crate) cpu_path: bool,
     /// The file names an accelerator.
     pub(crate) accelerator: bool,
+    /// The file turns off the argument checks of `torch.distributions`.
+    pub(crate) validation_off: bool,
     /// Where the file says the code runs.
     pub(crate) placement: Placement,
     /// The command-line options it declares ([`super::options::declared`]).
@@ -481,6 +495,7 @@ impl Project {
             project.paths.push(file.path);
             project.cpu_path |= file.cpu_path;
             project.accelerator |= file.accelerator;
+            project.validation_off |= file.validation_off;
             project.placement = project.placement.union(file.placement);
             for declared in file.options {
                 project.options.declare(declared);
@@ -979,6 +994,11 @@ impl Project {
     /// Does some file of the project name an accelerator?
     pub(crate) fn uses_accelerator(&self) -> bool {
         self.accelerator
+    }
+
+    /// Does some file of the project turn off the argument checks of `torch.distributions`?
+    pub(crate) fn validation_off(&self) -> bool {
+        self.validation_off
     }
 
     /// Declares where the code runs (`target` in the configuration).
@@ -2473,6 +2493,11 @@ impl<'p> View<'p> {
     /// Does some file of the project name an accelerator?
     pub(crate) fn uses_accelerator(&self) -> bool {
         self.project.uses_accelerator()
+    }
+
+    /// Does some file of the project turn off the argument checks of `torch.distributions`?
+    pub(crate) fn validation_off(&self) -> bool {
+        self.project.validation_off()
     }
 
     /// This file's functions that other files call at every step.

@@ -86,6 +86,9 @@ enum AlwaysWaits {
     /// `torch.repeat_interleave(x, counts)` with no `output_size=`: the result's size is the sum
     /// of the counts, read on the host.
     Repeats,
+    /// `Normal(mu, std)`: `torch.distributions` checks its arguments' constraints as it builds
+    /// one, and reads the answer on the host.
+    Validated,
 }
 
 /// A value a read can be of as it stands: a name, an attribute or an item (a call is read, if
@@ -108,7 +111,9 @@ impl Rule for Check {
                     report(cx, sync, out);
                 } else if let Read::Found(sync) = call_read(cx, e) {
                     report(cx, sync, out);
-                } else if let Some(sync) = upload(cx, e).or_else(|| built_on_device(cx, e)) {
+                } else if let Some(sync) =
+                    upload(cx, e).or_else(|| built_on_device(cx, e)).or_else(|| validated_distribution(cx, e))
+                {
                     report(cx, sync, out);
                 }
             }
@@ -212,6 +217,9 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         return;
     }
     let Some(hot) = cx.hot() else { return };
+    if in_dead_branch(cx, sync.at) {
+        return;
+    }
     // A test function of a test file (`def test_radix_major():`) checks values, the helpers of a
     // file of tests set them up, and a script in a folder of tests, or named for tests and
     // comparing results (`ops_dcnv3/test.py` with its `torch.allclose`), compares or checks by
@@ -383,6 +391,11 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             format!("{message}: the size of its result is the sum of the repeats, read on the host"),
             "pass the total the host already knows as `output_size=` (the number of nodes or tokens, `x.size(0)`), so PyTorch does not read the repeats",
         )
+    } else if sync.always == Some(AlwaysWaits::Validated) {
+        (
+            format!("{message}: PyTorch checks the distribution's arguments and reads the answer on the host"),
+            "pass `validate_args=False` where it is built at every step, or turn the checks off once at start-up with `torch.distributions.Distribution.set_default_validate_args(False)` (keep them on while debugging)",
+        )
     } else if sync.always == Some(AlwaysWaits::SizedByData) {
         (
             format!("{message}: the size of its result is known only once the device has computed it"),
@@ -406,6 +419,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         (Some(Upload::Field), _) => "copied at every call",
         (Some(Upload::Index | Upload::NumpyIndex), _) => "index made on the host",
         (_, Some(AlwaysWaits::Synchronize)) => "waits for the device",
+        (_, Some(AlwaysWaits::Validated)) => "checks its arguments on the host",
         _ => "host read",
     };
     let mut finding = Finding::new(&registry::D005, range(sync.at), message).label(label).help(help);
@@ -415,6 +429,27 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         _ => {}
     }
     out.push(finding);
+}
+
+/// Is `at` in a branch no run takes: the body of `if False:` (or `if 0:`), or what follows
+/// `if True:` under its `else`?
+fn in_dead_branch(cx: &Checker<'_, '_>, at: TextRange) -> bool {
+    let constant = |e: &Expr| match e {
+        Expr::BooleanLiteral(b) => Some(b.value),
+        Expr::NumberLiteral(n) => match &n.value {
+            ast::Number::Int(i) => Some(i.as_u64() != Some(0)),
+            _ => None,
+        },
+        _ => None,
+    };
+    cx.parents.iter().any(|p| match p {
+        Node::Stmt(Stmt::If(i)) => match constant(&i.test) {
+            Some(false) => i.body.iter().any(|s| s.range().contains_range(at)),
+            Some(true) => i.elif_else_clauses.iter().any(|c| c.range().contains_range(at)),
+            None => false,
+        },
+        _ => false,
+    })
 }
 
 /// Does the module define tests at its top level, as a file of pytest's tests does: a
@@ -1565,6 +1600,83 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
         }
     }
     Read::Undecided
+}
+
+/// `torch.distributions`' distributions whose arguments have constraints to check.
+/// (`Independent`, `MixtureSameFamily` and `TransformedDistribution` check none of their own.)
+const VALIDATED_DISTRIBUTIONS: &[&str] = &[
+    "Bernoulli",
+    "Beta",
+    "Binomial",
+    "Categorical",
+    "Cauchy",
+    "Chi2",
+    "ContinuousBernoulli",
+    "Dirichlet",
+    "Exponential",
+    "FisherSnedecor",
+    "Gamma",
+    "GeneralizedPareto",
+    "Geometric",
+    "Gumbel",
+    "HalfCauchy",
+    "HalfNormal",
+    "InverseGamma",
+    "Kumaraswamy",
+    "LKJCholesky",
+    "Laplace",
+    "LogNormal",
+    "LogisticNormal",
+    "LowRankMultivariateNormal",
+    "Multinomial",
+    "MultivariateNormal",
+    "NegativeBinomial",
+    "Normal",
+    "OneHotCategorical",
+    "OneHotCategoricalStraightThrough",
+    "Pareto",
+    "Poisson",
+    "RelaxedBernoulli",
+    "RelaxedOneHotCategorical",
+    "StudentT",
+    "Uniform",
+    "VonMises",
+    "Weibull",
+    "Wishart",
+];
+
+/// `Normal(mu, std)`, `torch.distributions.Categorical(logits=logits)` given a tensor: unless told
+/// `validate_args=False` (or the project turns validation off,
+/// `Distribution.set_default_validate_args(False)`), PyTorch checks each argument against its
+/// constraint as it builds the distribution and tests the answer on the host
+/// (`if not valid.all(): raise ValueError(..)`).
+fn validated_distribution<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
+    let Expr::Call(call) = e else { return None };
+    let name = cx.callee_name(call)?;
+    let rest = name.strip_prefix("torch.distributions.")?;
+    // `torch.distributions.Normal`, or the class from its own module (`..normal.Normal`).
+    let class = match rest.split_once('.') {
+        None => rest,
+        Some((module, class)) if !class.contains('.') && module.chars().all(|c| c.is_ascii_lowercase() || c == '_') => {
+            class
+        }
+        Some(_) => return None,
+    };
+    if !VALIDATED_DISTRIBUTIONS.contains(&class)
+        || cx.types.project().validation_off()
+        || super::helpers::keyword(call, "validate_args").is_some_and(|v| !super::helpers::is_true(v))
+        || super::helpers::has_splat(call)
+    {
+        return None;
+    }
+    let tensor = call
+        .arguments
+        .args
+        .iter()
+        .chain(call.arguments.keywords.iter().map(|k| &k.value))
+        .find(|a| cx.kind_of(a).may_be_tensor() && provenance_in_project(cx, a).on_accelerator)?;
+    let what = format!("{class}(..)");
+    Some(Sync { always: Some(AlwaysWaits::Validated), ..Sync::read(false, what, tensor, e, call.range()) })
 }
 
 /// An op whose result's size depends on the data (`x.nonzero()`, `torch.nonzero(x)`,

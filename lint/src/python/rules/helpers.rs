@@ -871,7 +871,16 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                     };
                 }
                 if api::returns_tensor(&q) {
-                    let p = c.arguments.args.iter().fold(NONE, |p, arg| p.union(next(arg)));
+                    // Tensors given by keyword too (`F.cross_entropy(input=y_hat, target=y)`).
+                    let by_keyword = c.arguments.keywords.iter().filter_map(|k| {
+                        k.arg
+                            .as_ref()
+                            .filter(|a| {
+                                matches!(a.as_str(), "input" | "target" | "other" | "tensor" | "logits")
+                            })
+                            .map(|_| &k.value)
+                    });
+                    let p = c.arguments.args.iter().chain(by_keyword).fold(NONE, |p, arg| p.union(next(arg)));
                     // `torch.argmax(q, dim=1)`: as the method.
                     let integer = q.strip_prefix("torch.").is_some_and(integer_result);
                     return Provenance { requires_grad: p.requires_grad && !integer, ..p };
