@@ -346,6 +346,11 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             format!("{message}, and the loop takes the copy back to the device"),
             "keep the values on the device (collect them there) and copy what the host needs once, after the loop",
         )
+    } else if sync.bulk && argument_of(cx, sync.value, |c| collected_at_each_step(cx, c)) {
+        (
+            format!("{message}, to collect it"),
+            "collect the tensors on the device (`preds.append(out.detach())`) and copy them once after the loop (`torch.cat(preds).cpu()`), or copy only on the steps that use them",
+        )
     } else if sync.bulk && copied_for_a_metric(cx, sync.value) {
         (
             format!("{message}, to compute a statistic"),
@@ -2568,7 +2573,11 @@ fn classify_call(cx: &Checker<'_, '_>, call: &ast::ExprCall, bulk: bool) -> Use 
         // takes it back to the device (`xs.append(x.cpu())`, then `xs[-1].cuda()`): a round trip.
         let collects = ["append", "extend", "add", "update", "push", "put", "setdefault", "write", "record"];
         if bulk && collects.contains(&method) {
-            return if sent_back_in_loop(cx, &a.value) { Use::Deferrable } else { Use::Needed };
+            return if sent_back_in_loop(cx, &a.value) || collected_at_each_step(cx, call) {
+                Use::Deferrable
+            } else {
+                Use::Needed
+            };
         }
         // `self.store_metrics({..})`, `tracker.record_stats(..)`, `self.generate_step_logs(..)`:
         // named for keeping statistics or logs.
@@ -2586,15 +2595,30 @@ fn classify_call(cx: &Checker<'_, '_>, call: &ast::ExprCall, bulk: bool) -> Use 
     Use::Needed
 }
 
+/// Is the call a list's `append` or `extend` (not `np.append`) in a loop that steps the training
+/// (`train_pred.append(preds.detach().cpu().numpy())`)? The batch is copied to the host at every
+/// step for what the epoch computes after the loop; kept on the device, it is copied once.
+fn collected_at_each_step(cx: &Checker<'_, '_>, call: &ast::ExprCall) -> bool {
+    matches!(&*call.func, Expr::Attribute(a) if matches!(a.attr.as_str(), "append" | "extend")
+        && !super::helpers::names_a_module(cx, &a.value))
+        && cx.in_training_step()
+}
+
 /// Is the value copied an argument of a call named for a statistic (`accuracy(out.cpu().numpy(),
 /// ..)`), through the conversions around it (`.detach().cpu().numpy()`)?
 fn copied_for_a_metric(cx: &Checker<'_, '_>, value: &Expr) -> bool {
+    argument_of(cx, value, |c| computes_a_metric(&c.func))
+}
+
+/// Is the value, through the conversions around it (`.detach().cpu().numpy()`), an argument of a
+/// call that `is_call` accepts?
+fn argument_of(cx: &Checker<'_, '_>, value: &Expr, is_call: impl Fn(&ast::ExprCall) -> bool) -> bool {
     let mut child = value.range();
     for parent in cx.parents.iter().rev() {
         match parent {
             Node::Expr(Expr::Call(c)) if c.func.range().contains_range(child) => child = c.range(),
             Node::Expr(Expr::Attribute(a)) => child = a.range(),
-            Node::Expr(Expr::Call(c)) => return computes_a_metric(&c.func),
+            Node::Expr(Expr::Call(c)) => return is_call(c),
             _ => return false,
         }
     }

@@ -678,7 +678,7 @@ fn module_made_here_and_kept(cx: &Checker<'_, '_>, func: &Expr) -> bool {
 }
 
 /// Is `e` the name of an imported module (`torch`, `F`, `np`)?
-fn names_a_module(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+pub(crate) fn names_a_module(cx: &Checker<'_, '_>, e: &Expr) -> bool {
     matches!(e, Expr::Name(n) if cx.model.binding_of(n).is_some_and(|b| matches!(
         cx.model.binding(b).kind,
         crate::python::model::BindingKind::Import { .. } | crate::python::model::BindingKind::ImportRoot
