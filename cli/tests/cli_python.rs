@@ -1373,4 +1373,68 @@ def main(loader):
     );
     let report = lint_preview(d);
     assert!(places(&report, "D005").is_empty(), "{report}");
+    // Spelled with the parameter's name; a comment that mentions it, or a test that turns the
+    // checks off for itself, says nothing of the training code.
+    write_in(
+        d,
+        "train.py",
+        &train.replace(
+            "def main(loader):",
+            "from torch.distributions import Distribution\n\nDistribution.set_default_validate_args(value=False)\n\n\ndef main(loader):",
+        ),
+    );
+    let report = lint_preview(d);
+    assert!(places(&report, "D005").is_empty(), "{report}");
+    write_in(
+        d,
+        "train.py",
+        &train.replace(
+            "def main(loader):",
+            "# (set_default_validate_args(False) would hide bugs)\n\n\ndef main(loader):",
+        ),
+    );
+    write_in(
+        d,
+        "tests/test_policy.py",
+        "import torch\n\ntorch.distributions.Distribution.set_default_validate_args(False)\n\n\ndef test_policy():\n    pass\n",
+    );
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["agent/policy.py:13:16"], "{report}");
+}
+
+/// A meter of another file (star-imported, as `from utils import *` does) that keeps what its
+/// `update` is given holds the device's tensors when a training loop gives it some: reading its
+/// fields at every step waits. A library module that fills a table at import time with a helper
+/// of its own that loops is not a program (its hard-coded device is still reported).
+#[test]
+fn meters_of_other_files_and_library_tables() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    write_in(
+        d,
+        "utils.py",
+        "class AverageMeter(object):\n    def __init__(self):\n        self.val = 0\n        self.sum = 0\n        \
+         self.count = 0\n        self.avg = 0\n\n    def update(self, val, n=1):\n        self.val = val\n        \
+         self.sum += val * n\n        self.count += n\n        self.avg = self.sum / self.count\n",
+    );
+    write_in(
+        d,
+        "train.py",
+        "import torch\n\nfrom utils import *\n\n\ndef train_epoch(model, loader, criterion, optimizer):\n    \
+         losses = AverageMeter()\n    for inputs, targets in loader:\n        inputs, targets = inputs.cuda(), \
+         targets.cuda()\n        loss = criterion(model(inputs), targets)\n        losses.update(loss.data, \
+         inputs.size(0))\n        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n        \
+         print(losses.val.item())\n",
+    );
+    write_in(
+        d,
+        "mylib/ops.py",
+        "import torch\n\n\ndef _squares(n):\n    table = {}\n    for i in range(n):\n        table[i] = i * i\n    \
+         return table\n\n\nSQUARES = _squares(16)\n\n\ndef scale(x, w):\n    return x.to(torch.device(\"cuda\", 1)) * w\n\n\n\
+         def pick():\n    return torch.device(\"mps\" if torch.backends.mps.is_available() else \"cpu\")\n",
+    );
+    write_in(d, "mylib/__init__.py", "");
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["train.py:15:15"], "{report}");
+    assert_eq!(places(&report, "D002"), ["mylib/ops.py:15:30"], "{report}");
 }

@@ -749,7 +749,7 @@ impl<'m, 'a> Checker<'m, 'a> {
     /// it makes one: `Class(..)`, or a factory of another file of the project that returns one
     /// (`create_loss_function(cfg)` returning `DualLoss(..)`). The class as the semantic model
     /// qualifies it, or its absolute name when a factory names it.
-    fn instance_class(&self, instance: &Expr) -> Option<String> {
+    pub(crate) fn instance_class(&self, instance: &Expr) -> Option<String> {
         self.class_made_by(self.instance_made_by(instance)?)
     }
 
@@ -3483,14 +3483,32 @@ fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str, parses_a
 /// there a function of its own that loops: `def train(): for episode in ..`, then `train()`) or
 /// has an `if __name__ == "__main__":` block?
 fn runs_as_program(model: &Model<'_>, parses_args: bool) -> bool {
-    parses_args || model.loops().any(|(_, l)| l.function.is_none()) || model.source.contains("__main__") || {
-        let looping: FxHashSet<&str> =
-            model.loops().filter_map(|(_, l)| l.function).map(|f| model.function(f).name()).collect();
-        model.calls.iter().any(|site| {
+    if parses_args || model.loops().any(|(_, l)| l.function.is_none()) || model.source.contains("__main__") {
+        return true;
+    }
+    let looping: FxHashSet<&str> = model
+        .loops()
+        .filter_map(|(_, l)| l.function)
+        .map(|f| model.function(f))
+        .filter(|f| f.class.is_none() && f.parent.is_none())
+        .map(|f| f.name())
+        .collect();
+    // A statement of its own at the top level starts its line and ends it (`SQUARES =
+    // _squares(16)` keeps a value: a library's table, not a run).
+    let statement = |start: usize, end: usize| {
+        let source = model.source;
+        (start == 0 || source.as_bytes().get(start - 1) == Some(&b'\n'))
+            && source
+                .get(end..)
+                .and_then(|rest| rest.lines().next().or(Some("")))
+                .is_some_and(|rest| rest.split('#').next().is_some_and(|r| r.trim().is_empty()))
+    };
+    !looping.is_empty()
+        && model.calls.iter().any(|site| {
             site.function.is_none()
                 && matches!(&*site.call.func, Expr::Name(n) if looping.contains(n.id.as_str()))
+                && statement(site.call.range().start().to_usize(), site.call.range().end().to_usize())
         })
-    }
 }
 
 /// Is the file named for what it runs (`train.py`, `eval_coco.py`, `run_glue.py`, `main.py`)?

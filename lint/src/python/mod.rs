@@ -156,7 +156,9 @@ pub(crate) fn index_entry(
         let mut entry = project::FileEntry::of(path, &parsed.syntax().body);
         entry.cpu_path = rules::names_cpu_path(text) && project::chooses_the_cpu(text);
         entry.accelerator = project::names_an_accelerator(text);
-        entry.validation_off = project::turns_validation_off(text);
+        // (A test that turns the checks off for itself says nothing of the training code.)
+        entry.validation_off = !crate::source::FileKind::of_path(path).is_test_like()
+            && project::turns_validation_off(text, &parsed.syntax().body);
         entry.placement = project::Placement::of_text(text);
         let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         entry.runs_itself = checker::named_for_running(file_name)

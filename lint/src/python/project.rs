@@ -117,15 +117,133 @@ pub(crate) struct Project {
     importers: FxHashSet<PathBuf>,
     /// The attributes some class's `_apply` override moves ([`applied_attributes`]).
     applied: Vec<Applied>,
+    /// Per file and method (`Class.method`): what the method keeps of its parameters
+    /// ([`kept_parameters`]).
+    kept: FxHashMap<(PathBuf, String), Vec<(String, usize)>>,
 }
 
-/// Does the text turn off the argument checks of `torch.distributions`
-/// (`Distribution.set_default_validate_args(False)`, spaced any way)?
-pub(crate) fn turns_validation_off(text: &str) -> bool {
-    memchr::memmem::find_iter(text.as_bytes(), b"set_default_validate_args").any(|at| {
-        let rest = text[at + "set_default_validate_args".len()..].trim_start();
-        rest.strip_prefix('(').is_some_and(|r| r.trim_start().starts_with("False"))
-    })
+/// What a method keeps of its parameters: each attribute of `self` it assigns from one of them,
+/// directly or through another such attribute (`self.val = val`, `self.sum += val * n`, then
+/// `self.avg = self.sum / self.count`), with the parameter's position after `self`. An
+/// assignment that converts the value (`.item()`, `float(..)`, `.cpu()`, `.tolist()`,
+/// `.numpy()`) keeps a number or a host copy, and is left out.
+pub(crate) fn kept_parameters(f: &ast::StmtFunctionDef) -> Vec<(String, usize)> {
+    use super::rules::helpers::{any_subexpr, any_subexpr_is, each_stmt};
+    let params: Vec<&str> = f
+        .parameters
+        .posonlyargs
+        .iter()
+        .chain(&f.parameters.args)
+        .skip(1)
+        .map(|p| p.parameter.name.as_str())
+        .collect();
+    if params.is_empty() {
+        return Vec::new();
+    }
+    fn own(e: &Expr) -> Option<&str> {
+        match e {
+            Expr::Attribute(a) if matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "self") => {
+                Some(a.attr.as_str())
+            }
+            _ => None,
+        }
+    }
+    let mut assigned: Vec<(&str, &Expr)> = Vec::new();
+    each_stmt(&f.body, &mut |s| match s {
+        Stmt::Assign(a) if a.targets.len() == 1 => {
+            if let Some(attr) = own(&a.targets[0]) {
+                assigned.push((attr, &a.value));
+            }
+        }
+        Stmt::AugAssign(a) => {
+            if let Some(attr) = own(&a.target) {
+                assigned.push((attr, &a.value));
+            }
+        }
+        _ => {}
+    });
+    let converts = |e: &Expr| {
+        any_subexpr_is(e, |sub| match sub {
+            Expr::Call(c) => match &*c.func {
+                Expr::Attribute(a) => matches!(a.attr.as_str(), "item" | "cpu" | "tolist" | "numpy"),
+                Expr::Name(n) => matches!(n.id.as_str(), "float" | "int" | "bool"),
+                _ => false,
+            },
+            _ => false,
+        })
+    };
+    let mut kept: Vec<(String, usize)> = Vec::new();
+    // Twice: an attribute computed from another one kept later in the method (`self.avg` from
+    // `self.sum`) is found on the second pass.
+    for _ in 0..2 {
+        for (attr, value) in &assigned {
+            if kept.iter().any(|(k, _)| k == attr) || converts(value) {
+                continue;
+            }
+            let mut from = None;
+            any_subexpr(value, &mut |sub| {
+                from = match sub {
+                    Expr::Name(n) => params.iter().position(|p| *p == n.id.as_str()),
+                    e => own(e).and_then(|o| kept.iter().find(|(k, _)| k == o).map(|(_, i)| *i)),
+                };
+                from.is_none()
+            });
+            if let Some(i) = from {
+                kept.push(((*attr).to_string(), i));
+            }
+        }
+    }
+    kept
+}
+
+/// Does the module turn off the argument checks of `torch.distributions`: a call of
+/// `Distribution.set_default_validate_args(False)` (or `value=False`) anywhere in it? (The text
+/// is searched first: most files never name it.)
+pub(crate) fn turns_validation_off(text: &str, body: &[Stmt]) -> bool {
+    use ruff_python_ast::visitor::{Visitor, walk_expr, walk_stmt};
+    struct Find {
+        found: bool,
+        depth: usize,
+    }
+    impl<'a> Visitor<'a> for Find {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            if self.found || self.depth > super::model::MAX_DEPTH {
+                return;
+            }
+            self.depth += 1;
+            walk_stmt(self, s);
+            self.depth -= 1;
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if self.found || self.depth > super::model::MAX_DEPTH {
+                return;
+            }
+            if let Expr::Call(c) = e {
+                let named = match &*c.func {
+                    Expr::Attribute(a) => a.attr.as_str() == "set_default_validate_args",
+                    Expr::Name(n) => n.id.as_str() == "set_default_validate_args",
+                    _ => false,
+                };
+                let value =
+                    c.arguments.args.first().or_else(|| c.arguments.find_keyword("value").map(|k| &k.value));
+                if named && matches!(value, Some(Expr::BooleanLiteral(b)) if !b.value) {
+                    self.found = true;
+                    return;
+                }
+            }
+            self.depth += 1;
+            walk_expr(self, e);
+            self.depth -= 1;
+        }
+    }
+    if memchr::memmem::find(text.as_bytes(), b"set_default_validate_args").is_none() {
+        return false;
+    }
+    let mut find = Find { found: false, depth: 0 };
+    for s in body {
+        find.visit_stmt(s);
+    }
+    find.found
 }
 
 /// What a project's text says about where it runs, for D002: whether a hard-coded `"cuda"`
@@ -434,6 +552,8 @@ pub(crate) struct FileEntry {
     functions: Vec<(String, FunctionFacts)>,
     /// The methods of the top-level classes, as `Class.method`.
     methods: Vec<String>,
+    /// What those methods keep of their parameters ([`kept_parameters`]), where they keep some.
+    kept: Vec<(String, Vec<(String, usize)>)>,
     /// Its `from module import *` lines: how many aliases came before each, and the module as
     /// an absolute dotted name.
     stars: Vec<(usize, String)>,
@@ -496,6 +616,9 @@ impl Project {
             project.cpu_path |= file.cpu_path;
             project.accelerator |= file.accelerator;
             project.validation_off |= file.validation_off;
+            for (method, kept) in file.kept {
+                project.kept.insert((project.paths[file_id].clone(), method), kept);
+            }
             project.placement = project.placement.union(file.placement);
             for declared in file.options {
                 project.options.declare(declared);
@@ -1808,6 +1931,10 @@ impl Names<'_> {
                     for stmt in &c.body {
                         if let Stmt::FunctionDef(f) = stmt {
                             entry.methods.push(format!("{name}.{}", f.name));
+                            let kept = kept_parameters(f);
+                            if !kept.is_empty() {
+                                entry.kept.push((format!("{name}.{}", f.name), kept));
+                            }
                         }
                     }
                     entry.classes.push((name, bases));
@@ -2498,6 +2625,14 @@ impl<'p> View<'p> {
     /// Does some file of the project turn off the argument checks of `torch.distributions`?
     pub(crate) fn validation_off(&self) -> bool {
         self.project.validation_off()
+    }
+
+    /// What the method `method` of `class` (a class of another file of the project, as this file
+    /// names it) keeps of its parameters ([`kept_parameters`]).
+    pub(crate) fn kept_parameters(&self, class: &str, method: &str) -> &'p [(String, usize)] {
+        let Some(q) = self.method(class, method) else { return &[] };
+        let Some((file, own)) = self.project.method_file_from(&q, self.path) else { return &[] };
+        self.project.kept.get(&(file.to_path_buf(), own.to_string())).map_or(&[], Vec::as_slice)
     }
 
     /// This file's functions that other files call at every step.

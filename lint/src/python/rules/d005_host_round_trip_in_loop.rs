@@ -424,7 +424,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         (Some(Upload::Field), _) => "copied at every call",
         (Some(Upload::Index | Upload::NumpyIndex), _) => "index made on the host",
         (_, Some(AlwaysWaits::Synchronize)) => "waits for the device",
-        (_, Some(AlwaysWaits::Validated)) => "checks its arguments on the host",
+        (_, Some(AlwaysWaits::Validated)) => "arguments checked, answer read on the host",
         _ => "host read",
     };
     let mut finding = Finding::new(&registry::D005, range(sync.at), message).label(label).help(help);
@@ -436,8 +436,8 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     out.push(finding);
 }
 
-/// Is `at` in a branch no run takes: the body of `if False:` (or `if 0:`), or what follows
-/// `if True:` under its `else`?
+/// Is `at` in a branch no run takes: the body of `if False:` or `elif False:` (or `0`), or what
+/// follows `if True:` under its `elif`s and `else`?
 fn in_dead_branch(cx: &Checker<'_, '_>, at: TextRange) -> bool {
     let constant = |e: &Expr| match e {
         Expr::BooleanLiteral(b) => Some(b.value),
@@ -451,7 +451,10 @@ fn in_dead_branch(cx: &Checker<'_, '_>, at: TextRange) -> bool {
         Node::Stmt(Stmt::If(i)) => match constant(&i.test) {
             Some(false) => i.body.iter().any(|s| s.range().contains_range(at)),
             Some(true) => i.elif_else_clauses.iter().any(|c| c.range().contains_range(at)),
-            None => false,
+            // `elif False:`.
+            None => i.elif_else_clauses.iter().any(|c| {
+                c.test.as_ref().and_then(constant) == Some(false) && c.body.iter().any(|s| s.range().contains_range(at))
+            }),
         },
         _ => false,
     })
@@ -1667,11 +1670,20 @@ fn validated_distribution<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<
         }
         Some(_) => return None,
     };
-    if !VALIDATED_DISTRIBUTIONS.contains(&class)
-        || cx.types.project().validation_off()
-        || super::helpers::keyword(call, "validate_args").is_some_and(|v| !super::helpers::is_true(v))
-        || super::helpers::has_splat(call)
-    {
+    if !VALIDATED_DISTRIBUTIONS.contains(&class) {
+        return None;
+    }
+    // `validate_args=True` checks whatever the default; `None` (or nothing) takes the default;
+    // anything else may turn the checks off. (Given by position, it comes after the parameters:
+    // `Normal(mu, std, False)`.)
+    let given = super::helpers::keyword(call, "validate_args")
+        .or_else(|| call.arguments.args.last().filter(|a| matches!(a, Expr::BooleanLiteral(_))));
+    let checks = match given {
+        Some(v) if super::helpers::is_true(v) => true,
+        Some(Expr::NoneLiteral(_)) | None => !cx.types.project().validation_off() && !super::helpers::has_splat(call),
+        Some(_) => false,
+    };
+    if !checks {
         return None;
     }
     let tensor = call
@@ -2598,10 +2610,43 @@ fn classify_call(cx: &Checker<'_, '_>, call: &ast::ExprCall, bulk: bool) -> Use 
 /// Is the call a list's `append` or `extend` (not `np.append`) in a loop that steps the training
 /// (`train_pred.append(preds.detach().cpu().numpy())`)? The batch is copied to the host at every
 /// step for what the epoch computes after the loop; kept on the device, it is copied once.
+/// The list is one the function made (`train_pred = []`), and the loop does nothing else with it:
+/// a list read in the loop (`np.mean(losses[-10:])`) is needed there, and a container of another
+/// kind (a `deque` memory bank kept on the host) may be kept there on purpose.
 fn collected_at_each_step(cx: &Checker<'_, '_>, call: &ast::ExprCall) -> bool {
-    matches!(&*call.func, Expr::Attribute(a) if matches!(a.attr.as_str(), "append" | "extend")
-        && !super::helpers::names_a_module(cx, &a.value))
-        && cx.in_training_step()
+    let Expr::Attribute(a) = &*call.func else { return false };
+    let Expr::Name(list) = &*a.value else { return false };
+    if !matches!(a.attr.as_str(), "append" | "extend") || !cx.in_training_step() {
+        return false;
+    }
+    let a_list = |value: &Expr| {
+        matches!(value, Expr::List(_) | Expr::ListComp(_))
+            || matches!(value, Expr::Call(c) if matches!(&*c.func, Expr::Name(n) if n.id.as_str() == "list"))
+    };
+    // `preds = []`, or `records, flat = [], []`.
+    let made_a_list = cx.model.binding_of(list).is_some_and(|b| match cx.model.binding(b).kind {
+        BindingKind::Assignment { value, part: Part::Whole, .. } => a_list(value),
+        BindingKind::Assignment { value: Expr::Tuple(t), part: Part::Element(i), .. } => t.elts.get(i).is_some_and(a_list),
+        _ => false,
+    });
+    let Some(&l) = cx.loops.last() else { return false };
+    made_a_list && only_collected_in(cx.model.loop_(l).stmt, cx.model.source, list.id.as_str())
+}
+
+/// Is every mention of `name` in the loop's text the list of an `.append(` or `.extend(`?
+fn only_collected_in(stmt: &Stmt, source: &str, name: &str) -> bool {
+    let Some(text) = source.get(stmt.range().start().to_usize()..stmt.range().end().to_usize()) else {
+        return false;
+    };
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    memchr::memmem::find_iter(text.as_bytes(), name.as_bytes()).all(|at| {
+        let before = text[..at].chars().next_back();
+        let after = &text[at + name.len()..];
+        if before.is_some_and(|c| word(c) || c == '.') || after.starts_with(word) {
+            return true;
+        }
+        after.starts_with(".append(") || after.starts_with(".extend(")
+    })
 }
 
 /// Is the value copied an argument of a call named for a statistic (`accuracy(out.cpu().numpy(),
@@ -2618,6 +2663,8 @@ fn argument_of(cx: &Checker<'_, '_>, value: &Expr, is_call: impl Fn(&ast::ExprCa
         match parent {
             Node::Expr(Expr::Call(c)) if c.func.range().contains_range(child) => child = c.range(),
             Node::Expr(Expr::Attribute(a)) => child = a.range(),
+            // `records.append((out.cpu().numpy(), y))`: an item of what is handed over.
+            Node::Expr(Expr::Tuple(t)) => child = t.range(),
             Node::Expr(Expr::Call(c)) => return is_call(c),
             _ => return false,
         }

@@ -876,7 +876,23 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                         k.arg
                             .as_ref()
                             .filter(|a| {
-                                matches!(a.as_str(), "input" | "target" | "other" | "tensor" | "logits")
+                                matches!(
+                                    a.as_str(),
+                                    "input"
+                                        | "target"
+                                        | "other"
+                                        | "tensor"
+                                        | "logits"
+                                        | "query"
+                                        | "key"
+                                        | "value"
+                                        | "x1"
+                                        | "x2"
+                                        | "input1"
+                                        | "input2"
+                                        | "mat1"
+                                        | "mat2"
+                                )
                             })
                             .map(|_| &k.value)
                     });
@@ -996,6 +1012,12 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                         })
                 });
                 return Provenance { on_accelerator: registered, requires_grad: parameter };
+            }
+            // `top1.avg` of a meter this function updates (`top1.update(prec1, n)`, where
+            // `update` keeps what it is given: `self.val = val`, `self.avg = self.sum /
+            // self.count`): where what it is given is.
+            if let Some(p) = kept_by_a_method(cx, a, &next) {
+                return p;
             }
             // A field of an object moved to the device as a whole (`data = data.to(device)`: a
             // graph batch, a tokenizer's `BatchEncoding`): where the object is. (Not what
@@ -1183,6 +1205,88 @@ fn plain_attribute(
         cx.plain_attributes.borrow_mut().remove(&key);
     }
     p
+}
+
+/// `meter.avg` where `meter = AverageMeter()` (a plain class of this file or another file of the
+/// project) and the function calls a method of it that keeps one of its parameters in that
+/// attribute ([`crate::python::project::kept_parameters`]): where the arguments it is given
+/// there are. (The first few hundred calls of the function are looked at.)
+fn kept_by_a_method(
+    cx: &Checker<'_, '_>,
+    a: &ast::ExprAttribute,
+    next: &dyn Fn(&Expr) -> Provenance,
+) -> Option<Provenance> {
+    let Expr::Name(instance) = &*a.value else { return None };
+    let made = cx.instance_made_by(&a.value)?;
+    // The class, when this file defines it; else as another file of the project names it.
+    let local = match cx.model.callee(made, cx.function) {
+        Some(crate::python::model::Callee::Class(c)) => Some(c),
+        _ => None,
+    };
+    let project = cx.types.project();
+    let class = match local {
+        Some(c) if cx.types.is_module_class(c) != crate::python::typing::Truth::No => return None,
+        Some(_) => String::new(),
+        None => match cx.instance_class(&a.value) {
+            Some(class)
+                if project.method(&class, "__init__").is_some()
+                    || project.method(&class, "update").is_some() =>
+            {
+                class
+            }
+            _ => star_imported_class(cx, made)?,
+        },
+    };
+    let kept = |method: &str| -> Vec<(String, usize)> {
+        match local {
+            Some(c) => cx
+                .model
+                .functions()
+                .find(|(_, f)| f.class == Some(c) && f.name() == method)
+                .map(|(_, f)| crate::python::project::kept_parameters(f.def))
+                .unwrap_or_default(),
+            None => project.kept_parameters(&class, method).to_vec(),
+        }
+    };
+    let mut found: Option<Provenance> = None;
+    let calls = cx.model.calls.iter().filter(|s| s.function == cx.function).take(256);
+    for site in calls {
+        let Expr::Attribute(m) = &*site.call.func else { continue };
+        if !matches!(&*m.value, Expr::Name(n) if n.id == instance.id) {
+            continue;
+        }
+        if let Some((_, i)) = kept(m.attr.as_str()).into_iter().find(|(k, _)| k == a.attr.as_str())
+            && let Some(arg) = site.call.arguments.args.get(i)
+        {
+            let p = next(arg);
+            found = Some(found.map_or(p, |f| f.union(p)));
+        }
+    }
+    found.map(|p| Provenance { requires_grad: false, ..p })
+}
+
+/// `AverageMeter()` where the name is bound by nothing in the file but a star import
+/// (`from utils import *`): the class as the first star-imported module of the project that
+/// defines a method of it names it (`utils.AverageMeter`).
+fn star_imported_class(cx: &Checker<'_, '_>, made: &ast::ExprCall) -> Option<String> {
+    let Expr::Name(n) = &*made.func else { return None };
+    if cx.model.binding_of(n).is_some() {
+        return None;
+    }
+    let project = cx.types.project();
+    cx.module_body.iter().find_map(|s| match s {
+        Stmt::ImportFrom(i) if i.names.iter().any(|a| a.name.as_str() == "*") => {
+            let module = i.module.as_ref().map_or("", |m| m.as_str());
+            let dots = ".".repeat(i.level as usize);
+            let class = if module.is_empty() {
+                format!("{dots}{}", n.id)
+            } else {
+                format!("{dots}{module}.{}", n.id)
+            };
+            project.method(&class, "__init__").or_else(|| project.method(&class, "update")).map(|_| class)
+        }
+        _ => None,
+    })
 }
 
 /// Item `i` of what the function of this file that `c` calls returns, where each of its
