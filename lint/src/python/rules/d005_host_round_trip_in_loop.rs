@@ -1660,19 +1660,33 @@ const VALIDATED_DISTRIBUTIONS: &[&str] = &[
 /// (`if not valid.all(): raise ValueError(..)`).
 fn validated_distribution<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     let Expr::Call(call) = e else { return None };
-    let name = cx.callee_name(call)?;
-    let rest = name.strip_prefix("torch.distributions.")?;
     // `torch.distributions.Normal`, or the class from its own module (`..normal.Normal`).
-    let class = match rest.split_once('.') {
-        None => rest,
-        Some((module, class)) if !class.contains('.') && module.chars().all(|c| c.is_ascii_lowercase() || c == '_') => {
-            class
-        }
-        Some(_) => return None,
+    let validated = |name: &str| -> Option<String> {
+        let rest = name.strip_prefix("torch.distributions.")?;
+        let class = match rest.split_once('.') {
+            None => rest,
+            Some((module, class))
+                if !class.contains('.') && module.chars().all(|c| c.is_ascii_lowercase() || c == '_') =>
+            {
+                class
+            }
+            Some(_) => return None,
+        };
+        VALIDATED_DISTRIBUTIONS.contains(&class).then(|| class.to_string())
     };
-    if !VALIDATED_DISTRIBUTIONS.contains(&class) {
-        return None;
-    }
+    let class = match cx.callee_name(call) {
+        Some(name) if name.starts_with("torch.") => validated(&name)?,
+        // A class of this file deriving from one (`class FixedCategorical(Categorical)`, whose
+        // `__init__` is the base's): named as written.
+        _ => match cx.model.callee(call, cx.function) {
+            Some(crate::python::model::Callee::Class(c)) => {
+                let def = cx.model.class(c).def;
+                def.bases().iter().find_map(|b| cx.model.canonical_name(b).and_then(|q| validated(&q)))?;
+                def.name.as_str().to_string()
+            }
+            _ => return None,
+        },
+    };
     // `validate_args=True` checks whatever the default; `None` (or nothing) takes the default;
     // anything else may turn the checks off. (Given by position, it comes after the parameters:
     // `Normal(mu, std, False)`.)
