@@ -1308,6 +1308,13 @@ fn a_script_of_its_own_runs_where_it_says() {
     // A script that runs its loop by calling its own function at the top level (no `__main__`
     // block) is a program of its own too.
     write("chapter3/pg.py", &train("").replace("if __name__ == \"__main__\":\n    main()\n", "main()\n"));
+    write(
+        "chapter4/a2c.py",
+        &train("").replacen("import torch\n", "import sys\n\nimport torch\n", 1).replace(
+            "if __name__ == \"__main__\":\n    main()\n",
+            "try:\n    sys.exit(main())\nexcept KeyboardInterrupt:\n    pass\n",
+        ),
+    );
     let report = lint_preview(d);
     assert_eq!(places(&report, "D005"), ["chapter2/sac.py:22:15"], "{report}");
     // Taking its network from a module of the project: on the device the project uses.

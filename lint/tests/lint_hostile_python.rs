@@ -728,3 +728,26 @@ fn a_container_of_self_filled_thousands_of_times_is_linted() {
     let found = &report(&reports, "holder.py").diagnostics;
     assert!(found.iter().any(|d| d.code == "D005" && d.start.line == 6), "{found:?}");
 }
+
+/// A meter whose `update` chains thousands of its attributes (`self.a1 = self.a0`, ..), read and
+/// updated thousands of times in one loop: what the method keeps is worked out once and from a
+/// bounded number of assignments, and a small meter beside it is still followed.
+#[test]
+fn meters_with_thousands_of_chained_attributes_are_linted() {
+    let n = 3_000;
+    let mut text = String::from(
+        "import torch\n\n\nclass Meter:\n    def update(self, val):\n        self.val = val\n\n\nclass Chain:\n    def update(self, val):\n        self.a0 = val\n",
+    );
+    for i in 1..n {
+        text.push_str(&format!("        self.a{i} = self.a{}\n", i - 1));
+    }
+    text.push_str(
+        "\n\ndef train(model, loader, opt):\n    model.cuda()\n    m = Meter()\n    c = Chain()\n    for x in loader:\n        loss = model(x.cuda()).sum()\n        opt.zero_grad()\n        loss.backward()\n        opt.step()\n        m.update(loss.detach())\n        print(m.val.item())\n",
+    );
+    for i in 0..n {
+        text.push_str(&format!("        c.update(loss.detach())\n        print(c.a{i})\n"));
+    }
+    let (_dir, reports) = run_of(&[("train.py", text.into_bytes())]);
+    let found = &report(&reports, "train.py").diagnostics;
+    assert!(found.iter().any(|d| d.code == "D005" && d.message.contains(".item()")), "{found:?}");
+}

@@ -23,6 +23,9 @@ use super::rules::Rules;
 use super::rules::helpers::{NameWords, name_words, names_accelerator};
 use super::typing::{Kind, Truth, Types};
 
+/// What a method keeps of its parameters ([`super::project::kept_parameters`]), shared.
+pub(crate) type KeptParameters = std::rc::Rc<[(String, usize)]>;
+
 /// A rule of the Python front end.
 pub(crate) trait Rule {
     /// What the walk shows the rule: the kinds of expression [`Rule::expr`] looks at, and
@@ -285,6 +288,9 @@ pub(crate) struct Checker<'m, 'a> {
     pub(crate) passed_by_callers: std::cell::RefCell<FxHashMap<(FunctionId, usize), Option<bool>>>,
     /// Per attribute of a plain class asked about (class, name): where what its methods assign to
     /// it is, worked out once (`None` while it is being worked out: a cycle reads as nowhere).
+    /// Per method of this file: what it keeps of its parameters
+    /// ([`super::project::kept_parameters`]), worked out once.
+    pub(crate) kept: std::cell::RefCell<FxHashMap<FunctionId, KeptParameters>>,
     pub(crate) plain_attributes: std::cell::RefCell<
         FxHashMap<(super::model::ClassId, String), Option<super::rules::helpers::Provenance>>,
     >,
@@ -350,6 +356,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             straight_line: std::cell::RefCell::new(FxHashMap::default()),
             passed_by_callers: std::cell::RefCell::new(FxHashMap::default()),
             plain_attributes: std::cell::RefCell::new(FxHashMap::default()),
+            kept: std::cell::RefCell::new(FxHashMap::default()),
             returned_values: std::cell::RefCell::new(FxHashMap::default()),
             other_device_branches: std::cell::RefCell::new(FxHashMap::default()),
             function_starts: std::cell::OnceCell::new(),
@@ -3493,21 +3500,18 @@ fn runs_as_program(model: &Model<'_>, parses_args: bool) -> bool {
         .filter(|f| f.class.is_none() && f.parent.is_none())
         .map(|f| f.name())
         .collect();
-    // A statement of its own at the top level starts its line and ends it (`SQUARES =
-    // _squares(16)` keeps a value: a library's table, not a run).
-    let statement = |start: usize, end: usize| {
-        let source = model.source;
-        (start == 0 || source.as_bytes().get(start - 1) == Some(&b'\n'))
-            && source
-                .get(end..)
-                .and_then(|rest| rest.lines().next().or(Some("")))
-                .is_some_and(|rest| rest.split('#').next().is_some_and(|r| r.trim().is_empty()))
+    // A call whose value is kept (`SQUARES = _squares(16)`: a library's table filled at import) is
+    // not a run; one called for what it does is (`main()`, `sys.exit(main())`, under `try:`).
+    let kept = |start: usize| {
+        let line = model.source.get(..start).and_then(|before| before.rsplit('\n').next()).unwrap_or("");
+        let line = line.trim_end();
+        line.ends_with('=') && !["==", "!=", "<=", ">="].iter().any(|op| line.ends_with(op))
     };
     !looping.is_empty()
         && model.calls.iter().any(|site| {
             site.function.is_none()
                 && matches!(&*site.call.func, Expr::Name(n) if looping.contains(n.id.as_str()))
-                && statement(site.call.range().start().to_usize(), site.call.range().end().to_usize())
+                && !kept(site.call.range().start().to_usize())
         })
 }
 

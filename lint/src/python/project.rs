@@ -129,7 +129,9 @@ pub(crate) struct Project {
 /// `.numpy()`) keeps a number or a host copy, and is left out.
 pub(crate) fn kept_parameters(f: &ast::StmtFunctionDef) -> Vec<(String, usize)> {
     use super::rules::helpers::{any_subexpr, any_subexpr_is, each_stmt};
-    let params: Vec<&str> = f
+    /// The assignments looked at: a method's, not generated code's thousands.
+    const MAX_ASSIGNMENTS: usize = 64;
+    let mut params: Vec<&str> = f
         .parameters
         .posonlyargs
         .iter()
@@ -149,19 +151,34 @@ pub(crate) fn kept_parameters(f: &ast::StmtFunctionDef) -> Vec<(String, usize)> 
         }
     }
     let mut assigned: Vec<(&str, &Expr)> = Vec::new();
-    each_stmt(&f.body, &mut |s| match s {
-        Stmt::Assign(a) if a.targets.len() == 1 => {
-            if let Some(attr) = own(&a.targets[0]) {
-                assigned.push((attr, &a.value));
+    let mut too_many = false;
+    each_stmt(&f.body, &mut |s| {
+        let (targets, value): (&[Expr], &Expr) = match s {
+            Stmt::Assign(a) => (&a.targets, &a.value),
+            Stmt::AugAssign(a) => (std::slice::from_ref(&*a.target), &a.value),
+            Stmt::AnnAssign(ast::StmtAnnAssign { target, value: Some(v), .. }) => {
+                (std::slice::from_ref(&**target), v)
+            }
+            _ => return,
+        };
+        for t in targets {
+            match t {
+                Expr::Attribute(_) => {
+                    if let Some(attr) = own(t) {
+                        too_many |= assigned.len() >= MAX_ASSIGNMENTS;
+                        assigned.push((attr, value));
+                    }
+                }
+                // A parameter rebound (`val = val.item()`): what the method keeps is no longer
+                // what it was given.
+                Expr::Name(n) => params.retain(|p| *p != n.id.as_str()),
+                _ => {}
             }
         }
-        Stmt::AugAssign(a) => {
-            if let Some(attr) = own(&a.target) {
-                assigned.push((attr, &a.value));
-            }
-        }
-        _ => {}
     });
+    if too_many || params.is_empty() {
+        return Vec::new();
+    }
     let converts = |e: &Expr| {
         any_subexpr_is(e, |sub| match sub {
             Expr::Call(c) => match &*c.func {
@@ -172,24 +189,33 @@ pub(crate) fn kept_parameters(f: &ast::StmtFunctionDef) -> Vec<(String, usize)> 
             _ => false,
         })
     };
+    // An attribute ever assigned a converted value (`self.avg = float(self.avg)`) holds a number.
+    let converted: Vec<&str> = assigned.iter().filter(|(_, v)| converts(v)).map(|(a, _)| *a).collect();
     let mut kept: Vec<(String, usize)> = Vec::new();
     // Twice: an attribute computed from another one kept later in the method (`self.avg` from
-    // `self.sum`) is found on the second pass.
+    // `self.sum`) is found on the second pass. Each parameter it is computed from counts
+    // (`self.sum += n * val`).
     for _ in 0..2 {
         for (attr, value) in &assigned {
-            if kept.iter().any(|(k, _)| k == attr) || converts(value) {
+            if converted.contains(attr) {
                 continue;
             }
-            let mut from = None;
+            let mut from: Vec<usize> = Vec::new();
             any_subexpr(value, &mut |sub| {
-                from = match sub {
-                    Expr::Name(n) => params.iter().position(|p| *p == n.id.as_str()),
-                    e => own(e).and_then(|o| kept.iter().find(|(k, _)| k == o).map(|(_, i)| *i)),
-                };
-                from.is_none()
+                match sub {
+                    Expr::Name(n) => from.extend(params.iter().position(|p| *p == n.id.as_str())),
+                    e => {
+                        if let Some(o) = own(e) {
+                            from.extend(kept.iter().filter(|(k, _)| k == o).map(|(_, i)| *i));
+                        }
+                    }
+                }
+                true
             });
-            if let Some(i) = from {
-                kept.push(((*attr).to_string(), i));
+            for i in from {
+                if !kept.iter().any(|(k, j)| k == attr && *j == i) {
+                    kept.push(((*attr).to_string(), i));
+                }
             }
         }
     }
@@ -226,7 +252,14 @@ pub(crate) fn turns_validation_off(text: &str, body: &[Stmt]) -> bool {
                 };
                 let value =
                     c.arguments.args.first().or_else(|| c.arguments.find_keyword("value").map(|k| &k.value));
-                if named && matches!(value, Some(Expr::BooleanLiteral(b)) if !b.value) {
+                let off = match value {
+                    Some(Expr::BooleanLiteral(b)) => !b.value,
+                    Some(Expr::NumberLiteral(n)) => {
+                        matches!(&n.value, ast::Number::Int(i) if i.as_u64() == Some(0))
+                    }
+                    _ => false,
+                };
+                if named && off {
                     self.found = true;
                     return;
                 }

@@ -447,16 +447,20 @@ fn in_dead_branch(cx: &Checker<'_, '_>, at: TextRange) -> bool {
         },
         _ => None,
     };
-    cx.parents.iter().any(|p| match p {
-        Node::Stmt(Stmt::If(i)) => match constant(&i.test) {
-            Some(false) => i.body.iter().any(|s| s.range().contains_range(at)),
-            Some(true) => i.elif_else_clauses.iter().any(|c| c.range().contains_range(at)),
-            // `elif False:`.
-            None => i.elif_else_clauses.iter().any(|c| {
-                c.test.as_ref().and_then(constant) == Some(false) && c.body.iter().any(|s| s.range().contains_range(at))
-            }),
-        },
-        _ => false,
+    let within = |body: &[Stmt]| body.iter().any(|s| s.range().contains_range(at));
+    cx.parents.iter().any(|p| {
+        let Node::Stmt(Stmt::If(i)) = p else { return false };
+        // A branch is dead when its own test is false, or a test before it is true.
+        let mut taken_before = constant(&i.test) == Some(true);
+        if constant(&i.test) == Some(false) && within(&i.body) {
+            return true;
+        }
+        i.elif_else_clauses.iter().any(|c| {
+            let test = c.test.as_ref().and_then(constant);
+            let dead = taken_before || test == Some(false);
+            taken_before |= test == Some(true);
+            dead && within(&c.body)
+        })
     })
 }
 

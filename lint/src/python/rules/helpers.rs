@@ -1210,7 +1210,7 @@ fn plain_attribute(
 /// `meter.avg` where `meter = AverageMeter()` (a plain class of this file or another file of the
 /// project) and the function calls a method of it that keeps one of its parameters in that
 /// attribute ([`crate::python::project::kept_parameters`]): where the arguments it is given
-/// there are. (The first few hundred calls of the function are looked at.)
+/// there are. (The instance's first few dozen calls in the function are looked at.)
 fn kept_by_a_method(
     cx: &Checker<'_, '_>,
     a: &ast::ExprAttribute,
@@ -1237,36 +1237,48 @@ fn kept_by_a_method(
             _ => star_imported_class(cx, made)?,
         },
     };
-    let kept = |method: &str| -> Vec<(String, usize)> {
+    let kept = |method: &str| -> std::rc::Rc<[(String, usize)]> {
         match local {
-            Some(c) => cx
-                .model
-                .functions()
-                .find(|(_, f)| f.class == Some(c) && f.name() == method)
-                .map(|(_, f)| crate::python::project::kept_parameters(f.def))
-                .unwrap_or_default(),
-            None => project.kept_parameters(&class, method).to_vec(),
+            Some(c) => {
+                let Some((f, def)) =
+                    cx.model.functions().find(|(_, f)| f.class == Some(c) && f.name() == method)
+                else {
+                    return std::rc::Rc::from([]);
+                };
+                cx.kept
+                    .borrow_mut()
+                    .entry(f)
+                    .or_insert_with(|| crate::python::project::kept_parameters(def.def).into())
+                    .clone()
+            }
+            None => project.kept_parameters(&class, method).into(),
         }
     };
     let mut found: Option<Provenance> = None;
-    let calls = cx.model.calls.iter().filter(|s| s.function == cx.function).take(256);
+    // The instance's own calls in the function (the first few dozen).
+    let calls = cx
+        .model
+        .calls
+        .iter()
+        .filter(|s| {
+            s.function == cx.function
+                && matches!(&*s.call.func, Expr::Attribute(m) if matches!(&*m.value, Expr::Name(n) if n.id == instance.id))
+        })
+        .take(64);
     for site in calls {
         let Expr::Attribute(m) = &*site.call.func else { continue };
-        if !matches!(&*m.value, Expr::Name(n) if n.id == instance.id) {
-            continue;
-        }
-        if let Some((_, i)) = kept(m.attr.as_str()).into_iter().find(|(k, _)| k == a.attr.as_str())
-            && let Some(arg) = site.call.arguments.args.get(i)
-        {
-            let p = next(arg);
-            found = Some(found.map_or(p, |f| f.union(p)));
+        for (_, i) in kept(m.attr.as_str()).iter().filter(|(k, _)| k == a.attr.as_str()) {
+            if let Some(arg) = site.call.arguments.args.get(*i) {
+                let p = next(arg);
+                found = Some(found.map_or(p, |f| f.union(p)));
+            }
         }
     }
     found.map(|p| Provenance { requires_grad: false, ..p })
 }
 
 /// `AverageMeter()` where the name is bound by nothing in the file but a star import
-/// (`from utils import *`): the class as the first star-imported module of the project that
+/// (`from utils import *`): the class as the last star-imported module of the project that
 /// defines a method of it names it (`utils.AverageMeter`).
 fn star_imported_class(cx: &Checker<'_, '_>, made: &ast::ExprCall) -> Option<String> {
     let Expr::Name(n) = &*made.func else { return None };
@@ -1274,7 +1286,8 @@ fn star_imported_class(cx: &Checker<'_, '_>, made: &ast::ExprCall) -> Option<Str
         return None;
     }
     let project = cx.types.project();
-    cx.module_body.iter().find_map(|s| match s {
+    // The last star import that binds it wins, as in Python.
+    cx.module_body.iter().rev().find_map(|s| match s {
         Stmt::ImportFrom(i) if i.names.iter().any(|a| a.name.as_str() == "*") => {
             let module = i.module.as_ref().map_or("", |m| m.as_str());
             let dots = ".".repeat(i.level as usize);
