@@ -1370,36 +1370,24 @@ def main(loader):
     let report = lint_preview(d);
     assert_eq!(places(&report, "D005"), ["agent/policy.py:13:16"], "{report}");
     assert!(report.contains("`Normal(..)` in `forward` waits for the device"), "{report}");
-    write_in(
-        d,
-        "train.py",
-        &train.replace(
-            "def main(loader):",
-            "torch.distributions.Distribution.set_default_validate_args( False )\n\n\ndef main(loader):",
-        ),
-    );
-    let report = lint_preview(d);
+    // The entry script with `prelude` before its `main`.
+    let with_prelude = |prelude: &str| {
+        write_in(
+            d,
+            "train.py",
+            &train.replace("def main(loader):", &format!("{prelude}\n\n\ndef main(loader):")),
+        );
+        lint_preview(d)
+    };
+    let report = with_prelude("torch.distributions.Distribution.set_default_validate_args( False )");
     assert!(places(&report, "D005").is_empty(), "{report}");
     // Spelled with the parameter's name; a comment that mentions it, or a test that turns the
     // checks off for itself, says nothing of the training code.
-    write_in(
-        d,
-        "train.py",
-        &train.replace(
-            "def main(loader):",
-            "from torch.distributions import Distribution\n\nDistribution.set_default_validate_args(value=False)\n\n\ndef main(loader):",
-        ),
+    let report = with_prelude(
+        "from torch.distributions import Distribution\n\nDistribution.set_default_validate_args(value=False)",
     );
-    let report = lint_preview(d);
     assert!(places(&report, "D005").is_empty(), "{report}");
-    write_in(
-        d,
-        "train.py",
-        &train.replace(
-            "def main(loader):",
-            "# (set_default_validate_args(False) would hide bugs)\n\n\ndef main(loader):",
-        ),
-    );
+    with_prelude("# (set_default_validate_args(False) would hide bugs)");
     write_in(
         d,
         "tests/test_policy.py",
