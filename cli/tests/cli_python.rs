@@ -1397,7 +1397,7 @@ def main(loader):
     assert_eq!(places(&report, "D005"), ["agent/policy.py:13:16"], "{report}");
 }
 
-/// A meter of another file (star-imported, as `from utils import *` does) that keeps what its
+/// A plain meter of another file (star-imported, as `from utils import *` does) that keeps what its
 /// `update` is given holds the device's tensors when a training loop gives it some: reading its
 /// fields at every step waits. A library module that fills a table at import time with a helper
 /// of its own that loops is not a program (its hard-coded device is still reported).
@@ -1429,6 +1429,20 @@ fn meters_of_other_files_and_library_tables() {
          def pick():\n    return torch.device(\"mps\" if torch.backends.mps.is_available() else \"cpu\")\n",
     );
     write_in(d, "mylib/__init__.py", "");
+    // A meter that is a module (a buffer-like state of a model) is not a plain meter: not
+    // followed, as in its own file.
+    write_in(
+        d,
+        "smooth.py",
+        "import torch.nn as nn\n\n\nclass Smoothed(nn.Module):\n    def update(self, val):\n        self.val = val\n",
+    );
+    write_in(
+        d,
+        "train_smooth.py",
+        "import torch\n\nfrom smooth import Smoothed\n\n\ndef train(model, loader, optimizer):\n    s = Smoothed()\n    \
+         for x in loader:\n        loss = model(x.cuda()).sum()\n        optimizer.zero_grad()\n        loss.backward()\n        \
+         optimizer.step()\n        s.update(loss.detach())\n        print(s.val.item())\n",
+    );
     let report = lint_preview(d);
     assert_eq!(places(&report, "D005"), ["train.py:15:15"], "{report}");
     assert_eq!(places(&report, "D002"), ["mylib/ops.py:15:30"], "{report}");

@@ -678,7 +678,7 @@ fn module_made_here_and_kept(cx: &Checker<'_, '_>, func: &Expr) -> bool {
 }
 
 /// Is `e` the name of an imported module (`torch`, `F`, `np`)?
-pub(crate) fn names_a_module(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+fn names_a_module(cx: &Checker<'_, '_>, e: &Expr) -> bool {
     matches!(e, Expr::Name(n) if cx.model.binding_of(n).is_some_and(|b| matches!(
         cx.model.binding(b).kind,
         crate::python::model::BindingKind::Import { .. } | crate::python::model::BindingKind::ImportRoot
@@ -1227,13 +1227,9 @@ fn kept_by_a_method(
     let class = match local {
         Some(c) if cx.types.is_module_class(c) != crate::python::typing::Truth::No => return None,
         Some(_) => String::new(),
+        // A plain class of another file (not a module: `model.to()` moves a module's tensors).
         None => match cx.instance_class(&a.value) {
-            Some(class)
-                if project.method(&class, "__init__").is_some()
-                    || project.method(&class, "update").is_some() =>
-            {
-                class
-            }
+            Some(class) if project.is_module(&class) == crate::python::typing::Truth::No => class,
             _ => star_imported_class(cx, made)?,
         },
     };
@@ -1279,7 +1275,7 @@ fn kept_by_a_method(
 
 /// `AverageMeter()` where the name is bound by nothing in the file but a star import
 /// (`from utils import *`): the class as the last star-imported module of the project that
-/// defines a method of it names it (`utils.AverageMeter`).
+/// defines it as a plain class names it (`utils.AverageMeter`).
 fn star_imported_class(cx: &Checker<'_, '_>, made: &ast::ExprCall) -> Option<String> {
     let Expr::Name(n) = &*made.func else { return None };
     if cx.model.binding_of(n).is_some() {
@@ -1296,7 +1292,7 @@ fn star_imported_class(cx: &Checker<'_, '_>, made: &ast::ExprCall) -> Option<Str
             } else {
                 format!("{dots}{module}.{}", n.id)
             };
-            project.method(&class, "__init__").or_else(|| project.method(&class, "update")).map(|_| class)
+            (project.is_module(&class) == crate::python::typing::Truth::No).then_some(class)
         }
         _ => None,
     })
