@@ -1018,7 +1018,9 @@ impl<'m, 'a> Checker<'m, 'a> {
                 let gate = body_is_gated(self.model, self.types.project(), i, !self.loops.is_empty());
                 let project = self.types.project();
                 let side = project.opt_in(&i.test, is_switch(self.model, i));
-                let opt_in = side == Some(true);
+                // Code no run takes (`if False:`) is as latent as an option no run turns on.
+                let dead = constant_truth(&i.test);
+                let opt_in = side == Some(true) || dead == Some(false);
                 self.main_block += usize::from(main);
                 self.gated += usize::from(gate);
                 self.opt_in += usize::from(opt_in);
@@ -1026,10 +1028,17 @@ impl<'m, 'a> Checker<'m, 'a> {
                 self.main_block -= usize::from(main);
                 self.gated -= usize::from(gate);
                 self.opt_in -= usize::from(opt_in);
+                // A clause after a test that always holds (`if True:`, `elif True:`), or whose own
+                // test never does (`elif False:`), never runs.
+                let mut taken_before = dead == Some(true);
                 for clause in &i.elif_else_clauses {
                     let gate = clause_is_gated(self.model, i, clause);
+                    let test = clause.test.as_ref().and_then(constant_truth);
                     let opt_in = side == Some(false)
+                        || taken_before
+                        || test == Some(false)
                         || clause.test.as_ref().is_some_and(|t| project.opt_in(t, true) == Some(true));
+                    taken_before |= test == Some(true);
                     if let Some(t) = &clause.test {
                         self.test(t, rules, out);
                     }
@@ -3484,6 +3493,18 @@ fn is_script(model: &Model<'_>, types: &Types<'_, '_>, file_name: &str, parses_a
     }
     let defines_module = model.classes().any(|(c, _)| types.is_module_class(c) == Truth::Yes);
     !defines_module && runs_as_program(model, parses_args)
+}
+
+/// The truth of a test written as a constant (`False`, `True`, `0`, `1`), if it is one.
+fn constant_truth(e: &Expr) -> Option<bool> {
+    match e {
+        Expr::BooleanLiteral(b) => Some(b.value),
+        Expr::NumberLiteral(n) => match &n.value {
+            ast::Number::Int(i) => Some(i.as_u64() != Some(0)),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Does the file run as a program: it parses a command line, loops at its top level (or calls

@@ -217,9 +217,6 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         return;
     }
     let Some(hot) = cx.hot() else { return };
-    if in_dead_branch(cx, sync.at) {
-        return;
-    }
     // A test function of a test file (`def test_radix_major():`) checks values, the helpers of a
     // file of tests set them up, and a script in a folder of tests, or named for tests and
     // comparing results (`ops_dcnv3/test.py` with its `torch.allclose`), compares or checks by
@@ -434,34 +431,6 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         _ => {}
     }
     out.push(finding);
-}
-
-/// Is `at` in a branch no run takes: the body of `if False:` or `elif False:` (or `0`), or what
-/// follows `if True:` under its `elif`s and `else`?
-fn in_dead_branch(cx: &Checker<'_, '_>, at: TextRange) -> bool {
-    let constant = |e: &Expr| match e {
-        Expr::BooleanLiteral(b) => Some(b.value),
-        Expr::NumberLiteral(n) => match &n.value {
-            ast::Number::Int(i) => Some(i.as_u64() != Some(0)),
-            _ => None,
-        },
-        _ => None,
-    };
-    let within = |body: &[Stmt]| body.iter().any(|s| s.range().contains_range(at));
-    cx.parents.iter().any(|p| {
-        let Node::Stmt(Stmt::If(i)) = p else { return false };
-        // A branch is dead when its own test is false, or a test before it is true.
-        let mut taken_before = constant(&i.test) == Some(true);
-        if constant(&i.test) == Some(false) && within(&i.body) {
-            return true;
-        }
-        i.elif_else_clauses.iter().any(|c| {
-            let test = c.test.as_ref().and_then(constant);
-            let dead = taken_before || test == Some(false);
-            taken_before |= test == Some(true);
-            dead && within(&c.body)
-        })
-    })
 }
 
 /// Does the module define tests at its top level, as a file of pytest's tests does: a
