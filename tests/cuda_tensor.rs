@@ -356,7 +356,7 @@ fn selection_and_indexing_match_the_cpu() {
             input(&[2, 3, 5], 35, d)?.abs()?.to_dtype(dtype)?.tril(-1)
         });
         same_on_both(&format!("index_select {dtype}"), 0.0, |d| {
-            let ids = Tensor::from_vec(vec![2i64, 0, -1, 2], [4], d)?;
+            let ids = Tensor::from_vec(vec![2i64, 0, 1, 2], [4], d)?;
             input(&[3, 5], 36, d)?.abs()?.to_dtype(dtype)?.index_select(0, &ids)
         });
         same_on_both(&format!("gather {dtype}"), 0.0, |d| {
@@ -369,10 +369,13 @@ fn selection_and_indexing_match_the_cpu() {
             Tensor::cat(&[&a, &b, &a.narrow(1, 1, 2)?], 1)?.unsqueeze(0)?.permute([2, 0, 1])?.contiguous()
         });
     }
-    let ids = Tensor::from_vec(vec![0i64, 3], [2], &CUDA0).unwrap();
-    let e = input(&[3, 5], 40, &CUDA0).unwrap().index_select(0, &ids).unwrap_err().render(100);
-    assert!(e.contains("index 3 is out of range for a dimension of size 3"), "{e}");
-    assert!(e.contains("tests/cuda_tensor.rs"), "the error points at the call: {e}");
+    // Out-of-range and negative indices are errors on both devices, as in PyTorch.
+    for (bad, said) in [(3i64, "index 3 is out of range"), (-1, "index -1 is out of range")] {
+        let ids = Tensor::from_vec(vec![0i64, bad], [2], &CUDA0).unwrap();
+        let e = input(&[3, 5], 40, &CUDA0).unwrap().index_select(0, &ids).unwrap_err().render(100);
+        assert!(e.contains(&format!("{said} for a dimension of size 3")), "{e}");
+        assert!(e.contains("tests/cuda_tensor.rs"), "the error points at the call: {e}");
+    }
 }
 
 #[test]
