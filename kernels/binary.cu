@@ -40,11 +40,13 @@ template <typename T, typename Out, typename Op>
 __device__ void binary(size_t numel, size_t ndim, const size_t *info, const T *lhs, const T *rhs,
                        Out *out) {
     Op op;
-    GRID_STRIDE_LOOP(i, numel) {
-        const T a = lhs[operand_offset(i, ndim, info, 0)];
-        const T b = rhs[operand_offset(i, ndim, info, 1)];
-        out[i] = narrow<Out>(op(widen(a), widen(b)));
-    }
+    for_each_element(
+        numel, info,
+        [&](size_t i, const size_t *layout) {
+            return Pair<T, T>{lhs[operand_offset(i, ndim, layout, 0)],
+                              rhs[operand_offset(i, ndim, layout, 1)]};
+        },
+        [&](size_t i, Pair<T, T> v) { out[i] = narrow<Out>(op(widen(v.first), widen(v.second))); });
 }
 
 template <typename T, typename Out, typename Op>
@@ -53,9 +55,9 @@ __device__ void binary_scalar(size_t numel, size_t ndim, const size_t *info, con
     typedef typename Wide<T>::type W;
     Op op;
     const W s = (W)scalar;
-    GRID_STRIDE_LOOP(i, numel) {
-        out[i] = narrow<Out>(op(widen(x[operand_offset(i, ndim, info, 0)]), s));
-    }
+    for_each_element(
+        numel, info, [&](size_t i, const size_t *layout) { return x[operand_offset(i, ndim, layout, 0)]; },
+        [&](size_t i, T v) { out[i] = narrow<Out>(op(widen(v), s)); });
 }
 
 #define BINARY(T, NAME, OP, OUT)                                                                 \

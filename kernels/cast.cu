@@ -5,7 +5,9 @@
 
 template <typename From, typename To>
 __device__ void cast(size_t numel, size_t ndim, const size_t *info, const From *x, To *out) {
-    GRID_STRIDE_LOOP(i, numel) { out[i] = narrow<To>(widen(x[operand_offset(i, ndim, info, 0)])); }
+    for_each_element(
+        numel, info, [&](size_t i, const size_t *layout) { return x[operand_offset(i, ndim, layout, 0)]; },
+        [&](size_t i, From v) { out[i] = narrow<To>(widen(v)); });
 }
 
 #define CAST(FROM, TO)                                                                           \

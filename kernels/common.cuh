@@ -28,6 +28,51 @@ typedef unsigned long long u64;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);             \
          i += (size_t)blockDim.x * gridDim.x)
 
+// Element-wise kernels launched through `CudaStorage::elementwise`: `store(i, load(i, info))` for
+// every i < numel, where `load` reads element i of its operands through `info` (null when all
+// are contiguous). The launcher gives each thread ELEMENTS_PER_THREAD elements
+// (`elementwise_unrolled_config`). With contiguous operands a thread takes its elements a grid
+// stride apart, so a warp still reads neighbouring elements, and issues all their loads before
+// any store, so that several reads are in flight per thread (one read at a time leaves most of
+// the memory bandwidth unused); `load` is called with a literal null there, so its offset
+// arithmetic folds away. Strided operands take the plain loop (unrolling their offset arithmetic
+// would make the modules several times larger to compile). Any grid is correct.
+#define ELEMENTS_PER_THREAD 4
+
+template <typename Load, typename Store>
+__device__ __forceinline__ void for_each_element(size_t numel, const size_t *info, Load load, Store store) {
+    const size_t stride = (size_t)blockDim.x * gridDim.x;
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (info != nullptr) {
+        for (; i < numel; i += stride) {
+            store(i, load(i, info));
+        }
+        return;
+    }
+    const size_t *contiguous = nullptr;
+    typedef decltype(load((size_t)0, contiguous)) V;
+    for (; i + (ELEMENTS_PER_THREAD - 1) * stride < numel; i += ELEMENTS_PER_THREAD * stride) {
+        V v[ELEMENTS_PER_THREAD];
+#pragma unroll
+        for (int u = 0; u < ELEMENTS_PER_THREAD; u++) {
+            v[u] = load(i + u * stride, contiguous);
+        }
+#pragma unroll
+        for (int u = 0; u < ELEMENTS_PER_THREAD; u++) {
+            store(i + u * stride, v[u]);
+        }
+    }
+    for (; i < numel; i += stride) {
+        store(i, load(i, contiguous));
+    }
+}
+
+// Two loaded operands, for `for_each_element`.
+template <typename A, typename B> struct Pair {
+    A first;
+    B second;
+};
+
 // The offset of the `i`-th element (in row-major order over `dims`) of an operand laid out with
 // `strides`.
 __device__ __forceinline__ size_t strided_offset(size_t i, size_t ndim, const size_t *dims,

@@ -12,19 +12,26 @@
 template <typename T>
 __device__ void where(size_t numel, size_t ndim, const size_t *info, const bool *cond, const T *a,
                       const T *b, T *out) {
-    GRID_STRIDE_LOOP(i, numel) {
-        out[i] = cond[operand_offset(i, ndim, info, 0)] ? a[operand_offset(i, ndim, info, 1)]
-                                                        : b[operand_offset(i, ndim, info, 2)];
-    }
+    // Only the chosen operand is read, as before the loads were batched.
+    for_each_element(
+        numel, info,
+        [&](size_t i, const size_t *layout) {
+            return cond[operand_offset(i, ndim, layout, 0)] ? a[operand_offset(i, ndim, layout, 1)]
+                                                          : b[operand_offset(i, ndim, layout, 2)];
+        },
+        [&](size_t i, T v) { out[i] = v; });
 }
 
 template <typename T>
 __device__ void masked_fill(size_t numel, size_t ndim, const size_t *info, const T *x, const bool *mask,
                             double value, T *out) {
     const T v = narrow<T>(value);
-    GRID_STRIDE_LOOP(i, numel) {
-        out[i] = mask[operand_offset(i, ndim, info, 1)] ? v : x[operand_offset(i, ndim, info, 0)];
-    }
+    for_each_element(
+        numel, info,
+        [&](size_t i, const size_t *layout) {
+            return mask[operand_offset(i, ndim, layout, 1)] ? v : x[operand_offset(i, ndim, layout, 0)];
+        },
+        [&](size_t i, T w) { out[i] = w; });
 }
 
 template <typename T, bool Upper>

@@ -1,44 +1,43 @@
 // softmax and log_softmax over the last dimension of a contiguous [rows, cols] input, one thread
-// block per row (blockDim a power of two, at most 1024). Half types compute in f32.
+// block per row (blockDim a power of two from 32 to 1024; the launcher gives a thread about four
+// elements). Half types compute in f32.
 // `<op>_<dtype>(rows, cols, x, out)`.
 #include "common.cuh"
 
-#define MAX_THREADS 1024
-
-template <typename A> __device__ A block_max(A v, A *shared) {
-    const unsigned t = threadIdx.x;
-    shared[t] = v;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (t < s) {
-            const A a = shared[t], b = shared[t + s];
-            shared[t] = (is_nan(a) || a > b) ? a : b;
-        }
-        __syncthreads();
+// A block reduction: each warp combines its 32 values with shuffles, then the first warp
+// combines the warps' results (blockDim.x is a power of two from 32 to 1,024, so at most 32 warps).
+template <typename A, typename Combine>
+__device__ A block_reduce(A v, A identity, Combine combine, A *shared) {
+    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    for (int offset = 16; offset > 0; offset /= 2) {
+        v = combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
     }
-    const A r = shared[0];
-    __syncthreads();
-    return r;
-}
-
-template <typename A> __device__ A block_sum(A v, A *shared) {
-    const unsigned t = threadIdx.x;
-    shared[t] = v;
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (t < s) {
-            shared[t] += shared[t + s];
-        }
-        __syncthreads();
+    if (lane == 0) {
+        shared[warp] = v;
     }
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < warps ? shared[lane] : identity;
+        for (int offset = 16; offset > 0; offset /= 2) {
+            v = combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+        }
+        if (lane == 0) {
+            shared[0] = v;
+        }
+    }
+    __syncthreads();
     const A r = shared[0];
+    // `shared` is used again by the next reduction.
     __syncthreads();
     return r;
 }
 
 template <typename T, bool Log> __device__ void softmax(size_t rows, size_t cols, const T *x, T *out) {
     typedef typename Wide<T>::type A;
-    __shared__ A shared[MAX_THREADS];
+    __shared__ A shared[32];
+    // NaN wins, as in torch.max.
+    const auto max = [](A a, A b) { return (is_nan(a) || a > b) ? a : b; };
+    const auto add = [](A a, A b) { return a + b; };
     for (size_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const T *in = x + row * cols;
         T *o = out + row * cols;
@@ -48,12 +47,12 @@ template <typename T, bool Log> __device__ void softmax(size_t rows, size_t cols
             const A v = widen(in[c]);
             m = (is_nan(v) || v > m) ? v : m;
         }
-        m = block_max<A>(m, shared);
+        m = block_reduce<A>(m, lowest<A>(), max, shared);
         A s = (A)0;
         for (size_t c = threadIdx.x; c < cols; c += blockDim.x) {
             s += exp((A)widen(in[c]) - m);
         }
-        s = block_sum<A>(s, shared);
+        s = block_reduce<A>(s, (A)0, add, shared);
         const A log_s = log(s);
         for (size_t c = threadIdx.x; c < cols; c += blockDim.x) {
             const A shifted = (A)widen(in[c]) - m;

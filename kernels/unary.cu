@@ -50,9 +50,9 @@ struct Sign {
 template <typename T, typename Op>
 __device__ void unary(size_t numel, size_t ndim, const size_t *info, const T *x, T *out) {
     Op op;
-    GRID_STRIDE_LOOP(i, numel) {
-        out[i] = narrow<T>(op(widen(x[operand_offset(i, ndim, info, 0)])));
-    }
+    for_each_element(
+        numel, info, [&](size_t i, const size_t *layout) { return x[operand_offset(i, ndim, layout, 0)]; },
+        [&](size_t i, T v) { out[i] = narrow<T>(op(widen(v))); });
 }
 
 #define UNARY(T, NAME, OP)                                                                       \

@@ -362,9 +362,19 @@ pub(crate) fn elementwise_config(n: usize) -> LaunchConfig {
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS as u32, 1, 1), shared_mem_bytes: 0 }
 }
 
-/// One block per output row of `row_len` elements (the reduce and softmax kernels).
-pub(crate) fn row_config(rows: usize, row_len: usize) -> LaunchConfig {
-    let threads = row_len.next_power_of_two().clamp(32, 1024) as u32;
+/// Elements each thread of an element-wise kernel takes (`ELEMENTS_PER_THREAD` in
+/// `kernels/common.cuh`, read by the kernels' `for_each_element`).
+pub(crate) const ELEMENTS_PER_THREAD: usize = 4;
+
+/// Launch shape for the element-wise kernels that take [`ELEMENTS_PER_THREAD`] elements each.
+pub(crate) fn elementwise_unrolled_config(n: usize) -> LaunchConfig {
+    elementwise_config(n.div_ceil(ELEMENTS_PER_THREAD))
+}
+
+/// One block per row for softmax: a thread per four elements of the row (a power of two
+/// between 32 and 1,024), so that each thread has several reads in flight.
+pub(crate) fn softmax_config(rows: usize, row_len: usize) -> LaunchConfig {
+    let threads = row_len.div_ceil(4).next_power_of_two().clamp(32, 1024) as u32;
     let blocks = rows.clamp(1, 65_535) as u32;
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
 }
@@ -540,6 +550,28 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use syn::spanned::Spanned;
+
+    use super::{ELEMENTS_PER_THREAD, elementwise_unrolled_config, softmax_config};
+    use crate::backend::cuda::registry::HEADERS;
+
+    #[test]
+    fn the_launcher_gives_each_thread_as_many_elements_as_the_kernels_take() {
+        let common = HEADERS.iter().find(|(name, _)| *name == "common.cuh").map(|(_, text)| *text);
+        let define = format!("#define ELEMENTS_PER_THREAD {ELEMENTS_PER_THREAD}\n");
+        assert!(common.is_some_and(|text| text.contains(&define)), "common.cuh must say `{define}`");
+        // 2^24 elements: 2^22 threads of 256, 16,384 blocks.
+        assert_eq!(elementwise_unrolled_config(1 << 24).grid_dim, (16_384, 1, 1));
+        assert_eq!(elementwise_unrolled_config(1).grid_dim, (1, 1, 1));
+    }
+
+    #[test]
+    fn softmax_gives_a_thread_about_four_elements_of_its_row() {
+        assert_eq!(softmax_config(4096, 1024).block_dim, (256, 1, 1));
+        assert_eq!(softmax_config(4096, 1024).grid_dim, (4096, 1, 1));
+        assert_eq!(softmax_config(3, 10).block_dim, (32, 1, 1));
+        assert_eq!(softmax_config(1, 100_000).block_dim, (1024, 1, 1));
+        assert_eq!(softmax_config(100_000, 7).grid_dim, (65_535, 1, 1));
+    }
 
     /// Raw driver and cuBLAS calls: they run in whatever context is current on the thread.
     const RAW_CALLS: [&str; 3] = ["driver::result::", "driver::sys::cu", "cublas::result::"];

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use half::{bf16, f16};
 
 use super::device::{
-    Arg, CudaDevice, DeviceBuffer, DeviceEvent, elementwise_config, host_allocator,
-    host_allocator_if_initialised, row_config,
+    Arg, CudaDevice, DeviceBuffer, DeviceEvent, elementwise_config, elementwise_unrolled_config,
+    host_allocator, host_allocator_if_initialised, softmax_config,
 };
 use super::error::{CudaError, CudaResult};
 use super::host_allocator::{HostBlock, PendingUses, UseKind};
@@ -334,7 +334,7 @@ impl CudaStorage {
         args.extend(inputs.iter().zip(&layouts).map(|((s, _), l)| Arg::U64(s.ptr_at(l))));
         args.extend_from_slice(extra);
         args.push(Arg::U64(out.ptr()));
-        self.device().launch(kernel, elementwise_config(numel), &args)?;
+        self.device().launch(kernel, elementwise_unrolled_config(numel), &args)?;
         Ok(out)
     }
 
@@ -350,7 +350,7 @@ impl CudaStorage {
         let op = if log { "log_softmax" } else { "softmax" };
         self.device().launch(
             &kernel_name(op, self.dtype),
-            row_config(rows, cols),
+            softmax_config(rows, cols),
             &[Arg::U64(rows as u64), Arg::U64(cols as u64), Arg::U64(x.ptr()), Arg::U64(out.ptr())],
         )?;
         Ok(out)
