@@ -2399,7 +2399,19 @@ impl<'f> Host<'_, 'f> {
                 if c.arguments.find_keyword("device").is_some_and(|k| cpu(&k.value)) {
                     return true;
                 }
+                let torch = |e: &Expr| matches!(e, Expr::Name(m) if m.id.as_str() == "torch");
                 match &*c.func {
+                    // A tensor torch makes with no device, from nothing or from host values
+                    // (`torch.tensor(table)` of a NumPy table), is on the host.
+                    Expr::Attribute(a)
+                        if torch(&a.value)
+                            && c.arguments.find_keyword("device").is_none()
+                            && (HOST_FACTORIES.contains(&a.attr.as_str())
+                                || DATA_FACTORIES.contains(&a.attr.as_str())) =>
+                    {
+                        HOST_FACTORIES.contains(&a.attr.as_str())
+                            || c.arguments.args.first().is_some_and(|x| self.value(x, visiting))
+                    }
                     Expr::Attribute(a) => match a.attr.as_str() {
                         "cpu" | "numpy" | "tolist" | "item" | "size" | "dim" | "numel" => true,
                         "to" => c.arguments.args.first().is_some_and(cpu),
@@ -2429,6 +2441,25 @@ impl<'f> Host<'_, 'f> {
         }
     }
 }
+
+/// torch's factories that make a tensor from nothing, on the host unless given a device.
+const HOST_FACTORIES: [&str; 13] = [
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "arange",
+    "linspace",
+    "logspace",
+    "eye",
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "from_numpy",
+];
+/// torch's factories that copy their data: on the host when that data is.
+const DATA_FACTORIES: [&str; 5] = ["tensor", "as_tensor", "FloatTensor", "LongTensor", "Tensor"];
 
 /// Does a function run a loop of steps: a `for` or `while` whose body calls `.backward(..)`,
 /// `.step(..)` of an optimizer, scheduler or scaler (not `env.step(..)`), `.forward(..)`, or one of

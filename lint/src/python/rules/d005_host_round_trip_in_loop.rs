@@ -89,6 +89,9 @@ enum AlwaysWaits {
     /// `Normal(mu, std)`: `torch.distributions` checks its arguments' constraints as it builds
     /// one, and reads the answer on the host.
     Validated,
+    /// `self.layers[i]` with `i` a tensor of the device: a Python container (`nn.ModuleList`, a
+    /// list) takes its index as a number.
+    ContainerIndex,
 }
 
 /// A value a read can be of as it stands: a name, an attribute or an item (a call is read, if
@@ -118,7 +121,7 @@ impl Rule for Check {
                 }
             }
             Expr::Subscript(_) => {
-                if let Some(sync) = index_upload(cx, e).or_else(|| mask_index(cx, e)) {
+                if let Some(sync) = index_upload(cx, e).or_else(|| mask_index(cx, e)).or_else(|| container_index(cx, e)) {
                     report(cx, sync, out);
                 }
             }
@@ -398,6 +401,11 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             format!("{message}: PyTorch checks the distribution's arguments and reads the answer on the host"),
             "pass `validate_args=False` where it is built at every step, or turn the checks off once at start-up with `torch.distributions.Distribution.set_default_validate_args(False)` (keep them on while debugging)",
         )
+    } else if sync.always == Some(AlwaysWaits::ContainerIndex) {
+        (
+            format!("{message}: a Python container takes its index as a number, read on the host"),
+            "index with a Python number: keep the indices on the host where they are made (`ids = [var_map[v] for v in names]`) or read them once with `.tolist()` before the loop",
+        )
     } else if sync.always == Some(AlwaysWaits::SizedByData) {
         (
             format!("{message}: the size of its result is known only once the device has computed it"),
@@ -422,6 +430,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         (Some(Upload::Index | Upload::NumpyIndex), _) => "index made on the host",
         (_, Some(AlwaysWaits::Synchronize)) => "waits for the device",
         (_, Some(AlwaysWaits::Validated)) => "arguments checked, answer read on the host",
+        (_, Some(AlwaysWaits::ContainerIndex)) => "index read on the host",
         _ => "host read",
     };
     let mut finding = Finding::new(&registry::D005, range(sync.at), message).label(label).help(help);
@@ -506,7 +515,21 @@ fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
 /// `torch.from_numpy(get_window(..))`, `getattr(torch, name)(n)`): `model.to(device)` leaves it
 /// there, so moving it at each call copies it again. The field as written (`self.window`).
 fn host_made_field(cx: &Checker<'_, '_>, receiver: &Expr) -> Option<String> {
-    let Expr::Attribute(a) = receiver else { return None };
+    // Through views and casts that keep it where it is (`self.pe[:, :n]`,
+    // `self.pos_embed.expand(b, -1, -1).type_as(x)`): the copy is of the attribute's data.
+    let mut field = receiver;
+    for _ in 0..8 {
+        match field {
+            // A slice or a number (`self.pe[:, :n]`, `self.table[0]`); not an index tensor, which the
+            // host's tensor cannot take from the device in the first place.
+            Expr::Subscript(s) if static_index(&s.slice) => field = &s.value,
+            _ => match method_call(field) {
+                Some((_, inner, m)) if KEEPS_PLACE.contains(&m) => field = inner,
+                _ => break,
+            },
+        }
+    }
+    let Expr::Attribute(a) = field else { return None };
     let class = cx.types.receiver_class(&a.value)?;
     if cx.types.is_module_class(class) != crate::python::typing::Truth::Yes
         || ["_apply", "to", "cuda"].iter().any(|m| cx.model.method(class, m).is_some_and(|f| cx.model.function(f).class == Some(class)))
@@ -532,13 +555,38 @@ fn host_made_field(cx: &Checker<'_, '_>, receiver: &Expr) -> Option<String> {
             {
                 c.arguments.find_keyword("device").is_none()
             }
+            // A function of the project whose every result is on the host
+            // (`get_sinusoid_encoding_table(n, d)` returning `torch.tensor(table)`).
+            _ if super::helpers::project_function(cx, c) == Some(true) => true,
             _ => host_made(cx, v).is_some(),
         }
     };
-    (!assigns.is_empty()
-        && assigns.iter().all(|x| x.how == crate::python::model::AttrHow::Assign && x.value.is_some_and(made_on_host)))
-    .then(|| cx.short(receiver.range()))
+    // `nn.Parameter(..)` in one branch (a learned table, when asked for) and a tensor made on the
+    // host in the other: the plain one is copied at every use.
+    let parameter = |v: &Expr| {
+        matches!(v, Expr::Call(c) if cx.callee_name(c).is_some_and(|q| q == "torch.nn.Parameter" || q == "torch.nn.parameter.Parameter"))
+    };
+    let plain = |x: &&crate::python::model::AttrAssign<'_>| x.how == crate::python::model::AttrHow::Assign;
+    (assigns.iter().any(|x| plain(x) && x.value.is_some_and(made_on_host))
+        && assigns.iter().all(|x| plain(x) && x.value.is_some_and(|v| made_on_host(v) || parameter(v))))
+    .then(|| cx.short(field.range()))
 }
+
+/// A slice, a number, `None` or `...`, or a tuple of them: an index that is no tensor.
+fn static_index(e: &Expr) -> bool {
+    match e {
+        Expr::Slice(_) | Expr::NumberLiteral(_) | Expr::NoneLiteral(_) | Expr::EllipsisLiteral(_) => true,
+        Expr::UnaryOp(u) => matches!(&*u.operand, Expr::NumberLiteral(_)),
+        Expr::Tuple(t) => t.elts.iter().all(static_index),
+        _ => false,
+    }
+}
+
+/// Tensor methods whose result lives where their receiver does: views, copies and casts of dtype.
+const KEEPS_PLACE: [&str; 17] = [
+    "expand", "expand_as", "unsqueeze", "squeeze", "view", "view_as", "reshape", "flatten", "permute", "transpose",
+    "t", "repeat", "clone", "detach", "contiguous", "float", "half",
+];
 
 /// `torch.tensor([0.5], device=d)`, `torch.as_tensor(1.0, device=d)`: literal numbers given to a
 /// factory with an accelerator device are built on the host and copied there, as
@@ -860,6 +908,51 @@ fn given_an_objects_array(cx: &Checker<'_, '_>, data: &Expr) -> bool {
 
 /// The value a name was given, when it is bound once in its scope by a plain assignment (one
 /// bound on several paths, `if cuda: idx = ..cuda() else: idx = ..`, may hold either).
+/// Is `index` evidently a tensor, taken from one of the device (`ids[i]`, or a name bound once to
+/// that)? A name of unknown kind is not: a parameter is more often a key or a number
+/// (`self.heads[head_name]`, `self.unets[unet_index]`).
+fn device_element(cx: &Checker<'_, '_>, index: &Expr, depth: u32) -> bool {
+    match index {
+        // (A name bound on several paths, `ids = torch.LongTensor(..)` on one and `scores.argmax(1)`
+        // on another, may hold the host's: the one binding it gets must be of the device.)
+        Expr::Subscript(s) => {
+            let tensor = match &*s.value {
+                Expr::Name(_) => single_assignment(cx, &s.value),
+                v => Some(v),
+            };
+            !matches!(&*s.slice, Expr::Slice(_))
+                && tensor.is_some_and(|t| cx.kind_of(t).may_be_tensor() && provenance_in_project(cx, t).on_accelerator)
+        }
+        Expr::Name(_) if cx.kind_of(index) != Kind::Tensor => {
+            depth > 0 && single_assignment(cx, index).is_some_and(|v| device_element(cx, v, depth - 1))
+        }
+        _ => cx.kind_of(index) == Kind::Tensor && provenance_in_project(cx, index).on_accelerator,
+    }
+}
+
+/// `self.token_embeds[i]`, `hyps[best]` with the index a tensor of the device: a Python container
+/// (`nn.ModuleList`, `nn.Sequential`, a list or tuple this function makes) takes its index
+/// through `__index__`, which reads the tensor on the host. (A dict hashes a tensor by its
+/// identity and reads nothing; a tensor indexed by a tensor stays on the device.)
+fn container_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
+    let Expr::Subscript(s) = e else { return None };
+    let index = &*s.slice;
+    if !plain_value(index) || !device_element(cx, index, 2) {
+        return None;
+    }
+    let container = match cx.kind_of(&s.value) {
+        Kind::Module => true,
+        Kind::Other => matches!(&*s.value, Expr::Name(_))
+            && single_assignment(cx, &s.value).is_some_and(|v| matches!(v, Expr::List(_) | Expr::ListComp(_) | Expr::Tuple(_))),
+        _ => false,
+    };
+    if !container {
+        return None;
+    }
+    let what = cx.short(e.range());
+    Some(Sync { always: Some(AlwaysWaits::ContainerIndex), ..Sync::read(false, what, index, e, e.range()) })
+}
+
 fn single_assignment<'a>(cx: &Checker<'_, 'a>, name: &Expr) -> Option<&'a Expr> {
     match cx.model.binding(super::helpers::name_binding(cx, name)?) {
         crate::python::model::Binding {
@@ -1793,6 +1886,15 @@ fn in_bad_value_check(cx: &Checker<'_, '_>, at: TextRange) -> bool {
         _ => return false,
     };
     tests.into_iter().any(|t| t.range().contains_range(at) && crate::python::checker::checks_for_bad_values(t))
+}
+
+/// Does `test` look at `names` only to check for NaN or Inf (`not math.isfinite(v)`, `.. or
+/// math.isnan(v)`)? Not a test that also compares them (`not math.isfinite(v) or v < 1e-3`).
+fn only_bad_value_checks(cx: &Checker<'_, '_>, test: &Expr, names: &[BindingId]) -> bool {
+    match test {
+        Expr::BoolOp(b) => b.values.iter().all(|v| !mentions(cx, v, names) || only_bad_value_checks(cx, v, names)),
+        _ => crate::python::checker::checks_for_bad_values(test),
+    }
 }
 
 /// `if t:`, `while t:` and `assert t` read the tensor's truth on the host (`test` is the test
@@ -2817,7 +2919,10 @@ fn names_use_in(
             result = Use::Needed;
             return false;
         }
-        // A name that decides a branch leaving the loop, or the loop's own condition.
+        // A name that decides a branch leaving the loop, or the loop's own condition. Not a
+        // check for NaN or Inf (`loss_value = loss.item()`, then `if not
+        // math.isfinite(loss_value): sys.exit(1)`): it reads the value at every step for a case
+        // that rarely comes, as the same check on the read itself does ([`in_bad_value_check`]).
         let (test, branch): (Option<&Expr>, Option<&[Stmt]>) = match s {
             Stmt::If(i) => (Some(&i.test), Some(&i.body)),
             Stmt::While(w) => (Some(&w.test), None),
@@ -2825,6 +2930,7 @@ fn names_use_in(
         };
         if let Some(test) = test
             && mentions(cx, test, names)
+            && !only_bad_value_checks(cx, test, names)
         {
             let needed = branch.is_none_or(|b| decision(cx, b) == Use::Needed);
             if needed {

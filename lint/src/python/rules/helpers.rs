@@ -1457,7 +1457,7 @@ fn returned_item_of(
 /// Does the call name a function of the project: a top-level function of this file, or one of
 /// another file that the repository index knows? `Some(true)` when every result it returns is
 /// evidently on the host ([`crate::python::project::returns_host`]).
-fn project_function(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> Option<bool> {
+pub(crate) fn project_function(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> Option<bool> {
     if let Expr::Name(n) = &*c.func
         && let Some(b) = cx.model.binding_of(n)
         && let BindingKind::FunctionDef(f) = cx.model.binding(b).kind
