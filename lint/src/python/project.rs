@@ -2215,6 +2215,8 @@ pub(crate) fn returns_host(f: &ast::StmtFunctionDef, host_function: &dyn Fn(&str
         /// followed, a loop target or an unpacked value).
         bound: Bound<'f>,
         opaque: bool,
+        /// A `with` block that may set the default device ([`Host::device_block`]).
+        device_block: bool,
     }
     impl<'f> Values<'f> {
         fn bind(&mut self, target: &'f Expr, value: Option<&'f Expr>) {
@@ -2253,6 +2255,15 @@ pub(crate) fn returns_host(f: &ast::StmtFunctionDef, host_function: &dyn Fn(&str
                         if let Some(v) = &item.optional_vars {
                             self.bind(v, None);
                         }
+                        // `with torch.device(ref.device):`, `with device:`: not a context of
+                        // the host's, as far as this can tell.
+                        self.device_block |= match &item.context_expr {
+                            Expr::Call(c) => {
+                                matches!(&*c.func, Expr::Attribute(a) if matches!(a.attr.as_str(), "device" | "cuda"))
+                            }
+                            Expr::Name(_) | Expr::Attribute(_) => true,
+                            _ => false,
+                        };
                     }
                 }
                 _ => {}
@@ -2291,7 +2302,12 @@ pub(crate) fn returns_host(f: &ast::StmtFunctionDef, host_function: &dyn Fn(&str
         return false;
     }
     let mut visiting = Vec::new();
-    let host = Host { bound: &values.bound, function: host_function, steps: std::cell::Cell::new(4096) };
+    let host = Host {
+        bound: &values.bound,
+        function: host_function,
+        steps: std::cell::Cell::new(4096),
+        device_block: values.device_block,
+    };
     values.returns.iter().all(|v| host.value(v, &mut visiting))
 }
 
@@ -2346,6 +2362,9 @@ struct Host<'h, 'f> {
     /// The values left to look at: tuples of tuples of names fan out, so the answer is "not
     /// known to be on the host" after so many.
     steps: std::cell::Cell<u32>,
+    /// The function makes tensors under `with torch.device(..)`: a factory's default is not the
+    /// host there.
+    device_block: bool,
 }
 
 impl<'f> Host<'_, 'f> {
@@ -2403,9 +2422,15 @@ impl<'f> Host<'_, 'f> {
                 match &*c.func {
                     // A tensor torch makes with no device, from nothing or from host values
                     // (`torch.tensor(table)` of a NumPy table), is on the host.
+                    // (Not with `**factory_kwargs`, which may hold a device, nor under `with
+                    // torch.device(..)`.)
                     Expr::Attribute(a)
                         if torch(&a.value)
-                            && c.arguments.find_keyword("device").is_none()
+                            && !self.device_block
+                            && c.arguments
+                                .keywords
+                                .iter()
+                                .all(|k| k.arg.as_ref().is_some_and(|n| n.as_str() != "device"))
                             && (HOST_FACTORIES.contains(&a.attr.as_str())
                                 || DATA_FACTORIES.contains(&a.attr.as_str())) =>
                     {

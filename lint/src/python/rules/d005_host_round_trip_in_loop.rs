@@ -89,9 +89,6 @@ enum AlwaysWaits {
     /// `Normal(mu, std)`: `torch.distributions` checks its arguments' constraints as it builds
     /// one, and reads the answer on the host.
     Validated,
-    /// `self.layers[i]` with `i` a tensor of the device: a Python container (`nn.ModuleList`, a
-    /// list) takes its index as a number.
-    ContainerIndex,
 }
 
 /// A value a read can be of as it stands: a name, an attribute or an item (a call is read, if
@@ -121,7 +118,7 @@ impl Rule for Check {
                 }
             }
             Expr::Subscript(_) => {
-                if let Some(sync) = index_upload(cx, e).or_else(|| mask_index(cx, e)).or_else(|| container_index(cx, e)) {
+                if let Some(sync) = index_upload(cx, e).or_else(|| mask_index(cx, e)) {
                     report(cx, sync, out);
                 }
             }
@@ -241,7 +238,9 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
     }
     // A check for NaN or Inf decides what follows, but it reads the value at every step for a
     // case that rarely comes: it waits as an `assert` does.
-    let checked = sync.upload.is_none() && sync.always.is_none() && in_bad_value_check(cx, sync.value.range());
+    let checked = sync.upload.is_none()
+        && sync.always.is_none()
+        && (in_bad_value_check(cx, sync.value.range()) || read_for_a_bad_value_check(cx, sync.value));
     if (!sync.per_element
         && sync.upload.is_none()
         && sync.always.is_none()
@@ -401,11 +400,6 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             format!("{message}: PyTorch checks the distribution's arguments and reads the answer on the host"),
             "pass `validate_args=False` where it is built at every step, or turn the checks off once at start-up with `torch.distributions.Distribution.set_default_validate_args(False)` (keep them on while debugging)",
         )
-    } else if sync.always == Some(AlwaysWaits::ContainerIndex) {
-        (
-            format!("{message}: a Python container takes its index as a number, read on the host"),
-            "index with a Python number: keep the indices on the host where they are made (`ids = [var_map[v] for v in names]`) or read them once with `.tolist()` before the loop",
-        )
     } else if sync.always == Some(AlwaysWaits::SizedByData) {
         (
             format!("{message}: the size of its result is known only once the device has computed it"),
@@ -430,7 +424,6 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         (Some(Upload::Index | Upload::NumpyIndex), _) => "index made on the host",
         (_, Some(AlwaysWaits::Synchronize)) => "waits for the device",
         (_, Some(AlwaysWaits::Validated)) => "arguments checked, answer read on the host",
-        (_, Some(AlwaysWaits::ContainerIndex)) => "index read on the host",
         _ => "host read",
     };
     let mut finding = Finding::new(&registry::D005, range(sync.at), message).label(label).help(help);
@@ -557,7 +550,10 @@ fn host_made_field(cx: &Checker<'_, '_>, receiver: &Expr) -> Option<String> {
             }
             // A function of the project whose every result is on the host
             // (`get_sinusoid_encoding_table(n, d)` returning `torch.tensor(table)`).
-            _ if super::helpers::project_function(cx, c) == Some(true) => true,
+            // (Not under `torch.set_default_device(..)` in this file, as `host_made` is not.)
+            _ if super::helpers::project_function(cx, c) == Some(true) => {
+                !cx.facts.sets_default_device && cx.device_block == 0
+            }
             _ => host_made(cx, v).is_some(),
         }
     };
@@ -567,9 +563,79 @@ fn host_made_field(cx: &Checker<'_, '_>, receiver: &Expr) -> Option<String> {
         matches!(v, Expr::Call(c) if cx.callee_name(c).is_some_and(|q| q == "torch.nn.Parameter" || q == "torch.nn.parameter.Parameter"))
     };
     let plain = |x: &&crate::python::model::AttrAssign<'_>| x.how == crate::python::model::AttrHow::Assign;
-    (assigns.iter().any(|x| plain(x) && x.value.is_some_and(made_on_host))
-        && assigns.iter().all(|x| plain(x) && x.value.is_some_and(|v| made_on_host(v) || parameter(v))))
-    .then(|| cx.short(field.range()))
+    // Not where the constructor's defaults take the parameter's branch
+    // (`use_learnable_pos_emb=True`): the table on the host is the option then.
+    if assigns.iter().any(|x| {
+        x.value.is_some_and(parameter) && taken_by_default(cx.model.function(x.method).def, x.range) == Some(true)
+    }) {
+        return None;
+    }
+    let host: Vec<_> = assigns.iter().filter(|x| plain(x) && x.value.is_some_and(made_on_host)).collect();
+    // Each parameter on another path than every host table (`if learned: .. else: ..` of one
+    // method): not a table rewrapped as a parameter afterwards, or by a subclass.
+    let apart = |p: &crate::python::model::AttrAssign<'_>| {
+        host.iter().all(|h| h.method == p.method && exclusive(&cx.model.function(p.method).def.body, p.range, h.range))
+    };
+    (!host.is_empty()
+        && assigns.iter().all(|x| {
+            plain(x) && x.value.is_some_and(|v| made_on_host(v) || (parameter(v) && apart(x)))
+        }))
+    .then(|| cx.short(receiver.range()))
+}
+
+/// Are `a` and `b` on different branches of one `if` (its body and an `elif`/`else` clause, or
+/// two clauses) of `body`, so that no run takes both?
+fn exclusive(body: &[Stmt], a: TextRange, b: TextRange) -> bool {
+    let Some(s) = body.iter().find(|s| s.range().contains_range(a)) else { return false };
+    if !s.range().contains_range(b) {
+        return false;
+    }
+    let Stmt::If(i) = s else { return false };
+    let blocks: Vec<&[Stmt]> =
+        std::iter::once(&i.body[..]).chain(i.elif_else_clauses.iter().map(|c| &c.body[..])).collect();
+    let within = |r: TextRange| blocks.iter().position(|blk| blk.iter().any(|s| s.range().contains_range(r)));
+    match (within(a), within(b)) {
+        (Some(x), Some(y)) if x != y => true,
+        (Some(x), Some(_)) => exclusive(blocks[x], a, b),
+        _ => false,
+    }
+}
+
+/// Does a call with the function's defaults run the statement at `at`, where it sits under
+/// `if flag:` (or `if not flag:`, or their `else`) on a parameter of the function that defaults to
+/// `True` or `False`? `None` when no such test decides it.
+fn taken_by_default(f: &ast::StmtFunctionDef, at: TextRange) -> Option<bool> {
+    fn flag(f: &ast::StmtFunctionDef, test: &Expr) -> Option<bool> {
+        match test {
+            Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => flag(f, &u.operand).map(|b| !b),
+            Expr::Name(n) => f.parameters.iter_non_variadic_params().find(|p| p.name().as_str() == n.id.as_str()).and_then(
+                |p| match p.default.as_deref() {
+                    Some(Expr::BooleanLiteral(b)) => Some(b.value),
+                    _ => None,
+                },
+            ),
+            _ => None,
+        }
+    }
+    fn walk(f: &ast::StmtFunctionDef, body: &[Stmt], at: TextRange, depth: u32) -> Option<bool> {
+        let s = body.iter().find(|s| s.range().contains_range(at))?;
+        let Stmt::If(i) = s else { return None };
+        if depth == 0 {
+            return None;
+        }
+        let inner = |b: &[Stmt], taken: bool| if taken { walk(f, b, at, depth - 1).or(Some(true)) } else { Some(false) };
+        let value = flag(f, &i.test);
+        if i.body.iter().any(|s| s.range().contains_range(at)) {
+            return value.and_then(|v| inner(&i.body, v)).or_else(|| walk(f, &i.body, at, depth - 1));
+        }
+        match &i.elif_else_clauses[..] {
+            [clause] if clause.test.is_none() => {
+                value.and_then(|v| inner(&clause.body, !v)).or_else(|| walk(f, &clause.body, at, depth - 1))
+            }
+            _ => None,
+        }
+    }
+    walk(f, &f.body, at, 4)
 }
 
 /// A slice, a number, `None` or `...`, or a tuple of them: an index that is no tensor.
@@ -583,9 +649,10 @@ fn static_index(e: &Expr) -> bool {
 }
 
 /// Tensor methods whose result lives where their receiver does: views, copies and casts of dtype.
-const KEEPS_PLACE: [&str; 17] = [
+const KEEPS_PLACE: [&str; 23] = [
     "expand", "expand_as", "unsqueeze", "squeeze", "view", "view_as", "reshape", "flatten", "permute", "transpose",
-    "t", "repeat", "clone", "detach", "contiguous", "float", "half",
+    "t", "repeat", "narrow", "clone", "detach", "contiguous", "float", "half", "double", "bfloat16", "long", "int",
+    "bool",
 ];
 
 /// `torch.tensor([0.5], device=d)`, `torch.as_tensor(1.0, device=d)`: literal numbers given to a
@@ -908,51 +975,6 @@ fn given_an_objects_array(cx: &Checker<'_, '_>, data: &Expr) -> bool {
 
 /// The value a name was given, when it is bound once in its scope by a plain assignment (one
 /// bound on several paths, `if cuda: idx = ..cuda() else: idx = ..`, may hold either).
-/// Is `index` evidently a tensor, taken from one of the device (`ids[i]`, or a name bound once to
-/// that)? A name of unknown kind is not: a parameter is more often a key or a number
-/// (`self.heads[head_name]`, `self.unets[unet_index]`).
-fn device_element(cx: &Checker<'_, '_>, index: &Expr, depth: u32) -> bool {
-    match index {
-        // (A name bound on several paths, `ids = torch.LongTensor(..)` on one and `scores.argmax(1)`
-        // on another, may hold the host's: the one binding it gets must be of the device.)
-        Expr::Subscript(s) => {
-            let tensor = match &*s.value {
-                Expr::Name(_) => single_assignment(cx, &s.value),
-                v => Some(v),
-            };
-            !matches!(&*s.slice, Expr::Slice(_))
-                && tensor.is_some_and(|t| cx.kind_of(t).may_be_tensor() && provenance_in_project(cx, t).on_accelerator)
-        }
-        Expr::Name(_) if cx.kind_of(index) != Kind::Tensor => {
-            depth > 0 && single_assignment(cx, index).is_some_and(|v| device_element(cx, v, depth - 1))
-        }
-        _ => cx.kind_of(index) == Kind::Tensor && provenance_in_project(cx, index).on_accelerator,
-    }
-}
-
-/// `self.token_embeds[i]`, `hyps[best]` with the index a tensor of the device: a Python container
-/// (`nn.ModuleList`, `nn.Sequential`, a list or tuple this function makes) takes its index
-/// through `__index__`, which reads the tensor on the host. (A dict hashes a tensor by its
-/// identity and reads nothing; a tensor indexed by a tensor stays on the device.)
-fn container_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
-    let Expr::Subscript(s) = e else { return None };
-    let index = &*s.slice;
-    if !plain_value(index) || !device_element(cx, index, 2) {
-        return None;
-    }
-    let container = match cx.kind_of(&s.value) {
-        Kind::Module => true,
-        Kind::Other => matches!(&*s.value, Expr::Name(_))
-            && single_assignment(cx, &s.value).is_some_and(|v| matches!(v, Expr::List(_) | Expr::ListComp(_) | Expr::Tuple(_))),
-        _ => false,
-    };
-    if !container {
-        return None;
-    }
-    let what = cx.short(e.range());
-    Some(Sync { always: Some(AlwaysWaits::ContainerIndex), ..Sync::read(false, what, index, e, e.range()) })
-}
-
 fn single_assignment<'a>(cx: &Checker<'_, 'a>, name: &Expr) -> Option<&'a Expr> {
     match cx.model.binding(super::helpers::name_binding(cx, name)?) {
         crate::python::model::Binding {
@@ -1888,6 +1910,30 @@ fn in_bad_value_check(cx: &Checker<'_, '_>, at: TextRange) -> bool {
     tests.into_iter().any(|t| t.range().contains_range(at) && crate::python::checker::checks_for_bad_values(t))
 }
 
+/// `loss_value = loss.item()`, the name then checked for NaN or Inf by an `if` of the function
+/// (`if not math.isfinite(loss_value):`): the check is what the read is for.
+fn read_for_a_bad_value_check(cx: &Checker<'_, '_>, value: &Expr) -> bool {
+    let Some(Node::Stmt(Stmt::Assign(a))) = cx.parents.iter().rev().find(|p| matches!(p, Node::Stmt(_))) else {
+        return false;
+    };
+    let [Expr::Name(n)] = &a.targets[..] else { return false };
+    if !std::ptr::eq(&*a.value, value) {
+        return false;
+    }
+    let Some(name) = cx.model.definition_of(n) else { return false };
+    let body: &[Stmt] = match cx.function {
+        Some(f) => &cx.model.function(f).def.body,
+        None => cx.module_body,
+    };
+    let (mut found, mut budget) = (false, 256usize);
+    each_stmt_after(body, a.end(), &mut |s| {
+        budget = budget.saturating_sub(1);
+        found = matches!(s, Stmt::If(i) if mentions(cx, &i.test, &[name]) && only_bad_value_checks(cx, &i.test, &[name]));
+        !found && budget > 0
+    });
+    found
+}
+
 /// Does `test` look at `names` only to check for NaN or Inf (`not math.isfinite(v)`, `.. or
 /// math.isnan(v)`)? Not a test that also compares them (`not math.isfinite(v) or v < 1e-3`).
 fn only_bad_value_checks(cx: &Checker<'_, '_>, test: &Expr, names: &[BindingId]) -> bool {
@@ -2504,7 +2550,7 @@ fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) 
 }
 
 /// A condition whose branch leaves the loop or the function, or checks with an `assert`
-/// (`if not math.isfinite(v): assert ..`), decides the control flow. Not a branch that only
+/// (`if n_valid == 0: assert ..`), decides the control flow. Not a branch that only
 /// returns a tensor early from a function run at every step, outside any loop of its own (a
 /// loss's `if num_pos == 0: return loss`, or the loss and its logs, `return loss, {"l1": loss}`):
 /// the step goes on either way, and the same tensor can be had on the device (`loss /
