@@ -841,6 +841,14 @@ impl<'m, 'a> Checker<'m, 'a> {
         self.facts.hot[f.index()]
     }
 
+    /// Does a factory given no device make its tensor on a device here: under
+    /// `torch.set_default_device(..)` in this file, or inside `with torch.device(..)`? (Set by
+    /// another file of the project, it is not seen: a repository's one test or script that sets
+    /// it says nothing of its other files.)
+    pub fn default_device_set(&self) -> bool {
+        self.facts.sets_default_device || self.device_block > 0
+    }
+
     /// Is the current function a forward pass (or called from one)?
     pub fn in_forward(&self) -> bool {
         self.function.is_some_and(|f| self.facts.forward[f.index()])

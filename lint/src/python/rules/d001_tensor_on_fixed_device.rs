@@ -103,7 +103,7 @@ impl Check {
     /// `cpu[index]` outside the functions [`Check::active`] reads: `cpu` made on a fixed device
     /// or moved to the CPU, `index` on the device by [`device_evident`].
     fn index_on_the_cpu(&mut self, cx: &Checker<'_, '_>, sub: &ast::ExprSubscript) -> Option<Finding> {
-        if cx.device_block > 0 || cx.kind.is_test_like() || cx.facts.sets_default_device || in_device_branch(cx) {
+        if cx.default_device_set() || cx.kind.is_test_like() || in_device_branch(cx) {
             return None;
         }
         let indices = tensor_indices(cx, sub);
@@ -122,7 +122,7 @@ impl Check {
     /// `model = Net().to(device)` (or `model.cuda()` later), then `model(torch.tensor(xs))`: the
     /// input is made on the host, the model's weights are on the device.
     fn host_input_to_moved_model(&mut self, cx: &Checker<'_, '_>, c: &ast::ExprCall) -> Option<Finding> {
-        if cx.device_block > 0 || cx.kind.is_test_like() || cx.facts.sets_default_device || in_device_branch(cx) {
+        if cx.default_device_set() || cx.kind.is_test_like() || in_device_branch(cx) {
             return None;
         }
         if cx.kind_of(&c.func) != Kind::Module {
@@ -244,9 +244,8 @@ impl Check {
     /// of `y`; the move of its sibling is the evidence that the batch starts on the host.
     fn batch_element_left_on_host(&mut self, cx: &Checker<'_, '_>, e: &Expr) -> Option<Finding> {
         if !self.in_loader_loop(cx)
-            || cx.device_block > 0
+            || cx.default_device_set()
             || cx.kind.is_test_like()
-            || cx.facts.sets_default_device
             || in_device_branch(cx)
         {
             return None;

@@ -234,7 +234,7 @@ impl Check {
 /// The part of `sub`'s index that is a tensor on the device by what the code does, outside tests
 /// and `with torch.device(..)` blocks.
 fn indexed_on_the_device(cx: &Checker<'_, '_>, sub: &ast::ExprSubscript) -> Option<TextRange> {
-    if cx.kind.is_test_like() || cx.device_block > 0 || cx.facts.sets_default_device {
+    if cx.kind.is_test_like() || cx.default_device_set() {
         return None;
     }
     tensor_indices(cx, sub).into_iter().find(|i| device_evident(cx, i)).map(|i| i.range())

@@ -552,7 +552,7 @@ fn host_made_field(cx: &Checker<'_, '_>, receiver: &Expr) -> Option<String> {
             // (`get_sinusoid_encoding_table(n, d)` returning `torch.tensor(table)`).
             // (Not under `torch.set_default_device(..)` in this file, as `host_made` is not.)
             _ if super::helpers::project_function(cx, c) == Some(true) => {
-                !cx.facts.sets_default_device && cx.device_block == 0
+                !cx.default_device_set()
             }
             _ => host_made(cx, v).is_some(),
         }
@@ -896,7 +896,7 @@ fn index_upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
         // A 0-dim index (`x[:, torch.tensor(1)]`) is read on the host as a number: nothing is
         // copied.
         host_made_within(cx, made, 8)
-            .filter(|(_, _, zero_dim)| !zero_dim && !cx.facts.sets_default_device && cx.device_block == 0)
+            .filter(|(_, _, zero_dim)| !zero_dim && !cx.default_device_set())
             .map(|(factory, _, _)| (part, (format!("torch.{factory}(..)"), Upload::Index)))
             .or_else(|| numpy_indices(cx, made).map(|made| (part, (format!("{made}(..)"), Upload::NumpyIndex))))
     })?;
@@ -1206,10 +1206,7 @@ fn bound_on_host(cx: &Checker<'_, '_>, e: &Expr) -> bool {
 /// `torch.randint(k, (n,))`), with no `device=`, through methods that keep it where it is
 /// (`.unsqueeze(0)`, `.long()`, `.to(dtype)`), and not empty: the factory's name.
 fn host_made<'e>(cx: &Checker<'_, 'e>, e: &'e Expr) -> Option<(&'static str, TextRange)> {
-    // Under `torch.set_default_device(..)` in this file, or `with torch.device(..)`, a factory
-    // with no device makes its tensor there. (Set by another file of the project, it is not
-    // seen: a repository's one test or script that sets it says nothing of its other files.)
-    if cx.facts.sets_default_device || cx.device_block > 0 {
+    if cx.default_device_set() {
         return None;
     }
     host_made_within(cx, e, 8).map(|(factory, at, _)| (factory, at))

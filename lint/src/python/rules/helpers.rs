@@ -578,8 +578,7 @@ fn module_made_here_and_kept(cx: &Checker<'_, '_>, func: &Expr) -> bool {
     if !constructor
         || !def.range().contains_range(made.range())
         || cx.kind_of(func) != Kind::Module
-        || cx.facts.sets_default_device
-        || cx.device_block > 0
+        || cx.default_device_set()
     {
         return false;
     }
