@@ -2206,7 +2206,11 @@ struct FunctionFacts {
 /// literal, nothing at all, or a name (or list filled with `append`) that the function only ever
 /// binds to such values? A helper that moves its results to the host (`feats.append(f.cpu())`
 /// then `return torch.cat(feats)`) hands its callers host tensors, whatever it was given.
-pub(crate) fn returns_host(f: &ast::StmtFunctionDef, host_function: &dyn Fn(&str) -> bool) -> bool {
+pub(crate) fn returns_host(
+    f: &ast::StmtFunctionDef,
+    host_function: &dyn Fn(&str) -> bool,
+    torch_names: &[String],
+) -> bool {
     use ruff_python_ast::visitor::{self, Visitor};
     #[derive(Default)]
     struct Values<'f> {
@@ -2307,6 +2311,7 @@ pub(crate) fn returns_host(f: &ast::StmtFunctionDef, host_function: &dyn Fn(&str
         function: host_function,
         steps: std::cell::Cell::new(4096),
         device_block: values.device_block,
+        torch_names,
     };
     values.returns.iter().all(|v| host.value(v, &mut visiting))
 }
@@ -2333,13 +2338,14 @@ pub(crate) fn host_functions(body: &[Stmt]) -> FxHashSet<String> {
     }
     let mut all = Vec::new();
     defs(body, &mut all, 0);
+    let torch = torch_names(body);
     let mut host: FxHashSet<String> = FxHashSet::default();
     // Each round adds the functions that return host values given the last round's: a chain of
     // helpers a few calls deep is followed, however the file orders them.
     for _ in 0..4 {
         let found: Vec<&str> = all
             .iter()
-            .filter(|f| !host.contains(f.name.as_str()) && returns_host(f, &|n| host.contains(n)))
+            .filter(|f| !host.contains(f.name.as_str()) && returns_host(f, &|n| host.contains(n), &torch))
             .map(|f| f.name.as_str())
             .collect();
         if found.is_empty() {
@@ -2348,6 +2354,28 @@ pub(crate) fn host_functions(body: &[Stmt]) -> FxHashSet<String> {
         host.extend(found.into_iter().map(str::to_string));
     }
     host
+}
+
+/// The names a file gives torch at its top level: `torch`, and `th` after `import torch as th`.
+pub(crate) fn torch_names(body: &[Stmt]) -> Vec<String> {
+    fn walk(body: &[Stmt], out: &mut Vec<String>, depth: usize) {
+        for s in body {
+            match s {
+                Stmt::Import(i) => out.extend(
+                    i.names
+                        .iter()
+                        .filter(|a| a.name.as_str() == "torch")
+                        .filter_map(|a| a.asname.as_ref().map(|n| n.as_str().to_string())),
+                ),
+                Stmt::Try(t) if depth < 2 => walk(&t.body, out, depth + 1),
+                Stmt::If(i) if depth < 2 => walk(&i.body, out, depth + 1),
+                _ => {}
+            }
+        }
+    }
+    let mut out = vec!["torch".to_string()];
+    walk(body, &mut out, 0);
+    out
 }
 
 /// Each name a function binds → the values it gets (`None`: one not followed).
@@ -2365,6 +2393,8 @@ struct Host<'h, 'f> {
     /// The function makes tensors under `with torch.device(..)`: a factory's default is not the
     /// host there.
     device_block: bool,
+    /// The names torch goes by in the file ([`torch_names`]).
+    torch_names: &'h [String],
 }
 
 impl<'f> Host<'_, 'f> {
@@ -2418,7 +2448,7 @@ impl<'f> Host<'_, 'f> {
                 if c.arguments.find_keyword("device").is_some_and(|k| cpu(&k.value)) {
                     return true;
                 }
-                let torch = |e: &Expr| matches!(e, Expr::Name(m) if m.id.as_str() == "torch");
+                let torch = |e: &Expr| matches!(e, Expr::Name(m) if self.torch_names.iter().any(|t| t == m.id.as_str()));
                 match &*c.func {
                     // A tensor torch makes with no device, from nothing or from host values
                     // (`torch.tensor(table)` of a NumPy table), is on the host.
@@ -2935,7 +2965,7 @@ mod tests {
             let text = format!("def f(model, xs, device):\n{body}");
             let parsed = ruff_python_parser::parse_module(&text).expect("parses");
             let Some(Stmt::FunctionDef(f)) = parsed.syntax().body.first() else { panic!("a function") };
-            returns_host(f, &|n| n == "to_host")
+            returns_host(f, &|n| n == "to_host", &["torch".to_string(), "th".to_string()])
         };
         // Host values, however they are reached.
         assert!(host("    return model(xs).cpu()\n"));
@@ -2959,6 +2989,10 @@ mod tests {
         assert!(host("    return {\"loss\": model(xs).item(), \"n\": len(xs)}\n"));
         assert!(host("    mse = model(xs).pow(2).mean().item()\n    return 10 * math.log10(1 / mse)\n"));
         assert!(host("    return sum(x.item() for x in xs), [x.item() for x in xs]\n"));
+        // torch's factories with no device, under the name the file imports torch as.
+        assert!(host("    return th.tensor([[0.0, 1.0]]), torch.arange(4)\n"));
+        assert!(!host("    return th.tensor([[0.0, 1.0]], device=device)\n"));
+        assert!(!host("    return pt.tensor([[0.0, 1.0]])\n"), "not a name of torch's in this file");
         // Anything else may be on the device.
         assert!(!host("    return model(xs)\n"));
         assert!(!host("    return model(xs).cpu().cuda()\n"), "moved back");
@@ -3021,6 +3055,13 @@ mod tests {
         assert!(p("@ray.remote(num_gpus=0.5)\nclass W:\n    pass\n").own_gpus);
         assert!(!p("try:\n    import triton\nexcept ImportError:\n    triton = None\n").built_for_cuda);
         assert!(!p("backend = \"nccl\" if cuda else \"ccl\"").built_for_cuda);
+    }
+
+    #[test]
+    fn torch_goes_by_the_names_the_file_imports_it_as() {
+        let text = "import torch\nimport torch as th\ntry:\n    import torch as pt, numpy as np\nexcept ImportError:\n    pass\n";
+        let parsed = ruff_python_parser::parse_module(text).expect("parses");
+        assert_eq!(torch_names(parsed.syntax().body.as_slice()), ["torch", "th", "pt"]);
     }
 
     #[test]

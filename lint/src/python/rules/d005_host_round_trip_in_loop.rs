@@ -518,6 +518,8 @@ fn host_made_field(cx: &Checker<'_, '_>, receiver: &Expr) -> Option<String> {
             Expr::Subscript(s) if static_index(&s.slice) => field = &s.value,
             _ => match method_call(field) {
                 Some((_, inner, m)) if KEEPS_PLACE.contains(&m) => field = inner,
+                // `.to(torch.float32)`, `.type(x.dtype)`: a cast of dtype only.
+                Some((c, inner, "to" | "type")) if casts_dtype_only(cx, c) => field = inner,
                 _ => break,
             },
         }
@@ -536,12 +538,22 @@ fn host_made_field(cx: &Checker<'_, '_>, receiver: &Expr) -> Option<String> {
         for _ in 0..4 {
             match method_call(at) {
                 Some((_, inner, m)) if m == "float" || m == "double" || m == "half" || m == "contiguous" => at = inner,
+                Some((c, inner, "to" | "type")) if casts_dtype_only(cx, c) => at = inner,
                 _ => break,
             }
         }
         let Expr::Call(c) = at else { return false };
         match cx.callee_name(c).as_deref() {
             Some("torch.from_numpy") => true,
+            // `torch.tensor(np.load("ray_template.npy"))`: NumPy's data copied into a tensor of
+            // the host (no `device=`).
+            Some("torch.tensor" | "torch.as_tensor" | "torch.Tensor" | "torch.FloatTensor" | "torch.LongTensor")
+                if c.arguments.find_keyword("device").is_none() =>
+            {
+                c.arguments.args.first().is_some_and(|data| {
+                    matches!(data, Expr::Call(d) if cx.callee_name(d).is_some_and(|q| q.starts_with("numpy.")))
+                })
+            }
             // `getattr(torch, window)(win_length)`: one of torch's window functions by name.
             _ if matches!(&*c.func, Expr::Call(g) if cx.callee_name(g).is_some_and(|q| q == "builtins.getattr")
                 && g.arguments.args.first().is_some_and(|m| cx.model.canonical_name(m).is_some_and(|q| q == "torch"))) =>
@@ -646,6 +658,17 @@ fn static_index(e: &Expr) -> bool {
         Expr::Tuple(t) => t.elts.iter().all(static_index),
         _ => false,
     }
+}
+
+/// `.to(torch.float32)`, `.to(dtype=x.dtype)`, `.type(torch.half)`: a call that names a dtype and no
+/// device (not `.type("torch.cuda.FloatTensor")`, nor `.to(x)`, which takes `x`'s device too).
+fn casts_dtype_only(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
+    let dtype = c.arguments.args.first().or_else(|| c.arguments.find_keyword("dtype").map(|k| &k.value));
+    dtype.is_some_and(|t| names_a_dtype(cx, t))
+        && c.arguments.args.len() <= 1
+        && c.arguments.keywords.iter().all(|k| {
+            k.arg.as_ref().is_some_and(|n| matches!(n.as_str(), "dtype" | "copy" | "memory_format" | "non_blocking"))
+        })
 }
 
 /// Tensor methods whose result lives where their receiver does: views, copies and casts of dtype.

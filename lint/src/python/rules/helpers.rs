@@ -1483,7 +1483,8 @@ fn function_returns_host(cx: &Checker<'_, '_>, f: crate::python::model::Function
         return known;
     }
     let host = cx.host_functions();
-    let known = crate::python::project::returns_host(cx.model.function(f).def, &|n| host.contains(n));
+    let torch = crate::python::project::torch_names(cx.module_body);
+    let known = crate::python::project::returns_host(cx.model.function(f).def, &|n| host.contains(n), &torch);
     cx.nested_host.borrow_mut().insert(f, known);
     known
 }
@@ -2096,7 +2097,10 @@ pub(crate) fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
             name_words(cx.model.function(f).name())
                 .any(|w| crate::python::checker::names_training(&w.to_ascii_lowercase()))
         });
-    let over_data = cx.no_grad > 0 || named(&["predict", "infer"]);
+    // (Not in a function a training step calls: `predict_poses(..)` of a trainer's step, its
+    // poses for matching computed under `torch.no_grad()` in a loop over frames.)
+    let over_data = (cx.no_grad > 0 || named(&["predict", "infer"]))
+        && !cx.enclosing_functions().any(|f| cx.facts.in_training_step(f));
     ((evaluation || file || over_data)
         && cx.loops.iter().any(|&l| {
             let Stmt::For(f) = cx.model.loop_(l).stmt else { return false };
