@@ -1511,3 +1511,67 @@ fn helpers_a_training_step_calls_under_no_grad_run_at_every_step() {
     );
     assert!(!run().contains("pkg/layers.py"), "{}", run());
 }
+
+/// A method a model of the project inherits from a base class of another file
+/// (`RNN_VAE(VAE_Baseline)`, `VAE_Baseline.compute_all_losses`) runs at every step when the
+/// training loop calls it on an instance, whether the class comes through `from lib.rnn import *`
+/// or a factory that returns it moved (`LatentODE(..).to(device)`), in one branch of several. A
+/// base from outside the project, which may define the method first, leaves it unknown.
+#[test]
+fn methods_inherited_from_bases_of_other_files_are_followed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let write = |name: &str, text: &str| std::fs::write(d.join(name), text).expect("write");
+    std::fs::create_dir_all(d.join("lib")).expect("mkdir");
+    write("lib/__init__.py", "");
+    write(
+        "lib/base_models.py",
+        "import torch\nfrom torch import nn\n\n\nclass VAE_Baseline(nn.Module):\n    def __init__(self, dim):\n        \
+         super().__init__()\n        self.lin = nn.Linear(dim, dim)\n\n    def compute_all_losses(self, batch):\n        \
+         loss = self.lin(batch).pow(2).mean()\n        return {\"loss\": loss, \"mse\": loss.item()}\n",
+    );
+    let rnn = "from lib.base_models import VAE_Baseline\n\n\nclass RNN_VAE(VAE_Baseline):\n    pass\n";
+    write("lib/rnn_baselines.py", rnn);
+    write(
+        "lib/latent_ode.py",
+        "from lib.base_models import VAE_Baseline\n\n\nclass LatentODE(VAE_Baseline):\n    pass\n",
+    );
+    write(
+        "lib/create_latent_ode_model.py",
+        "from lib.latent_ode import LatentODE\n\n\ndef create_LatentODE_model(dim, device):\n    \
+         model = LatentODE(dim).to(device)\n    return model\n",
+    );
+    let script = "import argparse\n\nimport torch\n\nfrom lib.rnn_baselines import *\n\
+                  from lib.create_latent_ode_model import create_LatentODE_model\n\n\
+                  parser = argparse.ArgumentParser()\nparser.add_argument(\"--rnn-vae\", action=\"store_true\")\n\
+                  args = parser.parse_args()\ndevice = torch.device(\"cuda:0\" if torch.cuda.is_available() else \"cpu\")\n\n\
+                  if __name__ == \"__main__\":\n    if args.rnn_vae:\n        model = RNN_VAE(4).to(device)\n    else:\n        \
+                  model = create_LatentODE_model(4, device)\n    optimizer = torch.optim.Adamax(model.parameters())\n    \
+                  for itr in range(1, 1000):\n        optimizer.zero_grad()\n        batch = torch.randn(8, 4, device=device)\n        \
+                  train_res = model.compute_all_losses(batch)\n        train_res[\"loss\"].backward()\n        optimizer.step()\n";
+    let run = || {
+        stdout(&devcheck(
+            &["--color", "never", "lint", "--format", "concise", "--isolated", "--preview", "."],
+            d,
+        ))
+    };
+    let expected = "lib/base_models.py:12:38: D005 [warning] `.item()` in `compute_all_losses` waits for the device at every step: `VAE_Baseline.compute_all_losses` is called in a loop at run_models.py:";
+    // The factory's class, in the branch the defaults take.
+    write("run_models.py", script);
+    assert!(run().contains(expected), "{}", run());
+    // The star-imported class, alone.
+    write(
+        "run_models.py",
+        &script.replace("    else:\n        model = create_LatentODE_model(4, device)\n", ""),
+    );
+    assert!(run().contains(expected), "{}", run());
+    // A base from outside the project first in the bases: which `compute_all_losses` runs is not known.
+    write(
+        "lib/rnn_baselines.py",
+        &rnn.replace(
+            "class RNN_VAE(VAE_Baseline):",
+            "from somelib import Mixin\n\n\nclass RNN_VAE(Mixin, VAE_Baseline):",
+        ),
+    );
+    assert!(!run().contains("D005"), "{}", run());
+}

@@ -766,8 +766,13 @@ impl<'m, 'a> Checker<'m, 'a> {
 
     /// The class a call makes: `Class(..)`, or what a factory of the project returns.
     fn class_made_by(&self, made: &ast::ExprCall) -> Option<String> {
-        let name = self.model.canonical_name(&made.func)?;
-        Some(self.types.project().factory_class(&name).unwrap_or_else(|| name.into_owned()))
+        let project = self.types.project();
+        // A name the file's `from module import *` brings (`RNN_VAE(..)`), or as the model names it.
+        let name = match project.star_name(&made.func, |n| self.model.binding_of(n).is_some()) {
+            Some(name) => name,
+            None => self.model.canonical_name(&made.func)?.into_owned(),
+        };
+        Some(project.factory_class(&name).unwrap_or(name))
     }
 
     /// The call that makes the instance a name or an attribute of `self` holds

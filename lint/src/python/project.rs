@@ -829,21 +829,65 @@ impl Project {
             return None;
         }
         // The class through its re-exports (`utils.Logger` → `utils.misc.Logger`).
-        Some(
-            reached
-                .into_iter()
-                .flat_map(|reached| {
-                    let entry = self.methods.get_key_value(format!("{reached}.{method}").as_str());
-                    entry.into_iter().flat_map(|(key, files)| {
-                        let own = match key.rmatch_indices('.').nth(1) {
-                            Some((at, _)) => &key[at + 1..],
-                            None => key.as_str(),
-                        };
-                        files.iter().map(move |&file| (file, own))
-                    })
-                })
-                .collect(),
-        )
+        let own: Vec<(usize, &'s str)> =
+            reached.into_iter().flat_map(|reached| self.defined(reached, method)).collect();
+        if !own.is_empty() {
+            return Some(own);
+        }
+        // A method the class inherits from a base of the project (`RNN_VAE(VAE_Baseline)`, whose
+        // `compute_all_losses` another file defines): the nearest base's, bases taken in order.
+        // (Not a special method: a base's `__call__` most often hands over to a method each
+        // subclass defines, `self.forward(..)`, and which subclass is not followed from there.)
+        if method.starts_with("__") {
+            return Some(Vec::new());
+        }
+        Some(self.inherited(class, method, 0))
+    }
+
+    /// The methods `class.method` names, defined in the class itself: each one's file and its name
+    /// as `Class.method`.
+    fn defined<'s>(&'s self, class: &str, method: &str) -> Vec<(usize, &'s str)> {
+        let entry = self.methods.get_key_value(format!("{class}.{method}").as_str());
+        entry
+            .into_iter()
+            .flat_map(|(key, files)| {
+                let own = match key.rmatch_indices('.').nth(1) {
+                    Some((at, _)) => &key[at + 1..],
+                    None => key.as_str(),
+                };
+                files.iter().map(move |&file| (file, own))
+            })
+            .collect()
+    }
+
+    /// The definitions of `method` in the first of `class`'s bases of the project that has one
+    /// (depth first, left to right, as far as [`MAX_CHAIN`] bases up).
+    fn inherited<'s>(&'s self, class: &str, method: &str, depth: usize) -> Vec<(usize, &'s str)> {
+        if depth > MAX_CHAIN {
+            return Vec::new();
+        }
+        for id in self.lookup_ids(class) {
+            for base in self.class_bases.get(id).into_iter().flatten() {
+                let Base::Named(q) = base else { continue };
+                if api::is_plain_base(q) || api::is_module_class(q) {
+                    continue;
+                }
+                // A base from outside the project may define it first: not known.
+                if self.lookup_ids(q).is_empty() {
+                    return Vec::new();
+                }
+                let found: Vec<_> =
+                    self.names_reached(q).into_iter().flat_map(|r| self.defined(r, method)).collect();
+                if !found.is_empty() {
+                    return found;
+                }
+                let found = self.inherited(q, method, depth + 1);
+                if !found.is_empty() {
+                    return found;
+                }
+            }
+        }
+        Vec::new()
     }
 
     /// The file that defines the top-level function `name` names, for a name of the file at
@@ -2123,6 +2167,21 @@ impl Names<'_> {
         );
         let class_of = |e: &Expr| -> Option<String> {
             let Expr::Call(c) = e else { return None };
+            let mut c: &ast::ExprCall = c;
+            // Through the moves a model is made with (`LatentODE(..).to(device)`).
+            for _ in 0..8 {
+                match &*c.func {
+                    Expr::Attribute(a)
+                        if matches!(
+                            a.attr.as_str(),
+                            "to" | "cuda" | "cpu" | "train" | "eval" | "float" | "half" | "double"
+                        ) && let Expr::Call(inner) = &*a.value =>
+                    {
+                        c = inner;
+                    }
+                    _ => break,
+                }
+            }
             self.dotted(&c.func).filter(|q| !q.starts_with("builtins."))
         };
         let mut made: Option<String> = None;
@@ -2677,6 +2736,18 @@ impl<'p> View<'p> {
             return None;
         }
         self.function(&format!("{}.{}", self.module.join("."), n.id))
+    }
+
+    /// A class (or a function) of another file of the project that a name this file never binds
+    /// stands for through the file's `from module import *`: `RNN_VAE(..)` after `from
+    /// lib.rnn_baselines import *`. Its name as this module re-exports it.
+    pub(crate) fn star_name(&self, func: &Expr, bound: impl Fn(&ast::ExprName) -> bool) -> Option<String> {
+        let Expr::Name(n) = func else { return None };
+        if self.module.is_empty() || bound(n) {
+            return None;
+        }
+        let name = format!("{}.{}", self.module.join("."), n.id);
+        (self.class(&name).is_some() || self.function(&name).is_some()).then_some(name)
     }
 
     /// The absolute name of a class another file of the project defines (`qualified` as the

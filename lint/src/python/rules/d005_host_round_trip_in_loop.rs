@@ -1331,8 +1331,11 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
             // arrays (`_extract_into_tensor(self.sqrt_alphas_cumprod, t, shape)`): a schedule
             // made once, copied again at each call.
             let data = c.arguments.args.first()?;
-            (matches!(name, "from_numpy" | "tensor" | "as_tensor") && given_an_objects_array(cx, data))
-                .then_some((c, "from_numpy"))
+            ["from_numpy", "tensor", "as_tensor"]
+                .into_iter()
+                .find(|f| *f == name)
+                .filter(|_| given_an_objects_array(cx, data))
+                .map(|f| (c, f))
         })
     };
     // The factory, through methods that keep the tensor where it is (`torch.arange(n).unsqueeze(0)`,
@@ -1600,6 +1603,22 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
         && let Some(q) = cx.callee_name(call)
     {
         match q.as_ref() {
+            // `math.isnan(loss)`, `math.exp(loss)`: Python converts the tensor with `float(..)`
+            // first. (Only a value known for a tensor: these take numbers far more often; not an
+            // entry of a dict, `math.sqrt(state["step"])`, which is most often a count.)
+            "math.isnan" | "math.isinf" | "math.isfinite" | "math.exp" | "math.log" | "math.log2" | "math.log10"
+            | "math.sqrt" | "math.floor" | "math.ceil"
+                if call.arguments.args.len() == 1 && call.arguments.keywords.is_empty() =>
+            {
+                let tensor = &call.arguments.args[0];
+                let entry = matches!(tensor, Expr::Subscript(x) if matches!(*x.slice, Expr::StringLiteral(_)));
+                if plain_value(tensor)
+                    && !entry
+                    && (cx.kind_of(tensor) == Kind::Tensor || provenance_in_project(cx, tensor).on_accelerator)
+                {
+                    return Read::Found(Sync::read(false, format!("{q}(..)"), tensor, e, call.range()));
+                }
+            }
             // Python walks the tensor and compares or tests each element on the host.
             "builtins.all" | "builtins.any" | "builtins.max" | "builtins.min" | "builtins.sorted"
                 if call.arguments.args.len() == 1 && call.arguments.keywords.is_empty() =>
