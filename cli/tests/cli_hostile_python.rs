@@ -706,3 +706,44 @@ fn a_ring_of_star_imports_ends() {
         stdout(&out)
     );
 }
+
+/// Forty files of classes, each deriving from both classes of the file before it (a lattice of
+/// bases), and a training loop calling a thousand methods none of them defines: looking each
+/// one up through the bases visits every class once, not every path through the lattice (2^16 of
+/// them as far as the index follows bases), and a method a base defines is still found.
+#[test]
+fn a_lattice_of_bases_across_files_is_walked_once_per_lookup() {
+    let (_dir, root) = temp();
+    write(root.join("pkg/__init__.py"), "");
+    write(
+        root.join("pkg/l0.py"),
+        "import torch\nfrom torch import nn\n\n\nclass A0(nn.Module):\n    def run(self, x):\n        \
+         return torch.ones(3).to(x.device)\n\n\nclass B0(nn.Module):\n    pass\n",
+    );
+    for layer in 1..40 {
+        let above = layer - 1;
+        write(
+            root.join(format!("pkg/l{layer}.py")),
+            format!(
+                "from pkg.l{above} import A{above}, B{above}\n\n\nclass A{layer}(B{above}, A{above}):\n    pass\n\n\n\
+                 class B{layer}(B{above}, A{above}):\n    pass\n"
+            ),
+        );
+    }
+    let calls: String = (0..1000).map(|i| format!("        m.missing{i}(x)\n")).collect();
+    write(
+        root.join("train.py"),
+        format!(
+            "from pkg.l39 import A39\nfrom pkg.l8 import A8\n\n\ndef main(loader, opt):\n    m = A39().cuda()\n    \
+             near = A8().cuda()\n    for x in loader:\n{calls}        near.run(x)\n        loss = m(x).sum()\n        \
+             loss.backward()\n        opt.step()\n\n\nmain([], None)\n"
+        ),
+    );
+    // (The bound is a hang guard, far above the run's time: the walk by paths took 27 s for 300.)
+    let out = run_bounded(&["lint", "--isolated", "--format", "concise", "."], &root, 40, None, &[]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("pkg/l0.py:7:16: D005 [warning] `torch.ones(..).to(..)` makes a tensor on the host"),
+        "{text}"
+    );
+}

@@ -841,7 +841,7 @@ impl Project {
         if method.starts_with("__") {
             return Some(Vec::new());
         }
-        Some(self.inherited(class, method, 0))
+        Some(self.inherited(class, method, 0, &mut FxHashSet::default()))
     }
 
     /// The methods `class.method` names, defined in the class itself: each one's file and its name
@@ -861,12 +861,22 @@ impl Project {
     }
 
     /// The definitions of `method` in the first of `class`'s bases of the project that has one
-    /// (depth first, left to right, as far as [`MAX_CHAIN`] bases up).
-    fn inherited<'s>(&'s self, class: &str, method: &str, depth: usize) -> Vec<(usize, &'s str)> {
+    /// (depth first, left to right, as far as [`MAX_CHAIN`] bases up; each class once, so a lattice
+    /// of bases is walked in linear time).
+    fn inherited<'s>(
+        &'s self,
+        class: &str,
+        method: &str,
+        depth: usize,
+        seen: &mut FxHashSet<usize>,
+    ) -> Vec<(usize, &'s str)> {
         if depth > MAX_CHAIN {
             return Vec::new();
         }
         for id in self.lookup_ids(class) {
+            if !seen.insert(id) {
+                continue;
+            }
             for base in self.class_bases.get(id).into_iter().flatten() {
                 let Base::Named(q) = base else { continue };
                 if api::is_plain_base(q) || api::is_module_class(q) {
@@ -881,7 +891,7 @@ impl Project {
                 if !found.is_empty() {
                     return found;
                 }
-                let found = self.inherited(q, method, depth + 1);
+                let found = self.inherited(q, method, depth + 1, seen);
                 if !found.is_empty() {
                     return found;
                 }
