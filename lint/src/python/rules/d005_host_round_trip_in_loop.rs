@@ -683,6 +683,18 @@ const KEEPS_PLACE: [&str; 23] = [
 /// `torch.tensor([0.5]).to(d)` is.
 fn built_on_device<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
     let Expr::Call(c) = e else { return None };
+    // `residue_index.new_tensor(2)`, `x.new_tensor([0.5, 0.5])`: on `x`'s device, from the host's
+    // numbers, as `torch.tensor(.., device=x.device)` is.
+    if let Some((_, receiver, "new_tensor")) = method_call(e)
+        && let [data] = &c.arguments.args[..]
+        && c.arguments.find_keyword("device").is_none()
+        && cx.kind_of(receiver).may_be_tensor()
+        && provenance_in_project(cx, receiver).on_accelerator
+        && host_numbers(cx, data)
+    {
+        let what = format!("{}.new_tensor(..)", cx.short(receiver.range()));
+        return Some(Sync { upload: Some(Upload::Built), ..Sync::read(false, what, e, e, e.range()) });
+    }
     let device = c.arguments.find_keyword("device")?;
     if super::helpers::literal_device(cx, &device.value).is_some_and(|d| d == "cpu")
         || matches!(device.value, Expr::NoneLiteral(_))
