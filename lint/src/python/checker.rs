@@ -137,10 +137,6 @@ pub(crate) struct Facts {
     forward: Vec<bool>,
     /// Per function: why its body runs in a hot loop, if it does.
     hot: Vec<Option<Hot>>,
-    /// Per function: it runs inside a training step, called (through calls of this file) from a
-    /// loop that steps the training or from a framework's step (`predict_poses(..)` under
-    /// `torch.no_grad()` in a trainer's `process_batch`): no evaluation pass, whatever its name.
-    in_training_step: Vec<bool>,
     /// Per loop: an iteration queues device work (here or in a function it calls).
     loop_work: Vec<bool>,
     /// Per loop: the loop runs a working loop inside (directly or through a call): an outer loop,
@@ -2155,7 +2151,6 @@ impl Facts {
         let mut facts = Facts {
             forward,
             hot: vec![None; n],
-            in_training_step: vec![false; n],
             loop_work,
             outer_loop,
             steps_training: steps_here,
@@ -2288,41 +2283,7 @@ impl Facts {
                 }
             }
         }
-        // What runs inside a training step: called in a loop that steps the training, or from a
-        // framework's step, and what those call in turn (not in a branch taken now and then).
-        let mut todo: Vec<FunctionId> = Vec::new();
-        for e in &edges {
-            if let Some(l) = e.in_loop
-                && let Some(hot) = facts.hot_loop(model, l)
-                && facts.steps_training[hot.index()]
-                && !facts.in_training_step[e.callee.index()]
-                && !gated(e)
-            {
-                facts.in_training_step[e.callee.index()] = true;
-                todo.push(e.callee);
-            }
-        }
-        for (id, _) in model.functions() {
-            if matches!(facts.hot[id.index()], Some(Hot::Step(_))) && !facts.in_training_step[id.index()] {
-                facts.in_training_step[id.index()] = true;
-                todo.push(id);
-            }
-        }
-        while let Some(f) = todo.pop() {
-            for &i in &by_caller[f.index()] {
-                let e = &edges[i];
-                if !facts.in_training_step[e.callee.index()] && !gated(e) {
-                    facts.in_training_step[e.callee.index()] = true;
-                    todo.push(e.callee);
-                }
-            }
-        }
         facts
-    }
-
-    /// Does the function run inside a training step ([`Facts::in_training_step`])?
-    pub(crate) fn in_training_step(&self, f: FunctionId) -> bool {
-        self.in_training_step[f.index()]
     }
 
     /// The loop (from `innermost` outwards) that makes code in `innermost` run at every step: the
@@ -3274,10 +3235,8 @@ fn made_before_moves(call: &ast::ExprCall) -> &ast::ExprCall {
     for _ in 0..MAX_DEPTH {
         match &*at.func {
             Expr::Attribute(a)
-                if matches!(
-                    a.attr.as_str(),
-                    "to" | "cuda" | "cpu" | "train" | "eval" | "float" | "half" | "double" | "requires_grad_"
-                ) && let Expr::Call(inner) = &*a.value =>
+                if super::project::RETURNS_ITSELF.contains(&a.attr.as_str())
+                    && let Expr::Call(inner) = &*a.value =>
             {
                 at = inner;
             }

@@ -838,10 +838,10 @@ impl Project {
         // `compute_all_losses` another file defines): the nearest base's, bases taken in order.
         // (Not a special method: a base's `__call__` most often hands over to a method each
         // subclass defines, `self.forward(..)`, and which subclass is not followed from there.)
-        if method.starts_with("__") {
+        if method.starts_with("__") && method.ends_with("__") {
             return Some(Vec::new());
         }
-        Some(self.inherited(class, method, 0, &mut FxHashSet::default()))
+        Some(self.inherited(class, method))
     }
 
     /// The methods `class.method` names, defined in the class itself: each one's file and its name
@@ -860,44 +860,54 @@ impl Project {
             .collect()
     }
 
-    /// The definitions of `method` in the first of `class`'s bases of the project that has one
-    /// (depth first, left to right, as far as [`MAX_CHAIN`] bases up; each class once, so a lattice
-    /// of bases is walked in linear time).
-    fn inherited<'s>(
-        &'s self,
-        class: &str,
-        method: &str,
-        depth: usize,
-        seen: &mut FxHashSet<usize>,
-    ) -> Vec<(usize, &'s str)> {
-        if depth > MAX_CHAIN {
-            return Vec::new();
-        }
-        for id in self.lookup_ids(class) {
-            if !seen.insert(id) {
+    /// The definitions of `method` a class inherits from its bases of the project: among the
+    /// ancestors (each visited once, as far as [`MAX_CHAIN`] bases up) that define it, the one
+    /// that derives from all the others, which Python's method resolution order puts first
+    /// (`Model(Logged, DeviceLosses)` runs `DeviceLosses`'s override of their common base's
+    /// method). None where an ancestor has a base from outside the project, which may define it
+    /// first, or where no definer derives from all the others (the order of the bases decides).
+    fn inherited<'s>(&'s self, class: &str, method: &str) -> Vec<(usize, &'s str)> {
+        let own = self.lookup_ids(class);
+        let mut seen: FxHashSet<usize> = FxHashSet::default();
+        let mut todo: Vec<(usize, usize)> = own.iter().map(|&id| (id, 0)).collect();
+        let mut definers: Vec<(usize, Vec<(usize, &'s str)>)> = Vec::new();
+        while let Some((id, depth)) = todo.pop() {
+            if depth > MAX_CHAIN || !seen.insert(id) {
                 continue;
+            }
+            if !own.contains(&id)
+                && let Some((name, _)) = self.class_names.get(id)
+            {
+                let found = self.defined(indexed_key(name), method);
+                if !found.is_empty() {
+                    // What it overrides further up does not run.
+                    definers.push((id, found));
+                    continue;
+                }
             }
             for base in self.class_bases.get(id).into_iter().flatten() {
                 let Base::Named(q) = base else { continue };
                 if api::is_plain_base(q) || api::is_module_class(q) {
                     continue;
                 }
+                let ids = self.lookup_ids(q);
                 // A base from outside the project may define it first: not known.
-                if self.lookup_ids(q).is_empty() {
+                if ids.is_empty() {
                     return Vec::new();
                 }
-                let found: Vec<_> =
-                    self.names_reached(q).into_iter().flat_map(|r| self.defined(r, method)).collect();
-                if !found.is_empty() {
-                    return found;
-                }
-                let found = self.inherited(q, method, depth + 1, seen);
-                if !found.is_empty() {
-                    return found;
-                }
+                todo.extend(ids.into_iter().map(|b| (b, depth + 1)));
             }
         }
-        Vec::new()
+        let mut memo: Vec<Option<bool>> = vec![None; self.class_bases.len()];
+        let first = definers.iter().position(|(d, _)| {
+            definers.iter().all(|(other, _)| {
+                other == d || {
+                    memo.iter_mut().for_each(|m| *m = None);
+                    self.derives_from(*d, &[*other], &mut memo, 0)
+                }
+            })
+        });
+        first.map(|i| definers.swap_remove(i).1).unwrap_or_default()
     }
 
     /// The file that defines the top-level function `name` names, for a name of the file at
@@ -2182,10 +2192,8 @@ impl Names<'_> {
             for _ in 0..8 {
                 match &*c.func {
                     Expr::Attribute(a)
-                        if matches!(
-                            a.attr.as_str(),
-                            "to" | "cuda" | "cpu" | "train" | "eval" | "float" | "half" | "double"
-                        ) && let Expr::Call(inner) = &*a.value =>
+                        if RETURNS_ITSELF.contains(&a.attr.as_str())
+                            && let Expr::Call(inner) = &*a.value =>
                     {
                         c = inner;
                     }
@@ -2203,8 +2211,28 @@ impl Names<'_> {
                     if walk.other.contains(&name) {
                         return None;
                     }
-                    let mut values =
-                        walk.assigned.iter().filter(|(t, _)| *t == name).map(|(_, v)| class_of(v));
+                    // `model = model.to(device)`: the same instance, moved.
+                    let moves_itself = |v: &Expr| {
+                        let mut e = v;
+                        for _ in 0..8 {
+                            match e {
+                                Expr::Call(c) => match &*c.func {
+                                    Expr::Attribute(a) if RETURNS_ITSELF.contains(&a.attr.as_str()) => {
+                                        e = &a.value
+                                    }
+                                    _ => return false,
+                                },
+                                Expr::Name(m) => return m.id.as_str() == name,
+                                _ => return false,
+                            }
+                        }
+                        false
+                    };
+                    let mut values = walk
+                        .assigned
+                        .iter()
+                        .filter(|(t, v)| *t == name && !moves_itself(v))
+                        .map(|(_, v)| class_of(v));
                     let first = values.next()??;
                     if !values.all(|v| v.as_deref() == Some(first.as_str())) {
                         return None;
@@ -2317,7 +2345,23 @@ pub(crate) fn returns_host(
                 Stmt::Return(r) => self.returns.extend(r.value.as_deref()),
                 Stmt::Assign(a) => {
                     for t in &a.targets {
-                        self.bind(t, matches!(t, Expr::Name(_) | Expr::Subscript(_)).then_some(&*a.value));
+                        match (t, &*a.value) {
+                            // `total, count = 0.0, 0`: each name its own value.
+                            (Expr::Tuple(names), Expr::Tuple(values))
+                                if names.elts.len() == values.elts.len() =>
+                            {
+                                for (n, v) in names.elts.iter().zip(&values.elts) {
+                                    self.bind(
+                                        n,
+                                        matches!(n, Expr::Name(_) | Expr::Subscript(_)).then_some(v),
+                                    );
+                                }
+                            }
+                            _ => self.bind(
+                                t,
+                                matches!(t, Expr::Name(_) | Expr::Subscript(_)).then_some(&*a.value),
+                            ),
+                        }
                     }
                 }
                 Stmt::AnnAssign(a) => self.bind(&a.target, a.value.as_deref()),
@@ -2565,6 +2609,11 @@ impl<'f> Host<'_, 'f> {
         }
     }
 }
+
+/// Methods of a module that return the module itself, moved or put in a mode
+/// (`LatentODE(..).to(device)`, `Net().cuda().eval()`).
+pub(crate) const RETURNS_ITSELF: [&str; 9] =
+    ["to", "cuda", "cpu", "train", "eval", "float", "half", "double", "requires_grad_"];
 
 /// torch's factories that make a tensor from nothing, on the host unless given a device.
 const HOST_FACTORIES: [&str; 13] = [
@@ -3018,6 +3067,8 @@ mod tests {
                 "import torch\n\n\nclass Dual:\n    pass\n\n\nclass Plain:\n    pass\n\n\n\
                  def direct(w):\n    return Dual()\n\n\n\
                  def named(w):\n    loss = Dual()\n    return loss\n\n\n\
+                 def moved(w, device):\n    return Dual().to(device).eval()\n\n\n\
+                 def rebound(w, device):\n    loss = Dual()\n    loss = loss.to(device)\n    return loss\n\n\n\
                  def later(w):\n    return Later(w)\n\n\n\
                  def either(w):\n    if w:\n        return Dual()\n    return Plain()\n\n\n\
                  def passed(w, loss=None):\n    if loss is None:\n        loss = Dual()\n    return loss\n\n\n\
@@ -3032,6 +3083,9 @@ mod tests {
         let is = |f: &str, class: &str| made(f).is_some_and(|c| c.ends_with(&format!("pkg.losses.{class}")));
         assert!(is("direct", "Dual"), "{:?}", made("direct"));
         assert!(is("named", "Dual"), "{:?}", made("named"));
+        // Moved or put in a mode, as made or rebound to itself moved.
+        assert!(is("moved", "Dual"), "{:?}", made("moved"));
+        assert!(is("rebound", "Dual"), "{:?}", made("rebound"));
         // A class defined after the function.
         assert!(is("later", "Later"), "{:?}", made("later"));
         // Two classes, a parameter that may be returned, a tensor, no value: no factory.
@@ -3088,6 +3142,13 @@ mod tests {
             "    feats = []\n    for x in xs:\n        feats.append(model(x))\n    return torch.cat(feats)\n"
         ));
         assert!(!host("    a, b = model(xs)\n    return a.cpu(), b\n"), "an unpacked value is not followed");
+        assert!(
+            host(
+                "    total, count = 0.0, 0\n    for x in xs:\n        total += x.sum().item()\n    return total ** 0.5\n"
+            ),
+            "a tuple of values is bound name by name"
+        );
+        assert!(!host("    a, b = 0.0, model(xs)\n    return b\n"));
         assert!(!host("    for x in xs:\n        yield model(x)\n"));
         assert!(!host("    yield from xs\n"));
         assert!(

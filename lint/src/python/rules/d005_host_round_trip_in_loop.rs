@@ -1624,9 +1624,20 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
             {
                 let tensor = &call.arguments.args[0];
                 let entry = matches!(tensor, Expr::Subscript(x) if matches!(*x.slice, Expr::StringLiteral(_)));
-                if plain_value(tensor)
-                    && !entry
-                    && (cx.kind_of(tensor) == Kind::Tensor || provenance_in_project(cx, tensor).on_accelerator)
+                // A name bound to what a function of the project returns on the host (`beta =
+                // kl_weight(step)`, `norm = global_grad_norm(model)` that sums `.item()`s).
+                let host_result = single_assignment(cx, tensor).is_some_and(
+                    |v| matches!(v, Expr::Call(c) if super::helpers::project_function(cx, c) == Some(true)),
+                );
+                // A forward pass's argument is where the model is only if it is a tensor: a
+                // `temperature` given as a Python number is not (an annotation says which).
+                let forward_input = matches!(tensor, Expr::Name(n) if cx.model.binding_of(n).is_some_and(|b| {
+                    matches!(cx.model.binding(b).kind, BindingKind::Parameter { function: Some(f), .. }
+                        if cx.model.function(f).name() == "forward")
+                }));
+                let known = cx.kind_of(tensor) == Kind::Tensor
+                    || (!forward_input && provenance_in_project(cx, tensor).on_accelerator);
+                if plain_value(tensor) && !entry && !host_result && known
                 {
                     return Read::Found(Sync::read(false, format!("{q}(..)"), tensor, e, call.range()));
                 }

@@ -2097,10 +2097,7 @@ pub(crate) fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
             name_words(cx.model.function(f).name())
                 .any(|w| crate::python::checker::names_training(&w.to_ascii_lowercase()))
         });
-    // (Not in a function a training step calls: `predict_poses(..)` of a trainer's step, its
-    // poses for matching computed under `torch.no_grad()` in a loop over frames.)
-    let over_data = (cx.no_grad > 0 || named(&["predict", "infer"]))
-        && !cx.enclosing_functions().any(|f| cx.facts.in_training_step(f));
+    let over_data = cx.no_grad > 0 || named(&["predict", "infer"]);
     ((evaluation || file || over_data)
         && cx.loops.iter().any(|&l| {
             let Stmt::For(f) = cx.model.loop_(l).stmt else { return false };
