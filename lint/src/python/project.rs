@@ -835,7 +835,7 @@ impl Project {
             return Some(own);
         }
         // A method the class inherits from a base of the project (`RNN_VAE(VAE_Baseline)`, whose
-        // `compute_all_losses` another file defines): the nearest base's, bases taken in order.
+        // `compute_all_losses` another file defines): the definition Python runs ([`Project::inherited`]).
         // (Not a special method: a base's `__call__` most often hands over to a method each
         // subclass defines, `self.forward(..)`, and which subclass is not followed from there.)
         if method.starts_with("__") && method.ends_with("__") {
