@@ -250,6 +250,13 @@ fn field<'a>(cx: &Checker<'_, 'a>, lineage: &[ClassId], puts: &Puts<'a>, name: &
             filled_at,
         });
     }
+    // Or the whole container handed to a wrapper that registers its modules in the same method
+    // (`self.net = nn.ModuleList(list(self.convs.values()))`): each module is registered.
+    if let Holds::ModulesInPlain { container, parameters: false } = holds
+        && field_registered_whole(cx, first.method, name)
+    {
+        holds = Holds::ModulesRegisteredElsewhere { container };
+    }
     // A value passed to the constructor and called like a module (`self.net = net` and
     // `self.net(x)`): a module the caller built (assigning one registers it), or a function, which
     // has nothing to move. Either way nothing is left behind.
@@ -521,6 +528,64 @@ pub(crate) fn registered_elsewhere(cx: &Checker<'_, '_>, method: FunctionId, lis
         }
     });
     found
+}
+
+/// Does `method` hand the field itself to a wrapper that registers its modules
+/// (`self.net = nn.ModuleList(list(self.convs.values()))`, `nn.Sequential(*self.layers)`), or
+/// register its items by name (`self.add_module(name, self.scale_heads[-1])` after each append)?
+fn field_registered_whole(cx: &Checker<'_, '_>, method: FunctionId, field: &str) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    /// Does the expression name `self.<field>` anywhere inside?
+    struct Names<'f> {
+        field: &'f str,
+        found: bool,
+    }
+    impl<'a> Visitor<'a> for Names<'_> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Attribute(a) = e
+                && a.attr.as_str() == self.field
+                && matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "self")
+            {
+                self.found = true;
+            }
+            if !self.found {
+                visitor::walk_expr(self, e);
+            }
+        }
+    }
+    struct Calls<'f> {
+        field: &'f str,
+        found: bool,
+    }
+    impl<'a> Visitor<'a> for Calls<'_> {
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let Expr::Call(c) = e {
+                let callee = match &*c.func {
+                    Expr::Attribute(a) => a.attr.as_str(),
+                    Expr::Name(n) => n.id.as_str(),
+                    _ => "",
+                };
+                let handed: &[Expr] = match callee {
+                    "Sequential" | "ModuleList" | "ModuleDict" => &c.arguments.args,
+                    "add_module" | "register_module" => c.arguments.args.get(1..).unwrap_or_default(),
+                    _ => &[],
+                };
+                for arg in handed {
+                    let mut names = Names { field: self.field, found: false };
+                    names.visit_expr(arg);
+                    self.found |= names.found;
+                }
+            }
+            if !self.found {
+                visitor::walk_expr(self, e);
+            }
+        }
+    }
+    let mut calls = Calls { field, found: false };
+    for stmt in &cx.model.function(method).def.body {
+        calls.visit_stmt(stmt);
+    }
+    calls.found
 }
 
 /// Does `method` walk `self.<field>` and register each item on its own (`for i, m in
