@@ -1530,4 +1530,47 @@ fn methods_inherited_from_bases_of_other_files_are_followed() {
         ),
     );
     assert!(!run().contains("D005"), "{}", run());
+    // A class attribute of the name overrides the method: what it holds is not followed.
+    write(
+        "lib/rnn_baselines.py",
+        &rnn.replace("    pass\n", "    compute_all_losses = VAE_Baseline.__call__\n"),
+    );
+    assert!(!run().contains("D005"), "{}", run());
+}
+
+/// Evaluation code is not a training step: a helper without a loop of its own in a file named for
+/// evaluation (`val.py`'s `process_batch`, once per image of a validation batch). The same helper
+/// in a file named for training, or in one that trains too, is reported.
+#[test]
+fn helpers_of_evaluation_files_are_evaluation() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let val = "import numpy as np\nimport torch\n\n\ndef process_batch(detections, labels, iouv):\n    \
+               correct = np.zeros((detections.shape[0], iouv.shape[0])).astype(bool)\n    \
+               return torch.tensor(correct, dtype=torch.bool, device=iouv.device)\n\n\n\
+               def run(model, loader, device):\n    model.eval()\n    iouv = torch.linspace(0.5, 0.95, 10, device=device)\n    \
+               stats = []\n    for im, targets in loader:\n        preds = model(im.to(device))\n        \
+               for si, pred in enumerate(preds):\n            stats.append(process_batch(pred, targets[si], iouv))\n    \
+               return stats\n\n\nif __name__ == \"__main__\":\n    run(torch.load(\"model.pt\"), [], torch.device(\"cuda\"))\n";
+    write_in(d, "val.py", val);
+    let report = lint_preview(d);
+    assert!(!report.contains("D005"), "{report}");
+    // Controls: the helper in a file named for training.
+    std::fs::remove_file(d.join("val.py")).expect("remove");
+    write_in(d, "train_steps.py", val);
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["train_steps.py:7:12"], "{report}");
+    // Or in a file named for testing that trains too (an agent's script for both).
+    std::fs::remove_file(d.join("train_steps.py")).expect("remove");
+    write_in(
+        d,
+        "test_agent.py",
+        &val.replace(
+            "    return stats\n",
+            "    return stats\n\n\ndef update(loss, optimizer):\n    optimizer.zero_grad()\n    loss.backward()\n    \
+             optimizer.step()\n",
+        ),
+    );
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["test_agent.py:7:12"], "{report}");
 }

@@ -165,6 +165,8 @@ pub(crate) struct Facts {
     /// The file is named for evaluation (`val.py`, `val_dual.py`, `evaluate.py`, `test.py`): its
     /// loops that train nothing are an evaluation pass ([`super::rules::helpers::in_evaluation_pass`]).
     pub file_named_for_evaluation: bool,
+    /// Some call of the file steps the training (`loss.backward()`, `optimizer.step()`).
+    pub trains: bool,
     pub file_named_for_mps: bool,
     /// The file is in a folder of tests (`tests/`, `test/`): a test, or a script that checks or
     /// compares something by hand, whose speed is not a run's.
@@ -2181,6 +2183,7 @@ impl Facts {
                         | "tester"
                 )
             }) && !stem_words().any(|w| names_training(&w.to_ascii_lowercase())),
+            trains: model.calls.iter().any(|site| steps_training(site.call)),
             file_named_for_mps: stem_words().any(|w| names_accelerator(w, true)),
             in_tests_folder: kind.is_test_like() && crate::source::in_tests_folder(path),
             checks_by_hand: stem_words()
@@ -2229,13 +2232,16 @@ impl Facts {
                 )
             })
         };
+        // (A function that steps the training once is a training step however often it is called:
+        // `if T % replay_frequency == 0: agent.learn(mem)` learns at every step of learning.)
+        let trains_once = |f: FunctionId| steps_once[f.index()] && !stepping_loop_inside[f.index()];
         let mut queue = std::collections::VecDeque::new();
         for e in &edges {
             if let Some(l) = e.in_loop
                 && facts.hot_loop(model, l).is_some()
                 && facts.hot[e.callee.index()].is_none()
                 && !facts.forward[e.callee.index()]
-                && !gated(e)
+                && (trains_once(e.callee) || !gated(e))
             {
                 facts.hot[e.callee.index()] = Some(Hot::CalledInLoop(e.at));
                 queue.push_back(e.callee);

@@ -48,6 +48,10 @@ pub(crate) struct Project {
     /// Every indexed dotted name of a method of a top-level class (`pkg.utils.Logger.update`) →
     /// the files that define it.
     methods: FxHashMap<String, Vec<usize>>,
+    /// Every indexed dotted name of a class attribute bound by an assignment in the class's body
+    /// (`compute_all_losses = VAE_Baseline.compute_losses_on_device`, `__call__ = forward`): a
+    /// method of that name is overridden by a value the index does not follow.
+    class_values: FxHashSet<String>,
     /// The indexed dotted names of the top-level functions that run a loop of steps themselves
     /// (a training or evaluation loop: `.backward()`, `.step()` or a call of a parameter in it).
     loop_runners: FxHashSet<String>,
@@ -585,6 +589,8 @@ pub(crate) struct FileEntry {
     functions: Vec<(String, FunctionFacts)>,
     /// The methods of the top-level classes, as `Class.method`.
     methods: Vec<String>,
+    /// The names the top-level classes' bodies bind by assignment, as `Class.name`.
+    class_values: Vec<String>,
     /// What those methods keep of their parameters ([`kept_parameters`]), where they keep some.
     kept: Vec<(String, Vec<(String, usize)>)>,
     /// Its `from module import *` lines: how many aliases came before each, and the module as
@@ -699,6 +705,9 @@ impl Project {
                 for key in suffixes(&file.module, &name) {
                     project.methods.entry(key).or_default().push(file_id);
                 }
+            }
+            for name in file.class_values {
+                project.class_values.extend(suffixes(&file.module, &name));
             }
             for (name, class_bases) in file.classes {
                 let id = bases.len();
@@ -874,6 +883,13 @@ impl Project {
         while let Some((id, depth)) = todo.pop() {
             if depth > MAX_CHAIN || !seen.insert(id) {
                 continue;
+            }
+            // A class attribute of that name (`compute_all_losses = Base.other_method`) is what
+            // runs, on this class or above: not followed.
+            if let Some((name, _)) = self.class_names.get(id)
+                && self.class_values.contains(indexed_key(&format!("{name}.{method}")))
+            {
+                return Vec::new();
             }
             if !own.contains(&id)
                 && let Some((name, _)) = self.class_names.get(id)
@@ -2026,12 +2042,21 @@ impl Names<'_> {
                     own.push(name.clone());
                     self.bound.insert(name.clone(), own.join("."));
                     for stmt in &c.body {
-                        if let Stmt::FunctionDef(f) = stmt {
-                            entry.methods.push(format!("{name}.{}", f.name));
-                            let kept = kept_parameters(f);
-                            if !kept.is_empty() {
-                                entry.kept.push((format!("{name}.{}", f.name), kept));
+                        match stmt {
+                            Stmt::FunctionDef(f) => {
+                                entry.methods.push(format!("{name}.{}", f.name));
+                                let kept = kept_parameters(f);
+                                if !kept.is_empty() {
+                                    entry.kept.push((format!("{name}.{}", f.name), kept));
+                                }
                             }
+                            Stmt::Assign(a) => {
+                                entry.class_values.extend(a.targets.iter().filter_map(|t| match t {
+                                    Expr::Name(n) => Some(format!("{name}.{}", n.id)),
+                                    _ => None,
+                                }))
+                            }
+                            _ => {}
                         }
                     }
                     entry.classes.push((name, bases));
@@ -2318,6 +2343,8 @@ pub(crate) fn returns_host(
         opaque: bool,
         /// A `with` block that may set the default device ([`Host::device_block`]).
         device_block: bool,
+        /// Names the function itself gives torch (`import torch as T` in its body).
+        torch_names: Vec<&'f str>,
     }
     impl<'f> Values<'f> {
         fn bind(&mut self, target: &'f Expr, value: Option<&'f Expr>) {
@@ -2343,6 +2370,12 @@ pub(crate) fn returns_host(
                 // A nested function or class is its own.
                 Stmt::FunctionDef(_) | Stmt::ClassDef(_) => return,
                 Stmt::Return(r) => self.returns.extend(r.value.as_deref()),
+                Stmt::Import(i) => self.torch_names.extend(
+                    i.names
+                        .iter()
+                        .filter(|a| a.name.as_str() == "torch")
+                        .filter_map(|a| a.asname.as_ref().map(|n| n.as_str())),
+                ),
                 Stmt::Assign(a) => {
                     for t in &a.targets {
                         match (t, &*a.value) {
@@ -2419,6 +2452,13 @@ pub(crate) fn returns_host(
         return false;
     }
     let mut visiting = Vec::new();
+    let local: Vec<String>;
+    let torch_names = if values.torch_names.is_empty() {
+        torch_names
+    } else {
+        local = torch_names.iter().cloned().chain(values.torch_names.iter().map(|n| n.to_string())).collect();
+        &local
+    };
     let host = Host {
         bound: &values.bound,
         function: host_function,
@@ -2480,8 +2520,19 @@ pub(crate) fn torch_names(body: &[Stmt]) -> Vec<String> {
                         .filter(|a| a.name.as_str() == "torch")
                         .filter_map(|a| a.asname.as_ref().map(|n| n.as_str().to_string())),
                 ),
-                Stmt::Try(t) if depth < 2 => walk(&t.body, out, depth + 1),
-                Stmt::If(i) if depth < 2 => walk(&i.body, out, depth + 1),
+                Stmt::Try(t) if depth < 2 => {
+                    walk(&t.body, out, depth + 1);
+                    for h in &t.handlers {
+                        let ast::ExceptHandler::ExceptHandler(h) = h;
+                        walk(&h.body, out, depth + 1);
+                    }
+                    walk(&t.orelse, out, depth + 1);
+                    walk(&t.finalbody, out, depth + 1);
+                }
+                Stmt::If(i) if depth < 2 => {
+                    walk(&i.body, out, depth + 1);
+                    i.elif_else_clauses.iter().for_each(|c| walk(&c.body, out, depth + 1));
+                }
                 _ => {}
             }
         }

@@ -250,6 +250,7 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
         || super::helpers::in_evaluation_pass(cx)
         || fills_a_cache(cx, sync.value.range())
         || fills_a_keyed_cache(cx, sync.value.range())
+        || fills_a_missed_entry(cx, sync.value.range())
         || number_or_tensor_parameter(cx, sync.tensor)
     {
         return;
@@ -306,7 +307,13 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
                 "`{}` makes a tensor on the host and copies it to the device {every}: the copy waits for the device",
                 sync.what,
             ),
-            "make it on the device: pass `device=` to the factory (`torch.arange(n, device=x.device)`)",
+            if sync.what.starts_with("torch.from_numpy(") {
+                // (`from_numpy` takes no device: the array is converted once, or a constant made by
+                // torch's own factory on the device.)
+                "convert the array once, in `__init__` as a buffer (`self.register_buffer(\"table\", torch.from_numpy(arr), persistent=False)`), or make a constant with torch's factory on the device (`torch.eye(3, device=x.device)`)"
+            } else {
+                "make it on the device: pass `device=` to the factory (`torch.arange(n, device=x.device)`)"
+            },
         )
     } else if sync.upload == Some(Upload::Field) {
         (
@@ -762,6 +769,36 @@ fn fills_a_keyed_cache(cx: &Checker<'_, '_>, at: TextRange) -> bool {
     })
 }
 
+/// Is the place inside a branch taken when a cache lookup missed, which puts the value it makes
+/// into the cache (`tensor = _cache.get(key, None)`, `if tensor is None: tensor = torch.as_tensor(
+/// .., device=device); _cache[key] = tensor`)? The value is made once per key, not at each call.
+fn fills_a_missed_entry(cx: &Checker<'_, '_>, at: TextRange) -> bool {
+    let looked_up = |value: &Expr| {
+        matches!(value, Expr::Call(c) if matches!(&*c.func, Expr::Attribute(m) if m.attr.as_str() == "get"))
+    };
+    let parents = cx.parents.len();
+    (0..parents).rev().take(12).any(|k| {
+        let Node::Stmt(Stmt::If(i)) = cx.parents[k] else { return false };
+        let Expr::Compare(c) = &*i.test else { return false };
+        let (Expr::Name(name), [ast::CmpOp::Is], [Expr::NoneLiteral(_)]) = (&*c.left, &c.ops[..], &c.comparators[..])
+        else {
+            return false;
+        };
+        // Bound by a lookup in the statements before the branch, and put into a container in it.
+        let Some((block, place)) = cx.block_of(k) else { return false };
+        i.body.iter().any(|s| s.range().contains_range(at))
+            && block[..place].iter().any(|s| {
+                matches!(s, Stmt::Assign(a)
+                    if matches!(a.targets.as_slice(), [Expr::Name(t)] if t.id == name.id) && looked_up(&a.value))
+            })
+            && i.body.iter().any(|s| {
+                matches!(s, Stmt::Assign(a)
+                    if matches!(a.targets.as_slice(), [Expr::Subscript(_)])
+                        && matches!(&*a.value, Expr::Name(v) if v.id == name.id))
+            })
+    })
+}
+
 /// Is `at` past a guard that returns while a cache of the object is filled
 /// (`if self.cos_cached is not None and n <= len(self.cos_cached): return`), in a method that
 /// fills it (`self.cos_cached = ..`)? What follows runs when the cache is missed, not each time.
@@ -1157,6 +1194,10 @@ fn mask_index<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
             Expr::BinOp(b) if depth > 0 && matches!(b.op, ast::Operator::BitAnd | ast::Operator::BitOr) => {
                 compares_tensors(cx, &b.left, depth - 1) || compares_tensors(cx, &b.right, depth - 1)
             }
+            // `(u > 0) * (l == u)`: two masks multiplied are their `and`.
+            Expr::BinOp(b) if depth > 0 && b.op == ast::Operator::Mult => {
+                compares_tensors(cx, &b.left, depth - 1) && compares_tensors(cx, &b.right, depth - 1)
+            }
             Expr::Call(c) if depth > 0 && cx.callee_name(c).is_some_and(|q| {
                 matches!(q.as_ref(), "torch.logical_and" | "torch.logical_or" | "torch.logical_not")
             }) => {
@@ -1336,7 +1377,11 @@ fn host_made_within<'e>(cx: &Checker<'_, 'e>, e: &'e Expr, depth: u32) -> Option
         let q = cx.callee_name(c)?;
         let name = q.strip_prefix("torch.")?;
         FACTORIES.iter().find(|f| **f == name).map(|f| (c, *f)).or_else(|| {
-            let constant = matches!(&c.arguments.args[..], [data] if literal_numbers(data));
+            // (Also NumPy's constants: `torch.from_numpy(np.eye(k).flatten().astype(np.float32))`.)
+            let constant = matches!(&c.arguments.args[..], [data] if literal_numbers(data) || numpy_constant(cx, data));
+            if name == "from_numpy" && constant {
+                return Some((c, "from_numpy"));
+            }
             CONSTANTS.iter().find(|f| **f == name).filter(|_| constant).map(|f| (c, *f))
         }).or_else(|| {
             // `th.from_numpy(arr).to(device)` in a helper a call gives one of the object's own
@@ -1512,17 +1557,64 @@ fn literal_numbers(e: &Expr) -> bool {
     within(e, 0)
 }
 
+/// A NumPy array the function makes itself, from no data of the device's: not one handed to it
+/// (`to_torch(self, array)` converts what its callers give), and not one made after the function
+/// has read the device (`item_seq.cpu().numpy()` then a graph built from it: the copy's data come
+/// from the device, and the device has been waited for already).
+fn numpy_made_here(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    if cx.kind_of(e) != Kind::Numpy {
+        return false;
+    }
+    if let Some(b) = super::helpers::name_binding(cx, e)
+        && matches!(cx.model.binding(b).kind, BindingKind::Parameter { .. })
+    {
+        return false;
+    }
+    let function = cx.enclosing_functions().next();
+    !cx.model.calls.iter().any(|site| {
+        site.function == function
+            && site.call.start() < e.start()
+            && matches!(&*site.call.func, Expr::Attribute(a) if matches!(a.attr.as_str(), "cpu" | "numpy" | "tolist" | "item"))
+    })
+}
+
+/// A NumPy array of constants, which the device could make itself: `np.array([1, 0, 0, 1])` of
+/// literal numbers, or a factory given sizes (`np.eye(self.k)`, `np.zeros(3)`), through
+/// methods that keep it a constant (`.astype(np.float32)`, `.flatten()`, `.reshape(..)`).
+fn numpy_constant(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    let mut at = e;
+    for _ in 0..6 {
+        let Expr::Call(c) = at else { return false };
+        if let Expr::Attribute(a) = &*c.func
+            && matches!(a.attr.as_str(), "astype" | "flatten" | "ravel" | "reshape" | "copy")
+            && !matches!(&*a.value, Expr::Name(_))
+        {
+            at = &a.value;
+            continue;
+        }
+        return match cx.callee_name(c).as_deref().and_then(|q| q.strip_prefix("numpy.")) {
+            Some("array" | "asarray") => matches!(&c.arguments.args[..], [data, ..] if literal_numbers(data)),
+            // (Whatever the sizes: NumPy takes them from the host.)
+            Some("eye" | "identity" | "zeros" | "ones") => true,
+            _ => false,
+        };
+    }
+    false
+}
+
 /// Numbers the host holds: literal ones, a tensor's shape (`x.shape[2:]`, `x.size()`), or a list
 /// of numbers, sizes and names of numbers (`[w, h, w, h]` where `h, w = x.shape[-2:]`); also
 /// lengths of Python containers (`[len(t["labels"]) for t in targets]`, and a name bound to
-/// `sum(len(t["labels"]) for t in targets)`).
+/// `sum(len(t["labels"]) for t in targets)`), and a NumPy array the function makes
+/// ([`numpy_made_here`]).
 fn host_numbers(cx: &Checker<'_, '_>, e: &Expr) -> bool {
     match e {
         Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }) => {
             !elts.is_empty() && elts.iter().all(|e| host_number(cx, e, 0))
         }
         Expr::ListComp(l) => host_number(cx, &l.elt, 0),
-        e => literal_numbers(e) || is_shape(e),
+        // A NumPy array (`torch.tensor(k, device=x.device)` of a filter made with NumPy).
+        e => literal_numbers(e) || is_shape(e) || numpy_made_here(cx, e),
     }
 }
 
@@ -1637,8 +1729,15 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
                 }));
                 let known = cx.kind_of(tensor) == Kind::Tensor
                     || (!forward_input && provenance_in_project(cx, tensor).on_accelerator);
-                if plain_value(tensor) && !entry && !host_result && known
-                {
+                // An entry of a model's output (`math.isnan(out["loss"])`) or a reduction known
+                // for a tensor (`math.isnan(loss.mean())`) is one too.
+                let model_output = matches!(tensor, Expr::Subscript(x) if single_assignment(cx, &x.value)
+                    .is_some_and(|v| matches!(v, Expr::Call(c) if cx.kind_of(&c.func) == Kind::Module
+                        || crate::python::checker::calls_a_value(cx.model, &cx.types, c))));
+                let shaped = (plain_value(tensor) && (!entry || model_output))
+                    || cx.kind_of(tensor) == Kind::Tensor
+                    || reduced_tensor(cx, tensor);
+                if shaped && !host_result && known {
                     return Read::Found(Sync::read(false, format!("{q}(..)"), tensor, e, call.range()));
                 }
             }

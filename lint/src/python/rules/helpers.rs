@@ -2098,7 +2098,12 @@ pub(crate) fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
                 .any(|w| crate::python::checker::names_training(&w.to_ascii_lowercase()))
         });
     let over_data = cx.no_grad > 0 || named(&["predict", "infer"]);
-    ((evaluation || file || over_data)
+    // A helper of such a file without a loop of its own runs where the file's loops call it
+    // (`process_batch(predn, labelsn, iouv)` for each image of a validation batch), unless other
+    // files call into the file at every step (`likelihood_eval.py`'s losses, from a model's), or
+    // the file trains too (`test_agent.py`, whose `select_action` acts in training and testing).
+    (file && cx.loops.is_empty() && cx.function.is_some() && cx.facts.elsewhere.is_empty() && !cx.facts.trains)
+        || ((evaluation || file || over_data)
         && cx.loops.iter().any(|&l| {
             let Stmt::For(f) = cx.model.loop_(l).stmt else { return false };
             !trains(&f.body)
