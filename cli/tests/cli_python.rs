@@ -1536,6 +1536,47 @@ fn methods_inherited_from_bases_of_other_files_are_followed() {
         &rnn.replace("    pass\n", "    compute_all_losses = VAE_Baseline.__call__\n"),
     );
     assert!(!run().contains("D005"), "{}", run());
+    // Also with an annotation.
+    write(
+        "lib/rnn_baselines.py",
+        &rnn.replace("    pass\n", "    compute_all_losses: object = VAE_Baseline.__call__\n"),
+    );
+    assert!(!run().contains("D005"), "{}", run());
+}
+
+/// A method of another file that takes one training step (`Agent.learn`: `.backward()` and an
+/// optimizer's `.step()`) makes the loop that calls it a loop of training steps, however often a
+/// counter lets it run (`if T % replay_frequency == 0: dqn.learn(mem)`), also where the loop puts
+/// the agent in evaluation mode now and then; not under a flag that is off by default.
+#[test]
+fn methods_of_other_files_that_take_a_training_step_make_a_step_loop() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    write_in(
+        d,
+        "agent.py",
+        "import torch\nfrom torch import nn, optim\n\n\nclass Agent:\n    def __init__(self, device):\n        \
+         self.net = nn.Linear(4, 8).to(device)\n        self.optimiser = optim.Adam(self.net.parameters())\n        \
+         self.device = device\n\n    def learn(self, mem):\n        q = self.net(torch.randn(32, 4, device=self.device))\n        \
+         b = torch.rand(32, 8, device=self.device) * 7\n        l = b.floor().long()\n        u = b.ceil().long()\n        \
+         l[(u > 0) * (l == u)] -= 1\n        \
+         loss = q.mean() + l.float().mean()\n        self.optimiser.zero_grad()\n        loss.backward()\n        \
+         self.optimiser.step()\n\n    def train(self):\n        self.net.train()\n\n    def eval(self):\n        \
+         self.net.eval()\n",
+    );
+    let main = "import argparse\n\nimport torch\nfrom tqdm import trange\n\nfrom agent import Agent\n\n\
+                parser = argparse.ArgumentParser()\nparser.add_argument(\"--replay-frequency\", type=int, default=4)\n\
+                parser.add_argument(\"--learn\", action=\"store_true\")\nargs = parser.parse_args()\n\
+                device = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\ndqn = Agent(device)\n\
+                for T in trange(1, 10000):\n    if T % args.replay_frequency == 0:\n        dqn.learn(None)\n    \
+                if T % 1000 == 0:\n        dqn.eval()\n        print(T)\n        dqn.train()\n";
+    write_in(d, "main.py", main);
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["agent.py:16:9"], "{report}");
+    // Behind a flag that is off by default, it is not a step of a run.
+    write_in(d, "main.py", &main.replace("    if T % args.replay_frequency == 0:", "    if args.learn:"));
+    let report = lint_preview(d);
+    assert!(!report.contains("D005"), "{report}");
 }
 
 /// Evaluation code is not a training step: a helper without a loop of its own in a file named for
@@ -1546,8 +1587,8 @@ fn helpers_of_evaluation_files_are_evaluation() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
     let val = "import numpy as np\nimport torch\n\n\ndef process_batch(detections, labels, iouv):\n    \
-               correct = np.zeros((detections.shape[0], iouv.shape[0])).astype(bool)\n    \
-               return torch.tensor(correct, dtype=torch.bool, device=iouv.device)\n\n\n\
+               thresholds = np.linspace(0.5, 0.95, 10).astype(np.float32)\n    \
+               return detections[:, None] > torch.tensor(thresholds, device=iouv.device)\n\n\n\
                def run(model, loader, device):\n    model.eval()\n    iouv = torch.linspace(0.5, 0.95, 10, device=device)\n    \
                stats = []\n    for im, targets in loader:\n        preds = model(im.to(device))\n        \
                for si, pred in enumerate(preds):\n            stats.append(process_batch(pred, targets[si], iouv))\n    \
@@ -1559,7 +1600,7 @@ fn helpers_of_evaluation_files_are_evaluation() {
     std::fs::remove_file(d.join("val.py")).expect("remove");
     write_in(d, "train_steps.py", val);
     let report = lint_preview(d);
-    assert_eq!(places(&report, "D005"), ["train_steps.py:7:12"], "{report}");
+    assert_eq!(places(&report, "D005"), ["train_steps.py:7:34"], "{report}");
     // Or in a file named for testing that trains too (an agent's script for both).
     std::fs::remove_file(d.join("train_steps.py")).expect("remove");
     write_in(
@@ -1572,5 +1613,5 @@ fn helpers_of_evaluation_files_are_evaluation() {
         ),
     );
     let report = lint_preview(d);
-    assert_eq!(places(&report, "D005"), ["test_agent.py:7:12"], "{report}");
+    assert_eq!(places(&report, "D005"), ["test_agent.py:7:34"], "{report}");
 }

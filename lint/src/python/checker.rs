@@ -408,7 +408,16 @@ impl<'m, 'a> Checker<'m, 'a> {
     /// an evaluation pass), what it passes: that function then runs at every step too.
     fn note_project_call(&mut self, expr: &Expr, call: &ast::ExprCall) {
         let project = self.types.project();
-        let hot = self.hot();
+        // A method of another file that takes one training step is a training step however
+        // often a counter lets it run (`if T % replay_frequency == 0: dqn.learn(mem)`).
+        let hot = self.hot().or_else(|| {
+            let body = self.function.map_or(self.module_body, |f| &self.model.function(f).def.body[..]);
+            (self.gated > 0
+                && project_step_method(self.model, &self.types, call)
+                && gated_by_counter_only(self.model, project, body, call.start()))
+            .then(|| self.hot_whatever_the_gates())
+            .flatten()
+        });
         if hot.is_none() && !project.has_options() {
             return;
         }
@@ -464,6 +473,12 @@ impl<'m, 'a> Checker<'m, 'a> {
             }
             self.note_hot_call(expr, call, format!("{class}.{}", a.attr), true, true);
         }
+    }
+
+    /// Does the loop step the training itself (`loss.backward()`, an optimizer's `.step()`, a
+    /// method of another file that takes one training step, in its body)?
+    pub(crate) fn loop_steps_training(&self, l: LoopId) -> bool {
+        self.facts.steps_training[l.index()]
     }
 
     /// Is the node in a loop that steps the training (`loss.backward()`, `optimizer.step()` in
@@ -870,7 +885,15 @@ impl<'m, 'a> Checker<'m, 'a> {
     /// here, in a forward pass, or in a function called from such a loop? Outer loops (over
     /// epochs: loops that run another loop) do not count, nor do branches taken now and then.
     pub fn hot(&self) -> Option<Hot> {
-        if self.gated > 0 || self.in_latent_code() {
+        if self.gated > 0 {
+            return None;
+        }
+        self.hot_whatever_the_gates()
+    }
+
+    /// [`Checker::hot`], as if the branches taken now and then around the node were taken always.
+    fn hot_whatever_the_gates(&self) -> Option<Hot> {
+        if self.in_latent_code() {
             return None;
         }
         // The `__main__` block of a module of models other files import from, not named for what
@@ -1861,6 +1884,15 @@ impl Facts {
         let mut moved_items: Vec<(LoopId, &str)> = Vec::new();
         let mut sets_default_device = false;
         let mut calls_to: Vec<Vec<usize>> = vec![Vec::new(); n];
+        // Calls in loops of a method of another file that takes one training step
+        // (`dqn.learn(mem)` with `dqn = Agent(args)`): the loop steps the training.
+        let steps_elsewhere: FxHashSet<usize> = model
+            .calls
+            .iter()
+            .enumerate()
+            .filter(|(_, site)| site.in_loop.is_some() && project_step_method(model, types, site.call))
+            .map(|(i, _)| i)
+            .collect();
         let mut device_taken_from = FxHashSet::default();
         let mut clock_in = vec![false; n];
         let mut clock_at_top = false;
@@ -1908,7 +1940,7 @@ impl Facts {
             // outside loops marks nothing, and nor does one whose function and loop are marked.
             let marks = site.function.is_some_and(|f| !function_work[f.index()])
                 || site.in_loop.is_some_and(|l| !loop_work[l.index()]);
-            if marks && queues_device_work(model, types, site.call) {
+            if marks && (queues_device_work(model, types, site.call) || steps_elsewhere.contains(&i)) {
                 if let Some(f) = site.function {
                     function_work[f.index()] = true;
                 }
@@ -2072,8 +2104,8 @@ impl Facts {
         let mut steps_here = vec![false; loops];
         // Per function: a loop inside steps the training (here or in a function it calls).
         let mut stepping_loop_inside = vec![false; n];
-        for site in &model.calls {
-            if steps_training(site.call) {
+        for (i, site) in model.calls.iter().enumerate() {
+            if steps_training(site.call) || steps_elsewhere.contains(&i) {
                 match site.in_loop {
                     Some(l) => {
                         outer_loop[l.index()] = false;
@@ -2232,16 +2264,25 @@ impl Facts {
                 )
             })
         };
-        // (A function that steps the training once is a training step however often it is called:
-        // `if T % replay_frequency == 0: agent.learn(mem)` learns at every step of learning.)
-        let trains_once = |f: FunctionId| steps_once[f.index()] && !stepping_loop_inside[f.index()];
+        // (A method that takes one training step, `.backward()` and an optimizer's `.step()`, is a
+        // training step however often a counter lets it run: `if T % replay_frequency == 0:
+        // agent.learn(mem)` learns at every step of learning. Not under other gates: a warm-up
+        // flag, a branch that leaves the loop.)
+        let one_step: FxHashSet<FunctionId> = one_step_functions(model).into_iter().map(|(f, _)| f).collect();
+        let lifted = |e: &Edge| {
+            one_step.contains(&e.callee)
+                && !stepping_loop_inside[e.callee.index()]
+                && e.caller.is_some_and(|c| {
+                    gated_by_counter_only(model, types.project(), &model.function(c).def.body, e.at.start())
+                })
+        };
         let mut queue = std::collections::VecDeque::new();
         for e in &edges {
             if let Some(l) = e.in_loop
                 && facts.hot_loop(model, l).is_some()
                 && facts.hot[e.callee.index()].is_none()
                 && !facts.forward[e.callee.index()]
-                && (trains_once(e.callee) || !gated(e))
+                && (!gated(e) || lifted(e))
             {
                 facts.hot[e.callee.index()] = Some(Hot::CalledInLoop(e.at));
                 queue.push_back(e.callee);
@@ -2283,7 +2324,10 @@ impl Facts {
         while let Some(f) = queue.pop_front() {
             for &i in &by_caller[f.index()] {
                 let e = &edges[i];
-                if facts.hot[e.callee.index()].is_none() && !facts.forward[e.callee.index()] && !gated(e) {
+                if facts.hot[e.callee.index()].is_none()
+                    && !facts.forward[e.callee.index()]
+                    && (!gated(e) || lifted(e))
+                {
                     facts.hot[e.callee.index()] = Some(Hot::CalledInLoop(e.at));
                     queue.push_back(e.callee);
                 }
@@ -2360,6 +2404,37 @@ fn call_is_gated(
         }
     }
     gated
+}
+
+/// Is every branch that gates the place at `at` a test of a counter modulo an interval
+/// (`if T % replay_frequency == 0:`), taken at every Nth step ([`modulo_branches`])? Not a branch
+/// the default options never take, nor a flag, a warm-up or a way out of the loop.
+fn gated_by_counter_only(
+    model: &Model<'_>,
+    project: View<'_>,
+    body: &[Stmt],
+    at: ruff_text_size::TextSize,
+) -> bool {
+    if project.has_options() && opt_in_at(model, project, body, at) {
+        return false;
+    }
+    let Some(way) = way_to(body, at) else { return false };
+    way.iter().all(|step| match step {
+        Step::If(i, None) => counter_test(&i.test) || !body_is_gated(model, project, i, true),
+        Step::If(i, Some(c)) => !clause_is_gated(model, i, c),
+        Step::Loop(_) | Step::Other => true,
+    })
+}
+
+/// `T % N == 0`, also beside tests that are no gates (`and len(self.memory) > batch_size`).
+fn counter_test(test: &Expr) -> bool {
+    match test {
+        Expr::BoolOp(b) if b.op == ast::BoolOp::And => {
+            b.values.iter().any(|v| modulo_branches(v) == Some(true))
+                && b.values.iter().all(|v| modulo_branches(v) == Some(true) || !is_gate(v))
+        }
+        t => modulo_branches(t) == Some(true),
+    }
 }
 
 /// A compound statement on the way from a function's body down to a place in it
@@ -3271,6 +3346,33 @@ fn instance_method(model: &Model<'_>, types: &Types<'_, '_>, call: &ast::ExprCal
         }
         instance => method_of(instance, "__call__"),
     }
+}
+
+/// Does the call run a method of another file's class that takes one training step
+/// (`dqn.learn(mem)` where `dqn = Agent(args, env)` and `Agent.learn` calls `.backward()` and
+/// an optimizer's `.step()` in its own body)?
+fn project_step_method(model: &Model<'_>, types: &Types<'_, '_>, call: &ast::ExprCall) -> bool {
+    let Expr::Attribute(a) = &*call.func else { return false };
+    if !matches!(&*a.value, Expr::Name(_) | Expr::Attribute(_))
+        || api::tensor_method_returns_tensor(a.attr.as_str())
+        || matches!(a.attr.as_str(), "append" | "item" | "backward" | "step" | "to" | "cuda" | "cpu")
+    {
+        return false;
+    }
+    let project = types.project();
+    if project.is_empty() {
+        return false;
+    }
+    let Some(made) = instance_made_by(model, types, &a.value) else { return false };
+    let name = match project.star_name(&made.func, |n| model.binding_of(n).is_some()) {
+        Some(name) => name,
+        None => match model.canonical_name(&made.func) {
+            Some(q) => q.into_owned(),
+            None => return false,
+        },
+    };
+    let class = project.factory_class(&name).unwrap_or(name);
+    project.method(&class, a.attr.as_str()).is_some_and(|q| project.method_steps_once(&q))
 }
 
 /// A call in the call graph: who calls whom, inside which loop, where.

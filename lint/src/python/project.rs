@@ -48,6 +48,10 @@ pub(crate) struct Project {
     /// Every indexed dotted name of a method of a top-level class (`pkg.utils.Logger.update`) →
     /// the files that define it.
     methods: FxHashMap<String, Vec<usize>>,
+    /// The methods that take one training step each time they run (`.backward()` and an
+    /// optimizer's `.step()` in their own body, outside any loop): each one's file and its name
+    /// as `Class.method`.
+    step_methods: FxHashSet<(usize, String)>,
     /// Every indexed dotted name of a class attribute bound by an assignment in the class's body
     /// (`compute_all_losses = VAE_Baseline.compute_losses_on_device`, `__call__ = forward`): a
     /// method of that name is overridden by a value the index does not follow.
@@ -591,6 +595,8 @@ pub(crate) struct FileEntry {
     methods: Vec<String>,
     /// The names the top-level classes' bodies bind by assignment, as `Class.name`.
     class_values: Vec<String>,
+    /// The methods that take one training step ([`steps_once`]), as `Class.method`.
+    step_methods: Vec<String>,
     /// What those methods keep of their parameters ([`kept_parameters`]), where they keep some.
     kept: Vec<(String, Vec<(String, usize)>)>,
     /// Its `from module import *` lines: how many aliases came before each, and the module as
@@ -709,6 +715,7 @@ impl Project {
             for name in file.class_values {
                 project.class_values.extend(suffixes(&file.module, &name));
             }
+            project.step_methods.extend(file.step_methods.into_iter().map(|m| (file_id, m)));
             for (name, class_bases) in file.classes {
                 let id = bases.len();
                 bases.push(class_bases);
@@ -924,6 +931,15 @@ impl Project {
             })
         });
         first.map(|i| definers.swap_remove(i).1).unwrap_or_default()
+    }
+
+    /// Does the method an absolute dotted name names (`pkg.agent.Agent.learn`) take one training
+    /// step each time it runs ([`steps_once`]), in every definition it may name?
+    fn method_steps_once(&self, name: &str) -> bool {
+        self.method_candidates(name).is_some_and(|candidates| {
+            !candidates.is_empty()
+                && candidates.iter().all(|&(file, own)| self.step_methods.contains(&(file, own.to_string())))
+        })
     }
 
     /// The file that defines the top-level function `name` names, for a name of the file at
@@ -2045,6 +2061,9 @@ impl Names<'_> {
                         match stmt {
                             Stmt::FunctionDef(f) => {
                                 entry.methods.push(format!("{name}.{}", f.name));
+                                if steps_once(f) {
+                                    entry.step_methods.push(format!("{name}.{}", f.name));
+                                }
                                 let kept = kept_parameters(f);
                                 if !kept.is_empty() {
                                     entry.kept.push((format!("{name}.{}", f.name), kept));
@@ -2055,6 +2074,12 @@ impl Names<'_> {
                                     Expr::Name(n) => Some(format!("{name}.{}", n.id)),
                                     _ => None,
                                 }))
+                            }
+                            // `compute_all_losses: Callable = Base.other` (not a bare annotation).
+                            Stmt::AnnAssign(ast::StmtAnnAssign { target, value: Some(_), .. }) => {
+                                if let Expr::Name(n) = &**target {
+                                    entry.class_values.push(format!("{name}.{}", n.id));
+                                }
                             }
                             _ => {}
                         }
@@ -2688,6 +2713,42 @@ const DATA_FACTORIES: [&str; 5] = ["tensor", "as_tensor", "FloatTensor", "LongTe
 /// Does a function run a loop of steps: a `for` or `while` whose body calls `.backward(..)`,
 /// `.step(..)` of an optimizer, scheduler or scaler (not `env.step(..)`), `.forward(..)`, or one of
 /// the function's parameters named for a model (`model(x)`, `net(x)`; not any callable `f`)?
+/// Does the function take one training step each time it runs: `.backward()` and an optimizer's
+/// `.step()` (not a scheduler's) in its own body, outside any loop (`def learn(self, mem): ..;
+/// loss.backward(); self.optimiser.step()`)?
+fn steps_once(f: &ast::StmtFunctionDef) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    #[derive(Default)]
+    struct Once {
+        backward: bool,
+        step: bool,
+    }
+    impl<'f> Visitor<'f> for Once {
+        fn visit_stmt(&mut self, stmt: &'f Stmt) {
+            match stmt {
+                // A nested function or class is its own; a loop's steps are many.
+                Stmt::FunctionDef(_) | Stmt::ClassDef(_) | Stmt::For(_) | Stmt::While(_) => {}
+                _ => visitor::walk_stmt(self, stmt),
+            }
+        }
+        fn visit_expr(&mut self, expr: &'f Expr) {
+            if let Expr::Call(c) = expr
+                && let Expr::Attribute(a) = &*c.func
+            {
+                match a.attr.as_str() {
+                    "backward" => self.backward = true,
+                    "step" if steps_optimizer(&a.value) && !steps_scheduler(&a.value) => self.step = true,
+                    _ => {}
+                }
+            }
+            visitor::walk_expr(self, expr);
+        }
+    }
+    let mut once = Once::default();
+    once.visit_body(&f.body);
+    once.backward && once.step
+}
+
 fn runs_steps(f: &ast::StmtFunctionDef) -> bool {
     use ruff_python_ast::visitor::{self, Visitor};
     struct Steps<'f> {
@@ -2767,7 +2828,7 @@ pub(crate) fn named_for(receiver: &Expr, words: &[&str]) -> bool {
 }
 
 /// A name that holds a model: `model`, `net`, `policy`, `encoder`, `generator`, `critic`, ...
-fn names_a_model(name: &str) -> bool {
+pub(crate) fn names_a_model(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     [
         "model",
@@ -2887,6 +2948,12 @@ impl<'p> View<'p> {
         let q = format!("{}.{method}", absolute(class, self.module, self.is_package)?);
         let (file, _) = self.project.method_file_from(&q, self.path)?;
         (file != self.path).then_some(q)
+    }
+
+    /// Does the method of another file of the project an absolute dotted name names take one
+    /// training step each time it runs?
+    pub(crate) fn method_steps_once(&self, qualified: &str) -> bool {
+        self.project.method_steps_once(qualified)
     }
 
     /// Does a function of another file of the project that a name of this file names run a loop

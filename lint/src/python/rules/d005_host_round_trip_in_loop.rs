@@ -784,17 +784,36 @@ fn fills_a_missed_entry(cx: &Checker<'_, '_>, at: TextRange) -> bool {
         else {
             return false;
         };
-        // Bound by a lookup in the statements before the branch, and put into a container in it.
+        // Bound by a lookup in a container in the statements before the branch, and put into the
+        // same container in it, under the same key; a container that outlives the call (a global,
+        // an attribute of the object), not this step's own dict.
         let Some((block, place)) = cx.block_of(k) else { return false };
+        let text = |e: &Expr| cx.model.text(e.range());
+        let lasting = |c: &Expr| match c {
+            Expr::Attribute(a) => matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "self"),
+            // Not a local of the function (a global, or one of an enclosing function's).
+            Expr::Name(n) => cx
+                .enclosing_functions()
+                .next()
+                .and_then(|f| cx.model.function(f).scope)
+                .is_none_or(|scope| !cx.model.bound_names(scope).any(|(bound, _)| bound == n.id.as_str())),
+            _ => false,
+        };
         i.body.iter().any(|s| s.range().contains_range(at))
             && block[..place].iter().any(|s| {
-                matches!(s, Stmt::Assign(a)
-                    if matches!(a.targets.as_slice(), [Expr::Name(t)] if t.id == name.id) && looked_up(&a.value))
-            })
-            && i.body.iter().any(|s| {
-                matches!(s, Stmt::Assign(a)
-                    if matches!(a.targets.as_slice(), [Expr::Subscript(_)])
-                        && matches!(&*a.value, Expr::Name(v) if v.id == name.id))
+                let Stmt::Assign(a) = s else { return false };
+                let (Some(Expr::Name(t)), Expr::Call(c)) = (a.targets.first(), &*a.value) else { return false };
+                let Expr::Attribute(get) = &*c.func else { return false };
+                t.id == name.id
+                    && looked_up(&a.value)
+                    && lasting(&get.value)
+                    && i.body.iter().any(|s| {
+                        matches!(s, Stmt::Assign(put)
+                            if matches!(put.targets.as_slice(), [Expr::Subscript(sub)]
+                                if text(&sub.value) == text(&get.value)
+                                    && c.arguments.args.first().is_some_and(|key| text(key) == text(&sub.slice)))
+                                && matches!(&*put.value, Expr::Name(v) if v.id == name.id))
+                    })
             })
     })
 }
@@ -1557,64 +1576,86 @@ fn literal_numbers(e: &Expr) -> bool {
     within(e, 0)
 }
 
-/// A NumPy array the function makes itself, from no data of the device's: not one handed to it
-/// (`to_torch(self, array)` converts what its callers give), and not one made after the function
-/// has read the device (`item_seq.cpu().numpy()` then a graph built from it: the copy's data come
-/// from the device, and the device has been waited for already).
-fn numpy_made_here(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    if cx.kind_of(e) != Kind::Numpy {
-        return false;
-    }
-    if let Some(b) = super::helpers::name_binding(cx, e)
-        && matches!(cx.model.binding(b).kind, BindingKind::Parameter { .. })
-    {
-        return false;
-    }
-    let function = cx.enclosing_functions().next();
-    !cx.model.calls.iter().any(|site| {
-        site.function == function
-            && site.call.start() < e.start()
-            && matches!(&*site.call.func, Expr::Attribute(a) if matches!(a.attr.as_str(), "cpu" | "numpy" | "tolist" | "item"))
-    })
+/// A NumPy array made from constants (`np.array([1, 0, 0, 1])`, `np.eye(self.k)`, a filter built
+/// by a function of the file from a parameter's default: `k = _setup_kernel(k) * gain`), which the
+/// device could make itself or the module keep: not data (a batch, a replay buffer's samples, an
+/// array read back from the device or handed in by the caller).
+fn numpy_constant(cx: &Checker<'_, '_>, e: &Expr) -> bool {
+    cx.kind_of(e) == Kind::Numpy && constant_within(cx, e, 0)
 }
 
-/// A NumPy array of constants, which the device could make itself: `np.array([1, 0, 0, 1])` of
-/// literal numbers, or a factory given sizes (`np.eye(self.k)`, `np.zeros(3)`), through
-/// methods that keep it a constant (`.astype(np.float32)`, `.flatten()`, `.reshape(..)`).
-fn numpy_constant(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    let mut at = e;
-    for _ in 0..6 {
-        let Expr::Call(c) = at else { return false };
-        if let Expr::Attribute(a) = &*c.func
-            && matches!(a.attr.as_str(), "astype" | "flatten" | "ravel" | "reshape" | "copy")
-            && !matches!(&*a.value, Expr::Name(_))
-        {
-            at = &a.value;
-            continue;
-        }
-        return match cx.callee_name(c).as_deref().and_then(|q| q.strip_prefix("numpy.")) {
-            Some("array" | "asarray") => matches!(&c.arguments.args[..], [data, ..] if literal_numbers(data)),
-            // (Whatever the sizes: NumPy takes them from the host.)
-            Some("eye" | "identity" | "zeros" | "ones") => true,
-            _ => false,
-        };
+/// Is `e` made only from constants, sizes and options ([`numpy_constant`]), `depth` steps in?
+fn constant_within(cx: &Checker<'_, '_>, e: &Expr, depth: u32) -> bool {
+    if depth > 8 {
+        return false;
     }
-    false
+    let next = |e: &Expr| constant_within(cx, e, depth + 1);
+    match e {
+        Expr::NumberLiteral(_) | Expr::BooleanLiteral(_) | Expr::NoneLiteral(_) | Expr::StringLiteral(_) => true,
+        Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }) => {
+            elts.len() <= 64 && elts.iter().all(next)
+        }
+        Expr::UnaryOp(u) => next(&u.operand),
+        Expr::BinOp(b) => next(&b.left) && next(&b.right),
+        // A parameter with a default is an option (`k=None`, `factor=2`); one without is the
+        // caller's data. A name bound once here to a constant is one.
+        Expr::Name(n) => cx.model.binding_of(n).is_some_and(|b| match cx.model.binding(b).kind {
+            BindingKind::Parameter { default, variadic: false, .. } => default.is_some(),
+            BindingKind::Assignment { value, part: Part::Whole, .. } => next(value),
+            _ => cx.kind_of(e) == Kind::Scalar,
+        }),
+        // A setting of the object (`self.k`, `self.N`), not an array it keeps; a dtype
+        // (`np.float32`, `torch.float32`).
+        Expr::Attribute(a) if matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "self") => {
+            !matches!(cx.kind_of(e), Kind::Numpy | Kind::Tensor)
+        }
+        Expr::Attribute(_) => {
+            cx.model.canonical_name(e).is_some_and(|q| q.starts_with("numpy.") || names_a_dtype(cx, e))
+        }
+        Expr::Subscript(sub) => next(&sub.value) && next(&sub.slice),
+        Expr::Slice(sl) => [&sl.lower, &sl.upper, &sl.step].iter().all(|p| p.as_deref().is_none_or(next)),
+        Expr::Call(c) => {
+            let args_constant = || c.arguments.args.iter().all(next) && c.arguments.keywords.iter().all(|k| next(&k.value));
+            // Sizes: `x.shape[1]`, `x.size(0)`, `len(xs)`.
+            if is_shape(e) || host_number(cx, e, 0) {
+                return true;
+            }
+            // Methods that keep a constant one (`.astype(np.float32)`, `.flatten()`).
+            if let Expr::Attribute(a) = &*c.func
+                && matches!(a.attr.as_str(), "astype" | "flatten" | "ravel" | "reshape" | "copy" | "transpose" | "squeeze")
+                && cx.kind_of(&a.value) == Kind::Numpy
+            {
+                return next(&a.value) && args_constant();
+            }
+            match cx.callee_name(c).as_deref() {
+                // NumPy's functions and random draws of given sizes; Python's `list(range(n))`.
+                Some(q) if q.starts_with("numpy.") => args_constant(),
+                Some("builtins.list" | "builtins.range" | "builtins.int" | "builtins.float" | "builtins.min" | "builtins.max") => {
+                    args_constant()
+                }
+                _ => {
+                    // A function of this file given constants (`_setup_kernel(k)`).
+                    matches!(cx.model.callee(c, cx.function), Some(crate::python::model::Callee::Function(_)))
+                        && args_constant()
+                }
+            }
+        }
+        _ => false,
+    }
 }
 
 /// Numbers the host holds: literal ones, a tensor's shape (`x.shape[2:]`, `x.size()`), or a list
 /// of numbers, sizes and names of numbers (`[w, h, w, h]` where `h, w = x.shape[-2:]`); also
 /// lengths of Python containers (`[len(t["labels"]) for t in targets]`, and a name bound to
-/// `sum(len(t["labels"]) for t in targets)`), and a NumPy array the function makes
-/// ([`numpy_made_here`]).
+/// `sum(len(t["labels"]) for t in targets)`), and a NumPy array of constants ([`numpy_constant`]).
 fn host_numbers(cx: &Checker<'_, '_>, e: &Expr) -> bool {
     match e {
         Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }) => {
             !elts.is_empty() && elts.iter().all(|e| host_number(cx, e, 0))
         }
         Expr::ListComp(l) => host_number(cx, &l.elt, 0),
-        // A NumPy array (`torch.tensor(k, device=x.device)` of a filter made with NumPy).
-        e => literal_numbers(e) || is_shape(e) || numpy_made_here(cx, e),
+        // A NumPy array of constants (`torch.tensor(k, device=x.device)` of a filter made with NumPy).
+        e => literal_numbers(e) || is_shape(e) || numpy_constant(cx, e),
     }
 }
 
@@ -1733,7 +1774,8 @@ fn call_read<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Read<'a> {
                 // for a tensor (`math.isnan(loss.mean())`) is one too.
                 let model_output = matches!(tensor, Expr::Subscript(x) if single_assignment(cx, &x.value)
                     .is_some_and(|v| matches!(v, Expr::Call(c) if cx.kind_of(&c.func) == Kind::Module
-                        || crate::python::checker::calls_a_value(cx.model, &cx.types, c))));
+                        || (crate::python::checker::calls_a_value(cx.model, &cx.types, c)
+                            && matches!(&*c.func, Expr::Name(f) if crate::python::project::names_a_model(f.id.as_str()))))));
                 let shaped = (plain_value(tensor) && (!entry || model_output))
                     || cx.kind_of(tensor) == Kind::Tensor
                     || reduced_tensor(cx, tensor);

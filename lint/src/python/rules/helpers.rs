@@ -2102,7 +2102,20 @@ pub(crate) fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
     // (`process_batch(predn, labelsn, iouv)` for each image of a validation batch), unless other
     // files call into the file at every step (`likelihood_eval.py`'s losses, from a model's), or
     // the file trains too (`test_agent.py`, whose `select_action` acts in training and testing).
-    (file && cx.loops.is_empty() && cx.function.is_some() && cx.facts.elsewhere.is_empty() && !cx.facts.trains)
+    // Only a helper this file's loops call (not a module's `forward`, nor a framework's step), and
+    // none of them a sampling loop walked backwards.
+    (file
+        && cx.loops.is_empty()
+        && cx.facts.elsewhere.is_empty()
+        && !cx.facts.trains
+        && matches!(cx.hot(), Some(crate::python::checker::Hot::CalledInLoop(_)))
+        && cx.function.is_some_and(|f| {
+            !cx.facts.calls_to[f.index()].iter().take(256).filter_map(|&i| cx.model.calls.get(i)).any(|site| {
+                std::iter::successors(site.in_loop, |&l| cx.model.loop_(l).parent).any(|l| {
+                    matches!(cx.model.loop_(l).stmt, Stmt::For(f) if walks_backwards(cx, &f.iter))
+                })
+            })
+        }))
         || ((evaluation || file || over_data)
         && cx.loops.iter().any(|&l| {
             let Stmt::For(f) = cx.model.loop_(l).stmt else { return false };
@@ -2138,7 +2151,7 @@ pub(crate) fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
             if let Some(&known) = cx.calls_prediction.borrow().get(&l) {
                 return known;
             }
-            let known = !trains(&f.body) && calls_prediction(&f.body);
+            let known = !trains(&f.body) && !cx.loop_steps_training(l) && calls_prediction(&f.body);
             cx.calls_prediction.borrow_mut().insert(l, known);
             known
         })
@@ -2151,7 +2164,7 @@ pub(crate) fn in_evaluation_pass(cx: &Checker<'_, '_>) -> bool {
 fn loop_evaluates(cx: &Checker<'_, '_>, l: crate::python::model::LoopId) -> bool {
     let stmt = cx.model.loop_(l).stmt;
     let Stmt::For(f) = stmt else { return false };
-    if trains(&f.body) || is_range(cx, &f.iter) {
+    if trains(&f.body) || cx.loop_steps_training(l) || is_range(cx, &f.iter) {
         return false;
     }
     if names_evaluation_data(&f.iter) {
