@@ -747,3 +747,29 @@ fn a_lattice_of_bases_across_files_is_walked_once_per_lookup() {
         "{text}"
     );
 }
+
+/// NumPy arrays bound to lists of names of lists of names, each copied to the device at every
+/// forward pass, are judged within a budget of nodes per copy (the walk would otherwise visit
+/// 64 × 64 names for each of thousands of copies): past it, the array is not taken for a constant.
+#[test]
+fn numpy_constants_built_from_lists_of_names_are_judged_within_a_budget() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().to_path_buf();
+    let names = |name: &str| (0..64).map(|_| name.to_string()).collect::<Vec<_>>().join(", ");
+    let body = format!(
+        "        a0 = np.eye(3)\n        a1 = np.array([{}])\n        a2 = np.array([{}])\n",
+        names("a0"),
+        names("a1")
+    );
+    let uploads: String =
+        (0..5000).map(|_| "        x = x + torch.tensor(a2, device=x.device).sum()\n").collect();
+    write(
+        root.join("model.py"),
+        format!(
+            "import numpy as np\nimport torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n\
+             {body}{uploads}        return x\n"
+        ),
+    );
+    let out = run_bounded(&["lint", "--isolated", "--format", "concise", "."], &root, 40, None, &[]);
+    assert_eq!(stdout(&out).trim(), "No findings in 1 file.");
+}

@@ -1581,15 +1581,18 @@ fn literal_numbers(e: &Expr) -> bool {
 /// device could make itself or the module keep: not data (a batch, a replay buffer's samples, an
 /// array read back from the device or handed in by the caller).
 fn numpy_constant(cx: &Checker<'_, '_>, e: &Expr) -> bool {
-    cx.kind_of(e) == Kind::Numpy && constant_within(cx, e, 0)
+    // (A budget of nodes: names bound to lists of names would otherwise be walked once per path.)
+    cx.kind_of(e) == Kind::Numpy && constant_within(cx, e, 0, &std::cell::Cell::new(512))
 }
 
-/// Is `e` made only from constants, sizes and options ([`numpy_constant`]), `depth` steps in?
-fn constant_within(cx: &Checker<'_, '_>, e: &Expr, depth: u32) -> bool {
-    if depth > 8 {
+/// Is `e` made only from constants, sizes and options ([`numpy_constant`]), `depth` steps in,
+/// within `budget` nodes looked at?
+fn constant_within(cx: &Checker<'_, '_>, e: &Expr, depth: u32, budget: &std::cell::Cell<u32>) -> bool {
+    if depth > 8 || budget.get() == 0 {
         return false;
     }
-    let next = |e: &Expr| constant_within(cx, e, depth + 1);
+    budget.set(budget.get() - 1);
+    let next = |e: &Expr| constant_within(cx, e, depth + 1, budget);
     match e {
         Expr::NumberLiteral(_) | Expr::BooleanLiteral(_) | Expr::NoneLiteral(_) | Expr::StringLiteral(_) => true,
         Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }) => {
