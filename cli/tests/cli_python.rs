@@ -1615,3 +1615,39 @@ fn helpers_of_evaluation_files_are_evaluation() {
     let report = lint_preview(d);
     assert_eq!(places(&report, "D005"), ["test_agent.py:7:34"], "{report}");
 }
+
+/// A read whose value is also handed to a call on a branch a run leaves off
+/// (`if vis is not None: vis.vis_scalar(.., np_loss)` where `vis` is made only with
+/// `--enable_vis`, off by default) is not needed by the run: it is reported. Handed to the call
+/// on every run, it is taken as needed.
+#[test]
+fn uses_on_branches_a_run_leaves_off_do_not_make_a_read_needed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let script = "import argparse\n\nimport torch\n\nfrom visualizer import Visualizer\n\n\ndef main():\n    \
+                  parser = argparse.ArgumentParser()\n    parser.add_argument(\"--enable_vis\", action=\"store_true\", default=False)\n    \
+                  opts = parser.parse_args()\n    vis = Visualizer() if opts.enable_vis else None\n    \
+                  device = torch.device(\"cuda\")\n    model = torch.nn.Linear(4, 2).to(device)\n    \
+                  optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    interval_loss = 0\n    \
+                  for i, (x, y) in enumerate(torch.load(\"data.pt\")):\n        \
+                  loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))\n        \
+                  optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n        \
+                  np_loss = loss.detach().cpu().numpy()\n        interval_loss += np_loss\n        \
+                  if vis is not None:\n            vis.vis_scalar(\"Loss\", i, np_loss)\n        \
+                  if i % 10 == 0:\n            print(interval_loss / 10)\n            interval_loss = 0.0\n\n\n\
+                  if __name__ == \"__main__\":\n    main()\n";
+    write_in(d, "visualizer.py", "class Visualizer:\n    def vis_scalar(self, name, x, y):\n        pass\n");
+    write_in(d, "main.py", script);
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["main.py:22:19"], "{report}");
+    write_in(
+        d,
+        "main.py",
+        &script.replace(
+            "        if vis is not None:\n            vis.vis_scalar",
+            "        if True:\n            vis.vis_scalar",
+        ),
+    );
+    let report = lint_preview(d);
+    assert!(!report.contains("D005"), "{report}");
+}

@@ -475,6 +475,19 @@ impl<'m, 'a> Checker<'m, 'a> {
         }
     }
 
+    /// Is `at` on a branch that a run with the project's default options never takes
+    /// ([`opt_in_at`]), in the function being checked (or the module's body)?
+    pub(crate) fn on_opt_in_branch(&self, at: ruff_text_size::TextSize) -> bool {
+        let project = self.types.project();
+        project.has_options()
+            && opt_in_at(
+                self.model,
+                project,
+                self.function.map_or(self.module_body, |f| &self.model.function(f).def.body[..]),
+                at,
+            )
+    }
+
     /// Does the loop step the training itself (`loss.backward()`, an optimizer's `.step()`, a
     /// method of another file that takes one training step, in its body)?
     pub(crate) fn loop_steps_training(&self, l: LoopId) -> bool {
@@ -2495,7 +2508,10 @@ fn way_to(body: &[Stmt], at: ruff_text_size::TextSize) -> Option<SmallVec<[Step<
 fn opt_in_at(model: &Model<'_>, project: View<'_>, body: &[Stmt], at: ruff_text_size::TextSize) -> bool {
     way_to(body, at).is_some_and(|way| {
         way.iter().any(|step| match step {
-            Step::If(i, None) => project.opt_in(&i.test, is_switch(model, i)) == Some(true),
+            Step::If(i, None) => {
+                project.opt_in(&i.test, is_switch(model, i)) == Some(true)
+                    || opt_in_through_name(model, project, &i.test) == Some(true)
+            }
             Step::If(i, Some(c)) => {
                 project.opt_in(&i.test, is_switch(model, i)) == Some(false)
                     || c.test.as_ref().is_some_and(|t| project.opt_in(t, true) == Some(true))
@@ -2503,6 +2519,32 @@ fn opt_in_at(model: &Model<'_>, project: View<'_>, body: &[Stmt], at: ruff_text_
             Step::Loop(_) | Step::Other => false,
         })
     })
+}
+
+/// `if vis is not None:` where `vis = Visualizer(..) if opts.enable_vis else None`, bound once:
+/// as the option's own test (`Some(true)` when the body runs only with an option a run leaves
+/// off).
+fn opt_in_through_name(model: &Model<'_>, project: View<'_>, test: &Expr) -> Option<bool> {
+    let Expr::Compare(c) = test else { return None };
+    let (Expr::Name(n), [op @ (ast::CmpOp::Is | ast::CmpOp::IsNot)], [Expr::NoneLiteral(_)]) =
+        (&*c.left, &c.ops[..], &c.comparators[..])
+    else {
+        return None;
+    };
+    let b = model.binding_of(n)?;
+    let binding = model.binding(b);
+    if binding.shadowed.is_some() {
+        return None;
+    }
+    let BindingKind::Assignment { value: Expr::If(made), part: Part::Whole, .. } = binding.kind else {
+        return None;
+    };
+    if !matches!(&*made.orelse, Expr::NoneLiteral(_)) {
+        return None;
+    }
+    // Not `None` exactly when the option's test holds.
+    let held = project.opt_in(&made.test, false)?;
+    Some(if *op == ast::CmpOp::IsNot { held } else { !held })
 }
 
 /// Is the place at `at`, in a function whose body is `body`, on a branch only another accelerator

@@ -3201,7 +3201,8 @@ fn names_use_in(
                             .iter()
                             .chain(c.arguments.keywords.iter().map(|k| &k.value))
                             .any(|a| mentions(cx, a, names));
-                        if args_mention && classify_call(cx, c, bulk) == Use::Needed {
+                        // (Not on a branch a run leaves off: `if opts.enable_vis: vis.plot(.., v)`.)
+                        if args_mention && classify_call(cx, c, bulk) == Use::Needed && !cx.on_opt_in_branch(s.start()) {
                             result = Use::Needed;
                         }
                     }
