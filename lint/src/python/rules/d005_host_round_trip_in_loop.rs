@@ -2141,10 +2141,32 @@ fn read_for_a_bad_value_check(cx: &Checker<'_, '_>, value: &Expr) -> bool {
 }
 
 /// Does `test` look at `names` only to check for NaN or Inf (`not math.isfinite(v)`, `.. or
-/// math.isnan(v)`)? Not a test that also compares them (`not math.isfinite(v) or v < 1e-3`).
+/// math.isnan(v)`) or for a value that has exploded (`v > 1e8`, each item of `any([..])`)? Not a
+/// test that also compares them with an ordinary bound (`not math.isfinite(v) or v < 1e-3`).
 fn only_bad_value_checks(cx: &Checker<'_, '_>, test: &Expr, names: &[BindingId]) -> bool {
     match test {
         Expr::BoolOp(b) => b.values.iter().all(|v| !mentions(cx, v, names) || only_bad_value_checks(cx, v, names)),
+        // `any([loss_g > 1e8, math.isnan(loss_g)])`: each item a check.
+        Expr::Call(c)
+            if c.arguments.keywords.is_empty()
+                && cx.callee_name(c).is_some_and(|q| matches!(q.as_ref(), "builtins.any" | "builtins.all")) =>
+        {
+            matches!(&c.arguments.args[..], [Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. })]
+                if elts.iter().all(|v| !mentions(cx, v, names) || only_bad_value_checks(cx, v, names)))
+        }
+        // `loss_g > 1e8`: a value that has exploded, beside a check for NaN (a million or more;
+        // `if logs["l1"] > 1e4:` may be a decision of the run's).
+        Expr::Compare(c) if c.comparators.len() == 1 => {
+            let huge = |e: &Expr| {
+                matches!(e, Expr::NumberLiteral(n) if match &n.value {
+                    ast::Number::Float(f) => f.abs() >= 1e6,
+                    ast::Number::Int(i) => i.as_u64().is_none_or(|v| v >= 1_000_000),
+                    _ => false,
+                })
+            };
+            (huge(&c.comparators[0]) || huge(&c.left))
+                && matches!(c.ops[0], ast::CmpOp::Gt | ast::CmpOp::GtE | ast::CmpOp::Lt | ast::CmpOp::LtE)
+        }
         _ => crate::python::checker::checks_for_bad_values(test),
     }
 }
