@@ -773,9 +773,6 @@ fn fills_a_keyed_cache(cx: &Checker<'_, '_>, at: TextRange) -> bool {
 /// into the cache (`tensor = _cache.get(key, None)`, `if tensor is None: tensor = torch.as_tensor(
 /// .., device=device); _cache[key] = tensor`)? The value is made once per key, not at each call.
 fn fills_a_missed_entry(cx: &Checker<'_, '_>, at: TextRange) -> bool {
-    let looked_up = |value: &Expr| {
-        matches!(value, Expr::Call(c) if matches!(&*c.func, Expr::Attribute(m) if m.attr.as_str() == "get"))
-    };
     let parents = cx.parents.len();
     (0..parents).rev().take(12).any(|k| {
         let Node::Stmt(Stmt::If(i)) = cx.parents[k] else { return false };
@@ -805,7 +802,7 @@ fn fills_a_missed_entry(cx: &Checker<'_, '_>, at: TextRange) -> bool {
                 let (Some(Expr::Name(t)), Expr::Call(c)) = (a.targets.first(), &*a.value) else { return false };
                 let Expr::Attribute(get) = &*c.func else { return false };
                 t.id == name.id
-                    && looked_up(&a.value)
+                    && get.attr.as_str() == "get"
                     && lasting(&get.value)
                     && i.body.iter().any(|s| {
                         matches!(s, Stmt::Assign(put)
