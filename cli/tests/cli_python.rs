@@ -1651,3 +1651,60 @@ fn uses_on_branches_a_run_leaves_off_do_not_make_a_read_needed() {
     let report = lint_preview(d);
     assert!(!report.contains("D005"), "{report}");
 }
+
+/// A trainer of another file whose step methods hand the loss to a method their base class
+/// defines (`EncDecTrainer.mt_step` → `self.optimize(loss)`, which calls `.backward()` and steps
+/// each optimizer in a loop over them) takes a training step each time: the loops calling it
+/// are step loops, and what it reads from the batch a helper of the project moved to the device
+/// (`x, lengths = to_cuda(x, lengths)`) is read at every step. The package is reached both as
+/// `xlm/` and through a link `src -> xlm`: it is linted under its own path, which its imports name.
+#[cfg(unix)]
+#[test]
+fn step_methods_through_a_base_class_and_a_moving_helper_of_another_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    write_in(d, "xlm/__init__.py", "");
+    write_in(
+        d,
+        "xlm/utils.py",
+        "def to_cuda(*args):\n    return [None if x is None else x.cuda() for x in args]\n",
+    );
+    write_in(
+        d,
+        "xlm/trainer.py",
+        "import torch\n\nfrom .utils import to_cuda\n\n\nclass Trainer(object):\n    \
+         def __init__(self, data, params):\n        self.data = data\n        self.stats = {\"words\": 0}\n        \
+         self.optimizers = {}\n\n    def optimize(self, loss):\n        \
+         optimizers = [self.optimizers[k] for k in self.optimizers]\n        for optimizer in optimizers:\n            \
+         optimizer.zero_grad()\n        loss.backward()\n        for optimizer in optimizers:\n            \
+         optimizer.step()\n\n\nclass EncDecTrainer(Trainer):\n    \
+         def __init__(self, encoder, data, params):\n        super().__init__(data, params)\n        \
+         self.encoder = encoder\n        self.optimizers = {\"encoder\": torch.optim.Adam(encoder.parameters())}\n\n    \
+         def mt_step(self, lang):\n        x, lengths = self.data[lang]\n        \
+         x, lengths = to_cuda(x, lengths)\n        loss = self.encoder(x, lengths).mean()\n        \
+         self.optimize(loss)\n        self.stats[\"words\"] += (lengths - 1).sum().item()\n",
+    );
+    write_in(
+        d,
+        "train.py",
+        "import torch\n\nfrom xlm.trainer import EncDecTrainer\n\n\ndef main(params, data):\n    \
+         encoder = torch.nn.Linear(8, 8).cuda()\n    trainer = EncDecTrainer(encoder, data, params)\n    \
+         for _ in range(params.max_epoch):\n        for lang in params.langs:\n            trainer.mt_step(lang)\n",
+    );
+    std::os::unix::fs::symlink("xlm", d.join("src")).expect("symlink");
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["xlm/trainer.py:32:32"], "{report}");
+    // Controls: a helper that keeps the batch where it is; a base method that does not step.
+    write_in(d, "xlm/utils.py", "def to_cuda(*args):\n    return [x for x in args]\n");
+    let report = lint_preview(d);
+    assert!(!report.contains("D005"), "{report}");
+    write_in(
+        d,
+        "xlm/utils.py",
+        "def to_cuda(*args):\n    return [None if x is None else x.cuda() for x in args]\n",
+    );
+    let trainer = std::fs::read_to_string(d.join("xlm/trainer.py")).expect("read");
+    write_in(d, "xlm/trainer.py", &trainer.replace("            optimizer.step()\n", "            pass\n"));
+    let report = lint_preview(d);
+    assert!(!report.contains("D005"), "{report}");
+}

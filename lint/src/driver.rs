@@ -441,10 +441,43 @@ fn collect_files(paths: &[PathBuf], settings: &Settings) -> Result<Walked, LintE
 }
 
 /// One path per file: a file reached both directly and through a symbolic link is linted (and
-/// fixed) once, under the first of its paths.
+/// fixed) once, under the path with the fewest links in it — its own, where the project keeps it
+/// (`xlm/trainer.py`, not `src/trainer.py` through `src -> xlm`), so that its imports
+/// (`from xlm.trainer import ..`) name it; the first in order among equals.
 fn dedup_same_file(files: Vec<PathBuf>) -> Vec<PathBuf> {
-    let mut seen = std::collections::HashSet::new();
-    files.into_iter().filter(|p| file_identity(p).is_none_or(|id| seen.insert(id))).collect()
+    let identities: Vec<_> = files.iter().map(|p| file_identity(p)).collect();
+    // For each file: the path kept, by its index, with its number of links (counted only for a
+    // file reached more than once).
+    let mut chosen: std::collections::HashMap<_, (usize, Option<usize>)> = std::collections::HashMap::new();
+    for (i, id) in identities.iter().enumerate() {
+        let Some(id) = id else { continue };
+        match chosen.get_mut(id) {
+            None => {
+                chosen.insert(id, (i, None));
+            }
+            Some((best, best_links)) => {
+                let best_links = *best_links.get_or_insert_with(|| links_in(&files[*best]));
+                let links = links_in(&files[i]);
+                if links < best_links {
+                    chosen.insert(id, (i, Some(links)));
+                }
+            }
+        }
+    }
+    let keep: Vec<bool> = identities
+        .iter()
+        .enumerate()
+        .map(|(i, id)| id.as_ref().is_none_or(|id| chosen.get(id).is_none_or(|(best, _)| *best == i)))
+        .collect();
+    files.into_iter().zip(keep).filter_map(|(p, keep)| keep.then_some(p)).collect()
+}
+
+/// How many of a path's folders (and itself) are symbolic links.
+fn links_in(path: &Path) -> usize {
+    path.ancestors()
+        .filter(|a| !a.as_os_str().is_empty())
+        .filter(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink()))
+        .count()
 }
 
 #[cfg(unix)]

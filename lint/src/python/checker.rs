@@ -316,6 +316,9 @@ pub(crate) struct Checker<'m, 'a> {
     /// Per function run at every step from a loop of this file: whether one of its calls needs
     /// what it returns on the host, worked out once (D005's `callers_need_result`).
     pub(crate) callers_need_result: std::cell::RefCell<FxHashMap<FunctionId, Option<bool>>>,
+    /// Per function (`None`: the module's statements outside one), the arrays written into with
+    /// data after they are made (D005's `filled_after`), worked out once.
+    pub(crate) filled_arrays: std::cell::RefCell<FxHashMap<Option<FunctionId>, FxHashSet<BindingId>>>,
 }
 
 impl<'m, 'a> Checker<'m, 'a> {
@@ -365,6 +368,7 @@ impl<'m, 'a> Checker<'m, 'a> {
             provenance_cut: std::cell::Cell::new(false),
             returned_names: std::cell::RefCell::new(FxHashMap::default()),
             callers_need_result: std::cell::RefCell::new(FxHashMap::default()),
+            filled_arrays: std::cell::RefCell::new(FxHashMap::default()),
             calls: Calls::default(),
         }
     }

@@ -48,10 +48,9 @@ pub(crate) struct Project {
     /// Every indexed dotted name of a method of a top-level class (`pkg.utils.Logger.update`) →
     /// the files that define it.
     methods: FxHashMap<String, Vec<usize>>,
-    /// The methods that take one training step each time they run (`.backward()` and an
-    /// optimizer's `.step()` in their own body, outside any loop): each one's file and its name
-    /// as `Class.method`.
-    step_methods: FxHashSet<(usize, String)>,
+    /// What the methods do once each time they run towards a training step ([`StepFacts`]): by
+    /// each one's file and its name as `Class.method`; only methods that do something of it.
+    method_steps: FxHashMap<(usize, String), StepFacts>,
     /// Every indexed dotted name of a class attribute bound by an assignment in the class's body
     /// (`compute_all_losses = VAE_Baseline.compute_losses_on_device`, `__call__ = forward`): a
     /// method of that name is overridden by a value the index does not follow.
@@ -62,6 +61,9 @@ pub(crate) struct Project {
     /// The indexed dotted names of the top-level functions whose every result is on the host
     /// ([`returns_host`]).
     host_returners: FxHashSet<String>,
+    /// The indexed dotted names of the top-level functions whose every result is moved to the
+    /// device ([`returns_device`]).
+    device_returners: FxHashSet<String>,
     /// The indexed dotted names of the top-level functions that return an instance of one class
     /// (a factory, `def create_loss(cfg): return DualLoss(cfg)`) → that class's absolute name.
     factories: FxHashMap<String, String>,
@@ -595,8 +597,8 @@ pub(crate) struct FileEntry {
     methods: Vec<String>,
     /// The names the top-level classes' bodies bind by assignment, as `Class.name`.
     class_values: Vec<String>,
-    /// The methods that take one training step ([`steps_once`]), as `Class.method`.
-    step_methods: Vec<String>,
+    /// What the methods do towards a training step ([`StepFacts`]), as `Class.method`.
+    step_facts: Vec<(String, StepFacts)>,
     /// What those methods keep of their parameters ([`kept_parameters`]), where they keep some.
     kept: Vec<(String, Vec<(String, usize)>)>,
     /// Its `from module import *` lines: how many aliases came before each, and the module as
@@ -701,6 +703,9 @@ impl Project {
                     if facts.returns_host {
                         project.host_returners.insert(key.clone());
                     }
+                    if facts.returns_device {
+                        project.device_returners.insert(key.clone());
+                    }
                     if let Some(class) = &facts.makes {
                         project.factories.insert(key.clone(), class.clone());
                     }
@@ -715,7 +720,7 @@ impl Project {
             for name in file.class_values {
                 project.class_values.extend(suffixes(&file.module, &name));
             }
-            project.step_methods.extend(file.step_methods.into_iter().map(|m| (file_id, m)));
+            project.method_steps.extend(file.step_facts.into_iter().map(|(m, facts)| ((file_id, m), facts)));
             for (name, class_bases) in file.classes {
                 let id = bases.len();
                 bases.push(class_bases);
@@ -934,12 +939,38 @@ impl Project {
     }
 
     /// Does the method an absolute dotted name names (`pkg.agent.Agent.learn`) take one training
-    /// step each time it runs ([`steps_once`]), in every definition it may name?
+    /// step each time it runs ([`StepFacts`]), in every definition it may name? Its calls of the
+    /// object's own methods are followed from the class named (`EncDecTrainer.mt_step` calls
+    /// `self.optimize(loss)`, which its base `Trainer` defines).
     fn method_steps_once(&self, name: &str) -> bool {
+        let Some((class, _)) = name.rsplit_once('.') else { return false };
         self.method_candidates(name).is_some_and(|candidates| {
             !candidates.is_empty()
-                && candidates.iter().all(|&(file, own)| self.step_methods.contains(&(file, own.to_string())))
+                && candidates.iter().all(|&(file, own)| {
+                    let (backward, step) = self.method_takes(class, file, own, 0);
+                    backward && step
+                })
         })
+    }
+
+    /// Whether one definition of a method (its file, `Class.method`), with the methods of `class`
+    /// it calls on `self`, calls `.backward()` and an optimizer's `.step()`.
+    fn method_takes(&self, class: &str, file: usize, own: &str, depth: usize) -> (bool, bool) {
+        let Some(facts) = self.method_steps.get(&(file, own.to_string())) else { return (false, false) };
+        let mut takes = (facts.backward, facts.step);
+        if depth < 4 {
+            for callee in &facts.self_calls {
+                if takes.0 && takes.1 {
+                    break;
+                }
+                let name = format!("{class}.{callee}");
+                for (file, own) in self.method_candidates(&name).unwrap_or_default() {
+                    let (backward, step) = self.method_takes(class, file, own, depth + 1);
+                    takes = (takes.0 || backward, takes.1 || step);
+                }
+            }
+        }
+        takes
     }
 
     /// The file that defines the top-level function `name` names, for a name of the file at
@@ -1273,6 +1304,13 @@ impl Project {
     pub(crate) fn returns_host(&self, name: &str) -> bool {
         let reached = self.names_reached(name);
         !reached.is_empty() && reached.into_iter().all(|n| self.host_returners.contains(n))
+    }
+
+    /// Is every result of the function an absolute dotted name names moved to the device
+    /// ([`returns_device`])?
+    pub(crate) fn returns_device(&self, name: &str) -> bool {
+        let reached = self.names_reached(name);
+        !reached.is_empty() && reached.into_iter().all(|n| self.device_returners.contains(n))
     }
 
     /// The class whose instances the function an absolute dotted name names makes (a factory
@@ -2045,7 +2083,12 @@ impl Names<'_> {
                     }
                     entry.functions.push((
                         f.name.as_str().to_string(),
-                        FunctionFacts { runs_loop: runs_steps(f), returns_host: false, makes: None },
+                        FunctionFacts {
+                            runs_loop: runs_steps(f),
+                            returns_host: false,
+                            returns_device: returns_device(f),
+                            makes: None,
+                        },
                     ));
                 }
                 Stmt::ClassDef(c) => {
@@ -2061,8 +2104,9 @@ impl Names<'_> {
                         match stmt {
                             Stmt::FunctionDef(f) => {
                                 entry.methods.push(format!("{name}.{}", f.name));
-                                if steps_once(f) {
-                                    entry.step_methods.push(format!("{name}.{}", f.name));
+                                let facts = step_facts(f);
+                                if facts.backward || facts.step || !facts.self_calls.is_empty() {
+                                    entry.step_facts.push((format!("{name}.{}", f.name), facts));
                                 }
                                 let kept = kept_parameters(f);
                                 if !kept.is_empty() {
@@ -2343,6 +2387,8 @@ struct FunctionFacts {
     runs_loop: bool,
     /// Every result it returns is on the host ([`returns_host`]).
     returns_host: bool,
+    /// Every result it returns is moved to the device ([`returns_device`]).
+    returns_device: bool,
     /// Every result it returns is an instance of one class, made in the function (a factory):
     /// the class's absolute name ([`Names::made_class`]).
     makes: Option<String>,
@@ -2492,6 +2538,65 @@ pub(crate) fn returns_host(
         torch_names,
     };
     values.returns.iter().all(|v| host.value(v, &mut visiting))
+}
+
+/// Does the function return only values it moves to the device: `x.cuda()`, `x.to(device)` (not
+/// to the CPU or a dtype), or a tuple, list or comprehension of them, `None` for a missing one
+/// (`def to_cuda(*args): return [None if x is None else x.cuda() for x in args]`)? What a caller
+/// unpacks from it is on the device.
+pub(crate) fn returns_device(f: &ast::StmtFunctionDef) -> bool {
+    fn moved(e: &Expr, depth: usize) -> bool {
+        if depth > 4 {
+            return false;
+        }
+        match e {
+            Expr::Call(c) => match &*c.func {
+                Expr::Attribute(a) if a.attr.as_str() == "cuda" => true,
+                Expr::Attribute(a) if a.attr.as_str() == "to" => {
+                    let device = c
+                        .arguments
+                        .args
+                        .first()
+                        .or_else(|| c.arguments.find_keyword("device").map(|k| &k.value));
+                    device.is_some_and(|d| match d {
+                        Expr::StringLiteral(s) => s.value.to_str().starts_with("cuda"),
+                        Expr::Name(n) => n.id.as_str().contains("device") || n.id.as_str() == "dev",
+                        Expr::Attribute(a) => a.attr.as_str().contains("device"),
+                        _ => false,
+                    })
+                }
+                // `tuple(x.cuda() for x in xs)`, `list(..)`
+                Expr::Name(n) if matches!(n.id.as_str(), "tuple" | "list") => {
+                    matches!(&c.arguments.args[..], [a] if moved(a, depth + 1))
+                }
+                _ => false,
+            },
+            Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. }) => {
+                !elts.is_empty() && elts.iter().all(|e| moved(e, depth + 1))
+            }
+            Expr::ListComp(l) => moved(&l.elt, depth + 1),
+            Expr::Generator(g) => moved(&g.elt, depth + 1),
+            // `None if x is None else x.cuda()`
+            Expr::If(i) => {
+                let none = |e: &Expr| matches!(e, Expr::NoneLiteral(_));
+                (none(&i.body) || moved(&i.body, depth + 1))
+                    && (none(&i.orelse) || moved(&i.orelse, depth + 1))
+                    && !(none(&i.body) && none(&i.orelse))
+            }
+            _ => false,
+        }
+    }
+    let mut returns = Vec::new();
+    let mut other = false;
+    crate::python::rules::helpers::each_stmt(&f.body, &mut |s| match s {
+        Stmt::Return(r) => match r.value.as_deref() {
+            Some(v) => returns.push(v),
+            None => other = true,
+        },
+        Stmt::Expr(e) if matches!(&*e.value, Expr::Yield(_) | Expr::YieldFrom(_)) => other = true,
+        _ => {}
+    });
+    !other && !returns.is_empty() && returns.iter().all(|v| moved(v, 0))
 }
 
 /// The top-level functions of a module (also those under `if`/`try`) whose every result is on
@@ -2710,22 +2815,41 @@ const HOST_FACTORIES: [&str; 13] = [
 /// torch's factories that copy their data: on the host when that data is.
 const DATA_FACTORIES: [&str; 5] = ["tensor", "as_tensor", "FloatTensor", "LongTensor", "Tensor"];
 
-/// Does a function run a loop of steps: a `for` or `while` whose body calls `.backward(..)`,
-/// `.step(..)` of an optimizer, scheduler or scaler (not `env.step(..)`), `.forward(..)`, or one of
-/// the function's parameters named for a model (`model(x)`, `net(x)`; not any callable `f`)?
-/// Does the function take one training step each time it runs: `.backward()` and an optimizer's
-/// `.step()` (not a scheduler's) in its own body, outside any loop (`def learn(self, mem): ..;
-/// loss.backward(); self.optimiser.step()`)?
-fn steps_once(f: &ast::StmtFunctionDef) -> bool {
+/// What a method does once each time it runs, outside its loops: a method takes one training step
+/// when it, or the methods of its object it calls so (`def clm_step(self, ..): ..;
+/// self.optimize(loss)`), call `.backward()` and an optimizer's `.step()` (not a scheduler's):
+/// `def learn(self, mem): ..; loss.backward(); self.optimiser.step()`. Stepping each of a list of
+/// optimizers counts once (`for optimizer in optimizers: optimizer.step()`).
+#[derive(Debug, Default)]
+pub(crate) struct StepFacts {
+    backward: bool,
+    step: bool,
+    /// The methods of its own object it calls (`self.optimize(loss)`).
+    self_calls: Vec<String>,
+}
+
+fn step_facts(f: &ast::StmtFunctionDef) -> StepFacts {
     use ruff_python_ast::visitor::{self, Visitor};
     #[derive(Default)]
-    struct Once {
-        backward: bool,
-        step: bool,
+    struct Once<'f> {
+        facts: StepFacts,
+        /// Inside `for optimizer in optimizers:`: the name each optimizer is bound to.
+        optimizer_loop: Option<&'f str>,
     }
-    impl<'f> Visitor<'f> for Once {
+    impl<'f> Visitor<'f> for Once<'f> {
         fn visit_stmt(&mut self, stmt: &'f Stmt) {
             match stmt {
+                // A loop over the optimizers steps each once.
+                Stmt::For(l)
+                    if self.optimizer_loop.is_none()
+                        && let Expr::Name(target) = &*l.target
+                        && steps_optimizer(&l.target)
+                        && !steps_scheduler(&l.target) =>
+                {
+                    self.optimizer_loop = Some(target.id.as_str());
+                    self.visit_body(&l.body);
+                    self.optimizer_loop = None;
+                }
                 // A nested function or class is its own; a loop's steps are many.
                 Stmt::FunctionDef(_) | Stmt::ClassDef(_) | Stmt::For(_) | Stmt::While(_) => {}
                 _ => visitor::walk_stmt(self, stmt),
@@ -2735,9 +2859,23 @@ fn steps_once(f: &ast::StmtFunctionDef) -> bool {
             if let Expr::Call(c) = expr
                 && let Expr::Attribute(a) = &*c.func
             {
+                let in_optimizer_loop = |r: &Expr| matches!((r, self.optimizer_loop), (Expr::Name(n), Some(o)) if n.id.as_str() == o);
                 match a.attr.as_str() {
-                    "backward" => self.backward = true,
-                    "step" if steps_optimizer(&a.value) && !steps_scheduler(&a.value) => self.step = true,
+                    // (In a loop over the optimizers, only the optimizers' own calls count.)
+                    "backward" if self.optimizer_loop.is_none() => self.facts.backward = true,
+                    "step"
+                        if (self.optimizer_loop.is_none() || in_optimizer_loop(&a.value))
+                            && steps_optimizer(&a.value)
+                            && !steps_scheduler(&a.value) =>
+                    {
+                        self.facts.step = true;
+                    }
+                    m if self.optimizer_loop.is_none()
+                        && matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "self")
+                        && !self.facts.self_calls.iter().any(|c| c == m) =>
+                    {
+                        self.facts.self_calls.push(m.to_string());
+                    }
                     _ => {}
                 }
             }
@@ -2746,9 +2884,12 @@ fn steps_once(f: &ast::StmtFunctionDef) -> bool {
     }
     let mut once = Once::default();
     once.visit_body(&f.body);
-    once.backward && once.step
+    once.facts
 }
 
+/// Does a function run a loop of steps: a `for` or `while` whose body calls `.backward(..)`,
+/// `.step(..)` of an optimizer, scheduler or scaler (not `env.step(..)`), `.forward(..)`, or one of
+/// the function's parameters named for a model (`model(x)`, `net(x)`; not any callable `f`)?
 fn runs_steps(f: &ast::StmtFunctionDef) -> bool {
     use ruff_python_ast::visitor::{self, Visitor};
     struct Steps<'f> {
@@ -2966,6 +3107,12 @@ impl<'p> View<'p> {
     /// names on the host ([`returns_host`])?
     pub(crate) fn returns_host(&self, qualified: &str) -> bool {
         self.function(qualified).is_some_and(|q| self.project.returns_host(&q))
+    }
+
+    /// Is every result of a function of another file of the project that a name of this file
+    /// names moved to the device ([`returns_device`])?
+    pub(crate) fn returns_device(&self, qualified: &str) -> bool {
+        self.function(qualified).is_some_and(|q| self.project.returns_device(&q))
     }
 
     /// The absolute name of the class a factory of another file of the project makes (`qualified`

@@ -1,6 +1,7 @@
 //! D005 for PyTorch code. What it finds, why, and its fixes: `d005_host_round_trip_in_loop.md` beside this file (what
 //! `devcheck explain D005` prints); its row in the rule table is in [`crate::registry`].
 
+use rustc_hash::FxHashSet;
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use ruff_text_size::{Ranged, TextRange};
 
@@ -1085,7 +1086,7 @@ fn in_straight_line(cx: &Checker<'_, '_>, value: &Expr) -> bool {
     if let Some(known) = cx.straight_line.borrow().get(&f) {
         return known.contains(&at);
     }
-    let values: rustc_hash::FxHashSet<usize> = cx
+    let values: FxHashSet<usize> = cx
         .model
         .function(f)
         .def
@@ -1599,11 +1600,16 @@ fn constant_within(cx: &Checker<'_, '_>, e: &Expr, depth: u32, budget: &std::cel
         Expr::BinOp(b) => next(&b.left) && next(&b.right),
         // A parameter with a default is an option (`k=None`, `factor=2`); one without is the
         // caller's data. A name bound once here to a constant is one.
-        Expr::Name(n) => cx.model.binding_of(n).is_some_and(|b| match cx.model.binding(b).kind {
-            BindingKind::Parameter { default, variadic: false, .. } => default.is_some(),
-            BindingKind::Assignment { value, part: Part::Whole, .. } => next(value),
-            _ => cx.kind_of(e) == Kind::Scalar,
-        }),
+        // An array made (`np.zeros(..)`) and then filled with data is data. Python's types as a
+        // dtype (`dtype=bool`) are settings.
+        Expr::Name(n) => match cx.model.binding_of(n) {
+            Some(b) => match cx.model.binding(b).kind {
+                BindingKind::Parameter { default, variadic: false, .. } => default.is_some(),
+                BindingKind::Assignment { value, part: Part::Whole, .. } => next(value) && !filled_after(cx, b),
+                _ => cx.kind_of(e) == Kind::Scalar,
+            },
+            None => matches!(n.id.as_str(), "bool" | "int" | "float" | "complex"),
+        },
         // A setting of the object (`self.k`, `self.N`), not an array it keeps; a dtype
         // (`np.float32`, `torch.float32`).
         Expr::Attribute(a) if matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "self") => {
@@ -1642,6 +1648,85 @@ fn constant_within(cx: &Checker<'_, '_>, e: &Expr, depth: u32, budget: &std::cel
         }
         _ => false,
     }
+}
+
+/// Is the array bound by `b` written into after it is made, with anything but numbers written in
+/// the code: `out[i, :n] = row`, `a.fill(v)`, `np.copyto(a, src)`? (Looked for in the function
+/// being checked, or the module's statements outside one; once per function.)
+fn filled_after(cx: &Checker<'_, '_>, b: BindingId) -> bool {
+    use ruff_python_ast::visitor::{self, Visitor};
+    struct Fills<'c, 'm, 'a> {
+        cx: &'c Checker<'m, 'a>,
+        filled: FxHashSet<BindingId>,
+    }
+    impl Fills<'_, '_, '_> {
+        /// Notes the array a target or argument writes into (`a`, `a[i]`, `a[:, 0][mask]`, `a.real`).
+        fn written(&mut self, mut e: &Expr) {
+            loop {
+                match e {
+                    Expr::Subscript(s) => e = &s.value,
+                    Expr::Attribute(a) => e = &a.value,
+                    Expr::Name(n) => {
+                        self.filled.extend(self.cx.model.binding_of(n));
+                        return;
+                    }
+                    _ => return,
+                }
+            }
+        }
+    }
+    impl<'x> Visitor<'x> for Fills<'_, '_, '_> {
+        fn visit_stmt(&mut self, s: &'x Stmt) {
+            let (targets, value): (&[Expr], Option<&Expr>) = match s {
+                Stmt::Assign(a) => (&a.targets, Some(&a.value)),
+                Stmt::AugAssign(a) => (std::slice::from_ref(&*a.target), Some(&a.value)),
+                Stmt::AnnAssign(a) => (std::slice::from_ref(&*a.target), a.value.as_deref()),
+                _ => (&[], None),
+            };
+            if value.is_some_and(|v| !literal_numbers(v)) {
+                for t in targets.iter().filter(|t| matches!(t, Expr::Subscript(_))) {
+                    self.written(t);
+                }
+            }
+            visitor::walk_stmt(self, s);
+        }
+        fn visit_expr(&mut self, e: &'x Expr) {
+            if let Expr::Call(c) = e {
+                match &*c.func {
+                    // `a.fill(v)`, `a.put(idx, v)`, `a.itemset(i, v)`
+                    Expr::Attribute(f)
+                        if matches!(f.attr.as_str(), "fill" | "put" | "itemset")
+                            && !c.arguments.args.iter().all(literal_numbers) =>
+                    {
+                        self.written(&f.value);
+                    }
+                    // `np.copyto(a, src)`, `np.put(a, idx, v)`, `np.place(a, mask, v)`
+                    _ if matches!(
+                        self.cx.callee_name(c).as_deref(),
+                        Some("numpy.copyto" | "numpy.put" | "numpy.place" | "numpy.putmask")
+                    ) =>
+                    {
+                        if let Some(a) = c.arguments.args.first() {
+                            self.written(a);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            visitor::walk_expr(self, e);
+        }
+    }
+    if let Some(filled) = cx.filled_arrays.borrow().get(&cx.function) {
+        return filled.contains(&b);
+    }
+    let mut fills = Fills { cx, filled: FxHashSet::default() };
+    match cx.function {
+        Some(f) => fills.visit_body(&cx.model.function(f).def.body),
+        None => fills.visit_body(cx.module_body),
+    }
+    let found = fills.filled.contains(&b);
+    cx.filled_arrays.borrow_mut().insert(cx.function, fills.filled);
+    found
 }
 
 /// Numbers the host holds: literal ones, a tensor's shape (`x.shape[2:]`, `x.size()`), or a list

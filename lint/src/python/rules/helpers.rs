@@ -925,6 +925,10 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             {
                 return Provenance { on_accelerator: true, requires_grad: true };
             }
+            // `batch = to_device(batch)`: a function of the project that moves all it returns.
+            if returns_device_call(cx, c) {
+                return moved_arguments(c, &next);
+            }
             // `loss = train_step(model, batch, ..)`: a function of this file that returns a value
             // on the device (the loss it backpropagated) returns it there, whatever its inputs say.
             if let Some(p) = returned_value(cx, c, depth, &next)
@@ -1453,6 +1457,31 @@ fn returned_item_of(
     Some(items.into_iter().fold(Provenance::default(), |p, e| p.union(next(e))))
 }
 
+/// Does the call name a function of the project (of this file, or one the repository index
+/// knows) that moves all it returns to the device ([`crate::python::project::returns_device`]:
+/// `def to_cuda(*args): return [x.cuda() for x in args]`)?
+pub(crate) fn returns_device_call(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
+    match cx.model.callee(c, cx.function) {
+        Some(crate::python::model::Callee::Function(f)) => {
+            crate::python::project::returns_device(cx.model.function(f).def)
+        }
+        Some(crate::python::model::Callee::Class(_)) => false,
+        None => cx.callee_name(c).is_some_and(|q| cx.types.project().returns_device(&q)),
+    }
+}
+
+/// What a call that moves its arguments to the device returns: on the device, requiring grad
+/// where one of them does.
+fn moved_arguments(c: &ast::ExprCall, next: &dyn Fn(&Expr) -> Provenance) -> Provenance {
+    let requires_grad = c
+        .arguments
+        .args
+        .iter()
+        .chain(c.arguments.keywords.iter().map(|k| &k.value))
+        .any(|a| next(a).requires_grad);
+    Provenance { on_accelerator: true, requires_grad }
+}
+
 /// Does the call name a function of the project: a top-level function of this file, or one of
 /// another file that the repository index knows? `Some(true)` when every result it returns is
 /// evidently on the host ([`crate::python::project::returns_host`]).
@@ -1662,6 +1691,9 @@ fn binding_value_provenance(
             Expr::Call(c) if i > 0 && cx.callee_name(c).is_some_and(|q| api::host_fields_after_first(&q)) => {
                 NONE
             }
+            // `x, lengths = to_cuda(x, lengths)`: a function of the project that moves all it
+            // returns to the device.
+            Expr::Call(c) if returns_device_call(cx, c) => moved_arguments(c, &next),
             // `loss, logs = self.train_batch(batch)`: item `i` of the tuples a function of this
             // file returns.
             Expr::Call(c) if let Some(p) = returned_item(cx, c, i, depth, &next) => p,
