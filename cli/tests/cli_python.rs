@@ -1708,3 +1708,44 @@ fn step_methods_through_a_base_class_and_a_moving_helper_of_another_file() {
     let report = lint_preview(d);
     assert!(!report.contains("D005"), "{report}");
 }
+
+/// A helper of another file that makes its result on the host at each call (RAFT's and GMFlow's
+/// `coords_grid`: `torch.meshgrid(torch.arange(h), torch.arange(w))`, stacked and repeated, moved
+/// only when it is given a device) and whose result the forward pass moves (`coords_grid(b, h,
+/// w).to(x.device)`) copies it from the host at every pass; reported at the call, where the
+/// device can be handed over. Given the device, or a helper of data (`torch.tensor(values)`), it
+/// is not.
+#[test]
+fn helpers_that_make_their_result_on_the_host_are_copies_at_each_call() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    write_in(
+        d,
+        "flow/geometry.py",
+        "import torch\n\n\ndef coords_grid(b, h, w, homogeneous=False, device=None):\n    \
+         y, x = torch.meshgrid(torch.arange(h), torch.arange(w))\n    stacks = [x, y]\n    if homogeneous:\n        \
+         ones = torch.ones_like(x)\n        stacks.append(ones)\n    grid = torch.stack(stacks, dim=0).float()\n    \
+         grid = grid[None].repeat(b, 1, 1, 1)\n    if device is not None:\n        grid = grid.to(device)\n    \
+         return grid\n\n\ndef scales(values):\n    return torch.tensor(values).float()\n",
+    );
+    write_in(d, "flow/__init__.py", "");
+    let model = "import torch\nfrom torch import nn\n\nfrom flow.geometry import coords_grid, scales\n\n\n\
+                 class Flow(nn.Module):\n    def __init__(self):\n        super().__init__()\n        \
+                 self.proj = nn.Conv2d(3, 2, 1)\n\n    def forward(self, x):\n        b, c, h, w = x.shape\n        \
+                 grid = coords_grid(b, h, w).to(x.device)\n        \
+                 s = scales([h, w]).to(x.device)\n        return self.proj(x) + grid * s[0]\n\n\n\
+                 def main(loader):\n    model = Flow().cuda()\n    opt = torch.optim.Adam(model.parameters())\n    \
+                 for x in loader:\n        loss = model(x.cuda()).mean()\n        opt.zero_grad()\n        \
+                 loss.backward()\n        opt.step()\n\n\nif __name__ == \"__main__\":\n    main(torch.load(\"x.pt\"))\n";
+    write_in(d, "train.py", model);
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["train.py:14:16"], "{report}");
+    assert!(report.contains("`coords_grid(..).to(..)` makes a tensor on the host"), "{report}");
+    write_in(
+        d,
+        "train.py",
+        &model.replace("coords_grid(b, h, w).to(x.device)", "coords_grid(b, h, w, device=x.device)"),
+    );
+    let report = lint_preview(d);
+    assert!(!report.contains("D005"), "{report}");
+}

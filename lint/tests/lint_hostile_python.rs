@@ -751,3 +751,24 @@ fn meters_with_thousands_of_chained_attributes_are_linted() {
     let found = &report(&reports, "train.py").diagnostics;
     assert!(found.iter().any(|d| d.code == "D005" && d.message.contains(".item()")), "{found:?}");
 }
+
+/// A helper whose result comes through a few names, each bound thousands of times from the one
+/// before (`a1 = a0.float()` 2,000 times): whether it makes its result on the host is worked out
+/// once per name, not once per path (2,000^5), and its moved result is still reported at the call.
+#[test]
+fn a_helper_with_names_rebound_thousands_of_times_is_judged_once_per_name() {
+    let mut text =
+        String::from("import torch\nfrom torch import nn\n\n\ndef grid(h):\n    a0 = torch.arange(h)\n");
+    for i in 1..=5 {
+        let p = i - 1;
+        for _ in 0..2_000 {
+            text.push_str(&format!("    a{i} = a{p}.float()\n"));
+        }
+    }
+    text.push_str(
+        "    return a5\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x + grid(x.shape[0]).to(x.device)\n",
+    );
+    let (_dir, reports) = run_of(&[("model.py", text.into_bytes())]);
+    let found = &report(&reports, "model.py").diagnostics;
+    assert!(found.iter().any(|d| d.code == "D005" && d.message.contains("`grid(..).to(..)`")), "{found:?}");
+}

@@ -64,6 +64,9 @@ pub(crate) struct Project {
     /// The indexed dotted names of the top-level functions whose every result is moved to the
     /// device ([`returns_device`]).
     device_returners: FxHashSet<String>,
+    /// The indexed dotted names of the top-level functions whose every result is made on the
+    /// host at each call ([`returns_host_made`]) → the device parameter that would change it.
+    host_makers: FxHashMap<String, Option<(String, usize)>>,
     /// The indexed dotted names of the top-level functions that return an instance of one class
     /// (a factory, `def create_loss(cfg): return DualLoss(cfg)`) → that class's absolute name.
     factories: FxHashMap<String, String>,
@@ -706,6 +709,9 @@ impl Project {
                     if facts.returns_device {
                         project.device_returners.insert(key.clone());
                     }
+                    if let Some(unless) = &facts.host_made {
+                        project.host_makers.insert(key.clone(), unless.clone());
+                    }
                     if let Some(class) = &facts.makes {
                         project.factories.insert(key.clone(), class.clone());
                     }
@@ -1304,6 +1310,15 @@ impl Project {
     pub(crate) fn returns_host(&self, name: &str) -> bool {
         let reached = self.names_reached(name);
         !reached.is_empty() && reached.into_iter().all(|n| self.host_returners.contains(n))
+    }
+
+    /// Does the function an absolute dotted name names make every result on the host
+    /// ([`returns_host_made`]), and unless which parameter is given?
+    pub(crate) fn host_maker(&self, name: &str) -> Option<&Option<(String, usize)>> {
+        match &self.names_reached(name)[..] {
+            [one] => self.host_makers.get(*one),
+            _ => None,
+        }
     }
 
     /// Is every result of the function an absolute dotted name names moved to the device
@@ -2087,6 +2102,7 @@ impl Names<'_> {
                             runs_loop: runs_steps(f),
                             returns_host: false,
                             returns_device: returns_device(f),
+                            host_made: returns_host_made(f),
                             makes: None,
                         },
                     ));
@@ -2389,6 +2405,9 @@ struct FunctionFacts {
     returns_host: bool,
     /// Every result it returns is moved to the device ([`returns_device`]).
     returns_device: bool,
+    /// Every result it returns is made on the host at each call, unless a device parameter is
+    /// given ([`returns_host_made`]).
+    host_made: Option<Option<(String, usize)>>,
     /// Every result it returns is an instance of one class, made in the function (a factory):
     /// the class's absolute name ([`Names::made_class`]).
     makes: Option<String>,
@@ -2538,6 +2557,191 @@ pub(crate) fn returns_host(
         torch_names,
     };
     values.returns.iter().all(|v| host.value(v, &mut visiting))
+}
+
+/// Does every value the function returns come from torch's factories given no device
+/// (`torch.arange(h)`, `torch.meshgrid(..)` of them), stacked, repeated, reshaped or converted: a
+/// tensor made on the host at each call (`def coords_grid(b, h, w, device=None): ..`)? `None`: no;
+/// `Some(None)`: always; `Some(Some((name, position)))`: unless the caller passes the parameter
+/// (`device=None`, used only under `if device is not None: grid = grid.to(device)`).
+pub(crate) fn returns_host_made(f: &ast::StmtFunctionDef) -> Option<Option<(String, usize)>> {
+    // The device parameter, defaulting to `None`.
+    let device = f.parameters.iter_non_variadic_params().enumerate().find(|(_, p)| {
+        p.parameter.name.as_str().contains("device")
+            && matches!(p.default.as_deref(), Some(Expr::NoneLiteral(_)))
+    });
+    let device_name = device.map(|(_, p)| p.parameter.name.as_str());
+    let is_device_test = |t: &Expr| match t {
+        Expr::Name(n) => Some(n.id.as_str()) == device_name,
+        Expr::Compare(c) => {
+            matches!(&*c.left, Expr::Name(n) if Some(n.id.as_str()) == device_name)
+                && matches!(c.ops[..], [ast::CmpOp::IsNot])
+                && matches!(c.comparators[..], [Expr::NoneLiteral(_)])
+        }
+        _ => false,
+    };
+    // What each name is bound to (and appended), outside the branches taken with a device.
+    let mut bound: FxHashMap<&str, Vec<&Expr>> = FxHashMap::default();
+    let mut returns: Vec<&Expr> = Vec::new();
+    let mut other = false;
+    let mut device_branch = false;
+    fn walk<'f>(
+        body: &'f [Stmt],
+        is_device_test: &dyn Fn(&Expr) -> bool,
+        bound: &mut FxHashMap<&'f str, Vec<&'f Expr>>,
+        returns: &mut Vec<&'f Expr>,
+        other: &mut bool,
+        device_branch: &mut bool,
+        depth: usize,
+    ) {
+        if depth > 8 {
+            *other = true;
+            return;
+        }
+        for s in body {
+            match s {
+                Stmt::If(i) if i.elif_else_clauses.is_empty() && is_device_test(&i.test) => {
+                    *device_branch = true
+                }
+                Stmt::If(i) => {
+                    walk(&i.body, is_device_test, bound, returns, other, device_branch, depth + 1);
+                    for c in &i.elif_else_clauses {
+                        walk(&c.body, is_device_test, bound, returns, other, device_branch, depth + 1);
+                    }
+                }
+                Stmt::Assign(a) => {
+                    for t in &a.targets {
+                        match t {
+                            Expr::Name(n) => bound.entry(n.id.as_str()).or_default().push(&a.value),
+                            // `y, x = torch.meshgrid(..)`: each is where the whole is.
+                            Expr::Tuple(tu) => {
+                                for e in &tu.elts {
+                                    if let Expr::Name(n) = e {
+                                        bound.entry(n.id.as_str()).or_default().push(&a.value);
+                                    }
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                Stmt::Expr(e) => {
+                    if let Expr::Call(c) = &*e.value
+                        && let Expr::Attribute(m) = &*c.func
+                        && m.attr.as_str() == "append"
+                        && let (Expr::Name(n), [v]) = (&*m.value, &c.arguments.args[..])
+                    {
+                        bound.entry(n.id.as_str()).or_default().push(v);
+                    }
+                }
+                Stmt::Return(r) => match r.value.as_deref() {
+                    Some(v) => returns.push(v),
+                    None => *other = true,
+                },
+                Stmt::For(_) | Stmt::While(_) | Stmt::With(_) | Stmt::Try(_) | Stmt::Match(_) => {
+                    *other = true
+                }
+                _ => {}
+            }
+        }
+    }
+    walk(&f.body, &is_device_test, &mut bound, &mut returns, &mut other, &mut device_branch, 0);
+    if other || returns.is_empty() {
+        return None;
+    }
+    /// The names' values (`bound`), what is known of each name (`memo`), and the names being
+    /// worked out (`visiting`).
+    struct Walk<'f> {
+        bound: FxHashMap<&'f str, Vec<&'f Expr>>,
+        /// The function's parameters: what a caller hands in (also when rebound from itself,
+        /// `t = t.unsqueeze(dim)`) is not made here.
+        params: Vec<&'f str>,
+        memo: FxHashMap<&'f str, bool>,
+        visiting: Vec<&'f str>,
+    }
+    fn made<'f>(e: &'f Expr, w: &mut Walk<'f>, depth: usize) -> bool {
+        if depth > 12 {
+            return false;
+        }
+        let next = |e: &'f Expr, w: &mut Walk<'f>| made(e, w, depth + 1);
+        match e {
+            Expr::Name(n) => {
+                let name = n.id.as_str();
+                if w.params.contains(&name) {
+                    return false;
+                }
+                if w.visiting.contains(&name) {
+                    // (A name bound from itself, `grid = grid[None].repeat(..)`: as its other values.)
+                    return true;
+                }
+                if let Some(&known) = w.memo.get(name) {
+                    return known;
+                }
+                let Some(values) = w.bound.get(name).cloned() else { return false };
+                w.visiting.push(name);
+                let all = values.iter().all(|v| next(v, w));
+                w.visiting.pop();
+                w.memo.insert(name, all);
+                all
+            }
+            Expr::Subscript(s) => next(&s.value, w),
+            Expr::List(ast::ExprList { elts, .. }) | Expr::Tuple(ast::ExprTuple { elts, .. }) => {
+                !elts.is_empty() && elts.iter().all(|e| next(e, w))
+            }
+            // A tensor made on the host that is not 0-dim combined with anything: the result is on
+            // the host (a device operand would not combine with it).
+            Expr::BinOp(b) => next(&b.left, w) || next(&b.right, w),
+            Expr::Call(c) => match &*c.func {
+                Expr::Attribute(a) => {
+                    let name = a.attr.as_str();
+                    let no_device = c.arguments.find_keyword("device").is_none();
+                    let torch = matches!(&*a.value, Expr::Name(t) if matches!(t.id.as_str(), "torch" | "th"));
+                    if torch {
+                        return no_device
+                            && match name {
+                                n if HOST_FACTORIES.contains(&n) && n != "from_numpy" => true,
+                                "meshgrid" | "stack" | "cat" | "ones_like" | "zeros_like" => {
+                                    !c.arguments.args.is_empty()
+                                        && c.arguments.args.iter().all(|x| next(x, w))
+                                }
+                                _ => false,
+                            };
+                    }
+                    matches!(
+                        name,
+                        "float"
+                            | "long"
+                            | "int"
+                            | "double"
+                            | "half"
+                            | "bool"
+                            | "view"
+                            | "reshape"
+                            | "repeat"
+                            | "expand"
+                            | "permute"
+                            | "unsqueeze"
+                            | "squeeze"
+                            | "transpose"
+                            | "contiguous"
+                            | "flatten"
+                            | "clone"
+                            | "flip"
+                            | "t"
+                    ) && next(&a.value, w)
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+    let params = f.parameters.iter().map(|p| p.name().as_str()).collect();
+    let mut w = Walk { bound, params, memo: FxHashMap::default(), visiting: Vec::new() };
+    let all = returns.iter().all(|r| made(r, &mut w, 0));
+    all.then(|| match device {
+        Some((position, p)) if device_branch => Some((p.parameter.name.as_str().to_string(), position)),
+        _ => None,
+    })
 }
 
 /// Does the function return only values it moves to the device: `x.cuda()`, `x.to(device)` (not
@@ -3107,6 +3311,12 @@ impl<'p> View<'p> {
     /// names on the host ([`returns_host`])?
     pub(crate) fn returns_host(&self, qualified: &str) -> bool {
         self.function(qualified).is_some_and(|q| self.project.returns_host(&q))
+    }
+
+    /// Does a function of another file of the project that a name of this file names make every
+    /// result on the host ([`returns_host_made`]), and unless which parameter is given?
+    pub(crate) fn host_maker(&self, qualified: &str) -> Option<Option<(String, usize)>> {
+        self.function(qualified).and_then(|q| self.project.host_maker(&q).cloned())
     }
 
     /// Is every result of a function of another file of the project that a name of this file

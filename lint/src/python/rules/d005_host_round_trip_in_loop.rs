@@ -312,8 +312,10 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
                 // (`from_numpy` takes no device: the array is converted once, or a constant made by
                 // torch's own factory on the device.)
                 "convert the array once, in `__init__` as a buffer (`self.register_buffer(\"table\", torch.from_numpy(arr), persistent=False)`), or make a constant with torch's factory on the device (`torch.eye(3, device=x.device)`)"
-            } else {
+            } else if sync.what.starts_with("torch.") {
                 "make it on the device: pass `device=` to the factory (`torch.arange(n, device=x.device)`)"
+            } else {
+                "make it on the device: hand the helper the device (`coords_grid(b, h, w, device=x.device)`) and pass it to its factories (`torch.arange(h, device=device)`)"
             },
         )
     } else if sync.upload == Some(Upload::Field) {
@@ -368,7 +370,9 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             message,
             "a check for NaN or Inf reads the value on the host each time it runs: check every N steps (where the loss is logged), keep it on the device (`torch.nan_to_num(..)`, `torch.where(torch.isfinite(loss), loss, 0)`), or let `torch.amp.GradScaler` skip the steps whose gradients are not finite",
         )
-    } else if sync.always == Some(AlwaysWaits::Assert) {
+    } else if sync.always == Some(AlwaysWaits::Assert)
+        || cx.parents.iter().any(|p| matches!(p, Node::Stmt(Stmt::Assert(a)) if a.test.range().contains_range(sync.at)))
+    {
         (
             message,
             "an `assert` on a tensor reads it on the host each time it runs: keep the check out of the loop (or behind a debugging flag), or check on the device with `torch._assert_async(cond)`",
@@ -505,10 +509,42 @@ fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
         let what = format!("{field}.{method}({})", if call.arguments.is_empty() { "" } else { ".." });
         return Some(Sync { upload: Some(Upload::Field), ..Sync::read(false, what, receiver, e, e.range()) });
     }
+    // `coords_grid(b, h, w).to(x.device)`: a helper of the project that makes its result on the
+    // host at each call (not given the device it takes).
+    if let Some(helper) = host_made_by_helper(cx, receiver) {
+        let what = format!("{helper}(..).{method}({})", if call.arguments.is_empty() { "" } else { ".." });
+        return Some(Sync { upload: Some(Upload::Moved), ..Sync::read(false, what, receiver, e, e.range()) });
+    }
     let (factory, made) = host_made(cx, receiver)?;
     let what = format!("torch.{factory}(..).{method}({})", if call.arguments.is_empty() { "" } else { ".." });
     // At the factory, where `device=` goes (`t = torch.rand(b) * s` two lines above `t.to(x)`).
     Some(Sync { upload: Some(Upload::Moved), ..Sync::read(false, what, receiver, e, made) })
+}
+
+/// The name of a helper of the project (a function of this file or another) that makes every
+/// result on the host at each call ([`crate::python::project::returns_host_made`]), called here
+/// without the device it may take.
+fn host_made_by_helper(cx: &Checker<'_, '_>, receiver: &Expr) -> Option<String> {
+    let Expr::Call(c) = receiver else { return None };
+    let unless = match cx.model.callee(c, cx.function) {
+        Some(crate::python::model::Callee::Function(f)) => {
+            let fun = cx.model.function(f);
+            if fun.class.is_some() {
+                return None;
+            }
+            crate::python::project::returns_host_made(fun.def)?
+        }
+        Some(crate::python::model::Callee::Class(_)) => return None,
+        None => cx.types.project().host_maker(&cx.callee_name(c)?)?,
+    };
+    if let Some((name, position)) = unless
+        && (c.arguments.find_keyword(&name).is_some()
+            || c.arguments.args.len() > position
+            || c.arguments.keywords.iter().any(|k| k.arg.is_none()))
+    {
+        return None;
+    }
+    Some(cx.short(c.func.range()).to_string())
 }
 
 /// `self.window` in a module's method, where every assignment of `window` in the class is a plain
@@ -2819,6 +2855,9 @@ fn classify_statement(cx: &Checker<'_, '_>, s: &Stmt, child: &Expr, bulk: bool) 
         {
             return Use::Deferrable;
         }
+        // An assert's test (`assert lengths.max().item() <= slen`) reads only to check, as
+        // `assert t.all()` does: the check can wait, or run on the device.
+        Stmt::Assert(a) if std::ptr::eq(&*a.test, child) => return Use::Deferrable,
         // Returned to a caller, which may need it (an all-to-all's split sizes) or not.
         Stmt::Assert(_) | Stmt::Raise(_) | Stmt::Return(_) => return Use::Needed,
         Stmt::Assign(a) => a.targets.iter().collect(),

@@ -1903,7 +1903,15 @@ pub(crate) fn argument_for<'a>(
     if args.iter().take(at).any(|a| matches!(a, Expr::Starred(_))) {
         return None;
     }
-    args.get(at)
+    args.get(at).or_else(|| {
+        // `self.fwd(**kwargs)` in a `forward(self, mode, **kwargs)` that dispatches on a mode: a
+        // parameter not given by position gets one of the keywords handed on.
+        call.arguments
+            .keywords
+            .iter()
+            .find(|k| k.arg.is_none() && matches!(k.value, Expr::Name(_)))
+            .map(|k| &k.value)
+    })
 }
 
 /// Is the binding evidently a loss on the device, which the host never needs: `.backward()` is
