@@ -908,12 +908,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
             // `stats(batch.attrs)`): its weights stay on the host, so its output is where its
             // inputs are.
             if module_made_here_and_kept(cx, &c.func) {
-                let p = c
-                    .arguments
-                    .args
-                    .iter()
-                    .chain(c.arguments.keywords.iter().map(|k| &k.value))
-                    .fold(NONE, |p, a| p.union(next(a)));
+                let p = call_inputs(c).fold(NONE, |p, a| p.union(next(a)));
                 return Provenance { on_accelerator: p.on_accelerator, requires_grad: true };
             }
             // Calling a module (`self(x)` in one of its methods too): its output is where its
@@ -944,12 +939,7 @@ fn provenance_at(cx: &Checker<'_, '_>, e: &Expr, depth: usize) -> Provenance {
                 || calls_an_instance(cx, c)
                 || calls_a_collaborator(cx, c)
             {
-                let on = c
-                    .arguments
-                    .args
-                    .iter()
-                    .chain(c.arguments.keywords.iter().map(|k| &k.value))
-                    .any(|a| next(a).on_accelerator);
+                let on = call_inputs(c).any(|a| next(a).on_accelerator);
                 return Provenance { on_accelerator: on, requires_grad: false };
             }
             NONE
@@ -1470,15 +1460,15 @@ pub(crate) fn returns_device_call(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bo
     }
 }
 
+/// The values a call is given, by position and by keyword.
+fn call_inputs(c: &ast::ExprCall) -> impl Iterator<Item = &Expr> {
+    c.arguments.args.iter().chain(c.arguments.keywords.iter().map(|k| &k.value))
+}
+
 /// What a call that moves its arguments to the device returns: on the device, requiring grad
 /// where one of them does.
 fn moved_arguments(c: &ast::ExprCall, next: &dyn Fn(&Expr) -> Provenance) -> Provenance {
-    let requires_grad = c
-        .arguments
-        .args
-        .iter()
-        .chain(c.arguments.keywords.iter().map(|k| &k.value))
-        .any(|a| next(a).requires_grad);
+    let requires_grad = call_inputs(c).any(|a| next(a).requires_grad);
     Provenance { on_accelerator: true, requires_grad }
 }
 
