@@ -1749,3 +1749,31 @@ fn helpers_that_make_their_result_on_the_host_are_copies_at_each_call() {
     let report = lint_preview(d);
     assert!(!report.contains("D005"), "{report}");
 }
+
+/// A package reached both through a link and directly is linted under the name the project's
+/// imports give it: the link where the imports name the link (`mypkg -> mypkg_v2`, `from
+/// mypkg.meter import count_words`), so the helper's callers are still found.
+#[cfg(unix)]
+#[test]
+fn a_package_behind_a_link_is_linted_under_the_name_its_imports_use() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    write_in(d, "mypkg_v2/__init__.py", "");
+    write_in(
+        d,
+        "mypkg_v2/meter.py",
+        "import torch\n\n\ndef count_words(lengths):\n    return lengths.sum().item()\n",
+    );
+    write_in(
+        d,
+        "train.py",
+        "import torch\n\nfrom mypkg.meter import count_words\n\n\ndef main(loader):\n    \
+         model = torch.nn.Linear(8, 8).cuda()\n    opt = torch.optim.Adam(model.parameters())\n    words = 0\n    \
+         for x, lengths in loader:\n        x, lengths = x.cuda(), lengths.cuda()\n        loss = model(x).mean()\n        \
+         opt.zero_grad()\n        loss.backward()\n        opt.step()\n        words += count_words(lengths)\n    \
+         return words\n",
+    );
+    std::os::unix::fs::symlink("mypkg_v2", d.join("mypkg")).expect("symlink");
+    let report = lint_preview(d);
+    assert_eq!(places(&report, "D005"), ["mypkg/meter.py:5:12"], "{report}");
+}

@@ -441,35 +441,89 @@ fn collect_files(paths: &[PathBuf], settings: &Settings) -> Result<Walked, LintE
 }
 
 /// One path per file: a file reached both directly and through a symbolic link is linted (and
-/// fixed) once, under the path with the fewest links in it — its own, where the project keeps it
-/// (`xlm/trainer.py`, not `src/trainer.py` through `src -> xlm`), so that its imports
-/// (`from xlm.trainer import ..`) name it; the first in order among equals.
+/// fixed) once, under the path the project's imports name — the folder whose name a Python file
+/// of the run imports (`from xlm.trainer import ..` picks `xlm/trainer.py` over
+/// `src/trainer.py` through `src -> xlm`; `from mypkg.meter import ..` picks the link `mypkg`
+/// over its target `mypkg_v2`) — else the one with the fewest links, its own; the first in order
+/// among equals.
 fn dedup_same_file(files: Vec<PathBuf>) -> Vec<PathBuf> {
     let identities: Vec<_> = files.iter().map(|p| file_identity(p)).collect();
-    // For each file: the path kept, by its index, with its number of links (counted only for a
-    // file reached more than once).
-    let mut chosen: std::collections::HashMap<_, (usize, Option<usize>)> = std::collections::HashMap::new();
+    // The paths of each file reached more than once, by index.
+    let mut groups: std::collections::HashMap<_, Vec<usize>> = std::collections::HashMap::new();
     for (i, id) in identities.iter().enumerate() {
-        let Some(id) = id else { continue };
-        match chosen.get_mut(id) {
-            None => {
-                chosen.insert(id, (i, None));
-            }
-            Some((best, best_links)) => {
-                let best_links = *best_links.get_or_insert_with(|| links_in(&files[*best]));
-                let links = links_in(&files[i]);
-                if links < best_links {
-                    chosen.insert(id, (i, Some(links)));
-                }
+        if let Some(id) = id {
+            groups.entry(id).or_default().push(i);
+        }
+    }
+    groups.retain(|_, paths| paths.len() > 1);
+    let mut keep = vec![true; files.len()];
+    if !groups.is_empty() {
+        // For each path of such a file, the name of its first folder that differs from the
+        // others' (`xlm` beside `src`): what an import of it would start with.
+        let names: Vec<(usize, String)> = groups
+            .values()
+            .flat_map(|paths| {
+                paths.iter().filter_map(|&i| Some((i, differing_folder(&files[i], paths, &files)?)))
+            })
+            .collect();
+        let imported = imported_names(&files, names.iter().map(|(_, n)| n.as_str()));
+        let name_of: std::collections::HashMap<usize, &str> =
+            names.iter().map(|(i, n)| (*i, n.as_str())).collect();
+        for paths in groups.values() {
+            let rank =
+                |i: usize| (!name_of.get(&i).is_some_and(|n| imported.contains(*n)), links_in(&files[i]), i);
+            let best = paths.iter().copied().min_by_key(|&i| rank(i));
+            for &i in paths {
+                keep[i] = Some(i) == best;
             }
         }
     }
-    let keep: Vec<bool> = identities
-        .iter()
-        .enumerate()
-        .map(|(i, id)| id.as_ref().is_none_or(|id| chosen.get(id).is_none_or(|(best, _)| *best == i)))
-        .collect();
     files.into_iter().zip(keep).filter_map(|(p, keep)| keep.then_some(p)).collect()
+}
+
+/// The name of the first folder of `files[i]` that differs from the other paths' of the same file
+/// (`xlm` of `a/xlm/trainer.py` beside `a/src/trainer.py`).
+fn differing_folder(path: &Path, paths: &[usize], files: &[PathBuf]) -> Option<String> {
+    let mine: Vec<_> = path.components().collect();
+    let other = paths.iter().map(|&j| &files[j]).find(|p| p.as_path() != path)?;
+    let theirs: Vec<_> = other.components().collect();
+    let at = mine.iter().zip(&theirs).take_while(|(a, b)| a == b).count();
+    // (Not the file's own name: a folder.)
+    (at + 1 < mine.len()).then(|| mine[at].as_os_str().to_string_lossy().into_owned())
+}
+
+/// Which of `names` a Python file of the run imports (`import xlm`, `from xlm.utils import ..`).
+/// Read only when a file is reached through a link: rare, and the texts are small beside a run.
+fn imported_names<'n>(
+    files: &[PathBuf],
+    names: impl Iterator<Item = &'n str>,
+) -> std::collections::HashSet<String> {
+    let wanted: std::collections::HashSet<&str> = names.collect();
+    let mut found = std::collections::HashSet::new();
+    for file in files.iter().filter(|f| Language::of_path(f) == Some(Language::Python)) {
+        let Ok(text) = std::fs::read_to_string(file) else { continue };
+        for name in &wanted {
+            if found.contains(*name) {
+                continue;
+            }
+            let imports = [format!("from {name}."), format!("from {name} import"), format!("import {name}")];
+            if imports.iter().any(|pattern| {
+                memchr::memmem::find_iter(text.as_bytes(), pattern.as_bytes()).any(|at| {
+                    // `import xlm` / `import xlm.model`, not `import xlmr`.
+                    text.as_bytes()
+                        .get(at + pattern.len())
+                        .is_none_or(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
+                        || pattern.ends_with('.')
+                })
+            }) {
+                found.insert((*name).to_string());
+            }
+        }
+        if found.len() == wanted.len() {
+            break;
+        }
+    }
+    found
 }
 
 /// How many of a path's folders (and itself) are symbolic links.

@@ -772,3 +772,30 @@ fn a_helper_with_names_rebound_thousands_of_times_is_judged_once_per_name() {
     let found = &report(&reports, "model.py").diagnostics;
     assert!(found.iter().any(|d| d.code == "D005" && d.message.contains("`grid(..).to(..)`")), "{found:?}");
 }
+
+/// A class of another file whose sixty methods all call one another through `self`, each called
+/// in a training loop: whether a method takes a training step is worked out once per method and
+/// query (the walk through `self.` calls, 60^4 paths a query, once took minutes).
+#[test]
+fn methods_that_all_call_one_another_through_self_are_judged_once_each() {
+    let n = 60;
+    let mut lib = String::from("import torch\n\n\nclass Engine:\n");
+    for i in 0..n {
+        lib.push_str(&format!("    def m{i}(self, x):\n"));
+        for j in (0..n).filter(|j| *j != i) {
+            lib.push_str(&format!("        self.m{j}(x)\n"));
+        }
+        lib.push_str("        return x\n\n");
+    }
+    let mut train = String::from(
+        "import torch\nfrom engine import Engine\n\n\ndef main(loader):\n    e = Engine()\n    for x in loader:\n",
+    );
+    for i in 0..n {
+        train.push_str(&format!("        e.m{i}(x.cuda())\n"));
+    }
+    train.push_str("        print(x.cuda().sum().item())\n");
+    let (_dir, reports) = run_of(&[("engine.py", lib.into_bytes()), ("train.py", train.into_bytes())]);
+    // (No method steps the training: the loop is not a loop of steps, and nothing is reported
+    // from the engine.)
+    assert!(report(&reports, "engine.py").diagnostics.is_empty());
+}

@@ -316,9 +316,18 @@ pub(crate) struct Checker<'m, 'a> {
     /// Per function run at every step from a loop of this file: whether one of its calls needs
     /// what it returns on the host, worked out once (D005's `callers_need_result`).
     pub(crate) callers_need_result: std::cell::RefCell<FxHashMap<FunctionId, Option<bool>>>,
-    /// Per function (`None`: the module's statements outside one), the arrays written into with
-    /// data after they are made (D005's `filled_after`), worked out once.
+    /// Per function (`None`: the module's statements outside one), the arrays written into after
+    /// they are made (D005's `fills_keep_constant`), worked out once.
     pub(crate) filled_arrays: std::cell::RefCell<FxHashMap<Option<FunctionId>, FxHashSet<BindingId>>>,
+    /// Per such array: whether every write keeps it a constant (`k[1, 1] = -4 * alpha`), worked
+    /// out once.
+    pub(crate) constant_fills: std::cell::RefCell<FxHashMap<BindingId, bool>>,
+    /// Per function of this file: whether it moves everything it returns to the device
+    /// ([`super::project::returns_device`]), worked out once.
+    pub(crate) moves_results: std::cell::RefCell<FxHashMap<FunctionId, bool>>,
+    /// Per function of this file: whether it makes every result on the host, unless given which
+    /// parameter ([`super::project::returns_host_made`]), worked out once.
+    pub(crate) makes_on_host: std::cell::RefCell<FxHashMap<FunctionId, Option<super::project::Unless>>>,
 }
 
 impl<'m, 'a> Checker<'m, 'a> {
@@ -369,6 +378,9 @@ impl<'m, 'a> Checker<'m, 'a> {
             returned_names: std::cell::RefCell::new(FxHashMap::default()),
             callers_need_result: std::cell::RefCell::new(FxHashMap::default()),
             filled_arrays: std::cell::RefCell::new(FxHashMap::default()),
+            constant_fills: std::cell::RefCell::new(FxHashMap::default()),
+            moves_results: std::cell::RefCell::new(FxHashMap::default()),
+            makes_on_host: std::cell::RefCell::new(FxHashMap::default()),
             calls: Calls::default(),
         }
     }

@@ -66,7 +66,7 @@ pub(crate) struct Project {
     device_returners: FxHashSet<String>,
     /// The indexed dotted names of the top-level functions whose every result is made on the
     /// host at each call ([`returns_host_made`]) → the device parameter that would change it.
-    host_makers: FxHashMap<String, Option<(String, usize)>>,
+    host_makers: FxHashMap<String, Unless>,
     /// The indexed dotted names of the top-level functions that return an instance of one class
     /// (a factory, `def create_loss(cfg): return DualLoss(cfg)`) → that class's absolute name.
     factories: FxHashMap<String, String>,
@@ -950,32 +950,48 @@ impl Project {
     /// `self.optimize(loss)`, which its base `Trainer` defines).
     fn method_steps_once(&self, name: &str) -> bool {
         let Some((class, _)) = name.rsplit_once('.') else { return false };
+        // What each definition takes, worked out once per query (a class whose methods all call
+        // one another is walked once, not once per path).
+        let mut memo: FxHashMap<(usize, String), (bool, bool)> = FxHashMap::default();
         self.method_candidates(name).is_some_and(|candidates| {
             !candidates.is_empty()
                 && candidates.iter().all(|&(file, own)| {
-                    let (backward, step) = self.method_takes(class, file, own, 0);
+                    let (backward, step) = self.method_takes(class, file, own, &mut memo, 0);
                     backward && step
                 })
         })
     }
 
     /// Whether one definition of a method (its file, `Class.method`), with the methods of `class`
-    /// it calls on `self`, calls `.backward()` and an optimizer's `.step()`.
-    fn method_takes(&self, class: &str, file: usize, own: &str, depth: usize) -> (bool, bool) {
-        let Some(facts) = self.method_steps.get(&(file, own.to_string())) else { return (false, false) };
+    /// it calls on `self`, calls `.backward()` and an optimizer's `.step()`. (A method being
+    /// worked out reads as taking nothing: a cycle of calls adds nothing.)
+    fn method_takes(
+        &self,
+        class: &str,
+        file: usize,
+        own: &str,
+        memo: &mut FxHashMap<(usize, String), (bool, bool)>,
+        depth: usize,
+    ) -> (bool, bool) {
+        let key = (file, own.to_string());
+        if let Some(&known) = memo.get(&key) {
+            return known;
+        }
+        let Some(facts) = self.method_steps.get(&key) else { return (false, false) };
+        memo.insert(key.clone(), (false, false));
         let mut takes = (facts.backward, facts.step);
-        if depth < 4 {
-            for callee in &facts.self_calls {
-                if takes.0 && takes.1 {
-                    break;
-                }
-                let name = format!("{class}.{callee}");
-                for (file, own) in self.method_candidates(&name).unwrap_or_default() {
-                    let (backward, step) = self.method_takes(class, file, own, depth + 1);
-                    takes = (takes.0 || backward, takes.1 || step);
-                }
+        // (At most a few dozen of its calls are followed, a few calls deep.)
+        for callee in facts.self_calls.iter().take(if depth < 8 { 64 } else { 0 }) {
+            if takes.0 && takes.1 {
+                break;
+            }
+            let name = format!("{class}.{callee}");
+            for (file, own) in self.method_candidates(&name).unwrap_or_default() {
+                let (backward, step) = self.method_takes(class, file, own, memo, depth + 1);
+                takes = (takes.0 || backward, takes.1 || step);
             }
         }
+        memo.insert(key, takes);
         takes
     }
 
@@ -1314,7 +1330,7 @@ impl Project {
 
     /// Does the function an absolute dotted name names make every result on the host
     /// ([`returns_host_made`]), and unless which parameter is given?
-    pub(crate) fn host_maker(&self, name: &str) -> Option<&Option<(String, usize)>> {
+    pub(crate) fn host_maker(&self, name: &str) -> Option<&Unless> {
         match &self.names_reached(name)[..] {
             [one] => self.host_makers.get(*one),
             _ => None,
@@ -2407,7 +2423,7 @@ struct FunctionFacts {
     returns_device: bool,
     /// Every result it returns is made on the host at each call, unless a device parameter is
     /// given ([`returns_host_made`]).
-    host_made: Option<Option<(String, usize)>>,
+    host_made: Option<Unless>,
     /// Every result it returns is an instance of one class, made in the function (a factory):
     /// the class's absolute name ([`Names::made_class`]).
     makes: Option<String>,
@@ -2559,12 +2575,16 @@ pub(crate) fn returns_host(
     values.returns.iter().all(|v| host.value(v, &mut visiting))
 }
 
+/// A helper that makes its result on the host does so unless the caller gives this parameter (its
+/// name and position: `device=None`, moved under `if device is not None:`); `None`: always.
+pub(crate) type Unless = Option<(String, usize)>;
+
 /// Does every value the function returns come from torch's factories given no device
 /// (`torch.arange(h)`, `torch.meshgrid(..)` of them), stacked, repeated, reshaped or converted: a
 /// tensor made on the host at each call (`def coords_grid(b, h, w, device=None): ..`)? `None`: no;
 /// `Some(None)`: always; `Some(Some((name, position)))`: unless the caller passes the parameter
 /// (`device=None`, used only under `if device is not None: grid = grid.to(device)`).
-pub(crate) fn returns_host_made(f: &ast::StmtFunctionDef) -> Option<Option<(String, usize)>> {
+pub(crate) fn returns_host_made(f: &ast::StmtFunctionDef) -> Option<Unless> {
     // The device parameter, defaulting to `None`.
     let device = f.parameters.iter_non_variadic_params().enumerate().find(|(_, p)| {
         p.parameter.name.as_str().contains("device")
@@ -2744,10 +2764,10 @@ pub(crate) fn returns_host_made(f: &ast::StmtFunctionDef) -> Option<Option<(Stri
     })
 }
 
-/// Does the function return only values it moves to the device: `x.cuda()`, `x.to(device)` (not
-/// to the CPU or a dtype), or a tuple, list or comprehension of them, `None` for a missing one
-/// (`def to_cuda(*args): return [None if x is None else x.cuda() for x in args]`)? What a caller
-/// unpacks from it is on the device.
+/// Does the function return only values it moves to the device: `x.cuda()`, `x.to("cuda")` (not
+/// `x.to(device)`, whose device a caller may make the CPU), or a tuple, list or comprehension of
+/// them, `None` for a missing one (`def to_cuda(*args): return [None if x is None else x.cuda()
+/// for x in args]`)? What a caller unpacks from it is on the device.
 pub(crate) fn returns_device(f: &ast::StmtFunctionDef) -> bool {
     fn moved(e: &Expr, depth: usize) -> bool {
         if depth > 4 {
@@ -2762,12 +2782,8 @@ pub(crate) fn returns_device(f: &ast::StmtFunctionDef) -> bool {
                         .args
                         .first()
                         .or_else(|| c.arguments.find_keyword("device").map(|k| &k.value));
-                    device.is_some_and(|d| match d {
-                        Expr::StringLiteral(s) => s.value.to_str().starts_with("cuda"),
-                        Expr::Name(n) => n.id.as_str().contains("device") || n.id.as_str() == "dev",
-                        Expr::Attribute(a) => a.attr.as_str().contains("device"),
-                        _ => false,
-                    })
+                    // (Not `.to(device)`: the caller may make it the CPU.)
+                    matches!(device, Some(Expr::StringLiteral(s)) if s.value.to_str().starts_with("cuda"))
                 }
                 // `tuple(x.cuda() for x in xs)`, `list(..)`
                 Expr::Name(n) if matches!(n.id.as_str(), "tuple" | "list") => {
@@ -3315,7 +3331,7 @@ impl<'p> View<'p> {
 
     /// Does a function of another file of the project that a name of this file names make every
     /// result on the host ([`returns_host_made`]), and unless which parameter is given?
-    pub(crate) fn host_maker(&self, qualified: &str) -> Option<Option<(String, usize)>> {
+    pub(crate) fn host_maker(&self, qualified: &str) -> Option<Unless> {
         self.function(qualified).and_then(|q| self.project.host_maker(&q).cloned())
     }
 

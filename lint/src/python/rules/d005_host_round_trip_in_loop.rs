@@ -65,6 +65,9 @@ enum Upload {
     /// A module's tensor kept in a plain attribute, made on the host, moved at each use
     /// (`self.window.to(x.device)`).
     Field,
+    /// A NumPy array the object keeps, made a tensor on the device at each use
+    /// (`x.new_tensor(self.offsets)`).
+    KeptArray,
 }
 
 /// Why a wait is there whatever the value is used for.
@@ -326,6 +329,14 @@ fn report(cx: &Checker<'_, '_>, sync: Sync<'_>, out: &mut Vec<Finding>) {
             ),
             "register it as a buffer in `__init__` (`self.register_buffer(\"window\", torch.hann_window(n), persistent=False)`): `model.to(device)` then moves it once, and the use needs no `.to(..)`",
         )
+    } else if sync.upload == Some(Upload::KeptArray) {
+        (
+            format!(
+                "`{}` copies a NumPy array the module keeps to the device {every}: the copy waits for the device",
+                sync.what,
+            ),
+            "register it once as a buffer in `__init__` (`self.register_buffer(\"offsets\", torch.as_tensor(offsets), persistent=False)`): `model.to(device)` then moves it, and the use needs no copy",
+        )
     } else if sync.upload == Some(Upload::Built) {
         (
             format!(
@@ -526,13 +537,22 @@ fn upload<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
 /// without the device it may take.
 fn host_made_by_helper(cx: &Checker<'_, '_>, receiver: &Expr) -> Option<String> {
     let Expr::Call(c) = receiver else { return None };
+    // (Under `torch.set_default_device(..)` or `with torch.device(..)`, torch's factories make it
+    // on the device, as `host_made` says of them.)
+    if cx.default_device_set() || cx.device_block > 0 {
+        return None;
+    }
     let unless = match cx.model.callee(c, cx.function) {
         Some(crate::python::model::Callee::Function(f)) => {
             let fun = cx.model.function(f);
             if fun.class.is_some() {
                 return None;
             }
-            crate::python::project::returns_host_made(fun.def)?
+            cx.makes_on_host
+                .borrow_mut()
+                .entry(f)
+                .or_insert_with(|| crate::python::project::returns_host_made(fun.def))
+                .clone()?
         }
         Some(crate::python::model::Callee::Class(_)) => return None,
         None => cx.types.project().host_maker(&cx.callee_name(c)?)?,
@@ -545,6 +565,22 @@ fn host_made_by_helper(cx: &Checker<'_, '_>, receiver: &Expr) -> Option<String> 
         return None;
     }
     Some(cx.short(c.func.range()).to_string())
+}
+
+/// `self.offsets` where every assignment of `offsets` in the class is a NumPy array
+/// (`self.offsets = np.array((0, *np.cumsum(field_dims)[:-1]))`): data the object keeps on the
+/// host, which a tensor made of it at each call (`x.new_tensor(self.offsets)`) copies again.
+fn numpy_field(cx: &Checker<'_, '_>, data: &Expr) -> bool {
+    let Expr::Attribute(a) = data else { return false };
+    let Some(class) = cx.types.receiver_class(&a.value) else { return false };
+    let assigns = cx.types.class_attrs(class, a.attr.as_str());
+    !assigns.is_empty()
+        && assigns.iter().all(|x| {
+            x.how == crate::python::model::AttrHow::Assign
+                && x.value.is_some_and(|v| {
+                    matches!(v, Expr::Call(c) if cx.callee_name(c).is_some_and(|q| q.starts_with("numpy.")))
+                })
+        })
 }
 
 /// `self.window` in a module's method, where every assignment of `window` in the class is a plain
@@ -734,10 +770,15 @@ fn built_on_device<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
         && c.arguments.find_keyword("device").is_none()
         && cx.kind_of(receiver).may_be_tensor()
         && provenance_in_project(cx, receiver).on_accelerator
-        && host_numbers(cx, data)
+        && (host_numbers(cx, data) || numpy_field(cx, data))
     {
-        let what = format!("{}.new_tensor(..)", cx.short(receiver.range()));
-        return Some(Sync { upload: Some(Upload::Built), ..Sync::read(false, what, e, e, e.range()) });
+        let kept = numpy_field(cx, data);
+        let what = match kept {
+            true => format!("{}.new_tensor({})", cx.short(receiver.range()), cx.short(data.range())),
+            false => format!("{}.new_tensor(..)", cx.short(receiver.range())),
+        };
+        let upload = if kept { Upload::KeptArray } else { Upload::Built };
+        return Some(Sync { upload: Some(upload), ..Sync::read(false, what, e, e, e.range()) });
     }
     let device = c.arguments.find_keyword("device")?;
     if super::helpers::literal_device(cx, &device.value).is_some_and(|d| d == "cpu")
@@ -752,6 +793,10 @@ fn built_on_device<'a>(cx: &Checker<'_, 'a>, e: &'a Expr) -> Option<Sync<'a>> {
         "torch.as_tensor" => "as_tensor",
         _ => return None,
     };
+    if numpy_field(cx, data) {
+        let what = format!("torch.{factory}({}, device=..)", cx.short(data.range()));
+        return Some(Sync { upload: Some(Upload::KeptArray), ..Sync::read(false, what, e, e, e.range()) });
+    }
     if !host_numbers(cx, data) {
         return None;
     }
@@ -1641,7 +1686,9 @@ fn constant_within(cx: &Checker<'_, '_>, e: &Expr, depth: u32, budget: &std::cel
         Expr::Name(n) => match cx.model.binding_of(n) {
             Some(b) => match cx.model.binding(b).kind {
                 BindingKind::Parameter { default, variadic: false, .. } => default.is_some(),
-                BindingKind::Assignment { value, part: Part::Whole, .. } => next(value) && !filled_after(cx, b),
+                // Also every write into it after: `k[1, 1] = -4 * alpha` keeps it a constant,
+                // `out[i] = row` or `onehot[np.arange(n), labels] = 1` makes it data.
+                BindingKind::Assignment { value, part: Part::Whole, .. } => next(value) && fills_keep_constant(cx, b),
                 _ => cx.kind_of(e) == Kind::Scalar,
             },
             None => matches!(n.id.as_str(), "bool" | "int" | "float" | "complex"),
@@ -1686,24 +1733,35 @@ fn constant_within(cx: &Checker<'_, '_>, e: &Expr, depth: u32, budget: &std::cel
     }
 }
 
-/// Is the array bound by `b` written into after it is made, with anything but numbers written in
-/// the code: `out[i, :n] = row`, `a.fill(v)`, `np.copyto(a, src)`? (Looked for in the function
-/// being checked, or the module's statements outside one; once per function.)
-fn filled_after(cx: &Checker<'_, '_>, b: BindingId) -> bool {
+/// What is written into the array bound by `b` after it is made: each write's index and value
+/// (`k[1, 1] = -4 * alpha`), or `None` for a write whose index or value is not known (`np.copyto(a,
+/// src)`, `a.fill(v)`, `np.add.at(a, idx, v)`, `np.exp(x, out=a)`, a slice assigned through
+/// another array). Looked for in the function being checked, or the module's statements outside
+/// one; once per function.
+fn fills_of<'a>(cx: &Checker<'_, 'a>, b: BindingId) -> Vec<Option<(&'a Expr, &'a Expr)>> {
     use ruff_python_ast::visitor::{self, Visitor};
-    struct Fills<'c, 'm, 'a> {
+    type Fills<'a> = rustc_hash::FxHashMap<BindingId, Vec<Option<(&'a Expr, &'a Expr)>>>;
+    struct Walk<'c, 'm, 'a> {
         cx: &'c Checker<'m, 'a>,
-        filled: FxHashSet<BindingId>,
+        fills: Fills<'a>,
     }
-    impl Fills<'_, '_, '_> {
-        /// Notes the array a target or argument writes into (`a`, `a[i]`, `a[:, 0][mask]`, `a.real`).
-        fn written(&mut self, mut e: &Expr) {
+    impl<'a> Walk<'_, '_, 'a> {
+        /// The array a target or argument writes into (`a`, `a[i]`, `a[:, 0][mask]`, `a.real`),
+        /// noted with what is written when the target is `a[index]` itself.
+        fn written(&mut self, target: &'a Expr, value: Option<&'a Expr>) {
+            let mut e = target;
             loop {
                 match e {
                     Expr::Subscript(s) => e = &s.value,
                     Expr::Attribute(a) => e = &a.value,
                     Expr::Name(n) => {
-                        self.filled.extend(self.cx.model.binding_of(n));
+                        if let Some(b) = self.cx.model.binding_of(n) {
+                            let what = match (target, value) {
+                                (Expr::Subscript(s), Some(v)) if matches!(&*s.value, Expr::Name(_)) => Some((&*s.slice, v)),
+                                _ => None,
+                            };
+                            self.fills.entry(b).or_default().push(what);
+                        }
                         return;
                     }
                     _ => return,
@@ -1711,22 +1769,24 @@ fn filled_after(cx: &Checker<'_, '_>, b: BindingId) -> bool {
             }
         }
     }
-    impl<'x> Visitor<'x> for Fills<'_, '_, '_> {
-        fn visit_stmt(&mut self, s: &'x Stmt) {
-            let (targets, value): (&[Expr], Option<&Expr>) = match s {
-                Stmt::Assign(a) => (&a.targets, Some(&a.value)),
-                Stmt::AugAssign(a) => (std::slice::from_ref(&*a.target), Some(&a.value)),
-                Stmt::AnnAssign(a) => (std::slice::from_ref(&*a.target), a.value.as_deref()),
-                _ => (&[], None),
-            };
-            if value.is_some_and(|v| !literal_numbers(v)) {
-                for t in targets.iter().filter(|t| matches!(t, Expr::Subscript(_))) {
-                    self.written(t);
+    impl<'a> Visitor<'a> for Walk<'_, '_, 'a> {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            match s {
+                Stmt::Assign(a) => {
+                    for t in a.targets.iter().filter(|t| matches!(t, Expr::Subscript(_))) {
+                        self.written(t, Some(&a.value));
+                    }
                 }
+                // `a[i] += v`: what it was and more.
+                Stmt::AugAssign(a) if matches!(&*a.target, Expr::Subscript(_)) => self.written(&a.target, None),
+                Stmt::AnnAssign(ast::StmtAnnAssign { target, value: Some(v), .. }) if matches!(&**target, Expr::Subscript(_)) => {
+                    self.written(target, Some(v));
+                }
+                _ => {}
             }
             visitor::walk_stmt(self, s);
         }
-        fn visit_expr(&mut self, e: &'x Expr) {
+        fn visit_expr(&mut self, e: &'a Expr) {
             if let Expr::Call(c) = e {
                 match &*c.func {
                     // `a.fill(v)`, `a.put(idx, v)`, `a.itemset(i, v)`
@@ -1734,35 +1794,57 @@ fn filled_after(cx: &Checker<'_, '_>, b: BindingId) -> bool {
                         if matches!(f.attr.as_str(), "fill" | "put" | "itemset")
                             && !c.arguments.args.iter().all(literal_numbers) =>
                     {
-                        self.written(&f.value);
+                        self.written(&f.value, None);
                     }
-                    // `np.copyto(a, src)`, `np.put(a, idx, v)`, `np.place(a, mask, v)`
-                    _ if matches!(
-                        self.cx.callee_name(c).as_deref(),
-                        Some("numpy.copyto" | "numpy.put" | "numpy.place" | "numpy.putmask")
-                    ) =>
+                    // `np.copyto(a, src)`, `np.put(a, idx, v)`, `np.fill_diagonal(a, v)`,
+                    // `np.add.at(a, idx, v)`
+                    _ if self.cx.callee_name(c).is_some_and(|q| {
+                        matches!(
+                            q.as_ref(),
+                            "numpy.copyto" | "numpy.put" | "numpy.place" | "numpy.putmask" | "numpy.fill_diagonal"
+                        ) || (q.starts_with("numpy.") && q.ends_with(".at"))
+                    }) =>
                     {
                         if let Some(a) = c.arguments.args.first() {
-                            self.written(a);
+                            self.written(a, None);
                         }
                     }
                     _ => {}
+                }
+                // `np.exp(x, out=a)`
+                if let Some(out) = c.arguments.find_keyword("out") {
+                    self.written(&out.value, None);
                 }
             }
             visitor::walk_expr(self, e);
         }
     }
-    if let Some(filled) = cx.filled_arrays.borrow().get(&cx.function) {
-        return filled.contains(&b);
-    }
-    let mut fills = Fills { cx, filled: FxHashSet::default() };
+    let mut walk = Walk { cx, fills: Fills::default() };
     match cx.function {
-        Some(f) => fills.visit_body(&cx.model.function(f).def.body),
-        None => fills.visit_body(cx.module_body),
+        Some(f) => walk.visit_body(&cx.model.function(f).def.body),
+        None => walk.visit_body(cx.module_body),
     }
-    let found = fills.filled.contains(&b);
-    cx.filled_arrays.borrow_mut().insert(cx.function, fills.filled);
-    found
+    cx.filled_arrays.borrow_mut().entry(cx.function).or_insert_with(|| walk.fills.keys().copied().collect());
+    walk.fills.remove(&b).unwrap_or_default()
+}
+
+/// Does every write into the array bound by `b` after it is made ([`fills_of`]) keep it a constant
+/// ([`constant_within`]: `k[1, 1] = -4 * alpha`), not data (`out[i] = row`, `onehot[np.arange(n),
+/// labels] = 1`)? Most arrays are never written into: the function is walked once to know which
+/// are, and each one that is judged once.
+fn fills_keep_constant(cx: &Checker<'_, '_>, b: BindingId) -> bool {
+    let known_filled = cx.filled_arrays.borrow().get(&cx.function).map(|filled| filled.contains(&b));
+    if known_filled == Some(false) {
+        return true;
+    }
+    if let Some(&known) = cx.constant_fills.borrow().get(&b) {
+        return known;
+    }
+    let fills = fills_of(cx, b);
+    let budget = std::cell::Cell::new(512);
+    let constant = fills.iter().all(|f| f.is_some_and(|(at, v)| constant_within(cx, at, 0, &budget) && constant_within(cx, v, 0, &budget)));
+    cx.constant_fills.borrow_mut().insert(b, constant);
+    constant
 }
 
 /// Numbers the host holds: literal ones, a tensor's shape (`x.shape[2:]`, `x.size()`), or a list

@@ -1452,9 +1452,11 @@ fn returned_item_of(
 /// `def to_cuda(*args): return [x.cuda() for x in args]`)?
 pub(crate) fn returns_device_call(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
     match cx.model.callee(c, cx.function) {
-        Some(crate::python::model::Callee::Function(f)) => {
-            crate::python::project::returns_device(cx.model.function(f).def)
-        }
+        Some(crate::python::model::Callee::Function(f)) => *cx
+            .moves_results
+            .borrow_mut()
+            .entry(f)
+            .or_insert_with(|| crate::python::project::returns_device(cx.model.function(f).def)),
         Some(crate::python::model::Callee::Class(_)) => false,
         None => cx.callee_name(c).is_some_and(|q| cx.types.project().returns_device(&q)),
     }
@@ -1832,7 +1834,7 @@ fn passed_by_callers(
         .iter()
         .take(256)
         .filter_map(|&i| cx.model.calls.get(i))
-        .filter_map(|s| argument_for(s.call, fun, position, name))
+        .filter_map(|s| argument_or_handed_on(cx, s.call, fun, position, name))
         .filter(|a| match name_binding(cx, a) {
             Some(b) if asked.contains(&b) => false,
             Some(b) => {
@@ -1893,14 +1895,27 @@ pub(crate) fn argument_for<'a>(
     if args.iter().take(at).any(|a| matches!(a, Expr::Starred(_))) {
         return None;
     }
-    args.get(at).or_else(|| {
-        // `self.fwd(**kwargs)` in a `forward(self, mode, **kwargs)` that dispatches on a mode: a
-        // parameter not given by position gets one of the keywords handed on.
-        call.arguments
-            .keywords
-            .iter()
-            .find(|k| k.arg.is_none() && matches!(k.value, Expr::Name(_)))
-            .map(|k| &k.value)
+    args.get(at)
+}
+
+/// [`argument_for`], or, where the call hands on its caller's own keyword parameters
+/// (`self.fwd(**kwargs)` in a `forward(self, mode, **kwargs)` that dispatches on a mode) and does
+/// not give the parameter by position, those keywords; not a dict of values of all kinds built
+/// there (`f(**stats)`).
+fn argument_or_handed_on<'a>(
+    cx: &Checker<'_, '_>,
+    call: &'a ast::ExprCall,
+    fun: &crate::python::model::Function<'_>,
+    position: usize,
+    name: &str,
+) -> Option<&'a Expr> {
+    argument_for(call, fun, position, name).or_else(|| {
+        let handed = call.arguments.keywords.iter().find(|k| k.arg.is_none())?;
+        name_binding(cx, &handed.value)
+            .is_some_and(|b| {
+                matches!(cx.model.binding(b).kind, BindingKind::Parameter { variadic: true, .. })
+            })
+            .then_some(&handed.value)
     })
 }
 
