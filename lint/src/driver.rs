@@ -501,7 +501,9 @@ fn imported_names<'n>(
     let wanted: std::collections::HashSet<&str> = names.collect();
     let mut found = std::collections::HashSet::new();
     for file in files.iter().filter(|f| Language::of_path(f) == Some(Language::Python)) {
-        let Ok(text) = std::fs::read_to_string(file) else { continue };
+        // (Read as the lint reads: no further than its limit, nothing but a regular file.)
+        let Ok(bytes) = devcheck_files::read_limited(file, super::MAX_FILE_BYTES as u64) else { continue };
+        let text = String::from_utf8_lossy(&bytes);
         for name in &wanted {
             if found.contains(*name) {
                 continue;
