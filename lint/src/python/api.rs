@@ -457,6 +457,37 @@ pub(crate) fn returns_a_layer(e: &ruff_python_ast::Expr) -> bool {
         ruff_python_ast::Expr::Attribute(a) if matches!(a.attr.as_str(), "get_input_embeddings" | "get_output_embeddings")))
 }
 
+/// Tensor methods whose result lives where their receiver does: views, copies and casts of dtype.
+pub(crate) fn keeps_place(method: &str) -> bool {
+    matches!(
+        method,
+        "expand"
+            | "expand_as"
+            | "unsqueeze"
+            | "squeeze"
+            | "view"
+            | "view_as"
+            | "reshape"
+            | "flatten"
+            | "permute"
+            | "transpose"
+            | "t"
+            | "repeat"
+            | "narrow"
+            | "clone"
+            | "detach"
+            | "contiguous"
+            | "float"
+            | "half"
+            | "double"
+            | "bfloat16"
+            | "long"
+            | "int"
+            | "bool"
+            | "flip"
+    )
+}
+
 pub(crate) fn tensor_method_returns_tensor(method: &str) -> bool {
     TENSOR_METHODS.binary_search(&method).is_ok() || method.ends_with('_')
 }

@@ -2727,28 +2727,7 @@ pub(crate) fn returns_host_made(f: &ast::StmtFunctionDef) -> Option<Unless> {
                                 _ => false,
                             };
                     }
-                    matches!(
-                        name,
-                        "float"
-                            | "long"
-                            | "int"
-                            | "double"
-                            | "half"
-                            | "bool"
-                            | "view"
-                            | "reshape"
-                            | "repeat"
-                            | "expand"
-                            | "permute"
-                            | "unsqueeze"
-                            | "squeeze"
-                            | "transpose"
-                            | "contiguous"
-                            | "flatten"
-                            | "clone"
-                            | "flip"
-                            | "t"
-                    ) && next(&a.value, w)
+                    super::api::keeps_place(name) && next(&a.value, w)
                 }
                 _ => false,
             },

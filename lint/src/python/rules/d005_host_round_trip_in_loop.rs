@@ -597,7 +597,7 @@ fn host_made_field(cx: &Checker<'_, '_>, receiver: &Expr) -> Option<String> {
             // host's tensor cannot take from the device in the first place.
             Expr::Subscript(s) if static_index(&s.slice) => field = &s.value,
             _ => match method_call(field) {
-                Some((_, inner, m)) if KEEPS_PLACE.contains(&m) => field = inner,
+                Some((_, inner, m)) if api::keeps_place(m) => field = inner,
                 // `.to(torch.float32)`, `.type(x.dtype)`: a cast of dtype only.
                 Some((c, inner, "to" | "type")) if casts_dtype_only(cx, c) => field = inner,
                 _ => break,
@@ -751,12 +751,6 @@ fn casts_dtype_only(cx: &Checker<'_, '_>, c: &ast::ExprCall) -> bool {
         })
 }
 
-/// Tensor methods whose result lives where their receiver does: views, copies and casts of dtype.
-const KEEPS_PLACE: [&str; 23] = [
-    "expand", "expand_as", "unsqueeze", "squeeze", "view", "view_as", "reshape", "flatten", "permute", "transpose",
-    "t", "repeat", "narrow", "clone", "detach", "contiguous", "float", "half", "double", "bfloat16", "long", "int",
-    "bool",
-];
 
 /// `torch.tensor([0.5], device=d)`, `torch.as_tensor(1.0, device=d)`: literal numbers given to a
 /// factory with an accelerator device are built on the host and copied there, as
