@@ -463,6 +463,12 @@ pub(crate) fn compute(
         }
     }
     crate::backend::enter_pool();
+    // An op large enough to be split across threads: the pool's helpers stay awake for it and
+    // the ops after it.
+    let elements = inputs.iter().map(|t| t.numel()).fold(shape.iter().product::<usize>(), usize::max);
+    if elements >= crate::backend::PARALLEL_THRESHOLD {
+        crate::backend::keep_helpers_awake();
+    }
     Ok(Storage::Cpu(cpu(&cpu_inputs)))
 }
 

@@ -183,6 +183,9 @@ fn reserve<U>(n: usize) -> (Vec<U>, bool) {
 /// `fill` must write every element of the slice it is given.
 pub(crate) unsafe fn filled<U: Copy>(n: usize, fill: impl FnOnce(&mut [MaybeUninit<U>])) -> Vec<U> {
     super::threads::enter();
+    if n >= super::PARALLEL_THRESHOLD {
+        super::threads::keep_helpers_awake();
+    }
     let mut v = room_for(n);
     fill(&mut v.spare_capacity_mut()[..n]);
     // SAFETY: `fill` wrote all `n` elements (the caller's promise) into the reserved capacity.
