@@ -4,7 +4,9 @@
 //! loop for its op and dtype, and the loops (strided walks, broadcasting, threads) are in
 //! `kernels.rs`.
 
-use super::{Arith, CpuStorage, Float, binary_map, binary_map_into, select, unary_map, with_storage};
+use super::{
+    Arith, CpuStorage, Float, binary_map, binary_map_into, select, unary_map, unary_map_near, with_storage,
+};
 use crate::backend::op::{BinaryOp, CmpOp, GELU_TANH_CUBIC, LogicalOp, UnaryOp};
 use crate::dtype::WithDType;
 use crate::shape::Layout;
@@ -372,11 +374,16 @@ fn unary_kernel<T: Float>(op: UnaryOp, data: &[T], layout: &Layout) -> Vec<T> {
         UnaryOp::Tanh => unary_map(data, layout, |x: T| x.tanh()),
         UnaryOp::Sigmoid => unary_map(data, layout, |x: T| T::ONE.div(T::ONE.add(x.neg().exp()))),
         // x Φ(x) = x/2 erfc(-x/√2): `1 + erf(..)` would cancel to a few digits for x << 0.
+        // Blocks of inputs all within 4 of 0 (erfc's near range) take erfc's shorter form.
         UnaryOp::Gelu => {
             let minus_inv_sqrt2 = T::from_f64(-std::f64::consts::FRAC_1_SQRT_2);
-            unary_map(
+            unary_map_near(
                 data,
                 layout,
+                #[inline(always)]
+                move |x: T| x.mul(minus_inv_sqrt2).erfc_is_near(),
+                #[inline(always)]
+                move |x: T| half.mul(x).mul(x.mul(minus_inv_sqrt2).erfc_with_gaussian_near().0),
                 #[inline(always)]
                 move |x: T| half.mul(x).mul(x.mul(minus_inv_sqrt2).erfc()),
             )

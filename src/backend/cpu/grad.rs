@@ -5,7 +5,8 @@
 use std::ops::Range;
 
 use super::{
-    CpuStorage, Float, binary_map, contiguous, embed, filled, sum_lanes, with_storage, zip_in_place,
+    CpuStorage, Float, binary_map, binary_map_near, contiguous, embed, filled, sum_lanes, with_storage,
+    zip_in_place,
 };
 use crate::backend::op::GELU_TANH_CUBIC;
 use crate::dtype::WithDType;
@@ -241,19 +242,23 @@ fn gelu_backward_map<T: Float>(x: &[T], lx: &Layout, g: &[T], lg: &Layout, tanh:
     } else {
         let minus_inv_sqrt2 = T::from_f64(-std::f64::consts::FRAC_1_SQRT_2);
         let inv_sqrt_2pi = T::from_f64(1.0 / (2.0 * std::f64::consts::PI).sqrt());
-        CpuStorage::from_vec(binary_map(
+        // Φ(x) = erfc(-x/√2) / 2 and φ(x) = e^(-(x/√2)²) / √(2π) from one evaluation, in its
+        // shorter form for blocks of inputs all within erfc's near range.
+        let grad = move |x: T, g: T, (erfc, gaussian): (T, T)| {
+            let (cdf, pdf) = (half.mul(erfc), inv_sqrt_2pi.mul(gaussian));
+            g.mul(cdf.add(x.mul(pdf)))
+        };
+        CpuStorage::from_vec(binary_map_near(
             x,
             lx,
             g,
             lg,
-            &lg.shape,
             #[inline(always)]
-            move |x: T, g: T| {
-                // Φ(x) = erfc(-x/√2) / 2 and φ(x) = e^(-(x/√2)²) / √(2π) from one evaluation.
-                let (erfc, gaussian) = x.mul(minus_inv_sqrt2).erfc_with_gaussian();
-                let (cdf, pdf) = (half.mul(erfc), inv_sqrt_2pi.mul(gaussian));
-                g.mul(cdf.add(x.mul(pdf)))
-            },
+            move |x: T| x.mul(minus_inv_sqrt2).erfc_is_near(),
+            #[inline(always)]
+            move |x: T, g: T| grad(x, g, x.mul(minus_inv_sqrt2).erfc_with_gaussian_near()),
+            #[inline(always)]
+            move |x: T, g: T| grad(x, g, x.mul(minus_inv_sqrt2).erfc_with_gaussian()),
         ))
     }
 }

@@ -29,6 +29,68 @@ where
     }
 }
 
+/// [`unary_map`] with two versions of `f`: `near`, for blocks of [`simd::BLOCK`] elements that all
+/// satisfy `is_near`, and `far`, for the others (and for a strided view). Both must give the
+/// element's value within its type's bounds; `near` is the cheaper one.
+pub(crate) fn unary_map_near<T, U>(
+    data: &[T],
+    layout: &Layout,
+    is_near: impl Fn(T) -> bool + Sync,
+    near: impl Fn(T) -> U + Sync,
+    far: impl Fn(T) -> U + Sync,
+) -> Vec<U>
+where
+    T: Copy + Send + Sync,
+    U: Copy + Send + Sync + Default,
+{
+    if !layout.is_contiguous() {
+        return unary_map(data, layout, far);
+    }
+    let src = &data[layout.offset..layout.offset + layout.numel()];
+    let (is_near, near, far) = (&is_near, &near, &far);
+    // SAFETY: the chunks cover the whole buffer and `MapNear` writes each of its elements.
+    unsafe {
+        super::filled(src.len(), |out| {
+            for_each_chunk(out, simd::BLOCK, |start, o| {
+                simd::dispatch(simd::MapNear { src: &src[start..], out: o, is_near, near, far })
+            })
+        })
+    }
+}
+
+/// [`binary_map`] to the right operand's shape with two versions of `f`, as in
+/// [`unary_map_near`]: `near` for blocks whose left operands all satisfy `is_near`.
+pub(crate) fn binary_map_near<T>(
+    lhs: &[T],
+    lhs_layout: &Layout,
+    rhs: &[T],
+    rhs_layout: &Layout,
+    is_near: impl Fn(T) -> bool + Sync,
+    near: impl Fn(T, T) -> T + Sync,
+    far: impl Fn(T, T) -> T + Sync,
+) -> Vec<T>
+where
+    T: Copy + Send + Sync + Default,
+{
+    let out_shape = &rhs_layout.shape;
+    let whole = |l: &Layout| l.is_contiguous() && l.shape == *out_shape;
+    if !whole(lhs_layout) || !whole(rhs_layout) {
+        return binary_map(lhs, lhs_layout, rhs, rhs_layout, out_shape, far);
+    }
+    let len = lhs_layout.numel();
+    let a = &lhs[lhs_layout.offset..lhs_layout.offset + len];
+    let b = &rhs[rhs_layout.offset..rhs_layout.offset + len];
+    let (is_near, near, far) = (&is_near, &near, &far);
+    // SAFETY: the chunks cover the whole buffer and `ZipNear` writes each of its elements.
+    unsafe {
+        super::filled(len, |out| {
+            for_each_chunk(out, simd::BLOCK, |start, o| {
+                simd::dispatch(simd::ZipNear { a: &a[start..], b: &b[start..], out: o, is_near, near, far })
+            })
+        })
+    }
+}
+
 /// `out[i] = f(a[i], out[i])` for two contiguous buffers of one length: a result written over an
 /// operand the caller owns (a gradient the autograd engine handed over).
 pub(crate) fn zip_in_place<A, U>(out: &mut [U], a: &[A], f: impl Fn(A, U) -> U + Sync)
@@ -337,6 +399,10 @@ pub(crate) trait Float: Arith {
     fn erfc(self) -> Self;
     /// `(erfc(x), e^(-x²))`: the second comes out of computing the first.
     fn erfc_with_gaussian(self) -> (Self, Self);
+    /// Whether `x` may take [`Float::erfc_with_gaussian_near`].
+    fn erfc_is_near(self) -> bool;
+    /// [`Float::erfc_with_gaussian`] for an `x` that [`Float::erfc_is_near`], in fewer steps.
+    fn erfc_with_gaussian_near(self) -> (Self, Self);
 }
 
 macro_rules! float_native {
@@ -382,6 +448,14 @@ macro_rules! float_native {
             #[inline(always)]
             fn erfc_with_gaussian(self) -> (Self, Self) {
                 vmath::erfc_with_gaussian(self)
+            }
+            #[inline(always)]
+            fn erfc_is_near(self) -> bool {
+                self.abs() <= <$t as vmath::VFloat>::NEAR
+            }
+            #[inline(always)]
+            fn erfc_with_gaussian_near(self) -> (Self, Self) {
+                vmath::erfc_with_gaussian_near(self)
             }
         }
     };
@@ -439,6 +513,13 @@ macro_rules! float_half {
             #[inline(always)] fn erfc(self) -> Self { Self::from_f32(vmath::erfc(self.to_f32())) }
             #[inline(always)] fn erfc_with_gaussian(self) -> (Self, Self) {
                 let (c, g) = vmath::erfc_with_gaussian(self.to_f32());
+                (Self::from_f32(c), Self::from_f32(g))
+            }
+            #[inline(always)] fn erfc_is_near(self) -> bool {
+                self.to_f32().abs() <= <f32 as vmath::VFloat>::NEAR
+            }
+            #[inline(always)] fn erfc_with_gaussian_near(self) -> (Self, Self) {
+                let (c, g) = vmath::erfc_with_gaussian_near(self.to_f32());
                 (Self::from_f32(c), Self::from_f32(g))
             }
         }

@@ -68,6 +68,80 @@ impl<T: Copy, U, F: Fn(T) -> U> Kernel for Map<'_, T, U, F> {
     }
 }
 
+/// The block of [`MapNear`] and [`ZipNear`]: one AVX-512 vector of f32.
+pub(crate) const BLOCK: usize = 16;
+
+/// `out[i] = near(src[i])` over each block of [`BLOCK`] elements that all satisfy `is_near`,
+/// `far(src[i])` over the other blocks and the tail: a function with a cheap form for the common
+/// range of its inputs and a general one, chosen per block so that each stays one vector loop.
+pub(crate) struct MapNear<'a, T, U, P, F, G> {
+    pub src: &'a [T],
+    pub out: &'a mut [MaybeUninit<U>],
+    pub is_near: &'a P,
+    pub near: &'a F,
+    pub far: &'a G,
+}
+
+impl<T: Copy, U, P: Fn(T) -> bool, F: Fn(T) -> U, G: Fn(T) -> U> Kernel for MapNear<'_, T, U, P, F, G> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let blocks = self.out.len().min(self.src.len()) / BLOCK * BLOCK;
+        let (out, out_tail) = self.out.split_at_mut(blocks);
+        let (src, src_tail) = self.src.split_at(blocks);
+        for (o, x) in out.chunks_exact_mut(BLOCK).zip(src.chunks_exact(BLOCK)) {
+            if x.iter().fold(true, |all, &v| all & (self.is_near)(v)) {
+                for (o, &x) in o.iter_mut().zip(x) {
+                    o.write((self.near)(x));
+                }
+            } else {
+                for (o, &x) in o.iter_mut().zip(x) {
+                    o.write((self.far)(x));
+                }
+            }
+        }
+        for (o, &x) in out_tail.iter_mut().zip(src_tail) {
+            o.write((self.far)(x));
+        }
+    }
+}
+
+/// `out[i] = near(a[i], b[i])` over each block of [`BLOCK`] elements whose `a`s all satisfy
+/// `is_near`, `far(a[i], b[i])` elsewhere (see [`MapNear`]).
+pub(crate) struct ZipNear<'a, T, P, F, G> {
+    pub a: &'a [T],
+    pub b: &'a [T],
+    pub out: &'a mut [MaybeUninit<T>],
+    pub is_near: &'a P,
+    pub near: &'a F,
+    pub far: &'a G,
+}
+
+impl<T: Copy, P: Fn(T) -> bool, F: Fn(T, T) -> T, G: Fn(T, T) -> T> Kernel for ZipNear<'_, T, P, F, G> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        let blocks = self.out.len().min(self.a.len()).min(self.b.len()) / BLOCK * BLOCK;
+        let (out, out_tail) = self.out.split_at_mut(blocks);
+        let ((a, a_tail), (b, b_tail)) = (self.a.split_at(blocks), self.b.split_at(blocks));
+        let rows = out.chunks_exact_mut(BLOCK).zip(a.chunks_exact(BLOCK)).zip(b.chunks_exact(BLOCK));
+        for ((o, x), y) in rows {
+            if x.iter().fold(true, |all, &v| all & (self.is_near)(v)) {
+                for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
+                    o.write((self.near)(x, y));
+                }
+            } else {
+                for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
+                    o.write((self.far)(x, y));
+                }
+            }
+        }
+        for ((o, &x), &y) in out_tail.iter_mut().zip(a_tail).zip(b_tail) {
+            o.write((self.far)(x, y));
+        }
+    }
+}
+
 /// `f` of each element of a strided view, in the order its offsets come: no vectors, but the
 /// element functions' fused multiply-adds (`exp`, `erfc`) are single instructions here, where
 /// the baseline build calls libm's `fmaf` for each.
