@@ -16,7 +16,7 @@ pub(crate) mod fake;
 pub(crate) mod op;
 
 pub(crate) use cpu::{
-    AdamStep, ConvShape, CpuStorage, PARALLEL_THRESHOLD, SgdStep, WindowGeometry, conv2d, conv2d_input_grad,
-    conv2d_output_grad, conv2d_weight_grad, ensure_room, enter_pool, keep_helpers_awake, reduction_layout,
-    try_vec,
+    AdamStep, ConvShape, CpuStorage, InKernel, PARALLEL_THRESHOLD, SgdStep, WindowGeometry, conv2d,
+    conv2d_input_grad, conv2d_output_grad, conv2d_weight_grad, ensure_room, enter_pool, keep_helpers_awake,
+    reduction_layout, try_vec,
 };

@@ -469,6 +469,7 @@ pub(crate) fn compute(
     if elements >= crate::backend::PARALLEL_THRESHOLD {
         crate::backend::keep_helpers_awake();
     }
+    let _in_kernel = crate::backend::InKernel::enter();
     Ok(Storage::Cpu(cpu(&cpu_inputs)))
 }
 

@@ -187,7 +187,9 @@ pub(crate) unsafe fn filled<U: Copy>(n: usize, fill: impl FnOnce(&mut [MaybeUnin
         super::threads::keep_helpers_awake();
     }
     let mut v = room_for(n);
+    let in_kernel = super::threads::InKernel::enter();
     fill(&mut v.spare_capacity_mut()[..n]);
+    drop(in_kernel);
     // SAFETY: `fill` wrote all `n` elements (the caller's promise) into the reserved capacity.
     unsafe { v.set_len(n) };
     v

@@ -39,6 +39,28 @@ thread_local! {
     static AWAKE: Arc<AtomicUsize> = Arc::new(AtomicUsize::new(0));
     /// Whether this thread is running a helper job now.
     static LINGERING: Cell<bool> = const { Cell::new(false) };
+    /// How many host kernels this thread is inside (more than one when a kernel's wait for its
+    /// parallel part runs another's).
+    static IN_KERNEL: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Marks the calling thread as inside a host kernel until dropped: a helper job it picks up
+/// while it waits for the kernel's parallel part returns at once (see [`linger`]).
+pub(crate) struct InKernel(());
+
+impl InKernel {
+    #[inline]
+    pub(crate) fn enter() -> InKernel {
+        let _ = IN_KERNEL.try_with(|n| n.set(n.get().saturating_add(1)));
+        InKernel(())
+    }
+}
+
+impl Drop for InKernel {
+    #[inline]
+    fn drop(&mut self) {
+        let _ = IN_KERNEL.try_with(|n| n.set(n.get().saturating_sub(1)));
+    }
 }
 
 /// Makes the calling thread a worker of a pool before a host kernel runs, unless it already is
@@ -69,8 +91,9 @@ pub(crate) fn keep_helpers_awake() {
 }
 
 /// A helper's job: runs the pool's pending work as it comes, and returns after [`LINGER`] without
-/// any. It returns at once on the thread that started it (which may pick it up while it waits
-/// for its own parallel op: it must not spin there) and on a thread that already runs one.
+/// any. It returns at once where spinning would hold up the thread's own work: on the thread that
+/// started it and on any thread inside a host kernel (either may pick it up while it waits for a
+/// kernel's parallel part), and on a thread that already runs one.
 fn linger(owner: ThreadId, awake: Arc<AtomicUsize>) {
     struct Running(Arc<AtomicUsize>);
     impl Drop for Running {
@@ -79,7 +102,7 @@ fn linger(owner: ThreadId, awake: Arc<AtomicUsize>) {
         }
     }
     let _running = Running(awake);
-    if std::thread::current().id() == owner || LINGERING.with(Cell::get) {
+    if !may_linger(owner) {
         return;
     }
     LINGERING.with(|l| l.set(true));
@@ -92,6 +115,11 @@ fn linger(owner: ThreadId, awake: Arc<AtomicUsize>) {
         }
     }
     LINGERING.with(|l| l.set(false));
+}
+
+/// Whether a helper job started by `owner` may spin on this thread (see [`linger`]).
+fn may_linger(owner: ThreadId) -> bool {
+    std::thread::current().id() != owner && !LINGERING.with(Cell::get) && IN_KERNEL.with(Cell::get) == 0
 }
 
 #[cold]
@@ -193,5 +221,20 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(1));
             }
         });
+    }
+    #[test]
+    fn a_helper_job_does_not_spin_where_it_would_hold_up_the_threads_own_work() {
+        let other = std::thread::spawn(|| std::thread::current().id()).join().expect("an id");
+        assert!(may_linger(other), "an idle thread of the pool");
+        assert!(!may_linger(std::thread::current().id()), "the thread that started it");
+        {
+            let _outer = InKernel::enter();
+            let _nested = InKernel::enter();
+            assert!(!may_linger(other), "a thread waiting inside a kernel");
+        }
+        assert!(may_linger(other), "out of the kernel again");
+        LINGERING.with(|l| l.set(true));
+        assert!(!may_linger(other), "a thread already spinning");
+        LINGERING.with(|l| l.set(false));
     }
 }
