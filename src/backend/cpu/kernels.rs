@@ -31,7 +31,10 @@ where
 
 /// [`unary_map`] with two versions of `f`: `near`, for blocks of [`simd::BLOCK`] elements that all
 /// satisfy `is_near`, and `far`, for the others (and for a strided view). Both must give the
-/// element's value within its type's bounds; `near` is the cheaper one.
+/// element's value within its type's bounds; `near` is the cheaper one. The two may round an
+/// element differently, so its bits can depend on its block's other elements (and a strided view,
+/// which takes `far`, can differ from its contiguous copy in the last bits); they never depend on
+/// the number of threads (chunks are whole blocks from the buffer's start).
 pub(crate) fn unary_map_near<T, U>(
     data: &[T],
     layout: &Layout,

@@ -125,11 +125,14 @@ fn gemm_batched<T: GemmElem>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<
     // comes from the reuse pool when it can (a training step's products have the same sizes every
     // step, and a fresh buffer pays its page faults again).
     let depth_split = m * n <= DEPTH_SPLIT_MAX_RESULT && k >= 2 * DEPTH_CHUNK;
+    // A batch of products (below gemm's own threading) is split across threads by whole products,
+    // each on one thread, on any number of threads: the result then does not depend on the thread
+    // count (gemm blocks the depth of a band of rows differently from the whole product's when
+    // k > 512, and a one-row band takes its matrix-vector path). Splitting each product into bands
+    // made a batch of 32 attention products of 128x64x128 into 32 fork-joins of about 10 µs each
+    // (1.45x at 2 threads against PyTorch's 2.06x). A product alone is still split into bands.
     let fill = |spare: &mut [std::mem::MaybeUninit<T>]| {
-        if count > 1
-            && (flops < GEMM_PARALLEL_FLOPS
-                || (!depth_split && whole_products_per_thread(count, flops, threads)))
-        {
+        if count > 1 && (flops < GEMM_PARALLEL_FLOPS || (!depth_split && flops < GEMM_BAND_SPLIT_FLOPS)) {
             let pairs: Vec<(usize, usize)> = a_starts.into_iter().zip(b_starts).collect();
             spare.par_chunks_mut(m * n).zip(pairs).for_each(|(dst, (ao, bo))| {
                 // SAFETY: `dst` is this product's own m*n elements; the offsets come from the
@@ -178,20 +181,6 @@ fn gemm_batched<T: GemmElem>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<
     };
     // SAFETY: every product writes all of its m*n elements, so all `len` are initialised.
     unsafe { super::filled(len, fill) }
-}
-
-/// Whether a batch of `count` products of `flops` multiply-adds each is better split across
-/// `threads` by whole products (each on one thread) than product by product into bands: a batch
-/// of 32 attention products of 128x64x128 made 32 fork-joins of about 10 µs each (1.45x at 2
-/// threads against PyTorch's 2.06x). When the products divide evenly, or are many, whole products
-/// leave no thread idle for long. Products beyond the band split's range keep gemm's own
-/// threading. Every path computes each element with the same single-threaded kernel over the
-/// same depth, so the choice does not change the result.
-fn whole_products_per_thread(count: usize, flops: usize, threads: usize) -> bool {
-    threads > 1
-        && flops < GEMM_BAND_SPLIT_FLOPS
-        && count >= threads
-        && (count.is_multiple_of(threads) || count >= 4 * threads)
 }
 
 struct Strides {
@@ -504,25 +493,22 @@ mod tests {
             assert!(f32_results.windows(2).all(|w| w[0] == w[1]), "{m}x{k}x{n}: thread counts differ");
         }
     }
-    /// A batch of attention-sized products is split by whole products where they divide among
-    /// the threads (or are many), and product by product into bands otherwise: the naive values
-    /// either way, and the same bits on any number of threads.
+    /// A batch of products is split by whole products on any number of threads: the naive
+    /// values, and the same bits on 1 to 4 threads, also where gemm would block a band's depth
+    /// differently from the whole product's (k > 512) or take its matrix-vector path for a band
+    /// of one row.
     #[test]
-    fn batches_split_by_whole_products_or_bands_agree_bit_for_bit() {
-        assert!(whole_products_per_thread(32, 128 * 64 * 128, 2));
-        assert!(whole_products_per_thread(3, 128 * 64 * 128, 3));
-        assert!(!whole_products_per_thread(3, 128 * 64 * 128, 2), "uneven and few: bands");
-        assert!(whole_products_per_thread(9, 128 * 64 * 128, 2), "many");
-        assert!(!whole_products_per_thread(32, 128 * 64 * 128, 1));
-        assert!(!whole_products_per_thread(4, GEMM_BAND_SPLIT_FLOPS, 2), "gemm's own threading");
-        for (batch, m, k, n) in [(32, 128, 64, 128), (3, 96, 50, 130), (6, 64, 300, 40)] {
+    fn batches_are_split_by_whole_products_and_agree_bit_for_bit_on_any_thread_count() {
+        let shapes =
+            [(32, 128, 64, 128), (3, 96, 50, 130), (6, 64, 300, 40), (9, 70, 2000, 3), (7, 33, 1000, 17)];
+        for (batch, m, k, n) in shapes {
             let a = values(batch * m * k, 5);
             let b = values(batch * n * k, 6);
             let la = Layout::contiguous(&[batch, m, k]);
             let lb = Layout { shape: vec![batch, k, n], strides: vec![n * k, 1, k], offset: 0 };
             let want = naive_batched(&a, &la, &b, &lb);
             let mut results = Vec::new();
-            for threads in [1, 2, 3] {
+            for threads in [1, 2, 3, 4] {
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
                 let got = pool.install(|| gemm_batched(&a, &la, &b, &lb));
                 for (i, (g, w)) in got.iter().zip(&want).enumerate() {

@@ -86,6 +86,7 @@ impl<T: Copy, U, P: Fn(T) -> bool, F: Fn(T) -> U, G: Fn(T) -> U> Kernel for MapN
     type Output = ();
     #[inline(always)]
     fn run(self) {
+        debug_assert!(self.src.len() >= self.out.len(), "an input for every output");
         let blocks = self.out.len().min(self.src.len()) / BLOCK * BLOCK;
         let (out, out_tail) = self.out.split_at_mut(blocks);
         let (src, src_tail) = self.src.split_at(blocks);
@@ -121,6 +122,7 @@ impl<T: Copy, P: Fn(T) -> bool, F: Fn(T, T) -> T, G: Fn(T, T) -> T> Kernel for Z
     type Output = ();
     #[inline(always)]
     fn run(self) {
+        debug_assert!(self.a.len().min(self.b.len()) >= self.out.len(), "inputs for every output");
         let blocks = self.out.len().min(self.a.len()).min(self.b.len()) / BLOCK * BLOCK;
         let (out, out_tail) = self.out.split_at_mut(blocks);
         let ((a, a_tail), (b, b_tail)) = (self.a.split_at(blocks), self.b.split_at(blocks));
