@@ -16,7 +16,6 @@ pub(crate) mod fake;
 pub(crate) mod op;
 
 pub(crate) use cpu::{
-    AdamStep, ConvShape, CpuStorage, InKernel, PARALLEL_THRESHOLD, SgdStep, WindowGeometry, conv2d,
-    conv2d_input_grad, conv2d_output_grad, conv2d_weight_grad, ensure_room, enter_pool, keep_helpers_awake,
-    reduction_layout, try_vec,
+    AdamStep, ConvShape, CpuStorage, SgdStep, WindowGeometry, begin_kernel, conv2d, conv2d_input_grad,
+    conv2d_output_grad, conv2d_weight_grad, ensure_room, reduction_layout, try_vec,
 };

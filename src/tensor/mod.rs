@@ -462,14 +462,8 @@ pub(crate) fn compute(
             _ => cpu_inputs.extend(copies.next()),
         }
     }
-    crate::backend::enter_pool();
-    // An op large enough to be split across threads: the pool's helpers stay awake for it and
-    // the ops after it.
     let elements = inputs.iter().map(|t| t.numel()).fold(shape.iter().product::<usize>(), usize::max);
-    if elements >= crate::backend::PARALLEL_THRESHOLD {
-        crate::backend::keep_helpers_awake();
-    }
-    let _in_kernel = crate::backend::InKernel::enter();
+    let _kernel = crate::backend::begin_kernel(elements);
     Ok(Storage::Cpu(cpu(&cpu_inputs)))
 }
 

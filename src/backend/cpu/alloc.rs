@@ -182,14 +182,10 @@ fn reserve<U>(n: usize) -> (Vec<U>, bool) {
 /// # Safety
 /// `fill` must write every element of the slice it is given.
 pub(crate) unsafe fn filled<U: Copy>(n: usize, fill: impl FnOnce(&mut [MaybeUninit<U>])) -> Vec<U> {
-    super::threads::enter();
-    if n >= super::PARALLEL_THRESHOLD {
-        super::threads::keep_helpers_awake();
-    }
+    let kernel = super::threads::begin_kernel(n);
     let mut v = room_for(n);
-    let in_kernel = super::threads::InKernel::enter();
     fill(&mut v.spare_capacity_mut()[..n]);
-    drop(in_kernel);
+    drop(kernel);
     // SAFETY: `fill` wrote all `n` elements (the caller's promise) into the reserved capacity.
     unsafe { v.set_len(n) };
     v

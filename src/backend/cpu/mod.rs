@@ -38,7 +38,7 @@ pub(crate) use copy::embed;
 pub(crate) use kernels::*;
 pub(crate) use matmul::matmul;
 pub(crate) use optim::{AdamStep, SgdStep};
-pub(crate) use threads::{InKernel, enter as enter_pool, keep_helpers_awake};
+pub(crate) use threads::begin_kernel;
 pub(crate) use window::WindowGeometry;
 
 /// Work below this many elements stays on the calling thread: spawning costs more than it saves.

@@ -75,6 +75,20 @@ pub(crate) fn enter() {
     }
 }
 
+/// What every host kernel does before it runs, over `elements` (its largest operand or result):
+/// joins a pool ([`enter`]), keeps the pool's helpers awake if it is large enough to be split
+/// across threads ([`keep_helpers_awake`]), and marks the thread as inside a kernel until the
+/// returned guard is dropped. The op front end (`tensor::compute`) and the result allocator
+/// (`alloc::filled`, which kernels run outside the front end also use) both call it; nested calls
+/// only count the mark up and down.
+pub(crate) fn begin_kernel(elements: usize) -> InKernel {
+    enter();
+    if elements >= super::PARALLEL_THRESHOLD {
+        keep_helpers_awake();
+    }
+    InKernel::enter()
+}
+
 /// Keeps the other threads of the calling thread's pool awake for the parallel parts of the next
 /// ops: starts a [`linger`] job for each helper that is not already running one this thread
 /// started. Called before a host op large enough to be split across threads; nothing happens on a
